@@ -1,0 +1,35 @@
+# Conclave build targets. `make run` starts the embedded default; `make test` runs every test.
+GO       ?= go
+BIN      ?= bin/conclave
+VERSION  ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS  := -X main.version=$(VERSION)
+# SERVICES=1 makes PostgreSQL, Redis and sshd available first (installing them on a fresh Debian machine).
+SERVICES ?= 0
+
+.PHONY: build run test bench lint services proto
+
+build:
+	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/conclave
+
+run: build
+	./$(BIN) serve
+
+services:
+	scripts/services.sh
+
+test:
+	@if [ "$(SERVICES)" = 1 ]; then scripts/services.sh; fi
+	$(GO) test -race -count=1 ./...
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem ./...
+
+# proto regenerates messages/*.pb.go; it needs protoc (Debian: protobuf-compiler) and protoc-gen-go
+# (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12).
+proto:
+	protoc -I messages -I "$$($(GO) list -m -f '{{.Dir}}' github.com/asynkron/protoactor-go)/actor" -I /usr/include \
+		--go_out=. --go_opt=module=github.com/conclave-ai/conclave messages/conclave.proto
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...

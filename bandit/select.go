@@ -1,0 +1,267 @@
+package bandit
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+)
+
+// Candidate is a model that may be selected, with its arm for the request's category.
+type Candidate struct {
+	Model         string
+	Provider      string
+	ContextWindow int
+	Alpha, Beta   float64
+	Pulls         int64
+}
+
+// ProviderStatus is what selection needs to know of a provider, read from an immutable snapshot.
+type ProviderStatus struct {
+	BreakerOpen bool
+	// RateLimitUse is the highest share in [0, 1] of any of the provider's rate limits in use.
+	RateLimitUse float64
+}
+
+// Policy is a selection policy. Thompson Sampling is the production policy; the others are baselines
+// for evaluation.
+type Policy uint8
+
+// Selection policies.
+const (
+	Thompson Policy = iota
+	UCB1
+	EpsilonGreedy
+	Uniform
+)
+
+var policyNames = [...]string{"thompson", "ucb1", "epsilon_greedy", "uniform"}
+
+func (p Policy) String() string {
+	if int(p) < len(policyNames) {
+		return policyNames[p]
+	}
+	return fmt.Sprintf("policy(%d)", uint8(p))
+}
+
+// ParsePolicy reads a policy name.
+func ParsePolicy(name string) (Policy, error) {
+	for i, n := range policyNames {
+		if n == name {
+			return Policy(i), nil
+		}
+	}
+	return 0, fmt.Errorf("unknown selection policy %q (want thompson, ucb1, epsilon_greedy or uniform)", name)
+}
+
+// Query says what to select.
+type Query struct {
+	// N is how many models to pick.
+	N int
+	// ContextTokens is the context the task needs; models with a smaller window are skipped.
+	ContextTokens int
+	// Requested, when not empty, is the request's explicit models list: every other model is skipped.
+	Requested map[string]bool
+	// Providers holds provider snapshots; a provider that is absent counts as healthy.
+	Providers map[string]ProviderStatus
+	Policy    Policy
+	// Epsilon is the exploration rate of EpsilonGreedy; zero means 0.1.
+	Epsilon float64
+	// TotalPulls is the number of updates across the category's arms, for UCB1.
+	TotalPulls int64
+}
+
+// SkipReason says why a model was not eligible.
+type SkipReason uint8
+
+// Skip reasons, in the order the filters run.
+const (
+	NotRequested SkipReason = iota + 1
+	ContextTooSmall
+	BreakerOpen
+	RateLimitExhausted
+)
+
+var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted"}
+
+func (r SkipReason) String() string {
+	if int(r) < len(skipNames) && r > 0 {
+		return skipNames[r]
+	}
+	return fmt.Sprintf("skip(%d)", uint8(r))
+}
+
+// MarshalText renders the reason by name.
+func (r SkipReason) MarshalText() ([]byte, error) { return []byte(r.String()), nil }
+
+// Skip records a model that was left out and why.
+type Skip struct {
+	Model    string     `json:"model"`
+	Provider string     `json:"provider"`
+	Reason   SkipReason `json:"reason"`
+}
+
+// Pick is a selected model.
+type Pick struct {
+	Model    string `json:"model"`
+	Provider string `json:"provider"`
+	// Sampled is the policy's raw value for the arm (a Beta draw for Thompson Sampling).
+	Sampled float64 `json:"sampled"`
+	// Score is the value the ranking used: Sampled, damped when the provider is near its rate limit.
+	Score         float64 `json:"score"`
+	Deprioritised bool    `json:"deprioritised,omitempty"`
+	Explored      bool    `json:"explored,omitempty"` // chosen by epsilon-greedy's random exploration
+}
+
+// Selection is the outcome of Select.
+type Selection struct {
+	Picks    []Pick
+	Skipped  []Skip
+	Eligible int
+}
+
+// SkipCounts summarises the skip reasons.
+func (s Selection) SkipCounts() map[string]int {
+	counts := make(map[string]int, 4)
+	for _, sk := range s.Skipped {
+		counts[sk.Reason.String()]++
+	}
+	return counts
+}
+
+// DeprioritiseAbove is the rate-limit share above which a provider's models are deprioritised.
+const DeprioritiseAbove = 0.8
+
+// RateLimitDamping is the deprioritisation rule: a model whose provider has used more than 80% of a rate
+// limit ranks by its sampled value times (1 - use) / 0.2, falling linearly from full value at 80% to zero
+// at 100% (where the filter skips it outright). Near-limit providers are still chosen when their models
+// are clearly best, but lose close contests.
+func RateLimitDamping(use float64) float64 {
+	if use <= DeprioritiseAbove {
+		return 1
+	}
+	return max(0, (1-use)/(1-DeprioritiseAbove))
+}
+
+// reject runs the eligibility filters in order and returns the first reason to skip c, or 0.
+func (q *Query) reject(c *Candidate, status ProviderStatus) SkipReason {
+	switch {
+	case len(q.Requested) > 0 && !q.Requested[c.Model]:
+		return NotRequested
+	case c.ContextWindow < q.ContextTokens:
+		return ContextTooSmall
+	case status.BreakerOpen:
+		return BreakerOpen
+	case status.RateLimitUse >= 1:
+		return RateLimitExhausted
+	}
+	return 0
+}
+
+// Select ranks the eligible candidates by the query's policy and returns the top min(N, eligible), with
+// a Skip for every ineligible candidate. Ties are broken by model id, so a seeded source gives the same
+// selection every time.
+func Select(rng *rand.Rand, cands []Candidate, q Query) Selection {
+	n := max(q.N, 0)
+	sel := Selection{Picks: make([]Pick, 0, n)}
+	var logTotal float64
+	if q.Policy == UCB1 {
+		logTotal = math.Log(float64(q.TotalPulls) + 1)
+	}
+	for i := range cands {
+		c := &cands[i]
+		status := q.Providers[c.Provider]
+		if reason := q.reject(c, status); reason != 0 {
+			sel.Skipped = append(sel.Skipped, Skip{Model: c.Model, Provider: c.Provider, Reason: reason})
+			continue
+		}
+		sel.Eligible++
+		if n == 0 {
+			continue
+		}
+		var v float64
+		switch q.Policy {
+		case Thompson:
+			v = SampleBeta(rng, c.Alpha, c.Beta)
+		case UCB1:
+			v = c.Alpha/(c.Alpha+c.Beta) + math.Sqrt(2*logTotal/float64(c.Pulls+1)) + 1e-9*rng.Float64()
+		case EpsilonGreedy:
+			v = c.Alpha/(c.Alpha+c.Beta) + 1e-9*rng.Float64()
+		default: // Uniform
+			v = rng.Float64()
+		}
+		damp := RateLimitDamping(status.RateLimitUse)
+		insertTop(&sel.Picks, n, Pick{Model: c.Model, Provider: c.Provider, Sampled: v, Score: v * damp, Deprioritised: damp < 1})
+	}
+	if q.Policy == EpsilonGreedy {
+		explore(rng, cands, &q, &sel)
+	}
+	return sel
+}
+
+// insertTop keeps picks sorted by descending score (then model id) and at most n long.
+func insertTop(picks *[]Pick, n int, p Pick) {
+	ps := *picks
+	if len(ps) == n && !better(p, ps[n-1]) {
+		return
+	}
+	i := len(ps)
+	if i < n {
+		ps = append(ps, p)
+	} else {
+		i = n - 1
+	}
+	for ; i > 0 && better(p, ps[i-1]); i-- {
+		ps[i] = ps[i-1]
+	}
+	ps[i] = p
+	*picks = ps
+}
+
+func better(a, b Pick) bool {
+	if a.Score != b.Score {
+		return a.Score > b.Score
+	}
+	return a.Model < b.Model
+}
+
+// explore replaces each greedy pick, with probability epsilon, by an eligible model chosen uniformly at
+// random from those not already picked.
+func explore(rng *rand.Rand, cands []Candidate, q *Query, sel *Selection) {
+	eps := q.Epsilon
+	if eps <= 0 {
+		eps = 0.1
+	}
+	if sel.Eligible <= len(sel.Picks) {
+		return
+	}
+	picked := make(map[string]bool, len(sel.Picks))
+	for _, p := range sel.Picks {
+		picked[p.Model] = true
+	}
+	for i := range sel.Picks {
+		if rng.Float64() >= eps {
+			continue
+		}
+		// Reservoir-sample one eligible, unpicked candidate.
+		var chosen *Candidate
+		seen := 0
+		for j := range cands {
+			c := &cands[j]
+			if picked[c.Model] || q.reject(c, q.Providers[c.Provider]) != 0 {
+				continue
+			}
+			seen++
+			if rng.IntN(seen) == 0 {
+				chosen = c
+			}
+		}
+		if chosen == nil {
+			return
+		}
+		delete(picked, sel.Picks[i].Model)
+		picked[chosen.Model] = true
+		mean := chosen.Alpha / (chosen.Alpha + chosen.Beta)
+		damp := RateLimitDamping(q.Providers[chosen.Provider].RateLimitUse)
+		sel.Picks[i] = Pick{Model: chosen.Model, Provider: chosen.Provider, Sampled: mean, Score: mean * damp, Deprioritised: damp < 1, Explored: true}
+	}
+}

@@ -1,0 +1,150 @@
+package classify
+
+import (
+	"regexp"
+	"strings"
+)
+
+// Complexity is a coarse estimate of how hard a task is.
+type Complexity string
+
+// Complexities.
+const (
+	ComplexityLow    Complexity = "low"
+	ComplexityMedium Complexity = "medium"
+	ComplexityHigh   Complexity = "high"
+)
+
+// Metadata describes a task beyond its category.
+type Metadata struct {
+	// Language is the programming language the task is about, or "" when none is evident.
+	Language   string     `json:"language,omitempty"`
+	Complexity Complexity `json:"complexity"`
+	// ContextLength is the estimated size of the task in tokens: one token per four bytes of text (rounded
+	// up), the usual rule of thumb for English and code with BPE tokenizers.
+	ContextLength int `json:"context_length"`
+}
+
+// EstimateTokens estimates the token count of text.
+func EstimateTokens(text string) int { return (len(text) + 3) / 4 }
+
+var (
+	fencePattern = regexp.MustCompile("```([A-Za-z0-9_+#-]+)")
+	filePattern  = regexp.MustCompile(`\b[\w./-]+\.(go|py|ts|tsx|js|jsx|mjs|java|kt|rs|c|h|cc|cpp|hpp|rb|cs|php|sql|sh|bash|swift|scala|ex|exs|hs|lua|dart|r|m|tf|yaml|yml)\b`)
+)
+
+// fenceNames maps code-fence info strings to language names.
+var fenceNames = map[string]string{
+	"go": "go", "golang": "go", "python": "python", "py": "python", "typescript": "typescript", "ts": "typescript",
+	"tsx": "typescript", "javascript": "javascript", "js": "javascript", "jsx": "javascript", "java": "java",
+	"kotlin": "kotlin", "kt": "kotlin", "rust": "rust", "rs": "rust", "c": "c", "cpp": "cpp", "c++": "cpp",
+	"ruby": "ruby", "rb": "ruby", "csharp": "csharp", "cs": "csharp", "c#": "csharp", "php": "php", "sql": "sql",
+	"bash": "bash", "sh": "bash", "shell": "bash", "zsh": "bash", "swift": "swift", "scala": "scala",
+	"elixir": "elixir", "haskell": "haskell", "lua": "lua", "dart": "dart", "r": "r", "terraform": "terraform",
+	"hcl": "terraform", "yaml": "yaml", "yml": "yaml",
+}
+
+var extNames = map[string]string{
+	"go": "go", "py": "python", "ts": "typescript", "tsx": "typescript", "js": "javascript", "jsx": "javascript",
+	"mjs": "javascript", "java": "java", "kt": "kotlin", "rs": "rust", "c": "c", "h": "c", "cc": "cpp", "cpp": "cpp",
+	"hpp": "cpp", "rb": "ruby", "cs": "csharp", "php": "php", "sql": "sql", "sh": "bash", "bash": "bash",
+	"swift": "swift", "scala": "scala", "ex": "elixir", "exs": "elixir", "hs": "haskell", "lua": "lua",
+	"dart": "dart", "r": "r", "m": "objective-c", "tf": "terraform", "yaml": "yaml", "yml": "yaml",
+}
+
+// syntaxHints are fragments characteristic of a language; each hit is one vote.
+var syntaxHints = []struct {
+	lang  string
+	hints []string
+}{
+	{"go", []string{"func ", ":= ", "package main", "fmt.", "err != nil", "go func", "chan ", "defer "}},
+	{"python", []string{"def ", "import ", "self.", "elif ", "print(", "__init__", "None", "    return "}},
+	{"typescript", []string{": string", ": number", "interface ", "=> {", "export const", "import {"}},
+	{"javascript", []string{"console.log", "const ", "let ", "=> {", "require(", "function ("}},
+	{"java", []string{"public static void", "System.out", "public class", "private final", "@Override", "new ArrayList"}},
+	{"rust", []string{"fn ", "let mut", "impl ", "&mut ", "Option<", "unwrap()", "pub fn"}},
+	{"c", []string{"#include", "printf(", "malloc(", "int main("}},
+	{"cpp", []string{"std::", "#include <", "template<", "nullptr"}},
+	{"sql", []string{"SELECT ", "FROM ", "WHERE ", "JOIN ", "INSERT INTO", "GROUP BY"}},
+	{"bash", []string{"#!/bin/bash", "#!/bin/sh", "echo $", "fi\n", "$(", "sudo "}},
+	{"ruby", []string{"puts ", "def ", "end\n", "attr_accessor", ".each do"}},
+	{"csharp", []string{"using System", "public async Task", "Console.WriteLine", "var "}},
+	{"php", []string{"<?php", "$this->", "echo "}},
+	{"kotlin", []string{"fun ", "val ", "data class"}},
+}
+
+// ExtractMetadata derives language, complexity and context length from a task.
+func ExtractMetadata(task string) Metadata {
+	lang, code := detectLanguage(task)
+	return Metadata{ContextLength: EstimateTokens(task), Language: lang, Complexity: estimateComplexity(task, EstimateTokens(task), code)}
+}
+
+// detectLanguage trusts, in order: a code fence's info string, a file name's extension, then the
+// language with the most syntax hints (at least two, so prose mentioning "import" is not Python). It
+// also reports whether the task carries code (a fence or syntax), as opposed to naming a file.
+func detectLanguage(task string) (lang string, code bool) {
+	fenced := strings.Contains(task, "```")
+	if m := fencePattern.FindStringSubmatch(task); m != nil {
+		if lang, ok := fenceNames[strings.ToLower(m[1])]; ok {
+			return lang, true
+		}
+	}
+	if m := filePattern.FindStringSubmatch(task); m != nil {
+		if lang, ok := extNames[strings.ToLower(m[1])]; ok {
+			return lang, fenced || syntaxLanguage(task) != ""
+		}
+	}
+	lang = syntaxLanguage(task)
+	return lang, fenced || lang != ""
+}
+
+func syntaxLanguage(task string) string {
+	best, bestVotes := "", 1
+	for _, h := range syntaxHints {
+		votes := 0
+		for _, frag := range h.hints {
+			if strings.Contains(task, frag) {
+				votes++
+			}
+		}
+		if votes > bestVotes {
+			best, bestVotes = h.lang, votes
+		}
+	}
+	return best
+}
+
+// heavyWords mark tasks whose difficulty is not visible in their length.
+var heavyWords = []string{
+	"distributed", "concurren", "scalab", "production", "migrat", "architect", "security", "performance",
+	"race", "deadlock", "consisten", "latency", "throughput", "multi-tenant", "fault", "end-to-end",
+}
+
+// estimateComplexity scores a task: a point per 150 estimated tokens, a point when it carries code, a
+// point per distinct heavy word (at most two), half a point per stated requirement beyond the third
+// (sentence or list item). Below 1 is low, 3 or more is high.
+func estimateComplexity(task string, tokens int, hasCode bool) Complexity {
+	score := float64(tokens) / 150
+	if hasCode {
+		score++
+	}
+	lower := strings.ToLower(task)
+	heavy := 0
+	for _, w := range heavyWords {
+		if strings.Contains(lower, w) {
+			heavy++
+		}
+	}
+	score += float64(min(heavy, 2))
+	requirements := strings.Count(task, ". ") + strings.Count(task, "\n- ") + strings.Count(task, "\n* ") + strings.Count(task, "?")
+	if requirements > 3 {
+		score += 0.5 * float64(requirements-3)
+	}
+	switch {
+	case score >= 3:
+		return ComplexityHigh
+	case score >= 1:
+		return ComplexityMedium
+	}
+	return ComplexityLow
+}

@@ -1,0 +1,381 @@
+// Package consensus owns the merging of several models' answers into one: the majority, weighted,
+// rotating-arbiter and pairwise strategies, the weighted score, the local arbiter used when no arbiter
+// model is reachable, the agreement and disagreement points, and which responses contributed. Everything
+// here is a pure, deterministic function of its input.
+package consensus
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/conclave-ai/conclave/blueprints"
+)
+
+// ErrNoResponses is returned when there is nothing to merge.
+var ErrNoResponses = errors.New("consensus needs at least one response")
+
+// LocalArbiter names the arbiter when the decision was made locally, without an arbiter model.
+const LocalArbiter = "local"
+
+// ContributionThreshold is the similarity to the final answer from which a response counts as having
+// contributed to it: for categorical answers (up to four words) that means the same normalised answer,
+// for free text a word-overlap cosine of at least 0.5.
+const ContributionThreshold = 0.5
+
+// groupThreshold is the similarity from which two free-text answers count as the same answer for voting.
+const groupThreshold = 0.8
+
+// Response is one model's answer with what the strategies weigh. The four score inputs are in [0, 1].
+type Response struct {
+	Model    string
+	Provider string
+	Worker   string
+	Text     string
+	// Capability is the model's prior fitness for the task's category.
+	Capability float64
+	// Recency is the EWMA of the model's recent outcomes in this category.
+	Recency float64
+	// Reliability is the share of the provider's calls that succeeded over the last 24 hours.
+	Reliability float64
+	// Quality is the response's own quality; callers without a judge use its agreement with its peers.
+	Quality float64
+}
+
+// Weights of the weighted score.
+const (
+	CapabilityWeight  = 0.35
+	RecencyWeight     = 0.20
+	ReliabilityWeight = 0.25
+	QualityWeight     = 0.20
+)
+
+// WeightedScore = capability × 0.35 + recency × 0.20 + reliability × 0.25 + quality × 0.20, each input
+// clamped to [0, 1], so the score is in [0, 1].
+func WeightedScore(capability, recency, reliability, quality float64) float64 {
+	return CapabilityWeight*clamp01(capability) + RecencyWeight*clamp01(recency) +
+		ReliabilityWeight*clamp01(reliability) + QualityWeight*clamp01(quality)
+}
+
+// WeightedScore of the response.
+func (r Response) WeightedScore() float64 {
+	return WeightedScore(r.Capability, r.Recency, r.Reliability, r.Quality)
+}
+
+// Verdict is an arbiter model's judgement of the responses.
+type Verdict struct {
+	// Choice is the index of the response the arbiter judged best.
+	Choice int
+	// Answer, when not empty, is the arbiter's synthesis and becomes the final answer.
+	Answer string
+	// Scores, when it has one entry per response, rates each response in [0, 1].
+	Scores []float64
+}
+
+// Input is everything a strategy decides on.
+type Input struct {
+	Strategy  blueprints.Strategy
+	Responses []Response
+	// Round is the rotation state: how many rotating decisions came before this one.
+	Round uint64
+	// Arbiter names the model that gave Verdict or Prefer; empty means the decision is local.
+	Arbiter string
+	// Verdict is the rotating arbiter model's judgement; nil means no arbiter model was reachable.
+	Verdict *Verdict
+	// Prefer is the pairwise judge: the probability that response i is better than response j. Nil means
+	// the local judge, which prefers the response with more agreement plus weighted score.
+	Prefer func(i, j int) float64
+}
+
+// Result is a consensus decision.
+type Result struct {
+	Strategy blueprints.Strategy `json:"strategy"`
+	Answer   string              `json:"answer"`
+	// Chosen is the index of the response whose text is the answer (or on which a synthesis was based).
+	Chosen int `json:"chosen"`
+	// Arbiter is the arbiter model, LocalArbiter, or empty for the voting strategies.
+	Arbiter string `json:"arbiter,omitempty"`
+	// Scores is the strategy's score of each response in [0, 1]: vote share for majority, weighted vote
+	// share for weighted, the arbiter's rating or agreement for rotating, Copeland share for pairwise.
+	Scores []float64 `json:"scores"`
+	// Weighted is each response's weighted score.
+	Weighted []float64 `json:"weighted"`
+	// Support is each response's mean similarity to the others.
+	Support      []float64 `json:"support"`
+	Contributed  []bool    `json:"contributed"`
+	Agreement    []string  `json:"agreement"`
+	Disagreement []string  `json:"disagreement"`
+}
+
+// Contributors returns the indices of the responses that contributed.
+func (r Result) Contributors() []int {
+	var idx []int
+	for i, c := range r.Contributed {
+		if c {
+			idx = append(idx, i)
+		}
+	}
+	return idx
+}
+
+// Decide runs the input's strategy.
+func Decide(in Input) (Result, error) {
+	if len(in.Responses) == 0 {
+		return Result{}, ErrNoResponses
+	}
+	b := newBallot(in.Responses)
+	var r Result
+	switch in.Strategy {
+	case blueprints.Majority:
+		r = b.vote(false)
+	case blueprints.Weighted:
+		r = b.vote(true)
+	case blueprints.Rotating:
+		r = b.rotating(in)
+	case blueprints.Pairwise:
+		r = b.pairwise(in)
+	default:
+		return Result{}, fmt.Errorf("consensus: unknown strategy %q", in.Strategy)
+	}
+	r.Strategy = in.Strategy
+	r.Weighted = b.weighted
+	r.Support = b.support
+	r.Contributed = b.contributed(r.Answer)
+	r.Agreement, r.Disagreement = b.points(r.Chosen)
+	return r, nil
+}
+
+// ArbiterFor returns the arbiter of a rotating decision: the participants ordered by model id, taking
+// turns across requests (round modulo their number).
+func ArbiterFor(models []string, round uint64) string {
+	if len(models) == 0 {
+		return ""
+	}
+	sorted := slices.Clone(models)
+	slices.Sort(sorted)
+	sorted = slices.Compact(sorted)
+	return sorted[round%uint64(len(sorted))]
+}
+
+// ballot holds the analysed responses shared by the strategies.
+type ballot struct {
+	resps    []Response
+	docs     []analysed
+	sim      [][]float64
+	weighted []float64
+	support  []float64
+}
+
+func newBallot(resps []Response) *ballot {
+	n := len(resps)
+	b := &ballot{resps: resps, docs: make([]analysed, n), sim: make([][]float64, n), weighted: make([]float64, n), support: make([]float64, n)}
+	for i, r := range resps {
+		b.docs[i] = analyse(r.Text)
+		b.weighted[i] = r.WeightedScore()
+		b.sim[i] = make([]float64, n)
+		b.sim[i][i] = 1
+	}
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			s := similarity(&b.docs[i], &b.docs[j])
+			b.sim[i][j], b.sim[j][i] = s, s
+		}
+	}
+	for i := range n {
+		if n == 1 {
+			b.support[i] = 1
+			continue
+		}
+		sum := 0.0
+		for j := range n {
+			if j != i {
+				sum += b.sim[i][j]
+			}
+		}
+		b.support[i] = sum / float64(n-1)
+	}
+	return b
+}
+
+// groups clusters equivalent answers: same normal form, or free text at least groupThreshold similar to
+// the group's first member.
+func (b *ballot) groups() (groupOf []int, groups [][]int) {
+	groupOf = make([]int, len(b.resps))
+	for i := range b.resps {
+		found := -1
+		for g, members := range groups {
+			if b.sim[i][members[0]] >= groupThreshold {
+				found = g
+				break
+			}
+		}
+		if found < 0 {
+			found = len(groups)
+			groups = append(groups, nil)
+		}
+		groups[found] = append(groups[found], i)
+		groupOf[i] = found
+	}
+	return groupOf, groups
+}
+
+// vote is majority voting (weighted=false: one vote each, ties broken by the sum of weighted scores) or
+// weighted voting (each vote counts its weighted score). The answer is the best-scored member's text.
+func (b *ballot) vote(weighted bool) Result {
+	groupOf, groups := b.groups()
+	mass := make([]float64, len(groups))
+	weight := make([]float64, len(groups))
+	total := 0.0
+	for g, members := range groups {
+		for _, i := range members {
+			weight[g] += b.weighted[i]
+		}
+		if weighted {
+			mass[g] = weight[g]
+		} else {
+			mass[g] = float64(len(members))
+		}
+		total += mass[g]
+	}
+	best := 0
+	for g := 1; g < len(groups); g++ {
+		if mass[g] > mass[best] || (mass[g] == mass[best] && weight[g] > weight[best]) {
+			best = g
+		}
+	}
+	chosen := b.bestBy(groups[best], b.weighted)
+	scores := make([]float64, len(b.resps))
+	for i := range scores {
+		if total > 0 {
+			scores[i] = mass[groupOf[i]] / total
+		}
+	}
+	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: scores}
+}
+
+// bestBy returns the candidate with the highest key, ties going to the higher weighted score and then
+// the lower index.
+func (b *ballot) bestBy(candidates []int, key []float64) int {
+	best := candidates[0]
+	for _, i := range candidates[1:] {
+		if key[i] > key[best] || (key[i] == key[best] && b.weighted[i] > b.weighted[best]) {
+			best = i
+		}
+	}
+	return best
+}
+
+func (b *ballot) all() []int {
+	idx := make([]int, len(b.resps))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// local is the local arbiter: minimum-Bayes-risk selection, choosing the response that agrees most with
+// all the others (the consensus centre), ties going to the higher weighted score.
+func (b *ballot) local() Result {
+	chosen := b.bestBy(b.all(), b.support)
+	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: slices.Clone(b.support), Arbiter: LocalArbiter}
+}
+
+// LocalChoice runs the local arbiter alone: the response that agrees most with the others.
+func LocalChoice(resps []Response) (Result, error) {
+	if len(resps) == 0 {
+		return Result{}, ErrNoResponses
+	}
+	return newBallot(resps).local(), nil
+}
+
+func (b *ballot) rotating(in Input) Result {
+	v := in.Verdict
+	if v == nil || v.Choice < 0 || v.Choice >= len(b.resps) {
+		return b.local()
+	}
+	r := Result{Answer: b.resps[v.Choice].Text, Chosen: v.Choice, Arbiter: in.Arbiter, Scores: slices.Clone(b.support)}
+	if v.Answer != "" {
+		r.Answer = v.Answer
+	}
+	if len(v.Scores) == len(b.resps) {
+		for i, s := range v.Scores {
+			r.Scores[i] = clamp01(s)
+		}
+	}
+	if r.Arbiter == "" {
+		r.Arbiter = ArbiterFor(models(b.resps), in.Round)
+	}
+	return r
+}
+
+// pairwise ranks the responses by Copeland's method: every pair is a contest won by the preferred
+// response (a draw gives each half a point); the response with the most wins is chosen, ties going to
+// the higher weighted score. Copeland needs only the sign of each preference, so a judge's miscalibrated
+// probabilities cannot distort the ranking, and it is exact for the few responses a request has.
+func (b *ballot) pairwise(in Input) Result {
+	n := len(b.resps)
+	prefer := in.Prefer
+	arbiter := in.Arbiter
+	if prefer == nil {
+		arbiter = LocalArbiter
+		prefer = func(i, j int) float64 {
+			si, sj := b.support[i]+b.weighted[i], b.support[j]+b.weighted[j]
+			switch {
+			case si > sj:
+				return 1
+			case si < sj:
+				return 0
+			}
+			return 0.5
+		}
+	}
+	wins := make([]float64, n)
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			switch p := prefer(i, j); {
+			case p > 0.5:
+				wins[i]++
+			case p < 0.5:
+				wins[j]++
+			default:
+				wins[i] += 0.5
+				wins[j] += 0.5
+			}
+		}
+	}
+	chosen := b.bestBy(b.all(), wins)
+	scores := make([]float64, n)
+	for i := range scores {
+		if n == 1 {
+			scores[i] = 1
+		} else {
+			scores[i] = wins[i] / float64(n-1)
+		}
+	}
+	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: scores, Arbiter: arbiter}
+}
+
+// contributed marks the responses at least ContributionThreshold similar to the final answer.
+func (b *ballot) contributed(answer string) []bool {
+	a := analyse(answer)
+	out := make([]bool, len(b.resps))
+	for i := range b.docs {
+		out[i] = similarity(&a, &b.docs[i]) >= ContributionThreshold
+	}
+	return out
+}
+
+func models(resps []Response) []string {
+	out := make([]string, len(resps))
+	for i, r := range resps {
+		out[i] = r.Model
+	}
+	return out
+}
+
+func clamp01(x float64) float64 {
+	if !(x > 0) {
+		return 0
+	}
+	return min(x, 1)
+}

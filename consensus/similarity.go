@@ -1,0 +1,122 @@
+package consensus
+
+import (
+	"hash/maphash"
+	"math"
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// shortWords is the length (in words, after normalisation) up to which an answer is categorical: two
+// such answers agree exactly when their normal forms are equal.
+const shortWords = 4
+
+var hashSeed = maphash.MakeSeed()
+
+// term is a hashed word with its count in a text.
+type term struct {
+	hash  uint64
+	count float64
+}
+
+// keyWords is the length in words up to which an answer's normal form is computed for exact
+// comparison; longer answers are compared by their word counts only.
+const keyWords = 32
+
+// analysed is a response prepared for comparison.
+type analysed struct {
+	key   string // Normalize(text) for answers of up to keyWords words, else empty
+	short bool
+	terms []term // sorted by hash; empty for short answers
+	norm  float64
+}
+
+func analyse(text string) analysed {
+	var a analysed
+	hashes := make([]uint64, 0, len(text)/5+1)
+	word := make([]byte, 0, 32)
+	flush := func() {
+		if len(word) > 0 {
+			hashes = append(hashes, maphash.Bytes(hashSeed, word))
+			word = word[:0]
+		}
+	}
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+				word = append(word, c)
+			case 'A' <= c && c <= 'Z':
+				word = append(word, c+'a'-'A')
+			default:
+				flush()
+			}
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			word = utf8.AppendRune(word, unicode.ToLower(r))
+		} else {
+			flush()
+		}
+	}
+	flush()
+	if len(hashes) <= keyWords {
+		a.key = Normalize(text)
+		a.short = strings.Count(a.key, " ")+1 <= shortWords
+		if a.short {
+			return a
+		}
+	}
+	slices.Sort(hashes)
+	for _, h := range hashes {
+		if n := len(a.terms); n > 0 && a.terms[n-1].hash == h {
+			a.terms[n-1].count++
+		} else {
+			a.terms = append(a.terms, term{hash: h, count: 1})
+		}
+	}
+	for _, t := range a.terms {
+		a.norm += t.count * t.count
+	}
+	a.norm = math.Sqrt(a.norm)
+	return a
+}
+
+// similarity in [0, 1]: exact agreement of normal forms when either answer is categorical, otherwise
+// the cosine of the word-count vectors (a bag-of-words overlap that is cheap, deterministic and good
+// enough to tell agreeing free-text answers from diverging ones).
+func similarity(a, b *analysed) float64 {
+	if a.key != "" && a.key == b.key || a.key == "" && b.key == "" && a.norm == 0 && b.norm == 0 {
+		return 1
+	}
+	if a.short || b.short || a.norm == 0 || b.norm == 0 {
+		return 0
+	}
+	dot := 0.0
+	i, j := 0, 0
+	for i < len(a.terms) && j < len(b.terms) {
+		switch {
+		case a.terms[i].hash < b.terms[j].hash:
+			i++
+		case a.terms[i].hash > b.terms[j].hash:
+			j++
+		default:
+			dot += a.terms[i].count * b.terms[j].count
+			i++
+			j++
+		}
+	}
+	return dot / (a.norm * b.norm)
+}
+
+// Similarity compares two answers the way the strategies do.
+func Similarity(x, y string) float64 {
+	a, b := analyse(x), analyse(y)
+	return similarity(&a, &b)
+}

@@ -1,0 +1,340 @@
+package providers
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"hash/fnv"
+	"math"
+	"math/rand/v2"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/consensus"
+	"github.com/conclave-ai/conclave/ratelimit"
+	"github.com/conclave-ai/conclave/resilience"
+)
+
+// SimConfig tunes the simulated provider. The zero value is an instant, fault-free simulation.
+type SimConfig struct {
+	// Seed makes every model's skills and every answer reproducible.
+	Seed uint64 `json:"seed"`
+	// LatencyScale multiplies each model's nominal median latency (tier 1: 900 ms, tier 2: 500 ms,
+	// tier 3: 250 ms; a third of that on groq and cerebras); zero means no latency at all.
+	LatencyScale float64 `json:"latency_scale"`
+	// Faults are the fault rates of every provider unless SetFault overrides one.
+	Faults Fault `json:"faults"`
+}
+
+// Fault describes how often a provider misbehaves; each rate is a probability per call.
+type Fault struct {
+	// ServerErrorRate answers 503.
+	ServerErrorRate float64 `json:"server_error_rate"`
+	// TimeoutRate hangs until the caller's deadline.
+	TimeoutRate float64 `json:"timeout_rate"`
+	// RateLimitRate answers 429 with a Retry-After of RetryAfter (one second when zero).
+	RateLimitRate float64       `json:"rate_limit_rate"`
+	RetryAfter    time.Duration `json:"retry_after"`
+}
+
+// Sim simulates the catalog's models: per-model latency, faults, and a per-category skill that is the
+// probability of answering a multiple-choice task correctly. Its world has a truth: the correct option
+// of a multiple-choice task, and a reference answer for free text, both derived from the task itself,
+// so majority voting and learning behave as they would with real models of those skills.
+type Sim struct {
+	cfg    SimConfig
+	models map[string]*simModel
+	mu     sync.RWMutex
+	faults map[string]Fault // per provider, overriding cfg.Faults
+}
+
+type simModel struct {
+	catalog.Model
+	median time.Duration
+	skill  map[string]float64
+}
+
+var simCategories = []string{
+	"code_review", "security_audit", "architecture", "implementation", "refactoring", "debugging", "testing",
+	"documentation", "research", "classification", "summarization", "translation", "data_analysis", "planning",
+	"evaluation", "brainstorming", "explanation", "comparison", "troubleshooting", "configuration", "migration", "general",
+}
+
+// NewSim simulates the given models.
+func NewSim(models []catalog.Model, cfg SimConfig) *Sim {
+	s := &Sim{cfg: cfg, models: make(map[string]*simModel, len(models)), faults: map[string]Fault{}}
+	for _, m := range models {
+		median := [4]time.Duration{0, 900 * time.Millisecond, 500 * time.Millisecond, 250 * time.Millisecond}[min(max(m.Tier, 1), 3)]
+		if m.Provider == "groq" || m.Provider == "cerebras" {
+			median /= 3
+		}
+		sm := &simModel{Model: m, median: median, skill: make(map[string]float64, len(simCategories))}
+		for _, c := range simCategories {
+			// Capability spans [0.55, 1]; skill spans about [0.25, 1] around it, with seeded noise so
+			// that tiers overlap and the bandit has something to learn.
+			base := 0.25 + 0.75*(m.Capability(c)-0.55)/0.45
+			noise := (unitHash(cfg.Seed, "skill", m.ID, c) - 0.5) * 0.24
+			sm.skill[c] = math.Min(0.97, math.Max(0.05, base+noise))
+		}
+		s.models[m.ID] = sm
+	}
+	return s
+}
+
+// SetFault overrides the fault rates of one provider until ClearFaults.
+func (s *Sim) SetFault(provider string, f Fault) {
+	s.mu.Lock()
+	s.faults[provider] = f
+	s.mu.Unlock()
+}
+
+// ClearFaults returns every provider to the configured fault rates.
+func (s *Sim) ClearFaults() {
+	s.mu.Lock()
+	clear(s.faults)
+	s.mu.Unlock()
+}
+
+func (s *Sim) faultFor(provider string) Fault {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if f, ok := s.faults[provider]; ok {
+		return f
+	}
+	return s.cfg.Faults
+}
+
+// Skill returns a model's simulated skill at a category (0 for unknown models).
+func (s *Sim) Skill(model, category string) float64 {
+	m, ok := s.models[model]
+	if !ok {
+		return 0
+	}
+	return m.skill[category]
+}
+
+// Complete implements Backend.
+func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
+	m, ok := s.models[call.Model]
+	if !ok {
+		return Reply{}, &resilience.Error{Kind: resilience.ModelNotFound, Provider: call.Provider, Model: call.Model, Status: 404, Err: fmt.Errorf("model not found")}
+	}
+	inTokens := (len(call.Prompt) + 3) / 4
+	for _, c := range call.Candidates {
+		inTokens += (len(c) + 3) / 4
+	}
+	if inTokens > m.ContextWindow {
+		return Reply{}, &resilience.Error{Kind: resilience.RequestTooLarge, Provider: m.Provider, Model: m.ID, Status: 413,
+			Err: fmt.Errorf("prompt of %d tokens exceeds the context window of %d", inTokens, m.ContextWindow)}
+	}
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%d\x00%s", s.cfg.Seed, m.ID, call.Kind, call.Attempt, call.Prompt)
+	for _, c := range call.Candidates {
+		h.Write([]byte(c))
+	}
+	rng := rand.New(rand.NewPCG(h.Sum64(), s.cfg.Seed^0x9E3779B97F4A7C15))
+
+	f := s.faultFor(m.Provider)
+	latency := time.Duration(0)
+	if s.cfg.LatencyScale > 0 {
+		latency = time.Duration(float64(m.median) * s.cfg.LatencyScale * math.Exp(0.35*rng.NormFloat64()))
+	}
+	switch r := rng.Float64(); {
+	case r < f.ServerErrorRate:
+		if err := wait(ctx, latency/4); err != nil {
+			return Reply{}, err
+		}
+		return Reply{}, &resilience.Error{Kind: resilience.ProviderUnavailable, Provider: m.Provider, Model: m.ID, Status: 503, Err: fmt.Errorf("simulated overload")}
+	case r < f.ServerErrorRate+f.RateLimitRate:
+		after := f.RetryAfter
+		if after <= 0 {
+			after = time.Second
+		}
+		return Reply{RateLimit: &ratelimit.Upstream{RetryAfter: after, RemainingRequests: 0, RemainingTokens: -1, ResetRequests: after}},
+			&resilience.Error{Kind: resilience.RateLimited, Provider: m.Provider, Model: m.ID, Status: 429, RetryAfter: after, Err: fmt.Errorf("simulated rate limit")}
+	case r < f.ServerErrorRate+f.RateLimitRate+f.TimeoutRate:
+		<-ctx.Done()
+		return Reply{}, ctx.Err()
+	}
+	if err := wait(ctx, latency); err != nil {
+		return Reply{}, err
+	}
+	skill := m.skill[call.Category]
+	if _, known := m.skill[call.Category]; !known {
+		skill = m.skill["general"]
+	}
+	var text string
+	if call.Kind == KindArbiter {
+		text = s.judge(rng, skill, call)
+	} else {
+		text = answer(rng, skill, call.Prompt)
+	}
+	return Reply{Text: text, Usage: Usage{InputTokens: inTokens, OutputTokens: (len(text) + 3) / 4}}, nil
+}
+
+func wait(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+var optionPattern = regexp.MustCompile(`(?m)(?:^|\s)\(?([A-J])[).:]\s+\S`)
+
+// Options returns the option letters of a multiple-choice task (A, B, ... in order), or nil.
+func Options(task string) []string {
+	seen := map[string]bool{}
+	for _, m := range optionPattern.FindAllStringSubmatch(task, -1) {
+		seen[m[1]] = true
+	}
+	var letters []string
+	for c := 'A'; c <= 'J' && seen[string(c)]; c++ {
+		letters = append(letters, string(c))
+	}
+	if len(letters) < 2 {
+		return nil
+	}
+	return letters
+}
+
+// SimTruth is the simulated world's correct option of a multiple-choice task ("" for other tasks).
+func SimTruth(task string) string {
+	opts := Options(task)
+	if opts == nil {
+		return ""
+	}
+	return opts[int(unitHash(0, "truth", task)*float64(len(opts)))%len(opts)]
+}
+
+// answer writes a model's answer: the true option with probability skill (else another option), or for
+// free text each reference sentence with probability skill (else a sentence of the model's own).
+func answer(rng *rand.Rand, skill float64, task string) string {
+	if opts := Options(task); opts != nil {
+		pick := SimTruth(task)
+		if rng.Float64() >= skill {
+			others := make([]string, 0, len(opts)-1)
+			for _, o := range opts {
+				if o != pick {
+					others = append(others, o)
+				}
+			}
+			pick = others[rng.IntN(len(others))]
+		}
+		return "The answer is (" + pick + ")."
+	}
+	ref := reference(task)
+	words := contentWords(task)
+	var b strings.Builder
+	for i, s := range ref {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		if rng.Float64() < skill {
+			b.WriteString(s)
+		} else {
+			b.WriteString(sentence(rng.Uint64(), words))
+		}
+	}
+	return b.String()
+}
+
+// judge picks, with probability skill, a candidate that is right (the true option, or the one closest
+// to the reference answer), and otherwise a candidate at random.
+func (s *Sim) judge(rng *rand.Rand, skill float64, call Call) string {
+	n := len(call.Candidates)
+	if n == 0 {
+		return `{"choice": 0}`
+	}
+	good := 0
+	if truth := SimTruth(call.Prompt); truth != "" {
+		for i, c := range call.Candidates {
+			if consensus.Normalize(c) == strings.ToLower(truth) {
+				good = i
+				break
+			}
+		}
+	} else {
+		ref := strings.Join(reference(call.Prompt), " ")
+		best := -1.0
+		for i, c := range call.Candidates {
+			if sim := consensus.Similarity(c, ref); sim > best {
+				good, best = i, sim
+			}
+		}
+	}
+	choice := good
+	if rng.Float64() >= skill {
+		choice = rng.IntN(n)
+	}
+	scores := make([]float64, n)
+	for i := range scores {
+		scores[i] = 0.3
+		if i == choice {
+			scores[i] = 0.9
+		}
+	}
+	raw, _ := json.Marshal(map[string]any{"choice": choice + 1, "scores": scores})
+	return string(raw)
+}
+
+var templates = []string{
+	"Start with %s, then look at %s.",
+	"The main risk lies in %s when %s changes.",
+	"Keep %s separate from %s.",
+	"Measure %s before tuning %s.",
+	"Document how %s depends on %s.",
+	"Prefer a simple %s over a clever %s.",
+	"Check %s against %s first.",
+	"Treat %s as the source of truth for %s.",
+}
+
+// reference is the simulated world's best answer to a free-text task: five sentences about its words.
+func reference(task string) []string {
+	words := contentWords(task)
+	h := fnv.New64a()
+	h.Write([]byte(task))
+	seed := h.Sum64()
+	out := make([]string, 5)
+	for i := range out {
+		out[i] = sentence(seed+uint64(i)*0x9E3779B97F4A7C15, words)
+	}
+	return out
+}
+
+func sentence(seed uint64, words []string) string {
+	r := rand.New(rand.NewPCG(seed, 17))
+	return fmt.Sprintf(templates[r.IntN(len(templates))], words[r.IntN(len(words))], words[r.IntN(len(words))])
+}
+
+func contentWords(task string) []string {
+	var words []string
+	for _, w := range strings.FieldsFunc(strings.ToLower(task), func(r rune) bool { return !('a' <= r && r <= 'z') }) {
+		if len(w) >= 5 {
+			words = append(words, w)
+		}
+	}
+	if len(words) == 0 {
+		words = []string{"the request", "the context", "the result"}
+	}
+	return words
+}
+
+func unitHash(seed uint64, parts ...string) float64 {
+	h := fnv.New64a()
+	fmt.Fprintf(h, "%d", seed)
+	for _, p := range parts {
+		h.Write([]byte{0})
+		h.Write([]byte(p))
+	}
+	return float64(h.Sum64()>>11) / (1 << 53)
+}

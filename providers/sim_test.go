@@ -1,0 +1,181 @@
+package providers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/consensus"
+	"github.com/conclave-ai/conclave/resilience"
+)
+
+func newTestSim(t testing.TB, cfg SimConfig) (*Sim, *catalog.Catalog) {
+	t.Helper()
+	cat, err := catalog.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return NewSim(cat.All(), cfg), cat
+}
+
+func mcq(i int) string {
+	return fmt.Sprintf("Question %d: which value is right?\nA) alpha %d\nB) beta\nC) gamma\nD) delta", i, i)
+}
+
+func TestOptions(t *testing.T) {
+	tests := []struct {
+		task string
+		want string
+	}{
+		{"Pick one:\nA) red\nB) green\nC) blue", "A B C"},
+		{"Which? (A) one (B) two (C) three (D) four", "A B C D"},
+		{"Options: A. yes B. no", "A B"},
+		{"Explain how TCP works.", ""},
+		{"A) only one option", ""},
+	}
+	for _, tt := range tests {
+		if got := strings.Join(Options(tt.task), " "); got != tt.want {
+			t.Errorf("Options(%q) = %q, want %q", tt.task, got, tt.want)
+		}
+	}
+}
+
+func TestSimSkillIsTheProbabilityOfBeingRight(t *testing.T) {
+	sim, cat := newTestSim(t, SimConfig{Seed: 7})
+	for _, id := range []string{"claude-3-5-sonnet-20241022", "llama-3.1-8b-instant", "deepseek-chat"} {
+		m, _ := cat.Get(id)
+		skill := sim.Skill(id, "general")
+		const n = 3000
+		right := 0
+		for i := 0; i < n; i++ {
+			task := mcq(i)
+			r, err := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: id, Provider: m.Provider, Prompt: task, Category: "general"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if consensus.Normalize(r.Text) == strings.ToLower(SimTruth(task)) {
+				right++
+			}
+		}
+		got := float64(right) / n
+		// Three standard errors of a binomial proportion.
+		if tol := 3 * math.Sqrt(skill*(1-skill)/n); math.Abs(got-skill) > tol {
+			t.Errorf("%s: right %.3f of the time, skill %.3f (tolerance %.3f)", id, got, skill, tol)
+		}
+	}
+}
+
+func TestSimSkillsSpreadByTier(t *testing.T) {
+	sim, cat := newTestSim(t, SimConfig{Seed: 1})
+	mean := map[int]float64{}
+	count := map[int]int{}
+	for _, m := range cat.All() {
+		mean[m.Tier] += sim.Skill(m.ID, "code_review")
+		count[m.Tier]++
+	}
+	for tier := 1; tier <= 3; tier++ {
+		mean[tier] /= float64(count[tier])
+	}
+	if !(mean[1] > mean[2] && mean[2] > mean[3]) {
+		t.Fatalf("mean skill by tier %v: stronger tiers should be better", mean)
+	}
+}
+
+func TestSimIsDeterministicForASeed(t *testing.T) {
+	a, _ := newTestSim(t, SimConfig{Seed: 3, Faults: Fault{ServerErrorRate: 0.2}})
+	b, _ := newTestSim(t, SimConfig{Seed: 3, Faults: Fault{ServerErrorRate: 0.2}})
+	for i := 0; i < 50; i++ {
+		call := Call{Kind: KindAnswer, Model: "gpt-oss-120b", Provider: "cerebras", Prompt: fmt.Sprintf("Design a cache for service %d", i), Category: "architecture", Attempt: i % 2}
+		ra, ea := a.Complete(context.Background(), call)
+		rb, eb := b.Complete(context.Background(), call)
+		if ra.Text != rb.Text || fmt.Sprint(ea) != fmt.Sprint(eb) {
+			t.Fatalf("call %d differs between equal seeds", i)
+		}
+	}
+}
+
+func TestSimFaults(t *testing.T) {
+	sim, _ := newTestSim(t, SimConfig{Seed: 1})
+	call := Call{Kind: KindAnswer, Model: "llama-3.1-8b-instant", Provider: "groq", Prompt: "hello there", Category: "general"}
+
+	sim.SetFault("groq", Fault{ServerErrorRate: 1})
+	_, err := sim.Complete(context.Background(), call)
+	if resilience.KindOf(err) != resilience.ProviderUnavailable {
+		t.Fatalf("5xx fault: %v", err)
+	}
+
+	sim.SetFault("groq", Fault{RateLimitRate: 1, RetryAfter: 3 * time.Second})
+	r, err := sim.Complete(context.Background(), call)
+	if resilience.KindOf(err) != resilience.RateLimited || resilience.RetryAfterOf(err) != 3*time.Second || r.RateLimit == nil || r.RateLimit.RetryAfter != 3*time.Second {
+		t.Fatalf("429 fault: %v, %+v", err, r.RateLimit)
+	}
+
+	sim.SetFault("groq", Fault{TimeoutRate: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	if _, err := sim.Complete(ctx, call); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("timeout fault: %v", err)
+	}
+
+	sim.ClearFaults()
+	if _, err := sim.Complete(context.Background(), call); err != nil {
+		t.Fatalf("after clearing faults: %v", err)
+	}
+	if _, err := sim.Complete(context.Background(), Call{Model: "no-such-model"}); resilience.KindOf(err) != resilience.ModelNotFound {
+		t.Fatalf("unknown model: %v", err)
+	}
+	huge := Call{Kind: KindAnswer, Model: "llama3-8b-8192", Provider: "groq", Prompt: strings.Repeat("word ", 20000)}
+	if _, err := sim.Complete(context.Background(), huge); resilience.KindOf(err) != resilience.RequestTooLarge {
+		t.Fatalf("oversized prompt: %v", err)
+	}
+}
+
+func TestSimLatencyHonoursTheDeadline(t *testing.T) {
+	sim, _ := newTestSim(t, SimConfig{Seed: 1, LatencyScale: 100}) // medians of 25 s and more
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	_, err := sim.Complete(ctx, Call{Kind: KindAnswer, Model: "deepseek-chat", Provider: "deepseek", Prompt: "hi", Category: "general"})
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("want the deadline to end the wait, got %v", err)
+	}
+}
+
+func TestSimJudgeReturnsAVerdict(t *testing.T) {
+	sim, _ := newTestSim(t, SimConfig{Seed: 2})
+	task := mcq(1)
+	truth := SimTruth(task)
+	cands := []string{"The answer is (" + truth + ").", "The answer is (Z)."}
+	right := 0
+	for attempt := 0; attempt < 200; attempt++ {
+		r, err := sim.Complete(context.Background(), Call{Kind: KindArbiter, Model: "claude-3-5-sonnet-20241022", Provider: "anthropic", Prompt: task, Candidates: cands, Category: "general", Attempt: attempt})
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := consensus.ParseVerdict(r.Text, len(cands))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if v.Choice == 0 {
+			right++
+		}
+	}
+	if right < 150 {
+		t.Fatalf("a strong judge chose the true answer %d times in 200", right)
+	}
+}
+
+func TestFreeTextAgreementFollowsSkill(t *testing.T) {
+	sim, _ := newTestSim(t, SimConfig{Seed: 4})
+	task := "Propose a caching strategy for the inventory service under heavy read traffic"
+	ref := strings.Join(reference(task), " ")
+	strong, _ := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: "claude-sonnet-4-5-20250929", Provider: "anthropic", Prompt: task, Category: "architecture"})
+	weak, _ := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: "llama-3.2-1b-preview", Provider: "groq", Prompt: task, Category: "architecture"})
+	if consensus.Similarity(strong.Text, ref) <= consensus.Similarity(weak.Text, ref) {
+		t.Fatalf("the strong model's answer is not closer to the reference:\nstrong %q\nweak %q", strong.Text, weak.Text)
+	}
+}

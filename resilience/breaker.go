@@ -1,0 +1,239 @@
+// Package resilience owns the failure-handling decisions: the circuit breaker state machine shared by
+// providers and worker hosts, the classes of errors with the retry table, and the backoff schedule.
+// Nothing here does I/O or sleeps; time comes from an injected clock and jitter from an injected source.
+package resilience
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/conclave-ai/conclave/clock"
+)
+
+// State is a circuit breaker state.
+type State uint8
+
+// The breaker states.
+const (
+	Closed State = iota
+	Open
+	HalfOpen
+)
+
+func (s State) String() string {
+	switch s {
+	case Closed:
+		return "closed"
+	case Open:
+		return "open"
+	case HalfOpen:
+		return "half_open"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// MarshalText renders the state by name in JSON and logs.
+func (s State) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Breaker errors.
+var (
+	// ErrOpen is returned by Allow while the breaker fails fast.
+	ErrOpen = errors.New("circuit breaker is open")
+	// ErrProbeInFlight is returned by Allow in HALF-OPEN while the single probe is outstanding.
+	ErrProbeInFlight = errors.New("circuit breaker is half-open and its probe is in flight")
+)
+
+// Settings configure a breaker. The zero value is usable: 5 errors within 60 s open the breaker for 30 s,
+// on the real clock.
+type Settings struct {
+	// Name identifies the breaker in transitions (a provider or a worker host).
+	Name string
+	// Threshold is the number of errors within Window that opens the breaker; zero means 5.
+	Threshold int
+	// Window is the sliding window in which errors are counted; zero means 60 s.
+	Window time.Duration
+	// OpenFor is how long the breaker fails fast before admitting a probe; zero means 30 s. A probe that
+	// reports nothing within OpenFor is presumed lost and another probe is admitted.
+	OpenFor time.Duration
+	// Clock tells time; nil means the real clock.
+	Clock clock.Clock
+	// OnStateChange, when set, is called synchronously on every transition.
+	OnStateChange func(Transition)
+}
+
+func (s Settings) withDefaults() Settings {
+	if s.Threshold <= 0 {
+		s.Threshold = 5
+	}
+	if s.Window <= 0 {
+		s.Window = 60 * time.Second
+	}
+	if s.OpenFor <= 0 {
+		s.OpenFor = 30 * time.Second
+	}
+	s.Clock = clock.Or(s.Clock)
+	return s
+}
+
+// Transition describes one change of state.
+type Transition struct {
+	Name       string
+	From, To   State
+	Generation uint64 // the generation of the new state
+	At         time.Time
+}
+
+// Ticket is handed out by Allow and given back to Record. It carries the generation it was issued in, so
+// an outcome that started before a state change cannot corrupt the new state.
+type Ticket struct {
+	generation uint64
+	probe      bool
+}
+
+// Snapshot is an immutable view of a breaker for readers that do not own it.
+type Snapshot struct {
+	Name           string    `json:"name"`
+	State          State     `json:"state"`
+	Generation     uint64    `json:"generation"`
+	ErrorsInWindow int       `json:"errors_in_window"`
+	OpenUntil      time.Time `json:"open_until,omitzero"`
+}
+
+// Breaker is a circuit breaker: CLOSED until Threshold errors fall within Window, then OPEN (failing fast)
+// for OpenFor, then HALF-OPEN admitting exactly one probe whose success closes it and whose failure
+// reopens it. It is not safe for concurrent use: one owner (an actor) drives it and publishes snapshots.
+type Breaker struct {
+	s          Settings
+	state      State
+	generation uint64
+	errs       []time.Time // ring of the most recent error times, capacity Threshold
+	next       int         // ring write position
+	openedAt   time.Time
+	probeAt    time.Time // when the outstanding probe was admitted; zero when none
+}
+
+// NewBreaker returns a closed breaker.
+func NewBreaker(s Settings) *Breaker {
+	s = s.withDefaults()
+	return &Breaker{s: s, errs: make([]time.Time, 0, s.Threshold)}
+}
+
+// Settings returns the effective settings (defaults filled in).
+func (b *Breaker) Settings() Settings { return b.s }
+
+// State returns the current state, moving OPEN to HALF-OPEN when the open duration has passed.
+func (b *Breaker) State() State {
+	b.expire(b.s.Clock.Now())
+	return b.state
+}
+
+// Allow asks to make one call. It returns a ticket to pass to Record, or ErrOpen / ErrProbeInFlight.
+func (b *Breaker) Allow() (Ticket, error) {
+	now := b.s.Clock.Now()
+	b.expire(now)
+	switch b.state {
+	case Open:
+		return Ticket{}, ErrOpen
+	case HalfOpen:
+		if !b.probeAt.IsZero() {
+			if now.Sub(b.probeAt) < b.s.OpenFor {
+				return Ticket{}, ErrProbeInFlight
+			}
+			// The probe was lost; start a new generation so its late outcome is ignored.
+			b.generation++
+		}
+		b.probeAt = now
+		return Ticket{generation: b.generation, probe: true}, nil
+	}
+	return Ticket{generation: b.generation}, nil
+}
+
+// Record reports the outcome of a call admitted by Allow. Outcomes from an earlier generation are
+// dropped; it reports whether the outcome was counted.
+func (b *Breaker) Record(t Ticket, success bool) bool {
+	now := b.s.Clock.Now()
+	b.expire(now)
+	if t.generation != b.generation {
+		return false
+	}
+	switch b.state {
+	case Closed:
+		if !success {
+			b.addError(now)
+			if b.errorsSince(now.Add(-b.s.Window)) >= b.s.Threshold {
+				b.trip(now)
+			}
+		}
+	case HalfOpen:
+		if !t.probe {
+			return false
+		}
+		if success {
+			b.transition(Closed, now)
+		} else {
+			b.trip(now)
+		}
+	case Open:
+		return false
+	}
+	return true
+}
+
+// Snapshot returns an immutable view of the breaker.
+func (b *Breaker) Snapshot() Snapshot {
+	now := b.s.Clock.Now()
+	b.expire(now)
+	snap := Snapshot{Name: b.s.Name, State: b.state, Generation: b.generation}
+	if b.state == Closed {
+		snap.ErrorsInWindow = b.errorsSince(now.Add(-b.s.Window))
+	}
+	if b.state == Open {
+		snap.OpenUntil = b.openedAt.Add(b.s.OpenFor)
+	}
+	return snap
+}
+
+func (b *Breaker) expire(now time.Time) {
+	if b.state == Open && now.Sub(b.openedAt) >= b.s.OpenFor {
+		b.transition(HalfOpen, now)
+	}
+}
+
+func (b *Breaker) trip(now time.Time) {
+	b.openedAt = now
+	b.transition(Open, now)
+}
+
+func (b *Breaker) transition(to State, now time.Time) {
+	from := b.state
+	b.state = to
+	b.generation++
+	b.probeAt = time.Time{}
+	b.errs = b.errs[:0]
+	b.next = 0
+	if b.s.OnStateChange != nil {
+		b.s.OnStateChange(Transition{Name: b.s.Name, From: from, To: to, Generation: b.generation, At: now})
+	}
+}
+
+func (b *Breaker) addError(now time.Time) {
+	if len(b.errs) < cap(b.errs) {
+		b.errs = append(b.errs, now)
+		return
+	}
+	b.errs[b.next] = now
+	b.next = (b.next + 1) % len(b.errs)
+}
+
+// errorsSince counts the remembered errors after since. Only the last Threshold errors are kept, which
+// is all the trip decision needs.
+func (b *Breaker) errorsSince(since time.Time) int {
+	n := 0
+	for _, t := range b.errs {
+		if t.After(since) {
+			n++
+		}
+	}
+	return n
+}
