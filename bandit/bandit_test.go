@@ -167,6 +167,12 @@ func TestSelectFiltersRecordWhy(t *testing.T) {
 			wantSkips: map[string]SkipReason{"a": NotRequested, "b": ContextTooSmall, "c": NotRequested, "d": NotRequested, "e": NotRequested},
 		},
 		{
+			desc:      "removed and already tried models",
+			q:         Query{N: 10, Removed: map[string]bool{"a": true}, Tried: map[string]bool{"b": true}},
+			wantPicks: []string{"c", "d", "e"},
+			wantSkips: map[string]SkipReason{"a": ModelRemoved, "b": AlreadyTried},
+		},
+		{
 			desc:      "N below eligible takes N",
 			q:         Query{N: 2},
 			wantPicks: nil, // checked by count below
@@ -255,6 +261,12 @@ func TestSelectProperties(t *testing.T) {
 				Pulls:         rapid.Int64Range(0, 1000).Draw(t, "pulls"),
 			}
 		}
+		removed := map[string]bool{}
+		for i := range cands {
+			if rapid.IntRange(0, 9).Draw(t, "removed") == 0 {
+				removed[cands[i].Model] = true
+			}
+		}
 		q := Query{
 			N:             rapid.IntRange(0, 12).Draw(t, "n"),
 			ContextTokens: rapid.IntRange(0, 10).Draw(t, "need"),
@@ -262,6 +274,7 @@ func TestSelectProperties(t *testing.T) {
 			Epsilon:       rapid.Float64Range(0, 1).Draw(t, "epsilon"),
 			TotalPulls:    rapid.Int64Range(0, 100000).Draw(t, "total"),
 			Providers:     map[string]ProviderStatus{},
+			Removed:       removed,
 		}
 		for _, p := range providers {
 			q.Providers[p] = ProviderStatus{

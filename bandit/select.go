@@ -61,6 +61,8 @@ type Query struct {
 	ContextTokens int
 	// Requested, when not empty, is the request's explicit models list: every other model is skipped.
 	Requested map[string]bool
+	// Removed holds models their provider reported as not found; they stay out of the pool.
+	Removed map[string]bool
 	// Providers holds provider snapshots; a provider that is absent counts as healthy.
 	Providers map[string]ProviderStatus
 	Policy    Policy
@@ -68,6 +70,8 @@ type Query struct {
 	Epsilon float64
 	// TotalPulls is the number of updates across the category's arms, for UCB1.
 	TotalPulls int64
+	// Tried holds models a request already used, when it selects replacements.
+	Tried map[string]bool
 }
 
 // SkipReason says why a model was not eligible.
@@ -79,9 +83,11 @@ const (
 	ContextTooSmall
 	BreakerOpen
 	RateLimitExhausted
+	ModelRemoved
+	AlreadyTried
 )
 
-var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted"}
+var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted", "model_removed", "already_tried"}
 
 func (r SkipReason) String() string {
 	if int(r) < len(skipNames) && r > 0 {
@@ -147,6 +153,10 @@ func (q *Query) reject(c *Candidate, status ProviderStatus) SkipReason {
 	switch {
 	case len(q.Requested) > 0 && !q.Requested[c.Model]:
 		return NotRequested
+	case q.Removed[c.Model]:
+		return ModelRemoved
+	case q.Tried[c.Model]:
+		return AlreadyTried
 	case c.ContextWindow < q.ContextTokens:
 		return ContextTooSmall
 	case status.BreakerOpen:

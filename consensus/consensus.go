@@ -85,6 +85,9 @@ type Input struct {
 	// Prefer is the pairwise judge: the probability that response i is better than response j. Nil means
 	// the local judge, which prefers the response with more agreement plus weighted score.
 	Prefer func(i, j int) float64
+	// QualityFromAgreement sets each response's Quality to its agreement with the others before scoring,
+	// for callers without a judge of quality.
+	QualityFromAgreement bool
 }
 
 // Result is a consensus decision.
@@ -123,7 +126,7 @@ func Decide(in Input) (Result, error) {
 	if len(in.Responses) == 0 {
 		return Result{}, ErrNoResponses
 	}
-	b := newBallot(in.Responses)
+	b := newBallot(in.Responses, in.QualityFromAgreement)
 	var r Result
 	switch in.Strategy {
 	case blueprints.Majority:
@@ -166,12 +169,11 @@ type ballot struct {
 	support  []float64
 }
 
-func newBallot(resps []Response) *ballot {
+func newBallot(resps []Response, qualityFromAgreement bool) *ballot {
 	n := len(resps)
 	b := &ballot{resps: resps, docs: make([]analysed, n), sim: make([][]float64, n), weighted: make([]float64, n), support: make([]float64, n)}
 	for i, r := range resps {
 		b.docs[i] = analyse(r.Text)
-		b.weighted[i] = r.WeightedScore()
 		b.sim[i] = make([]float64, n)
 		b.sim[i][i] = 1
 	}
@@ -193,6 +195,12 @@ func newBallot(resps []Response) *ballot {
 			}
 		}
 		b.support[i] = sum / float64(n-1)
+	}
+	for i, r := range resps {
+		if qualityFromAgreement {
+			r.Quality = b.support[i]
+		}
+		b.weighted[i] = r.WeightedScore()
 	}
 	return b
 }
@@ -285,7 +293,7 @@ func LocalChoice(resps []Response) (Result, error) {
 	if len(resps) == 0 {
 		return Result{}, ErrNoResponses
 	}
-	return newBallot(resps).local(), nil
+	return newBallot(resps, false).local(), nil
 }
 
 func (b *ballot) rotating(in Input) Result {

@@ -113,6 +113,21 @@ func TestMajorityVoteShares(t *testing.T) {
 	}
 }
 
+func TestQualityFromAgreement(t *testing.T) {
+	resps := []Response{resp("a", "x", 0.5), resp("b", "x", 0.5), resp("c", "y", 0.5)}
+	for i := range resps {
+		resps[i].Quality = 0
+	}
+	r, _ := Decide(Input{Strategy: blueprints.Weighted, Responses: resps, QualityFromAgreement: true})
+	// a and b agree fully with one of two peers: quality 0.5, adding 0.2 × 0.5 to their score.
+	if want := 0.35*0.5 + 0.2*0.5 + 0.25*0.5 + 0.2*0.5; math.Abs(r.Weighted[0]-want) > 1e-12 || math.Abs(r.Weighted[2]-(want-0.1)) > 1e-12 {
+		t.Fatalf("weighted %v", r.Weighted)
+	}
+	if resps[0].Quality != 0 {
+		t.Fatal("the caller's responses were modified")
+	}
+}
+
 func TestWeightedLetsTrustedMinorityWin(t *testing.T) {
 	resps := []Response{resp("strong1", "A", 0.95), resp("strong2", "A", 0.95), resp("weak1", "B", 0.2), resp("weak2", "B", 0.2), resp("weak3", "B", 0.2)}
 	maj, _ := Decide(Input{Strategy: blueprints.Majority, Responses: resps})

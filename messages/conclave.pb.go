@@ -998,7 +998,7 @@ type ArbiterDecision struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Strategy string                 `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	Arbiter  string                 `protobuf:"bytes,2,opt,name=arbiter,proto3" json:"arbiter,omitempty"`
-	// chosen indexes the ok results in the order of Execution.results filtered to status ok.
+	// chosen indexes the answers that went to consensus (the ok results, in selection order).
 	Chosen       int32     `protobuf:"varint,3,opt,name=chosen,proto3" json:"chosen,omitempty"`
 	Scores       []float64 `protobuf:"fixed64,4,rep,packed,name=scores,proto3" json:"scores,omitempty"`
 	Agreement    []string  `protobuf:"bytes,5,rep,name=agreement,proto3" json:"agreement,omitempty"`
@@ -1007,6 +1007,7 @@ type ArbiterDecision struct {
 	// arbiter_error says why an arbiter model's verdict was not used, when it was asked and failed.
 	ArbiterError     string  `protobuf:"bytes,8,opt,name=arbiter_error,json=arbiterError,proto3" json:"arbiter_error,omitempty"`
 	ArbiterLatencyMs float64 `protobuf:"fixed64,9,opt,name=arbiter_latency_ms,json=arbiterLatencyMs,proto3" json:"arbiter_latency_ms,omitempty"`
+	ChosenModel      string  `protobuf:"bytes,10,opt,name=chosen_model,json=chosenModel,proto3" json:"chosen_model,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
 }
@@ -1102,6 +1103,13 @@ func (x *ArbiterDecision) GetArbiterLatencyMs() float64 {
 		return x.ArbiterLatencyMs
 	}
 	return 0
+}
+
+func (x *ArbiterDecision) GetChosenModel() string {
+	if x != nil {
+		return x.ChosenModel
+	}
+	return ""
 }
 
 type Phases struct {
@@ -1402,7 +1410,7 @@ type Failure struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
 	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Details       []string               `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	Details       []*Problem             `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1451,11 +1459,64 @@ func (x *Failure) GetMessage() string {
 	return ""
 }
 
-func (x *Failure) GetDetails() []string {
+func (x *Failure) GetDetails() []*Problem {
 	if x != nil {
 		return x.Details
 	}
 	return nil
+}
+
+// Problem is one rejected field of a request.
+type Problem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Field         string                 `protobuf:"bytes,1,opt,name=field,proto3" json:"field,omitempty"`
+	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Problem) Reset() {
+	*x = Problem{}
+	mi := &file_conclave_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Problem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Problem) ProtoMessage() {}
+
+func (x *Problem) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Problem.ProtoReflect.Descriptor instead.
+func (*Problem) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *Problem) GetField() string {
+	if x != nil {
+		return x.Field
+	}
+	return ""
+}
+
+func (x *Problem) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
 }
 
 type Usage struct {
@@ -1468,7 +1529,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1480,7 +1541,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1493,7 +1554,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{14}
+	return file_conclave_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -1525,7 +1586,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1537,7 +1598,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1550,7 +1611,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{15}
+	return file_conclave_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -1616,7 +1677,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1628,7 +1689,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1641,7 +1702,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{16}
+	return file_conclave_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Job) GetRequestId() string {
@@ -1731,7 +1792,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +1804,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +1817,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{17}
+	return file_conclave_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -1782,7 +1843,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1794,7 +1855,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1807,7 +1868,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{18}
+	return file_conclave_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -1841,7 +1902,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1853,7 +1914,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1866,7 +1927,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{19}
+	return file_conclave_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -1996,7 +2057,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2008,7 +2069,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2021,7 +2082,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -2074,7 +2135,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2086,7 +2147,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2099,7 +2160,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Permit) GetJobId() string {
@@ -2161,7 +2222,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2234,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2247,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -2265,7 +2326,7 @@ type ConsensusInput struct {
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2277,7 +2338,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2290,7 +2351,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -2378,7 +2439,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2451,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2464,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Candidate) GetModel() string {
@@ -2468,7 +2529,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2480,7 +2541,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2493,7 +2554,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -2545,7 +2606,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2557,7 +2618,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2570,7 +2631,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Reward) GetModel() string {
@@ -2618,7 +2679,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2630,7 +2691,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2643,7 +2704,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -2663,7 +2724,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2675,7 +2736,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2688,7 +2749,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -2714,7 +2775,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2726,7 +2787,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2739,7 +2800,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 type Flushed struct {
@@ -2752,7 +2813,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2764,7 +2825,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2777,7 +2838,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -2912,7 +2973,7 @@ const file_conclave_proto_rawDesc = "" +
 	"httpStatus\x12%\n" +
 	"\x0eweighted_score\x18\f \x01(\x01R\rweightedScore\x12 \n" +
 	"\vcontributed\x18\r \x01(\bR\vcontributed\x12(\n" +
-	"\x05usage\x18\x0e \x01(\v2\x12.conclave.v1.UsageR\x05usage\"\xa2\x02\n" +
+	"\x05usage\x18\x0e \x01(\v2\x12.conclave.v1.UsageR\x05usage\"\xc5\x02\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -2922,7 +2983,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\fdisagreement\x18\x06 \x03(\tR\fdisagreement\x12\x14\n" +
 	"\x05round\x18\a \x01(\x04R\x05round\x12#\n" +
 	"\rarbiter_error\x18\b \x01(\tR\farbiterError\x12,\n" +
-	"\x12arbiter_latency_ms\x18\t \x01(\x01R\x10arbiterLatencyMs\"\xa5\x02\n" +
+	"\x12arbiter_latency_ms\x18\t \x01(\x01R\x10arbiterLatencyMs\x12!\n" +
+	"\fchosen_model\x18\n" +
+	" \x01(\tR\vchosenModel\"\xa5\x02\n" +
 	"\x06Phases\x12\x1f\n" +
 	"\vclassify_ms\x18\x01 \x01(\x01R\n" +
 	"classifyMs\x12!\n" +
@@ -2954,11 +3017,14 @@ const file_conclave_proto_rawDesc = "" +
 	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12\x12\n" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x19\n" +
 	"\bdelay_ms\x18\a \x01(\x01R\adelayMs\x12\x18\n" +
-	"\aoutcome\x18\b \x01(\tR\aoutcome\"Q\n" +
+	"\aoutcome\x18\b \x01(\tR\aoutcome\"g\n" +
 	"\aFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\x12\x18\n" +
-	"\adetails\x18\x03 \x03(\tR\adetails\"O\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.conclave.v1.ProblemR\adetails\"9\n" +
+	"\aProblem\x12\x14\n" +
+	"\x05field\x18\x01 \x01(\tR\x05field\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"O\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x05R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x05R\foutputTokens\"\x9b\x02\n" +
@@ -3105,7 +3171,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 	return file_conclave_proto_rawDescData
 }
 
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_conclave_proto_goTypes = []any{
 	(*RouteRequest)(nil),          // 0: conclave.v1.RouteRequest
 	(*Execution)(nil),             // 1: conclave.v1.Execution
@@ -3121,34 +3187,35 @@ var file_conclave_proto_goTypes = []any{
 	(*BanditUpdate)(nil),          // 11: conclave.v1.BanditUpdate
 	(*Retry)(nil),                 // 12: conclave.v1.Retry
 	(*Failure)(nil),               // 13: conclave.v1.Failure
-	(*Usage)(nil),                 // 14: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 15: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 16: conclave.v1.Job
-	(*Dispatch)(nil),              // 17: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 18: conclave.v1.CancelJob
-	(*JobResult)(nil),             // 19: conclave.v1.JobResult
-	(*Acquire)(nil),               // 20: conclave.v1.Acquire
-	(*Permit)(nil),                // 21: conclave.v1.Permit
-	(*Outcome)(nil),               // 22: conclave.v1.Outcome
-	(*ConsensusInput)(nil),        // 23: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 24: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 25: conclave.v1.ConsensusResult
-	(*Reward)(nil),                // 26: conclave.v1.Reward
-	(*GetExecution)(nil),          // 27: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 28: conclave.v1.ExecutionLookup
-	(*Flush)(nil),                 // 29: conclave.v1.Flush
-	(*Flushed)(nil),               // 30: conclave.v1.Flushed
-	nil,                           // 31: conclave.v1.Selection.SkipCountsEntry
-	(*structpb.Struct)(nil),       // 32: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 33: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 34: actor.PID
+	(*Problem)(nil),               // 14: conclave.v1.Problem
+	(*Usage)(nil),                 // 15: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 16: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 17: conclave.v1.Job
+	(*Dispatch)(nil),              // 18: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 19: conclave.v1.CancelJob
+	(*JobResult)(nil),             // 20: conclave.v1.JobResult
+	(*Acquire)(nil),               // 21: conclave.v1.Acquire
+	(*Permit)(nil),                // 22: conclave.v1.Permit
+	(*Outcome)(nil),               // 23: conclave.v1.Outcome
+	(*ConsensusInput)(nil),        // 24: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 25: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 26: conclave.v1.ConsensusResult
+	(*Reward)(nil),                // 27: conclave.v1.Reward
+	(*GetExecution)(nil),          // 28: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 29: conclave.v1.ExecutionLookup
+	(*Flush)(nil),                 // 30: conclave.v1.Flush
+	(*Flushed)(nil),               // 31: conclave.v1.Flushed
+	nil,                           // 32: conclave.v1.Selection.SkipCountsEntry
+	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 35: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	32, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	33, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	33, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	33, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	32, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	33, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	34, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	34, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	34, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	33, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
 	2,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
 	4,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
 	5,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
@@ -3160,26 +3227,27 @@ var file_conclave_proto_depIdxs = []int32{
 	13, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
 	3,  // 14: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
 	6,  // 15: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	31, // 16: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	32, // 16: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
 	7,  // 17: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	14, // 18: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	33, // 19: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	16, // 20: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	34, // 21: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	14, // 22: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	15, // 23: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	33, // 24: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	34, // 25: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	15, // 26: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	24, // 27: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	33, // 28: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	9,  // 29: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	1,  // 30: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	15, // 18: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	14, // 19: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	34, // 20: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	17, // 21: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	35, // 22: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	15, // 23: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	16, // 24: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	34, // 25: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	35, // 26: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	16, // 27: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	25, // 28: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	34, // 29: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	9,  // 30: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	1,  // 31: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	32, // [32:32] is the sub-list for method output_type
+	32, // [32:32] is the sub-list for method input_type
+	32, // [32:32] is the sub-list for extension type_name
+	32, // [32:32] is the sub-list for extension extendee
+	0,  // [0:32] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -3194,7 +3262,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

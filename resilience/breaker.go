@@ -180,6 +180,25 @@ func (b *Breaker) Record(t Ticket, success bool) bool {
 	return true
 }
 
+// Release gives back a ticket whose call was never made (the caller gave up before using its permit),
+// so that an unused HALF-OPEN probe slot is freed at once instead of when the probe is presumed lost.
+func (b *Breaker) Release(t Ticket) {
+	if t.probe && t.generation == b.generation && b.state == HalfOpen {
+		b.probeAt = time.Time{}
+	}
+}
+
+// Generation is the ticket's generation, for carrying it in a message.
+func (t Ticket) Generation() uint64 { return t.generation }
+
+// Probe reports whether the ticket is the HALF-OPEN probe.
+func (t Ticket) Probe() bool { return t.probe }
+
+// TicketFrom rebuilds a ticket carried in a message.
+func TicketFrom(generation uint64, probe bool) Ticket {
+	return Ticket{generation: generation, probe: probe}
+}
+
 // Snapshot returns an immutable view of the breaker.
 func (b *Breaker) Snapshot() Snapshot {
 	now := b.s.Clock.Now()

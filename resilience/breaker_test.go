@@ -221,3 +221,25 @@ func BenchmarkBreakerAllowRecord(b *testing.B) {
 		br.Record(tk, i%20 != 0)
 	}
 }
+
+func TestBreakerReleaseFreesAnUnusedProbe(t *testing.T) {
+	b, clk, _ := newTestBreaker(1, 10*time.Second)
+	fail(t, b)
+	clk.Advance(10 * time.Second)
+	probe, err := b.Allow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.Release(probe)
+	next, err := b.Allow()
+	if err != nil {
+		t.Fatalf("released probe still blocks: %v", err)
+	}
+	if TicketFrom(next.Generation(), next.Probe()) != next || !next.Probe() {
+		t.Fatal("ticket does not survive a message round trip")
+	}
+	b.Record(next, true)
+	if b.State() != Closed {
+		t.Fatalf("state %v", b.State())
+	}
+}

@@ -32,6 +32,8 @@ const (
 	MalformedRequest    Kind = "malformed_request"
 	// Internal is a fault of Conclave itself: the only kind answered with 500 when the database is not involved.
 	Internal Kind = "internal"
+	// Cancelled marks a call abandoned by Conclave (collection ended first); nobody is at fault.
+	Cancelled Kind = "cancelled"
 )
 
 // Target says where a retry goes.

@@ -1,0 +1,48 @@
+package actors
+
+import (
+	"fmt"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/messages"
+	"go.uber.org/zap"
+)
+
+// ArmActor owns one (model, category) arm: its Beta distribution and EWMA recency. It applies rewards in
+// order and publishes the new state on the arm board. A restarted arm resumes from its last published
+// state, so a crash loses no learning.
+type ArmActor struct {
+	deps     *Deps
+	model    string
+	category string
+	arm      bandit.Arm
+}
+
+// NewArmActor returns the producer of an arm actor.
+func NewArmActor(deps *Deps, model, category string) actor.Producer {
+	return func() actor.Actor { return &ArmActor{deps: deps, model: model, category: category} }
+}
+
+// ArmName is the actor name of an arm under the bandit supervisor.
+func ArmName(model, category string) string { return category + "|" + model }
+
+// Receive implements actor.Actor.
+func (a *ArmActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.arm = a.deps.Dir.Arms.Arm(a.category, a.model)
+	case *messages.Reward:
+		if m.Model != a.model || m.Category != a.category {
+			// Routing put a reward on the wrong arm: a bug, left to supervision.
+			panic(fmt.Sprintf("arm %s/%s got the reward of %s/%s", a.category, a.model, m.Category, m.Model))
+		}
+		before := a.arm
+		a.arm = a.arm.Update(m.Reward, a.deps.Learning)
+		a.deps.Dir.Arms.Publish(a.arm)
+		a.deps.Log.Debug("bandit arm updated", zap.String("event", "bandit_update"), zap.String("request_id", m.RequestId),
+			zap.String("model", a.model), zap.String("category", a.category), zap.Float64("reward", m.Reward), zap.String("reason", m.Reason),
+			zap.Float64("alpha_before", before.Alpha), zap.Float64("beta_before", before.Beta),
+			zap.Float64("alpha", a.arm.Alpha), zap.Float64("beta", a.arm.Beta), zap.Float64("recency", a.arm.Recency))
+	}
+}

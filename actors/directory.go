@@ -1,0 +1,252 @@
+// Package actors owns the actor shell around the decision core: the coordinator that runs one request
+// through the pipeline, the consensus actor, and the worker, provider, arm and recorder actors that own
+// state. Actors sequence messages and own state; decisions are calls into the pure packages; I/O runs
+// in goroutines whose results come back as messages.
+package actors
+
+import (
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/ratelimit"
+	"github.com/conclave-ai/conclave/resilience"
+)
+
+// Directory is the fixed map of the actor system: where each long-lived actor lives and the immutable
+// snapshots it publishes. Hot-path reads (selection, assignment) read snapshots here instead of
+// messaging hundreds of actors; updates go through the owning actor. It is built before the actors
+// start and not changed afterwards, except through the atomic snapshot pointers.
+type Directory struct {
+	Workers     []*WorkerRef
+	workers     map[string]*WorkerRef
+	Providers   []*ProviderRef
+	providers   map[string]*ProviderRef
+	Arms        *ArmBoard
+	Requests    *actor.PID
+	Bandit      *actor.PID
+	Recorder    *actor.PID
+	rotation    map[string]*atomic.Uint64
+	requestSeqs atomic.Uint64
+}
+
+// WorkerRef is a worker actor's address and published snapshot.
+type WorkerRef struct {
+	Spec fleet.WorkerSpec
+	PID  *actor.PID
+	snap atomic.Pointer[fleet.Snapshot]
+}
+
+// Snapshot returns the worker's latest published state.
+func (w *WorkerRef) Snapshot() fleet.Snapshot { return *w.snap.Load() }
+
+// ProviderRef is a provider actor's address and published snapshot.
+type ProviderRef struct {
+	Name string
+	PID  *actor.PID
+	snap atomic.Pointer[ProviderSnapshot]
+}
+
+// Snapshot returns the provider's latest published state.
+func (p *ProviderRef) Snapshot() *ProviderSnapshot { return p.snap.Load() }
+
+// ProviderSnapshot is an immutable view of a provider, published by its actor.
+type ProviderSnapshot struct {
+	Name    string              `json:"name"`
+	Breaker resilience.Snapshot `json:"breaker"`
+	Limits  ratelimit.Limits    `json:"limits"`
+	// RateLimitUse is the highest share of any limit in use, in [0, 1].
+	RateLimitUse float64 `json:"rate_limit_use"`
+	Requests     int     `json:"requests_last_minute"`
+	Tokens       int     `json:"tokens_last_minute"`
+	InFlight     int     `json:"in_flight"`
+	Waiting      int     `json:"waiting"`
+	// Reliability is the share of calls without a provider fault over the last 24 hours, with one
+	// success and one failure of prior evidence, so an unused provider starts at 0.5 plus its record.
+	Reliability float64 `json:"reliability"`
+	Calls24h    int64   `json:"calls_24h"`
+	Faults24h   int64   `json:"faults_24h"`
+	// Removed lists models the provider reported as not found; they stay out of the pool.
+	Removed map[string]bool `json:"removed_models,omitempty"`
+}
+
+// Status is what model selection needs of the snapshot at now: a breaker whose open period has passed
+// admits a probe, so it no longer counts as open.
+func (s *ProviderSnapshot) Status(now time.Time) bandit.ProviderStatus {
+	open := s.Breaker.State == resilience.Open && now.Before(s.Breaker.OpenUntil)
+	return bandit.ProviderStatus{BreakerOpen: open, RateLimitUse: s.RateLimitUse}
+}
+
+// NewDirectory lays out the actor system's addresses. Actor ids are fixed names under the root, so the
+// addresses are known before the actors are spawned.
+func NewDirectory(system *actor.ActorSystem, workers []fleet.WorkerSpec, providers []string, arms *ArmBoard, categories []string) *Directory {
+	pid := func(path string) *actor.PID { return actor.NewPID(system.Address(), RootName+"/"+path) }
+	d := &Directory{
+		workers:   map[string]*WorkerRef{},
+		providers: map[string]*ProviderRef{},
+		Arms:      arms,
+		Requests:  pid(RequestsName),
+		Bandit:    pid(BanditName),
+		Recorder:  pid(RecorderName),
+		rotation:  map[string]*atomic.Uint64{},
+	}
+	for _, w := range workers {
+		ref := &WorkerRef{Spec: w, PID: pid(FleetName + "/" + w.Name)}
+		ref.snap.Store(&fleet.Snapshot{Name: w.Name, Tier: w.Tier, Slots: w.Slots, Breaker: resilience.Snapshot{Name: w.Name}})
+		d.Workers = append(d.Workers, ref)
+		d.workers[w.Name] = ref
+	}
+	sorted := append([]string(nil), providers...)
+	sort.Strings(sorted)
+	for _, p := range sorted {
+		ref := &ProviderRef{Name: p, PID: pid(ProvidersName + "/" + p)}
+		ref.snap.Store(&ProviderSnapshot{Name: p, Breaker: resilience.Snapshot{Name: p}, Reliability: 0.5})
+		d.Providers = append(d.Providers, ref)
+		d.providers[p] = ref
+	}
+	for _, c := range categories {
+		d.rotation[c] = new(atomic.Uint64)
+	}
+	return d
+}
+
+// Names of the actors under the root.
+const (
+	RootName      = "conclave"
+	FleetName     = "fleet"
+	ProvidersName = "providers"
+	BanditName    = "bandit"
+	RequestsName  = "requests"
+	RecorderName  = "recorder"
+)
+
+// Worker returns a worker by name.
+func (d *Directory) Worker(name string) *WorkerRef { return d.workers[name] }
+
+// Provider returns a provider by name.
+func (d *Directory) Provider(name string) *ProviderRef { return d.providers[name] }
+
+// WorkerSnapshots returns every worker's latest snapshot.
+func (d *Directory) WorkerSnapshots() []fleet.Snapshot {
+	out := make([]fleet.Snapshot, len(d.Workers))
+	for i, w := range d.Workers {
+		out[i] = w.Snapshot()
+	}
+	return out
+}
+
+// NextRound returns the rotating-arbiter round for a category and advances it.
+func (d *Directory) NextRound(category string) uint64 {
+	if r, ok := d.rotation[category]; ok {
+		return r.Add(1) - 1
+	}
+	return 0
+}
+
+// NextSequence numbers requests in arrival order; with the configured seed it derives each request's
+// random source, so any selection can be replayed.
+func (d *Directory) NextSequence() uint64 { return d.requestSeqs.Add(1) - 1 }
+
+// ArmBoard holds the published state of every (category, model) arm. An arm without a published state
+// is at the prior; its actor is spawned on its first reward.
+type ArmBoard struct {
+	models     []catalog.Model
+	modelIndex map[string]int
+	categories map[string]int
+	arms       [][]atomic.Pointer[bandit.Arm] // [category][model]
+	pulls      []atomic.Int64                 // per category
+	prior      bandit.Prior
+}
+
+// NewArmBoard makes an empty board for the models and categories.
+func NewArmBoard(models []catalog.Model, categories []string, prior bandit.Prior) *ArmBoard {
+	b := &ArmBoard{models: models, modelIndex: map[string]int{}, categories: map[string]int{}, prior: prior,
+		arms: make([][]atomic.Pointer[bandit.Arm], len(categories)), pulls: make([]atomic.Int64, len(categories))}
+	for i, m := range models {
+		b.modelIndex[m.ID] = i
+	}
+	for i, c := range categories {
+		b.categories[c] = i
+		b.arms[i] = make([]atomic.Pointer[bandit.Arm], len(models))
+	}
+	return b
+}
+
+// Models returns the board's models.
+func (b *ArmBoard) Models() []catalog.Model { return b.models }
+
+// Prior returns the prior arms start from.
+func (b *ArmBoard) Prior() bandit.Prior { return b.prior }
+
+// Handle returns the publication slot of an arm, or nil for an unknown model or category.
+func (b *ArmBoard) Handle(category, model string) *atomic.Pointer[bandit.Arm] {
+	ci, ok1 := b.categories[category]
+	mi, ok2 := b.modelIndex[model]
+	if !ok1 || !ok2 {
+		return nil
+	}
+	return &b.arms[ci][mi]
+}
+
+// Arm returns an arm's published state, or the prior.
+func (b *ArmBoard) Arm(category, model string) bandit.Arm {
+	if h := b.Handle(category, model); h != nil {
+		if a := h.Load(); a != nil {
+			return *a
+		}
+	}
+	return bandit.NewArm(model, category, b.prior)
+}
+
+// Publish stores an arm's new state; only the arm's actor calls it.
+func (b *ArmBoard) Publish(a bandit.Arm) {
+	if h := b.Handle(a.Category, a.Model); h != nil {
+		h.Store(&a)
+		b.pulls[b.categories[a.Category]].Add(1)
+	}
+}
+
+// TotalPulls is the number of rewards a category's arms received.
+func (b *ArmBoard) TotalPulls(category string) int64 {
+	if ci, ok := b.categories[category]; ok {
+		return b.pulls[ci].Load()
+	}
+	return 0
+}
+
+// Candidates appends a selection candidate per model for the category to dst.
+func (b *ArmBoard) Candidates(category string, dst []bandit.Candidate) []bandit.Candidate {
+	ci, ok := b.categories[category]
+	for i, m := range b.models {
+		c := bandit.Candidate{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: b.prior.Alpha, Beta: b.prior.Beta}
+		if ok {
+			if a := b.arms[ci][i].Load(); a != nil {
+				c.Alpha, c.Beta, c.Pulls = a.Alpha, a.Beta, a.Pulls
+			}
+		}
+		dst = append(dst, c)
+	}
+	return dst
+}
+
+// Published returns every arm with a published state, by category then model.
+func (b *ArmBoard) Published() []bandit.Arm {
+	var out []bandit.Arm
+	cats := make([]string, 0, len(b.categories))
+	for c := range b.categories {
+		cats = append(cats, c)
+	}
+	sort.Strings(cats)
+	for _, c := range cats {
+		for i := range b.models {
+			if a := b.arms[b.categories[c]][i].Load(); a != nil {
+				out = append(out, *a)
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,126 @@
+package actors
+
+import (
+	"context"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/store"
+	"go.uber.org/zap"
+)
+
+// RecorderActor batches execution records into the store off the request path. Records it holds but
+// has not yet written answer reads too, and because a coordinator hands over its record before it
+// answers the caller, a caller that asks for its execution right after the answer always finds it.
+type RecorderActor struct {
+	deps     *Deps
+	store    store.Store
+	log      *zap.Logger
+	batch    []*messages.Execution
+	pending  map[string]*messages.Execution // buffered or being written
+	writing  bool
+	tick     func()
+	flushers []*actor.PID // waiting for a Flush to complete
+	written  int
+}
+
+// Batching of the recorder.
+const (
+	recordBatchSize     = 128
+	recordFlushInterval = 50 * time.Millisecond
+)
+
+type flushTick struct{}
+
+type batchWritten struct {
+	records []*messages.Execution
+	err     error
+}
+
+// NewRecorderActor returns the producer of the recorder.
+func NewRecorderActor(deps *Deps, s store.Store) actor.Producer {
+	return func() actor.Actor { return &RecorderActor{deps: deps, store: s} }
+}
+
+// Receive implements actor.Actor.
+func (r *RecorderActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		r.log = r.deps.Log.With(zap.String("actor", "recorder"))
+		r.pending = map[string]*messages.Execution{}
+	case *messages.Execution:
+		r.batch = append(r.batch, m)
+		r.pending[m.RequestId] = m
+		if len(r.batch) >= recordBatchSize {
+			r.write(ctx)
+		} else if r.tick == nil {
+			r.tick = r.deps.Timers.SendOnce(recordFlushInterval, ctx.Self(), flushTick{})
+		}
+	case flushTick:
+		r.tick = nil
+		r.write(ctx)
+	case *batchWritten:
+		r.writing = false
+		if m.err != nil {
+			// Keep what the store refused: it stays readable here and is written again on the next tick.
+			r.log.Error("writing execution records failed", zap.String("event", "record_write_failed"), zap.Int("records", len(m.records)), zap.Error(m.err))
+			r.batch = append(m.records, r.batch...)
+			for _, f := range r.flushers {
+				ctx.Send(f, &messages.Flushed{Written: int32(r.written), Error: m.err.Error()})
+			}
+			r.flushers = nil
+			if r.tick == nil {
+				r.tick = r.deps.Timers.SendOnce(time.Second, ctx.Self(), flushTick{})
+			}
+			return
+		}
+		r.written += len(m.records)
+		for _, rec := range m.records {
+			if r.pending[rec.RequestId] == rec {
+				delete(r.pending, rec.RequestId)
+			}
+		}
+		r.write(ctx)
+	case *messages.GetExecution:
+		if rec, ok := r.pending[m.RequestId]; ok {
+			ctx.Respond(&messages.ExecutionLookup{Execution: rec, Found: true})
+			return
+		}
+		sender, root, st := ctx.Sender(), ctx.ActorSystem().Root, r.store
+		go func() {
+			rec, err := st.Get(context.Background(), m.RequestId)
+			root.Send(sender, &messages.ExecutionLookup{Execution: rec, Found: err == nil})
+		}()
+	case *messages.Flush:
+		r.flushers = append(r.flushers, ctx.Sender())
+		r.write(ctx)
+	case *actor.Stopping:
+		if r.tick != nil {
+			r.tick()
+		}
+	}
+}
+
+// write starts writing the batch when no write is in flight, and answers flushes once nothing is left.
+func (r *RecorderActor) write(ctx actor.Context) {
+	if r.writing {
+		return
+	}
+	if len(r.batch) == 0 {
+		for _, f := range r.flushers {
+			ctx.Send(f, &messages.Flushed{Written: int32(r.written)})
+		}
+		r.flushers = nil
+		return
+	}
+	records := r.batch
+	r.batch = nil
+	r.writing = true
+	self, root, st := ctx.Self(), ctx.ActorSystem().Root, r.store
+	go func() {
+		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		root.Send(self, &batchWritten{records: records, err: st.Save(wctx, records)})
+	}()
+}

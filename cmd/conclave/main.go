@@ -1,0 +1,122 @@
+// Command conclave is the Conclave control plane: `conclave serve` runs it, `conclave version` says
+// which build this is.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"syscall"
+	"time"
+
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/engine"
+	httpapi "github.com/conclave-ai/conclave/http"
+	"github.com/conclave-ai/conclave/logging"
+	"go.uber.org/zap"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+const usage = `Conclave routes each task to several language models, merges their answers by consensus and learns
+which models to ask.
+
+Usage:
+  conclave serve [flags]     run the control plane (the embedded default needs no configuration)
+  conclave version           print the version
+  conclave help              show this text
+
+Run "conclave serve --help" for the flags; the README lists the environment variables.
+`
+
+func main() {
+	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "conclave:", err)
+		os.Exit(1)
+	}
+}
+
+func run(args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return errors.New("missing command")
+	}
+	switch args[0] {
+	case "serve":
+		return serve(args[1:], stderr)
+	case "version":
+		fmt.Fprintln(stdout, versionString())
+		return nil
+	case "help", "-h", "--help":
+		fmt.Fprint(stdout, usage)
+		return nil
+	}
+	fmt.Fprint(stderr, usage)
+	return fmt.Errorf("unknown command %q", args[0])
+}
+
+func versionString() string {
+	v := "conclave " + version
+	if info, ok := debug.ReadBuildInfo(); ok {
+		v += " " + info.GoVersion
+		for _, s := range info.Settings {
+			if s.Key == "vcs.revision" {
+				v += " " + s.Value
+			}
+		}
+	}
+	return v
+}
+
+func serve(args []string, logOut io.Writer) error {
+	cfg, err := config.Load(args, os.Getenv)
+	if err != nil {
+		return err
+	}
+	log, err := logging.New(cfg.LogLevel, cfg.LogFormat, logOut)
+	if err != nil {
+		return err
+	}
+	defer log.Sync()
+
+	eng, err := engine.New(engine.Options{Config: cfg, Log: log})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		_ = eng.Shutdown(context.Background())
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           httpapi.New(eng, httpapi.Options{Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, Log: log}),
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+	}
+	log.Info("conclave listening", zap.String("event", "server_listening"), zap.String("address", "http://"+ln.Addr().String()),
+		zap.Bool("auth", cfg.APIToken.Set()), zap.String("version", version))
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
+	select {
+	case err := <-served:
+		_ = eng.Shutdown(context.Background())
+		return fmt.Errorf("serve: %w", err)
+	case sig := <-stop:
+		log.Info("shutting down", zap.String("event", "shutdown"), zap.String("signal", sig.String()))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout())
+	defer cancel()
+	// Stop accepting and let in-flight requests finish, then flush the records and stop the actors.
+	err = srv.Shutdown(ctx)
+	return errors.Join(err, eng.Shutdown(ctx))
+}

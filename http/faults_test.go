@@ -1,0 +1,183 @@
+package httpapi_test
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/clock"
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/providers"
+)
+
+var groqModels = []string{"llama-3.1-8b-instant", "llama-3.3-70b-versatile", "gemma2-9b-it"}
+var cerebrasModels = []string{"llama3.1-8b", "llama-3.3-70b", "qwen-3-32b"}
+
+func TestTimeoutStormAnswers503AndKeepsTheRecord(t *testing.T) {
+	tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 2} })
+	for _, p := range []string{"openrouter", "anthropic", "gemini", "groq", "cerebras", "deepseek"} {
+		tb.engine.Sim.SetFault(p, providers.Fault{TimeoutRate: 1})
+	}
+	resp, raw := tb.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "timeout": 0.05, "workers": 3, "min_responses": 2}, nil)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	var bad errorResponse
+	tb.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "timeout": 0.05, "workers": 3, "min_responses": 2}, &bad)
+	if bad.Error.Code != "no_responses" || len(bad.Error.Retries) == 0 {
+		t.Fatalf("error %+v: want no_responses with the retry history", bad.Error)
+	}
+	rounds := map[string]bool{}
+	for _, r := range bad.Error.Retries {
+		rounds[r.Outcome] = true
+	}
+	if !rounds["quorum round 1"] || !rounds["quorum round 2"] {
+		t.Fatalf("retry history %+v lacks the two quorum rounds", bad.Error.Retries)
+	}
+	id := resp.Header.Get("X-Request-ID")
+	rec := tb.record(id)
+	if rec["status_code"] != float64(503) {
+		t.Fatalf("record of the failed request: %v", rec["status_code"])
+	}
+	results, _ := rec["results"].([]any)
+	for _, r := range results {
+		// Every call timed out, or was refused once the timeouts had opened its provider's breaker.
+		res := r.(map[string]any)
+		if kind, _ := res["error_kind"].(string); res["status"] != "timeout" && !strings.HasPrefix(kind, "permit_") {
+			t.Fatalf("result %v, want a timeout or a refused permit", res)
+		}
+	}
+	// The storm passes; the system answers again.
+	tb.engine.Sim.ClearFaults()
+	status, ok, e := tb.route(map[string]any{"task": mcq, "timeout": 5})
+	if status != http.StatusOK || ok.Degraded {
+		t.Fatalf("after the storm: %d %+v %+v", status, ok, e)
+	}
+}
+
+func TestQuorumFailureDegradesOrFails(t *testing.T) {
+	tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 1} })
+	tb.engine.Sim.SetFault("groq", providers.Fault{TimeoutRate: 1})
+	models := append(append([]string{}, groqModels...), cerebrasModels[:2]...)
+	status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "workers": 5, "min_responses": 4, "timeout": 0.05})
+	if status != http.StatusOK || !resp.Degraded {
+		t.Fatalf("status %d degraded %v: %+v", status, resp.Degraded, bad)
+	}
+	ok := 0
+	for _, r := range resp.Responses {
+		if r.Status == "ok" {
+			ok++
+			if r.Provider != "cerebras" {
+				t.Fatalf("an answer from %s", r.Provider)
+			}
+		}
+	}
+	if ok != 2 || len(resp.Retries) == 0 {
+		t.Fatalf("%d answers, %d retries; want 2 answers and the quorum retries", ok, len(resp.Retries))
+	}
+	// Groq's breaker opened on those timeouts: asking only groq models now finds no provider up.
+	status, _, bad = tb.route(map[string]any{"task": mcq, "category": "general", "models": groqModels, "min_responses": 1, "timeout": 0.05})
+	if status != http.StatusServiceUnavailable || bad.Error.Code != "all_providers_down" {
+		t.Fatalf("status %d: %+v", status, bad)
+	}
+	// Nothing at all comes back from a provider that is still closed: 503 with the retry history.
+	tb.engine.Sim.SetFault("gemini", providers.Fault{TimeoutRate: 1})
+	status, _, bad = tb.route(map[string]any{"task": mcq, "category": "general", "models": []string{"gemini-2.0-flash", "gemini-1.5-pro-002"}, "min_responses": 1, "timeout": 0.05})
+	if status != http.StatusServiceUnavailable || bad.Error.Code != "no_responses" || len(bad.Error.Retries) == 0 {
+		t.Fatalf("status %d: %+v", status, bad)
+	}
+}
+
+func TestServerErrorStormOpensTheBreakerAndRecovers(t *testing.T) {
+	clk := clock.NewFake(time.Now())
+	tb := newTestbed(t, nil, withClock(clk))
+	tb.engine.Sim.SetFault("groq", providers.Fault{ServerErrorRate: 1})
+	models := append(append([]string{}, groqModels...), cerebrasModels...)
+	body := map[string]any{"task": mcq, "category": "general", "models": models, "workers": 6, "min_responses": 3, "strategy": "majority"}
+
+	// Three groq models, each tried three times (two retries for 5xx): the breaker opens at 5 errors.
+	status, resp, bad := tb.route(body)
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %+v", status, bad)
+	}
+	if state := tb.providerState("groq"); state != "open" {
+		t.Fatalf("groq breaker %s after the storm, want open", state)
+	}
+	retried := 0
+	for _, r := range resp.Retries {
+		if r.Kind == "provider_unavailable" && r.Outcome == "scheduled" {
+			retried++
+		}
+	}
+	if retried == 0 {
+		t.Fatalf("no same-provider retry of the 5xx: %+v", resp.Retries)
+	}
+
+	// While open, selection skips groq and says why.
+	status, resp, _ = tb.route(body)
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	rec := tb.record(resp.RequestID)
+	skips := rec["selection"].(map[string]any)["skipped"].([]any)
+	if len(skips) != 3 {
+		t.Fatalf("skipped %v, want the three groq models", skips)
+	}
+	for _, s := range skips {
+		if s.(map[string]any)["reason"] != "provider_breaker_open" {
+			t.Fatalf("skip reason %v", s)
+		}
+	}
+	for _, r := range resp.Responses {
+		if r.Provider == "groq" {
+			t.Fatal("a groq model was asked while its breaker was open")
+		}
+	}
+
+	// The storm ends and the open period passes: exactly one probe goes through and closes the breaker.
+	tb.engine.Sim.ClearFaults()
+	clk.Advance(31 * time.Second)
+	status, resp, _ = tb.route(body)
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	probes, refused := 0, 0
+	for _, r := range resp.Responses {
+		if r.Provider != "groq" {
+			continue
+		}
+		switch {
+		case r.Status == "ok":
+			probes++
+		case r.ErrorKind == "permit_probe_in_flight":
+			refused++
+		}
+	}
+	if probes != 1 || refused != 2 {
+		t.Fatalf("half-open: %d calls went through, %d were refused; want 1 and 2", probes, refused)
+	}
+	if state := tb.providerState("groq"); state != "closed" {
+		t.Fatalf("groq breaker %s after a good probe, want closed", state)
+	}
+	status, resp, _ = tb.route(body)
+	groq := 0
+	for _, r := range resp.Responses {
+		if r.Provider == "groq" && r.Status == "ok" {
+			groq++
+		}
+	}
+	if status != http.StatusOK || groq != 3 {
+		t.Fatalf("after recovery %d groq answers (status %d), want 3", groq, status)
+	}
+}
+
+func (tb *testbed) providerState(name string) string {
+	for _, p := range tb.engine.Providers() {
+		if p.Name == name {
+			return p.Breaker.State.String()
+		}
+	}
+	return ""
+}
+

@@ -1,0 +1,260 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/engine"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/store"
+	"go.uber.org/zap"
+)
+
+// slowModels delays some models' answers; with ignoreDeadline it answers after the deadline, like a
+// provider that does not honour cancellation.
+type slowModels struct {
+	providers.Backend
+	delay          time.Duration
+	models         map[string]bool
+	ignoreDeadline bool
+}
+
+func (s *slowModels) Complete(ctx context.Context, call providers.Call) (providers.Reply, error) {
+	if s.models[call.Model] && call.Kind == providers.KindAnswer {
+		t := time.NewTimer(s.delay)
+		defer t.Stop()
+		if s.ignoreDeadline {
+			<-t.C
+			ctx = context.WithoutCancel(ctx)
+		} else {
+			select {
+			case <-t.C:
+			case <-ctx.Done():
+				return providers.Reply{}, ctx.Err()
+			}
+		}
+	}
+	return s.Backend.Complete(ctx, call)
+}
+
+func simBackend(t *testing.T) *providers.Sim {
+	cat, err := catalog.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return providers.NewSim(cat.All(), providers.SimConfig{Seed: 1})
+}
+
+func TestQuorumGraceEndsCollectionEarly(t *testing.T) {
+	slow := &slowModels{Backend: simBackend(t), delay: time.Minute, models: map[string]bool{"deepseek-chat": true}}
+	tb := newTestbed(t, nil, withBackend(slow))
+	models := []string{"deepseek-chat", "llama3.1-8b", "gemini-2.0-flash", "claude-3-5-haiku-20241022"}
+	status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "min_responses": 3,
+		"quorum_grace_seconds": 0.05, "timeout": 60, "strategy": "majority"})
+	if status != http.StatusOK || resp.Degraded {
+		t.Fatalf("status %d degraded %v: %+v", status, resp.Degraded, bad)
+	}
+	for _, r := range resp.Responses {
+		want := "ok"
+		if r.Model == "deepseek-chat" {
+			want = "cancelled"
+		}
+		if r.Status != want {
+			t.Fatalf("%s: status %s, want %s (the grace period should end collection long before the 60 s deadline)", r.Model, r.Status, want)
+		}
+	}
+}
+
+func TestLateRepliesAreDiscarded(t *testing.T) {
+	slow := &slowModels{Backend: simBackend(t), delay: 300 * time.Millisecond, models: map[string]bool{"deepseek-chat": true}, ignoreDeadline: true}
+	tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 1} }, withBackend(slow))
+	models := []string{"deepseek-chat", "llama3.1-8b", "gemini-2.0-flash"}
+	status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "min_responses": 3, "timeout": 0.2, "strategy": "majority"})
+	if status != http.StatusOK || !resp.Degraded {
+		t.Fatalf("status %d degraded %v: %+v", status, resp.Degraded, bad)
+	}
+	statuses := map[string]int{}
+	for _, r := range resp.Responses {
+		if r.Model == "deepseek-chat" {
+			statuses[r.Status]++
+		}
+	}
+	if statuses["timeout"] != 2 || statuses["late"] != 1 {
+		t.Fatalf("deepseek-chat results %v: want two timeouts (first try and quorum retry) and the first try's late reply", statuses)
+	}
+	if tb.logs.FilterField(zap.String("event", "late_reply")).Len() == 0 {
+		t.Fatal("no late_reply event logged")
+	}
+}
+
+// TestBestModelsComeToDominate runs a seeded stream of multiple-choice tasks: the simulated models that
+// are truly best at the category end up selected far more often than chance.
+func TestBestModelsComeToDominate(t *testing.T) {
+	tb := newTestbed(t, nil)
+	cat := tb.engine.Catalog()
+	var models []string
+	for i, m := range cat.All() {
+		if i%13 == 0 && len(models) < 16 {
+			models = append(models, m.ID)
+		}
+	}
+	byskill := append([]string(nil), models...)
+	sort.Slice(byskill, func(i, j int) bool {
+		return tb.engine.Sim.Skill(byskill[i], "general") > tb.engine.Sim.Skill(byskill[j], "general")
+	})
+	best := map[string]bool{}
+	for _, m := range byskill[:4] {
+		best[m] = true
+	}
+	const requests, window = 400, 100
+	share := func(from, to int, picks [][]string) float64 {
+		hits, all := 0, 0
+		for _, ps := range picks[from:to] {
+			for _, p := range ps {
+				all++
+				if best[p] {
+					hits++
+				}
+			}
+		}
+		return float64(hits) / float64(all)
+	}
+	var picks [][]string
+	for i := 0; i < requests; i++ {
+		task := fmt.Sprintf("Item %d. Which option is right?\nA) one\nB) two\nC) three\nD) four\nE) five\nF) six\nG) seven\nH) eight", i)
+		status, resp, bad := tb.route(map[string]any{"task": task, "category": "general", "models": models, "workers": 4, "min_responses": 3, "strategy": "majority"})
+		if status != http.StatusOK {
+			t.Fatalf("request %d: %d %+v", i, status, bad)
+		}
+		var ps []string
+		for _, r := range resp.Responses {
+			ps = append(ps, r.Model)
+		}
+		picks = append(picks, ps)
+	}
+	early, late := share(0, window, picks), share(requests-window, requests, picks)
+	t.Logf("share of picks among the 4 best of 16: first %d requests %.2f, last %d requests %.2f (chance 0.25)", window, early, window, late)
+	if late < 0.6 || late < early+0.2 {
+		t.Fatalf("the best models did not come to dominate: %.2f -> %.2f", early, late)
+	}
+}
+
+func TestCrashedActorsAreRestarted(t *testing.T) {
+	tb := newTestbed(t, nil)
+	sys, dir := tb.engine.System(), tb.engine.Directory()
+	body := map[string]any{"task": mcq, "category": "general", "models": []string{"deepseek-chat"}, "strategy": "majority"}
+	if status, _, _ := tb.route(body); status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+
+	// A malformed dispatch crashes a worker; a misrouted reward crashes an arm.
+	worker := dir.Workers[0]
+	before := worker.Snapshot().Completed
+	sys.Root.Send(worker.PID, &messages.Dispatch{})
+	armPID := actor.NewPID(sys.Address(), actors.RootName+"/"+actors.BanditName+"/"+actors.ArmName("deepseek-chat", "general"))
+	sys.Root.Send(armPID, &messages.Reward{Model: "someone-else", Category: "general", Reward: 1})
+
+	waitFor(t, func() bool { return tb.logs.FilterMessage("[ACTOR] Recovering").Len() >= 2 })
+	armBefore := tb.engine.Arms().Arm("general", "deepseek-chat")
+
+	// Both keep serving, with their state: the worker its counters, the arm its learning.
+	for i := 0; i < 8; i++ {
+		if status, _, bad := tb.route(map[string]any{"task": mcq, "category": "general", "workers": 8, "strategy": "majority"}); status != http.StatusOK {
+			t.Fatalf("after the crash: %d %+v", status, bad)
+		}
+	}
+	if status, _, _ := tb.route(body); status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	waitFor(t, func() bool { return tb.engine.Arms().Arm("general", "deepseek-chat").Pulls == armBefore.Pulls+1 })
+	if got := worker.Snapshot().Completed; got <= before {
+		t.Fatalf("restarted worker completed %d jobs, had %d before the crash", got, before)
+	}
+	a := tb.engine.Arms().Arm("general", "deepseek-chat")
+	if a.Alpha+a.Beta != armBefore.Alpha+armBefore.Beta+1 {
+		t.Fatalf("arm lost its learning across the restart: %+v then %+v", armBefore, a)
+	}
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// TestShutdownFinishesInFlightAndFlushesRecords stops the engine while requests are running: they all
+// get their answer and every record reaches the store.
+func TestShutdownFinishesInFlightAndFlushesRecords(t *testing.T) {
+	cfg := config.Default()
+	cfg.Sim.Faults = providers.Fault{}
+	mem := store.NewMemory(100)
+	slow := &slowModels{Backend: simBackend(t), delay: 100 * time.Millisecond, models: map[string]bool{"deepseek-chat": true}}
+	e, err := engine.New(engine.Options{Config: cfg, Backend: slow, Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 10
+	var wg sync.WaitGroup
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func(i int) {
+			defer wg.Done()
+			exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: fmt.Sprint("req-", i), Task: mcq, Category: "general", Models: []string{"deepseek-chat", "llama3.1-8b"}})
+			if err == nil && exec.StatusCode != 200 {
+				err = fmt.Errorf("status %d", exec.StatusCode)
+			}
+			errs <- err
+		}(i)
+	}
+	waitFor(t, func() bool { return len(e.Workers()) > 0 && busy(e) })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := e.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && !strings.Contains(err.Error(), engine.ErrShuttingDown.Error()) {
+			t.Fatal(err)
+		}
+	}
+	if _, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: "late", Task: mcq}); err == nil {
+		t.Fatal("a request after shutdown was accepted")
+	}
+	answered := n
+	for i := 0; i < n; i++ {
+		if _, err := mem.Get(context.Background(), fmt.Sprint("req-", i)); err != nil {
+			answered--
+		}
+	}
+	if answered == 0 || mem.Len() != answered {
+		t.Fatalf("%d records stored for %d answered requests", mem.Len(), answered)
+	}
+}
+
+func busy(e *engine.Engine) bool {
+	for _, w := range e.Workers() {
+		if w.InFlight > 0 {
+			return true
+		}
+	}
+	return false
+}

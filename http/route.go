@@ -1,0 +1,364 @@
+package httpapi
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/validation"
+	"github.com/google/uuid"
+	"github.com/julienschmidt/httprouter"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/structpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Limits on request fields beyond the blueprint's own validation.
+const (
+	maxWorkers = 64
+	maxModels  = 64
+)
+
+var routeFields = map[string]bool{
+	"task": true, "category": true, "models": true, "strategy": true, "timeout": true, "workers": true,
+	"min_responses": true, "quorum_grace_seconds": true, "metadata": true,
+}
+
+func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	received := time.Now()
+	id := r.Header.Get("X-Request-ID")
+	if _, err := uuid.Parse(id); err != nil {
+		id = uuid.NewString()
+	}
+	w.Header().Set("X-Request-ID", id)
+
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the body exceeds the limit of %d bytes", tooLarge.Limit), nil)
+			return
+		}
+		writeError(w, http.StatusBadRequest, "malformed_request", "could not read the body: "+err.Error(), nil)
+		return
+	}
+	req, status, problems := s.parseRoute(body)
+	if status != 0 {
+		code, msg := "malformed_request", "the request is invalid"
+		if status == http.StatusNotFound {
+			code, msg = "not_found", "the request names an unknown model or blueprint"
+		}
+		s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status), zap.Any("problems", problems))
+		writeError(w, status, code, msg, problems)
+		return
+	}
+	req.RequestId = id
+	req.ReceivedAt = timestamppb.New(received)
+	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.Int("task_bytes", len(req.Task)),
+		zap.String("category", req.Category), zap.Strings("models", req.Models), zap.String("remote", r.RemoteAddr))
+
+	exec, err := s.engine.Route(r.Context(), req)
+	if err != nil {
+		s.log.Error("request not routed", zap.String("event", "request_error"), zap.String("request_id", id), zap.Error(err))
+		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), nil)
+		return
+	}
+	if exec.StatusCode != http.StatusOK {
+		e := exec.Error
+		if e == nil {
+			e = &messages.Failure{Code: "internal", Message: "the request failed"}
+		}
+		writeErrorWithRetries(w, int(exec.StatusCode), e.Code, e.Message, e.Details, retryViews(exec.Retries))
+		return
+	}
+	writeJSON(w, http.StatusOK, renderRoute(exec))
+}
+
+// parseRoute decodes and validates a route body, collecting every problem. The status is 0 when the
+// request is valid, 400 for malformed input and 404 when the only problems are unknown names.
+func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messages.Problem) {
+	var fields map[string]json.RawMessage
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if err := dec.Decode(&fields); err != nil || fields == nil {
+		msg := "the body must be a JSON object"
+		if err != nil {
+			msg += ": " + err.Error()
+		}
+		return nil, http.StatusBadRequest, []*messages.Problem{{Field: "body", Message: msg}}
+	}
+	if dec.More() {
+		return nil, http.StatusBadRequest, []*messages.Problem{{Field: "body", Message: "the body must hold exactly one JSON object"}}
+	}
+	var bad, unknown validation.Errors
+	req := &messages.RouteRequest{}
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !routeFields[name] {
+			bad.Add(name, "unknown field")
+		}
+	}
+
+	if raw, ok := fields["task"]; !ok {
+		bad.Add("task", "is required")
+	} else if err := json.Unmarshal(raw, &req.Task); err != nil {
+		bad.Add("task", "must be a string")
+	} else if strings.TrimSpace(req.Task) == "" {
+		bad.Add("task", "must not be empty")
+	}
+	if raw, ok := fields["category"]; ok {
+		if err := json.Unmarshal(raw, &req.Category); err != nil {
+			bad.Add("category", "must be a string")
+		} else if req.Category == "" {
+			bad.Add("category", "must not be empty when given")
+		} else if !s.engine.Blueprints().Has(req.Category) {
+			unknown.Add("category", fmt.Sprintf("unknown blueprint %q (GET /blueprints lists them)", req.Category))
+		}
+	}
+	if raw, ok := fields["models"]; ok {
+		if err := json.Unmarshal(raw, &req.Models); err != nil {
+			bad.Add("models", "must be a list of model ids")
+		} else {
+			if len(req.Models) == 0 {
+				bad.Add("models", "must not be empty when given")
+			}
+			if len(req.Models) > maxModels {
+				bad.Add("models", fmt.Sprintf("must list at most %d models", maxModels))
+			}
+			seen := map[string]bool{}
+			for i, m := range req.Models {
+				field := fmt.Sprintf("models[%d]", i)
+				switch {
+				case m == "":
+					bad.Add(field, "must not be empty")
+				case seen[m]:
+					bad.Add(field, fmt.Sprintf("model %q is listed twice", m))
+				default:
+					if _, known := s.engine.Catalog().Get(m); !known {
+						unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", m))
+					}
+				}
+				seen[m] = true
+			}
+		}
+	}
+	if raw, ok := fields["strategy"]; ok {
+		var st string
+		if err := json.Unmarshal(raw, &st); err != nil {
+			bad.Add("strategy", "must be a string")
+		} else if !blueprints.Strategy(st).Valid() {
+			bad.Add("strategy", fmt.Sprintf("unknown strategy %q (want majority, weighted, rotating or pairwise)", st))
+		} else {
+			req.Strategy = &st
+		}
+	}
+	req.TimeoutSeconds = number(fields, "timeout", &bad, func(v float64) string {
+		if v <= 0 || v > 3600 {
+			return "must be greater than 0 and at most 3600 seconds"
+		}
+		return ""
+	})
+	req.QuorumGraceSeconds = number(fields, "quorum_grace_seconds", &bad, func(v float64) string {
+		if v < 0 || v > 3600 {
+			return "must be between 0 and 3600 seconds"
+		}
+		return ""
+	})
+	req.Workers = integer(fields, "workers", &bad, 1, maxWorkers)
+	req.MinResponses = integer(fields, "min_responses", &bad, 1, maxWorkers)
+	if req.MinResponses != nil {
+		switch {
+		case req.Workers != nil && *req.MinResponses > *req.Workers:
+			bad.Add("min_responses", fmt.Sprintf("must not exceed workers (%d)", *req.Workers))
+		case len(req.Models) > 0 && int(*req.MinResponses) > len(req.Models):
+			bad.Add("min_responses", fmt.Sprintf("must not exceed the number of requested models (%d)", len(req.Models)))
+		}
+	}
+	if raw, ok := fields["metadata"]; ok {
+		var md map[string]any
+		if err := json.Unmarshal(raw, &md); err != nil || md == nil {
+			bad.Add("metadata", "must be a JSON object")
+		} else if req.Metadata, err = structpb.NewStruct(md); err != nil {
+			bad.Add("metadata", err.Error())
+		}
+	}
+	// Overrides that are valid one by one can still contradict the blueprint (min_responses above its
+	// workers): check the combination when the category is known.
+	if req.Category != "" && len(bad) == 0 && len(unknown) == 0 {
+		if bp, err := s.engine.Blueprints().Get(req.Category); err == nil {
+			if _, err := bp.Apply(actors.Overrides(req)); err != nil {
+				for _, p := range actors.Problems(err) {
+					bad.Add(requestField(p.Field), p.Message)
+				}
+			}
+		}
+	}
+	switch {
+	case len(bad) > 0:
+		return nil, http.StatusBadRequest, problems(append(bad, unknown...))
+	case len(unknown) > 0:
+		return nil, http.StatusNotFound, problems(unknown)
+	}
+	return req, 0, nil
+}
+
+// requestField names a blueprint field as the request does.
+func requestField(blueprintField string) string {
+	if blueprintField == "timeout_seconds" {
+		return "timeout"
+	}
+	return blueprintField
+}
+
+func problems(errs validation.Errors) []*messages.Problem {
+	out := make([]*messages.Problem, len(errs))
+	for i, p := range errs {
+		out[i] = &messages.Problem{Field: p.Field, Message: p.Message}
+	}
+	return out
+}
+
+func number(fields map[string]json.RawMessage, name string, bad *validation.Errors, check func(float64) string) *float64 {
+	raw, ok := fields[name]
+	if !ok {
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(raw, &v); err != nil || math.IsNaN(v) {
+		bad.Add(name, "must be a number")
+		return nil
+	}
+	if msg := check(v); msg != "" {
+		bad.Add(name, msg)
+		return nil
+	}
+	return &v
+}
+
+func integer(fields map[string]json.RawMessage, name string, bad *validation.Errors, lo, hi int) *int32 {
+	raw, ok := fields[name]
+	if !ok {
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal(raw, &v); err != nil || v != math.Trunc(v) {
+		bad.Add(name, "must be an integer")
+		return nil
+	}
+	if v < float64(lo) || v > float64(hi) {
+		bad.Add(name, fmt.Sprintf("must be between %d and %d", lo, hi))
+		return nil
+	}
+	n := int32(v)
+	return &n
+}
+
+// The response of POST /route-thompson.
+type routeResponse struct {
+	RequestID  string             `json:"request_id"`
+	Category   string             `json:"category"`
+	Confidence float64            `json:"confidence"`
+	Blueprint  blueprintView      `json:"blueprint"`
+	Answer     string             `json:"answer"`
+	Consensus  consensusView      `json:"consensus"`
+	Responses  []responseView     `json:"responses"`
+	Phases     map[string]float64 `json:"phases"`
+	Retries    []retryView        `json:"retries"`
+	Degraded   bool               `json:"degraded"`
+}
+
+type blueprintView struct {
+	Name               string  `json:"name"`
+	Workers            int32   `json:"workers"`
+	TimeoutSeconds     float64 `json:"timeout_seconds"`
+	Strategy           string  `json:"strategy"`
+	MinResponses       int32   `json:"min_responses"`
+	QuorumGraceSeconds float64 `json:"quorum_grace_seconds,omitempty"`
+}
+
+type consensusView struct {
+	Strategy     string   `json:"strategy"`
+	Arbiter      string   `json:"arbiter"`
+	ChosenModel  string   `json:"chosen_model"`
+	Agreement    []string `json:"agreement"`
+	Disagreement []string `json:"disagreement"`
+	ArbiterError string   `json:"arbiter_error,omitempty"`
+}
+
+type responseView struct {
+	Model         string  `json:"model"`
+	Provider      string  `json:"provider"`
+	Worker        string  `json:"worker"`
+	Status        string  `json:"status"`
+	LatencyMs     float64 `json:"latency_ms"`
+	WeightedScore float64 `json:"weighted_score"`
+	Contributed   bool    `json:"contributed"`
+	Attempt       int32   `json:"attempt"`
+	ErrorKind     string  `json:"error_kind,omitempty"`
+}
+
+type retryView struct {
+	Model      string  `json:"model"`
+	Provider   string  `json:"provider"`
+	FromWorker string  `json:"from_worker,omitempty"`
+	Attempt    int32   `json:"attempt"`
+	Kind       string  `json:"kind"`
+	DelayMs    float64 `json:"delay_ms"`
+	Outcome    string  `json:"outcome"`
+}
+
+func retryViews(rs []*messages.Retry) []retryView {
+	out := make([]retryView, len(rs))
+	for i, r := range rs {
+		out[i] = retryView{Model: r.Model, Provider: r.Provider, FromWorker: r.FromWorker, Attempt: r.Attempt, Kind: r.Kind, DelayMs: r.DelayMs, Outcome: r.Outcome}
+	}
+	return out
+}
+
+func renderRoute(e *messages.Execution) routeResponse {
+	resp := routeResponse{
+		RequestID: e.RequestId, Answer: e.Answer, Degraded: e.Degraded, Retries: retryViews(e.Retries),
+		Responses: make([]responseView, len(e.Results)),
+		Consensus: consensusView{Agreement: []string{}, Disagreement: []string{}},
+	}
+	if c := e.Classification; c != nil {
+		resp.Category, resp.Confidence = c.Category, c.Confidence
+	}
+	if b := e.Blueprint; b != nil {
+		resp.Blueprint = blueprintView{Name: b.Name, Workers: b.Workers, TimeoutSeconds: b.TimeoutSeconds, Strategy: b.Strategy,
+			MinResponses: b.MinResponses, QuorumGraceSeconds: b.QuorumGraceSeconds}
+	}
+	if d := e.Decision; d != nil {
+		resp.Consensus.Strategy, resp.Consensus.Arbiter, resp.Consensus.ChosenModel, resp.Consensus.ArbiterError = d.Strategy, d.Arbiter, d.ChosenModel, d.ArbiterError
+		if d.Agreement != nil {
+			resp.Consensus.Agreement = d.Agreement
+		}
+		if d.Disagreement != nil {
+			resp.Consensus.Disagreement = d.Disagreement
+		}
+	}
+	for i, r := range e.Results {
+		resp.Responses[i] = responseView{Model: r.Model, Provider: r.Provider, Worker: r.Worker, Status: r.Status, LatencyMs: r.LatencyMs,
+			WeightedScore: r.WeightedScore, Contributed: r.Contributed, Attempt: r.Attempt, ErrorKind: r.ErrorKind}
+	}
+	if p := e.Phases; p != nil {
+		resp.Phases = map[string]float64{
+			"classify_ms": p.ClassifyMs, "blueprint_ms": p.BlueprintMs, "select_ms": p.SelectMs, "assign_ms": p.AssignMs,
+			"dispatch_ms": p.DispatchMs, "collect_ms": p.CollectMs, "consensus_ms": p.ConsensusMs, "feedback_ms": p.FeedbackMs, "total_ms": p.TotalMs,
+		}
+	}
+	return resp
+}

@@ -1,0 +1,283 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/secret"
+)
+
+const mcq = "A warehouse robot must choose a route.\nA) north aisle\nB) south aisle\nC) loading dock\nD) freezer corridor"
+
+func TestEveryStrategyEndToEnd(t *testing.T) {
+	tb := newTestbed(t, nil)
+	tasks := map[string]string{
+		"multiple choice": mcq,
+		"free text":       "Propose how the billing service should cache exchange rates, with the trade-offs of each option.",
+	}
+	for _, strategy := range blueprints.Strategies {
+		for kind, task := range tasks {
+			t.Run(string(strategy)+"/"+kind, func(t *testing.T) {
+				status, resp, bad := tb.route(map[string]any{"task": task, "strategy": strategy, "workers": 5, "min_responses": 3})
+				if status != http.StatusOK {
+					t.Fatalf("status %d: %+v", status, bad)
+				}
+				if resp.Consensus.Strategy != string(strategy) || resp.Blueprint.Strategy != string(strategy) || resp.Blueprint.Workers != 5 {
+					t.Fatalf("consensus %+v, blueprint %+v", resp.Consensus, resp.Blueprint)
+				}
+				if resp.Answer == "" || len(resp.Responses) != 5 || resp.Degraded {
+					t.Fatalf("answer %q from %d responses (degraded %v)", resp.Answer, len(resp.Responses), resp.Degraded)
+				}
+				contributed := 0
+				for _, r := range resp.Responses {
+					if r.Status != "ok" || r.WeightedScore <= 0 || r.WeightedScore > 1 || r.Worker == "" || r.Provider == "" {
+						t.Fatalf("response %+v", r)
+					}
+					if r.Contributed {
+						contributed++
+					}
+				}
+				if contributed == 0 {
+					t.Fatal("no response contributed to the answer")
+				}
+				switch strategy {
+				case blueprints.Rotating:
+					if resp.Consensus.Arbiter == "" || resp.Consensus.Arbiter == "local" {
+						t.Fatalf("rotating arbiter %q: the arbiter model should have judged", resp.Consensus.Arbiter)
+					}
+				case blueprints.Pairwise:
+					if resp.Consensus.Arbiter != "local" {
+						t.Fatalf("pairwise judge %q", resp.Consensus.Arbiter)
+					}
+				}
+				for _, phase := range []string{"classify_ms", "select_ms", "assign_ms", "dispatch_ms", "collect_ms", "consensus_ms", "feedback_ms"} {
+					if _, ok := resp.Phases[phase]; !ok {
+						t.Fatalf("phase %s missing from %v", phase, resp.Phases)
+					}
+				}
+				rec := tb.record(resp.RequestID)
+				if rec["request_id"] != resp.RequestID || rec["answer"] != resp.Answer || rec["status_code"] != float64(200) {
+					t.Fatalf("record does not match the answer: %v", rec)
+				}
+				if ups, _ := rec["bandit_updates"].([]any); len(ups) != 5 {
+					t.Fatalf("record has %d bandit updates, want 5", len(ups))
+				}
+			})
+		}
+	}
+}
+
+func TestRotatingArbiterRotatesAcrossRequests(t *testing.T) {
+	tb := newTestbed(t, nil)
+	models := []string{"claude-3-5-sonnet-20241022", "gemini-1.5-pro-002", "deepseek-chat"}
+	seen := map[string]int{}
+	for i := 0; i < 6; i++ {
+		status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "strategy": "rotating"})
+		if status != http.StatusOK {
+			t.Fatalf("status %d: %+v", status, bad)
+		}
+		seen[resp.Consensus.Arbiter]++
+	}
+	for _, m := range models {
+		if seen[m] != 2 {
+			t.Fatalf("arbiters over 6 requests %v: each of 3 models should judge twice", seen)
+		}
+	}
+}
+
+func TestClassificationPicksTheBlueprint(t *testing.T) {
+	tb := newTestbed(t, nil)
+	status, resp, _ := tb.route(map[string]any{"task": "Audit this login handler for SQL injection and XSS vulnerabilities: db.Query(\"SELECT * FROM users WHERE name='\" + name + \"'\")"})
+	if status != http.StatusOK || resp.Category != "security_audit" || resp.Blueprint.Name != "security_audit" || resp.Blueprint.Workers != 6 ||
+		resp.Blueprint.Strategy != "weighted" || resp.Blueprint.MinResponses != 4 || resp.Confidence <= 0 || resp.Confidence > 1 {
+		t.Fatalf("status %d, category %s (%.2f), blueprint %+v", status, resp.Category, resp.Confidence, resp.Blueprint)
+	}
+}
+
+func TestMalformedRequests(t *testing.T) {
+	tb := newTestbed(t, func(c *config.Config) { c.MaxBodyBytes = 4096 })
+	tests := []struct {
+		desc   string
+		body   string
+		status int
+		code   string
+		fields []string
+	}{
+		{"not JSON", `{"task": `, 400, "malformed_request", []string{"body"}},
+		{"an array", `["task"]`, 400, "malformed_request", []string{"body"}},
+		{"two objects", `{"task":"a"} {"task":"b"}`, 400, "malformed_request", []string{"body"}},
+		{"empty body", ``, 400, "malformed_request", []string{"body"}},
+		{"task missing", `{}`, 400, "malformed_request", []string{"task"}},
+		{"every problem at once", `{"task": 7, "workers": 0, "min_responses": 2.5, "timeout": -1, "strategy": "vibes", "quorum_grace_seconds": "soon", "metadata": [1], "colour": "red"}`,
+			400, "malformed_request", []string{"colour", "task", "strategy", "timeout", "quorum_grace_seconds", "workers", "min_responses", "metadata"}},
+		{"min_responses above workers", `{"task": "x", "workers": 2, "min_responses": 3}`, 400, "malformed_request", []string{"min_responses"}},
+		{"min_responses above the blueprint's workers", `{"task": "x", "category": "documentation", "min_responses": 4}`, 400, "malformed_request", []string{"min_responses"}},
+		{"min_responses above the models", `{"task": "x", "models": ["deepseek-chat"], "min_responses": 2}`, 400, "malformed_request", []string{"min_responses"}},
+		{"duplicate models", `{"task": "x", "models": ["deepseek-chat", "deepseek-chat"]}`, 400, "malformed_request", []string{"models[1]"}},
+		{"wrong types of models", `{"task": "x", "models": "deepseek-chat"}`, 400, "malformed_request", []string{"models"}},
+		{"unknown blueprint", `{"task": "x", "category": "astrology"}`, 404, "not_found", []string{"category"}},
+		{"unknown model", `{"task": "x", "models": ["deepseek-chat", "gpt-17"]}`, 404, "not_found", []string{"models[1]"}},
+		{"malformed beats unknown", `{"task": "", "category": "astrology"}`, 400, "malformed_request", []string{"task", "category"}},
+		{"too large", `{"task": "` + strings.Repeat("x", 5000) + `"}`, 413, "request_too_large", nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			var bad errorResponse
+			resp, raw := tb.do(http.MethodPost, "/route-thompson", tt.body, &bad)
+			if resp.StatusCode != tt.status || bad.Error.Code != tt.code || bad.Error.Message == "" {
+				t.Fatalf("got %d %s", resp.StatusCode, raw)
+			}
+			var fields []string
+			for _, d := range bad.Error.Details {
+				fields = append(fields, d.Field)
+				if d.Message == "" {
+					t.Fatalf("problem without a message: %s", raw)
+				}
+			}
+			if fmt.Sprint(fields) != fmt.Sprint(tt.fields) && !(tt.fields == nil && len(fields) == 0) {
+				t.Fatalf("fields %v, want %v: %s", fields, tt.fields, raw)
+			}
+			if resp.Header.Get("X-Request-ID") == "" {
+				t.Fatal("no X-Request-ID on an error")
+			}
+		})
+	}
+}
+
+func TestRoutingErrors(t *testing.T) {
+	tb := newTestbed(t, nil)
+	tests := []struct {
+		method, path string
+		status       int
+		code         string
+	}{
+		{http.MethodGet, "/route-thompson", 405, "method_not_allowed"},
+		{http.MethodGet, "/nowhere", 404, "not_found"},
+		{http.MethodGet, "/executions/00000000-0000-0000-0000-000000000000", 404, "not_found"},
+		{http.MethodGet, "/models?category=astrology", 404, "not_found"},
+	}
+	for _, tt := range tests {
+		var bad errorResponse
+		resp, raw := tb.do(tt.method, tt.path, nil, &bad)
+		if resp.StatusCode != tt.status || bad.Error.Code != tt.code {
+			t.Errorf("%s %s: %d %s", tt.method, tt.path, resp.StatusCode, raw)
+		}
+	}
+}
+
+func TestReadOnlyViews(t *testing.T) {
+	tb := newTestbed(t, nil)
+	status, _, _ := tb.route(map[string]any{"task": mcq, "category": "general", "models": []string{"deepseek-chat", "groq/compound"}[:1]})
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	var models struct {
+		Models []struct {
+			ID   string `json:"id"`
+			Arms map[string]struct {
+				Alpha, Beta, Mean float64
+			} `json:"arms"`
+		} `json:"models"`
+	}
+	tb.do(http.MethodGet, "/models", nil, &models)
+	if len(models.Models) < 200 {
+		t.Fatalf("%d models", len(models.Models))
+	}
+	found := false
+	for _, m := range models.Models {
+		if a, ok := m.Arms["general"]; ok && m.ID == "deepseek-chat" {
+			found = a.Alpha+a.Beta == 3 && a.Mean == a.Alpha/(a.Alpha+a.Beta)
+		}
+	}
+	if !found {
+		t.Fatal("the rewarded arm is not listed with alpha + beta = 3")
+	}
+	var byCategory struct {
+		Models []struct {
+			Arms map[string]any `json:"arms"`
+		} `json:"models"`
+	}
+	tb.do(http.MethodGet, "/models?category=code_review", nil, &byCategory)
+	for _, m := range byCategory.Models {
+		if _, ok := m.Arms["code_review"]; !ok || len(m.Arms) != 1 {
+			t.Fatalf("category view arms %v", m.Arms)
+		}
+	}
+	var provs struct {
+		Providers []struct {
+			Name    string `json:"name"`
+			Breaker struct {
+				State string `json:"state"`
+			} `json:"breaker"`
+			RateLimitUse float64 `json:"rate_limit_use"`
+		} `json:"providers"`
+	}
+	tb.do(http.MethodGet, "/providers", nil, &provs)
+	if len(provs.Providers) != 6 || provs.Providers[0].Breaker.State != "closed" {
+		t.Fatalf("providers %+v", provs)
+	}
+	var workers struct {
+		Workers []struct {
+			Name string `json:"name"`
+			Tier int    `json:"tier"`
+		} `json:"workers"`
+	}
+	tb.do(http.MethodGet, "/workers", nil, &workers)
+	if len(workers.Workers) != 8 || workers.Workers[0].Tier != 1 {
+		t.Fatalf("workers %+v", workers)
+	}
+	var bps struct {
+		Source     string `json:"source"`
+		Blueprints []struct {
+			Name string `json:"name"`
+		} `json:"blueprints"`
+	}
+	tb.do(http.MethodGet, "/blueprints", nil, &bps)
+	if len(bps.Blueprints) != 22 || bps.Source != "embedded" {
+		t.Fatalf("blueprints %+v", bps)
+	}
+	for _, path := range []string{"/healthz", "/readyz"} {
+		if resp, raw := tb.do(http.MethodGet, path, nil, nil); resp.StatusCode != 200 {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, raw)
+		}
+	}
+}
+
+func TestBearerToken(t *testing.T) {
+	tb := newTestbed(t, func(c *config.Config) { c.APIToken = secret.String("s3cr3t-token") })
+	tests := []struct {
+		desc, path, header string
+		status             int
+	}{
+		{"no token", "/workers", "", 401},
+		{"wrong token", "/workers", "Bearer nope", 401},
+		{"wrong scheme", "/workers", "Basic s3cr3t-token", 401},
+		{"right token", "/workers", "Bearer s3cr3t-token", 200},
+		{"health needs none", "/healthz", "", 200},
+		{"readiness needs one", "/readyz", "", 401},
+	}
+	for _, tt := range tests {
+		req, _ := http.NewRequest(http.MethodGet, tb.srv.URL+tt.path, nil)
+		if tt.header != "" {
+			req.Header.Set("Authorization", tt.header)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tt.status {
+			t.Errorf("%s: %d, want %d", tt.desc, resp.StatusCode, tt.status)
+		}
+	}
+	// The token never shows up in logs.
+	for _, e := range tb.logs.All() {
+		if strings.Contains(fmt.Sprint(e.Message, e.ContextMap()), "s3cr3t-token") {
+			t.Fatalf("token logged: %v", e)
+		}
+	}
+}

@@ -1,0 +1,152 @@
+// Package httpapi owns Conclave's HTTP API: POST /route-thompson and the read-only views of executions,
+// models, providers, workers and blueprints, with bearer-token auth, a body size limit and JSON errors
+// that list every validation problem.
+package httpapi
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"net/http"
+	"strings"
+
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/secret"
+	"github.com/julienschmidt/httprouter"
+	"go.uber.org/zap"
+)
+
+// Engine is the pipeline behind the API.
+type Engine interface {
+	Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error)
+	Execution(ctx context.Context, id string) (*messages.Execution, bool, error)
+	Catalog() *catalog.Catalog
+	Blueprints() *blueprints.Set
+	Arms() *actors.ArmBoard
+	Providers() []*actors.ProviderSnapshot
+	Workers() []fleet.Snapshot
+	Ready() error
+}
+
+// Options configure the API.
+type Options struct {
+	// Token, when set, is required as "Authorization: Bearer <token>" on every endpoint but /healthz.
+	Token secret.String
+	// MaxBodyBytes bounds request bodies; larger ones get 413.
+	MaxBodyBytes int64
+	Log          *zap.Logger
+}
+
+// Server is the HTTP API.
+type Server struct {
+	engine Engine
+	opts   Options
+	log    *zap.Logger
+	token  [sha256.Size]byte
+	router *httprouter.Router
+}
+
+// New returns the API over an engine.
+func New(engine Engine, opts Options) *Server {
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	if opts.MaxBodyBytes <= 0 {
+		opts.MaxBodyBytes = 1 << 20
+	}
+	s := &Server{engine: engine, opts: opts, log: opts.Log, router: httprouter.New()}
+	if opts.Token.Set() {
+		s.token = sha256.Sum256([]byte(opts.Token.Reveal()))
+	}
+	r := s.router
+	r.POST("/route-thompson", s.authed(s.route))
+	r.GET("/executions/:id", s.authed(s.execution))
+	r.GET("/models", s.authed(s.models))
+	r.GET("/providers", s.authed(s.providers))
+	r.GET("/workers", s.authed(s.workers))
+	r.GET("/blueprints", s.authed(s.blueprints))
+	r.GET("/readyz", s.authed(s.readyz))
+	r.GET("/healthz", s.healthz)
+	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+req.Method+" "+req.URL.Path, nil)
+	})
+	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed on "+req.URL.Path, nil)
+	})
+	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
+		s.log.Error("handler panicked", zap.String("event", "http_panic"), zap.String("path", req.URL.Path), zap.Any("panic", v))
+		writeError(w, http.StatusInternalServerError, "internal", "internal error", nil)
+	}
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+
+// authed requires the bearer token when one is configured. Both sides are hashed before the
+// constant-time comparison, so neither the token's bytes nor its length leak through timing.
+func (s *Server) authed(h httprouter.Handle) httprouter.Handle {
+	if !s.opts.Token.Set() {
+		return h
+	}
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		sum := sha256.Sum256([]byte(given))
+		if subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 || !ok {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
+			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required", nil)
+			return
+		}
+		h(w, r, p)
+	}
+}
+
+func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	if err := s.engine.Ready(); err != nil {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "not_ready", "reason": err.Error()})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	_ = enc.Encode(v)
+}
+
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Code    string              `json:"code"`
+	Message string              `json:"message"`
+	Details []*messages.Problem `json:"details"`
+	Retries []retryView         `json:"retries"`
+}
+
+func writeError(w http.ResponseWriter, status int, code, message string, details []*messages.Problem) {
+	writeErrorWithRetries(w, status, code, message, details, nil)
+}
+
+func writeErrorWithRetries(w http.ResponseWriter, status int, code, message string, details []*messages.Problem, retries []retryView) {
+	if details == nil {
+		details = []*messages.Problem{}
+	}
+	if retries == nil {
+		retries = []retryView{}
+	}
+	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: message, Details: details, Retries: retries}})
+}

@@ -1,0 +1,64 @@
+// Package logging owns how Conclave logs: one zap logger, JSON by default, and the bridge that sends
+// protoactor's slog output through it.
+package logging
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"go.uber.org/zap"
+	"go.uber.org/zap/exp/zapslog"
+	"go.uber.org/zap/zapcore"
+)
+
+// New returns a logger writing to w at level in format "json" or "console".
+func New(level, format string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log level: %w", err)
+	}
+	enc := zap.NewProductionEncoderConfig()
+	enc.TimeKey = "ts"
+	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	var encoder zapcore.Encoder
+	switch format {
+	case "json", "":
+		encoder = zapcore.NewJSONEncoder(enc)
+	case "console":
+		encoder = zapcore.NewConsoleEncoder(enc)
+	default:
+		return nil, fmt.Errorf("log format %q: want json or console", format)
+	}
+	return zap.New(zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
+}
+
+// ActorLogger bridges protoactor's slog logging into z. The library's chatter (actor started, dead
+// letters) is debug-level for Conclave, so only its warnings and errors pass at info.
+func ActorLogger(z *zap.Logger) actor.ConfigOption {
+	core := z.Core()
+	if !core.Enabled(zapcore.DebugLevel) {
+		core = minLevel{core, zapcore.WarnLevel}
+	}
+	return actor.WithLoggerFactory(func(s *actor.ActorSystem) *slog.Logger {
+		return slog.New(zapslog.NewHandler(core)).With("lib", "protoactor")
+	})
+}
+
+// minLevel raises a core's level.
+type minLevel struct {
+	zapcore.Core
+	min zapcore.Level
+}
+
+func (m minLevel) Enabled(l zapcore.Level) bool { return l >= m.min && m.Core.Enabled(l) }
+
+func (m minLevel) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if !m.Enabled(e.Level) {
+		return ce
+	}
+	return m.Core.Check(e, ce)
+}
+
+func (m minLevel) With(f []zapcore.Field) zapcore.Core { return minLevel{m.Core.With(f), m.min} }
