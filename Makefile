@@ -21,8 +21,11 @@ test:
 	@if [ "$(SERVICES)" = 1 ]; then scripts/services.sh; fi
 	$(GO) test -race -count=1 ./...
 
-bench:
+# bench runs the Go benchmarks (decision core and the whole pipeline), then the load run: the real
+# server against a bare net/http JSON handler, as separate processes, at concurrency 1 and 16.
+bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	$(GO) run ./bench/load --conclave $(BIN)
 
 # proto regenerates messages/*.pb.go; it needs protoc (Debian: protobuf-compiler) and protoc-gen-go
 # (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12).

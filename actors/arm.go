@@ -40,9 +40,11 @@ func (a *ArmActor) Receive(ctx actor.Context) {
 		before := a.arm
 		a.arm = a.arm.Update(m.Reward, a.deps.Learning)
 		a.deps.Dir.Arms.Publish(a.arm)
-		a.deps.Log.Debug("bandit arm updated", zap.String("event", "bandit_update"), zap.String("request_id", m.RequestId),
-			zap.String("model", a.model), zap.String("category", a.category), zap.Float64("reward", m.Reward), zap.String("reason", m.Reason),
-			zap.Float64("alpha_before", before.Alpha), zap.Float64("beta_before", before.Beta),
-			zap.Float64("alpha", a.arm.Alpha), zap.Float64("beta", a.arm.Beta), zap.Float64("recency", a.arm.Recency))
+		if ce := a.deps.Log.Check(zap.DebugLevel, "bandit arm updated"); ce != nil {
+			ce.Write(zap.String("event", "bandit_update"), zap.String("request_id", m.RequestId),
+				zap.String("model", a.model), zap.String("category", a.category), zap.Float64("reward", m.Reward), zap.String("reason", m.Reason),
+				zap.Float64("alpha_before", before.Alpha), zap.Float64("beta_before", before.Beta),
+				zap.Float64("alpha", a.arm.Alpha), zap.Float64("beta", a.arm.Beta), zap.Float64("recency", a.arm.Recency))
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -218,7 +219,7 @@ func (c *CoordinatorActor) classify() {
 	c.exec.Classification = cls
 	c.log.Info("task classified", zap.String("event", "classification"), zap.String("category", c.category),
 		zap.Float64("confidence", r.Confidence), zap.String("best", string(r.Best)), zap.Bool("fallback", r.Fallback),
-		zap.Bool("explicit", cls.Explicit), zap.Any("signals", r.Signals), zap.String("priority", cls.Priority),
+		zap.Bool("explicit", cls.Explicit), zap.Array("signals", signalsField(r.Signals)), zap.String("priority", cls.Priority),
 		zap.String("language", cls.Language), zap.String("complexity", cls.Complexity), zap.Int("context_length", c.meta.ContextLength))
 	if r.LowConfidence && !cls.Explicit {
 		c.log.Info("low confidence classification", zap.String("event", "low_confidence_classification"),
@@ -305,8 +306,9 @@ func (c *CoordinatorActor) selectModels(n int, replacing bool) ([]bandit.Pick, e
 	if replacing {
 		q.Tried = c.tried
 	}
-	cands := c.deps.Dir.Arms.Candidates(c.category, make([]bandit.Candidate, 0, len(c.deps.Dir.Arms.Models())))
-	sel := bandit.Select(c.rng, cands, q)
+	cands := c.deps.Dir.Arms.Candidates(c.category)
+	sel := bandit.Select(c.rng, *cands, q)
+	c.deps.Dir.Arms.Release(cands)
 	counts := sel.SkipCounts()
 	if !replacing {
 		rec := &messages.Selection{Policy: c.policy.String(), Eligible: int32(sel.Eligible), SkipCounts: map[string]int32{}}
@@ -326,8 +328,8 @@ func (c *CoordinatorActor) selectModels(n int, replacing bool) ([]bandit.Pick, e
 		c.exec.Selection = rec
 	}
 	c.log.Info("models selected", zap.String("event", "selection"), zap.String("policy", c.policy.String()), zap.Bool("replacement", replacing),
-		zap.Int("requested", n), zap.Int("eligible", sel.Eligible), zap.Any("picks", sel.Picks), zap.Any("skip_counts", counts),
-		zap.Any("skipped", interestingSkips(sel.Skipped)), zap.Uint64("sequence", c.seq))
+		zap.Int("requested", n), zap.Int("eligible", sel.Eligible), zap.Array("picks", picksField(sel.Picks)), zap.Object("skip_counts", countsField(counts)),
+		zap.Array("skipped", skipsField(interestingSkips(sel.Skipped))), zap.Uint64("sequence", c.seq))
 	if len(sel.Picks) > 0 || n == 0 {
 		return sel.Picks, nil
 	}
@@ -374,7 +376,7 @@ func (c *CoordinatorActor) tokens0() int { return c.meta.ContextLength + c.deps.
 func (c *CoordinatorActor) assign(n int, exclude func(string) bool) ([]string, error) {
 	workers, rejected, err := fleet.Assign(c.deps.Dir.WorkerSnapshots(), n, c.heavy, c.deps.now(), exclude)
 	c.log.Info("workers assigned", zap.String("event", "assignment"), zap.Strings("workers", workers), zap.Bool("heavy", c.heavy),
-		zap.Any("rejected", rejected))
+		zap.Array("rejected", rejectionsField(rejected)))
 	if err != nil {
 		return nil, &requestError{status: http.StatusServiceUnavailable, code: string(resilience.AllWorkersOffline), err: err}
 	}
@@ -394,7 +396,7 @@ func (c *CoordinatorActor) newSlot(p bandit.Pick) *slot {
 // startJob asks the model's provider for a permit; the job goes to its worker when the permit comes.
 func (c *CoordinatorActor) startJob(ctx actor.Context, s *slot, worker string) *job {
 	c.jobSeq++
-	j := &job{id: fmt.Sprintf("%s/%d", c.req.RequestId, c.jobSeq), slot: s, worker: worker, attempt: s.attempts, dueBy: c.deadline}
+	j := &job{id: c.req.RequestId + "/" + strconv.Itoa(c.jobSeq), slot: s, worker: worker, attempt: s.attempts, dueBy: c.deadline}
 	s.attempts++
 	s.workersUsed[worker] = true
 	s.state = slotPending
@@ -789,7 +791,7 @@ func (c *CoordinatorActor) feedback(ctx actor.Context) {
 		c.exec.BanditUpdates = append(c.exec.BanditUpdates, &messages.BanditUpdate{Model: model, Category: c.category, Reward: o.reward,
 			Reason: o.reason, AlphaBefore: arm.Alpha, BetaBefore: arm.Beta})
 	}
-	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", c.category), zap.Any("updates", c.exec.BanditUpdates))
+	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", c.category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
 }
 
 func penalised(kind resilience.Kind) bool {

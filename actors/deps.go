@@ -37,6 +37,8 @@ type Deps struct {
 	ArbiterTimeout time.Duration
 	// OutputReserve is the number of tokens reserved for the answer when checking context windows.
 	OutputReserve int
+	// LeaseGrace overrides DefaultLeaseGrace.
+	LeaseGrace time.Duration
 	// Breakers and RateLimits configure each provider actor (missing providers get the defaults).
 	Breakers   map[string]resilience.Settings
 	RateLimits map[string]ratelimit.Limits
@@ -53,6 +55,13 @@ type RetryConfig struct {
 }
 
 func (d *Deps) now() time.Time { return d.Clock.Now() }
+
+func (d *Deps) leaseGrace() time.Duration {
+	if d.LeaseGrace > 0 {
+		return d.LeaseGrace
+	}
+	return DefaultLeaseGrace
+}
 
 func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
 

@@ -6,6 +6,7 @@ package actors
 
 import (
 	"sort"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -160,6 +161,7 @@ type ArmBoard struct {
 	arms       [][]atomic.Pointer[bandit.Arm] // [category][model]
 	pulls      []atomic.Int64                 // per category
 	prior      bandit.Prior
+	scratch    sync.Pool // *[]bandit.Candidate, reused by selections
 }
 
 // NewArmBoard makes an empty board for the models and categories.
@@ -218,8 +220,21 @@ func (b *ArmBoard) TotalPulls(category string) int64 {
 	return 0
 }
 
-// Candidates appends a selection candidate per model for the category to dst.
-func (b *ArmBoard) Candidates(category string, dst []bandit.Candidate) []bandit.Candidate {
+// Candidates returns a selection candidate per model for the category, in a buffer to hand back with
+// Release once the selection is done.
+func (b *ArmBoard) Candidates(category string) *[]bandit.Candidate {
+	buf, _ := b.scratch.Get().(*[]bandit.Candidate)
+	if buf == nil {
+		buf = new([]bandit.Candidate)
+	}
+	*buf = b.appendCandidates(category, (*buf)[:0])
+	return buf
+}
+
+// Release returns a candidates buffer for reuse.
+func (b *ArmBoard) Release(buf *[]bandit.Candidate) { b.scratch.Put(buf) }
+
+func (b *ArmBoard) appendCandidates(category string, dst []bandit.Candidate) []bandit.Candidate {
 	ci, ok := b.categories[category]
 	for i, m := range b.models {
 		c := bandit.Candidate{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: b.prior.Alpha, Beta: b.prior.Beta}

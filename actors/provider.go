@@ -34,9 +34,9 @@ type lease struct {
 	ticket resilience.Ticket
 }
 
-// leaseGrace is how long after a permit's deadline its outcome may still arrive before the permit is
-// presumed abandoned.
-const leaseGrace = 5 * time.Second
+// DefaultLeaseGrace is how long after a permit's deadline its outcome may still arrive before the
+// permit is presumed abandoned.
+const DefaultLeaseGrace = 5 * time.Second
 
 type hourBucket struct {
 	hour          int64
@@ -136,7 +136,7 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 		if a.Deadline != nil {
 			until = a.Deadline.AsTime()
 		}
-		until = until.Add(leaseGrace)
+		until = until.Add(p.deps.leaseGrace())
 		p.leases[a.JobId] = lease{until: until, ticket: ticket}
 		p.wakeBy(ctx, until)
 		ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Granted: true, Generation: ticket.Generation(), Probe: ticket.Probe()})

@@ -279,8 +279,7 @@ func distinct(toks []uint64) []uint64 {
 }
 
 // keywordScores adds keywordWeight per matched keyword to its category and appends the signals.
-func (c *Classifier) keywordScores(toks []uint64, signals *[]Signal) []float64 {
-	kw := make([]float64, len(Categories))
+func (c *Classifier) keywordScores(toks []uint64, signals *[]Signal) (kw [maxCategories]float64) {
 	for _, h := range toks {
 		for _, hit := range c.keywords[h] {
 			kw[hit.category] += keywordWeight
@@ -301,13 +300,16 @@ func hasSignal(signals []Signal, phrase string) bool {
 	return false
 }
 
+// maxCategories bounds the category count so per-call scores live on the stack.
+const maxCategories = 16
+
 // Temperature returns the fitted calibration temperature.
 func (c *Classifier) Temperature() float64 { return c.temperature }
 
 // Classify classifies a task.
 func (c *Classifier) Classify(task string) Result {
 	k := len(Categories)
-	var scores [16]float64
+	var scores [maxCategories]float64
 	s := scores[:k]
 	copy(s, c.logPrior)
 	sc := c.scratch.Get().(*scratch)

@@ -2,10 +2,8 @@ package consensus
 
 import (
 	"fmt"
-	"hash/maphash"
 	"slices"
 	"strings"
-	"unicode"
 )
 
 // maxPoints bounds each list of agreement and disagreement points.
@@ -110,11 +108,7 @@ func splitClaims(text string) []string {
 }
 
 func wordSet(s string) []uint64 {
-	fields := strings.FieldsFunc(strings.ToLower(s), func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) })
-	set := make([]uint64, 0, len(fields))
-	for _, f := range fields {
-		set = append(set, maphash.String(hashSeed, f))
-	}
+	set := appendWordHashes(make([]uint64, 0, 16), s)
 	slices.Sort(set)
 	return slices.Compact(set)
 }

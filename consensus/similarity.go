@@ -35,37 +35,12 @@ type analysed struct {
 
 func analyse(text string) analysed {
 	var a analysed
-	hashes := make([]uint64, 0, len(text)/5+1)
-	word := make([]byte, 0, 32)
-	flush := func() {
-		if len(word) > 0 {
-			hashes = append(hashes, maphash.Bytes(hashSeed, word))
-			word = word[:0]
-		}
+	var stack [256]uint64
+	hashes := stack[:0]
+	if est := len(text)/5 + 1; est > len(stack) {
+		hashes = make([]uint64, 0, est)
 	}
-	for i := 0; i < len(text); {
-		c := text[i]
-		if c < utf8.RuneSelf {
-			i++
-			switch {
-			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
-				word = append(word, c)
-			case 'A' <= c && c <= 'Z':
-				word = append(word, c+'a'-'A')
-			default:
-				flush()
-			}
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(text[i:])
-		i += size
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			word = utf8.AppendRune(word, unicode.ToLower(r))
-		} else {
-			flush()
-		}
-	}
-	flush()
+	hashes = appendWordHashes(hashes, text)
 	if len(hashes) <= keyWords {
 		a.key = Normalize(text)
 		a.short = strings.Count(a.key, " ")+1 <= shortWords
@@ -86,6 +61,39 @@ func analyse(text string) analysed {
 	}
 	a.norm = math.Sqrt(a.norm)
 	return a
+}
+
+// appendWordHashes appends the hash of every lower-cased word (a run of letters and digits) of text.
+func appendWordHashes(dst []uint64, text string) []uint64 {
+	var buf [64]byte
+	word := buf[:0]
+	for i := 0; i <= len(text); {
+		inWord := false
+		if i < len(text) {
+			if c := text[i]; c < utf8.RuneSelf {
+				i++
+				switch {
+				case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+					word, inWord = append(word, c), true
+				case 'A' <= c && c <= 'Z':
+					word, inWord = append(word, c+'a'-'A'), true
+				}
+			} else {
+				r, size := utf8.DecodeRuneInString(text[i:])
+				i += size
+				if unicode.IsLetter(r) || unicode.IsDigit(r) {
+					word, inWord = utf8.AppendRune(word, unicode.ToLower(r)), true
+				}
+			}
+		} else {
+			i++
+		}
+		if !inWord && len(word) > 0 {
+			dst = append(dst, maphash.Bytes(hashSeed, word))
+			word = word[:0]
+		}
+	}
+	return dst
 }
 
 // similarity in [0, 1]: exact agreement of normal forms when either answer is categorical, otherwise

@@ -57,6 +57,8 @@ type Engine struct {
 	store      store.Store
 	// Sim is the simulated provider when the engine runs on it (nil otherwise); tests inject faults here.
 	Sim *providers.Sim
+	// longestTimeout is the longest blueprint deadline, in seconds.
+	longestTimeout float64
 
 	inflight  sync.WaitGroup
 	closing   atomic.Bool
@@ -93,6 +95,9 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, log: log, catalog: cat, blueprints: bps, store: opts.Store}
+	for _, b := range bps.All() {
+		e.longestTimeout = math.Max(e.longestTimeout, b.TimeoutSeconds)
+	}
 	backend := opts.Backend
 	if backend == nil {
 		e.Sim = providers.NewSim(cat.All(), cfg.Sim)
@@ -203,10 +208,7 @@ func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 // budget bounds how long a caller waits for a coordinator, which always answers before: every
 // collection round at the longest deadline, the largest backoffs, the arbiter, and a margin.
 func (e *Engine) budget(req *messages.RouteRequest) time.Duration {
-	longest := 0.0
-	for _, b := range e.blueprints.All() {
-		longest = math.Max(longest, b.TimeoutSeconds)
-	}
+	longest := e.longestTimeout
 	if req.TimeoutSeconds != nil {
 		longest = *req.TimeoutSeconds
 	}

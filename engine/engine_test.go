@@ -9,25 +9,66 @@ import (
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/providers"
-	"go.uber.org/zap/zaptest"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"go.uber.org/zap"
 )
 
-func TestSmoke(t *testing.T) {
+func newEngine(t *testing.T, seed uint64) *Engine {
+	t.Helper()
 	cfg := config.Default()
+	cfg.Seed, cfg.Sim.Seed = seed, seed
 	cfg.Sim.LatencyScale = 0
 	cfg.Sim.Faults = providers.Fault{}
-	e, err := New(Options{Config: cfg, Log: zaptest.NewLogger(t)})
+	e, err := New(Options{Config: cfg, Log: zap.NewNop()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer e.Shutdown(context.Background())
-	for i := 0; i < 3; i++ {
-		exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: fmt.Sprint("r", i), Task: "Review this Go function for bugs: func f() {}", ReceivedAt: timestamppb.New(time.Now())})
-		if err != nil {
-			t.Fatal(err)
+	t.Cleanup(func() {
+		if err := e.Shutdown(context.Background()); err != nil {
+			t.Error(err)
 		}
-		t.Logf("status %d answer %.60q results %d decision %v phases %v", exec.StatusCode, exec.Answer, len(exec.Results), exec.Decision, exec.Phases)
-	}
+	})
+	return e
 }
 
+// run routes a sequence of tasks, waiting after each for its rewards to reach the arms, and returns the
+// selections and answers.
+func run(t *testing.T, e *Engine, n int) []string {
+	t.Helper()
+	var out []string
+	var rewards int64
+	for i := 0; i < n; i++ {
+		exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: fmt.Sprint("r", i), Category: "general",
+			Task: fmt.Sprintf("Question %d\nA) one\nB) two\nC) three\nD) four", i)})
+		if err != nil || exec.StatusCode != 200 {
+			t.Fatalf("request %d: %v %v", i, err, exec.GetError())
+		}
+		var picks []string
+		for _, p := range exec.Selection.Picks {
+			picks = append(picks, fmt.Sprintf("%s:%.6f", p.Model, p.Sampled))
+		}
+		out = append(out, fmt.Sprint(picks, exec.Answer))
+		rewards += int64(len(exec.BanditUpdates))
+		deadline := time.Now().Add(10 * time.Second)
+		for e.Arms().TotalPulls("general") != rewards {
+			if time.Now().After(deadline) {
+				t.Fatal("rewards did not reach the arms")
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	return out
+}
+
+func TestSameSeedSameDecisions(t *testing.T) {
+	a := run(t, newEngine(t, 42), 30)
+	b := run(t, newEngine(t, 42), 30)
+	c := run(t, newEngine(t, 43), 30)
+	for i := range a {
+		if a[i] != b[i] {
+			t.Fatalf("request %d differs between runs with the same seed:\n%s\n%s", i, a[i], b[i])
+		}
+	}
+	if fmt.Sprint(a) == fmt.Sprint(c) {
+		t.Fatal("a different seed made the same decisions")
+	}
+}

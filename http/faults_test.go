@@ -180,4 +180,3 @@ func (tb *testbed) providerState(name string) string {
 	}
 	return ""
 }
-

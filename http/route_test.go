@@ -281,3 +281,27 @@ func TestBearerToken(t *testing.T) {
 		}
 	}
 }
+
+func TestEveryDecisionIsLoggedWithTheRequestID(t *testing.T) {
+	tb := newTestbed(t, nil)
+	status, resp, _ := tb.route(map[string]any{"task": mcq, "category": "general", "strategy": "rotating"})
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	events := map[string]int{}
+	for _, e := range tb.logs.All() {
+		fields := e.ContextMap()
+		if fields["request_id"] == resp.RequestID {
+			events[fmt.Sprint(fields["event"])]++
+		}
+	}
+	for _, name := range []string{"request_received", "classification", "blueprint", "selection", "assignment", "dispatch", "reply",
+		"collect_done", "arbiter", "consensus", "bandit_updates", "request_completed"} {
+		if events[name] == 0 {
+			t.Errorf("no %s event for the request (got %v)", name, events)
+		}
+	}
+	if events["dispatch"] != resp.Blueprint.Workers || events["reply"] != resp.Blueprint.Workers {
+		t.Errorf("%d dispatch and %d reply events for %d workers", events["dispatch"], events["reply"], resp.Blueprint.Workers)
+	}
+}

@@ -2,12 +2,13 @@ package providers
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"math"
 	"math/rand/v2"
-	"regexp"
 	"strings"
 	"sync"
 	"time"
@@ -131,9 +132,12 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 			Err: fmt.Errorf("prompt of %d tokens exceeds the context window of %d", inTokens, m.ContextWindow)}
 	}
 	h := fnv.New64a()
-	fmt.Fprintf(h, "%d\x00%s\x00%s\x00%d\x00%s", s.cfg.Seed, m.ID, call.Kind, call.Attempt, call.Prompt)
-	for _, c := range call.Candidates {
-		h.Write([]byte(c))
+	var num [8]byte
+	binary.LittleEndian.PutUint64(num[:], s.cfg.Seed^uint64(call.Attempt)<<48)
+	h.Write(num[:])
+	for _, part := range append([]string{m.ID, call.Kind, call.Prompt}, call.Candidates...) {
+		io.WriteString(h, part)
+		h.Write([]byte{0})
 	}
 	rng := rand.New(rand.NewPCG(h.Sum64(), s.cfg.Seed^0x9E3779B97F4A7C15))
 
@@ -189,23 +193,39 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-var optionPattern = regexp.MustCompile(`(?m)(?:^|\s)\(?([A-J])[).:]\s+\S`)
+var letters = [...]string{"A", "B", "C", "D", "E", "F", "G", "H", "I", "J"}
 
-// Options returns the option letters of a multiple-choice task (A, B, ... in order), or nil.
+// Options returns the option letters of a multiple-choice task (A, B, ... in order), or nil. An option
+// is a capital A to J at the start of the text or after white space, optionally after "(", followed by
+// ")", "." or ":", white space and more text.
 func Options(task string) []string {
-	seen := map[string]bool{}
-	for _, m := range optionPattern.FindAllStringSubmatch(task, -1) {
-		seen[m[1]] = true
+	var seen [10]bool
+	for i := 0; i < len(task); i++ {
+		c := task[i]
+		if c < 'A' || c > 'J' || (i > 0 && !isSpace(task[i-1]) && !(task[i-1] == '(' && (i == 1 || isSpace(task[i-2])))) {
+			continue
+		}
+		if i+2 < len(task) && (task[i+1] == ')' || task[i+1] == '.' || task[i+1] == ':') && isSpace(task[i+2]) {
+			j := i + 2
+			for j < len(task) && isSpace(task[j]) {
+				j++
+			}
+			if j < len(task) {
+				seen[c-'A'] = true
+			}
+		}
 	}
-	var letters []string
-	for c := 'A'; c <= 'J' && seen[string(c)]; c++ {
-		letters = append(letters, string(c))
+	n := 0
+	for n < len(seen) && seen[n] {
+		n++
 	}
-	if len(letters) < 2 {
+	if n < 2 {
 		return nil
 	}
-	return letters
+	return letters[:n:n]
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
 
 // SimTruth is the simulated world's correct option of a multiple-choice task ("" for other tasks).
 func SimTruth(task string) string {
@@ -233,7 +253,7 @@ func answer(rng *rand.Rand, skill float64, task string) string {
 		return "The answer is (" + pick + ")."
 	}
 	ref := reference(task)
-	words := contentWords(task)
+	var words []string
 	var b strings.Builder
 	for i, s := range ref {
 		if i > 0 {
@@ -241,9 +261,12 @@ func answer(rng *rand.Rand, skill float64, task string) string {
 		}
 		if rng.Float64() < skill {
 			b.WriteString(s)
-		} else {
-			b.WriteString(sentence(rng.Uint64(), words))
+			continue
 		}
+		if words == nil {
+			words = contentWords(task)
+		}
+		b.WriteString(sentence(rng.Uint64(), words))
 	}
 	return b.String()
 }
@@ -298,8 +321,35 @@ var templates = []string{
 	"Treat %s as the source of truth for %s.",
 }
 
+// refCache remembers the reference answers of recent tasks: every model asked the same task needs it.
+var refCache struct {
+	sync.Mutex
+	entries [256]struct {
+		task string
+		ref  []string
+	}
+}
+
 // reference is the simulated world's best answer to a free-text task: five sentences about its words.
+// The slice is shared and must not be modified.
 func reference(task string) []string {
+	h := fnv.New64a()
+	io.WriteString(h, task)
+	slot := h.Sum64() % uint64(len(refCache.entries))
+	refCache.Lock()
+	e := refCache.entries[slot]
+	refCache.Unlock()
+	if e.task == task && e.ref != nil {
+		return e.ref
+	}
+	ref := computeReference(task)
+	refCache.Lock()
+	refCache.entries[slot].task, refCache.entries[slot].ref = task, ref
+	refCache.Unlock()
+	return ref
+}
+
+func computeReference(task string) []string {
 	words := contentWords(task)
 	h := fnv.New64a()
 	h.Write([]byte(task))

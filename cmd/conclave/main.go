@@ -37,20 +37,22 @@ Run "conclave serve --help" for the flags; the README lists the environment vari
 `
 
 func main() {
-	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "conclave:", err)
 		os.Exit(1)
 	}
 }
 
-func run(args []string, stdout, stderr io.Writer) error {
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
 		return errors.New("missing command")
 	}
 	switch args[0] {
 	case "serve":
-		return serve(args[1:], stderr)
+		return serve(ctx, args[1:], stderr)
 	case "version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -75,7 +77,8 @@ func versionString() string {
 	return v
 }
 
-func serve(args []string, logOut io.Writer) error {
+// serve runs the control plane until ctx is cancelled (SIGINT or SIGTERM), then shuts down gracefully.
+func serve(ctx context.Context, args []string, logOut io.Writer) error {
 	cfg, err := config.Load(args, os.Getenv)
 	if err != nil {
 		return err
@@ -105,18 +108,17 @@ func serve(args []string, logOut io.Writer) error {
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	stop := make(chan os.Signal, 1)
-	signal.Notify(stop, syscall.SIGINT, syscall.SIGTERM)
 	select {
 	case err := <-served:
 		_ = eng.Shutdown(context.Background())
 		return fmt.Errorf("serve: %w", err)
-	case sig := <-stop:
-		log.Info("shutting down", zap.String("event", "shutdown"), zap.String("signal", sig.String()))
+	case <-ctx.Done():
+		log.Info("shutting down", zap.String("event", "shutdown"), zap.String("cause", context.Cause(ctx).Error()))
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout())
+	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout())
 	defer cancel()
 	// Stop accepting and let in-flight requests finish, then flush the records and stop the actors.
-	err = srv.Shutdown(ctx)
-	return errors.Join(err, eng.Shutdown(ctx))
+	err = srv.Shutdown(sctx)
+	<-served
+	return errors.Join(err, eng.Shutdown(sctx))
 }

@@ -1,0 +1,98 @@
+package actors
+
+import (
+	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/classify"
+	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/messages"
+	"go.uber.org/zap/zapcore"
+)
+
+// Log field encoders for the coordinator's events: hand-written, because reflection-based encoding of
+// these slices costs more than the decisions they describe.
+
+type picksField []bandit.Pick
+
+func (ps picksField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, p := range ps {
+		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+			o.AddString("model", p.Model)
+			o.AddString("provider", p.Provider)
+			o.AddFloat64("sampled", p.Sampled)
+			o.AddFloat64("score", p.Score)
+			if p.Deprioritised {
+				o.AddBool("deprioritised", true)
+			}
+			if p.Explored {
+				o.AddBool("explored", true)
+			}
+			return nil
+		}))
+	}
+	return nil
+}
+
+type skipsField []bandit.Skip
+
+func (ss skipsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, s := range ss {
+		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+			o.AddString("model", s.Model)
+			o.AddString("provider", s.Provider)
+			o.AddString("reason", s.Reason.String())
+			return nil
+		}))
+	}
+	return nil
+}
+
+type countsField map[string]int
+
+func (cs countsField) MarshalLogObject(o zapcore.ObjectEncoder) error {
+	for k, v := range cs {
+		o.AddInt(k, v)
+	}
+	return nil
+}
+
+type rejectionsField []fleet.Rejection
+
+func (rs rejectionsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, r := range rs {
+		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+			o.AddString("worker", r.Worker)
+			o.AddString("reason", r.Reason)
+			return nil
+		}))
+	}
+	return nil
+}
+
+type signalsField []classify.Signal
+
+func (ss signalsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, s := range ss {
+		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+			o.AddString("category", string(s.Category))
+			o.AddString("keyword", s.Keyword)
+			return nil
+		}))
+	}
+	return nil
+}
+
+type updatesField []*messages.BanditUpdate
+
+func (us updatesField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, u := range us {
+		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+			o.AddString("model", u.Model)
+			o.AddFloat64("reward", u.Reward)
+			o.AddString("reason", u.Reason)
+			o.AddFloat64("alpha_before", u.AlphaBefore)
+			o.AddFloat64("beta_before", u.BetaBefore)
+			return nil
+		}))
+	}
+	return nil
+}

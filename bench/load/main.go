@@ -1,0 +1,292 @@
+// Command load measures Conclave's own overhead: it runs the real `conclave serve` (zero-latency
+// simulated provider, so every microsecond is the control plane's) and, as the baseline, a bare net/http
+// JSON handler, each as its own process, under closed-loop load at fixed concurrency. It reports
+// requests per second, latency p50/p99 and CPU time per request (the server process's user + system time
+// over the measured run divided by the requests it served), with ratios to the baseline measured in the
+// same run.
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+var tasks = []string{
+	"Which gas makes up most of Earth's atmosphere?\nA) Oxygen\nB) Nitrogen\nC) Argon\nD) Carbon dioxide",
+	"Review this Go handler before I merge it: func h(w http.ResponseWriter, r *http.Request) { id := r.URL.Query().Get(\"id\"); u, _ := db.User(id); json.NewEncoder(w).Encode(u) }",
+	"Summarize the key points of this incident: the cache cluster ran out of memory at 02:14, evictions spiked, and p99 latency tripled until the on-call engineer doubled the node count.",
+	"Our Kubernetes pods are stuck in CrashLoopBackOff after the last deploy; the logs say the config map is missing. How do we troubleshoot it?",
+	"Write unit tests for a function that parses ISO 8601 durations like PT1H30M.",
+	"Check this login form for SQL injection and XSS vulnerabilities: query = \"SELECT * FROM users WHERE name='\" + name + \"'\"",
+	"Plan the migration of our billing service from MySQL 5.7 to PostgreSQL 16 over two quarters.",
+	"Classify the sentiment of these reviews as positive, negative or neutral: 'Great battery', 'Broke in a week', 'It is a phone'.",
+}
+
+type result struct {
+	Server      string  `json:"server"`
+	Concurrency int     `json:"concurrency"`
+	Requests    int     `json:"requests"`
+	Errors      int     `json:"errors"`
+	RPS         float64 `json:"requests_per_second"`
+	P50Ms       float64 `json:"p50_ms"`
+	P99Ms       float64 `json:"p99_ms"`
+	CPUPerReqUs float64 `json:"cpu_us_per_request"`
+}
+
+func main() {
+	if len(os.Args) > 2 && os.Args[1] == "baseline" {
+		serveBaseline(os.Args[2])
+		return
+	}
+	conclave := flag.String("conclave", "bin/conclave", "the conclave binary")
+	duration := flag.Duration("duration", 5*time.Second, "measured time per run")
+	warmup := flag.Duration("warmup", time.Second, "unmeasured warm-up per run")
+	levels := flag.String("concurrency", "1,16", "concurrency levels")
+	out := flag.String("out", "reports/bench-load.json", "JSON report")
+	flag.Parse()
+
+	self, err := os.Executable()
+	if err != nil {
+		fail(err)
+	}
+	cfgPath, err := benchConfig()
+	if err != nil {
+		fail(err)
+	}
+	defer os.Remove(cfgPath)
+	servers := []struct {
+		name string
+		cmd  func(addr string) *exec.Cmd
+	}{
+		{"baseline net/http", func(addr string) *exec.Cmd { return exec.Command(self, "baseline", addr) }},
+		{"conclave (info logs)", func(addr string) *exec.Cmd {
+			return exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "info")
+		}},
+		{"conclave (warn logs)", func(addr string) *exec.Cmd {
+			return exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "warn")
+		}},
+	}
+	var results []result
+	for _, level := range strings.Split(*levels, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(level))
+		if err != nil {
+			fail(err)
+		}
+		for _, s := range servers {
+			r, err := measure(s.name, s.cmd, c, *warmup, *duration)
+			if err != nil {
+				fail(fmt.Errorf("%s at concurrency %d: %w", s.name, c, err))
+			}
+			results = append(results, r)
+			fmt.Fprintf(os.Stderr, "%-22s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  cpu %7.1f µs/req  (%d requests, %d errors)\n",
+				r.Server, r.Concurrency, r.RPS, r.P50Ms, r.P99Ms, r.CPUPerReqUs, r.Requests, r.Errors)
+		}
+	}
+	report(results)
+	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err == nil {
+		raw, _ := json.MarshalIndent(results, "", "  ")
+		_ = os.WriteFile(*out, raw, 0o644)
+	}
+}
+
+func fail(err error) {
+	fmt.Fprintln(os.Stderr, "load:", err)
+	os.Exit(1)
+}
+
+// benchConfig writes the load run's configuration: zero simulated latency and faults, no rate limits.
+func benchConfig() (string, error) {
+	limits := map[string]any{}
+	for _, p := range []string{"openrouter", "anthropic", "gemini", "groq", "cerebras", "deepseek"} {
+		limits[p] = map[string]int{"requests_per_minute": 0, "tokens_per_minute": 0, "concurrency": 0}
+	}
+	cfg := map[string]any{
+		"sim":          map[string]any{"seed": 1, "latency_scale": 0, "faults": map[string]float64{"server_error_rate": 0, "timeout_rate": 0, "rate_limit_rate": 0}},
+		"rate_limits":  limits,
+		"worker_slots": 64,
+	}
+	f, err := os.CreateTemp("", "conclave-bench-*.json")
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	return f.Name(), json.NewEncoder(f).Encode(cfg)
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+func measure(name string, command func(string) *exec.Cmd, concurrency int, warmup, duration time.Duration) (result, error) {
+	addr, err := freeAddr()
+	if err != nil {
+		return result{}, err
+	}
+	cmd := command(addr)
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return result{}, err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	url := "http://" + addr
+	if err := waitHealthy(url); err != nil {
+		return result{}, err
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}, Timeout: time.Minute}
+	load(client, url, concurrency, warmup)
+	cpuBefore, err := cpuTime(cmd.Process.Pid)
+	if err != nil {
+		return result{}, err
+	}
+	lat, errs, elapsed := load(client, url, concurrency, duration)
+	cpuAfter, err := cpuTime(cmd.Process.Pid)
+	if err != nil {
+		return result{}, err
+	}
+	if len(lat) == 0 {
+		return result{}, errors.New("no request succeeded")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	served := len(lat) + errs
+	return result{
+		Server: name, Concurrency: concurrency, Requests: served, Errors: errs,
+		RPS:         float64(served) / elapsed.Seconds(),
+		P50Ms:       ms(lat[len(lat)/2]),
+		P99Ms:       ms(lat[min(len(lat)-1, len(lat)*99/100)]),
+		CPUPerReqUs: float64((cpuAfter - cpuBefore).Microseconds()) / float64(served),
+	}, nil
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func waitHealthy(url string) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(url + "/healthz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return errors.New("server did not become healthy")
+}
+
+// load runs a closed loop: each of concurrency clients sends its next request when the last is answered.
+func load(client *http.Client, url string, concurrency int, d time.Duration) ([]time.Duration, int, time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	var mu sync.Mutex
+	var all []time.Duration
+	errs := 0
+	var wg sync.WaitGroup
+	start := time.Now()
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			var mine []time.Duration
+			bad := 0
+			for i := w; ctx.Err() == nil; i += concurrency {
+				body, _ := json.Marshal(map[string]string{"task": tasks[i%len(tasks)]})
+				t := time.Now()
+				resp, err := client.Post(url+"/route-thompson", "application/json", bytes.NewReader(body))
+				if err != nil {
+					bad++
+					continue
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					bad++
+					continue
+				}
+				mine = append(mine, time.Since(t))
+			}
+			mu.Lock()
+			all = append(all, mine...)
+			errs += bad
+			mu.Unlock()
+		}(w)
+	}
+	wg.Wait()
+	return all, errs, time.Since(start)
+}
+
+// cpuTime is a process's user + system CPU time from /proc/<pid>/stat (fields 14 and 15, in clock ticks
+// of 10 ms).
+func cpuTime(pid int) (time.Duration, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0, err
+	}
+	// The command name may contain spaces; fields are counted after its closing parenthesis.
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	utime, err1 := strconv.ParseInt(fields[11], 10, 64)
+	stime, err2 := strconv.ParseInt(fields[12], 10, 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return 0, err
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond, nil
+}
+
+// serveBaseline is the bare net/http JSON handler the control plane is compared with: it decodes the
+// same request body and encodes a small JSON answer.
+func serveBaseline(addr string) {
+	http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	http.HandleFunc("/route-thompson", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Task string `json:"task"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(map[string]any{"request_id": "baseline", "answer": req.Task[:min(len(req.Task), 20)], "degraded": false})
+	})
+	if err := http.ListenAndServe(addr, nil); err != nil {
+		fail(err)
+	}
+}
+
+func report(results []result) {
+	base := map[int]result{}
+	for _, r := range results {
+		if strings.HasPrefix(r.Server, "baseline") {
+			base[r.Concurrency] = r
+		}
+	}
+	fmt.Println("| server | concurrency | req/s | p50 ms | p99 ms | CPU µs/req | CPU vs baseline | req/s vs baseline |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		b := base[r.Concurrency]
+		fmt.Printf("| %s | %d | %.0f | %.3f | %.3f | %.1f | %.1f× | %.2f× |\n", r.Server, r.Concurrency, r.RPS, r.P50Ms, r.P99Ms,
+			r.CPUPerReqUs, r.CPUPerReqUs/b.CPUPerReqUs, r.RPS/b.RPS)
+	}
+}

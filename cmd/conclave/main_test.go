@@ -1,0 +1,102 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func TestVersionAndUsage(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if err := run(context.Background(), []string{"version"}, &out, &errOut); err != nil || !strings.HasPrefix(out.String(), "conclave ") {
+		t.Fatalf("version: %v %q", err, out.String())
+	}
+	if err := run(context.Background(), []string{"frobnicate"}, &out, &errOut); err == nil || !strings.Contains(errOut.String(), "conclave serve") {
+		t.Fatalf("unknown command: %v %q", err, errOut.String())
+	}
+	if err := run(context.Background(), nil, &out, &errOut); err == nil {
+		t.Fatal("no command accepted")
+	}
+}
+
+// lockedBuffer collects the server's log lines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// TestReadmeQuickStart runs `conclave serve` as the README says and sends the README's example request.
+func TestReadmeQuickStart(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(readme), "go run ./cmd/conclave serve") || !strings.Contains(string(readme), "make test") {
+		t.Fatal("the README's first commands changed; update this test")
+	}
+	example := regexp.MustCompile(`curl -s localhost:5000/route-thompson -d '([^']+)'`).FindSubmatch(readme)
+	if example == nil {
+		t.Fatal("no route-thompson curl example in the README")
+	}
+
+	ctx, cancel := context.WithCancel(context.Background())
+	logs := &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0"}, io.Discard, logs) }()
+	var addr string
+	deadline := time.Now().Add(30 * time.Second)
+	for addr == "" {
+		if time.Now().After(deadline) {
+			t.Fatalf("the server did not start:\n%s", logs.String())
+		}
+		sc := bufio.NewScanner(strings.NewReader(logs.String()))
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) == nil && line["event"] == "server_listening" {
+				addr, _ = line["address"].(string)
+			}
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := http.Post(addr+"/route-thompson", "application/json", bytes.NewReader(example[1]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var body struct {
+		Answer    string `json:"answer"`
+		RequestID string `json:"request_id"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&body)
+	resp.Body.Close()
+	if err != nil || resp.StatusCode != http.StatusOK || body.Answer == "" {
+		t.Fatalf("README example: %d %v %+v", resp.StatusCode, err, body)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("graceful shutdown: %v", err)
+	}
+	if !strings.Contains(logs.String(), `"event":"engine_stopped"`) {
+		t.Fatal("no engine_stopped event")
+	}
+}
