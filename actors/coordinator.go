@@ -533,7 +533,11 @@ func (c *CoordinatorActor) slotFailed(ctx actor.Context, j *job, kind resilience
 	if providerDown || !policy.Recoverable || !policy.ShouldRetry(retry) {
 		return
 	}
-	delay := time.Duration(float64(policy.Delay(retry, retryAfter, c.rng)) * c.deps.Retry.Scale)
+	// The upstream's own Retry-After is obeyed as given; only the backoff schedule is scaled.
+	delay := retryAfter
+	if delay <= 0 {
+		delay = time.Duration(float64(policy.Delay(retry, 0, c.rng)) * c.deps.Retry.Scale)
+	}
 	if !time.Now().Add(delay).Before(c.deadline) {
 		c.addRetry(s, j.worker, "", retry+1, kind, delay, "skipped: deadline")
 		return

@@ -199,7 +199,7 @@ func (p *ProviderActor) outcome(o *messages.Outcome) {
 		p.breaker.Release(ticket)
 		return
 	}
-	fault := !o.Success && resilience.CountsAgainstBreaker(kind)
+	fault := !o.Success && resilience.CountsAgainstProvider(kind)
 	p.breaker.Record(ticket, !fault)
 	p.count(fault)
 	if kind == resilience.ModelNotFound && !p.removed[o.Model] {

@@ -42,7 +42,9 @@ type Options struct {
 	Clock   clock.Clock
 	Catalog *catalog.Catalog
 	Backend providers.Backend
-	Store   store.Store
+	// Transport gives each worker its transport; nil runs every worker in process over Backend.
+	Transport func(fleet.WorkerSpec) fleet.Transport
+	Store     store.Store
 }
 
 // Engine is a running Conclave.
@@ -121,10 +123,13 @@ func New(opts Options) (*Engine, error) {
 		Breakers: breakerSettings(cfg.Breakers), RateLimits: cfg.RateLimits,
 	}
 
-	transport := fleet.InProcess{Backend: backend}
+	transport := opts.Transport
+	if transport == nil {
+		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: backend} }
+	}
 	var fleetChildren, providerChildren []supervisors.Child
 	for _, w := range dir.Workers {
-		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: actor.PropsFromProducer(actors.NewWorkerActor(e.deps, w, transport))})
+		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: actor.PropsFromProducer(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
 	}
 	for _, p := range dir.Providers {
 		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: actor.PropsFromProducer(actors.NewProviderActor(e.deps, p))})

@@ -1,14 +1,21 @@
 package httpapi_test
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/conclave-ai/conclave/clock"
 	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/engine"
+	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/resilience"
 )
 
 var groqModels = []string{"llama-3.1-8b-instant", "llama-3.3-70b-versatile", "gemma2-9b-it"}
@@ -179,4 +186,112 @@ func (tb *testbed) providerState(name string) string {
 		}
 	}
 	return ""
+}
+
+// refusingHosts is a transport whose hosts refuse connections, like an SSH host that is down.
+type refusingHosts struct {
+	fleet.InProcess
+	worker string
+	down   func(worker string) bool
+}
+
+func (r refusingHosts) Run(ctx context.Context, call providers.Call) (providers.Reply, error) {
+	if r.down(r.worker) {
+		return providers.Reply{}, &resilience.Error{Kind: resilience.SSHRefused, Worker: r.worker, Err: errors.New("connection refused")}
+	}
+	return r.InProcess.Run(ctx, call)
+}
+
+func withRefusingHosts(t *testing.T, down func(string) bool) option {
+	sim := simBackend(t)
+	return func(_ *config.Config, o *engine.Options) {
+		o.Transport = func(w fleet.WorkerSpec) fleet.Transport {
+			return refusingHosts{InProcess: fleet.InProcess{Backend: sim}, worker: w.Name, down: down}
+		}
+	}
+}
+
+func TestRefusedHostsAreRetriedElsewhereAndTakenOut(t *testing.T) {
+	var mu sync.Mutex
+	downSet := map[string]bool{"worker-01": true, "worker-02": true, "worker-03": true}
+	down := func(w string) bool { mu.Lock(); defer mu.Unlock(); return downSet[w] }
+	tb := newTestbed(t, nil, withRefusingHosts(t, down))
+
+	body := map[string]any{"task": mcq, "category": "general", "workers": 8, "min_responses": 8, "strategy": "majority"}
+	status, resp, bad := tb.route(body)
+	if status != http.StatusOK || resp.Degraded {
+		t.Fatalf("status %d degraded %v: %+v", status, resp.Degraded, bad)
+	}
+	moved := 0
+	for _, r := range resp.Retries {
+		if r.Kind == "ssh_refused" && r.Outcome == "scheduled" {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Fatalf("no retry of a refused job on another worker: %+v", resp.Retries)
+	}
+	for _, r := range resp.Responses {
+		if r.Status == "ok" && down(r.Worker) {
+			t.Fatalf("an answer from a refusing host: %+v", r)
+		}
+	}
+	// Enough refusals open the hosts' breakers; assignment then leaves them out.
+	for i := 0; i < 3; i++ {
+		tb.route(body)
+	}
+	for _, w := range tb.engine.Workers() {
+		if down(w.Name) != (w.Breaker.State.String() == "open") {
+			t.Fatalf("worker %s breaker %s", w.Name, w.Breaker.State)
+		}
+	}
+	status, resp, _ = tb.route(body)
+	for _, r := range resp.Responses {
+		if down(r.Worker) {
+			t.Fatalf("job assigned to %s while its breaker is open", r.Worker)
+		}
+	}
+
+	// Every host down: 503 all_workers_offline.
+	mu.Lock()
+	for i := 1; i <= 8; i++ {
+		downSet[fmt.Sprintf("worker-%02d", i)] = true
+	}
+	mu.Unlock()
+	// First the refusals come back as no answer at all; once the last hosts' breakers open, the request
+	// is refused before dispatch.
+	for i := 0; i < 10 && bad.Error.Code != "all_workers_offline"; i++ {
+		status, _, bad = tb.route(body)
+	}
+	if status != http.StatusServiceUnavailable || bad.Error.Code != "all_workers_offline" {
+		t.Fatalf("status %d: %+v", status, bad)
+	}
+	if resp, _ := tb.do(http.MethodGet, "/readyz", nil, nil); resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("readyz %d with every worker offline", resp.StatusCode)
+	}
+}
+
+func TestRateLimitedCallsWaitForRetryAfter(t *testing.T) {
+	tb := newTestbed(t, nil)
+	tb.engine.Sim.SetFault("groq", providers.Fault{RateLimitRate: 1, RetryAfter: 20 * time.Millisecond})
+	models := append(append([]string{}, groqModels...), cerebrasModels...)
+	status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "workers": 6, "min_responses": 3, "strategy": "majority"})
+	if status != http.StatusOK || resp.Degraded {
+		t.Fatalf("status %d: %+v", status, bad)
+	}
+	waits := 0
+	for _, r := range resp.Retries {
+		if r.Kind == "rate_limited" {
+			waits++
+			if r.Outcome == "scheduled" && r.DelayMs != 20 {
+				t.Fatalf("retry %+v does not wait the Retry-After of 20 ms", r)
+			}
+		}
+	}
+	if waits != 9 {
+		t.Fatalf("%d rate-limit retries, want 3 for each of 3 groq models: %+v", waits, resp.Retries)
+	}
+	if state := tb.providerState("groq"); state != "closed" {
+		t.Fatalf("429s opened the breaker: %s", state)
+	}
 }

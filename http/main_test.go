@@ -175,9 +175,10 @@ type routeResponse struct {
 }
 
 type retry struct {
-	Model   string `json:"model"`
-	Kind    string `json:"kind"`
-	Outcome string `json:"outcome"`
+	Model   string  `json:"model"`
+	Kind    string  `json:"kind"`
+	Outcome string  `json:"outcome"`
+	DelayMs float64 `json:"delay_ms"`
 }
 
 type errorResponse struct {

@@ -176,7 +176,7 @@ func TestErrorCarriesContext(t *testing.T) {
 	if KindOf(cause) != Internal {
 		t.Fatal("unclassified error not internal")
 	}
-	if !CountsAgainstBreaker(WorkerTimeout) || CountsAgainstBreaker(RateLimited) || CountsAgainstBreaker(MalformedRequest) {
+	if !CountsAgainstProvider(WorkerTimeout) || CountsAgainstProvider(RateLimited) || CountsAgainstProvider(MalformedRequest) || CountsAgainstProvider(SSHRefused) {
 		t.Fatal("breaker accounting wrong")
 	}
 }

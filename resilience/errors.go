@@ -163,11 +163,12 @@ func KindForStatus(status int) Kind {
 	return MalformedRequest
 }
 
-// CountsAgainstBreaker reports whether a failure of this kind is the provider's (or host's) fault and so
-// feeds its breaker. Rate limiting is the rate limiter's business and caller mistakes are not faults.
-func CountsAgainstBreaker(kind Kind) bool {
+// CountsAgainstProvider reports whether a failure of this kind is the provider's fault and so feeds its
+// breaker: server errors and calls that time out. A refused worker host is the host's fault (its own
+// breaker counts it), rate limiting is the rate limiter's business, and caller mistakes are no fault.
+func CountsAgainstProvider(kind Kind) bool {
 	switch kind {
-	case WorkerTimeout, ProviderUnavailable, SSHRefused, NetworkTimeout:
+	case WorkerTimeout, ProviderUnavailable, NetworkTimeout:
 		return true
 	}
 	return false
