@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # SERVICES=1 makes PostgreSQL, Redis and sshd available first (installing them on a fresh Debian machine).
 SERVICES ?= 0
 
-.PHONY: build run test bench lint services proto
+.PHONY: build run test bench eval lint services proto
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/conclave
@@ -26,6 +26,12 @@ test:
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) run ./bench/load --conclave $(BIN)
+
+# eval replays the shared dev data (recorded answers of public models to public benchmarks) through the
+# real pipeline and writes reports/eval/report.{json,md,svg}.
+REPLAY ?= ../shared/data/replay
+eval: build
+	./$(BIN) eval --data $(REPLAY) --out reports/eval
 
 # proto regenerates messages/*.pb.go; it needs protoc (Debian: protobuf-compiler) and protoc-gen-go
 # (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12).

@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -472,20 +473,25 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 	j.done = true
 	kind := resilience.Kind(r.ErrorKind)
 	c.outcome(ctx, j, j.permit, r.Ok, kind, r)
+	ok := r.Ok
+	if ok && strings.TrimSpace(r.Text) == "" {
+		ok, kind = false, resilience.EmptyAnswer // the call worked, the answer is missing
+	}
 	status := "ok"
 	switch {
-	case r.Ok:
+	case ok:
 	case kind == resilience.WorkerTimeout || kind == resilience.NetworkTimeout:
 		status = "timeout"
 	default:
 		status = "error"
 	}
 	wr := resultOf(r, status)
+	wr.ErrorKind = string(kind)
 	c.recordResult(j, wr)
 	c.log.Info("reply received", zap.String("event", "reply"), zap.String("job_id", j.id), zap.String("model", r.Model),
-		zap.String("provider", r.Provider), zap.String("worker", r.Worker), zap.String("status", status), zap.String("error_kind", r.ErrorKind),
+		zap.String("provider", r.Provider), zap.String("worker", r.Worker), zap.String("status", status), zap.String("error_kind", string(kind)),
 		zap.Float64("latency_ms", r.LatencyMs), zap.Int32("http_status", r.HttpStatus))
-	if r.Ok {
+	if ok {
 		j.slot.state = slotOK
 		c.okCount++
 	} else {
@@ -739,13 +745,15 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 	for i, m := range c.cands {
 		index[m] = i
 	}
+	scores := make(map[string]float64, len(c.cands))
 	for _, res := range c.exec.Results {
 		if i, ok := index[res.Model]; ok && res.Status == "ok" {
 			res.WeightedScore = r.Weighted[i]
 			res.Contributed = r.Contributed[i]
+			scores[res.Model] = r.Decision.Scores[i]
 		}
 	}
-	c.feedback(ctx)
+	c.feedback(ctx, scores)
 	c.exec.Phases.FeedbackMs = ms(time.Since(t))
 	c.log.Info("consensus reached", zap.String("event", "consensus"), zap.String("strategy", r.Decision.Strategy),
 		zap.String("arbiter", r.Decision.Arbiter), zap.Int32("chosen", r.Decision.Chosen), zap.Float64s("scores", r.Decision.Scores),
@@ -757,18 +765,24 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 // feedback rewards each model once, by its best outcome in the request: an answer that contributed to
 // the consensus earns alpha + 1; an answer that did not (a poor answer), a timeout or a provider error
 // earns beta + 1. Failures that say nothing about the model (rate limits, an open breaker, a refused
-// worker, a cancellation, a bad request) leave its arm alone.
-func (c *CoordinatorActor) feedback(ctx actor.Context) {
+// worker, a cancellation, a bad request) leave its arm alone. Under the arbiter reward an answer earns
+// its consensus score instead, and under the external reward answers wait for the feedback API.
+func (c *CoordinatorActor) feedback(ctx actor.Context, scores map[string]float64) {
 	type outcome struct {
 		reward float64
 		reason string
 		rank   int
 	}
+	const noReward = -1
 	best := map[string]outcome{}
 	var order []string
 	for _, res := range c.exec.Results {
 		var o outcome
 		switch {
+		case res.Status == "ok" && c.deps.Reward == RewardExternal:
+			o = outcome{noReward, "external", 4}
+		case res.Status == "ok" && c.deps.Reward == RewardArbiter:
+			o = outcome{scores[res.Model], "arbiter_score", 4}
 		case res.Status == "ok" && res.Contributed:
 			o = outcome{1, "contributed", 4}
 		case res.Status == "ok":
@@ -790,8 +804,11 @@ func (c *CoordinatorActor) feedback(ctx actor.Context) {
 	}
 	for _, model := range order {
 		o := best[model]
+		if o.reward == noReward {
+			continue
+		}
 		arm := c.deps.Dir.Arms.Arm(c.category, model)
-		ctx.Send(c.deps.Dir.Bandit, &messages.Reward{Model: model, Category: c.category, Reward: o.reward, Reason: o.reason, RequestId: c.req.RequestId})
+		reward(ctx, c.deps.Dir.Bandit, &messages.Reward{Model: model, Category: c.category, Reward: o.reward, Reason: o.reason, RequestId: c.req.RequestId})
 		c.exec.BanditUpdates = append(c.exec.BanditUpdates, &messages.BanditUpdate{Model: model, Category: c.category, Reward: o.reward,
 			Reason: o.reason, AlphaBefore: arm.Alpha, BetaBefore: arm.Beta})
 	}
@@ -800,7 +817,7 @@ func (c *CoordinatorActor) feedback(ctx actor.Context) {
 
 func penalised(kind resilience.Kind) bool {
 	switch kind {
-	case resilience.ProviderUnavailable, resilience.WorkerTimeout, resilience.NetworkTimeout, resilience.Internal:
+	case resilience.ProviderUnavailable, resilience.WorkerTimeout, resilience.NetworkTimeout, resilience.Internal, resilience.EmptyAnswer:
 		return true
 	}
 	return false

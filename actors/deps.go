@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/asynkron/protoactor-go/scheduler"
@@ -32,7 +33,9 @@ type Deps struct {
 	// Policy is the selection policy; Thompson Sampling unless evaluating baselines.
 	Policy   bandit.Policy
 	Learning bandit.UpdateConfig
-	Retry    RetryConfig
+	// Reward says how answers are rewarded (timeouts and provider errors always earn beta + 1).
+	Reward RewardMode
+	Retry  RetryConfig
 	// ArbiterTimeout bounds the wait for an arbiter model's verdict.
 	ArbiterTimeout time.Duration
 	// OutputReserve is the number of tokens reserved for the answer when checking context windows.
@@ -42,6 +45,30 @@ type Deps struct {
 	// Breakers and RateLimits configure each provider actor (missing providers get the defaults).
 	Breakers   map[string]resilience.Settings
 	RateLimits map[string]ratelimit.Limits
+}
+
+// RewardMode is the reward signal for answers.
+type RewardMode string
+
+// Reward modes.
+const (
+	// RewardAgreement rewards an answer that contributed to the consensus with 1, any other with 0.
+	RewardAgreement RewardMode = "agreement"
+	// RewardArbiter rewards an answer with its consensus score (the arbiter's rating under rotating).
+	RewardArbiter RewardMode = "arbiter"
+	// RewardExternal leaves answers to the feedback API: callers who learn the truth report it.
+	RewardExternal RewardMode = "external"
+)
+
+// ParseRewardMode reads a reward mode; empty means agreement.
+func ParseRewardMode(s string) (RewardMode, error) {
+	switch m := RewardMode(s); m {
+	case "":
+		return RewardAgreement, nil
+	case RewardAgreement, RewardArbiter, RewardExternal:
+		return m, nil
+	}
+	return "", fmt.Errorf("unknown reward mode %q (want agreement, arbiter or external)", s)
 }
 
 // RetryConfig tunes retries beyond the retry table.

@@ -5,6 +5,7 @@
 package actors
 
 import (
+	"math"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -152,8 +153,9 @@ func (d *Directory) NextRound(category string) uint64 {
 // random source, so any selection can be replayed.
 func (d *Directory) NextSequence() uint64 { return d.requestSeqs.Add(1) - 1 }
 
-// ArmBoard holds the published state of every (category, model) arm. An arm without a published state
-// is at the prior; its actor is spawned on its first reward.
+// ArmBoard holds the published state of every (category, model) arm, plus each model's arm across all
+// categories (AllCategories). An arm without a published state is at the prior; its actor is spawned on
+// its first reward.
 type ArmBoard struct {
 	models     []catalog.Model
 	modelIndex map[string]int
@@ -161,12 +163,24 @@ type ArmBoard struct {
 	arms       [][]atomic.Pointer[bandit.Arm] // [category][model]
 	pulls      []atomic.Int64                 // per category
 	prior      bandit.Prior
-	scratch    sync.Pool // *[]bandit.Candidate, reused by selections
+	// sharing is the most pseudo-observations a model's record across all categories lends to its
+	// arm in a category; zero keeps categories independent.
+	sharing float64
+	scratch sync.Pool // *[]bandit.Candidate, reused by selections
 }
 
-// NewArmBoard makes an empty board for the models and categories.
-func NewArmBoard(models []catalog.Model, categories []string, prior bandit.Prior) *ArmBoard {
-	b := &ArmBoard{models: models, modelIndex: map[string]int{}, categories: map[string]int{}, prior: prior,
+// AllCategories names the arm that pools a model's outcomes in every category.
+const AllCategories = "*"
+
+// DefaultSharing is how many pseudo-observations of its overall record a model brings into a category
+// where it has no record yet.
+const DefaultSharing = 10
+
+// NewArmBoard makes an empty board for the models and categories. sharing is the strength of the
+// empirical-Bayes prior a model's overall record lends its category arms (see Candidates).
+func NewArmBoard(models []catalog.Model, categories []string, prior bandit.Prior, sharing float64) *ArmBoard {
+	categories = append(append([]string(nil), categories...), AllCategories)
+	b := &ArmBoard{models: models, modelIndex: map[string]int{}, categories: map[string]int{}, prior: prior, sharing: sharing,
 		arms: make([][]atomic.Pointer[bandit.Arm], len(categories)), pulls: make([]atomic.Int64, len(categories))}
 	for i, m := range models {
 		b.modelIndex[m.ID] = i
@@ -234,13 +248,26 @@ func (b *ArmBoard) Candidates(category string) *[]bandit.Candidate {
 // Release returns a candidates buffer for reuse.
 func (b *ArmBoard) Release(buf *[]bandit.Candidate) { b.scratch.Put(buf) }
 
+// appendCandidates builds the candidates of a category. A model's arm there starts from an
+// empirical-Bayes prior: its mean across all categories, worth min(pulls across all categories,
+// sharing) observations, on top of the base prior. Evidence in the category itself adds to that, so a
+// model that proved itself elsewhere starts ahead in a new category, and the category's own record
+// soon outweighs the loan.
 func (b *ArmBoard) appendCandidates(category string, dst []bandit.Candidate) []bandit.Candidate {
 	ci, ok := b.categories[category]
+	all := b.categories[AllCategories]
 	for i, m := range b.models {
 		c := bandit.Candidate{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: b.prior.Alpha, Beta: b.prior.Beta}
-		if ok {
+		if ok && category != AllCategories {
+			if g := b.arms[all][i].Load(); g != nil && b.sharing > 0 {
+				w := math.Min(float64(g.Pulls), b.sharing)
+				c.Alpha += w * g.Mean()
+				c.Beta += w * (1 - g.Mean())
+			}
 			if a := b.arms[ci][i].Load(); a != nil {
-				c.Alpha, c.Beta, c.Pulls = a.Alpha, a.Beta, a.Pulls
+				c.Alpha += a.Alpha - b.prior.Alpha
+				c.Beta += a.Beta - b.prior.Beta
+				c.Pulls = a.Pulls
 			}
 		}
 		dst = append(dst, c)

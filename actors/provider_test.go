@@ -30,7 +30,7 @@ func newProviderHarness(t *testing.T, limits ratelimit.Limits) *providerHarness 
 	t.Helper()
 	system := actor.NewActorSystem()
 	clk := clock.NewFake(time.Now())
-	dir := NewDirectory(system, []fleet.WorkerSpec{}, []string{"groq"}, NewArmBoard(nil, nil, bandit.DefaultPrior), nil)
+	dir := NewDirectory(system, []fleet.WorkerSpec{}, []string{"groq"}, NewArmBoard(nil, nil, bandit.DefaultPrior, 0), nil)
 	deps := &Deps{Log: zap.NewNop(), Clock: clk, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root), LeaseGrace: 50 * time.Millisecond,
 		Breakers:   map[string]resilience.Settings{"groq": {Threshold: 2, Window: time.Minute, OpenFor: 10 * time.Second}},
 		RateLimits: map[string]ratelimit.Limits{"groq": limits}}

@@ -2,12 +2,15 @@ package actors
 
 import (
 	"context"
+	"errors"
+	"net/http"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/store"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 )
 
 // RecorderActor batches execution records into the store off the request path. Records it holds but
@@ -19,6 +22,7 @@ type RecorderActor struct {
 	log      *zap.Logger
 	batch    []*messages.Execution
 	pending  map[string]*messages.Execution // buffered or being written
+	judging  map[string]bool                // feedback being applied, to refuse a concurrent second one
 	writing  bool
 	tick     func()
 	flushers []*actor.PID // waiting for a Flush to complete
@@ -38,6 +42,14 @@ type batchWritten struct {
 	err     error
 }
 
+// feedbackLoaded brings back a record read from the store for a feedback request.
+type feedbackLoaded struct {
+	req    *messages.RecordFeedback
+	rec    *messages.Execution
+	err    error
+	sender *actor.PID
+}
+
 // NewRecorderActor returns the producer of the recorder.
 func NewRecorderActor(deps *Deps, s store.Store) actor.Producer {
 	return func() actor.Actor { return &RecorderActor{deps: deps, store: s} }
@@ -49,6 +61,7 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.log = r.deps.Log.With(zap.String("actor", "recorder"))
 		r.pending = map[string]*messages.Execution{}
+		r.judging = map[string]bool{}
 	case *messages.Execution:
 		r.batch = append(r.batch, m)
 		r.pending[m.RequestId] = m
@@ -92,6 +105,31 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 			rec, err := st.Get(context.Background(), m.RequestId)
 			root.Send(sender, &messages.ExecutionLookup{Execution: rec, Found: err == nil})
 		}()
+	case *messages.RecordFeedback:
+		if r.judging[m.RequestId] {
+			ctx.Respond(feedbackTwice)
+			return
+		}
+		r.judging[m.RequestId] = true
+		if rec, ok := r.pending[m.RequestId]; ok {
+			r.applyFeedback(ctx, m, rec, ctx.Sender())
+			return
+		}
+		sender, self, root, st := ctx.Sender(), ctx.Self(), ctx.ActorSystem().Root, r.store
+		go func() {
+			rec, err := st.Get(context.Background(), m.RequestId)
+			if errors.Is(err, store.ErrNotFound) {
+				err = nil
+			}
+			root.Send(self, &feedbackLoaded{req: m, rec: rec, err: err, sender: sender})
+		}()
+	case *feedbackLoaded:
+		if m.err != nil {
+			delete(r.judging, m.req.RequestId)
+			ctx.Send(m.sender, feedbackResult(http.StatusServiceUnavailable, "the record store is unavailable: "+m.err.Error()))
+			return
+		}
+		r.applyFeedback(ctx, m.req, m.rec, m.sender)
 	case *messages.Flush:
 		r.flushers = append(r.flushers, ctx.Sender())
 		r.write(ctx)
@@ -100,6 +138,37 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 			r.tick()
 		}
 	}
+}
+
+// applyFeedback rewards the models of one execution once and records the feedback with it.
+func (r *RecorderActor) applyFeedback(ctx actor.Context, fb *messages.RecordFeedback, rec *messages.Execution, replyTo *actor.PID) {
+	delete(r.judging, fb.RequestId)
+	switch {
+	case rec == nil:
+		ctx.Send(replyTo, feedbackNotFound)
+		return
+	case len(rec.Feedback) > 0:
+		ctx.Send(replyTo, feedbackTwice)
+		return
+	}
+	updates, err := FeedbackUpdates(rec, fb, r.deps.Dir.Arms)
+	if err != nil {
+		ctx.Send(replyTo, feedbackResult(http.StatusBadRequest, err.Error()))
+		return
+	}
+	for _, u := range updates {
+		reward(ctx, r.deps.Dir.Bandit, &messages.Reward{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason, RequestId: fb.RequestId})
+	}
+	// Records are immutable once sent: store a copy with the feedback, which replaces the original.
+	updated := proto.Clone(rec).(*messages.Execution)
+	updated.Feedback = updates
+	updated.FeedbackAt = ts(r.deps.now())
+	r.batch = append(r.batch, updated)
+	r.pending[updated.RequestId] = updated
+	r.write(ctx)
+	r.log.Info("feedback applied", zap.String("event", "feedback"), zap.String("request_id", fb.RequestId),
+		zap.Array("updates", updatesField(updates)))
+	ctx.Send(replyTo, &messages.FeedbackResult{Status: http.StatusOK, Updates: updates})
 }
 
 // write starts writing the batch when no write is in flight, and answers flushes once nothing is left.

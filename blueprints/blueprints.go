@@ -194,6 +194,21 @@ func (s *Set) All() []Blueprint {
 // Source says where the set came from: "embedded" or the directory path.
 func (s *Set) Source() string { return s.source }
 
+// With returns a new set with extra blueprints added (replacing those of the same name), each validated.
+func (s *Set) With(extra ...Blueprint) (*Set, error) {
+	byName := make(map[string]Blueprint, len(s.byName)+len(extra))
+	for n, b := range s.byName {
+		byName[n] = b
+	}
+	for _, b := range extra {
+		if err := b.Validate(); err != nil {
+			return nil, fmt.Errorf("blueprint %q: %w", b.Name, err)
+		}
+		byName[b.Name] = b
+	}
+	return newSet(byName, s.source), nil
+}
+
 // Embedded returns the blueprints compiled into the binary.
 func Embedded() (*Set, error) {
 	byName, err := readFS(embedded, ".")

@@ -205,3 +205,14 @@ func TestLoadRejectsInvalidFiles(t *testing.T) {
 		})
 	}
 }
+
+func TestWithAddsBlueprints(t *testing.T) {
+	set, _ := Embedded()
+	more, err := set.With(Blueprint{Name: "gsm", Workers: 3, TimeoutSeconds: 30, Strategy: Majority, MinResponses: 2})
+	if err != nil || !more.Has("gsm") || set.Has("gsm") || len(more.Names()) != 23 {
+		t.Fatalf("with: %v", err)
+	}
+	if _, err := set.With(Blueprint{Name: "bad", Workers: 1, TimeoutSeconds: 1, Strategy: Majority, MinResponses: 2}); err == nil {
+		t.Fatal("an invalid extra blueprint was accepted")
+	}
+}

@@ -15,8 +15,8 @@ import (
 //go:embed models.json
 var embeddedModels []byte
 
-// Providers that the catalog may name.
-var Providers = []string{"openrouter", "anthropic", "gemini", "groq", "cerebras", "deepseek"}
+// Providers that the catalog may name: the real providers, and replay for recorded answers.
+var Providers = []string{"openrouter", "anthropic", "gemini", "groq", "cerebras", "deepseek", "replay"}
 
 // Capabilities is the vocabulary of capability tags.
 var Capabilities = []string{"chat", "code", "reasoning", "math", "vision", "long_context", "tools", "multilingual", "fast", "creative", "structured_output"}

@@ -45,8 +45,14 @@ type Config struct {
 	ArbiterTimeoutSeconds float64 `json:"arbiter_timeout_seconds"`
 	// Discount in (0,1) makes the bandit forget old evidence; 0 keeps all of it.
 	Discount float64 `json:"discount"`
+	// Sharing is how many pseudo-observations a model's record across all categories lends to its arm
+	// in each category (an empirical-Bayes prior); 0 keeps categories independent.
+	Sharing float64 `json:"sharing"`
 	// Policy is the selection policy: thompson (default), ucb1, epsilon_greedy or uniform.
 	Policy string `json:"policy"`
+	// Reward is how answers are rewarded: agreement with the consensus (default), arbiter (the
+	// consensus score), or external (only through POST /executions/:id/feedback).
+	Reward string `json:"reward"`
 	// MinConfidence is the classifier confidence below which a task counts as general.
 	MinConfidence          float64 `json:"min_confidence"`
 	ShutdownTimeoutSeconds float64 `json:"shutdown_timeout_seconds"`
@@ -88,6 +94,8 @@ func Default() Config {
 		Retry:                  Retry{Scale: 1, Rounds: 3},
 		ArbiterTimeoutSeconds:  10,
 		Policy:                 "thompson",
+		Reward:                 "agreement",
+		Sharing:                10,
 		MinConfidence:          0.3,
 		ShutdownTimeoutSeconds: 30,
 	}
@@ -203,6 +211,9 @@ func (c Config) Validate() error {
 	}
 	if c.Sim.LatencyScale < 0 {
 		errs = append(errs, fmt.Errorf("sim latency_scale must not be negative"))
+	}
+	if c.Sharing < 0 {
+		errs = append(errs, fmt.Errorf("sharing must not be negative, got %g", c.Sharing))
 	}
 	if c.Discount < 0 || c.Discount >= 1 {
 		errs = append(errs, fmt.Errorf("discount must be in [0, 1), got %g", c.Discount))

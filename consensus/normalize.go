@@ -8,6 +8,7 @@ import (
 )
 
 var (
+	numberNoise  = strings.NewReplacer("$", "", ",", "", "%", "")
 	answerPrefix = regexp.MustCompile(`^(?:(?:so|thus|therefore|hence),?\s+)?(?:the\s+)?(?:final\s+|correct\s+)?(?:answer|option|choice)(?:\s+is)?\s*[:=-]?\s*`)
 	choiceLetter = regexp.MustCompile(`^\(?([a-j])\)?(?:[.):]\s*|\s*$)`)
 	numberLike   = regexp.MustCompile(`^[-+]?\$?[0-9][0-9,]*(?:\.[0-9]+)?%?$`)
@@ -25,7 +26,7 @@ func Normalize(s string) string {
 	}
 	trimmed := strings.TrimRight(s, ". ")
 	if numberLike.MatchString(trimmed) {
-		clean := strings.NewReplacer("$", "", ",", "", "%", "").Replace(trimmed)
+		clean := numberNoise.Replace(trimmed)
 		if f, err := strconv.ParseFloat(clean, 64); err == nil {
 			return strconv.FormatFloat(f, 'f', -1, 64)
 		}

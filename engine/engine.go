@@ -42,6 +42,8 @@ type Options struct {
 	Clock   clock.Clock
 	Catalog *catalog.Catalog
 	Backend providers.Backend
+	// Blueprints replaces the blueprints loaded from the configuration.
+	Blueprints *blueprints.Set
 	// Transport gives each worker its transport; nil runs every worker in process over Backend.
 	Transport func(fleet.WorkerSpec) fleet.Transport
 	Store     store.Store
@@ -73,10 +75,14 @@ func New(opts Options) (*Engine, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	bps, err := blueprints.Load(cfg.BlueprintsDir, log)
-	if err != nil {
-		return nil, fmt.Errorf("blueprints: %w", err)
+	bps := opts.Blueprints
+	if bps == nil {
+		var err error
+		if bps, err = blueprints.Load(cfg.BlueprintsDir, log); err != nil {
+			return nil, fmt.Errorf("blueprints: %w", err)
+		}
 	}
+	var err error
 	cat := opts.Catalog
 	if cat == nil {
 		if cfg.CatalogPath != "" {
@@ -96,6 +102,10 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
+	reward, err := actors.ParseRewardMode(cfg.Reward)
+	if err != nil {
+		return nil, err
+	}
 	e := &Engine{cfg: cfg, log: log, catalog: cat, blueprints: bps, store: opts.Store}
 	for _, b := range bps.All() {
 		e.longestTimeout = math.Max(e.longestTimeout, b.TimeoutSeconds)
@@ -111,13 +121,13 @@ func New(opts Options) (*Engine, error) {
 
 	e.system = actor.NewActorSystem(logging.ActorLogger(log), actor.WithDeadLetterThrottleInterval(time.Second))
 	categories := bps.Names()
-	arms := actors.NewArmBoard(cat.All(), categories, bandit.DefaultPrior)
+	arms := actors.NewArmBoard(cat.All(), categories, bandit.DefaultPrior, cfg.Sharing)
 	workers := fleet.DefaultWorkers(cfg.Workers, cfg.WorkerSlots)
 	dir := actors.NewDirectory(e.system, workers, cat.ProviderNames(), arms, categories)
 	e.deps = &actors.Deps{
 		Log: log, Clock: clock.Or(opts.Clock), Catalog: cat, Classifier: classifier, Blueprints: bps, Dir: dir,
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, Policy: policy,
-		Learning:       bandit.UpdateConfig{Discount: cfg.Discount},
+		Learning: bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward,
 		Retry:          actors.RetryConfig{Scale: cfg.Retry.Scale, Rounds: cfg.Retry.Rounds},
 		ArbiterTimeout: cfg.ArbiterTimeout(), OutputReserve: 1024,
 		Breakers: breakerSettings(cfg.Breakers), RateLimits: cfg.RateLimits,
@@ -233,6 +243,33 @@ func (e *Engine) Execution(ctx context.Context, id string) (*messages.Execution,
 		return nil, false, fmt.Errorf("execution %s: unexpected reply %T", id, res)
 	}
 	return l.Execution, l.Found, nil
+}
+
+// Feedback applies what a caller learned about an execution (the true answer, or scores per model) to
+// the bandit, once. The result's status is 200, 400, 404 or 409.
+func (e *Engine) Feedback(ctx context.Context, fb *messages.RecordFeedback) (*messages.FeedbackResult, error) {
+	res, err := e.system.Root.RequestFuture(e.deps.Dir.Recorder, fb, 10*time.Second).Result()
+	if err != nil {
+		return nil, fmt.Errorf("feedback %s: %w", fb.RequestId, err)
+	}
+	r, ok := res.(*messages.FeedbackResult)
+	if !ok {
+		return nil, fmt.Errorf("feedback %s: unexpected reply %T", fb.RequestId, res)
+	}
+	return r, nil
+}
+
+// Settle waits until a category's arms have absorbed pulls rewards in all, so that the next selection
+// sees them: rewards travel to the arm actors asynchronously, and a replayable run (an evaluation) must
+// not race them.
+func (e *Engine) Settle(ctx context.Context, category string, pulls int64) error {
+	for e.deps.Dir.Arms.TotalPulls(category) < pulls {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for %d rewards in %s: %w", pulls, category, err)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return nil
 }
 
 // Catalog returns the model catalog.

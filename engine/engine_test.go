@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/providers"
@@ -48,13 +49,13 @@ func run(t *testing.T, e *Engine, n int) []string {
 		}
 		out = append(out, fmt.Sprint(picks, exec.Answer))
 		rewards += int64(len(exec.BanditUpdates))
-		deadline := time.Now().Add(10 * time.Second)
-		for e.Arms().TotalPulls("general") != rewards {
-			if time.Now().After(deadline) {
-				t.Fatal("rewards did not reach the arms")
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		for _, c := range []string{"general", actors.AllCategories} {
+			if err := e.Settle(ctx, c, rewards); err != nil {
+				t.Fatal(err)
 			}
-			time.Sleep(time.Millisecond)
 		}
+		cancel()
 	}
 	return out
 }

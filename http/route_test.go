@@ -8,6 +8,8 @@ import (
 
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/consensus"
+	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/secret"
 )
 
@@ -303,5 +305,83 @@ func TestEveryDecisionIsLoggedWithTheRequestID(t *testing.T) {
 	}
 	if events["dispatch"] != resp.Blueprint.Workers || events["reply"] != resp.Blueprint.Workers {
 		t.Errorf("%d dispatch and %d reply events for %d workers", events["dispatch"], events["reply"], resp.Blueprint.Workers)
+	}
+}
+
+func TestFeedbackAPI(t *testing.T) {
+	tb := newTestbed(t, func(c *config.Config) { c.Reward = "external" })
+	models := []string{"deepseek-chat", "llama3.1-8b", "gemini-2.0-flash"}
+	status, resp, _ := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "strategy": "majority"})
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	if rec := tb.record(resp.RequestID); len(rec["bandit_updates"].([]any)) != 0 {
+		t.Fatalf("external reward mode rewarded answers by itself: %v", rec["bandit_updates"])
+	}
+	truth := strings.ToLower(providers.SimTruth(mcq))
+	var fb struct {
+		Updates []struct {
+			Model  string  `json:"model"`
+			Reward float64 `json:"reward"`
+		} `json:"updates"`
+	}
+	r, raw := tb.do(http.MethodPost, "/executions/"+resp.RequestID+"/feedback", map[string]any{"answer": "(" + strings.ToUpper(truth) + ")"}, &fb)
+	if r.StatusCode != http.StatusOK || len(fb.Updates) != 3 {
+		t.Fatalf("feedback: %d %s", r.StatusCode, raw)
+	}
+	texts := map[string]string{}
+	for _, r := range tb.record(resp.RequestID)["results"].([]any) {
+		res := r.(map[string]any)
+		texts[res["model"].(string)] = res["text"].(string)
+	}
+	for _, u := range fb.Updates {
+		text, ok := texts[u.Model]
+		if !ok {
+			t.Fatalf("update for a model that did not answer: %+v", u)
+		}
+		if right := consensus.Normalize(text) == truth; right != (u.Reward == 1) {
+			t.Fatalf("%s answered %q (truth %q) and got reward %v", u.Model, text, truth, u.Reward)
+		}
+	}
+	waitFor(t, func() bool {
+		total := 0.0
+		for _, m := range models {
+			a := tb.engine.Arms().Arm("general", m)
+			total += a.Alpha + a.Beta
+		}
+		return total == 9
+	})
+	rec := tb.record(resp.RequestID)
+	if got := rec["feedback"].([]any); len(got) != 3 {
+		t.Fatalf("feedback not recorded: %v", rec["feedback"])
+	}
+	tests := []struct {
+		desc, path string
+		body       any
+		status     int
+	}{
+		{"twice", "/executions/" + resp.RequestID + "/feedback", map[string]any{"answer": "A"}, 409},
+		{"unknown execution", "/executions/00000000-0000-0000-0000-000000000000/feedback", map[string]any{"answer": "A"}, 404},
+		{"both answer and scores", "/executions/" + resp.RequestID + "/feedback", map[string]any{"answer": "A", "scores": map[string]float64{"x": 1}}, 400},
+		{"neither", "/executions/" + resp.RequestID + "/feedback", map[string]any{}, 400},
+		{"not JSON", "/executions/" + resp.RequestID + "/feedback", "{", 400},
+	}
+	for _, tt := range tests {
+		var bad errorResponse
+		r, raw := tb.do(http.MethodPost, tt.path, tt.body, &bad)
+		if r.StatusCode != tt.status || bad.Error.Code == "" {
+			t.Errorf("%s: %d %s", tt.desc, r.StatusCode, raw)
+		}
+	}
+	// Scores for a model that did not answer are refused.
+	_, second, _ := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "strategy": "majority"})
+	var bad errorResponse
+	r, raw = tb.do(http.MethodPost, "/executions/"+second.RequestID+"/feedback", map[string]any{"scores": map[string]float64{"gpt-oss-120b": 1}}, &bad)
+	if r.StatusCode != 400 {
+		t.Fatalf("scores for a stranger: %d %s", r.StatusCode, raw)
+	}
+	r, raw = tb.do(http.MethodPost, "/executions/"+second.RequestID+"/feedback", map[string]any{"scores": map[string]float64{"deepseek-chat": 0.25}}, &fb)
+	if r.StatusCode != 200 || len(fb.Updates) != 1 || fb.Updates[0].Reward != 0.25 {
+		t.Fatalf("scores: %d %s", r.StatusCode, raw)
 	}
 }

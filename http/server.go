@@ -25,6 +25,7 @@ import (
 type Engine interface {
 	Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error)
 	Execution(ctx context.Context, id string) (*messages.Execution, bool, error)
+	Feedback(ctx context.Context, fb *messages.RecordFeedback) (*messages.FeedbackResult, error)
 	Catalog() *catalog.Catalog
 	Blueprints() *blueprints.Set
 	Arms() *actors.ArmBoard
@@ -66,6 +67,7 @@ func New(engine Engine, opts Options) *Server {
 	r := s.router
 	r.POST("/route-thompson", s.authed(s.route))
 	r.GET("/executions/:id", s.authed(s.execution))
+	r.POST("/executions/:id/feedback", s.authed(s.feedback))
 	r.GET("/models", s.authed(s.models))
 	r.GET("/providers", s.authed(s.providers))
 	r.GET("/workers", s.authed(s.workers))

@@ -185,8 +185,11 @@ type Execution struct {
 	Retries       []*Retry         `protobuf:"bytes,15,rep,name=retries,proto3" json:"retries,omitempty"`
 	Degraded      bool             `protobuf:"varint,16,opt,name=degraded,proto3" json:"degraded,omitempty"`
 	// status_code is the HTTP status of the reply: 200, or the failure's status.
-	StatusCode    int32    `protobuf:"varint,17,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
-	Error         *Failure `protobuf:"bytes,18,opt,name=error,proto3" json:"error,omitempty"`
+	StatusCode int32    `protobuf:"varint,17,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
+	Error      *Failure `protobuf:"bytes,18,opt,name=error,proto3" json:"error,omitempty"`
+	// feedback holds the rewards a caller who learned the truth gave through the feedback API.
+	Feedback      []*BanditUpdate        `protobuf:"bytes,19,rep,name=feedback,proto3" json:"feedback,omitempty"`
+	FeedbackAt    *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=feedback_at,json=feedbackAt,proto3" json:"feedback_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +346,20 @@ func (x *Execution) GetStatusCode() int32 {
 func (x *Execution) GetError() *Failure {
 	if x != nil {
 		return x.Error
+	}
+	return nil
+}
+
+func (x *Execution) GetFeedback() []*BanditUpdate {
+	if x != nil {
+		return x.Feedback
+	}
+	return nil
+}
+
+func (x *Execution) GetFeedbackAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FeedbackAt
 	}
 	return nil
 }
@@ -2766,6 +2783,130 @@ func (x *ExecutionLookup) GetFound() bool {
 	return false
 }
 
+// RecordFeedback asks the recorder to apply a caller's feedback to an execution, once: either the true
+// answer (each answering model is rewarded by whether it gave it) or explicit scores per model. The
+// reply is a FeedbackResult.
+type RecordFeedback struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Answer        *string                `protobuf:"bytes,2,opt,name=answer,proto3,oneof" json:"answer,omitempty"`
+	Scores        map[string]float64     `protobuf:"bytes,3,rep,name=scores,proto3" json:"scores,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"fixed64,2,opt,name=value"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordFeedback) Reset() {
+	*x = RecordFeedback{}
+	mi := &file_conclave_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordFeedback) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordFeedback) ProtoMessage() {}
+
+func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
+func (*RecordFeedback) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *RecordFeedback) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RecordFeedback) GetAnswer() string {
+	if x != nil && x.Answer != nil {
+		return *x.Answer
+	}
+	return ""
+}
+
+func (x *RecordFeedback) GetScores() map[string]float64 {
+	if x != nil {
+		return x.Scores
+	}
+	return nil
+}
+
+type FeedbackResult struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// status is the HTTP status: 200, 400 (unusable feedback), 404 (no such execution), 409 (already given).
+	Status        int32           `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
+	Message       string          `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Updates       []*BanditUpdate `protobuf:"bytes,3,rep,name=updates,proto3" json:"updates,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FeedbackResult) Reset() {
+	*x = FeedbackResult{}
+	mi := &file_conclave_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FeedbackResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FeedbackResult) ProtoMessage() {}
+
+func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
+func (*FeedbackResult) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *FeedbackResult) GetStatus() int32 {
+	if x != nil {
+		return x.Status
+	}
+	return 0
+}
+
+func (x *FeedbackResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *FeedbackResult) GetUpdates() []*BanditUpdate {
+	if x != nil {
+		return x.Updates
+	}
+	return nil
+}
+
 // Flush asks the recorder to write everything it holds; the reply is a Flushed.
 type Flush struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2775,7 +2916,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2787,7 +2928,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2800,7 +2941,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 type Flushed struct {
@@ -2813,7 +2954,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +2966,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +2979,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -2881,7 +3022,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\n" +
 	"\b_workersB\x10\n" +
 	"\x0e_min_responsesB\x17\n" +
-	"\x15_quorum_grace_seconds\"\xcb\x06\n" +
+	"\x15_quorum_grace_seconds\"\xbf\a\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -2904,7 +3045,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\bdegraded\x18\x10 \x01(\bR\bdegraded\x12\x1f\n" +
 	"\vstatus_code\x18\x11 \x01(\x05R\n" +
 	"statusCode\x12*\n" +
-	"\x05error\x18\x12 \x01(\v2\x14.conclave.v1.FailureR\x05error\"\xed\x02\n" +
+	"\x05error\x18\x12 \x01(\v2\x14.conclave.v1.FailureR\x05error\x125\n" +
+	"\bfeedback\x18\x13 \x03(\v2\x19.conclave.v1.BanditUpdateR\bfeedback\x12;\n" +
+	"\vfeedback_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"feedbackAt\"\xed\x02\n" +
 	"\x0eClassification\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x1e\n" +
 	"\n" +
@@ -3153,7 +3297,20 @@ const file_conclave_proto_rawDesc = "" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"]\n" +
 	"\x0fExecutionLookup\x124\n" +
 	"\texecution\x18\x01 \x01(\v2\x16.conclave.v1.ExecutionR\texecution\x12\x14\n" +
-	"\x05found\x18\x02 \x01(\bR\x05found\"\a\n" +
+	"\x05found\x18\x02 \x01(\bR\x05found\"\xd3\x01\n" +
+	"\x0eRecordFeedback\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
+	"\x06answer\x18\x02 \x01(\tH\x00R\x06answer\x88\x01\x01\x12?\n" +
+	"\x06scores\x18\x03 \x03(\v2'.conclave.v1.RecordFeedback.ScoresEntryR\x06scores\x1a9\n" +
+	"\vScoresEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x01R\x05value:\x028\x01B\t\n" +
+	"\a_answer\"w\n" +
+	"\x0eFeedbackResult\x12\x16\n" +
+	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x18\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\x123\n" +
+	"\aupdates\x18\x03 \x03(\v2\x19.conclave.v1.BanditUpdateR\aupdates\"\a\n" +
 	"\x05Flush\"9\n" +
 	"\aFlushed\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\x05R\awritten\x12\x14\n" +
@@ -3171,7 +3328,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 	return file_conclave_proto_rawDescData
 }
 
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_conclave_proto_goTypes = []any{
 	(*RouteRequest)(nil),          // 0: conclave.v1.RouteRequest
 	(*Execution)(nil),             // 1: conclave.v1.Execution
@@ -3203,19 +3360,22 @@ var file_conclave_proto_goTypes = []any{
 	(*Reward)(nil),                // 27: conclave.v1.Reward
 	(*GetExecution)(nil),          // 28: conclave.v1.GetExecution
 	(*ExecutionLookup)(nil),       // 29: conclave.v1.ExecutionLookup
-	(*Flush)(nil),                 // 30: conclave.v1.Flush
-	(*Flushed)(nil),               // 31: conclave.v1.Flushed
-	nil,                           // 32: conclave.v1.Selection.SkipCountsEntry
-	(*structpb.Struct)(nil),       // 33: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 34: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 35: actor.PID
+	(*RecordFeedback)(nil),        // 30: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 31: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 32: conclave.v1.Flush
+	(*Flushed)(nil),               // 33: conclave.v1.Flushed
+	nil,                           // 34: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 35: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 36: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 38: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	33, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	34, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	34, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	34, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	33, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	36, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	37, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	37, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	37, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	36, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
 	2,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
 	4,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
 	5,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
@@ -3225,29 +3385,33 @@ var file_conclave_proto_depIdxs = []int32{
 	11, // 11: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
 	12, // 12: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
 	13, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	3,  // 14: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	6,  // 15: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	32, // 16: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	7,  // 17: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	15, // 18: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	14, // 19: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	34, // 20: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	17, // 21: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	35, // 22: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	15, // 23: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	16, // 24: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	34, // 25: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	35, // 26: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	16, // 27: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	25, // 28: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	34, // 29: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	9,  // 30: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	1,  // 31: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	32, // [32:32] is the sub-list for method output_type
-	32, // [32:32] is the sub-list for method input_type
-	32, // [32:32] is the sub-list for extension type_name
-	32, // [32:32] is the sub-list for extension extendee
-	0,  // [0:32] is the sub-list for field type_name
+	11, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	37, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	3,  // 16: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	6,  // 17: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	34, // 18: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	7,  // 19: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	15, // 20: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	14, // 21: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	37, // 22: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	17, // 23: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	38, // 24: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	15, // 25: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	16, // 26: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	37, // 27: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	38, // 28: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	16, // 29: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	25, // 30: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	37, // 31: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	9,  // 32: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	1,  // 33: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	35, // 34: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	11, // 35: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	36, // [36:36] is the sub-list for method output_type
+	36, // [36:36] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -3256,13 +3420,14 @@ func file_conclave_proto_init() {
 		return
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[30].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   33,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

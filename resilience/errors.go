@@ -34,6 +34,8 @@ const (
 	Internal Kind = "internal"
 	// Cancelled marks a call abandoned by Conclave (collection ended first); nobody is at fault.
 	Cancelled Kind = "cancelled"
+	// EmptyAnswer is a call that succeeded without any answer in it: a poor answer, not a provider fault.
+	EmptyAnswer Kind = "empty_answer"
 )
 
 // Target says where a retry goes.
@@ -81,6 +83,7 @@ var table = map[Kind]Policy{
 	DatabaseUnreachable:     {Status: http.StatusInternalServerError},
 	MalformedRequest:        {Status: http.StatusBadRequest},
 	Internal:                {Status: http.StatusInternalServerError},
+	EmptyAnswer:             {Status: http.StatusBadGateway},
 }
 
 // PolicyFor returns the retry-table row for kind; unknown kinds are treated as Internal.

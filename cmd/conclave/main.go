@@ -30,6 +30,7 @@ which models to ask.
 
 Usage:
   conclave serve [flags]     run the control plane (the embedded default needs no configuration)
+  conclave eval [flags]      measure routing quality on replayed benchmark answers (report in reports/eval)
   conclave version           print the version
   conclave help              show this text
 
@@ -53,6 +54,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	switch args[0] {
 	case "serve":
 		return serve(ctx, args[1:], stderr)
+	case "eval":
+		return evaluate(ctx, args[1:], stdout, stderr)
 	case "version":
 		fmt.Fprintln(stdout, versionString())
 		return nil

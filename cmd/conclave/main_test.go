@@ -3,11 +3,14 @@ package main
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -98,5 +101,38 @@ func TestReadmeQuickStart(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `"event":"engine_stopped"`) {
 		t.Fatal("no engine_stopped event")
+	}
+}
+
+func TestEvalCommand(t *testing.T) {
+	dir, out := t.TempDir(), t.TempDir()
+	var raw bytes.Buffer
+	gz := gzip.NewWriter(&raw)
+	for i := 0; i < 150; i++ {
+		gold := []string{"A", "B", "C"}[i%3]
+		wrong := []string{"B", "C", "A"}[i%3]
+		fmt.Fprintf(gz, `{"id":"quiz/%d","dataset":"quiz","category":"quiz","kind":"choice","prompt":"Q%d?","gold":%q,"responses":{"sharp":{"answer":%q},"dull":{"answer":%q},"also-sharp":{"answer":%q}}}`+"\n",
+			i, i, gold, gold, wrong, gold)
+	}
+	gz.Close()
+	if err := os.WriteFile(filepath.Join(dir, "quiz.dev.jsonl.gz"), raw.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"eval", "--data", dir, "--datasets", "quiz", "--runs", "thompson/agreement,uniform/agreement",
+		"--workers", "2", "--min-responses", "1", "--out", out}, &stdout, &stderr)
+	if err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	for _, f := range []string{"report.json", "report.md", "report.svg"} {
+		if st, err := os.Stat(filepath.Join(out, f)); err != nil || st.Size() == 0 {
+			t.Fatalf("%s: %v", f, err)
+		}
+	}
+	if !strings.Contains(stdout.String(), "| best single model in hindsight | 100.0% | 100.0% |") {
+		t.Fatalf("table:\n%s", stdout.String())
+	}
+	if err := run(context.Background(), []string{"eval", "--data", filepath.Join(dir, "none")}, &stdout, &stderr); err == nil {
+		t.Fatal("a missing data directory was accepted")
 	}
 }

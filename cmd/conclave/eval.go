@@ -1,0 +1,106 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/eval"
+	"github.com/conclave-ai/conclave/providers"
+)
+
+// evaluate runs `conclave eval`: the real pipeline over replayed benchmark answers.
+func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	data := fs.String("data", "../shared/data/replay", "directory of <dataset>.dev.jsonl.gz replay files")
+	datasets := fs.String("datasets", strings.Join(eval.DefaultDatasets, ","), "datasets to replay")
+	runs := fs.String("runs", runNames(eval.DefaultRuns), "policy/reward configurations (rewards: agreement, arbiter, gold)")
+	seed := fs.Uint64("seed", 1, "seed of the order and of selection")
+	workers := fs.Int("workers", 5, "models asked per prompt")
+	quorum := fs.Int("min-responses", 3, "min_responses")
+	strategy := fs.String("strategy", "majority", "consensus strategy")
+	categoryBy := fs.String("category-by", "dataset", "bandit categories: dataset, subject or classify")
+	limit := fs.Int("limit", 0, "at most this many prompts per dataset (0: all)")
+	latency := fs.Duration("latency", 0, "median latency of every replayed model (0: none, deterministic)")
+	every := fs.Int("every", 100, "timeline step in prompts")
+	out := fs.String("out", "reports/eval", "directory for report.json, report.md and report.svg")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	runList, err := eval.ParseRuns(*runs)
+	if err != nil {
+		return err
+	}
+	if _, err := os.Stat(*data); err != nil {
+		return fmt.Errorf("replay data: %w (give its directory with --data)", err)
+	}
+	rd, err := providers.LoadReplay(*data, strings.Split(*datasets, ","))
+	if err != nil {
+		return err
+	}
+	if *limit > 0 {
+		rd = limitPerDataset(rd, *limit)
+	}
+	lastReport := time.Now()
+	rep, err := eval.Evaluate(ctx, eval.Options{
+		Data: rd, Runs: runList, Seed: *seed, Workers: *workers, Quorum: *quorum, Strategy: *strategy, CategoryBy: *categoryBy,
+		Every: *every, Latency: providers.Latency{Median: *latency, Sigma: 0.3},
+		Progress: func(run string, done, total int) {
+			if time.Since(lastReport) > 5*time.Second || done == total {
+				fmt.Fprintf(stderr, "eval: %s %d/%d\n", run, done, total)
+				lastReport = time.Now()
+			}
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	raw, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	var table strings.Builder
+	rep.WriteTable(&table)
+	svg, err := os.Create(filepath.Join(*out, "report.svg"))
+	if err != nil {
+		return err
+	}
+	err = errors.Join(rep.WriteSVG(svg), svg.Close(),
+		os.WriteFile(filepath.Join(*out, "report.json"), append(raw, '\n'), 0o644),
+		os.WriteFile(filepath.Join(*out, "report.md"), []byte(table.String()), 0o644))
+	fmt.Fprint(stdout, table.String())
+	fmt.Fprintf(stdout, "\nreport: %s (report.json, report.md, report.svg), %s\n", *out, rep.Elapsed)
+	return err
+}
+
+func runNames(runs []eval.Run) string {
+	names := make([]string, len(runs))
+	for i, r := range runs {
+		names[i] = r.Name()
+	}
+	return strings.Join(names, ",")
+}
+
+// limitPerDataset keeps the first n records of each dataset.
+func limitPerDataset(d *providers.ReplayData, n int) *providers.ReplayData {
+	kept := &providers.ReplayData{Merged: d.Merged}
+	count := map[string]int{}
+	for _, r := range d.Records {
+		if count[r.Dataset] < n {
+			count[r.Dataset]++
+			kept.Add(r)
+		}
+	}
+	return kept
+}

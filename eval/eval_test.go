@@ -1,0 +1,161 @@
+package eval
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/conclave-ai/conclave/providers"
+)
+
+// world makes a replay dataset of multiple-choice prompts whose models answer correctly with known
+// probabilities, wrong answers spread over the other options.
+func world(t *testing.T, prompts int, skills map[string]float64) *providers.ReplayData {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(7, 7))
+	letters := []string{"A", "B", "C", "D", "E", "F"}
+	d := &providers.ReplayData{}
+	for i := 0; i < prompts; i++ {
+		gold := letters[rng.IntN(len(letters))]
+		rec := &providers.ReplayRecord{ID: fmt.Sprintf("quiz/%d", i), Dataset: "quiz", Category: "quiz", Kind: "choice",
+			Prompt: fmt.Sprintf("Question %d?", i), Gold: &gold, Answers: map[string]providers.ReplayResponse{}}
+		for m, p := range skills {
+			a := gold
+			if rng.Float64() >= p {
+				for a == gold {
+					a = letters[rng.IntN(len(letters))]
+				}
+			}
+			ok := a == gold
+			rec.Answers[m] = providers.ReplayResponse{Answer: &a, Correct: &ok}
+		}
+		d.Add(rec)
+	}
+	return d
+}
+
+var skills = map[string]float64{"ace": 0.92, "good": 0.85, "fair": 0.8, "meh": 0.45, "poor": 0.35, "bad": 0.3, "worse": 0.25, "worst": 0.2}
+
+func TestEvaluateOnAKnownWorld(t *testing.T) {
+	data := world(t, 600, skills)
+	opts := Options{Data: data, Seed: 3, Workers: 3, Quorum: 2, Runs: []Run{{"thompson", "agreement"}, {"thompson", "gold"}, {"uniform", "agreement"}}}
+	rep, err := Evaluate(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Datasets["quiz"]
+	if d.Prompts != 600 || d.BestSingle.Models[0] != "ace" {
+		t.Fatalf("baselines %+v", d)
+	}
+	// The oracle is majority voting among ace, good and fair, computed here independently.
+	right := 0
+	for _, r := range data.Records {
+		votes := map[string]int{}
+		for _, m := range []string{"ace", "good", "fair"} {
+			votes[*r.Answers[m].Answer]++
+		}
+		best, n := *r.Answers["ace"].Answer, 0
+		for a, v := range votes {
+			if v > n || (v == n && a == *r.Answers["ace"].Answer) {
+				best, n = a, v
+			}
+		}
+		if best == *r.Gold {
+			right++
+		}
+	}
+	if want := float64(right) / 600; d.Oracle.Accuracy != want {
+		t.Fatalf("oracle accuracy %v, want %v", d.Oracle.Accuracy, want)
+	}
+	ts, gold, uni := d.Runs["thompson/agreement"], d.Runs["thompson/gold"], d.Runs["uniform/agreement"]
+	t.Logf("best single %.3f, oracle %.3f, thompson %.3f (regret %.1f), gold %.3f (regret %.1f), uniform %.3f (regret %.1f)",
+		d.BestSingle.Accuracy, d.Oracle.Accuracy, ts.Accuracy, ts.Regret, gold.Accuracy, gold.Regret, uni.Accuracy, uni.Regret)
+	if ts.Accuracy <= uni.Accuracy || ts.Regret >= uni.Regret/2 {
+		t.Fatalf("Thompson Sampling did not beat uniform selection: %+v vs %+v", ts, uni)
+	}
+	if top := ts.Selected[0].Model; skills[top] < 0.8 {
+		t.Fatalf("late selection favours %s", top)
+	}
+	if len(rep.Timeline) != 6 || rep.Timeline[5].Prompts != 600 {
+		t.Fatalf("timeline %+v", rep.Timeline)
+	}
+	// Deterministic for a seed.
+	again, err := Evaluate(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := json.Marshal(rep.Datasets)
+	b, _ := json.Marshal(again.Datasets)
+	if !bytes.Equal(a, b) {
+		t.Fatal("two runs with the same seed differ")
+	}
+	var svg, table strings.Builder
+	if err := rep.WriteSVG(&svg); err != nil || !strings.HasPrefix(svg.String(), "<svg") || strings.Count(svg.String(), "<polyline") != 6 {
+		t.Fatalf("svg: %v", err)
+	}
+	rep.WriteTable(&table)
+	if !strings.Contains(table.String(), "thompson/agreement accuracy") {
+		t.Fatalf("table:\n%s", table.String())
+	}
+}
+
+func TestCorrect(t *testing.T) {
+	tests := []struct {
+		kind, answer, gold string
+		want               bool
+	}{
+		{"number", "18", "18.0", true},
+		{"number", "1e2", "100", true},
+		{"number", "17", "18", false},
+		{"choice", "B", "B", true},
+		{"choice", "b", "B", false},
+		{"exact", "'abc'", "'abc'", true},
+		{"number", "x", "x", true},
+	}
+	for _, tt := range tests {
+		if got := correct(tt.kind, tt.answer, tt.gold); got != tt.want {
+			t.Errorf("correct(%s, %q, %q) = %v", tt.kind, tt.answer, tt.gold, got)
+		}
+	}
+}
+
+func TestParseRuns(t *testing.T) {
+	runs, err := ParseRuns("thompson/agreement, uniform/gold")
+	if err != nil || len(runs) != 2 || runs[1].Name() != "uniform/gold" {
+		t.Fatalf("%v %v", runs, err)
+	}
+	for _, bad := range []string{"thompson", "oracle/agreement", "thompson/vibes"} {
+		if _, err := ParseRuns(bad); err == nil {
+			t.Errorf("%q accepted", bad)
+		}
+	}
+}
+
+// TestSharedDevData runs a short evaluation on the real recorded data when it is beside the project.
+func TestSharedDevData(t *testing.T) {
+	dir := filepath.Join("..", "..", "shared", "data", "replay")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("shared replay data not found at %s: skipping", dir)
+	}
+	data, err := providers.LoadReplay(dir, []string{"gsm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := Evaluate(context.Background(), Options{Data: data, Seed: 1, Workers: 5, Quorum: 3, Runs: []Run{{"thompson", "agreement"}, {"uniform", "agreement"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := rep.Datasets["gsm"]
+	if d.Prompts != 666 || d.BestSingle.Models[0] != "gpt-4o-2024-08-06" {
+		t.Fatalf("gsm baselines %+v", d.BestSingle)
+	}
+	if ts, uni := d.Runs["thompson/agreement"], d.Runs["uniform/agreement"]; ts.Regret >= uni.Regret {
+		t.Fatalf("regret %.1f not below uniform's %.1f", ts.Regret, uni.Regret)
+	}
+}

@@ -1,0 +1,235 @@
+package eval
+
+import (
+	"context"
+
+	"fmt"
+	"github.com/conclave-ai/conclave/actors"
+	"sort"
+
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/consensus"
+	"github.com/conclave-ai/conclave/engine"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/ratelimit"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"time"
+)
+
+// baselines fills in, per dataset and overall, the best single model and the oracle ensemble.
+func baselines(rep *Report, items []item, h hindsightTable, opts Options) {
+	byDataset := map[string][]item{}
+	for _, it := range items {
+		byDataset[it.rec.Dataset] = append(byDataset[it.rec.Dataset], it)
+	}
+	overall := &DatasetReport{Runs: map[string]*RunResult{}}
+	var singleRight, oracleRight float64
+	for name, its := range byDataset {
+		top := ranked(h.byDataset[name])
+		d := &DatasetReport{Prompts: len(its), Runs: map[string]*RunResult{}}
+		d.BestSingle = Baseline{Models: top[:1], Accuracy: h.byDataset[name][top[0]]}
+		k := min(opts.Workers, len(top))
+		d.Oracle = Baseline{Models: top[:k]}
+		right := 0
+		for _, it := range its {
+			if oracleVote(it, top[:k], h.byDataset[name]) {
+				right++
+			}
+		}
+		d.Oracle.Accuracy = float64(right) / float64(len(its))
+		rep.Datasets[name] = d
+		overall.Prompts += len(its)
+		singleRight += d.BestSingle.Accuracy * float64(len(its))
+		oracleRight += float64(right)
+		overall.BestSingle.Models = append(overall.BestSingle.Models, name+": "+top[0])
+	}
+	sort.Strings(overall.BestSingle.Models)
+	overall.BestSingle.Accuracy = singleRight / float64(overall.Prompts)
+	overall.Oracle = Baseline{Models: []string{fmt.Sprintf("each dataset's top %d", opts.Workers)}, Accuracy: oracleRight / float64(overall.Prompts)}
+	rep.Overall = overall
+}
+
+// oracleVote is majority voting among fixed models with Conclave's consensus: equivalent answers grouped,
+// ties going to the group of the better models (their hindsight accuracy is their capability). Models
+// that gave no answer do not vote.
+func oracleVote(it item, models []string, acc map[string]float64) bool {
+	var resps []consensus.Response
+	for _, m := range models {
+		r, ok := it.rec.Answers[m]
+		if !ok || r.Answer == nil || *r.Answer == "" {
+			continue
+		}
+		resps = append(resps, consensus.Response{Model: m, Text: *r.Answer, Capability: acc[m]})
+	}
+	if len(resps) == 0 {
+		return false
+	}
+	res, err := consensus.Decide(consensus.Input{Strategy: blueprints.Majority, Responses: resps})
+	return err == nil && correct(it.rec.Kind, res.Answer, *it.rec.Gold)
+}
+
+// online runs one configuration of the real pipeline over the items, in order.
+func online(ctx context.Context, rep *Report, items []item, h hindsightTable, run Run, opts Options) error {
+	cfg := config.Default()
+	cfg.Seed = opts.Seed
+	cfg.Policy = run.Policy
+	cfg.Reward = run.Reward
+	if run.Reward == "gold" {
+		cfg.Reward = "external"
+	}
+	cfg.RateLimits = map[string]ratelimit.Limits{}
+	cfg.WorkerSlots = 64
+	// Replayed providers have nothing to recover from: the backoff schedule shrinks to microseconds so
+	// quorum retries cost no wall time (their count and order are unchanged).
+	cfg.Retry.Scale = 0.0001
+	cat, err := opts.Data.Catalog()
+	if err != nil {
+		return err
+	}
+	bps, err := evalBlueprints(items, opts)
+	if err != nil {
+		return err
+	}
+	backend := providers.NewReplay(opts.Data, opts.Seed)
+	backend.Latency = opts.Latency
+	e, err := engine.New(engine.Options{Config: cfg, Log: opts.Log, Catalog: cat, Backend: backend, Blueprints: bps})
+	if err != nil {
+		return err
+	}
+	defer e.Shutdown(context.Background())
+
+	name := run.Name()
+	results := map[string]*RunResult{}
+	for ds := range rep.Datasets {
+		results[ds] = &RunResult{}
+		rep.Datasets[ds].Runs[name] = results[ds]
+	}
+	overall := &RunResult{}
+	rep.Overall.Runs[name] = overall
+	pulls := map[string]int64{}
+	bestN := map[string]float64{}
+	seen := map[string]int{}
+	for i, it := range items {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		req := &messages.RouteRequest{RequestId: fmt.Sprintf("eval-%d", i), Task: it.rec.Prompt, Category: it.category,
+			Models: it.models, ReceivedAt: timestamppb.New(time.Now())}
+		exec, err := e.Route(ctx, req)
+		if err != nil {
+			return err
+		}
+		d := results[it.rec.Dataset]
+		for _, r := range []*RunResult{d, overall} {
+			switch {
+			case exec.StatusCode != 200:
+				r.Failed++
+			case correct(it.rec.Kind, exec.Answer, *it.rec.Gold):
+				r.Correct++
+			}
+			if exec.Degraded {
+				r.Degraded++
+			}
+		}
+		category := exec.GetClassification().GetCategory()
+		pulls[category] += int64(len(exec.BanditUpdates))
+		pulls[actors.AllCategories] += int64(len(exec.BanditUpdates))
+		if run.Reward == "gold" && exec.StatusCode == 200 {
+			fb, err := e.Feedback(ctx, &messages.RecordFeedback{RequestId: req.RequestId, Answer: it.rec.Gold})
+			if err != nil {
+				return err
+			}
+			pulls[category] += int64(len(fb.Updates))
+			pulls[actors.AllCategories] += int64(len(fb.Updates))
+		}
+		for _, c := range []string{category, actors.AllCategories} {
+			if err := e.Settle(ctx, c, pulls[c]); err != nil {
+				return err
+			}
+		}
+		if _, ok := bestN[it.key]; !ok {
+			bestN[it.key] = h.bestN(it.key, it.models, opts.Workers)
+		}
+		regret := bestN[it.key] // nothing selected: all of it
+		seen[it.rec.Dataset]++
+		late := seen[it.rec.Dataset] > rep.Datasets[it.rec.Dataset].Prompts*3/4
+		if picks := exec.GetSelection().GetPicks(); len(picks) > 0 {
+			sum := 0.0
+			for _, p := range picks {
+				sum += h.byCategory[it.key][p.Model]
+				if late {
+					if d.picks == nil {
+						d.picks = map[string]int{}
+					}
+					d.picks[p.Model]++
+				}
+			}
+			regret -= sum / float64(len(picks))
+		}
+		d.Regret += regret
+		overall.Regret += regret
+		if seen := i + 1; seen%opts.Every == 0 || seen == len(items) {
+			point(rep, seen, name, overall)
+		}
+		if opts.Progress != nil {
+			opts.Progress(name, i+1, len(items))
+		}
+	}
+	for ds, r := range results {
+		r.Accuracy = float64(r.Correct) / float64(rep.Datasets[ds].Prompts)
+		for m, n := range r.picks {
+			r.Selected = append(r.Selected, Count{Model: m, N: n})
+		}
+		sort.Slice(r.Selected, func(i, j int) bool {
+			if r.Selected[i].N != r.Selected[j].N {
+				return r.Selected[i].N > r.Selected[j].N
+			}
+			return r.Selected[i].Model < r.Selected[j].Model
+		})
+		r.Selected = r.Selected[:min(len(r.Selected), 8)]
+	}
+	overall.Accuracy = float64(overall.Correct) / float64(len(items))
+	return nil
+}
+
+func point(rep *Report, seen int, run string, overall *RunResult) {
+	var p *Point
+	for i := range rep.Timeline {
+		if rep.Timeline[i].Prompts == seen {
+			p = &rep.Timeline[i]
+		}
+	}
+	if p == nil {
+		rep.Timeline = append(rep.Timeline, Point{Prompts: seen, Runs: map[string]PointResult{}})
+		p = &rep.Timeline[len(rep.Timeline)-1]
+	}
+	p.Runs[run] = PointResult{Accuracy: float64(overall.Correct) / float64(seen), Regret: overall.Regret}
+}
+
+// evalBlueprints adds a blueprint per evaluated category: the configured workers, quorum and strategy.
+func evalBlueprints(items []item, opts Options) (*blueprints.Set, error) {
+	set, err := blueprints.Embedded()
+	if err != nil {
+		return nil, err
+	}
+	seen := map[string]bool{}
+	var extra []blueprints.Blueprint
+	for _, it := range items {
+		if it.category == "" || seen[it.category] {
+			continue
+		}
+		seen[it.category] = true
+		extra = append(extra, blueprints.Blueprint{Name: it.category, Description: "evaluation of " + it.category,
+			Workers: opts.Workers, TimeoutSeconds: opts.Timeout, Strategy: blueprints.Strategy(opts.Strategy), MinResponses: opts.Quorum})
+	}
+	if opts.CategoryBy == "classify" {
+		// The classifier picks among the 22 blueprints; give them the evaluation's shape too.
+		for _, b := range set.All() {
+			b.Workers, b.MinResponses, b.Strategy, b.TimeoutSeconds = opts.Workers, opts.Quorum, blueprints.Strategy(opts.Strategy), opts.Timeout
+			extra = append(extra, b)
+		}
+	}
+	return set.With(extra...)
+}
