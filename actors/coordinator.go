@@ -700,12 +700,18 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		c.exec.Phases.DispatchMs = c.exec.Phases.CollectMs
 	}
 	var cands []*messages.Candidate
+	reliability := map[string]float64{} // one reading per provider, so its candidates are weighed alike
 	for _, s := range c.slots {
 		if s.state != slotOK {
 			continue
 		}
+		rel, ok := reliability[s.pick.Provider]
+		if !ok {
+			rel = c.deps.Dir.Provider(s.pick.Provider).Snapshot().Reliability
+			reliability[s.pick.Provider] = rel
+		}
 		cands = append(cands, &messages.Candidate{Model: s.pick.Model, Provider: s.pick.Provider, Worker: s.result.Worker, Text: s.result.Text,
-			Capability: s.capability, Recency: s.arm.Recency, Reliability: c.deps.Dir.Provider(s.pick.Provider).Snapshot().Reliability})
+			Capability: s.capability, Recency: s.arm.Recency, Reliability: rel})
 		c.cands = append(c.cands, s.pick.Model)
 	}
 	c.log.Info("collection finished", zap.String("event", "collect_done"), zap.Int("ok", len(cands)), zap.Int("min_responses", c.bp.MinResponses),
@@ -727,7 +733,7 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		in.Deadline = ts(time.Now().Add(c.deps.ArbiterTimeout))
 	}
 	c.consensusStart = time.Now()
-	ctx.Spawn(actor.PropsFromProducer(NewConsensusActor(c.deps, in)))
+	ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in)))
 }
 
 func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusResult) {

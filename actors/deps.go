@@ -40,6 +40,8 @@ type Deps struct {
 	ArbiterTimeout time.Duration
 	// OutputReserve is the number of tokens reserved for the answer when checking context windows.
 	OutputReserve int
+	// Dispatcher, when set, runs every actor's turns on a goroutine pool.
+	Dispatcher *Dispatcher
 	// LeaseGrace overrides DefaultLeaseGrace.
 	LeaseGrace time.Duration
 	// Breakers and RateLimits configure each provider actor (missing providers get the defaults).

@@ -9,6 +9,7 @@ import (
 	"github.com/conclave-ai/conclave/bandit"
 	"github.com/conclave-ai/conclave/clock"
 	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/logging"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
@@ -28,7 +29,7 @@ type providerHarness struct {
 
 func newProviderHarness(t *testing.T, limits ratelimit.Limits) *providerHarness {
 	t.Helper()
-	system := actor.NewActorSystem()
+	system := actor.NewActorSystem(logging.ActorLogger(zap.NewNop()))
 	clk := clock.NewFake(time.Now())
 	dir := NewDirectory(system, []fleet.WorkerSpec{}, []string{"groq"}, NewArmBoard(nil, nil, bandit.DefaultPrior, 0), nil)
 	deps := &Deps{Log: zap.NewNop(), Clock: clk, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root), LeaseGrace: 50 * time.Millisecond,
@@ -128,7 +129,7 @@ func TestProviderActorBreakerAndProbe(t *testing.T) {
 
 func TestProviderActorReclaimsAbandonedPermits(t *testing.T) {
 	h := newProviderHarness(t, ratelimit.Limits{Concurrency: 1})
-	h.acquire("abandoned", time.Millisecond) // its asker never reports an outcome
+	h.acquire("abandoned", 100*time.Millisecond) // its asker never reports an outcome
 	if p := h.permit(); !p.Granted {
 		t.Fatalf("permit %v", p)
 	}

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -131,6 +132,7 @@ func New(opts Options) (*Engine, error) {
 		Retry:          actors.RetryConfig{Scale: cfg.Retry.Scale, Rounds: cfg.Retry.Rounds},
 		ArbiterTimeout: cfg.ArbiterTimeout(), OutputReserve: 1024,
 		Breakers: breakerSettings(cfg.Breakers), RateLimits: cfg.RateLimits,
+		Dispatcher: actors.NewDispatcher(2*runtime.GOMAXPROCS(0), 300),
 	}
 
 	transport := opts.Transport
@@ -139,23 +141,24 @@ func New(opts Options) (*Engine, error) {
 	}
 	var fleetChildren, providerChildren []supervisors.Child
 	for _, w := range dir.Workers {
-		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: actor.PropsFromProducer(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
+		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: e.deps.Props(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
 	}
 	for _, p := range dir.Providers {
-		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: actor.PropsFromProducer(actors.NewProviderActor(e.deps, p))})
+		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: e.deps.Props(actors.NewProviderActor(e.deps, p))})
 	}
 	rootProps := supervisors.Static([]supervisors.Child{
-		{Name: actors.FleetName, Props: supervisors.Static(fleetChildren)},
-		{Name: actors.ProvidersName, Props: supervisors.Static(providerChildren)},
+		{Name: actors.FleetName, Props: supervisors.Static(fleetChildren, e.deps.PropsOptions()...)},
+		{Name: actors.ProvidersName, Props: supervisors.Static(providerChildren, e.deps.PropsOptions()...)},
 		{Name: actors.BanditName, Props: supervisors.Bandit(e.deps)},
 		{Name: actors.RequestsName, Props: supervisors.Requests(e.deps)},
-		{Name: actors.RecorderName, Props: actor.PropsFromProducer(actors.NewRecorderActor(e.deps, e.store))},
-	})
+		{Name: actors.RecorderName, Props: e.deps.Props(actors.NewRecorderActor(e.deps, e.store))},
+	}, e.deps.PropsOptions()...)
 	if e.root, err = e.system.Root.SpawnNamed(rootProps, actors.RootName); err != nil {
 		return nil, fmt.Errorf("start actor system: %w", err)
 	}
 	if err := e.waitReady(); err != nil {
 		e.system.Shutdown()
+		e.deps.Dispatcher.Close()
 		return nil, err
 	}
 	log.Info("conclave engine started", zap.String("event", "engine_started"), zap.Int("models", cat.Len()),
@@ -346,6 +349,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			err = errors.Join(err, fmt.Errorf("stop actors: %w", perr))
 		}
 		e.system.Shutdown()
+		e.deps.Dispatcher.Close()
 		err = errors.Join(err, e.store.Close())
 		e.log.Info("conclave engine stopped", zap.String("event", "engine_stopped"), zap.Error(err))
 	})

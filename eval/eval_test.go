@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 
@@ -20,12 +21,18 @@ func world(t *testing.T, prompts int, skills map[string]float64) *providers.Repl
 	t.Helper()
 	rng := rand.New(rand.NewPCG(7, 7))
 	letters := []string{"A", "B", "C", "D", "E", "F"}
+	models := make([]string, 0, len(skills))
+	for m := range skills {
+		models = append(models, m)
+	}
+	sort.Strings(models) // map order is random: draw in a fixed order
 	d := &providers.ReplayData{}
 	for i := 0; i < prompts; i++ {
 		gold := letters[rng.IntN(len(letters))]
 		rec := &providers.ReplayRecord{ID: fmt.Sprintf("quiz/%d", i), Dataset: "quiz", Category: "quiz", Kind: "choice",
 			Prompt: fmt.Sprintf("Question %d?", i), Gold: &gold, Answers: map[string]providers.ReplayResponse{}}
-		for m, p := range skills {
+		for _, m := range models {
+			p := skills[m]
 			a := gold
 			if rng.Float64() >= p {
 				for a == gold {

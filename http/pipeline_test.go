@@ -158,6 +158,10 @@ func TestCrashedActorsAreRestarted(t *testing.T) {
 		t.Fatalf("status %d", status)
 	}
 
+	// The arm exists once its first reward arrived.
+	if err := tb.engine.Settle(context.Background(), "general", 1); err != nil {
+		t.Fatal(err)
+	}
 	// A malformed dispatch crashes a worker; a misrouted reward crashes an arm.
 	worker := dir.Workers[0]
 	before := worker.Snapshot().Completed

@@ -26,7 +26,7 @@ type inflight struct {
 
 // Requests returns the props of the request supervisor.
 func Requests(deps *actors.Deps) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &requests{deps: deps, inflight: map[string]inflight{}} })
+	return deps.Props(func() actor.Actor { return &requests{deps: deps, inflight: map[string]inflight{}} })
 }
 
 func (s *requests) Receive(ctx actor.Context) {
@@ -42,7 +42,7 @@ func (s *requests) Receive(ctx actor.Context) {
 			return
 		}
 		seq := s.deps.Dir.NextSequence()
-		props := actor.PropsFromProducer(actors.NewCoordinatorActor(s.deps, m, ctx.Sender(), seq))
+		props := s.deps.Props(actors.NewCoordinatorActor(s.deps, m, ctx.Sender(), seq))
 		pid, err := ctx.SpawnNamed(props, m.RequestId)
 		if err != nil {
 			ctx.Respond(&messages.Execution{RequestId: m.RequestId, StatusCode: http.StatusConflict,
@@ -75,7 +75,7 @@ func Bandit(deps *actors.Deps) *actor.Props {
 			return "", nil, false
 		}
 		return actors.ArmName(r.Model, r.Category), func() *actor.Props {
-			return actor.PropsFromProducer(actors.NewArmActor(deps, r.Model, r.Category))
+			return deps.Props(actors.NewArmActor(deps, r.Model, r.Category))
 		}, true
-	})
+	}, deps.PropsOptions()...)
 }

@@ -1,0 +1,49 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"testing"
+
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/engine"
+	httpapi "github.com/conclave-ai/conclave/http"
+	"github.com/conclave-ai/conclave/logging"
+	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/ratelimit"
+)
+
+// BenchmarkHTTPRoute is one request through the real HTTP server, the engine and the zero-latency sim,
+// with info-level JSON logs: what the load run measures, in process.
+func BenchmarkHTTPRoute(b *testing.B) {
+	cfg := config.Default()
+	cfg.Sim.LatencyScale = 0
+	cfg.Sim.Faults = providers.Fault{}
+	for p := range cfg.RateLimits {
+		cfg.RateLimits[p] = ratelimit.Limits{}
+	}
+	log, _ := logging.New("info", "json", io.Discard)
+	e, err := engine.New(engine.Options{Config: cfg, Log: log})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	srv := httptest.NewServer(httpapi.New(e, httpapi.Options{Log: log}))
+	defer srv.Close()
+	body := []byte(`{"task": "Review this Go handler before I merge it: func h(w http.ResponseWriter, r *http.Request) { u, _ := db.User(r.URL.Query().Get(\"id\")); json.NewEncoder(w).Encode(u) }"}`)
+	b.ReportAllocs()
+	for b.Loop() {
+		resp, err := http.Post(srv.URL+"/route-thompson", "application/json", bytes.NewReader(body))
+		if err != nil {
+			b.Fatal(err)
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 {
+			b.Fatal(resp.StatusCode)
+		}
+	}
+}
