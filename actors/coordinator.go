@@ -45,6 +45,7 @@ type CoordinatorActor struct {
 	slots   []*slot
 	cands   []string // models whose answers went to consensus, in candidate order
 	jobs    map[string]*job
+	started []*job // jobs in the order they started, for deterministic sweeps
 	tried   map[string]bool
 	jobSeq  int
 	okCount int
@@ -311,15 +312,14 @@ func (c *CoordinatorActor) selectModels(n int, replacing bool) ([]bandit.Pick, e
 	sel := bandit.Select(c.rng, *cands, q)
 	c.deps.Dir.Arms.Release(cands)
 	counts := sel.SkipCounts()
+	skipped := interestingSkips(sel.Skipped)
 	if !replacing {
 		rec := &messages.Selection{Policy: c.policy.String(), Eligible: int32(sel.Eligible), SkipCounts: map[string]int32{}}
 		for reason, n := range counts {
 			rec.SkipCounts[reason] = int32(n)
 		}
-		for _, s := range sel.Skipped {
-			if s.Reason != bandit.NotRequested && len(rec.Skipped) < maxRecordedSkips {
-				rec.Skipped = append(rec.Skipped, &messages.Skip{Model: s.Model, Provider: s.Provider, Reason: s.Reason.String()})
-			}
+		for _, s := range skipped {
+			rec.Skipped = append(rec.Skipped, &messages.Skip{Model: s.Model, Provider: s.Provider, Reason: s.Reason.String()})
 		}
 		for _, p := range sel.Picks {
 			a := c.deps.Dir.Arms.Arm(c.category, p.Model)
@@ -330,7 +330,7 @@ func (c *CoordinatorActor) selectModels(n int, replacing bool) ([]bandit.Pick, e
 	}
 	c.log.Info("models selected", zap.String("event", "selection"), zap.String("policy", c.policy.String()), zap.Bool("replacement", replacing),
 		zap.Int("requested", n), zap.Int("eligible", sel.Eligible), zap.Array("picks", picksField(sel.Picks)), zap.Object("skip_counts", countsField(counts)),
-		zap.Array("skipped", skipsField(interestingSkips(sel.Skipped))), zap.Uint64("sequence", c.seq))
+		zap.Array("skipped", skipsField(skipped)), zap.Uint64("sequence", c.seq))
 	if len(sel.Picks) > 0 || n == 0 {
 		return sel.Picks, nil
 	}
@@ -402,6 +402,7 @@ func (c *CoordinatorActor) startJob(ctx actor.Context, s *slot, worker string) *
 	s.workersUsed[worker] = true
 	s.state = slotPending
 	c.jobs[j.id] = j
+	c.started = append(c.started, j)
 	ctx.Send(c.deps.Dir.Provider(s.pick.Provider).PID, &messages.Acquire{JobId: j.id, Model: s.pick.Model, Tokens: int32(c.tokens0()),
 		Deadline: ts(j.dueBy), ReplyTo: ctx.Self()})
 	return j
@@ -611,7 +612,7 @@ func (c *CoordinatorActor) onDeadline(ctx actor.Context) {
 // abandon ends every outstanding job and scheduled retry: a timeout at the deadline (which counts
 // against the provider), or a cancellation when collection ends early (which does not).
 func (c *CoordinatorActor) abandon(ctx actor.Context, status string, kind resilience.Kind) {
-	for _, j := range c.jobs {
+	for _, j := range c.started {
 		if j.done {
 			continue
 		}
