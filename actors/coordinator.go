@@ -38,7 +38,6 @@ type CoordinatorActor struct {
 	category string
 	meta     classify.Metadata
 	bp       blueprints.Blueprint
-	policy   bandit.Policy
 	heavy    bool
 	tokens   int
 
@@ -145,12 +144,6 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	c.exec = &messages.Execution{
 		RequestId: c.req.RequestId, ReceivedAt: c.req.ReceivedAt, Task: c.req.Task, Metadata: c.req.Metadata,
 		Phases: &messages.Phases{}, Retries: []*messages.Retry{},
-	}
-	c.policy = c.deps.Policy
-	if c.req.Policy != "" {
-		if p, err := bandit.ParsePolicy(c.req.Policy); err == nil {
-			c.policy = p
-		}
 	}
 
 	// 2 CLASSIFY
@@ -296,7 +289,7 @@ func (c *CoordinatorActor) selectModels(n int, replacing bool) ([]bandit.Pick, e
 		}
 	}
 	q := bandit.Query{
-		N: n, ContextTokens: c.tokens0(), Providers: status, Removed: removed, Policy: c.policy,
+		N: n, ContextTokens: c.contextNeed(), Providers: status, Removed: removed, Policy: c.deps.Policy,
 		TotalPulls: c.deps.Dir.Arms.TotalPulls(c.category),
 	}
 	if len(c.req.Models) > 0 {
@@ -314,7 +307,7 @@ func (c *CoordinatorActor) selectModels(n int, replacing bool) ([]bandit.Pick, e
 	counts := sel.SkipCounts()
 	skipped := interestingSkips(sel.Skipped)
 	if !replacing {
-		rec := &messages.Selection{Policy: c.policy.String(), Eligible: int32(sel.Eligible), SkipCounts: map[string]int32{}}
+		rec := &messages.Selection{Policy: c.deps.Policy.String(), Eligible: int32(sel.Eligible), SkipCounts: map[string]int32{}}
 		for reason, n := range counts {
 			rec.SkipCounts[reason] = int32(n)
 		}
@@ -328,7 +321,7 @@ func (c *CoordinatorActor) selectModels(n int, replacing bool) ([]bandit.Pick, e
 		}
 		c.exec.Selection = rec
 	}
-	c.log.Info("models selected", zap.String("event", "selection"), zap.String("policy", c.policy.String()), zap.Bool("replacement", replacing),
+	c.log.Info("models selected", zap.String("event", "selection"), zap.String("policy", c.deps.Policy.String()), zap.Bool("replacement", replacing),
 		zap.Int("requested", n), zap.Int("eligible", sel.Eligible), zap.Array("picks", picksField(sel.Picks)), zap.Object("skip_counts", countsField(counts)),
 		zap.Array("skipped", skipsField(skipped)), zap.Uint64("sequence", c.seq))
 	if len(sel.Picks) > 0 || n == 0 {
@@ -371,8 +364,8 @@ func noModelError(counts map[string]int, explicit bool) error {
 	return &requestError{status: http.StatusServiceUnavailable, code: string(resilience.AllProvidersDown), err: errors.New("no eligible model")}
 }
 
-// tokens0 is the context a call needs: the task plus the reserved answer.
-func (c *CoordinatorActor) tokens0() int { return c.meta.ContextLength + c.deps.OutputReserve }
+// contextNeed is the context a call needs: the task plus the reserved answer.
+func (c *CoordinatorActor) contextNeed() int { return c.meta.ContextLength + c.deps.OutputReserve }
 
 func (c *CoordinatorActor) assign(n int, exclude func(string) bool) ([]string, error) {
 	workers, rejected, err := fleet.Assign(c.deps.Dir.WorkerSnapshots(), n, c.heavy, c.deps.now(), exclude)
@@ -403,7 +396,7 @@ func (c *CoordinatorActor) startJob(ctx actor.Context, s *slot, worker string) *
 	s.state = slotPending
 	c.jobs[j.id] = j
 	c.started = append(c.started, j)
-	ctx.Send(c.deps.Dir.Provider(s.pick.Provider).PID, &messages.Acquire{JobId: j.id, Model: s.pick.Model, Tokens: int32(c.tokens0()),
+	ctx.Send(c.deps.Dir.Provider(s.pick.Provider).PID, &messages.Acquire{JobId: j.id, Model: s.pick.Model, Tokens: int32(c.contextNeed()),
 		Deadline: ts(j.dueBy), ReplyTo: ctx.Self()})
 	return j
 }
@@ -540,11 +533,7 @@ func (c *CoordinatorActor) slotFailed(ctx actor.Context, j *job, kind resilience
 	if providerDown || !policy.Recoverable || !policy.ShouldRetry(retry) {
 		return
 	}
-	// The upstream's own Retry-After is obeyed as given; only the backoff schedule is scaled.
-	delay := retryAfter
-	if delay <= 0 {
-		delay = time.Duration(float64(policy.Delay(retry, 0, c.rng)) * c.deps.Retry.Scale)
-	}
+	delay := c.backoff(policy, retry, retryAfter)
 	if !time.Now().Add(delay).Before(c.deadline) {
 		c.addRetry(s, j.worker, "", retry+1, kind, delay, "skipped: deadline")
 		return
@@ -552,6 +541,15 @@ func (c *CoordinatorActor) slotFailed(ctx actor.Context, j *job, kind resilience
 	s.state = slotWaiting
 	s.cancelRetry = c.deps.Timers.SendOnce(delay, ctx.Self(), retryDue{slot: s, target: policy.Target})
 	c.addRetry(s, j.worker, "", retry+1, kind, delay, "scheduled")
+}
+
+// backoff is the wait before retry number attempt: the upstream's own Retry-After as given, otherwise
+// the retry table's schedule scaled by Retry.Scale.
+func (c *CoordinatorActor) backoff(p resilience.Policy, attempt int, retryAfter time.Duration) time.Duration {
+	if retryAfter > 0 {
+		return p.Delay(attempt, retryAfter, c.rng)
+	}
+	return time.Duration(float64(p.Delay(attempt, 0, c.rng)) * c.deps.Retry.Scale)
 }
 
 func (c *CoordinatorActor) addRetry(s *slot, from, to string, attempt int, kind resilience.Kind, delay time.Duration, outcome string) {
@@ -645,7 +643,7 @@ func (c *CoordinatorActor) endRound(ctx actor.Context) {
 	missing := c.bp.MinResponses - c.okCount
 	c.round++
 	policy := resilience.PolicyFor(resilience.WorkerTimeout)
-	delay := time.Duration(float64(policy.Delay(c.round-1, 0, c.rng)) * c.deps.Retry.Scale)
+	delay := c.backoff(policy, c.round-1, 0)
 	c.deadline = time.Now().Add(delay + c.bp.Timeout())
 	now := c.deps.now()
 
@@ -839,7 +837,7 @@ func (c *CoordinatorActor) fail(ctx actor.Context, status int, code, message str
 func (c *CoordinatorActor) failFrom(ctx actor.Context, err error) {
 	var re *requestError
 	if errors.As(err, &re) {
-		c.fail(ctx, re.status, re.code, re.err.Error(), re.details())
+		c.fail(ctx, re.status, re.code, re.err.Error(), Problems(re.err))
 		return
 	}
 	c.fail(ctx, http.StatusInternalServerError, string(resilience.Internal), err.Error(), nil)
@@ -886,8 +884,6 @@ type requestError struct {
 
 func (e *requestError) Error() string { return e.err.Error() }
 func (e *requestError) Unwrap() error { return e.err }
-
-func (e *requestError) details() []*messages.Problem { return Problems(e.err) }
 
 // Problems lists the validation problems carried by err, if any.
 func Problems(err error) []*messages.Problem {

@@ -105,7 +105,7 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 	kept := p.waiting[:0]
 	for i, a := range p.waiting {
 		if a.Deadline != nil && !now.Before(a.Deadline.AsTime()) {
-			p.deny(ctx, a, "rate_limited", 0)
+			p.deny(ctx, a, "rate_limited")
 			continue
 		}
 		ticket, err := p.breaker.Allow()
@@ -114,7 +114,7 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			if err == resilience.ErrProbeInFlight {
 				reason = "probe_in_flight"
 			}
-			p.deny(ctx, a, reason, 0)
+			p.deny(ctx, a, reason)
 			continue
 		}
 		d := p.limiter.Reserve(int(a.Tokens))
@@ -181,8 +181,8 @@ func (p *ProviderActor) expireLeases() {
 	}
 }
 
-func (p *ProviderActor) deny(ctx actor.Context, a *messages.Acquire, reason string, after time.Duration) {
-	ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Reason: reason, RetryAfterSeconds: after.Seconds()})
+func (p *ProviderActor) deny(ctx actor.Context, a *messages.Acquire, reason string) {
+	ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Reason: reason})
 }
 
 func (p *ProviderActor) outcome(o *messages.Outcome) {

@@ -44,10 +44,8 @@ type RouteRequest struct {
 	QuorumGraceSeconds *float64               `protobuf:"fixed64,9,opt,name=quorum_grace_seconds,json=quorumGraceSeconds,proto3,oneof" json:"quorum_grace_seconds,omitempty"`
 	Metadata           *structpb.Struct       `protobuf:"bytes,10,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	ReceivedAt         *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
-	// policy overrides the selection policy (thompson, ucb1, epsilon_greedy, uniform); evaluation only.
-	Policy        string `protobuf:"bytes,12,opt,name=policy,proto3" json:"policy,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -155,13 +153,6 @@ func (x *RouteRequest) GetReceivedAt() *timestamppb.Timestamp {
 		return x.ReceivedAt
 	}
 	return nil
-}
-
-func (x *RouteRequest) GetPolicy() string {
-	if x != nil {
-		return x.Policy
-	}
-	return ""
 }
 
 // Execution is the full record of one request; it is also the reply to a RouteRequest.
@@ -2142,12 +2133,11 @@ type Permit struct {
 	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	Granted bool                   `protobuf:"varint,2,opt,name=granted,proto3" json:"granted,omitempty"`
 	// reason is breaker_open, probe_in_flight or rate_limited when not granted.
-	Reason            string  `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	Generation        uint64  `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
-	Probe             bool    `protobuf:"varint,5,opt,name=probe,proto3" json:"probe,omitempty"`
-	RetryAfterSeconds float64 `protobuf:"fixed64,6,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	Generation    uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	Probe         bool   `protobuf:"varint,5,opt,name=probe,proto3" json:"probe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Permit) Reset() {
@@ -2213,13 +2203,6 @@ func (x *Permit) GetProbe() bool {
 		return x.Probe
 	}
 	return false
-}
-
-func (x *Permit) GetRetryAfterSeconds() float64 {
-	if x != nil {
-		return x.RetryAfterSeconds
-	}
-	return 0
 }
 
 // Outcome reports a permitted call's result to its provider actor.
@@ -3000,7 +2983,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa6\x04\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x04\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -3015,8 +2998,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\bmetadata\x18\n" +
 	" \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12;\n" +
 	"\vreceived_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"receivedAt\x12\x16\n" +
-	"\x06policy\x18\f \x01(\tR\x06policyB\v\n" +
+	"receivedAtB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
@@ -3231,7 +3213,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x06tokens\x18\x03 \x01(\x05R\x06tokens\x126\n" +
 	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12%\n" +
 	"\breply_to\x18\x05 \x01(\v2\n" +
-	".actor.PIDR\areplyTo\"\xb7\x01\n" +
+	".actor.PIDR\areplyTo\"\x87\x01\n" +
 	"\x06Permit\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\agranted\x18\x02 \x01(\bR\agranted\x12\x16\n" +
@@ -3239,8 +3221,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
 	"generation\x12\x14\n" +
-	"\x05probe\x18\x05 \x01(\bR\x05probe\x12.\n" +
-	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSeconds\"\xf8\x01\n" +
+	"\x05probe\x18\x05 \x01(\bR\x05probe\"\xf8\x01\n" +
 	"\aOutcome\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +

@@ -89,6 +89,7 @@ func TestSimSkillsSpreadByTier(t *testing.T) {
 func TestSimIsDeterministicForASeed(t *testing.T) {
 	a, _ := newTestSim(t, SimConfig{Seed: 3, Faults: Fault{ServerErrorRate: 0.2}})
 	b, _ := newTestSim(t, SimConfig{Seed: 3, Faults: Fault{ServerErrorRate: 0.2}})
+	answered, failed := 0, 0
 	for i := 0; i < 50; i++ {
 		call := Call{Kind: KindAnswer, Model: "gpt-oss-120b", Provider: "cerebras", Prompt: fmt.Sprintf("Design a cache for service %d", i), Category: "architecture", Attempt: i % 2}
 		ra, ea := a.Complete(context.Background(), call)
@@ -96,6 +97,15 @@ func TestSimIsDeterministicForASeed(t *testing.T) {
 		if ra.Text != rb.Text || fmt.Sprint(ea) != fmt.Sprint(eb) {
 			t.Fatalf("call %d differs between equal seeds", i)
 		}
+		if ea == nil && ra.Text != "" {
+			answered++
+		} else if resilience.KindOf(ea) == resilience.ProviderUnavailable {
+			failed++
+		}
+	}
+	// Both outcomes occur, so the comparison covers answers and faults alike.
+	if answered == 0 || failed == 0 || answered+failed != 50 {
+		t.Fatalf("%d answers and %d faults in 50 calls", answered, failed)
 	}
 }
 
