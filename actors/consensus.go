@@ -15,19 +15,19 @@ import (
 
 // ConsensusActor merges one request's answers. For the rotating strategy it first asks the arbiter model
 // for a verdict through a worker, like any other call (permit, dispatch, result), and falls back to the
-// local arbiter when the model cannot be reached or does not answer in time. It replies to its parent,
-// the coordinator, and stops.
+// local arbiter when the model cannot be reached or does not answer before the request's deadline. It
+// replies to its parent, the coordinator, and stops; stopped early, it gives its permit back.
 type ConsensusActor struct {
 	deps       *Deps
 	in         *messages.ConsensusInput
 	jobID      string
-	permit     *messages.Permit
 	asked      time.Time
 	cancel     func()
 	verdict    *consensus.Verdict
 	arbiterErr string
 	latency    float64
 	decided    bool
+	settled    bool // the arbiter's permit (or acquisition) has been settled
 }
 
 type arbiterDeadline struct{}
@@ -53,17 +53,14 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, ReplyTo: ctx.Self()})
 	case *messages.Permit:
 		if a.decided {
-			if m.Granted {
-				a.outcome(ctx, m, false, resilience.Cancelled)
-			}
-			return
+			return // the acquisition was withdrawn when the decision was made
 		}
 		if !m.Granted {
+			a.settled = true // nothing to give back
 			a.arbiterErr = "permit refused: " + m.Reason
 			a.decide(ctx)
 			return
 		}
-		a.permit = m
 		cands := make([]string, len(a.in.Candidates))
 		for i, c := range a.in.Candidates {
 			cands[i] = c.Text
@@ -77,7 +74,12 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 			return
 		}
 		a.latency = m.LatencyMs
-		a.outcome(ctx, a.permit, m.Ok, resilience.Kind(m.ErrorKind))
+		kind := resilience.Kind(m.ErrorKind)
+		if m.Ok {
+			kind = ""
+		}
+		// The arbiter's time is Conclave's choice, not the model's: its timeout blames nobody.
+		a.settle(ctx, resilience.Blame(resilience.Call{Kind: kind, Scope: resilience.ParseScope(m.ErrorScope)}), m)
 		if !m.Ok {
 			a.arbiterErr = fmt.Sprintf("%s: %s", m.ErrorKind, m.ErrorMessage)
 		} else if v, err := consensus.ParseVerdict(m.Text, len(a.in.Candidates)); err != nil {
@@ -90,17 +92,42 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 		a.cancel = nil
 		if !a.decided {
 			a.arbiterErr = "arbiter did not answer in time"
-			if a.permit != nil {
-				a.outcome(ctx, a.permit, false, resilience.WorkerTimeout)
-				ctx.Send(a.deps.Dir.Worker(a.in.ArbiterWorker).PID, &messages.CancelJob{JobId: a.jobID})
-			}
 			a.decide(ctx)
 		}
 	case *actor.Stopping:
+		a.withdraw(ctx)
 		if a.cancel != nil {
 			a.cancel()
 		}
 	}
+}
+
+// withdraw gives back the arbiter's permit (or its waiting acquisition) unused and stops its call.
+func (a *ConsensusActor) withdraw(ctx actor.Context) {
+	if a.jobID == "" || a.settled {
+		return
+	}
+	a.settle(ctx, resilience.Verdict{}, nil)
+	ctx.Send(a.deps.Dir.Worker(a.in.ArbiterWorker).PID, &messages.CancelJob{JobId: a.jobID})
+}
+
+// settle ends the arbiter's permit with its provider: the call's verdict, or nothing at all.
+func (a *ConsensusActor) settle(ctx actor.Context, v resilience.Verdict, r *messages.JobResult) {
+	if a.settled {
+		return
+	}
+	a.settled = true
+	o := &messages.Outcome{JobId: a.jobID, Model: a.in.ArbiterModel, ProviderEffect: effect(v.Provider), ModelEffect: effect(v.Model), RemoveModel: v.RemoveModel}
+	if r != nil {
+		o.RateLimit = r.RateLimit
+		if v.BlockModel {
+			o.BlockModelSeconds = max(r.RetryAfterSeconds, 1)
+		}
+		if v.BlockProvider {
+			o.BlockProviderSeconds = max(r.RetryAfterSeconds, 1)
+		}
+	}
+	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, o)
 }
 
 func (a *ConsensusActor) promptTokens() int {
@@ -111,16 +138,9 @@ func (a *ConsensusActor) promptTokens() int {
 	return (n+3)/4 + 256
 }
 
-func (a *ConsensusActor) outcome(ctx actor.Context, p *messages.Permit, ok bool, kind resilience.Kind) {
-	if p == nil {
-		return
-	}
-	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, &messages.Outcome{JobId: a.jobID, Model: a.in.ArbiterModel,
-		Generation: p.Generation, Probe: p.Probe, Success: ok, ErrorKind: string(kind)})
-}
-
 func (a *ConsensusActor) decide(ctx actor.Context) {
 	a.decided = true
+	a.withdraw(ctx)
 	if a.cancel != nil {
 		a.cancel()
 		a.cancel = nil
@@ -130,7 +150,8 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 		resps[i] = consensus.Response{Model: c.Model, Provider: c.Provider, Worker: c.Worker, Text: c.Text,
 			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability}
 	}
-	in := consensus.Input{Strategy: blueprints.Strategy(a.in.Strategy), Responses: resps, Round: a.in.Round, QualityFromAgreement: true}
+	kind, _ := consensus.ParseKind(a.in.AnswerKind)
+	in := consensus.Input{Strategy: blueprints.Strategy(a.in.Strategy), Responses: resps, Round: a.in.Round, QualityFromAgreement: true, Kind: kind}
 	if a.verdict != nil {
 		in.Arbiter, in.Verdict = a.in.ArbiterModel, a.verdict
 	}

@@ -1,16 +1,18 @@
 package actors
 
 import (
-	"fmt"
+	"hash/fnv"
+	"math/rand/v2"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/conclave-ai/conclave/bandit"
-	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/classify"
 	"github.com/conclave-ai/conclave/clock"
+	"github.com/conclave-ai/conclave/feedback"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
 	"go.uber.org/zap"
@@ -22,66 +24,36 @@ type Deps struct {
 	Log *zap.Logger
 	// Clock is the time that breakers, rate limits and reliability read, so their behaviour can be
 	// tested exactly. Deadlines are wall-clock, because the timers that enforce them are.
-	Clock      clock.Clock
-	Catalog    *catalog.Catalog
-	Classifier *classify.Classifier
-	Blueprints *blueprints.Set
-	Dir        *Directory
-	Timers     *scheduler.TimerScheduler
-	// Seed derives each request's random source together with its sequence number.
-	Seed uint64
-	// Policy is the selection policy; Thompson Sampling unless evaluating baselines.
-	Policy   bandit.Policy
+	Clock   clock.Clock
+	Catalog *catalog.Catalog
+	// Plan is what planning decides with (classifier, blueprints, policy, rounds, timeout floors).
+	Plan   *plan.Settings
+	Dir    *Directory
+	Timers *scheduler.TimerScheduler
+	// Seed and NodeID derive each request's random source together with its sequence number, so two
+	// controllers started with one seed do not pick alike.
+	Seed     uint64
+	NodeID   string
 	Learning bandit.UpdateConfig
-	// Reward says how answers are rewarded (timeouts and provider errors always earn beta + 1).
-	Reward RewardMode
-	Retry  RetryConfig
-	// ArbiterTimeout bounds the wait for an arbiter model's verdict.
-	ArbiterTimeout time.Duration
-	// OutputReserve is the number of tokens reserved for the answer when checking context windows.
-	OutputReserve int
-	// Dispatcher, when set, runs every actor's turns on a goroutine pool.
-	Dispatcher *Dispatcher
+	// Reward says how answers are rewarded (faults of the model always earn beta + 1).
+	Reward feedback.Mode
+	// RetryScale multiplies every backoff of the retry table; 1 is the table itself.
+	RetryScale float64
+	// HostGrace is how long after a call's budget its worker host may still return it before the host
+	// counts as timed out; zero means DefaultHostGrace.
+	HostGrace time.Duration
 	// LeaseGrace overrides DefaultLeaseGrace.
 	LeaseGrace time.Duration
-	// Breakers and RateLimits configure each provider actor (missing providers get the defaults).
-	Breakers   map[string]resilience.Settings
-	RateLimits map[string]ratelimit.Limits
+	// Breakers and ModelBreakers configure each provider actor's breaker and its models' breakers,
+	// RateLimits its limits (missing providers get the defaults).
+	Breakers      map[string]resilience.Settings
+	ModelBreakers map[string]resilience.Settings
+	RateLimits    map[string]ratelimit.Limits
 }
 
-// RewardMode is the reward signal for answers.
-type RewardMode string
-
-// Reward modes.
-const (
-	// RewardAgreement rewards an answer that contributed to the consensus with 1, any other with 0.
-	RewardAgreement RewardMode = "agreement"
-	// RewardArbiter rewards an answer with its consensus score (the arbiter's rating under rotating).
-	RewardArbiter RewardMode = "arbiter"
-	// RewardExternal leaves answers to the feedback API: callers who learn the truth report it.
-	RewardExternal RewardMode = "external"
-)
-
-// ParseRewardMode reads a reward mode; empty means agreement.
-func ParseRewardMode(s string) (RewardMode, error) {
-	switch m := RewardMode(s); m {
-	case "":
-		return RewardAgreement, nil
-	case RewardAgreement, RewardArbiter, RewardExternal:
-		return m, nil
-	}
-	return "", fmt.Errorf("unknown reward mode %q (want agreement, arbiter or external)", s)
-}
-
-// RetryConfig tunes retries beyond the retry table.
-type RetryConfig struct {
-	// Scale multiplies every backoff delay of the retry table; 1 is the table itself. Tests use a small
-	// scale so that retries happen within milliseconds.
-	Scale float64
-	// Rounds is the number of quorum-retry rounds after a deadline passes below min_responses; the
-	// retry table's worker-timeout row allows 3.
-	Rounds int
-}
+// DefaultHostGrace bounds the time a worker host may take beyond a call's budget to return it; a call
+// with a short budget gets a quarter of it instead.
+const DefaultHostGrace = time.Second
 
 func (d *Deps) now() time.Time { return d.Clock.Now() }
 
@@ -92,14 +64,39 @@ func (d *Deps) leaseGrace() time.Duration {
 	return DefaultLeaseGrace
 }
 
+func (d *Deps) hostGrace(budget time.Duration) time.Duration {
+	g := d.HostGrace
+	if g <= 0 {
+		g = DefaultHostGrace
+	}
+	return min(g, max(budget/4, time.Millisecond))
+}
+
+// Random returns the random source of request number seq: the seed mixed with the node id, so a
+// selection is replayed from the seed, the node and the request's sequence number.
+func (d *Deps) Random(seq uint64) *rand.Rand {
+	h := fnv.New64a()
+	h.Write([]byte(d.NodeID))
+	return rand.New(rand.NewPCG(d.Seed^h.Sum64(), seq))
+}
+
+// Props makes the props of every Conclave actor. They run on protoactor's default dispatcher, a
+// goroutine per busy mailbox: a mailbox keeps its goroutine for a whole batch of messages, so a fixed
+// pool under mailboxes lets a few busy ones starve the rest.
+func Props(producer actor.Producer, opts ...actor.PropsOption) *actor.Props {
+	return actor.PropsFromProducer(producer, opts...)
+}
+
 func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 func rateLimitInfo(u *ratelimit.Upstream) *messages.RateLimitInfo {
 	return &messages.RateLimitInfo{
 		LimitRequests: u.LimitRequests, RemainingRequests: u.RemainingRequests,
 		LimitTokens: u.LimitTokens, RemainingTokens: u.RemainingTokens,
-		ResetRequestsSeconds: max(u.ResetRequests, u.RetryAfter).Seconds(), ResetTokensSeconds: u.ResetTokens.Seconds(),
+		ResetRequestsSeconds: u.ResetRequests.Seconds(), ResetTokensSeconds: u.ResetTokens.Seconds(),
 	}
 }

@@ -14,7 +14,9 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/bandit"
 	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/clock"
 	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
 )
@@ -72,16 +74,87 @@ type ProviderSnapshot struct {
 	Reliability float64 `json:"reliability"`
 	Calls24h    int64   `json:"calls_24h"`
 	Faults24h   int64   `json:"faults_24h"`
-	// Removed lists models the provider reported as not found; they stay out of the pool.
-	Removed map[string]bool `json:"removed_models,omitempty"`
+	// RoomAt is when a provider at its rate limit has room again (zero when it has room, or when only its
+	// concurrency is full).
+	RoomAt time.Time `json:"room_at,omitzero"`
+	// Models lists the provider's models that are out of the pool, and why: removed (the provider does
+	// not know them), ejected (their own breaker is open) or rate_limited (their own 429).
+	Models map[string]ModelState `json:"models,omitempty"`
 }
+
+// ModelState is why one model is out of its provider's pool, and until when.
+type ModelState struct {
+	Reason string    `json:"reason"`
+	Until  time.Time `json:"until,omitzero"`
+}
+
+// Reasons a model is out of the pool.
+const (
+	ModelRemoved     = "removed"
+	ModelEjected     = "ejected"
+	ModelRateLimited = "rate_limited"
+)
 
 // Status is what model selection needs of the snapshot at now: a breaker whose open period has passed
 // admits a probe, so it no longer counts as open.
 func (s *ProviderSnapshot) Status(now time.Time) bandit.ProviderStatus {
-	open := s.Breaker.State == resilience.Open && now.Before(s.Breaker.OpenUntil)
-	return bandit.ProviderStatus{BreakerOpen: open, RateLimitUse: s.RateLimitUse}
+	st := bandit.ProviderStatus{RateLimitUse: s.RateLimitUse}
+	if s.Breaker.State == resilience.Open && now.Before(s.Breaker.OpenUntil) {
+		st.BreakerOpen, st.Until = true, s.Breaker.OpenUntil
+	} else if s.RateLimitUse >= 1 {
+		st.Until = s.RoomAt
+	}
+	return st
 }
+
+// ModelStatus says why a model cannot be called at now, and until when, or returns zero.
+func (s *ProviderSnapshot) ModelStatus(model string, now time.Time) (bandit.SkipReason, time.Time) {
+	m, ok := s.Models[model]
+	switch {
+	case !ok:
+	case m.Reason == ModelRemoved:
+		return bandit.ModelRemoved, time.Time{}
+	case !now.Before(m.Until):
+		// Its time is over: an ejected model admits a probe, a rate-limited one is free again.
+	case m.Reason == ModelEjected:
+		return bandit.ModelEjected, m.Until
+	case m.Reason == ModelRateLimited:
+		return bandit.ModelRateLimited, m.Until
+	}
+	return 0, time.Time{}
+}
+
+// world is the plan's view of the actor system: the arm board and the snapshots the actors publish,
+// read on the clock their times are on.
+type world struct {
+	dir   *Directory
+	clock clock.Clock
+}
+
+func (w world) Now() time.Time { return w.clock.Now() }
+func (w world) Candidates(category string) *[]bandit.Candidate {
+	return w.dir.Arms.Candidates(category)
+}
+func (w world) Release(buf *[]bandit.Candidate)  { w.dir.Arms.Release(buf) }
+func (w world) TotalPulls(category string) int64 { return w.dir.Arms.TotalPulls(category) }
+func (w world) Workers() []fleet.Snapshot        { return w.dir.WorkerSnapshots() }
+
+func (w world) Provider(name string) bandit.ProviderStatus {
+	if ref := w.dir.Provider(name); ref != nil {
+		return ref.Snapshot().Status(w.clock.Now())
+	}
+	return bandit.ProviderStatus{}
+}
+
+func (w world) Model(model, provider string) (bandit.SkipReason, time.Time) {
+	if ref := w.dir.Provider(provider); ref != nil {
+		return ref.Snapshot().ModelStatus(model, w.clock.Now())
+	}
+	return 0, time.Time{}
+}
+
+// World returns the plan's view of the actor system.
+func (d *Deps) World() plan.World { return world{d.Dir, d.Clock} }
 
 // NewDirectory lays out the actor system's addresses. Actor ids are fixed names under the root, so the
 // addresses are known before the actors are spawned.

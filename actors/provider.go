@@ -10,28 +10,41 @@ import (
 	"go.uber.org/zap"
 )
 
-// ProviderActor owns one provider's circuit breaker, its rate-limit view and its 24-hour reliability.
-// Coordinators ask it for a permit before every call (Acquire) and report every permitted call's result
-// (Outcome). A permit is a lease: if its outcome never comes (the asker stopped first), it is given back
-// when its deadline has passed, so no capacity leaks. It publishes a snapshot after each change for model
-// selection to read.
+// ProviderActor owns one provider's circuit breaker, a breaker per model (outlier ejection), the
+// models' own rate-limit blocks, its rate-limit view and its 24-hour reliability. Coordinators ask it
+// for a permit before every call (Acquire) and settle every permit with the call's verdict (Outcome).
+// A permit is a lease holding the call's breaker tickets: if its outcome never comes (the asker
+// stopped first), it is given back when its deadline has passed, so no capacity leaks. It publishes a
+// snapshot after each change for model selection to read.
 type ProviderActor struct {
 	deps    *Deps
 	ref     *ProviderRef
 	log     *zap.Logger
 	breaker *resilience.Breaker
-	limiter ratelimit.Limiter
-	waiting []*messages.Acquire
-	leases  map[string]lease
-	wake    func()
-	wakeAt  time.Time
-	hours   [24]hourBucket
-	removed map[string]bool
+	spread  resilience.Spread
+	limiter *ratelimit.Window
+	models  map[string]*modelState
+	// modelsChanged says the published list of models out of the pool is stale.
+	modelsChanged bool
+	waiting       []*messages.Acquire
+	leases        map[string]lease
+	wake          func()
+	wakeAt        time.Time
+	hours         [24]hourBucket
+}
+
+// modelState is what the provider knows of one of its models.
+type modelState struct {
+	breaker      *resilience.Breaker
+	blockedUntil time.Time // its own 429, until its reset
+	removed      bool      // the provider does not know it
 }
 
 type lease struct {
-	until  time.Time
-	ticket resilience.Ticket
+	model       string
+	until       time.Time
+	ticket      resilience.Ticket
+	modelTicket resilience.Ticket
 }
 
 // DefaultLeaseGrace is how long after a permit's deadline its outcome may still arrive before the
@@ -57,6 +70,10 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		p.start()
 	case *messages.Acquire:
+		if m.ReplyTo == nil {
+			// A bug in the sender, not an expected failure: let supervision restart this actor.
+			panic("provider: acquire without a reply address")
+		}
 		p.waiting = append(p.waiting, m)
 		p.serve(ctx)
 	case *messages.Outcome:
@@ -74,6 +91,8 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 	}
 }
 
+// start builds the actor's state, resuming from its last published snapshot after a restart: the
+// breakers keep their state in a newer generation, the models out of the pool stay out.
 func (p *ProviderActor) start() {
 	p.log = p.deps.Log.With(zap.String("provider", p.ref.Name))
 	settings, ok := p.deps.Breakers[p.ref.Name]
@@ -86,60 +105,116 @@ func (p *ProviderActor) start() {
 		p.log.Info("provider breaker transition", zap.String("event", "breaker_transition"),
 			zap.String("kind", "provider"), zap.Stringer("from", t.From), zap.Stringer("to", t.To), zap.Uint64("generation", t.Generation))
 	}
-	p.breaker = resilience.NewBreaker(settings)
+	prev := p.ref.Snapshot()
+	p.breaker = resilience.ResumeBreaker(settings, prev.Breaker)
+	p.spread = resilience.NewSpread(p.breaker.Settings().Threshold)
 	p.limiter = ratelimit.NewWindow(p.deps.RateLimits[p.ref.Name], p.deps.Clock)
 	p.leases = map[string]lease{}
-	p.removed = map[string]bool{}
-	if prev := p.ref.Snapshot(); prev != nil && len(prev.Removed) > 0 {
-		for m := range prev.Removed { // a restart keeps what the provider told us
-			p.removed[m] = true
+	p.models = map[string]*modelState{}
+	for id, st := range prev.Models {
+		m := p.model(id)
+		switch st.Reason {
+		case ModelRemoved:
+			m.removed = true
+		case ModelRateLimited:
+			m.blockedUntil = st.Until
+		case ModelEjected:
+			m.breaker = resilience.ResumeBreaker(m.breaker.Settings(), resilience.Snapshot{State: resilience.Open, OpenUntil: st.Until})
 		}
 	}
+	p.modelsChanged = true
 	p.publish()
 }
 
-// serve answers waiting acquisitions in arrival order while the breaker and the limits allow.
+// model returns a model's state, creating it on first use.
+func (p *ProviderActor) model(id string) *modelState {
+	if m, ok := p.models[id]; ok {
+		return m
+	}
+	s, ok := p.deps.ModelBreakers[p.ref.Name]
+	if !ok {
+		s = resilience.ModelBreakerSettings(id)
+	}
+	s.Name = id
+	s.Clock = p.deps.Clock
+	s.OnStateChange = func(t resilience.Transition) {
+		p.modelsChanged = true
+		p.log.Info("model breaker transition", zap.String("event", "breaker_transition"), zap.String("kind", "model"),
+			zap.String("model", id), zap.Stringer("from", t.From), zap.Stringer("to", t.To), zap.Uint64("generation", t.Generation))
+	}
+	m := &modelState{breaker: resilience.NewBreaker(s)}
+	p.models[id] = m
+	return m
+}
+
+// serve answers waiting acquisitions in arrival order. A refusal (a removed or ejected model, the
+// provider's breaker) is answered at once. An acquisition for a model blocked by its own 429 waits for
+// the model's reset when its deadline allows, without holding up the others; when the rate limit says
+// no, that acquisition and every later one wait for the window, in order.
 func (p *ProviderActor) serve(ctx actor.Context) {
-	now := time.Now() // deadlines and leases are wall-clock; the breaker and the limiter read the injected clock
+	now := time.Now() // deadlines and leases are wall-clock; breakers, blocks and limits read the injected clock
+	clk := p.deps.now()
 	var next time.Time
+	full := false
 	kept := p.waiting[:0]
-	for i, a := range p.waiting {
+	for _, a := range p.waiting {
 		if a.Deadline != nil && !now.Before(a.Deadline.AsTime()) {
-			p.deny(ctx, a, "rate_limited")
+			p.deny(ctx, a, "rate_limited", p.limiter.Wait())
+			continue
+		}
+		if full {
+			kept = append(kept, a)
+			continue
+		}
+		m := p.model(a.Model)
+		switch {
+		case m.removed:
+			p.deny(ctx, a, "model_removed", 0)
+			continue
+		case clk.Before(m.blockedUntil):
+			wait := m.blockedUntil.Sub(clk)
+			if a.Deadline != nil && now.Add(wait).After(a.Deadline.AsTime()) {
+				p.deny(ctx, a, "model_rate_limited", wait)
+				continue
+			}
+			kept = append(kept, a)
+			next = soonest(next, now.Add(wait))
 			continue
 		}
 		ticket, err := p.breaker.Allow()
 		if err != nil {
-			reason := "breaker_open"
-			if err == resilience.ErrProbeInFlight {
-				reason = "probe_in_flight"
-			}
-			p.deny(ctx, a, reason)
+			p.refuse(ctx, a, "", err, p.breaker, clk)
 			continue
 		}
-		d := p.limiter.Reserve(int(a.Tokens))
-		if !d.Allowed {
+		modelTicket, err := m.breaker.Allow()
+		if err != nil {
 			p.breaker.Release(ticket)
-			// Keep order: this and every later acquisition wait for the window.
-			kept = append(kept, p.waiting[i:]...)
+			p.refuse(ctx, a, "model_", err, m.breaker, clk)
+			continue
+		}
+		if d := p.limiter.Reserve(int(a.Tokens)); !d.Allowed {
+			p.breaker.Release(ticket)
+			m.breaker.Release(modelTicket)
+			full = true
+			kept = append(kept, a)
 			if d.RetryAfter > 0 {
-				next = now.Add(d.RetryAfter)
+				next = soonest(next, now.Add(d.RetryAfter))
 			}
-			if a.Deadline != nil && (next.IsZero() || a.Deadline.AsTime().Before(next)) {
-				next = a.Deadline.AsTime()
+			if a.Deadline != nil {
+				next = soonest(next, a.Deadline.AsTime())
 			}
 			p.log.Debug("rate limited", zap.String("event", "rate_limited"), zap.String("reason", d.Reason),
-				zap.Duration("retry_after", d.RetryAfter), zap.Int("waiting", len(p.waiting)-i))
-			break
+				zap.Duration("retry_after", d.RetryAfter), zap.Int("waiting", len(p.waiting)))
+			continue
 		}
 		until := now.Add(time.Minute)
 		if a.Deadline != nil {
 			until = a.Deadline.AsTime()
 		}
 		until = until.Add(p.deps.leaseGrace())
-		p.leases[a.JobId] = lease{until: until, ticket: ticket}
+		p.leases[a.JobId] = lease{model: a.Model, until: until, ticket: ticket, modelTicket: modelTicket}
 		p.wakeBy(ctx, until)
-		ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Granted: true, Generation: ticket.Generation(), Probe: ticket.Probe()})
+		ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Granted: true, Probe: ticket.Probe() || modelTicket.Probe()})
 	}
 	clear(p.waiting[len(kept):])
 	p.waiting = kept
@@ -147,6 +222,20 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 		p.wakeBy(ctx, next)
 	}
 	p.publish()
+}
+
+// refuse answers an acquisition a breaker refused: open (until its open period ends) or half-open with
+// its probe out.
+func (p *ProviderActor) refuse(ctx actor.Context, a *messages.Acquire, prefix string, err error, b *resilience.Breaker, clk time.Time) {
+	if err == resilience.ErrProbeInFlight {
+		p.deny(ctx, a, prefix+"probe_in_flight", time.Second)
+		return
+	}
+	reason := "breaker_open"
+	if prefix != "" {
+		reason = "model_ejected"
+	}
+	p.deny(ctx, a, reason, b.Snapshot().OpenUntil.Sub(clk))
 }
 
 // wakeBy makes sure the actor wakes up no later than at.
@@ -168,44 +257,102 @@ func (p *ProviderActor) rearm(ctx actor.Context) {
 	}
 }
 
-// expireLeases gives back the permits whose outcome never came, and re-arms the wake-up for the rest.
+// expireLeases gives back the permits whose outcome never came.
 func (p *ProviderActor) expireLeases() {
 	now := time.Now()
 	for id, l := range p.leases {
 		if !now.Before(l.until) {
-			delete(p.leases, id)
-			p.limiter.Release()
-			p.breaker.Release(l.ticket)
+			p.release(id, l)
 			p.log.Warn("permit expired without an outcome", zap.String("event", "permit_expired"), zap.String("job_id", id))
 		}
 	}
 }
 
-func (p *ProviderActor) deny(ctx actor.Context, a *messages.Acquire, reason string) {
-	ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Reason: reason})
+// release ends a lease without recording anything on the breakers.
+func (p *ProviderActor) release(id string, l lease) {
+	delete(p.leases, id)
+	p.limiter.Release()
+	p.breaker.Release(l.ticket)
+	p.model(l.model).breaker.Release(l.modelTicket)
 }
 
+func (p *ProviderActor) deny(ctx actor.Context, a *messages.Acquire, reason string, retryAfter time.Duration) {
+	ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Reason: reason, RetryAfterSeconds: max(retryAfter, 0).Seconds()})
+}
+
+// outcome settles a job: an acquisition still waiting is withdrawn; a leased permit ends with the
+// call's verdict on the provider's breaker and the model's, the model's or the provider's block on a
+// 429, the model's removal on a 404, and the upstream's rate-limit headers.
 func (p *ProviderActor) outcome(o *messages.Outcome) {
-	ticket := resilience.TicketFrom(o.Generation, o.Probe)
-	if _, held := p.leases[o.JobId]; held {
-		delete(p.leases, o.JobId)
-		p.limiter.Release()
+	for i, a := range p.waiting {
+		if a.JobId == o.JobId {
+			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+			return
+		}
 	}
-	kind := resilience.Kind(o.ErrorKind)
+	l, held := p.leases[o.JobId]
+	if !held {
+		return // expired, or given back already
+	}
+	delete(p.leases, o.JobId)
+	p.limiter.Release()
 	if rl := o.RateLimit; rl != nil {
 		p.limiter.Observe(upstream(rl))
 	}
-	if kind == resilience.Cancelled {
-		p.breaker.Release(ticket)
-		return
+	m := p.model(l.model)
+	record(p.breaker, l.ticket, o.ProviderEffect)
+	record(m.breaker, l.modelTicket, o.ModelEffect)
+	switch {
+	case o.ModelEffect == messages.Effect_EFFECT_FAILURE:
+		if p.spread.Fault(l.model) {
+			// Consecutive faults across several models: the provider itself is failing.
+			p.breaker.Trip()
+		}
+	case o.ProviderEffect == messages.Effect_EFFECT_SUCCESS:
+		p.spread.Success()
 	}
-	fault := !o.Success && resilience.CountsAgainstProvider(kind)
-	p.breaker.Record(ticket, !fault)
-	p.count(fault)
-	if kind == resilience.ModelNotFound && !p.removed[o.Model] {
-		p.removed[o.Model] = true
-		p.log.Warn("model removed from the pool", zap.String("event", "model_removed"), zap.String("model", o.Model))
+	now := p.deps.now()
+	if o.BlockModelSeconds > 0 {
+		m.blockedUntil = later(m.blockedUntil, now.Add(seconds(o.BlockModelSeconds)))
+		p.modelsChanged = true
 	}
+	if o.BlockProviderSeconds > 0 {
+		p.limiter.Observe(ratelimit.Upstream{RetryAfter: seconds(o.BlockProviderSeconds), RemainingRequests: -1, RemainingTokens: -1})
+	}
+	if o.RemoveModel && !m.removed {
+		m.removed, p.modelsChanged = true, true
+		p.log.Warn("model removed from the pool", zap.String("event", "model_removed"), zap.String("model", l.model))
+	}
+	if o.ProviderEffect != messages.Effect_EFFECT_NEUTRAL || o.ModelEffect != messages.Effect_EFFECT_NEUTRAL {
+		p.count(o.ProviderEffect == messages.Effect_EFFECT_FAILURE || o.ModelEffect == messages.Effect_EFFECT_FAILURE)
+	}
+}
+
+// record applies an effect to a breaker: success and failure are counted, neutral gives the ticket back.
+func record(b *resilience.Breaker, t resilience.Ticket, e messages.Effect) {
+	switch e {
+	case messages.Effect_EFFECT_SUCCESS:
+		b.Record(t, true)
+	case messages.Effect_EFFECT_FAILURE:
+		b.Record(t, false)
+	default:
+		b.Release(t)
+	}
+}
+
+// soonest is the earlier of two times, a zero time being no time at all.
+func soonest(a, b time.Time) time.Time {
+	if a.IsZero() || b.Before(a) {
+		return b
+	}
+	return a
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
 }
 
 func upstream(rl *messages.RateLimitInfo) ratelimit.Upstream {
@@ -215,8 +362,6 @@ func upstream(rl *messages.RateLimitInfo) ratelimit.Upstream {
 		ResetRequests: seconds(rl.ResetRequestsSeconds), ResetTokens: seconds(rl.ResetTokensSeconds),
 	}
 }
-
-func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
 func (p *ProviderActor) count(fault bool) {
 	hour := p.deps.now().Unix() / 3600
@@ -231,7 +376,8 @@ func (p *ProviderActor) count(fault bool) {
 }
 
 func (p *ProviderActor) publish() {
-	hour := p.deps.now().Unix() / 3600
+	now := p.deps.now()
+	hour := now.Unix() / 3600
 	var calls, faults int64
 	for _, b := range p.hours {
 		if b.hour > hour-24 {
@@ -239,10 +385,7 @@ func (p *ProviderActor) publish() {
 			faults += b.faults
 		}
 	}
-	requests, tokens, inFlight := 0, 0, 0
-	if w, ok := p.limiter.(*ratelimit.Window); ok {
-		requests, tokens, inFlight = w.Counts()
-	}
+	requests, tokens, inFlight := p.limiter.Counts()
 	snap := &ProviderSnapshot{
 		Name:         p.ref.Name,
 		Breaker:      p.breaker.Snapshot(),
@@ -256,13 +399,35 @@ func (p *ProviderActor) publish() {
 		Calls24h:     calls,
 		Faults24h:    faults,
 	}
-	if prev := p.ref.Snapshot(); prev != nil && len(prev.Removed) == len(p.removed) {
-		snap.Removed = prev.Removed // unchanged: share the published map, never mutate it
-	} else if len(p.removed) > 0 {
-		snap.Removed = make(map[string]bool, len(p.removed))
-		for m := range p.removed {
-			snap.Removed[m] = true
+	if snap.RateLimitUse >= 1 {
+		if wait := p.limiter.Wait(); wait > 0 {
+			snap.RoomAt = now.Add(wait)
 		}
 	}
+	prev := p.ref.Snapshot()
+	snap.Models = prev.Models // unchanged: share the published map, never mutate it
+	if p.modelsChanged {
+		snap.Models = p.outOfPool(now)
+		p.modelsChanged = false
+	}
 	p.ref.snap.Store(snap)
+}
+
+// outOfPool lists the models out of the pool at now, and why.
+func (p *ProviderActor) outOfPool(now time.Time) map[string]ModelState {
+	out := map[string]ModelState{}
+	for id, m := range p.models {
+		switch b := m.breaker.Snapshot(); {
+		case m.removed:
+			out[id] = ModelState{Reason: ModelRemoved}
+		case b.State == resilience.Open:
+			out[id] = ModelState{Reason: ModelEjected, Until: b.OpenUntil}
+		case now.Before(m.blockedUntil):
+			out[id] = ModelState{Reason: ModelRateLimited, Until: m.blockedUntil}
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
 }

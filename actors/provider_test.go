@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -51,7 +52,26 @@ func newProviderHarness(t *testing.T, limits ratelimit.Limits) *providerHarness 
 }
 
 func (h *providerHarness) acquire(job string, deadline time.Duration) {
-	h.system.Root.Send(h.pid, &messages.Acquire{JobId: job, Model: "m", Tokens: 10, Deadline: ts(time.Now().Add(deadline)), ReplyTo: h.inbox})
+	h.acquireModel(job, "m", deadline)
+}
+
+func (h *providerHarness) acquireModel(job, model string, deadline time.Duration) {
+	h.system.Root.Send(h.pid, &messages.Acquire{JobId: job, Model: model, Tokens: 10, Deadline: ts(time.Now().Add(deadline)), ReplyTo: h.inbox})
+}
+
+func (h *providerHarness) settle(job, model string, provider, modelEffect messages.Effect) {
+	h.system.Root.Send(h.pid, &messages.Outcome{JobId: job, Model: model, ProviderEffect: provider, ModelEffect: modelEffect})
+}
+
+// call acquires a permit for a model and settles it with the effects.
+func (h *providerHarness) call(job, model string, provider, modelEffect messages.Effect) *messages.Permit {
+	h.t.Helper()
+	h.acquireModel(job, model, time.Minute)
+	p := h.permit()
+	if p.Granted {
+		h.settle(job, model, provider, modelEffect)
+	}
+	return p
 }
 
 func (h *providerHarness) permit() *messages.Permit {
@@ -74,11 +94,26 @@ func (h *providerHarness) noPermit(wait time.Duration) {
 	}
 }
 
+// sync waits until the actor processed everything sent before.
+func (h *providerHarness) sync() {
+	h.t.Helper()
+	h.acquireModel("sync", "sync-model", time.Minute)
+	p := h.permit()
+	if p.Granted {
+		h.settle("sync", "sync-model", neutral, neutral)
+	}
+}
+
+const (
+	neutral = messages.Effect_EFFECT_NEUTRAL
+	success = messages.Effect_EFFECT_SUCCESS
+	failure = messages.Effect_EFFECT_FAILURE
+)
+
 func TestProviderActorBlocksAtTheLimitUntilRoomReturns(t *testing.T) {
 	h := newProviderHarness(t, ratelimit.Limits{Concurrency: 1})
 	h.acquire("a", time.Minute)
-	first := h.permit()
-	if !first.Granted {
+	if first := h.permit(); !first.Granted {
 		t.Fatalf("first permit %v", first)
 	}
 	// At 100% the next call waits instead of failing.
@@ -87,7 +122,7 @@ func TestProviderActorBlocksAtTheLimitUntilRoomReturns(t *testing.T) {
 	if snap := h.ref.Snapshot(); snap.Waiting != 1 || snap.RateLimitUse != 1 {
 		t.Fatalf("snapshot %+v", snap)
 	}
-	h.system.Root.Send(h.pid, &messages.Outcome{JobId: "a", Model: "m", Generation: first.Generation, Success: true})
+	h.settle("a", "m", success, success)
 	if p := h.permit(); !p.Granted || p.JobId != "b" {
 		t.Fatalf("permit %v after the release", p)
 	}
@@ -96,17 +131,22 @@ func TestProviderActorBlocksAtTheLimitUntilRoomReturns(t *testing.T) {
 	if p := h.permit(); p.Granted || p.JobId != "c" || p.Reason != "rate_limited" {
 		t.Fatalf("permit %v", p)
 	}
+	// A waiting call its asker gave up on leaves the queue, and the permit it never got is not counted.
+	h.acquire("d", time.Minute)
+	h.settle("d", "m", neutral, neutral)
+	h.settle("b", "m", neutral, neutral)
+	h.acquire("e", time.Minute)
+	if p := h.permit(); !p.Granted || p.JobId != "e" {
+		t.Fatalf("permit %v: the withdrawn acquisition still held its place", p)
+	}
 }
 
 func TestProviderActorBreakerAndProbe(t *testing.T) {
 	h := newProviderHarness(t, ratelimit.Limits{})
 	for _, job := range []string{"a", "b"} {
-		h.acquire(job, time.Minute)
-		p := h.permit()
-		h.system.Root.Send(h.pid, &messages.Outcome{JobId: job, Model: "m", Generation: p.Generation, ErrorKind: string(resilience.ProviderUnavailable)})
+		h.call(job, "m"+job, failure, neutral) // provider-wide faults
 	}
-	h.acquire("c", time.Minute)
-	if p := h.permit(); p.Granted || p.Reason != "breaker_open" {
+	if p := h.call("c", "m", neutral, neutral); p.Granted || p.Reason != "breaker_open" || p.RetryAfterSeconds <= 0 {
 		t.Fatalf("permit %v while open", p)
 	}
 	if h.ref.Snapshot().Breaker.State != resilience.Open || h.ref.Snapshot().Faults24h != 2 {
@@ -119,11 +159,72 @@ func TestProviderActorBreakerAndProbe(t *testing.T) {
 	if !probe.Granted || !probe.Probe || second.Granted || second.Reason != "probe_in_flight" {
 		t.Fatalf("half-open permits %v and %v", probe, second)
 	}
-	// A 429 proves the provider is up: the probe closes the breaker.
-	h.system.Root.Send(h.pid, &messages.Outcome{JobId: "probe", Model: "m", Generation: probe.Generation, Probe: true, ErrorKind: string(resilience.RateLimited)})
-	h.acquire("after", time.Minute)
-	if p := h.permit(); !p.Granted || p.Probe {
-		t.Fatalf("permit %v after the probe", p)
+	// The probe never reached the provider (its host refused it): the breaker stays half-open, and
+	// admits the next probe at once.
+	h.settle("probe", "m", neutral, neutral)
+	h.sync()
+	if st := h.ref.Snapshot().Breaker.State; st != resilience.HalfOpen {
+		t.Fatalf("breaker %s after a probe that never reached the provider", st)
+	}
+	h.call("probe2", "m", success, success)
+	h.sync()
+	if st := h.ref.Snapshot().Breaker.State; st != resilience.Closed {
+		t.Fatalf("breaker %s after a good probe", st)
+	}
+}
+
+func TestProviderActorEjectsOneFailingModel(t *testing.T) {
+	h := newProviderHarness(t, ratelimit.Limits{})
+	for i := 0; i < 5; i++ {
+		h.call(fmt.Sprint("bad", i), "bad", neutral, failure)
+		h.call(fmt.Sprint("good", i), "good", success, success) // the others answer between its faults
+	}
+	if p := h.call("x", "bad", neutral, neutral); p.Granted || p.Reason != "model_ejected" || p.RetryAfterSeconds <= 0 {
+		t.Fatalf("permit %v for an ejected model", p)
+	}
+	if p := h.call("y", "good", success, success); !p.Granted {
+		t.Fatalf("permit %v for a healthy model of the same provider", p)
+	}
+	snap := h.ref.Snapshot()
+	if snap.Breaker.State != resilience.Closed || snap.Models["bad"].Reason != ModelEjected {
+		t.Fatalf("snapshot %+v", snap)
+	}
+	if reason, until := snap.ModelStatus("bad", h.clock.Now()); reason != bandit.ModelEjected || until.IsZero() {
+		t.Fatalf("model status %v %v", reason, until)
+	}
+	// Its ejection ends: one probe decides.
+	h.clock.Advance(31 * time.Second)
+	if p := h.call("probe", "bad", success, success); !p.Granted || !p.Probe {
+		t.Fatalf("probe permit %v", p)
+	}
+}
+
+func TestProviderActorTripsWhenFaultsSpreadAcrossModels(t *testing.T) {
+	h := newProviderHarness(t, ratelimit.Limits{}) // the harness's provider breaker trips at 2
+	h.call("a", "m1", neutral, failure)
+	h.call("b", "m2", neutral, failure)
+	h.sync()
+	if st := h.ref.Snapshot().Breaker.State; st != resilience.Open {
+		t.Fatalf("breaker %s after consecutive faults of two models", st)
+	}
+}
+
+func TestProviderActorBlocksOneModelOnItsOwn429(t *testing.T) {
+	h := newProviderHarness(t, ratelimit.Limits{})
+	h.acquireModel("a", "busy", time.Minute)
+	h.permit()
+	h.system.Root.Send(h.pid, &messages.Outcome{JobId: "a", Model: "busy", BlockModelSeconds: 20})
+	// An acquisition whose deadline comes before the reset is refused at once, with the wait.
+	h.acquireModel("b", "busy", time.Second)
+	if p := h.permit(); p.Granted || p.Reason != "model_rate_limited" || p.RetryAfterSeconds != 20 {
+		t.Fatalf("permit %v for the blocked model", p)
+	}
+	if p := h.call("c", "other", success, success); !p.Granted {
+		t.Fatalf("permit %v for another model of the provider", p)
+	}
+	h.clock.Advance(20 * time.Second)
+	if p := h.call("d", "busy", success, success); !p.Granted {
+		t.Fatalf("permit %v after the reset", p)
 	}
 }
 
@@ -141,12 +242,52 @@ func TestProviderActorReclaimsAbandonedPermits(t *testing.T) {
 
 func TestProviderActorRemovesModelsNotFound(t *testing.T) {
 	h := newProviderHarness(t, ratelimit.Limits{})
-	h.acquire("a", time.Minute)
-	p := h.permit()
-	h.system.Root.Send(h.pid, &messages.Outcome{JobId: "a", Model: "gone-model", Generation: p.Generation, ErrorKind: string(resilience.ModelNotFound)})
-	h.acquire("b", time.Minute)
+	h.acquireModel("a", "gone-model", time.Minute)
 	h.permit()
-	if !h.ref.Snapshot().Removed["gone-model"] || h.ref.Snapshot().Breaker.State != resilience.Closed {
+	h.system.Root.Send(h.pid, &messages.Outcome{JobId: "a", Model: "gone-model", ModelEffect: failure, RemoveModel: true})
+	if p := h.call("b", "gone-model", neutral, neutral); p.Granted || p.Reason != "model_removed" {
+		t.Fatalf("permit %v for a removed model", p)
+	}
+	if h.ref.Snapshot().Models["gone-model"].Reason != ModelRemoved || h.ref.Snapshot().Breaker.State != resilience.Closed {
 		t.Fatalf("snapshot %+v", h.ref.Snapshot())
+	}
+}
+
+func TestProviderActorRestartKeepsItsState(t *testing.T) {
+	h := newProviderHarness(t, ratelimit.Limits{})
+	h.acquireModel("held", "m", time.Minute)
+	h.permit() // a call admitted before the crash
+	h.acquireModel("gone", "gone", time.Minute)
+	h.permit()
+	h.system.Root.Send(h.pid, &messages.Outcome{JobId: "gone", Model: "gone", RemoveModel: true})
+	h.call("a", "m1", failure, neutral)
+	h.call("b", "m2", failure, neutral)
+	h.sync()
+	before := h.ref.Snapshot().Breaker
+	if before.State != resilience.Open {
+		t.Fatalf("breaker %+v", before)
+	}
+	h.system.Root.Send(h.pid, &messages.Acquire{JobId: "crash", Model: "m"}) // no reply address: a bug, the actor restarts
+	waitUntil(t, func() bool { return h.ref.Snapshot().Breaker.Generation > before.Generation })
+	after := h.ref.Snapshot()
+	if after.Breaker.State != resilience.Open || !after.Breaker.OpenUntil.Equal(before.OpenUntil) || after.Models["gone"].Reason != ModelRemoved {
+		t.Fatalf("after the restart %+v, before %+v", after, before)
+	}
+	// The outcome of the call admitted before the crash cannot count in the restarted breaker.
+	h.settle("held", "m", failure, neutral)
+	h.clock.Advance(10 * time.Second)
+	if p := h.call("probe", "m", success, success); !p.Granted || !p.Probe {
+		t.Fatalf("probe after the restart: %v", p)
+	}
+}
+
+func waitUntil(t *testing.T, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10 s")
+		}
+		time.Sleep(5 * time.Millisecond)
 	}
 }

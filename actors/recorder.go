@@ -3,11 +3,13 @@ package actors
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/store"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -102,7 +104,8 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		}
 		sender, root, st := ctx.Sender(), ctx.ActorSystem().Root, r.store
 		go func() {
-			rec, err := st.Get(context.Background(), m.RequestId)
+			var rec *messages.Execution
+			err := safely(func() (err error) { rec, err = st.Get(context.Background(), m.RequestId); return err })
 			root.Send(sender, &messages.ExecutionLookup{Execution: rec, Found: err == nil})
 		}()
 	case *messages.RecordFeedback:
@@ -117,7 +120,8 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		}
 		sender, self, root, st := ctx.Sender(), ctx.Self(), ctx.ActorSystem().Root, r.store
 		go func() {
-			rec, err := st.Get(context.Background(), m.RequestId)
+			var rec *messages.Execution
+			err := safely(func() (err error) { rec, err = st.Get(context.Background(), m.RequestId); return err })
 			if errors.Is(err, store.ErrNotFound) {
 				err = nil
 			}
@@ -190,6 +194,17 @@ func (r *RecorderActor) write(ctx actor.Context) {
 	go func() {
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		root.Send(self, &batchWritten{records: records, err: st.Save(wctx, records)})
+		root.Send(self, &batchWritten{records: records, err: safely(func() error { return st.Save(wctx, records) })})
 	}()
+}
+
+// safely runs a store call, turning a panic in it into an error: a broken store must not take the
+// process down with it.
+func safely(call func() error) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("%s: the store panicked: %v", resilience.Internal, v)
+		}
+	}()
+	return call()
 }

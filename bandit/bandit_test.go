@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"sort"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/stat/distuv"
 	"pgregory.net/rapid"
@@ -167,10 +168,12 @@ func TestSelectFiltersRecordWhy(t *testing.T) {
 			wantSkips: map[string]SkipReason{"a": NotRequested, "b": ContextTooSmall, "c": NotRequested, "d": NotRequested, "e": NotRequested},
 		},
 		{
-			desc:      "removed and already tried models",
-			q:         Query{N: 10, Removed: map[string]bool{"a": true}, Tried: map[string]bool{"b": true}},
-			wantPicks: []string{"c", "d", "e"},
-			wantSkips: map[string]SkipReason{"a": ModelRemoved, "b": AlreadyTried},
+			desc: "removed, ejected, rate-limited and already tried models",
+			q: Query{N: 10, Tried: map[string]bool{"b": true}, Unavailable: func(model, _ string) (SkipReason, time.Time) {
+				return map[string]SkipReason{"a": ModelRemoved, "c": ModelEjected, "d": ModelRateLimited}[model], time.Time{}
+			}},
+			wantPicks: []string{"e"},
+			wantSkips: map[string]SkipReason{"a": ModelRemoved, "b": AlreadyTried, "c": ModelEjected, "d": ModelRateLimited},
 		},
 		{
 			desc:      "N below eligible takes N",
@@ -274,7 +277,12 @@ func TestSelectProperties(t *testing.T) {
 			Epsilon:       rapid.Float64Range(0, 1).Draw(t, "epsilon"),
 			TotalPulls:    rapid.Int64Range(0, 100000).Draw(t, "total"),
 			Providers:     map[string]ProviderStatus{},
-			Removed:       removed,
+			Unavailable: func(model, _ string) (SkipReason, time.Time) {
+				if removed[model] {
+					return ModelRemoved, time.Time{}
+				}
+				return 0, time.Time{}
+			},
 		}
 		for _, p := range providers {
 			q.Providers[p] = ProviderStatus{
@@ -294,7 +302,7 @@ func TestSelectProperties(t *testing.T) {
 
 		eligible := map[string]bool{}
 		for i := range cands {
-			if q.reject(&cands[i], q.Providers[cands[i].Provider]) == 0 {
+			if reason, _ := q.reject(&cands[i], q.Providers[cands[i].Provider]); reason == 0 {
 				eligible[cands[i].Model] = true
 			}
 		}

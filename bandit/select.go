@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"time"
 )
 
 // Candidate is a model that may be selected, with its arm for the request's category.
@@ -20,6 +21,9 @@ type ProviderStatus struct {
 	BreakerOpen bool
 	// RateLimitUse is the highest share in [0, 1] of any of the provider's rate limits in use.
 	RateLimitUse float64
+	// Until is when an open breaker admits a probe or an exhausted limit has room again; zero when
+	// neither applies or it is not known.
+	Until time.Time
 }
 
 // Policy is a selection policy. Thompson Sampling is the production policy; the others are baselines
@@ -61,8 +65,9 @@ type Query struct {
 	ContextTokens int
 	// Requested, when not empty, is the request's explicit models list: every other model is skipped.
 	Requested map[string]bool
-	// Removed holds models their provider reported as not found; they stay out of the pool.
-	Removed map[string]bool
+	// Unavailable, when set, says why a model cannot be called now (ModelRemoved, ModelEjected or
+	// ModelRateLimited) and until when, or returns zero for a model that can.
+	Unavailable func(model, provider string) (SkipReason, time.Time)
 	// Providers holds provider snapshots; a provider that is absent counts as healthy.
 	Providers map[string]ProviderStatus
 	Policy    Policy
@@ -85,9 +90,12 @@ const (
 	RateLimitExhausted
 	ModelRemoved
 	AlreadyTried
+	ModelEjected
+	ModelRateLimited
 )
 
-var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted", "model_removed", "already_tried"}
+var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted",
+	"model_removed", "already_tried", "model_ejected", "model_rate_limited"}
 
 func (r SkipReason) String() string {
 	if int(r) < len(skipNames) && r > 0 {
@@ -104,6 +112,9 @@ type Skip struct {
 	Model    string     `json:"model"`
 	Provider string     `json:"provider"`
 	Reason   SkipReason `json:"reason"`
+	// Until is when the reason is expected to pass (an open breaker, an exhausted limit, an ejection);
+	// zero when it will not pass by itself.
+	Until time.Time `json:"until,omitzero"`
 }
 
 // Pick is a selected model.
@@ -116,6 +127,9 @@ type Pick struct {
 	Score         float64 `json:"score"`
 	Deprioritised bool    `json:"deprioritised,omitempty"`
 	Explored      bool    `json:"explored,omitempty"` // chosen by epsilon-greedy's random exploration
+	// Alpha and Beta are the arm the policy drew from.
+	Alpha float64 `json:"alpha"`
+	Beta  float64 `json:"beta"`
 }
 
 // Selection is the outcome of Select.
@@ -148,23 +162,24 @@ func RateLimitDamping(use float64) float64 {
 	return max(0, (1-use)/(1-DeprioritiseAbove))
 }
 
-// reject runs the eligibility filters in order and returns the first reason to skip c, or 0.
-func (q *Query) reject(c *Candidate, status ProviderStatus) SkipReason {
+// reject runs the eligibility filters in order and returns the first reason to skip c, or 0, with when
+// the reason passes.
+func (q *Query) reject(c *Candidate, status ProviderStatus) (SkipReason, time.Time) {
 	switch {
 	case len(q.Requested) > 0 && !q.Requested[c.Model]:
-		return NotRequested
-	case q.Removed[c.Model]:
-		return ModelRemoved
+		return NotRequested, time.Time{}
 	case q.Tried[c.Model]:
-		return AlreadyTried
+		return AlreadyTried, time.Time{}
 	case c.ContextWindow < q.ContextTokens:
-		return ContextTooSmall
+		return ContextTooSmall, time.Time{}
 	case status.BreakerOpen:
-		return BreakerOpen
+		return BreakerOpen, status.Until
 	case status.RateLimitUse >= 1:
-		return RateLimitExhausted
+		return RateLimitExhausted, status.Until
+	case q.Unavailable != nil:
+		return q.Unavailable(c.Model, c.Provider)
 	}
-	return 0
+	return 0, time.Time{}
 }
 
 // Select ranks the eligible candidates by the query's policy and returns the top min(N, eligible), with
@@ -180,8 +195,8 @@ func Select(rng *rand.Rand, cands []Candidate, q Query) Selection {
 	for i := range cands {
 		c := &cands[i]
 		status := q.Providers[c.Provider]
-		if reason := q.reject(c, status); reason != 0 {
-			sel.Skipped = append(sel.Skipped, Skip{Model: c.Model, Provider: c.Provider, Reason: reason})
+		if reason, until := q.reject(c, status); reason != 0 {
+			sel.Skipped = append(sel.Skipped, Skip{Model: c.Model, Provider: c.Provider, Reason: reason, Until: until})
 			continue
 		}
 		sel.Eligible++
@@ -200,7 +215,7 @@ func Select(rng *rand.Rand, cands []Candidate, q Query) Selection {
 			v = rng.Float64()
 		}
 		damp := RateLimitDamping(status.RateLimitUse)
-		insertTop(&sel.Picks, n, Pick{Model: c.Model, Provider: c.Provider, Sampled: v, Score: v * damp, Deprioritised: damp < 1})
+		insertTop(&sel.Picks, n, Pick{Model: c.Model, Provider: c.Provider, Sampled: v, Score: v * damp, Deprioritised: damp < 1, Alpha: c.Alpha, Beta: c.Beta})
 	}
 	if q.Policy == EpsilonGreedy {
 		explore(rng, cands, &q, &sel)
@@ -257,7 +272,10 @@ func explore(rng *rand.Rand, cands []Candidate, q *Query, sel *Selection) {
 		seen := 0
 		for j := range cands {
 			c := &cands[j]
-			if picked[c.Model] || q.reject(c, q.Providers[c.Provider]) != 0 {
+			if picked[c.Model] {
+				continue
+			}
+			if reason, _ := q.reject(c, q.Providers[c.Provider]); reason != 0 {
 				continue
 			}
 			seen++
@@ -272,6 +290,7 @@ func explore(rng *rand.Rand, cands []Candidate, q *Query, sel *Selection) {
 		picked[chosen.Model] = true
 		mean := chosen.Alpha / (chosen.Alpha + chosen.Beta)
 		damp := RateLimitDamping(q.Providers[chosen.Provider].RateLimitUse)
-		sel.Picks[i] = Pick{Model: chosen.Model, Provider: chosen.Provider, Sampled: mean, Score: mean * damp, Deprioritised: damp < 1, Explored: true}
+		sel.Picks[i] = Pick{Model: chosen.Model, Provider: chosen.Provider, Sampled: mean, Score: mean * damp, Deprioritised: damp < 1, Explored: true,
+			Alpha: chosen.Alpha, Beta: chosen.Beta}
 	}
 }

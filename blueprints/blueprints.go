@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
 	"path"
 	"sort"
@@ -76,8 +75,14 @@ func (b Blueprint) QuorumGrace() time.Duration { return seconds(b.QuorumGraceSec
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 
-// maxTimeoutSeconds bounds deadlines to one hour: anything longer is a unit mistake, not a plan.
-const maxTimeoutSeconds = 3600
+// Bounds of a blueprint. A deadline above an hour is a unit mistake, not a plan; one below a tenth of a
+// second is one too, and would make every provider's normal latency a fault. More than 64 workers would
+// fan one task out to a good part of the catalog.
+const (
+	MinTimeoutSeconds = 0.1
+	MaxTimeoutSeconds = 3600
+	MaxWorkers        = 64
+)
 
 // Validate reports every problem with b at once as validation.Errors.
 func (b Blueprint) Validate() error {
@@ -85,32 +90,31 @@ func (b Blueprint) Validate() error {
 	if b.Name == "" {
 		errs.Add("name", "is required")
 	}
-	if b.Workers < 1 {
-		errs.Add("workers", fmt.Sprintf("must be at least 1, got %d", b.Workers))
+	if b.Workers < 1 || b.Workers > MaxWorkers {
+		errs.Add("workers", fmt.Sprintf("must be between 1 and %d, got %d", MaxWorkers, b.Workers))
 	}
 	if b.MinResponses < 1 {
 		errs.Add("min_responses", fmt.Sprintf("must be at least 1, got %d", b.MinResponses))
 	} else if b.Workers >= 1 && b.MinResponses > b.Workers {
 		errs.Add("min_responses", fmt.Sprintf("must not exceed workers (%d), got %d", b.Workers, b.MinResponses))
 	}
-	if !(b.TimeoutSeconds > 0) || math.IsInf(b.TimeoutSeconds, 0) {
-		errs.Add("timeout_seconds", fmt.Sprintf("must be greater than 0, got %g", b.TimeoutSeconds))
-	} else if b.TimeoutSeconds > maxTimeoutSeconds {
-		errs.Add("timeout_seconds", fmt.Sprintf("must be at most %d, got %g", maxTimeoutSeconds, b.TimeoutSeconds))
+	if !(b.TimeoutSeconds >= MinTimeoutSeconds && b.TimeoutSeconds <= MaxTimeoutSeconds) {
+		errs.Add("timeout_seconds", fmt.Sprintf("must be between %g and %d, got %g", MinTimeoutSeconds, MaxTimeoutSeconds, b.TimeoutSeconds))
 	}
 	if !b.Strategy.Valid() {
 		errs.Add("strategy", fmt.Sprintf("unknown strategy %q (want one of majority, weighted, rotating, pairwise)", b.Strategy))
 	}
-	if b.QuorumGraceSeconds < 0 || math.IsNaN(b.QuorumGraceSeconds) {
-		errs.Add("quorum_grace_seconds", fmt.Sprintf("must not be negative, got %g", b.QuorumGraceSeconds))
+	if !(b.QuorumGraceSeconds >= 0 && b.QuorumGraceSeconds <= MaxTimeoutSeconds) {
+		errs.Add("quorum_grace_seconds", fmt.Sprintf("must be between 0 and %d, got %g", MaxTimeoutSeconds, b.QuorumGraceSeconds))
 	}
 	return errs.Err()
 }
 
-// Overrides are per-request changes to a blueprint; nil fields keep the blueprint's value.
+// Overrides are per-request changes to a blueprint; nil fields keep the blueprint's value. A request's
+// timeout is not one of them: it bounds the caller's wait, while the blueprint's timeout stays each
+// call's budget (and the measure of whether a call that timed out is to blame).
 type Overrides struct {
 	Workers            *int
-	TimeoutSeconds     *float64
 	Strategy           *Strategy
 	MinResponses       *int
 	QuorumGraceSeconds *float64
@@ -121,9 +125,6 @@ func (o Overrides) Changed() []string {
 	var names []string
 	if o.Workers != nil {
 		names = append(names, "workers")
-	}
-	if o.TimeoutSeconds != nil {
-		names = append(names, "timeout_seconds")
 	}
 	if o.Strategy != nil {
 		names = append(names, "strategy")
@@ -142,9 +143,6 @@ func (b Blueprint) Apply(o Overrides) (Blueprint, error) {
 	if o.Workers != nil {
 		b.Workers = *o.Workers
 	}
-	if o.TimeoutSeconds != nil {
-		b.TimeoutSeconds = *o.TimeoutSeconds
-	}
 	if o.Strategy != nil {
 		b.Strategy = *o.Strategy
 	}
@@ -162,10 +160,20 @@ func (b Blueprint) Apply(o Overrides) (Blueprint, error) {
 
 // Set is an immutable collection of blueprints by name.
 type Set struct {
-	byName map[string]Blueprint
-	names  []string
-	source string
+	byName   map[string]Blueprint
+	names    []string
+	source   string
+	rejected []Rejection
 }
+
+// Rejection is a blueprint file that was left out, and why.
+type Rejection struct {
+	File  string `json:"file"`
+	Error string `json:"error"`
+}
+
+// Rejected lists the files of the directory that were left out.
+func (s *Set) Rejected() []Rejection { return s.rejected }
 
 // Get returns the named blueprint, or an error wrapping ErrUnknown.
 func (s *Set) Get(name string) (Blueprint, error) {
@@ -206,12 +214,17 @@ func (s *Set) With(extra ...Blueprint) (*Set, error) {
 		}
 		byName[b.Name] = b
 	}
-	return newSet(byName, s.source), nil
+	set := newSet(byName, s.source)
+	set.rejected = s.rejected
+	return set, nil
 }
 
 // Embedded returns the blueprints compiled into the binary.
 func Embedded() (*Set, error) {
-	byName, err := readFS(embedded, ".")
+	byName, rejected, err := readFS(embedded, ".")
+	if err == nil && len(rejected) > 0 {
+		err = errors.New(rejected[0].File + ": " + rejected[0].Error)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("embedded blueprints: %w", err)
 	}
@@ -219,8 +232,9 @@ func Embedded() (*Set, error) {
 }
 
 // LoadDir returns the embedded blueprints overridden and extended by the *.json files in dir. An
-// unreadable or missing directory yields an error wrapping ErrDirUnavailable; an invalid file is a
-// plain error, because silently ignoring a broken override would hide a configuration mistake.
+// unreadable or missing directory yields an error wrapping ErrDirUnavailable. An invalid file is left
+// out and listed in Rejected, with the valid files beside it kept: one broken override must not take
+// the others (or the service) down, and the rejection says which file to fix.
 func LoadDir(dir string) (*Set, error) {
 	base, err := Embedded()
 	if err != nil {
@@ -233,7 +247,7 @@ func LoadDir(dir string) (*Set, error) {
 	if !info.IsDir() {
 		return nil, fmt.Errorf("%w: %s is not a directory", ErrDirUnavailable, dir)
 	}
-	overrides, err := readFS(os.DirFS(dir), dir)
+	overrides, rejected, err := readFS(os.DirFS(dir), dir)
 	if err != nil {
 		return nil, err
 	}
@@ -244,7 +258,9 @@ func LoadDir(dir string) (*Set, error) {
 	for n, b := range overrides {
 		byName[n] = b
 	}
-	return newSet(byName, dir), nil
+	set := newSet(byName, dir)
+	set.rejected = rejected
+	return set, nil
 }
 
 // Load returns the blueprints for a configured directory: the embedded set when dir is empty, and also
@@ -260,7 +276,13 @@ func Load(dir string, log *zap.Logger) (*Set, error) {
 			zap.String("event", "blueprint_fallback"), zap.String("dir", dir), zap.Error(err))
 		return Embedded()
 	}
-	return set, err
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range set.Rejected() {
+		log.Error("blueprint file rejected", zap.String("event", "blueprint_rejected"), zap.String("file", r.File), zap.String("error", r.Error))
+	}
+	return set, nil
 }
 
 func newSet(byName map[string]Blueprint, source string) *Set {
@@ -272,27 +294,46 @@ func newSet(byName map[string]Blueprint, source string) *Set {
 	return &Set{byName: byName, names: names, source: source}
 }
 
-func readFS(fsys fs.FS, label string) (map[string]Blueprint, error) {
+// maxFileBytes bounds a blueprint file: a few hundred bytes is the norm.
+const maxFileBytes = 64 << 10
+
+// readFS reads every *.json file of fsys: the valid blueprints by name, and the files rejected.
+func readFS(fsys fs.FS, label string) (map[string]Blueprint, []Rejection, error) {
 	files, err := fs.Glob(fsys, "*.json")
 	if err != nil {
-		return nil, fmt.Errorf("%w: %w", ErrDirUnavailable, err)
+		return nil, nil, fmt.Errorf("%w: %w", ErrDirUnavailable, err)
 	}
 	byName := make(map[string]Blueprint, len(files))
+	var rejected []Rejection
 	for _, f := range files {
-		raw, err := fs.ReadFile(fsys, f)
+		b, err := readFile(fsys, f)
 		if err != nil {
-			return nil, fmt.Errorf("%w: read %s: %w", ErrDirUnavailable, path.Join(label, f), err)
-		}
-		b, err := parse(raw)
-		if err != nil {
-			return nil, fmt.Errorf("blueprint %s: %w", path.Join(label, f), err)
-		}
-		if want := strings.TrimSuffix(f, ".json"); b.Name != want {
-			return nil, fmt.Errorf("blueprint %s: name %q does not match file name %q", path.Join(label, f), b.Name, want)
+			rejected = append(rejected, Rejection{File: path.Join(label, f), Error: err.Error()})
+			continue
 		}
 		byName[b.Name] = b
 	}
-	return byName, nil
+	return byName, rejected, nil
+}
+
+func readFile(fsys fs.FS, name string) (Blueprint, error) {
+	if info, err := fs.Stat(fsys, name); err != nil {
+		return Blueprint{}, err
+	} else if info.Size() > maxFileBytes {
+		return Blueprint{}, fmt.Errorf("%d bytes, more than the %d a blueprint may have", info.Size(), maxFileBytes)
+	}
+	raw, err := fs.ReadFile(fsys, name)
+	if err != nil {
+		return Blueprint{}, err
+	}
+	b, err := parse(raw)
+	if err != nil {
+		return Blueprint{}, err
+	}
+	if want := strings.TrimSuffix(name, ".json"); b.Name != want {
+		return Blueprint{}, fmt.Errorf("name %q does not match the file name %q", b.Name, want)
+	}
+	return b, nil
 }
 
 func parse(raw []byte) (Blueprint, error) {
@@ -301,6 +342,9 @@ func parse(raw []byte) (Blueprint, error) {
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&b); err != nil {
 		return Blueprint{}, fmt.Errorf("decode: %w", err)
+	}
+	if dec.More() {
+		return Blueprint{}, errors.New("decode: trailing data after the blueprint")
 	}
 	if err := b.Validate(); err != nil {
 		return Blueprint{}, err

@@ -2,8 +2,10 @@ package blueprints
 
 import (
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/conclave-ai/conclave/validation"
@@ -75,21 +77,19 @@ func TestApplyOverrides(t *testing.T) {
 		{desc: "no overrides keeps the blueprint", want: base},
 		{
 			desc:      "every field can be overridden",
-			overrides: Overrides{Workers: ptr(3), TimeoutSeconds: ptr(2.5), Strategy: ptr(Majority), MinResponses: ptr(1), QuorumGraceSeconds: ptr(0.5)},
-			want:      Blueprint{Name: "code_review", Workers: 3, TimeoutSeconds: 2.5, Strategy: Majority, MinResponses: 1, QuorumGraceSeconds: 0.5},
+			overrides: Overrides{Workers: ptr(3), Strategy: ptr(Majority), MinResponses: ptr(1), QuorumGraceSeconds: ptr(0.5)},
+			want:      Blueprint{Name: "code_review", Workers: 3, TimeoutSeconds: 90, Strategy: Majority, MinResponses: 1, QuorumGraceSeconds: 0.5},
 		},
 		{desc: "workers below one", overrides: Overrides{Workers: ptr(0)}, wantFields: []string{"workers"}},
 		{desc: "min_responses above workers", overrides: Overrides{Workers: ptr(2)}, wantFields: []string{"min_responses"}},
 		{desc: "min_responses of zero", overrides: Overrides{MinResponses: ptr(0)}, wantFields: []string{"min_responses"}},
 		{desc: "unknown strategy", overrides: Overrides{Strategy: ptr(Strategy("vibes"))}, wantFields: []string{"strategy"}},
-		{desc: "zero timeout", overrides: Overrides{TimeoutSeconds: ptr(0.0)}, wantFields: []string{"timeout_seconds"}},
-		{desc: "negative timeout", overrides: Overrides{TimeoutSeconds: ptr(-1.0)}, wantFields: []string{"timeout_seconds"}},
-		{desc: "absurd timeout", overrides: Overrides{TimeoutSeconds: ptr(1e9)}, wantFields: []string{"timeout_seconds"}},
+		{desc: "more workers than a blueprint may have", overrides: Overrides{Workers: ptr(100000)}, wantFields: []string{"workers"}},
 		{desc: "negative quorum grace", overrides: Overrides{QuorumGraceSeconds: ptr(-2.0)}, wantFields: []string{"quorum_grace_seconds"}},
 		{
 			desc:       "every problem is reported at once",
-			overrides:  Overrides{Workers: ptr(0), TimeoutSeconds: ptr(0.0), Strategy: ptr(Strategy("")), MinResponses: ptr(0)},
-			wantFields: []string{"workers", "min_responses", "timeout_seconds", "strategy"},
+			overrides:  Overrides{Workers: ptr(0), Strategy: ptr(Strategy("")), MinResponses: ptr(0)},
+			wantFields: []string{"workers", "min_responses", "strategy"},
 		},
 	}
 	for _, tt := range tests {
@@ -121,6 +121,36 @@ func TestApplyOverrides(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+func TestValidateBoundsEveryField(t *testing.T) {
+	ok := Blueprint{Name: "x", Workers: 2, TimeoutSeconds: 5, Strategy: Majority, MinResponses: 1}
+	tests := []struct {
+		desc   string
+		change func(*Blueprint)
+		field  string
+	}{
+		{"zero timeout", func(b *Blueprint) { b.TimeoutSeconds = 0 }, "timeout_seconds"},
+		{"negative timeout", func(b *Blueprint) { b.TimeoutSeconds = -1 }, "timeout_seconds"},
+		{"a timeout too small to mean anything", func(b *Blueprint) { b.TimeoutSeconds = 1e-300 }, "timeout_seconds"},
+		{"absurd timeout", func(b *Blueprint) { b.TimeoutSeconds = 1e9 }, "timeout_seconds"},
+		{"NaN timeout", func(b *Blueprint) { b.TimeoutSeconds = math.NaN() }, "timeout_seconds"},
+		{"a fan-out to the whole catalog", func(b *Blueprint) { b.Workers = 100000 }, "workers"},
+		{"an absurd quorum grace", func(b *Blueprint) { b.QuorumGraceSeconds = 1e9 }, "quorum_grace_seconds"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			b := ok
+			tt.change(&b)
+			verrs := validation.Of(b.Validate())
+			if len(verrs) != 1 || verrs[0].Field != tt.field {
+				t.Fatalf("problems %v, want one with %s", verrs, tt.field)
+			}
+		})
+	}
+	if err := ok.Validate(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -185,22 +215,38 @@ func TestLoadFallsBackWhenDirectoryUnavailable(t *testing.T) {
 	}
 }
 
-func TestLoadRejectsInvalidFiles(t *testing.T) {
+func TestLoadKeepsTheValidFilesBesideABadOne(t *testing.T) {
 	tests := []struct {
-		desc, file, body string
+		desc, file, body, says string
 	}{
-		{"min_responses above workers", "x.json", `{"name":"x","workers":1,"timeout_seconds":5,"strategy":"majority","min_responses":2}`},
-		{"unknown field", "x.json", `{"name":"x","workers":1,"timeout_seconds":5,"strategy":"majority","min_responses":1,"wrokers":3}`},
-		{"name differs from file", "y.json", `{"name":"x","workers":1,"timeout_seconds":5,"strategy":"majority","min_responses":1}`},
-		{"not JSON", "x.json", `workers: 3`},
+		{"min_responses above workers", "x.json", `{"name":"x","workers":1,"timeout_seconds":5,"strategy":"majority","min_responses":2}`, "min_responses"},
+		{"unknown field", "x.json", `{"name":"x","workers":1,"timeout_seconds":5,"strategy":"majority","min_responses":1,"wrokers":3}`, "wrokers"},
+		{"name differs from file", "y.json", `{"name":"x","workers":1,"timeout_seconds":5,"strategy":"majority","min_responses":1}`, "file name"},
+		{"not JSON", "x.json", `workers: 3`, "decode"},
+		{"trailing data", "x.json", `{"name":"x","workers":1,"timeout_seconds":5,"strategy":"majority","min_responses":1} {}`, "trailing"},
+		{"a fan-out to the whole catalog", "x.json", `{"name":"x","workers":100000,"timeout_seconds":5,"strategy":"majority","min_responses":1}`, "workers"},
+		{"a timeout too small to mean anything", "x.json", `{"name":"x","workers":1,"timeout_seconds":1e-300,"strategy":"majority","min_responses":1}`, "timeout_seconds"},
+		{"a huge file", "x.json", `{"name":"x","description":"` + strings.Repeat("d", 100<<10) + `","workers":1,"timeout_seconds":5,"strategy":"majority","min_responses":1}`, "bytes"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			dir := t.TempDir()
 			writeFile(t, dir, tt.file, tt.body)
-			_, err := Load(dir, zap.NewNop())
-			if err == nil || errors.Is(err, ErrDirUnavailable) {
-				t.Fatalf("want a validation error, got %v", err)
+			writeFile(t, dir, "poetry.json", `{"name":"poetry","workers":2,"timeout_seconds":10,"strategy":"pairwise","min_responses":1}`)
+			core, logs := observer.New(zap.ErrorLevel)
+			set, err := Load(dir, zap.New(core))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !set.Has("poetry") || set.Has("x") || len(set.Names()) != 23 {
+				t.Fatalf("blueprints %v: want the valid file kept beside the bad one", set.Names())
+			}
+			rej := set.Rejected()
+			if len(rej) != 1 || rej[0].File != filepath.Join(dir, tt.file) || !strings.Contains(rej[0].Error, tt.says) {
+				t.Fatalf("rejected %+v: want %s rejected for %q", rej, tt.file, tt.says)
+			}
+			if logs.FilterField(zap.String("event", "blueprint_rejected")).Len() != 1 {
+				t.Fatal("the rejection was not logged")
 			}
 		})
 	}

@@ -23,6 +23,9 @@ type Metadata struct {
 	// ContextLength is the estimated size of the task in tokens: one token per four bytes of text (rounded
 	// up), the usual rule of thumb for English and code with BPE tokenizers.
 	ContextLength int `json:"context_length"`
+	// AnswerKind is what kind of answer the task asks for, as far as its text shows: "choice" when it
+	// lists lettered options, otherwise "text" (a caller who knows better says so in the request).
+	AnswerKind string `json:"answer_kind"`
 }
 
 // EstimateTokens estimates the token count of text.
@@ -73,10 +76,14 @@ var syntaxHints = []struct {
 	{"kotlin", []string{"fun ", "val ", "data class"}},
 }
 
-// ExtractMetadata derives language, complexity and context length from a task.
+// ExtractMetadata derives language, complexity, context length and answer kind from a task.
 func ExtractMetadata(task string) Metadata {
 	lang, code := detectLanguage(task)
-	return Metadata{ContextLength: EstimateTokens(task), Language: lang, Complexity: estimateComplexity(task, EstimateTokens(task), code)}
+	kind := "text"
+	if ChoiceLetters(task) != nil {
+		kind = "choice"
+	}
+	return Metadata{ContextLength: EstimateTokens(task), Language: lang, Complexity: estimateComplexity(task, EstimateTokens(task), code), AnswerKind: kind}
 }
 
 // detectLanguage trusts, in order: a code fence's info string, a file name's extension, then the

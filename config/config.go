@@ -15,6 +15,7 @@ import (
 
 	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/ratelimit"
+	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/secret"
 )
 
@@ -31,16 +32,24 @@ type Config struct {
 	// CatalogPath replaces the embedded model catalog.
 	CatalogPath string `json:"catalog_path"`
 	// Seed makes selection and the simulated provider reproducible.
-	Seed         uint64 `json:"seed"`
+	Seed uint64 `json:"seed"`
+	// NodeID names this controller in logs and records and is mixed into its random streams; empty
+	// means the host name.
+	NodeID       string `json:"node_id"`
 	MaxBodyBytes int64  `json:"max_body_bytes"`
-	// Records is how many execution records the memory store keeps.
-	Records     int                         `json:"records"`
-	Workers     int                         `json:"workers"`
-	WorkerSlots int                         `json:"worker_slots"`
-	Sim         providers.SimConfig         `json:"sim"`
-	RateLimits  map[string]ratelimit.Limits `json:"rate_limits"`
-	Breakers    map[string]Breaker          `json:"breakers"`
-	Retry       Retry                       `json:"retry"`
+	// Records and RecordsMaxBytes bound the memory store: the newest records up to that many, and up to
+	// that many bytes.
+	Records         int   `json:"records"`
+	RecordsMaxBytes int64 `json:"records_max_bytes"`
+	// MaxInflightBytes bounds the bytes of the tasks of the requests running at once; beyond it new
+	// requests get 503 with Retry-After.
+	MaxInflightBytes int64                       `json:"max_inflight_bytes"`
+	Workers          int                         `json:"workers"`
+	WorkerSlots      int                         `json:"worker_slots"`
+	Sim              providers.SimConfig         `json:"sim"`
+	RateLimits       map[string]ratelimit.Limits `json:"rate_limits"`
+	Breakers         map[string]Breaker          `json:"breakers"`
+	Retry            Retry                       `json:"retry"`
 	// ArbiterTimeoutSeconds bounds the wait for a rotating arbiter's verdict.
 	ArbiterTimeoutSeconds float64 `json:"arbiter_timeout_seconds"`
 	// Discount in (0,1) makes the bandit forget old evidence; 0 keeps all of it.
@@ -58,11 +67,19 @@ type Config struct {
 	ShutdownTimeoutSeconds float64 `json:"shutdown_timeout_seconds"`
 }
 
-// Breaker overrides a provider's circuit breaker.
+// Breaker overrides a provider's circuit breakers: the provider's own, and the breaker each of its
+// models has (outlier ejection). Zero keeps a default.
 type Breaker struct {
 	Threshold     int     `json:"threshold"`
 	WindowSeconds float64 `json:"window_seconds"`
 	OpenSeconds   float64 `json:"open_seconds"`
+	// ModelThreshold consecutive faults of one model eject it for ModelOpenSeconds (5 and 30 s).
+	ModelThreshold   int     `json:"model_threshold"`
+	ModelOpenSeconds float64 `json:"model_open_seconds"`
+	// TimeoutFloorSeconds is the least time a call must have had before its timeout counts against the
+	// provider and the model, when that is longer than the blueprint's timeout (a provider known to be
+	// slow is not blamed for a blueprint's short deadline). Zero: the blueprint's timeout alone.
+	TimeoutFloorSeconds float64 `json:"timeout_floor_seconds"`
 }
 
 // Retry tunes retries.
@@ -87,6 +104,8 @@ func Default() Config {
 		Seed:                   1,
 		MaxBodyBytes:           1 << 20,
 		Records:                10000,
+		RecordsMaxBytes:        256 << 20,
+		MaxInflightBytes:       256 << 20,
 		Workers:                8,
 		WorkerSlots:            16,
 		Sim:                    providers.SimConfig{Seed: 1, LatencyScale: 0.05, Faults: providers.Fault{ServerErrorRate: 0.01, RateLimitRate: 0.005}},
@@ -110,6 +129,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error")
 	logFormat := fs.String("log-format", "", "log format: json or console")
 	seed := fs.String("seed", "", "random seed for selection and the simulated provider")
+	nodeID := fs.String("node-id", "", "this controller's name in logs, records and random streams (default the host name)")
 	workers := fs.Int("workers", 0, "number of in-process workers")
 	blueprintsDir := fs.String("blueprints-dir", "", "directory of blueprint JSON files overriding the embedded ones")
 	catalogPath := fs.String("catalog", "", "model catalog JSON file replacing the embedded one")
@@ -146,6 +166,10 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	str(&cfg.LogFormat, "CONCLAVE_LOG_FORMAT", *logFormat)
 	str(&cfg.BlueprintsDir, "CONCLAVE_BLUEPRINTS_DIR", *blueprintsDir)
 	str(&cfg.CatalogPath, "CONCLAVE_CATALOG", *catalogPath)
+	str(&cfg.NodeID, "CONCLAVE_NODE_ID", *nodeID)
+	if cfg.NodeID == "" {
+		cfg.NodeID, _ = os.Hostname()
+	}
 	if v := getenv("CONCLAVE_API_TOKEN"); v != "" {
 		cfg.APIToken = secret.String(v)
 	}
@@ -194,37 +218,67 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// Validate rejects configurations that cannot run or would be unsafe.
+// Validate rejects configurations that cannot run or would be unsafe, and values beyond any sensible
+// bound (a breaker threshold of 1e8 would allocate gigabytes; a timeout of 1e-300 means nothing).
 func (c Config) Validate() error {
 	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	between := func(name string, v, lo, hi float64) {
+		if !(v >= lo && v <= hi) {
+			bad("%s must be between %g and %g, got %g", name, lo, hi, v)
+		}
+	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		errs = append(errs, fmt.Errorf("listen %q: %w", c.Listen, err))
+		bad("listen %q: %w", c.Listen, err)
 	} else if !IsLoopback(host) && !c.APIToken.Set() {
-		errs = append(errs, fmt.Errorf("listen %q is not a loopback address: set CONCLAVE_API_TOKEN to require a bearer token", c.Listen))
+		bad("listen %q is not a loopback address: set CONCLAVE_API_TOKEN to require a bearer token", c.Listen)
 	}
-	if c.Workers < 1 {
-		errs = append(errs, fmt.Errorf("workers must be at least 1, got %d", c.Workers))
+	between("workers", float64(c.Workers), 1, 1024)
+	between("worker_slots", float64(c.WorkerSlots), 0, 1024)
+	between("max_body_bytes", float64(c.MaxBodyBytes), 1024, 64<<20)
+	between("records", float64(c.Records), 0, 1_000_000)
+	between("records_max_bytes", float64(c.RecordsMaxBytes), 0, 16<<30)
+	between("max_inflight_bytes", float64(c.MaxInflightBytes), 0, 16<<30)
+	if c.MaxInflightBytes > 0 && c.MaxInflightBytes < c.MaxBodyBytes {
+		bad("max_inflight_bytes (%d) must not be below max_body_bytes (%d)", c.MaxInflightBytes, c.MaxBodyBytes)
 	}
-	if c.MaxBodyBytes < 1024 {
-		errs = append(errs, fmt.Errorf("max_body_bytes must be at least 1024, got %d", c.MaxBodyBytes))
+	if len(c.NodeID) > 128 {
+		bad("node_id must be at most 128 bytes")
 	}
-	if c.Sim.LatencyScale < 0 {
-		errs = append(errs, fmt.Errorf("sim latency_scale must not be negative"))
+	between("sim latency_scale", c.Sim.LatencyScale, 0, 100)
+	between("sim faults server_error_rate", c.Sim.Faults.ServerErrorRate, 0, 1)
+	between("sim faults timeout_rate", c.Sim.Faults.TimeoutRate, 0, 1)
+	between("sim faults rate_limit_rate", c.Sim.Faults.RateLimitRate, 0, 1)
+	between("sharing", c.Sharing, 0, 1e6)
+	if !(c.Discount >= 0 && c.Discount < 1) {
+		bad("discount must be in [0, 1), got %g", c.Discount)
 	}
-	if c.Sharing < 0 {
-		errs = append(errs, fmt.Errorf("sharing must not be negative, got %g", c.Sharing))
+	between("min_confidence", c.MinConfidence, 0, 1)
+	between("retry scale", c.Retry.Scale, 0, 100)
+	between("retry rounds", float64(c.Retry.Rounds), 0, 10)
+	between("arbiter_timeout_seconds", c.ArbiterTimeoutSeconds, 0, 3600)
+	between("shutdown_timeout_seconds", c.ShutdownTimeoutSeconds, 0, 3600)
+	if len(c.RateLimits) > 64 || len(c.Breakers) > 64 {
+		bad("rate_limits and breakers may name at most 64 providers")
 	}
-	if c.Discount < 0 || c.Discount >= 1 {
-		errs = append(errs, fmt.Errorf("discount must be in [0, 1), got %g", c.Discount))
+	for name, l := range c.RateLimits {
+		between("rate_limits "+name+" requests_per_minute", float64(l.RequestsPerMinute), 0, 1e7)
+		between("rate_limits "+name+" tokens_per_minute", float64(l.TokensPerMinute), 0, 1e10)
+		between("rate_limits "+name+" concurrency", float64(l.Concurrency), 0, 1e5)
 	}
-	if c.Retry.Scale < 0 || c.Retry.Rounds < 0 {
-		errs = append(errs, fmt.Errorf("retry scale and rounds must not be negative"))
+	for name, b := range c.Breakers {
+		between("breakers "+name+" threshold", float64(b.Threshold), 0, resilience.MaxThreshold)
+		between("breakers "+name+" model_threshold", float64(b.ModelThreshold), 0, resilience.MaxThreshold)
+		for field, v := range map[string]float64{"window_seconds": b.WindowSeconds, "open_seconds": b.OpenSeconds,
+			"model_open_seconds": b.ModelOpenSeconds, "timeout_floor_seconds": b.TimeoutFloorSeconds} {
+			between("breakers "+name+" "+field, v, 0, 3600)
+		}
 	}
 	switch c.LogFormat {
 	case "json", "console":
 	default:
-		errs = append(errs, fmt.Errorf("log_format must be json or console, got %q", c.LogFormat))
+		bad("log_format must be json or console, got %q", c.LogFormat)
 	}
 	return errors.Join(errs...)
 }

@@ -71,3 +71,43 @@ func TestBadValuesAreReported(t *testing.T) {
 		t.Fatalf("typo in the config file accepted: %v", err)
 	}
 }
+
+func TestValuesAreBounded(t *testing.T) {
+	tests := []struct{ desc, file, says string }{
+		{"a breaker threshold that would allocate gigabytes", `{"breakers": {"groq": {"threshold": 100000000}}}`, "threshold"},
+		{"a negative window", `{"breakers": {"groq": {"window_seconds": -1}}}`, "window_seconds"},
+		{"a model breaker out of bounds", `{"breakers": {"groq": {"model_threshold": 5000}}}`, "model_threshold"},
+		{"an absurd timeout floor", `{"breakers": {"groq": {"timeout_floor_seconds": 1e9}}}`, "timeout_floor_seconds"},
+		{"a rate limit beyond reason", `{"rate_limits": {"groq": {"concurrency": 1000000000}}}`, "concurrency"},
+		{"too many workers", `{"workers": 100000}`, "workers"},
+		{"a huge body limit", `{"max_body_bytes": 100000000000}`, "max_body_bytes"},
+		{"a fault rate above one", `{"sim": {"faults": {"server_error_rate": 2}}}`, "server_error_rate"},
+		{"retry rounds beyond reason", `{"retry": {"rounds": 1000}}`, "rounds"},
+		{"an in-flight budget below one body", `{"max_inflight_bytes": 2048}`, "max_inflight_bytes"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "c.json")
+			os.WriteFile(path, []byte(tt.file), 0o600)
+			if _, err := Load([]string{"--config", path}, env(nil)); err == nil || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("err %v, want one about %s", err, tt.says)
+			}
+		})
+	}
+}
+
+func TestNodeID(t *testing.T) {
+	host, _ := os.Hostname()
+	cfg, err := Load(nil, env(nil))
+	if err != nil || cfg.NodeID != host {
+		t.Fatalf("node id %q, want the host name %q (%v)", cfg.NodeID, host, err)
+	}
+	cfg, _ = Load(nil, env(map[string]string{"CONCLAVE_NODE_ID": "ctl-2"}))
+	if cfg.NodeID != "ctl-2" {
+		t.Fatalf("node id %q from the environment", cfg.NodeID)
+	}
+	cfg, _ = Load([]string{"--node-id", "ctl-3"}, env(map[string]string{"CONCLAVE_NODE_ID": "ctl-2"}))
+	if cfg.NodeID != "ctl-3" {
+		t.Fatalf("node id %q from the flag", cfg.NodeID)
+	}
+}

@@ -76,6 +76,8 @@ type Verdict struct {
 type Input struct {
 	Strategy  blueprints.Strategy
 	Responses []Response
+	// Kind says when two answers are the same; empty means Text.
+	Kind Kind
 	// Round is the rotation state: how many rotating decisions came before this one.
 	Round uint64
 	// Arbiter names the model that gave Verdict or Prefer; empty means the decision is local.
@@ -126,7 +128,7 @@ func Decide(in Input) (Result, error) {
 	if len(in.Responses) == 0 {
 		return Result{}, ErrNoResponses
 	}
-	b := newBallot(in.Responses, in.QualityFromAgreement)
+	b := newBallot(in.Responses, in.QualityFromAgreement, in.Kind)
 	var r Result
 	switch in.Strategy {
 	case blueprints.Majority:
@@ -162,6 +164,7 @@ func ArbiterFor(models []string, round uint64) string {
 
 // ballot holds the analysed responses shared by the strategies.
 type ballot struct {
+	kind     Kind
 	resps    []Response
 	docs     []analysed
 	sim      [][]float64
@@ -169,11 +172,11 @@ type ballot struct {
 	support  []float64
 }
 
-func newBallot(resps []Response, qualityFromAgreement bool) *ballot {
+func newBallot(resps []Response, qualityFromAgreement bool, kind Kind) *ballot {
 	n := len(resps)
-	b := &ballot{resps: resps, docs: make([]analysed, n), sim: make([][]float64, n), weighted: make([]float64, n), support: make([]float64, n)}
+	b := &ballot{kind: kind, resps: resps, docs: make([]analysed, n), sim: make([][]float64, n), weighted: make([]float64, n), support: make([]float64, n)}
 	for i, r := range resps {
-		b.docs[i] = analyse(r.Text)
+		b.docs[i] = analyse(r.Text, kind)
 		b.sim[i] = make([]float64, n)
 		b.sim[i][i] = 1
 	}
@@ -293,7 +296,7 @@ func LocalChoice(resps []Response) (Result, error) {
 	if len(resps) == 0 {
 		return Result{}, ErrNoResponses
 	}
-	return newBallot(resps, false).local(), nil
+	return newBallot(resps, false, Text).local(), nil
 }
 
 func (b *ballot) rotating(in Input) Result {
@@ -365,7 +368,7 @@ func (b *ballot) pairwise(in Input) Result {
 
 // contributed marks the responses at least ContributionThreshold similar to the final answer.
 func (b *ballot) contributed(answer string) []bool {
-	a := analyse(answer)
+	a := analyse(answer, b.kind)
 	out := make([]bool, len(b.resps))
 	for i := range b.docs {
 		out[i] = similarity(&a, &b.docs[i]) >= ContributionThreshold

@@ -33,8 +33,13 @@ type analysed struct {
 	norm  float64
 }
 
-func analyse(text string) analysed {
+// analyse prepares an answer of a kind for comparison: categorical kinds by their key alone, free text
+// by its normal form when short and its word counts otherwise.
+func analyse(text string, kind Kind) analysed {
 	var a analysed
+	if kind != Text && kind != "" {
+		return analysed{key: keyOf(kind, text), short: true}
+	}
 	var stack [256]uint64
 	hashes := stack[:0]
 	if est := len(text)/5 + 1; est > len(stack) {
@@ -123,8 +128,8 @@ func similarity(a, b *analysed) float64 {
 	return dot / (a.norm * b.norm)
 }
 
-// Similarity compares two answers the way the strategies do.
+// Similarity compares two free-text answers the way the strategies do.
 func Similarity(x, y string) float64 {
-	a, b := analyse(x), analyse(y)
+	a, b := analyse(x, Text), analyse(y, Text)
 	return similarity(&a, &b)
 }

@@ -7,8 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
-	"runtime"
+	"os"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -22,9 +21,11 @@ import (
 	"github.com/conclave-ai/conclave/classify"
 	"github.com/conclave-ai/conclave/clock"
 	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/feedback"
 	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/logging"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/store"
@@ -62,12 +63,13 @@ type Engine struct {
 	store      store.Store
 	// Sim is the simulated provider when the engine runs on it (nil otherwise); tests inject faults here.
 	Sim *providers.Sim
-	// longestTimeout is the longest blueprint deadline, in seconds.
-	longestTimeout float64
+	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
+	longestBound time.Duration
 
-	inflight  sync.WaitGroup
-	closing   atomic.Bool
-	closeOnce sync.Once
+	inflight      sync.WaitGroup
+	inflightBytes atomic.Int64
+	closing       atomic.Bool
+	closeOnce     sync.Once
 }
 
 // New builds and starts an engine.
@@ -103,13 +105,16 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	reward, err := actors.ParseRewardMode(cfg.Reward)
+	reward, err := feedback.ParseMode(cfg.Reward)
 	if err != nil {
 		return nil, err
 	}
+	if cfg.NodeID == "" {
+		cfg.NodeID, _ = os.Hostname()
+	}
 	e := &Engine{cfg: cfg, log: log, catalog: cat, blueprints: bps, store: opts.Store}
 	for _, b := range bps.All() {
-		e.longestTimeout = math.Max(e.longestTimeout, b.TimeoutSeconds)
+		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
 	}
 	backend := opts.Backend
 	if backend == nil {
@@ -117,7 +122,7 @@ func New(opts Options) (*Engine, error) {
 		backend = e.Sim
 	}
 	if e.store == nil {
-		e.store = store.NewMemory(cfg.Records)
+		e.store = store.NewMemory(cfg.Records, cfg.RecordsMaxBytes)
 	}
 
 	e.system = actor.NewActorSystem(logging.ActorLogger(log), actor.WithDeadLetterThrottleInterval(time.Second))
@@ -125,14 +130,14 @@ func New(opts Options) (*Engine, error) {
 	arms := actors.NewArmBoard(cat.All(), categories, bandit.DefaultPrior, cfg.Sharing)
 	workers := fleet.DefaultWorkers(cfg.Workers, cfg.WorkerSlots)
 	dir := actors.NewDirectory(e.system, workers, cat.ProviderNames(), arms, categories)
+	breakers, modelBreakers, floors := breakerSettings(cfg.Breakers)
 	e.deps = &actors.Deps{
-		Log: log, Clock: clock.Or(opts.Clock), Catalog: cat, Classifier: classifier, Blueprints: bps, Dir: dir,
-		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, Policy: policy,
-		Learning: bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward,
-		Retry:          actors.RetryConfig{Scale: cfg.Retry.Scale, Rounds: cfg.Retry.Rounds},
-		ArbiterTimeout: cfg.ArbiterTimeout(), OutputReserve: 1024,
-		Breakers: breakerSettings(cfg.Breakers), RateLimits: cfg.RateLimits,
-		Dispatcher: actors.NewDispatcher(2*runtime.GOMAXPROCS(0), 300),
+		Log: log, Clock: clock.Or(opts.Clock), Catalog: cat, Dir: dir,
+		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: cat, Policy: policy, OutputReserve: 1024,
+			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors},
+		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
+		Learning: bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
+		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: cfg.RateLimits,
 	}
 
 	transport := opts.Transport
@@ -141,49 +146,59 @@ func New(opts Options) (*Engine, error) {
 	}
 	var fleetChildren, providerChildren []supervisors.Child
 	for _, w := range dir.Workers {
-		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: e.deps.Props(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
+		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: actors.Props(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
 	}
 	for _, p := range dir.Providers {
-		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: e.deps.Props(actors.NewProviderActor(e.deps, p))})
+		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: actors.Props(actors.NewProviderActor(e.deps, p))})
 	}
 	rootProps := supervisors.Static([]supervisors.Child{
-		{Name: actors.FleetName, Props: supervisors.Static(fleetChildren, e.deps.PropsOptions()...)},
-		{Name: actors.ProvidersName, Props: supervisors.Static(providerChildren, e.deps.PropsOptions()...)},
+		{Name: actors.FleetName, Props: supervisors.Static(fleetChildren)},
+		{Name: actors.ProvidersName, Props: supervisors.Static(providerChildren)},
 		{Name: actors.BanditName, Props: supervisors.Bandit(e.deps)},
 		{Name: actors.RequestsName, Props: supervisors.Requests(e.deps)},
-		{Name: actors.RecorderName, Props: e.deps.Props(actors.NewRecorderActor(e.deps, e.store))},
-	}, e.deps.PropsOptions()...)
+		{Name: actors.RecorderName, Props: actors.Props(actors.NewRecorderActor(e.deps, e.store))},
+	})
 	if e.root, err = e.system.Root.SpawnNamed(rootProps, actors.RootName); err != nil {
 		return nil, fmt.Errorf("start actor system: %w", err)
 	}
 	if err := e.waitReady(); err != nil {
 		e.system.Shutdown()
-		e.deps.Dispatcher.Close()
 		return nil, err
 	}
 	log.Info("conclave engine started", zap.String("event", "engine_started"), zap.Int("models", cat.Len()),
 		zap.Int("workers", len(workers)), zap.Strings("providers", cat.ProviderNames()), zap.Int("blueprints", len(categories)),
-		zap.String("blueprint_source", bps.Source()), zap.Uint64("seed", cfg.Seed), zap.String("policy", policy.String()),
-		zap.Float64("classifier_temperature", classifier.Temperature()))
+		zap.String("blueprint_source", bps.Source()), zap.Int("blueprints_rejected", len(bps.Rejected())), zap.Uint64("seed", cfg.Seed),
+		zap.String("node_id", cfg.NodeID), zap.String("policy", policy.String()), zap.Float64("classifier_temperature", classifier.Temperature()))
 	return e, nil
 }
 
-func breakerSettings(cfg map[string]config.Breaker) map[string]resilience.Settings {
-	out := map[string]resilience.Settings{}
+// breakerSettings reads the configured breakers: each provider's own, its models', and its timeout floor.
+func breakerSettings(cfg map[string]config.Breaker) (providers, models map[string]resilience.Settings, floors map[string]time.Duration) {
+	providers, models, floors = map[string]resilience.Settings{}, map[string]resilience.Settings{}, map[string]time.Duration{}
+	secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
 	for name, b := range cfg {
 		s := resilience.ProviderBreakerSettings(name)
 		if b.Threshold > 0 {
 			s.Threshold = b.Threshold
 		}
 		if b.WindowSeconds > 0 {
-			s.Window = time.Duration(b.WindowSeconds * float64(time.Second))
+			s.Window = secs(b.WindowSeconds)
 		}
 		if b.OpenSeconds > 0 {
-			s.OpenFor = time.Duration(b.OpenSeconds * float64(time.Second))
+			s.OpenFor = secs(b.OpenSeconds)
 		}
-		out[name] = s
+		providers[name] = s
+		m := resilience.ModelBreakerSettings("")
+		if b.ModelThreshold > 0 {
+			m.Threshold = b.ModelThreshold
+		}
+		if b.ModelOpenSeconds > 0 {
+			m.OpenFor = secs(b.ModelOpenSeconds)
+		}
+		models[name] = m
+		floors[name] = secs(b.TimeoutFloorSeconds)
 	}
-	return out
+	return providers, models, floors
 }
 
 // waitReady returns once every supervisor has started its children: the root answers after spawning
@@ -205,14 +220,27 @@ func (e *Engine) waitReady() error {
 }
 
 // Route runs one request through the pipeline and returns its execution record: the answer, or the
-// failure with the HTTP status it maps to.
+// failure with the HTTP status it maps to. The answer comes by the request's deadline (its timeout, or
+// the bound its blueprint gives); ctx ending first (the caller left) stops the request, which then
+// answers at once with client_closed_request.
 func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
 	e.inflight.Add(1)
 	defer e.inflight.Done()
 	if e.closing.Load() {
-		return nil, ErrShuttingDown
+		return refused(req, resilience.ShuttingDown, "conclave is shutting down", 0), nil
 	}
-	res, err := e.system.Root.RequestFuture(e.deps.Dir.Requests, req, e.budget(req)).Result()
+	size := int64(len(req.Task))
+	if limit := e.cfg.MaxInflightBytes; limit > 0 {
+		defer e.inflightBytes.Add(-size)
+		if e.inflightBytes.Add(size) > limit {
+			return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks", limit), time.Second), nil
+		}
+	}
+	stop := context.AfterFunc(ctx, func() {
+		e.system.Root.Send(e.deps.Dir.Requests, &messages.CancelRequest{RequestId: req.RequestId, Code: string(resilience.ClientClosed)})
+	})
+	defer stop()
+	res, err := e.system.Root.RequestFuture(e.deps.Dir.Requests, req, e.budget(req)+Margin).Result()
 	if err != nil { // check the error first: a late reply can race the future's timeout
 		return nil, fmt.Errorf("request %s: %w", req.RequestId, err)
 	}
@@ -223,16 +251,21 @@ func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 	return exec, nil
 }
 
-// budget bounds how long a caller waits for a coordinator, which always answers before: every
-// collection round at the longest deadline, the largest backoffs, the arbiter, and a margin.
+// Margin is how long past a request's deadline the engine waits for its coordinator before giving up on
+// it; the coordinator answers by the deadline, so this is a last resort against a bug.
+const Margin = time.Second
+
+func refused(req *messages.RouteRequest, kind resilience.Kind, msg string, retryAfter time.Duration) *messages.Execution {
+	return &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, StatusCode: int32(resilience.StatusOf(kind)),
+		Error: &messages.Failure{Code: string(kind), Message: msg, RetryAfterSeconds: retryAfter.Seconds()}}
+}
+
+// budget is the longest a request may take: its timeout, or the longest bound a blueprint gives.
 func (e *Engine) budget(req *messages.RouteRequest) time.Duration {
-	longest := e.longestTimeout
 	if req.TimeoutSeconds != nil {
-		longest = *req.TimeoutSeconds
+		return time.Duration(*req.TimeoutSeconds * float64(time.Second))
 	}
-	rounds := float64(e.cfg.Retry.Rounds + 1)
-	backoff := 10 * e.cfg.Retry.Scale
-	return time.Duration((longest*rounds+backoff)*float64(time.Second)) + e.cfg.ArbiterTimeout() + 30*time.Second
+	return e.longestBound
 }
 
 // Execution returns the record of a request.
@@ -323,19 +356,39 @@ func (e *Engine) Ready() error {
 	return errors.New("all providers down")
 }
 
-// Shutdown stops taking requests, waits for those in flight, writes every record and stops the actors.
+// Shutdown stops taking requests and waits for those in flight. Requests still running when ctx is
+// about to end (a quarter of its time, at most a second, before) are stopped: they answer 503
+// shutting_down and their records are kept. Then every record is written and the actors stop.
 func (e *Engine) Shutdown(ctx context.Context) error {
 	var err error
 	e.closeOnce.Do(func() {
 		e.closing.Store(true)
 		done := make(chan struct{})
 		go func() { e.inflight.Wait(); close(done) }()
+		stopAt := time.Now().Add(time.Hour)
+		if d, ok := ctx.Deadline(); ok {
+			stopAt = d.Add(-min(time.Second, time.Until(d)/4))
+		}
+		timer := time.NewTimer(max(time.Until(stopAt), 0))
+		defer timer.Stop()
 		select {
 		case <-done:
 		case <-ctx.Done():
-			err = fmt.Errorf("in-flight requests did not finish: %w", ctx.Err())
+		case <-timer.C:
 		}
-		wait := 10 * time.Second
+		select {
+		case <-done:
+		default:
+			e.log.Warn("stopping the requests still running", zap.String("event", "shutdown_cancel"))
+			e.system.Root.Send(e.deps.Dir.Requests, &messages.CancelRequest{Code: string(resilience.ShuttingDown)})
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				err = errors.New("in-flight requests did not stop")
+			}
+		}
+		// The records are written even when ctx is over: a request's record is never dropped on the way out.
+		wait := time.Second
 		if d, ok := ctx.Deadline(); ok {
 			wait = max(time.Until(d), time.Second)
 		}
@@ -349,7 +402,6 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			err = errors.Join(err, fmt.Errorf("stop actors: %w", perr))
 		}
 		e.system.Shutdown()
-		e.deps.Dispatcher.Close()
 		err = errors.Join(err, e.store.Close())
 		e.log.Info("conclave engine stopped", zap.String("event", "engine_stopped"), zap.Error(err))
 	})

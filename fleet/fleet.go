@@ -48,7 +48,7 @@ func DefaultWorkers(n, slots int) []WorkerSpec {
 }
 
 // Transport runs a job on a worker host and returns the provider's reply. Errors are classified
-// (*resilience.Error); a transport failure of the host itself is SSHRefused or NetworkTimeout.
+// (*resilience.Error); a transport failure of the host itself is SSHRefused or HostTimeout.
 type Transport interface {
 	Run(ctx context.Context, call providers.Call) (providers.Reply, error)
 	Close() error
@@ -67,14 +67,15 @@ func (t InProcess) Run(ctx context.Context, call providers.Call) (providers.Repl
 // Close implements Transport.
 func (InProcess) Close() error { return nil }
 
-// ClassifyError maps a job's error to a kind: context deadlines are worker timeouts, classified errors
-// keep their kind, anything else is internal.
+// ClassifyError maps a job's error to a kind: a call that ran out of its deadline is an upstream
+// timeout (the provider did not answer in time), a cancelled one cancelled, classified errors keep their
+// kind, anything else is internal.
 func ClassifyError(err error) resilience.Kind {
 	switch {
 	case err == nil:
 		return ""
 	case errors.Is(err, context.DeadlineExceeded):
-		return resilience.WorkerTimeout
+		return resilience.UpstreamTimeout
 	case errors.Is(err, context.Canceled):
 		return resilience.Cancelled
 	}

@@ -96,7 +96,7 @@ func TestClassifyError(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 0)
 	defer cancel()
 	<-ctx.Done()
-	if ClassifyError(ctx.Err()) != resilience.WorkerTimeout {
+	if ClassifyError(ctx.Err()) != resilience.UpstreamTimeout {
 		t.Fatal("deadline is not a worker timeout")
 	}
 	if ClassifyError(&resilience.Error{Kind: resilience.RateLimited}) != resilience.RateLimited {

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -22,40 +21,53 @@ var groqModels = []string{"llama-3.1-8b-instant", "llama-3.3-70b-versatile", "ge
 var cerebrasModels = []string{"llama3.1-8b", "llama-3.3-70b", "qwen-3-32b"}
 
 func TestTimeoutStormAnswers503AndKeepsTheRecord(t *testing.T) {
-	tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 2} })
-	for _, p := range []string{"openrouter", "anthropic", "gemini", "groq", "cerebras", "deepseek"} {
+	tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 2} }, quickBlueprints(t, 0.2))
+	for _, p := range allProviders {
 		tb.engine.Sim.SetFault(p, providers.Fault{TimeoutRate: 1})
 	}
-	resp, raw := tb.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "timeout": 0.05, "workers": 3, "min_responses": 2}, nil)
+	// No caller's timeout: every call has the blueprint's full 0.2 s, so each timeout is a fault.
+	body := map[string]any{"task": mcq, "category": "quick", "workers": 3, "min_responses": 2}
+	resp, raw := tb.do(http.MethodPost, "/route-thompson", body, nil)
 	if resp.StatusCode != http.StatusServiceUnavailable {
 		t.Fatalf("status %d: %s", resp.StatusCode, raw)
 	}
 	var bad errorResponse
-	tb.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "timeout": 0.05, "workers": 3, "min_responses": 2}, &bad)
+	tb.do(http.MethodPost, "/route-thompson", body, &bad)
 	if bad.Error.Code != "no_responses" || len(bad.Error.Retries) == 0 {
 		t.Fatalf("error %+v: want no_responses with the retry history", bad.Error)
 	}
-	rounds := map[string]bool{}
 	for _, r := range bad.Error.Retries {
-		rounds[r.Outcome] = true
-	}
-	if !rounds["quorum round 1"] || !rounds["quorum round 2"] {
-		t.Fatalf("retry history %+v lacks the two quorum rounds", bad.Error.Retries)
+		if r.Kind != "upstream_timeout" {
+			t.Fatalf("retry %+v of a timeout storm", r)
+		}
 	}
 	id := resp.Header.Get("X-Request-ID")
 	rec := tb.record(id)
 	if rec["status_code"] != float64(503) {
 		t.Fatalf("record of the failed request: %v", rec["status_code"])
 	}
-	results, _ := rec["results"].([]any)
-	for _, r := range results {
-		// Every call timed out, or was refused once the timeouts had opened its provider's breaker.
-		res := r.(map[string]any)
-		if kind, _ := res["error_kind"].(string); res["status"] != "timeout" && !strings.HasPrefix(kind, "permit_") {
-			t.Fatalf("result %v, want a timeout or a refused permit", res)
+	timeouts := 0
+	for _, r := range tb.results(id) {
+		switch r["status"] {
+		case "timeout":
+			timeouts++
+			if r["error_kind"] != "upstream_timeout" {
+				t.Fatalf("result %v", r)
+			}
+		case "cancelled", "not_sent": // the last attempts, cut by the end of collection, or refused once breakers opened
+		default:
+			t.Fatalf("result %v", r)
 		}
 	}
-	// The storm passes; the system answers again.
+	if timeouts == 0 {
+		t.Fatal("no timeout recorded")
+	}
+	for _, u := range rec["bandit_updates"].([]any) {
+		if u.(map[string]any)["reason"] != "timeout" {
+			t.Fatalf("update %v: models that timed out after the full timeout earn beta + 1", u)
+		}
+	}
+	// The storm passes; the system answers again, from the providers its breakers still trust.
 	tb.engine.Sim.ClearFaults()
 	status, ok, e := tb.route(map[string]any{"task": mcq, "timeout": 5})
 	if status != http.StatusOK || ok.Degraded {
@@ -64,10 +76,10 @@ func TestTimeoutStormAnswers503AndKeepsTheRecord(t *testing.T) {
 }
 
 func TestQuorumFailureDegradesOrFails(t *testing.T) {
-	tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 1} })
+	tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 1} }, quickBlueprints(t, 0.2))
 	tb.engine.Sim.SetFault("groq", providers.Fault{TimeoutRate: 1})
 	models := append(append([]string{}, groqModels...), cerebrasModels[:2]...)
-	status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "workers": 5, "min_responses": 4, "timeout": 0.05})
+	status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "quick", "models": models, "workers": 5, "min_responses": 4})
 	if status != http.StatusOK || !resp.Degraded {
 		t.Fatalf("status %d degraded %v: %+v", status, resp.Degraded, bad)
 	}
@@ -81,18 +93,43 @@ func TestQuorumFailureDegradesOrFails(t *testing.T) {
 		}
 	}
 	if ok != 2 || len(resp.Retries) == 0 {
-		t.Fatalf("%d answers, %d retries; want 2 answers and the quorum retries", ok, len(resp.Retries))
+		t.Fatalf("%d answers, %d retries; want 2 answers and the retries", ok, len(resp.Retries))
 	}
-	// Groq's breaker opened on those timeouts: asking only groq models now finds no provider up.
-	status, _, bad = tb.route(map[string]any{"task": mcq, "category": "general", "models": groqModels, "min_responses": 1, "timeout": 0.05})
-	if status != http.StatusServiceUnavailable || bad.Error.Code != "all_providers_down" {
-		t.Fatalf("status %d: %+v", status, bad)
+	// Timeouts after the full timeout, of one groq model after another, are groq's: they open its
+	// breaker. Then asking only groq models finds no provider up, and the 503 says when to come back.
+	for i := 0; i < 3 && tb.providerState("groq") != "open"; i++ {
+		tb.route(map[string]any{"task": mcq, "category": "quick", "models": groqModels, "workers": 3, "min_responses": 1})
+	}
+	r, raw := tb.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "category": "quick", "models": groqModels, "min_responses": 1}, &bad)
+	if r.StatusCode != http.StatusServiceUnavailable || bad.Error.Code != "all_providers_down" || r.Header.Get("Retry-After") == "" {
+		t.Fatalf("status %d: %s", r.StatusCode, raw)
 	}
 	// Nothing at all comes back from a provider that is still closed: 503 with the retry history.
 	tb.engine.Sim.SetFault("gemini", providers.Fault{TimeoutRate: 1})
-	status, _, bad = tb.route(map[string]any{"task": mcq, "category": "general", "models": []string{"gemini-2.0-flash", "gemini-1.5-pro-002"}, "min_responses": 1, "timeout": 0.05})
+	status, _, bad = tb.route(map[string]any{"task": mcq, "category": "quick", "models": []string{"gemini-2.0-flash", "gemini-1.5-pro-002"}, "min_responses": 1})
 	if status != http.StatusServiceUnavailable || bad.Error.Code != "no_responses" || len(bad.Error.Retries) == 0 {
 		t.Fatalf("status %d: %+v", status, bad)
+	}
+}
+
+func TestQuorumRoundAsksAgain(t *testing.T) {
+	backend := &failing{Backend: simBackend(t)}
+	bad := groqModels[0]
+	backend.set(bad, serverError(bad))
+	tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 1} }, withBackend(backend))
+	models := []string{bad, cerebrasModels[0], cerebrasModels[1]}
+	status, resp, e := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "min_responses": 3, "timeout": 10})
+	if status != http.StatusOK || !resp.Degraded {
+		t.Fatalf("status %d degraded %v: %+v", status, resp.Degraded, e)
+	}
+	rounds := 0
+	for _, r := range resp.Retries {
+		if r.Outcome == "quorum round 1" && r.Model == bad {
+			rounds++
+		}
+	}
+	if rounds != 1 {
+		t.Fatalf("retries %+v: want the failing model asked again in a quorum round", resp.Retries)
 	}
 }
 

@@ -104,6 +104,9 @@ func (tb *testbed) do(method, path string, body any, out any) (*http.Response, [
 	if tb.token != "" {
 		req.Header.Set("Authorization", "Bearer "+tb.token)
 	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		tb.t.Fatal(err)

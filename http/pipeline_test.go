@@ -77,24 +77,25 @@ func TestQuorumGraceEndsCollectionEarly(t *testing.T) {
 }
 
 func TestLateRepliesAreDiscarded(t *testing.T) {
-	slow := &slowModels{Backend: simBackend(t), delay: 300 * time.Millisecond, models: map[string]bool{"deepseek-chat": true}, ignoreDeadline: true}
-	tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 1} }, withBackend(slow))
+	// deepseek-chat answers after 100 ms whatever happens, like a provider that does not honour
+	// cancellation; the quorum grace ends collection long before.
+	slow := &slowModels{Backend: simBackend(t), delay: 100 * time.Millisecond, models: map[string]bool{"deepseek-chat": true}, ignoreDeadline: true}
+	tb := newTestbed(t, nil, withBackend(slow))
 	models := []string{"deepseek-chat", "llama3.1-8b", "gemini-2.0-flash"}
-	status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "min_responses": 3, "timeout": 0.2, "strategy": "majority"})
-	if status != http.StatusOK || !resp.Degraded {
+	status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "min_responses": 2,
+		"quorum_grace_seconds": 0.01, "timeout": 5, "strategy": "majority"})
+	if status != http.StatusOK || resp.Degraded {
 		t.Fatalf("status %d degraded %v: %+v", status, resp.Degraded, bad)
 	}
-	statuses := map[string]int{}
 	for _, r := range resp.Responses {
-		if r.Model == "deepseek-chat" {
-			statuses[r.Status]++
+		if r.Model == "deepseek-chat" && r.Status != "cancelled" {
+			t.Fatalf("%+v: want the slow call cancelled", r)
 		}
 	}
-	if statuses["timeout"] != 2 || statuses["late"] != 1 {
-		t.Fatalf("deepseek-chat results %v: want two timeouts (first try and quorum retry) and the first try's late reply", statuses)
-	}
-	if tb.logs.FilterField(zap.String("event", "late_reply")).Len() == 0 {
-		t.Fatal("no late_reply event logged")
+	waitFor(t, func() bool { return tb.logs.FilterField(zap.String("event", "late_reply")).Len() > 0 })
+	// The answer given and the record kept do not change when the late reply comes.
+	if got := len(tb.results(resp.RequestID)); got != len(resp.Responses) {
+		t.Fatalf("the record has %d results, the answer had %d", got, len(resp.Responses))
 	}
 }
 
@@ -170,14 +171,20 @@ func TestCrashedActorsAreRestarted(t *testing.T) {
 	sys.Root.Send(armPID, &messages.Reward{Model: "someone-else", Category: "general", Reward: 1})
 
 	waitFor(t, func() bool { return tb.logs.FilterMessage("[ACTOR] Recovering").Len() >= 2 })
-	armBefore := tb.engine.Arms().Arm("general", "deepseek-chat")
 
 	// Both keep serving, with their state: the worker its counters, the arm its learning.
+	rewards := int64(1)
 	for i := 0; i < 8; i++ {
-		if status, _, bad := tb.route(map[string]any{"task": mcq, "category": "general", "workers": 8, "strategy": "majority"}); status != http.StatusOK {
+		status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general", "workers": 8, "strategy": "majority"})
+		if status != http.StatusOK {
 			t.Fatalf("after the crash: %d %+v", status, bad)
 		}
+		rewards += int64(len(tb.record(resp.RequestID)["bandit_updates"].([]any)))
 	}
+	if err := tb.engine.Settle(context.Background(), "general", rewards); err != nil { // those requests' rewards have landed
+		t.Fatal(err)
+	}
+	armBefore := tb.engine.Arms().Arm("general", "deepseek-chat")
 	if status, _, _ := tb.route(body); status != http.StatusOK {
 		t.Fatalf("status %d", status)
 	}
@@ -207,7 +214,7 @@ func waitFor(t *testing.T, cond func() bool) {
 func TestShutdownFinishesInFlightAndFlushesRecords(t *testing.T) {
 	cfg := config.Default()
 	cfg.Sim.Faults = providers.Fault{}
-	mem := store.NewMemory(100)
+	mem := store.NewMemory(100, 0)
 	slow := &slowModels{Backend: simBackend(t), delay: 100 * time.Millisecond, models: map[string]bool{"deepseek-chat": true}}
 	e, err := engine.New(engine.Options{Config: cfg, Backend: slow, Store: mem})
 	if err != nil {
@@ -240,8 +247,8 @@ func TestShutdownFinishesInFlightAndFlushesRecords(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: "late", Task: mcq}); err == nil {
-		t.Fatal("a request after shutdown was accepted")
+	if exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: "late", Task: mcq}); err != nil || exec.StatusCode != 503 || exec.Error.Code != "shutting_down" {
+		t.Fatalf("a request after shutdown: %v %v", exec, err)
 	}
 	answered := n
 	for i := 0; i < n; i++ {

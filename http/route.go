@@ -7,41 +7,69 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"mime"
 	"net/http"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/consensus"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/validation"
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Limits on request fields beyond the blueprint's own validation.
 const (
-	maxWorkers = 64
+	maxWorkers = blueprints.MaxWorkers
 	maxModels  = 64
 )
+
+// problemsField logs validation problems (already capped) without reflection.
+type problemsField []*messages.Problem
+
+func (ps problemsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, p := range ps {
+		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+			o.AddString("field", p.Field)
+			o.AddString("message", p.Message)
+			return nil
+		}))
+	}
+	return nil
+}
 
 var routeFields = map[string]bool{
 	"task": true, "category": true, "models": true, "strategy": true, "timeout": true, "workers": true,
 	"min_responses": true, "quorum_grace_seconds": true, "metadata": true,
 }
 
+// maxClientIDBytes bounds a caller's X-Request-ID.
+const maxClientIDBytes = 128
+
 func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	received := time.Now()
-	id := r.Header.Get("X-Request-ID")
-	if _, err := uuid.Parse(id); err != nil {
-		id = uuid.NewString()
-	}
+	id := uuid.NewString() // always the server's own: a caller's id never names, or replaces, a record
 	w.Header().Set("X-Request-ID", id)
-
+	clientID := r.Header.Get("X-Request-ID")
+	if !validClientID(clientID) {
+		writeError(w, http.StatusBadRequest, "malformed_request", "the X-Request-ID header is invalid",
+			[]*messages.Problem{{Field: "X-Request-ID", Message: fmt.Sprintf("must be at most %d printable ASCII characters", maxClientIDBytes)}})
+		return
+	}
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON, sent with Content-Type: application/json", nil)
+		return
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
 	if err != nil {
 		var tooLarge *http.MaxBytesError
@@ -58,19 +86,20 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		if status == http.StatusNotFound {
 			code, msg = "not_found", "the request names an unknown model or blueprint"
 		}
-		s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status), zap.Any("problems", problems))
+		s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
+			zap.Array("problems", problemsField(problems)))
 		writeError(w, status, code, msg, problems)
 		return
 	}
-	req.RequestId = id
+	req.RequestId, req.ClientRequestId = id, clientID
 	req.ReceivedAt = timestamppb.New(received)
-	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.Int("task_bytes", len(req.Task)),
-		zap.String("category", req.Category), zap.Strings("models", req.Models), zap.String("remote", r.RemoteAddr))
+	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("client_request_id", clientID),
+		zap.Int("task_bytes", len(req.Task)), zap.String("category", req.Category), zap.Int("models", len(req.Models)), zap.String("remote", r.RemoteAddr))
 
 	exec, err := s.engine.Route(r.Context(), req)
 	if err != nil {
 		s.log.Error("request not routed", zap.String("event", "request_error"), zap.String("request_id", id), zap.Error(err))
-		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), nil)
+		writeError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
 		return
 	}
 	if exec.StatusCode != http.StatusOK {
@@ -78,26 +107,46 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		if e == nil {
 			e = &messages.Failure{Code: "internal", Message: "the request failed"}
 		}
+		if e.RetryAfterSeconds > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfterSeconds))))
+		}
 		writeErrorWithRetries(w, int(exec.StatusCode), e.Code, e.Message, e.Details, retryViews(exec.Retries))
 		return
 	}
 	writeJSON(w, http.StatusOK, renderRoute(exec))
 }
 
+func validClientID(id string) bool {
+	if len(id) > maxClientIDBytes {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if id[i] < 0x21 || id[i] > 0x7e {
+			return false
+		}
+	}
+	return true
+}
+
+// isJSON accepts application/json and any +json type, with parameters.
+func isJSON(contentType string) bool {
+	mt, _, err := mime.ParseMediaType(contentType)
+	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
+}
+
 // parseRoute decodes and validates a route body, collecting every problem. The status is 0 when the
 // request is valid, 400 for malformed input and 404 when the only problems are unknown names.
 func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messages.Problem) {
+	if p := strictJSON(body); p != nil {
+		return nil, http.StatusBadRequest, []*messages.Problem{p}
+	}
 	var fields map[string]json.RawMessage
-	dec := json.NewDecoder(bytes.NewReader(body))
-	if err := dec.Decode(&fields); err != nil || fields == nil {
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		msg := "the body must be a JSON object"
 		if err != nil {
 			msg += ": " + err.Error()
 		}
 		return nil, http.StatusBadRequest, []*messages.Problem{{Field: "body", Message: msg}}
-	}
-	if dec.More() {
-		return nil, http.StatusBadRequest, []*messages.Problem{{Field: "body", Message: "the body must hold exactly one JSON object"}}
 	}
 	var bad, unknown validation.Errors
 	req := &messages.RouteRequest{}
@@ -116,8 +165,8 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 		bad.Add("task", "is required")
 	} else if err := json.Unmarshal(raw, &req.Task); err != nil {
 		bad.Add("task", "must be a string")
-	} else if strings.TrimSpace(req.Task) == "" {
-		bad.Add("task", "must not be empty")
+	} else if !visible(req.Task) {
+		bad.Add("task", "must have at least one visible character")
 	}
 	if raw, ok := fields["category"]; ok {
 		if err := json.Unmarshal(raw, &req.Category); err != nil {
@@ -165,6 +214,8 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 			req.Strategy = &st
 		}
 	}
+	// timeout bounds the caller's wait (answer, retries and arbiter included); the blueprint's timeout
+	// stays each call's budget.
 	req.TimeoutSeconds = number(fields, "timeout", &bad, func(v float64) string {
 		if v <= 0 || v > 3600 {
 			return "must be greater than 0 and at most 3600 seconds"
@@ -193,6 +244,12 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 			bad.Add("metadata", "must be a JSON object")
 		} else if req.Metadata, err = structpb.NewStruct(md); err != nil {
 			bad.Add("metadata", err.Error())
+		} else if kind, ok := md["answer_kind"]; ok {
+			if k, isString := kind.(string); !isString {
+				bad.Add("metadata.answer_kind", "must be a string")
+			} else if _, err := consensus.ParseKind(k); err != nil {
+				bad.Add("metadata.answer_kind", err.Error())
+			}
 		}
 	}
 	// Overrides that are valid one by one can still contradict the blueprint (min_responses above its
@@ -200,27 +257,90 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 	if req.Category != "" && len(bad) == 0 && len(unknown) == 0 {
 		if bp, err := s.engine.Blueprints().Get(req.Category); err == nil {
 			if _, err := bp.Apply(actors.Overrides(req)); err != nil {
-				for _, p := range actors.Problems(err) {
-					bad.Add(requestField(p.Field), p.Message)
-				}
+				bad = append(bad, validation.Of(err)...)
 			}
 		}
 	}
 	switch {
 	case len(bad) > 0:
-		return nil, http.StatusBadRequest, problems(append(bad, unknown...))
+		return nil, http.StatusBadRequest, problems(append(bad, unknown...).Capped())
 	case len(unknown) > 0:
-		return nil, http.StatusNotFound, problems(unknown)
+		return nil, http.StatusNotFound, problems(unknown.Capped())
 	}
 	return req, 0, nil
 }
 
-// requestField names a blueprint field as the request does.
-func requestField(blueprintField string) string {
-	if blueprintField == "timeout_seconds" {
-		return "timeout"
+// visible reports whether a text has a character one can see: not only spaces, or format characters
+// such as zero-width spaces.
+func visible(text string) bool {
+	for _, r := range text {
+		if unicode.IsGraphic(r) && !unicode.IsSpace(r) {
+			return true
+		}
 	}
-	return blueprintField
+	return false
+}
+
+// maxJSONDepth bounds the nesting of a body.
+const maxJSONDepth = 32
+
+// strictJSON checks that a body is one JSON value and nothing after it, with no key twice in any
+// object, nested at most maxJSONDepth deep; it returns the problem, or nil.
+func strictJSON(body []byte) *messages.Problem {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.UseNumber()
+	if p := walkJSON(dec, "", 0); p != nil {
+		return p
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return &messages.Problem{Field: "body", Message: "the body must hold exactly one JSON object, with nothing after it"}
+	}
+	return nil
+}
+
+func walkJSON(dec *json.Decoder, path string, depth int) *messages.Problem {
+	bodyProblem := func(msg string) *messages.Problem { return &messages.Problem{Field: "body", Message: msg} }
+	if depth > maxJSONDepth {
+		return bodyProblem(fmt.Sprintf("the body nests deeper than %d levels", maxJSONDepth))
+	}
+	tok, err := dec.Token()
+	if err != nil {
+		return bodyProblem("the body must be a JSON object: " + err.Error())
+	}
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			key, err := dec.Token()
+			if err != nil {
+				return bodyProblem("the body must be a JSON object: " + err.Error())
+			}
+			name := key.(string)
+			field := name
+			if path != "" {
+				field = path + "." + name
+			}
+			if seen[name] {
+				return &messages.Problem{Field: field, Message: "appears twice"}
+			}
+			seen[name] = true
+			if p := walkJSON(dec, field, depth+1); p != nil {
+				return p
+			}
+		}
+	case json.Delim('['):
+		for dec.More() {
+			if p := walkJSON(dec, path, depth+1); p != nil {
+				return p
+			}
+		}
+	default:
+		return nil
+	}
+	if _, err := dec.Token(); err != nil { // the closing delimiter
+		return bodyProblem("the body must be a JSON object: " + err.Error())
+	}
+	return nil
 }
 
 func problems(errs validation.Errors) []*messages.Problem {
@@ -268,16 +388,17 @@ func integer(fields map[string]json.RawMessage, name string, bad *validation.Err
 
 // The response of POST /route-thompson.
 type routeResponse struct {
-	RequestID  string             `json:"request_id"`
-	Category   string             `json:"category"`
-	Confidence float64            `json:"confidence"`
-	Blueprint  blueprintView      `json:"blueprint"`
-	Answer     string             `json:"answer"`
-	Consensus  consensusView      `json:"consensus"`
-	Responses  []responseView     `json:"responses"`
-	Phases     map[string]float64 `json:"phases"`
-	Retries    []retryView        `json:"retries"`
-	Degraded   bool               `json:"degraded"`
+	RequestID       string             `json:"request_id"`
+	ClientRequestID string             `json:"client_request_id,omitempty"`
+	Category        string             `json:"category"`
+	Confidence      float64            `json:"confidence"`
+	Blueprint       blueprintView      `json:"blueprint"`
+	Answer          string             `json:"answer"`
+	Consensus       consensusView      `json:"consensus"`
+	Responses       []responseView     `json:"responses"`
+	Phases          map[string]float64 `json:"phases"`
+	Retries         []retryView        `json:"retries"`
+	Degraded        bool               `json:"degraded"`
 }
 
 type blueprintView struct {
@@ -308,12 +429,14 @@ type responseView struct {
 	Contributed   bool    `json:"contributed"`
 	Attempt       int32   `json:"attempt"`
 	ErrorKind     string  `json:"error_kind,omitempty"`
+	ErrorScope    string  `json:"error_scope,omitempty"`
 }
 
 type retryView struct {
 	Model      string  `json:"model"`
 	Provider   string  `json:"provider"`
 	FromWorker string  `json:"from_worker,omitempty"`
+	ToWorker   string  `json:"to_worker,omitempty"`
 	Attempt    int32   `json:"attempt"`
 	Kind       string  `json:"kind"`
 	DelayMs    float64 `json:"delay_ms"`
@@ -323,14 +446,15 @@ type retryView struct {
 func retryViews(rs []*messages.Retry) []retryView {
 	out := make([]retryView, len(rs))
 	for i, r := range rs {
-		out[i] = retryView{Model: r.Model, Provider: r.Provider, FromWorker: r.FromWorker, Attempt: r.Attempt, Kind: r.Kind, DelayMs: r.DelayMs, Outcome: r.Outcome}
+		out[i] = retryView{Model: r.Model, Provider: r.Provider, FromWorker: r.FromWorker, ToWorker: r.ToWorker, Attempt: r.Attempt, Kind: r.Kind,
+			DelayMs: r.DelayMs, Outcome: r.Outcome}
 	}
 	return out
 }
 
 func renderRoute(e *messages.Execution) routeResponse {
 	resp := routeResponse{
-		RequestID: e.RequestId, Answer: e.Answer, Degraded: e.Degraded, Retries: retryViews(e.Retries),
+		RequestID: e.RequestId, ClientRequestID: e.ClientRequestId, Answer: e.Answer, Degraded: e.Degraded, Retries: retryViews(e.Retries),
 		Responses: make([]responseView, len(e.Results)),
 		Consensus: consensusView{Agreement: []string{}, Disagreement: []string{}},
 	}
@@ -352,7 +476,7 @@ func renderRoute(e *messages.Execution) routeResponse {
 	}
 	for i, r := range e.Results {
 		resp.Responses[i] = responseView{Model: r.Model, Provider: r.Provider, Worker: r.Worker, Status: r.Status, LatencyMs: r.LatencyMs,
-			WeightedScore: r.WeightedScore, Contributed: r.Contributed, Attempt: r.Attempt, ErrorKind: r.ErrorKind}
+			WeightedScore: r.WeightedScore, Contributed: r.Contributed, Attempt: r.Attempt, ErrorKind: r.ErrorKind, ErrorScope: r.ErrorScope}
 	}
 	if p := e.Phases; p != nil {
 		resp.Phases = map[string]float64{

@@ -36,7 +36,8 @@ type Engine interface {
 
 // Options configure the API.
 type Options struct {
-	// Token, when set, is required as "Authorization: Bearer <token>" on every endpoint but /healthz.
+	// Token, when set, is required as "Authorization: Bearer <token>" on every endpoint but /healthz and
+	// /readyz.
 	Token secret.String
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64
@@ -72,7 +73,7 @@ func New(engine Engine, opts Options) *Server {
 	r.GET("/providers", s.authed(s.providers))
 	r.GET("/workers", s.authed(s.workers))
 	r.GET("/blueprints", s.authed(s.blueprints))
-	r.GET("/readyz", s.authed(s.readyz))
+	r.GET("/readyz", s.readyz) // says nothing secret: a load balancer probes it without the token
 	r.GET("/healthz", s.healthz)
 	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+req.Method+" "+req.URL.Path, nil)

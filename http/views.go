@@ -5,6 +5,7 @@ import (
 	"sort"
 
 	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/julienschmidt/httprouter"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -99,5 +100,9 @@ func (s *Server) workers(w http.ResponseWriter, _ *http.Request, _ httprouter.Pa
 
 func (s *Server) blueprints(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
 	set := s.engine.Blueprints()
-	writeJSON(w, http.StatusOK, map[string]any{"source": set.Source(), "blueprints": set.All()})
+	rejected := set.Rejected()
+	if rejected == nil {
+		rejected = []blueprints.Rejection{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"source": set.Source(), "blueprints": set.All(), "rejected": rejected})
 }

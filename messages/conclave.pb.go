@@ -27,6 +27,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Effect is what a settled call tells a breaker.
+type Effect int32
+
+const (
+	Effect_EFFECT_NEUTRAL Effect = 0
+	Effect_EFFECT_SUCCESS Effect = 1
+	Effect_EFFECT_FAILURE Effect = 2
+)
+
+// Enum value maps for Effect.
+var (
+	Effect_name = map[int32]string{
+		0: "EFFECT_NEUTRAL",
+		1: "EFFECT_SUCCESS",
+		2: "EFFECT_FAILURE",
+	}
+	Effect_value = map[string]int32{
+		"EFFECT_NEUTRAL": 0,
+		"EFFECT_SUCCESS": 1,
+		"EFFECT_FAILURE": 2,
+	}
+)
+
+func (x Effect) Enum() *Effect {
+	p := new(Effect)
+	*p = x
+	return p
+}
+
+func (x Effect) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Effect) Descriptor() protoreflect.EnumDescriptor {
+	return file_conclave_proto_enumTypes[0].Descriptor()
+}
+
+func (Effect) Type() protoreflect.EnumType {
+	return &file_conclave_proto_enumTypes[0]
+}
+
+func (x Effect) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Effect.Descriptor instead.
+func (Effect) EnumDescriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{0}
+}
+
 // RouteRequest asks the request supervisor to run one task through the pipeline. The reply, sent to the
 // sender, is an Execution: the answer or the failure, with everything that was decided on the way.
 type RouteRequest struct {
@@ -44,8 +94,11 @@ type RouteRequest struct {
 	QuorumGraceSeconds *float64               `protobuf:"fixed64,9,opt,name=quorum_grace_seconds,json=quorumGraceSeconds,proto3,oneof" json:"quorum_grace_seconds,omitempty"`
 	Metadata           *structpb.Struct       `protobuf:"bytes,10,opt,name=metadata,proto3" json:"metadata,omitempty"`
 	ReceivedAt         *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// client_request_id is the caller's own id for the request (its X-Request-ID), kept beside the
+	// server's request_id, never instead of it.
+	ClientRequestId string `protobuf:"bytes,12,opt,name=client_request_id,json=clientRequestId,proto3" json:"client_request_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -155,6 +208,13 @@ func (x *RouteRequest) GetReceivedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *RouteRequest) GetClientRequestId() string {
+	if x != nil {
+		return x.ClientRequestId
+	}
+	return ""
+}
+
 // Execution is the full record of one request; it is also the reply to a RouteRequest.
 type Execution struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -179,8 +239,14 @@ type Execution struct {
 	StatusCode int32    `protobuf:"varint,17,opt,name=status_code,json=statusCode,proto3" json:"status_code,omitempty"`
 	Error      *Failure `protobuf:"bytes,18,opt,name=error,proto3" json:"error,omitempty"`
 	// feedback holds the rewards a caller who learned the truth gave through the feedback API.
-	Feedback      []*BanditUpdate        `protobuf:"bytes,19,rep,name=feedback,proto3" json:"feedback,omitempty"`
-	FeedbackAt    *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=feedback_at,json=feedbackAt,proto3" json:"feedback_at,omitempty"`
+	Feedback        []*BanditUpdate        `protobuf:"bytes,19,rep,name=feedback,proto3" json:"feedback,omitempty"`
+	FeedbackAt      *timestamppb.Timestamp `protobuf:"bytes,20,opt,name=feedback_at,json=feedbackAt,proto3" json:"feedback_at,omitempty"`
+	ClientRequestId string                 `protobuf:"bytes,21,opt,name=client_request_id,json=clientRequestId,proto3" json:"client_request_id,omitempty"`
+	// timeout_seconds is the caller's timeout, when it gave one; deadline is when the answer was due.
+	TimeoutSeconds *float64               `protobuf:"fixed64,22,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
+	Deadline       *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// node_id is the controller that ran the request.
+	NodeId        string `protobuf:"bytes,24,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -355,6 +421,34 @@ func (x *Execution) GetFeedbackAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Execution) GetClientRequestId() string {
+	if x != nil {
+		return x.ClientRequestId
+	}
+	return ""
+}
+
+func (x *Execution) GetTimeoutSeconds() float64 {
+	if x != nil && x.TimeoutSeconds != nil {
+		return *x.TimeoutSeconds
+	}
+	return 0
+}
+
+func (x *Execution) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *Execution) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
 type Classification struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Category      string                 `protobuf:"bytes,1,opt,name=category,proto3" json:"category,omitempty"`
@@ -368,7 +462,9 @@ type Classification struct {
 	Complexity    string                 `protobuf:"bytes,9,opt,name=complexity,proto3" json:"complexity,omitempty"`
 	ContextLength int32                  `protobuf:"varint,10,opt,name=context_length,json=contextLength,proto3" json:"context_length,omitempty"`
 	// explicit is true when the request named its category and classification only measured the task.
-	Explicit      bool `protobuf:"varint,11,opt,name=explicit,proto3" json:"explicit,omitempty"`
+	Explicit bool `protobuf:"varint,11,opt,name=explicit,proto3" json:"explicit,omitempty"`
+	// answer_kind is text, choice, number or exact: when two answers are the same one.
+	AnswerKind    string `protobuf:"bytes,12,opt,name=answer_kind,json=answerKind,proto3" json:"answer_kind,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -478,6 +574,13 @@ func (x *Classification) GetExplicit() bool {
 		return x.Explicit
 	}
 	return false
+}
+
+func (x *Classification) GetAnswerKind() string {
+	if x != nil {
+		return x.AnswerKind
+	}
+	return ""
 }
 
 type Signal struct {
@@ -860,7 +963,8 @@ type WorkerResult struct {
 	Provider string                 `protobuf:"bytes,3,opt,name=provider,proto3" json:"provider,omitempty"`
 	Worker   string                 `protobuf:"bytes,4,opt,name=worker,proto3" json:"worker,omitempty"`
 	Attempt  int32                  `protobuf:"varint,5,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	// status is ok, timeout, error, late or cancelled.
+	// status is ok, timeout, error, cancelled (cut by a deadline or by the end of collection), not_sent
+	// (never reached a worker) or late (an answer after its call was settled).
 	Status        string  `protobuf:"bytes,6,opt,name=status,proto3" json:"status,omitempty"`
 	Text          string  `protobuf:"bytes,7,opt,name=text,proto3" json:"text,omitempty"`
 	LatencyMs     float64 `protobuf:"fixed64,8,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
@@ -870,6 +974,10 @@ type WorkerResult struct {
 	WeightedScore float64 `protobuf:"fixed64,12,opt,name=weighted_score,json=weightedScore,proto3" json:"weighted_score,omitempty"`
 	Contributed   bool    `protobuf:"varint,13,opt,name=contributed,proto3" json:"contributed,omitempty"`
 	Usage         *Usage  `protobuf:"bytes,14,opt,name=usage,proto3" json:"usage,omitempty"`
+	// error_scope is model or provider when the failure says which it concerns.
+	ErrorScope string `protobuf:"bytes,15,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
+	// budget_ms is the time the call had: the blueprint's timeout, or less when a deadline cut it.
+	BudgetMs      float64 `protobuf:"fixed64,16,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1000,6 +1108,20 @@ func (x *WorkerResult) GetUsage() *Usage {
 		return x.Usage
 	}
 	return nil
+}
+
+func (x *WorkerResult) GetErrorScope() string {
+	if x != nil {
+		return x.ErrorScope
+	}
+	return ""
+}
+
+func (x *WorkerResult) GetBudgetMs() float64 {
+	if x != nil {
+		return x.BudgetMs
+	}
+	return 0
 }
 
 type ArbiterDecision struct {
@@ -1415,12 +1537,15 @@ func (x *Retry) GetOutcome() string {
 }
 
 type Failure struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Code          string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
-	Message       string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
-	Details       []*Problem             `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Code    string                 `protobuf:"bytes,1,opt,name=code,proto3" json:"code,omitempty"`
+	Message string                 `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
+	Details []*Problem             `protobuf:"bytes,3,rep,name=details,proto3" json:"details,omitempty"`
+	// retry_after_seconds, when positive, is the wait that should cure the failure (an open breaker, a
+	// rate limit): the answer's Retry-After.
+	RetryAfterSeconds float64 `protobuf:"fixed64,4,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Failure) Reset() {
@@ -1472,6 +1597,13 @@ func (x *Failure) GetDetails() []*Problem {
 		return x.Details
 	}
 	return nil
+}
+
+func (x *Failure) GetRetryAfterSeconds() float64 {
+	if x != nil {
+		return x.RetryAfterSeconds
+	}
+	return 0
 }
 
 // Problem is one rejected field of a request.
@@ -1670,17 +1802,20 @@ type Job struct {
 	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	JobId     string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// kind is answer, or arbiter for a judgement of candidate answers.
-	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
-	Model         string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
-	Provider      string                 `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
-	Prompt        string                 `protobuf:"bytes,6,opt,name=prompt,proto3" json:"prompt,omitempty"`
-	Candidates    []string               `protobuf:"bytes,7,rep,name=candidates,proto3" json:"candidates,omitempty"`
-	Category      string                 `protobuf:"bytes,8,opt,name=category,proto3" json:"category,omitempty"`
-	MaxTokens     int32                  `protobuf:"varint,9,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	Attempt       int32                  `protobuf:"varint,11,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Kind       string   `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`
+	Model      string   `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	Provider   string   `protobuf:"bytes,5,opt,name=provider,proto3" json:"provider,omitempty"`
+	Prompt     string   `protobuf:"bytes,6,opt,name=prompt,proto3" json:"prompt,omitempty"`
+	Candidates []string `protobuf:"bytes,7,rep,name=candidates,proto3" json:"candidates,omitempty"`
+	Category   string   `protobuf:"bytes,8,opt,name=category,proto3" json:"category,omitempty"`
+	MaxTokens  int32    `protobuf:"varint,9,opt,name=max_tokens,json=maxTokens,proto3" json:"max_tokens,omitempty"`
+	// deadline is when the call must end at the latest; timeout_seconds is its budget from the moment the
+	// worker starts it (the call ends at whichever comes first).
+	Deadline       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Attempt        int32                  `protobuf:"varint,11,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	TimeoutSeconds float64                `protobuf:"fixed64,12,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -1790,6 +1925,13 @@ func (x *Job) GetAttempt() int32 {
 	return 0
 }
 
+func (x *Job) GetTimeoutSeconds() float64 {
+	if x != nil {
+		return x.TimeoutSeconds
+	}
+	return 0
+}
+
 type Dispatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -1886,6 +2028,59 @@ func (x *CancelJob) GetJobId() string {
 	return ""
 }
 
+// JobStarted tells a job's sender that its worker began the call, with the time the call has.
+type JobStarted struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	BudgetSeconds float64                `protobuf:"fixed64,2,opt,name=budget_seconds,json=budgetSeconds,proto3" json:"budget_seconds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobStarted) Reset() {
+	*x = JobStarted{}
+	mi := &file_conclave_proto_msgTypes[20]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobStarted) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobStarted) ProtoMessage() {}
+
+func (x *JobStarted) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[20]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
+func (*JobStarted) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{20}
+}
+
+func (x *JobStarted) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobStarted) GetBudgetSeconds() float64 {
+	if x != nil {
+		return x.BudgetSeconds
+	}
+	return 0
+}
+
 type JobResult struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	JobId             string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1904,13 +2099,15 @@ type JobResult struct {
 	ErrorMessage      string                 `protobuf:"bytes,14,opt,name=error_message,json=errorMessage,proto3" json:"error_message,omitempty"`
 	HttpStatus        int32                  `protobuf:"varint,15,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
 	RetryAfterSeconds float64                `protobuf:"fixed64,16,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// error_scope is model or provider when the failure says which it concerns.
+	ErrorScope    string `protobuf:"bytes,17,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1922,7 +2119,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1935,7 +2132,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -2050,6 +2247,13 @@ func (x *JobResult) GetRetryAfterSeconds() float64 {
 	return 0
 }
 
+func (x *JobResult) GetErrorScope() string {
+	if x != nil {
+		return x.ErrorScope
+	}
+	return ""
+}
+
 // Acquire asks a provider actor for a permit to call one of its models: a breaker check and a
 // rate-limit reservation. The reply is a Permit.
 type Acquire struct {
@@ -2065,7 +2269,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2077,7 +2281,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2090,7 +2294,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -2132,17 +2336,20 @@ type Permit struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	Granted bool                   `protobuf:"varint,2,opt,name=granted,proto3" json:"granted,omitempty"`
-	// reason is breaker_open, probe_in_flight or rate_limited when not granted.
-	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
-	Generation    uint64 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
-	Probe         bool   `protobuf:"varint,5,opt,name=probe,proto3" json:"probe,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	// reason, when not granted, is breaker_open, probe_in_flight, rate_limited (the deadline passed while
+	// waiting for room), model_removed, model_ejected, model_probe_in_flight or model_rate_limited.
+	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// probe marks the provider's (or the model's) half-open probe.
+	Probe bool `protobuf:"varint,5,opt,name=probe,proto3" json:"probe,omitempty"`
+	// retry_after_seconds, when refused, is when the reason should pass.
+	RetryAfterSeconds float64 `protobuf:"fixed64,6,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2154,7 +2361,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2167,7 +2374,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Permit) GetJobId() string {
@@ -2191,13 +2398,6 @@ func (x *Permit) GetReason() string {
 	return ""
 }
 
-func (x *Permit) GetGeneration() uint64 {
-	if x != nil {
-		return x.Generation
-	}
-	return 0
-}
-
 func (x *Permit) GetProbe() bool {
 	if x != nil {
 		return x.Probe
@@ -2205,24 +2405,37 @@ func (x *Permit) GetProbe() bool {
 	return false
 }
 
-// Outcome reports a permitted call's result to its provider actor.
+func (x *Permit) GetRetryAfterSeconds() float64 {
+	if x != nil {
+		return x.RetryAfterSeconds
+	}
+	return 0
+}
+
+// Outcome settles a job with its provider actor: the verdict on the provider and the model for a
+// permitted call, or the permit (or the waiting acquisition) given back unused. The provider holds the
+// breaker tickets of the permit it leased, so a stale outcome cannot reach a newer breaker state.
 type Outcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	Probe         bool                   `protobuf:"varint,4,opt,name=probe,proto3" json:"probe,omitempty"`
-	Success       bool                   `protobuf:"varint,5,opt,name=success,proto3" json:"success,omitempty"`
-	ErrorKind     string                 `protobuf:"bytes,6,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
-	RateLimit     *RateLimitInfo         `protobuf:"bytes,7,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
-	Tokens        int32                  `protobuf:"varint,8,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	JobId          string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Model          string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	RateLimit      *RateLimitInfo         `protobuf:"bytes,7,opt,name=rate_limit,json=rateLimit,proto3" json:"rate_limit,omitempty"`
+	Tokens         int32                  `protobuf:"varint,8,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	ProviderEffect Effect                 `protobuf:"varint,11,opt,name=provider_effect,json=providerEffect,proto3,enum=conclave.v1.Effect" json:"provider_effect,omitempty"`
+	ModelEffect    Effect                 `protobuf:"varint,12,opt,name=model_effect,json=modelEffect,proto3,enum=conclave.v1.Effect" json:"model_effect,omitempty"`
+	// block_model_seconds blocks the model (its own 429) and block_provider_seconds the provider (the
+	// provider's 429) for that long.
+	BlockModelSeconds    float64 `protobuf:"fixed64,13,opt,name=block_model_seconds,json=blockModelSeconds,proto3" json:"block_model_seconds,omitempty"`
+	BlockProviderSeconds float64 `protobuf:"fixed64,14,opt,name=block_provider_seconds,json=blockProviderSeconds,proto3" json:"block_provider_seconds,omitempty"`
+	// remove_model takes a model the provider does not know out of the pool.
+	RemoveModel   bool `protobuf:"varint,15,opt,name=remove_model,json=removeModel,proto3" json:"remove_model,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2234,7 +2447,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2247,7 +2460,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -2260,34 +2473,6 @@ func (x *Outcome) GetJobId() string {
 func (x *Outcome) GetModel() string {
 	if x != nil {
 		return x.Model
-	}
-	return ""
-}
-
-func (x *Outcome) GetGeneration() uint64 {
-	if x != nil {
-		return x.Generation
-	}
-	return 0
-}
-
-func (x *Outcome) GetProbe() bool {
-	if x != nil {
-		return x.Probe
-	}
-	return false
-}
-
-func (x *Outcome) GetSuccess() bool {
-	if x != nil {
-		return x.Success
-	}
-	return false
-}
-
-func (x *Outcome) GetErrorKind() string {
-	if x != nil {
-		return x.ErrorKind
 	}
 	return ""
 }
@@ -2306,6 +2491,95 @@ func (x *Outcome) GetTokens() int32 {
 	return 0
 }
 
+func (x *Outcome) GetProviderEffect() Effect {
+	if x != nil {
+		return x.ProviderEffect
+	}
+	return Effect_EFFECT_NEUTRAL
+}
+
+func (x *Outcome) GetModelEffect() Effect {
+	if x != nil {
+		return x.ModelEffect
+	}
+	return Effect_EFFECT_NEUTRAL
+}
+
+func (x *Outcome) GetBlockModelSeconds() float64 {
+	if x != nil {
+		return x.BlockModelSeconds
+	}
+	return 0
+}
+
+func (x *Outcome) GetBlockProviderSeconds() float64 {
+	if x != nil {
+		return x.BlockProviderSeconds
+	}
+	return 0
+}
+
+func (x *Outcome) GetRemoveModel() bool {
+	if x != nil {
+		return x.RemoveModel
+	}
+	return false
+}
+
+// CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
+// the shutdown timeout ended (shutting_down). The coordinator answers at once with that code.
+type CancelRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Code          string                 `protobuf:"bytes,2,opt,name=code,proto3" json:"code,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelRequest) Reset() {
+	*x = CancelRequest{}
+	mi := &file_conclave_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelRequest) ProtoMessage() {}
+
+func (x *CancelRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
+func (*CancelRequest) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *CancelRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *CancelRequest) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 // ConsensusInput hands the collected answers to a consensus actor.
 type ConsensusInput struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -2320,13 +2594,14 @@ type ConsensusInput struct {
 	ArbiterProvider string                 `protobuf:"bytes,8,opt,name=arbiter_provider,json=arbiterProvider,proto3" json:"arbiter_provider,omitempty"`
 	ArbiterWorker   string                 `protobuf:"bytes,9,opt,name=arbiter_worker,json=arbiterWorker,proto3" json:"arbiter_worker,omitempty"`
 	Deadline        *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	AnswerKind      string                 `protobuf:"bytes,11,opt,name=answer_kind,json=answerKind,proto3" json:"answer_kind,omitempty"`
 	unknownFields   protoimpl.UnknownFields
 	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2338,7 +2613,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2351,7 +2626,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -2424,6 +2699,13 @@ func (x *ConsensusInput) GetDeadline() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ConsensusInput) GetAnswerKind() string {
+	if x != nil {
+		return x.AnswerKind
+	}
+	return ""
+}
+
 type Candidate struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -2439,7 +2721,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2451,7 +2733,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2464,7 +2746,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Candidate) GetModel() string {
@@ -2529,7 +2811,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2541,7 +2823,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2554,7 +2836,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -2606,7 +2888,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2618,7 +2900,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2631,7 +2913,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Reward) GetModel() string {
@@ -2679,7 +2961,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2691,7 +2973,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2704,7 +2986,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -2724,7 +3006,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +3018,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +3031,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -2780,7 +3062,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +3074,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +3087,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -2841,7 +3123,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2853,7 +3135,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2866,7 +3148,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -2899,7 +3181,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2911,7 +3193,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2924,7 +3206,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 type Flushed struct {
@@ -2937,7 +3219,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2949,7 +3231,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2962,7 +3244,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -2983,7 +3265,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8e\x04\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xba\x04\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -2998,13 +3280,14 @@ const file_conclave_proto_rawDesc = "" +
 	"\bmetadata\x18\n" +
 	" \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12;\n" +
 	"\vreceived_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"receivedAtB\v\n" +
+	"receivedAt\x12*\n" +
+	"\x11client_request_id\x18\f \x01(\tR\x0fclientRequestIdB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
 	"\b_workersB\x10\n" +
 	"\x0e_min_responsesB\x17\n" +
-	"\x15_quorum_grace_seconds\"\xbf\a\n" +
+	"\x15_quorum_grace_seconds\"\xfe\b\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -3030,7 +3313,12 @@ const file_conclave_proto_rawDesc = "" +
 	"\x05error\x18\x12 \x01(\v2\x14.conclave.v1.FailureR\x05error\x125\n" +
 	"\bfeedback\x18\x13 \x03(\v2\x19.conclave.v1.BanditUpdateR\bfeedback\x12;\n" +
 	"\vfeedback_at\x18\x14 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"feedbackAt\"\xed\x02\n" +
+	"feedbackAt\x12*\n" +
+	"\x11client_request_id\x18\x15 \x01(\tR\x0fclientRequestId\x12,\n" +
+	"\x0ftimeout_seconds\x18\x16 \x01(\x01H\x00R\x0etimeoutSeconds\x88\x01\x01\x126\n" +
+	"\bdeadline\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x17\n" +
+	"\anode_id\x18\x18 \x01(\tR\x06nodeIdB\x12\n" +
+	"\x10_timeout_seconds\"\x8e\x03\n" +
 	"\x0eClassification\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x1e\n" +
 	"\n" +
@@ -3047,7 +3335,9 @@ const file_conclave_proto_rawDesc = "" +
 	"complexity\x12%\n" +
 	"\x0econtext_length\x18\n" +
 	" \x01(\x05R\rcontextLength\x12\x1a\n" +
-	"\bexplicit\x18\v \x01(\bR\bexplicit\">\n" +
+	"\bexplicit\x18\v \x01(\bR\bexplicit\x12\x1f\n" +
+	"\vanswer_kind\x18\f \x01(\tR\n" +
+	"answerKind\">\n" +
 	"\x06Signal\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x18\n" +
 	"\akeyword\x18\x02 \x01(\tR\akeyword\"\xd5\x01\n" +
@@ -3080,7 +3370,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04Skip\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xac\x03\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xea\x03\n" +
 	"\fWorkerResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -3099,7 +3389,10 @@ const file_conclave_proto_rawDesc = "" +
 	"httpStatus\x12%\n" +
 	"\x0eweighted_score\x18\f \x01(\x01R\rweightedScore\x12 \n" +
 	"\vcontributed\x18\r \x01(\bR\vcontributed\x12(\n" +
-	"\x05usage\x18\x0e \x01(\v2\x12.conclave.v1.UsageR\x05usage\"\xc5\x02\n" +
+	"\x05usage\x18\x0e \x01(\v2\x12.conclave.v1.UsageR\x05usage\x12\x1f\n" +
+	"\verror_scope\x18\x0f \x01(\tR\n" +
+	"errorScope\x12\x1b\n" +
+	"\tbudget_ms\x18\x10 \x01(\x01R\bbudgetMs\"\xc5\x02\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -3143,11 +3436,12 @@ const file_conclave_proto_rawDesc = "" +
 	"\aattempt\x18\x05 \x01(\x05R\aattempt\x12\x12\n" +
 	"\x04kind\x18\x06 \x01(\tR\x04kind\x12\x19\n" +
 	"\bdelay_ms\x18\a \x01(\x01R\adelayMs\x12\x18\n" +
-	"\aoutcome\x18\b \x01(\tR\aoutcome\"g\n" +
+	"\aoutcome\x18\b \x01(\tR\aoutcome\"\x97\x01\n" +
 	"\aFailure\x12\x12\n" +
 	"\x04code\x18\x01 \x01(\tR\x04code\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x12.\n" +
-	"\adetails\x18\x03 \x03(\v2\x14.conclave.v1.ProblemR\adetails\"9\n" +
+	"\adetails\x18\x03 \x03(\v2\x14.conclave.v1.ProblemR\adetails\x12.\n" +
+	"\x13retry_after_seconds\x18\x04 \x01(\x01R\x11retryAfterSeconds\"9\n" +
 	"\aProblem\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"O\n" +
@@ -3160,7 +3454,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\x12)\n" +
 	"\x10remaining_tokens\x18\x04 \x01(\x03R\x0fremainingTokens\x124\n" +
 	"\x16reset_requests_seconds\x18\x05 \x01(\x01R\x14resetRequestsSeconds\x120\n" +
-	"\x14reset_tokens_seconds\x18\x06 \x01(\x01R\x12resetTokensSeconds\"\xc6\x02\n" +
+	"\x14reset_tokens_seconds\x18\x06 \x01(\x01R\x12resetTokensSeconds\"\xef\x02\n" +
 	"\x03Job\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -3177,13 +3471,18 @@ const file_conclave_proto_rawDesc = "" +
 	"max_tokens\x18\t \x01(\x05R\tmaxTokens\x126\n" +
 	"\bdeadline\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x18\n" +
-	"\aattempt\x18\v \x01(\x05R\aattempt\"U\n" +
+	"\aattempt\x18\v \x01(\x05R\aattempt\x12'\n" +
+	"\x0ftimeout_seconds\x18\f \x01(\x01R\x0etimeoutSeconds\"U\n" +
 	"\bDispatch\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.conclave.v1.JobR\x03job\x12%\n" +
 	"\breply_to\x18\x02 \x01(\v2\n" +
 	".actor.PIDR\areplyTo\"\"\n" +
 	"\tCancelJob\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\xf6\x03\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"J\n" +
+	"\n" +
+	"JobStarted\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12%\n" +
+	"\x0ebudget_seconds\x18\x02 \x01(\x01R\rbudgetSeconds\"\x97\x04\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
@@ -3206,35 +3505,39 @@ const file_conclave_proto_rawDesc = "" +
 	"\rerror_message\x18\x0e \x01(\tR\ferrorMessage\x12\x1f\n" +
 	"\vhttp_status\x18\x0f \x01(\x05R\n" +
 	"httpStatus\x12.\n" +
-	"\x13retry_after_seconds\x18\x10 \x01(\x01R\x11retryAfterSeconds\"\xad\x01\n" +
+	"\x13retry_after_seconds\x18\x10 \x01(\x01R\x11retryAfterSeconds\x12\x1f\n" +
+	"\verror_scope\x18\x11 \x01(\tR\n" +
+	"errorScope\"\xad\x01\n" +
 	"\aAcquire\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
 	"\x06tokens\x18\x03 \x01(\x05R\x06tokens\x126\n" +
 	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12%\n" +
 	"\breply_to\x18\x05 \x01(\v2\n" +
-	".actor.PIDR\areplyTo\"\x87\x01\n" +
+	".actor.PIDR\areplyTo\"\xa9\x01\n" +
 	"\x06Permit\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\agranted\x18\x02 \x01(\bR\agranted\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1e\n" +
-	"\n" +
-	"generation\x18\x04 \x01(\x04R\n" +
-	"generation\x12\x14\n" +
-	"\x05probe\x18\x05 \x01(\bR\x05probe\"\xf8\x01\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05probe\x18\x05 \x01(\bR\x05probe\x12.\n" +
+	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSecondsJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\b\x10\t\"\xac\x03\n" +
 	"\aOutcome\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
-	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1e\n" +
-	"\n" +
-	"generation\x18\x03 \x01(\x04R\n" +
-	"generation\x12\x14\n" +
-	"\x05probe\x18\x04 \x01(\bR\x05probe\x12\x18\n" +
-	"\asuccess\x18\x05 \x01(\bR\asuccess\x12\x1d\n" +
-	"\n" +
-	"error_kind\x18\x06 \x01(\tR\terrorKind\x129\n" +
+	"\x05model\x18\x02 \x01(\tR\x05model\x129\n" +
 	"\n" +
 	"rate_limit\x18\a \x01(\v2\x1a.conclave.v1.RateLimitInfoR\trateLimit\x12\x16\n" +
-	"\x06tokens\x18\b \x01(\x05R\x06tokens\"\xf8\x02\n" +
+	"\x06tokens\x18\b \x01(\x05R\x06tokens\x12<\n" +
+	"\x0fprovider_effect\x18\v \x01(\x0e2\x13.conclave.v1.EffectR\x0eproviderEffect\x126\n" +
+	"\fmodel_effect\x18\f \x01(\x0e2\x13.conclave.v1.EffectR\vmodelEffect\x12.\n" +
+	"\x13block_model_seconds\x18\r \x01(\x01R\x11blockModelSeconds\x124\n" +
+	"\x16block_provider_seconds\x18\x0e \x01(\x01R\x14blockProviderSeconds\x12!\n" +
+	"\fremove_model\x18\x0f \x01(\bR\vremoveModelJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\t\x10\n" +
+	"J\x04\b\n" +
+	"\x10\v\"B\n" +
+	"\rCancelRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\x99\x03\n" +
 	"\x0eConsensusInput\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -3249,7 +3552,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\x10arbiter_provider\x18\b \x01(\tR\x0farbiterProvider\x12%\n" +
 	"\x0earbiter_worker\x18\t \x01(\tR\rarbiterWorker\x126\n" +
 	"\bdeadline\x18\n" +
-	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\"\xc5\x01\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
+	"\vanswer_kind\x18\v \x01(\tR\n" +
+	"answerKind\"\xc5\x01\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -3295,7 +3600,11 @@ const file_conclave_proto_rawDesc = "" +
 	"\x05Flush\"9\n" +
 	"\aFlushed\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\x05R\awritten\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05errorB*Z(github.com/conclave-ai/conclave/messagesb\x06proto3"
+	"\x05error\x18\x02 \x01(\tR\x05error*D\n" +
+	"\x06Effect\x12\x12\n" +
+	"\x0eEFFECT_NEUTRAL\x10\x00\x12\x12\n" +
+	"\x0eEFFECT_SUCCESS\x10\x01\x12\x12\n" +
+	"\x0eEFFECT_FAILURE\x10\x02B*Z(github.com/conclave-ai/conclave/messagesb\x06proto3"
 
 var (
 	file_conclave_proto_rawDescOnce sync.Once
@@ -3309,90 +3618,97 @@ func file_conclave_proto_rawDescGZIP() []byte {
 	return file_conclave_proto_rawDescData
 }
 
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_conclave_proto_goTypes = []any{
-	(*RouteRequest)(nil),          // 0: conclave.v1.RouteRequest
-	(*Execution)(nil),             // 1: conclave.v1.Execution
-	(*Classification)(nil),        // 2: conclave.v1.Classification
-	(*Signal)(nil),                // 3: conclave.v1.Signal
-	(*Blueprint)(nil),             // 4: conclave.v1.Blueprint
-	(*Selection)(nil),             // 5: conclave.v1.Selection
-	(*Pick)(nil),                  // 6: conclave.v1.Pick
-	(*Skip)(nil),                  // 7: conclave.v1.Skip
-	(*WorkerResult)(nil),          // 8: conclave.v1.WorkerResult
-	(*ArbiterDecision)(nil),       // 9: conclave.v1.ArbiterDecision
-	(*Phases)(nil),                // 10: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 11: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 12: conclave.v1.Retry
-	(*Failure)(nil),               // 13: conclave.v1.Failure
-	(*Problem)(nil),               // 14: conclave.v1.Problem
-	(*Usage)(nil),                 // 15: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 16: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 17: conclave.v1.Job
-	(*Dispatch)(nil),              // 18: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 19: conclave.v1.CancelJob
-	(*JobResult)(nil),             // 20: conclave.v1.JobResult
-	(*Acquire)(nil),               // 21: conclave.v1.Acquire
-	(*Permit)(nil),                // 22: conclave.v1.Permit
-	(*Outcome)(nil),               // 23: conclave.v1.Outcome
-	(*ConsensusInput)(nil),        // 24: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 25: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 26: conclave.v1.ConsensusResult
-	(*Reward)(nil),                // 27: conclave.v1.Reward
-	(*GetExecution)(nil),          // 28: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 29: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 30: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 31: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 32: conclave.v1.Flush
-	(*Flushed)(nil),               // 33: conclave.v1.Flushed
-	nil,                           // 34: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 35: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 36: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 37: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 38: actor.PID
+	(Effect)(0),                   // 0: conclave.v1.Effect
+	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
+	(*Execution)(nil),             // 2: conclave.v1.Execution
+	(*Classification)(nil),        // 3: conclave.v1.Classification
+	(*Signal)(nil),                // 4: conclave.v1.Signal
+	(*Blueprint)(nil),             // 5: conclave.v1.Blueprint
+	(*Selection)(nil),             // 6: conclave.v1.Selection
+	(*Pick)(nil),                  // 7: conclave.v1.Pick
+	(*Skip)(nil),                  // 8: conclave.v1.Skip
+	(*WorkerResult)(nil),          // 9: conclave.v1.WorkerResult
+	(*ArbiterDecision)(nil),       // 10: conclave.v1.ArbiterDecision
+	(*Phases)(nil),                // 11: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 12: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 13: conclave.v1.Retry
+	(*Failure)(nil),               // 14: conclave.v1.Failure
+	(*Problem)(nil),               // 15: conclave.v1.Problem
+	(*Usage)(nil),                 // 16: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 17: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 18: conclave.v1.Job
+	(*Dispatch)(nil),              // 19: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 20: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 21: conclave.v1.JobStarted
+	(*JobResult)(nil),             // 22: conclave.v1.JobResult
+	(*Acquire)(nil),               // 23: conclave.v1.Acquire
+	(*Permit)(nil),                // 24: conclave.v1.Permit
+	(*Outcome)(nil),               // 25: conclave.v1.Outcome
+	(*CancelRequest)(nil),         // 26: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 27: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 28: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 29: conclave.v1.ConsensusResult
+	(*Reward)(nil),                // 30: conclave.v1.Reward
+	(*GetExecution)(nil),          // 31: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 32: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 33: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 34: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 35: conclave.v1.Flush
+	(*Flushed)(nil),               // 36: conclave.v1.Flushed
+	nil,                           // 37: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 38: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 39: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 41: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	36, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	37, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	37, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	37, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	36, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
-	2,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
-	4,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
-	5,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
-	8,  // 8: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
-	9,  // 9: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	10, // 10: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	11, // 11: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	12, // 12: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	13, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	11, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	37, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	3,  // 16: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	6,  // 17: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	34, // 18: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	7,  // 19: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	15, // 20: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	14, // 21: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	37, // 22: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	17, // 23: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	38, // 24: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	15, // 25: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	16, // 26: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	37, // 27: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	38, // 28: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	16, // 29: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	25, // 30: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	37, // 31: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	9,  // 32: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	1,  // 33: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	35, // 34: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	11, // 35: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	36, // [36:36] is the sub-list for method output_type
-	36, // [36:36] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	39, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	40, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	40, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	40, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	39, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	3,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
+	5,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
+	6,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
+	9,  // 8: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
+	10, // 9: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
+	11, // 10: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	12, // 11: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	13, // 12: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	14, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	12, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	40, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	40, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 17: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	7,  // 18: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	37, // 19: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	8,  // 20: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	16, // 21: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	15, // 22: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	40, // 23: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	18, // 24: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	41, // 25: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	16, // 26: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	17, // 27: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	40, // 28: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	41, // 29: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	17, // 30: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 31: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 32: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	28, // 33: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	40, // 34: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	10, // 35: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	2,  // 36: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	38, // 37: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	12, // 38: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	39, // [39:39] is the sub-list for method output_type
+	39, // [39:39] is the sub-list for method input_type
+	39, // [39:39] is the sub-list for extension type_name
+	39, // [39:39] is the sub-list for extension extendee
+	0,  // [0:39] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -3401,19 +3717,21 @@ func file_conclave_proto_init() {
 		return
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[30].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[1].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   36,
+			NumEnums:      1,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_conclave_proto_goTypes,
 		DependencyIndexes: file_conclave_proto_depIdxs,
+		EnumInfos:         file_conclave_proto_enumTypes,
 		MessageInfos:      file_conclave_proto_msgTypes,
 	}.Build()
 	File_conclave_proto = out.File

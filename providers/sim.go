@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/classify"
 	"github.com/conclave-ai/conclave/consensus"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
@@ -39,6 +40,10 @@ type Fault struct {
 	// RateLimitRate answers 429 with a Retry-After of RetryAfter (one second when zero).
 	RateLimitRate float64       `json:"rate_limit_rate"`
 	RetryAfter    time.Duration `json:"retry_after"`
+	// ProviderWide makes the 503s and 429s the whole provider's (a gateway down, the account's quota
+	// spent), with the provider's rate-limit headers on a 429; otherwise they are the model's own (one
+	// model overloaded, its own quota spent), as they mostly are on a gateway serving many models.
+	ProviderWide bool `json:"provider_wide"`
 }
 
 // Sim simulates the catalog's models: per-model latency, faults, and a per-category skill that is the
@@ -146,19 +151,27 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 	if s.cfg.LatencyScale > 0 {
 		latency = time.Duration(float64(m.median) * s.cfg.LatencyScale * math.Exp(0.35*rng.NormFloat64()))
 	}
+	scope := resilience.ScopeModel
+	if f.ProviderWide {
+		scope = resilience.ScopeProvider
+	}
 	switch r := rng.Float64(); {
 	case r < f.ServerErrorRate:
 		if err := wait(ctx, latency/4); err != nil {
 			return Reply{}, err
 		}
-		return Reply{}, &resilience.Error{Kind: resilience.ProviderUnavailable, Provider: m.Provider, Model: m.ID, Status: 503, Err: fmt.Errorf("simulated overload")}
+		return Reply{}, &resilience.Error{Kind: resilience.ProviderUnavailable, Scope: scope, Provider: m.Provider, Model: m.ID, Status: 503, Err: fmt.Errorf("simulated overload")}
 	case r < f.ServerErrorRate+f.RateLimitRate:
 		after := f.RetryAfter
 		if after <= 0 {
 			after = time.Second
 		}
-		return Reply{RateLimit: &ratelimit.Upstream{RetryAfter: after, RemainingRequests: 0, RemainingTokens: -1, ResetRequests: after}},
-			&resilience.Error{Kind: resilience.RateLimited, Provider: m.Provider, Model: m.ID, Status: 429, RetryAfter: after, Err: fmt.Errorf("simulated rate limit")}
+		var headers *ratelimit.Upstream
+		if f.ProviderWide {
+			headers = &ratelimit.Upstream{RemainingRequests: 0, RemainingTokens: -1, ResetRequests: after}
+		}
+		return Reply{RateLimit: headers},
+			&resilience.Error{Kind: resilience.RateLimited, Scope: scope, Provider: m.Provider, Model: m.ID, Status: 429, RetryAfter: after, Err: fmt.Errorf("simulated rate limit")}
 	case r < f.ServerErrorRate+f.RateLimitRate+f.TimeoutRate:
 		<-ctx.Done()
 		return Reply{}, ctx.Err()
@@ -193,43 +206,9 @@ func wait(ctx context.Context, d time.Duration) error {
 	}
 }
 
-var letters = [...]string{"A", "B", "C", "D", "E", "F", "G", "H", "I", "J"}
-
-// Options returns the option letters of a multiple-choice task (A, B, ... in order), or nil. An option
-// is a capital A to J at the start of the text or after white space, optionally after "(", followed by
-// ")", "." or ":", white space and more text.
-func Options(task string) []string {
-	var seen [10]bool
-	for i := 0; i < len(task); i++ {
-		c := task[i]
-		if c < 'A' || c > 'J' || (i > 0 && !isSpace(task[i-1]) && !(task[i-1] == '(' && (i == 1 || isSpace(task[i-2])))) {
-			continue
-		}
-		if i+2 < len(task) && (task[i+1] == ')' || task[i+1] == '.' || task[i+1] == ':') && isSpace(task[i+2]) {
-			j := i + 2
-			for j < len(task) && isSpace(task[j]) {
-				j++
-			}
-			if j < len(task) {
-				seen[c-'A'] = true
-			}
-		}
-	}
-	n := 0
-	for n < len(seen) && seen[n] {
-		n++
-	}
-	if n < 2 {
-		return nil
-	}
-	return letters[:n:n]
-}
-
-func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }
-
 // SimTruth is the simulated world's correct option of a multiple-choice task ("" for other tasks).
 func SimTruth(task string) string {
-	opts := Options(task)
+	opts := classify.ChoiceLetters(task)
 	if opts == nil {
 		return ""
 	}
@@ -239,7 +218,7 @@ func SimTruth(task string) string {
 // answer writes a model's answer: the true option with probability skill (else another option), or for
 // free text each reference sentence with probability skill (else a sentence of the model's own).
 func answer(rng *rand.Rand, skill float64, task string) string {
-	if opts := Options(task); opts != nil {
+	if opts := classify.ChoiceLetters(task); opts != nil {
 		pick := SimTruth(task)
 		if rng.Float64() >= skill {
 			others := make([]string, 0, len(opts)-1)
@@ -322,10 +301,13 @@ var templates = []string{
 }
 
 // refCache remembers the reference answers of recent tasks: every model asked the same task needs it.
+// It keys them by the task's hash and length, not the task itself, so that it never holds on to a large
+// task after its request is done.
 var refCache struct {
 	sync.Mutex
 	entries [256]struct {
-		task string
+		hash uint64
+		size int
 		ref  []string
 	}
 }
@@ -335,16 +317,17 @@ var refCache struct {
 func reference(task string) []string {
 	h := fnv.New64a()
 	io.WriteString(h, task)
-	slot := h.Sum64() % uint64(len(refCache.entries))
+	sum := h.Sum64()
+	slot := sum % uint64(len(refCache.entries))
 	refCache.Lock()
 	e := refCache.entries[slot]
 	refCache.Unlock()
-	if e.task == task && e.ref != nil {
+	if e.hash == sum && e.size == len(task) && e.ref != nil {
 		return e.ref
 	}
 	ref := computeReference(task)
 	refCache.Lock()
-	refCache.entries[slot].task, refCache.entries[slot].ref = task, ref
+	refCache.entries[slot].hash, refCache.entries[slot].size, refCache.entries[slot].ref = sum, len(task), ref
 	refCache.Unlock()
 	return ref
 }

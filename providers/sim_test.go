@@ -27,24 +27,6 @@ func mcq(i int) string {
 	return fmt.Sprintf("Question %d: which value is right?\nA) alpha %d\nB) beta\nC) gamma\nD) delta", i, i)
 }
 
-func TestOptions(t *testing.T) {
-	tests := []struct {
-		task string
-		want string
-	}{
-		{"Pick one:\nA) red\nB) green\nC) blue", "A B C"},
-		{"Which? (A) one (B) two (C) three (D) four", "A B C D"},
-		{"Options: A. yes B. no", "A B"},
-		{"Explain how TCP works.", ""},
-		{"A) only one option", ""},
-	}
-	for _, tt := range tests {
-		if got := strings.Join(Options(tt.task), " "); got != tt.want {
-			t.Errorf("Options(%q) = %q, want %q", tt.task, got, tt.want)
-		}
-	}
-}
-
 func TestSimSkillIsTheProbabilityOfBeingRight(t *testing.T) {
 	sim, cat := newTestSim(t, SimConfig{Seed: 7})
 	for _, id := range []string{"claude-3-5-sonnet-20241022", "llama-3.1-8b-instant", "deepseek-chat"} {
@@ -115,14 +97,24 @@ func TestSimFaults(t *testing.T) {
 
 	sim.SetFault("groq", Fault{ServerErrorRate: 1})
 	_, err := sim.Complete(context.Background(), call)
-	if resilience.KindOf(err) != resilience.ProviderUnavailable {
+	if resilience.KindOf(err) != resilience.ProviderUnavailable || resilience.ScopeOf(err) != resilience.ScopeModel {
 		t.Fatalf("5xx fault: %v", err)
 	}
+	sim.SetFault("groq", Fault{ServerErrorRate: 1, ProviderWide: true})
+	if _, err := sim.Complete(context.Background(), call); resilience.ScopeOf(err) != resilience.ScopeProvider {
+		t.Fatalf("provider-wide 5xx fault: %v", err)
+	}
 
+	// A model's own 429 says nothing of the provider's quota; a provider's 429 comes with its headers.
 	sim.SetFault("groq", Fault{RateLimitRate: 1, RetryAfter: 3 * time.Second})
 	r, err := sim.Complete(context.Background(), call)
-	if resilience.KindOf(err) != resilience.RateLimited || resilience.RetryAfterOf(err) != 3*time.Second || r.RateLimit == nil || r.RateLimit.RetryAfter != 3*time.Second {
+	if resilience.KindOf(err) != resilience.RateLimited || resilience.ScopeOf(err) != resilience.ScopeModel || resilience.RetryAfterOf(err) != 3*time.Second || r.RateLimit != nil {
 		t.Fatalf("429 fault: %v, %+v", err, r.RateLimit)
+	}
+	sim.SetFault("groq", Fault{RateLimitRate: 1, RetryAfter: 3 * time.Second, ProviderWide: true})
+	r, err = sim.Complete(context.Background(), call)
+	if resilience.ScopeOf(err) != resilience.ScopeProvider || r.RateLimit == nil || r.RateLimit.RemainingRequests != 0 || r.RateLimit.ResetRequests != 3*time.Second {
+		t.Fatalf("provider-wide 429 fault: %v, %+v", err, r.RateLimit)
 	}
 
 	sim.SetFault("groq", Fault{TimeoutRate: 1})

@@ -185,6 +185,31 @@ func (w *Window) use() float64 {
 	return min(u, 1)
 }
 
+// Wait is how long until the window has room for one more call, zero when it has room now or when only
+// the concurrency limit is full (a call ending frees a slot at a moment nobody knows).
+func (w *Window) Wait() time.Duration {
+	now := w.clock.Now()
+	w.prune(now)
+	var d time.Duration
+	if now.Before(w.blockedUntil) {
+		d = w.blockedUntil.Sub(now)
+	}
+	live := w.live()
+	if l := w.limits.RequestsPerMinute; l > 0 && len(live) >= l {
+		d = max(d, live[len(live)-l].at.Add(window).Sub(now))
+	}
+	if l := w.limits.TokensPerMinute; l > 0 && w.tokens >= l {
+		need := w.tokens - l + 1
+		for _, e := range live {
+			if need -= e.tokens; need <= 0 {
+				d = max(d, e.at.Add(window).Sub(now))
+				break
+			}
+		}
+	}
+	return d
+}
+
 // Counts reports the calls and tokens in the current window and the calls in flight.
 func (w *Window) Counts() (requests, tokens, inFlight int) {
 	w.prune(w.clock.Now())

@@ -99,3 +99,26 @@ func TestUnlimited(t *testing.T) {
 		}
 	}
 }
+
+func TestWaitSaysWhenTheWindowHasRoom(t *testing.T) {
+	clk := clock.NewFake(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	w := NewWindow(Limits{RequestsPerMinute: 2, TokensPerMinute: 100}, clk)
+	if d := w.Wait(); d != 0 {
+		t.Fatalf("an empty window waits %v", d)
+	}
+	w.Reserve(10)
+	clk.Advance(10 * time.Second)
+	w.Reserve(10)
+	if d := w.Wait(); d != 50*time.Second {
+		t.Fatalf("two requests of two: wait %v, want the oldest to leave in 50 s", d)
+	}
+	clk.Advance(51 * time.Second)
+	w.Reserve(90) // 100 tokens in the window
+	if d := w.Wait(); d != 9*time.Second {
+		t.Fatalf("tokens full: wait %v, want 9 s until the 10 oldest tokens leave", d)
+	}
+	w.Observe(Upstream{RetryAfter: time.Minute, RemainingRequests: -1, RemainingTokens: -1})
+	if d := w.Wait(); d != time.Minute {
+		t.Fatalf("blocked by the upstream: wait %v", d)
+	}
+}

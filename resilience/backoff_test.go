@@ -60,11 +60,14 @@ func TestRetryTable(t *testing.T) {
 		base        time.Duration
 		status      int
 	}{
-		{WorkerTimeout, true, OtherWorker, 3, time.Second, 504},
-		{RateLimited, true, AfterReset, 3, time.Second, 429},
+		{UpstreamTimeout, true, OtherWorker, 3, time.Second, 504},
+		{HostTimeout, true, OtherWorker, 3, 2 * time.Second, 504},
+		{RateLimited, true, AfterReset, 3, time.Second, 503},
 		{ProviderUnavailable, true, SameProvider, 2, time.Second, 502},
 		{SSHRefused, true, OtherWorker, 3, time.Second, 503},
-		{NetworkTimeout, true, OtherWorker, 3, 2 * time.Second, 504},
+		{ProviderUnreachable, true, SameProvider, 2, time.Second, 502},
+		{WorkerUnavailable, true, OtherWorker, 3, time.Second, 503},
+		{Internal, true, OtherWorker, 1, time.Second, 500},
 		{RedisLost, true, LocalFallback, 2, time.Second, 503},
 		{BlueprintDirUnavailable, true, EmbeddedSet, 1, 0, 500},
 		{InvalidAPIKey, false, "", 0, 0, 401},
@@ -74,7 +77,9 @@ func TestRetryTable(t *testing.T) {
 		{AllProvidersDown, false, "", 0, 0, 503},
 		{DatabaseUnreachable, false, "", 0, 0, 500},
 		{MalformedRequest, false, "", 0, 0, 400},
-		{Kind("never heard of it"), false, "", 0, 0, 500},
+		{NoResponses, false, "", 0, 0, 503},
+		{ClientClosed, false, "", 0, 0, 499},
+		{Kind("never heard of it"), true, OtherWorker, 1, time.Second, 500},
 	}
 	for _, tt := range tests {
 		t.Run(string(tt.kind), func(t *testing.T) {
@@ -93,15 +98,16 @@ func TestRetryTable(t *testing.T) {
 }
 
 func TestSchedulesOfTheSpecification(t *testing.T) {
-	// The jitter-free part of each schedule: worker timeout 1s/2s/4s, 5xx 1s/2s, network 2s/4s/8s, Redis 1s/2s.
+	// The jitter-free part of each schedule: worker (upstream) timeout 1s/2s/4s, 5xx 1s/2s, network (host)
+	// timeout 2s/4s/8s, Redis 1s/2s.
 	tests := []struct {
 		kind Kind
 		want []time.Duration
 	}{
-		{WorkerTimeout, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
+		{UpstreamTimeout, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
 		{ProviderUnavailable, []time.Duration{time.Second, 2 * time.Second}},
 		{SSHRefused, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second}},
-		{NetworkTimeout, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}},
+		{HostTimeout, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second}},
 		{RedisLost, []time.Duration{time.Second, 2 * time.Second}},
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
@@ -153,7 +159,7 @@ func TestParseRetryAfter(t *testing.T) {
 func TestKindForStatus(t *testing.T) {
 	tests := map[int]Kind{
 		401: InvalidAPIKey, 403: InvalidAPIKey, 404: ModelNotFound, 413: RequestTooLarge, 429: RateLimited,
-		408: NetworkTimeout, 504: NetworkTimeout, 500: ProviderUnavailable, 502: ProviderUnavailable,
+		408: ProviderUnavailable, 504: ProviderUnavailable, 500: ProviderUnavailable, 502: ProviderUnavailable,
 		503: ProviderUnavailable, 529: ProviderUnavailable, 400: MalformedRequest, 422: MalformedRequest,
 	}
 	for status, want := range tests {
@@ -165,19 +171,16 @@ func TestKindForStatus(t *testing.T) {
 
 func TestErrorCarriesContext(t *testing.T) {
 	cause := errors.New("connection reset")
-	err := fmt.Errorf("dispatch: %w", &Error{Kind: ProviderUnavailable, Provider: "groq", Model: "llama-3.1-8b-instant", Status: 503, RetryAfter: 2 * time.Second, Err: cause})
-	if KindOf(err) != ProviderUnavailable || RetryAfterOf(err) != 2*time.Second || !errors.Is(err, cause) {
+	err := fmt.Errorf("dispatch: %w", &Error{Kind: ProviderUnavailable, Scope: ScopeProvider, Provider: "groq", Model: "llama-3.1-8b-instant", Status: 503, RetryAfter: 2 * time.Second, Err: cause})
+	if KindOf(err) != ProviderUnavailable || ScopeOf(err) != ScopeProvider || RetryAfterOf(err) != 2*time.Second || !errors.Is(err, cause) {
 		t.Fatalf("context lost: %v", err)
 	}
 	want := "dispatch: provider_unavailable provider=groq model=llama-3.1-8b-instant status=503: connection reset"
 	if err.Error() != want {
 		t.Fatalf("message %q", err.Error())
 	}
-	if KindOf(cause) != Internal {
+	if KindOf(cause) != Internal || ScopeOf(cause) != ScopeUnknown {
 		t.Fatal("unclassified error not internal")
-	}
-	if !CountsAgainstProvider(WorkerTimeout) || CountsAgainstProvider(RateLimited) || CountsAgainstProvider(MalformedRequest) || CountsAgainstProvider(SSHRefused) {
-		t.Fatal("breaker accounting wrong")
 	}
 }
 

@@ -47,12 +47,17 @@ var (
 // Settings configure a breaker. The zero value is usable: 5 errors within 60 s open the breaker for 30 s,
 // on the real clock.
 type Settings struct {
-	// Name identifies the breaker in transitions (a provider or a worker host).
+	// Name identifies the breaker in transitions (a provider, a model or a worker host).
 	Name string
-	// Threshold is the number of errors within Window that opens the breaker; zero means 5.
+	// Threshold is the number of errors within Window that opens the breaker; zero means 5, and it is
+	// capped at MaxThreshold.
 	Threshold int
 	// Window is the sliding window in which errors are counted; zero means 60 s.
 	Window time.Duration
+	// Consecutive counts consecutive errors instead: Threshold errors with no success between them open
+	// the breaker, however long they take (Window is unused). This is outlier ejection for one busy
+	// model, whose occasional errors would add up in any window.
+	Consecutive bool
 	// OpenFor is how long the breaker fails fast before admitting a probe; zero means 30 s. A probe that
 	// reports nothing within OpenFor is presumed lost and another probe is admitted.
 	OpenFor time.Duration
@@ -62,10 +67,14 @@ type Settings struct {
 	OnStateChange func(Transition)
 }
 
+// MaxThreshold bounds Threshold: the breaker remembers that many error times.
+const MaxThreshold = 1000
+
 func (s Settings) withDefaults() Settings {
 	if s.Threshold <= 0 {
 		s.Threshold = 5
 	}
+	s.Threshold = min(s.Threshold, MaxThreshold)
 	if s.Window <= 0 {
 		s.Window = 60 * time.Second
 	}
@@ -93,9 +102,10 @@ type Ticket struct {
 
 // Snapshot is an immutable view of a breaker for readers that do not own it.
 type Snapshot struct {
-	Name           string    `json:"name"`
-	State          State     `json:"state"`
-	Generation     uint64    `json:"generation"`
+	Name       string `json:"name"`
+	State      State  `json:"state"`
+	Generation uint64 `json:"generation"`
+	// ErrorsInWindow counts the errors in the window (the consecutive errors in Consecutive mode).
 	ErrorsInWindow int       `json:"errors_in_window"`
 	OpenUntil      time.Time `json:"open_until,omitzero"`
 }
@@ -109,6 +119,7 @@ type Breaker struct {
 	generation uint64
 	errs       []time.Time // ring of the most recent error times, capacity Threshold
 	next       int         // ring write position
+	run        int         // consecutive errors, in Consecutive mode
 	openedAt   time.Time
 	probeAt    time.Time // when the outstanding probe was admitted; zero when none
 }
@@ -116,7 +127,27 @@ type Breaker struct {
 // NewBreaker returns a closed breaker.
 func NewBreaker(s Settings) *Breaker {
 	s = s.withDefaults()
-	return &Breaker{s: s, errs: make([]time.Time, 0, s.Threshold)}
+	b := &Breaker{s: s}
+	if !s.Consecutive {
+		b.errs = make([]time.Time, 0, s.Threshold)
+	}
+	return b
+}
+
+// ResumeBreaker returns a breaker that continues from a published snapshot, for an owner restarted
+// after a crash: the same state and open period, in a generation past the snapshot's, so the outcome of
+// a call admitted before the crash cannot count in the resumed state. Errors counted in the window are
+// lost with the crashed owner.
+func ResumeBreaker(s Settings, snap Snapshot) *Breaker {
+	b := NewBreaker(s)
+	b.generation = snap.Generation + 1
+	switch snap.State {
+	case Open:
+		b.state, b.openedAt = Open, snap.OpenUntil.Add(-b.s.OpenFor)
+	case HalfOpen:
+		b.state = HalfOpen
+	}
+	return b
 }
 
 // Settings returns the effective settings (defaults filled in).
@@ -159,7 +190,14 @@ func (b *Breaker) Record(t Ticket, success bool) bool {
 	}
 	switch b.state {
 	case Closed:
-		if !success {
+		switch {
+		case b.s.Consecutive && success:
+			b.run = 0
+		case b.s.Consecutive:
+			if b.run++; b.run >= b.s.Threshold {
+				b.trip(now)
+			}
+		case !success:
 			b.addError(now)
 			if b.errorsSince(now.Add(-b.s.Window)) >= b.s.Threshold {
 				b.trip(now)
@@ -178,6 +216,16 @@ func (b *Breaker) Record(t Ticket, success bool) bool {
 		return false
 	}
 	return true
+}
+
+// Trip opens the breaker now, whatever its counts: its owner learned of a failure no single outcome
+// shows (faults spreading across a provider's models). It does nothing to an open breaker.
+func (b *Breaker) Trip() {
+	now := b.s.Clock.Now()
+	b.expire(now)
+	if b.state != Open {
+		b.trip(now)
+	}
 }
 
 // Release gives back a ticket whose call was never made (the caller gave up before using its permit),
@@ -206,6 +254,9 @@ func (b *Breaker) Snapshot() Snapshot {
 	snap := Snapshot{Name: b.s.Name, State: b.state, Generation: b.generation}
 	if b.state == Closed {
 		snap.ErrorsInWindow = b.errorsSince(now.Add(-b.s.Window))
+		if b.s.Consecutive {
+			snap.ErrorsInWindow = b.run
+		}
 	}
 	if b.state == Open {
 		snap.OpenUntil = b.openedAt.Add(b.s.OpenFor)
@@ -231,6 +282,7 @@ func (b *Breaker) transition(to State, now time.Time) {
 	b.probeAt = time.Time{}
 	b.errs = b.errs[:0]
 	b.next = 0
+	b.run = 0
 	if b.s.OnStateChange != nil {
 		b.s.OnStateChange(Transition{Name: b.s.Name, From: from, To: to, Generation: b.generation, At: now})
 	}

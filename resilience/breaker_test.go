@@ -243,3 +243,95 @@ func TestBreakerReleaseFreesAnUnusedProbe(t *testing.T) {
 		t.Fatalf("state %v", b.State())
 	}
 }
+
+func TestBreakerConsecutiveIgnoresScatteredErrors(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	b := NewBreaker(Settings{Name: "model", Threshold: 3, Consecutive: true, OpenFor: 10 * time.Second, Clock: clk})
+	ok := func() {
+		tk, err := b.Allow()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Record(tk, true)
+	}
+	// A hundred errors, never three in a row: a busy model's scattered faults do not eject it.
+	for i := 0; i < 100; i++ {
+		fail(t, b)
+		fail(t, b)
+		ok()
+	}
+	if b.State() != Closed {
+		t.Fatalf("state %s after scattered errors", b.State())
+	}
+	fail(t, b)
+	fail(t, b)
+	if got := b.Snapshot().ErrorsInWindow; got != 2 {
+		t.Fatalf("snapshot counts %d consecutive errors, want 2", got)
+	}
+	fail(t, b)
+	if b.State() != Open {
+		t.Fatalf("state %s after 3 consecutive errors", b.State())
+	}
+	clk.Advance(10 * time.Second)
+	tk, err := b.Allow()
+	if err != nil || !tk.Probe() {
+		t.Fatalf("half-open probe: %v %+v", err, tk)
+	}
+}
+
+func TestBreakerTrip(t *testing.T) {
+	b, clk, trans := newTestBreaker(5, 30*time.Second)
+	stale, _ := b.Allow()
+	b.Trip()
+	if b.State() != Open || len(*trans) != 1 {
+		t.Fatalf("state %s, transitions %v", b.State(), *trans)
+	}
+	b.Trip() // already open: nothing happens
+	if len(*trans) != 1 {
+		t.Fatalf("tripping an open breaker moved it: %v", *trans)
+	}
+	if b.Record(stale, true) {
+		t.Fatal("an outcome from before the trip counted")
+	}
+	clk.Advance(30 * time.Second)
+	probe, _ := b.Allow()
+	b.Trip() // a half-open breaker told of a spreading fault reopens
+	if b.State() != Open || b.Record(probe, true) {
+		t.Fatalf("state %s after tripping half-open", b.State())
+	}
+}
+
+func TestResumeBreakerContinuesAPublishedState(t *testing.T) {
+	tests := []struct {
+		desc  string
+		setup func(b *Breaker, clk *clock.Fake)
+		want  State
+	}{
+		{"closed", func(*Breaker, *clock.Fake) {}, Closed},
+		{"open", func(b *Breaker, _ *clock.Fake) { b.Trip() }, Open},
+		{"half-open", func(b *Breaker, clk *clock.Fake) { b.Trip(); clk.Advance(31 * time.Second); b.State() }, HalfOpen},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			b, clk, _ := newTestBreaker(2, 30*time.Second)
+			tt.setup(b, clk)
+			stale, _ := b.Allow()
+			snap := b.Snapshot()
+			resumed := ResumeBreaker(b.Settings(), snap)
+			got := resumed.Snapshot()
+			if got.State != tt.want || got.Generation <= snap.Generation || !got.OpenUntil.Equal(snap.OpenUntil) {
+				t.Fatalf("resumed %+v from %+v", got, snap)
+			}
+			if resumed.Record(stale, false) {
+				t.Fatal("a ticket from before the restart counted in the resumed breaker")
+			}
+		})
+	}
+}
+
+func TestBreakerThresholdIsBounded(t *testing.T) {
+	b := NewBreaker(Settings{Threshold: 100_000_000})
+	if got := b.Settings().Threshold; got != MaxThreshold {
+		t.Fatalf("threshold %d, want the cap %d", got, MaxThreshold)
+	}
+}

@@ -12,13 +12,24 @@ type Kind string
 
 // Recoverable kinds: retried with backoff and jitter.
 const (
-	WorkerTimeout           Kind = "worker_timeout"
-	RateLimited             Kind = "rate_limited"
-	ProviderUnavailable     Kind = "provider_unavailable" // 500, 502, 503 and the like
-	SSHRefused              Kind = "ssh_refused"
-	NetworkTimeout          Kind = "network_timeout"
+	// UpstreamTimeout is a call the provider did not answer within its budget (the specification's
+	// "worker timeout": the worker is fine, the model was too slow).
+	UpstreamTimeout Kind = "upstream_timeout"
+	// HostTimeout is a worker host that did not return a call's result within the call's budget plus a
+	// grace period: the host, not the provider, stopped answering (the specification's "network timeout").
+	HostTimeout         Kind = "host_timeout"
+	RateLimited         Kind = "rate_limited"
+	ProviderUnavailable Kind = "provider_unavailable" // 500, 502, 503, 529 and the like
+	// ProviderUnreachable is a connection to the provider that failed: refused, reset, no route.
+	ProviderUnreachable Kind = "provider_unreachable"
+	SSHRefused          Kind = "ssh_refused"
+	// WorkerUnavailable is a job refused by its worker because the worker's breaker is open.
+	WorkerUnavailable       Kind = "worker_unavailable"
 	RedisLost               Kind = "redis_lost"
 	BlueprintDirUnavailable Kind = "blueprint_dir_unavailable"
+	// Internal is a fault of Conclave itself (a panic in a call or a restarted worker): the only kind
+	// answered with 500 when the database is not involved. It blames no provider, model or host.
+	Internal Kind = "internal"
 )
 
 // Non-recoverable kinds: returned at once.
@@ -30,13 +41,64 @@ const (
 	AllProvidersDown    Kind = "all_providers_down"
 	DatabaseUnreachable Kind = "database_unreachable"
 	MalformedRequest    Kind = "malformed_request"
-	// Internal is a fault of Conclave itself: the only kind answered with 500 when the database is not involved.
-	Internal Kind = "internal"
-	// Cancelled marks a call abandoned by Conclave (collection ended first); nobody is at fault.
+	// Cancelled marks a call Conclave stopped (collection ended first, or the caller's shorter deadline
+	// cut it): nobody is at fault.
 	Cancelled Kind = "cancelled"
+	// NotSent marks a call that never reached a worker: it waited for a permit or in a busy worker's queue
+	// when collection ended.
+	NotSent Kind = "not_sent"
 	// EmptyAnswer is a call that succeeded without any answer in it: a poor answer, not a provider fault.
 	EmptyAnswer Kind = "empty_answer"
 )
+
+// Outcomes of a whole request that are not the failure of one call.
+const (
+	// NoResponses: collection ended without a single answer.
+	NoResponses Kind = "no_responses"
+	// UnknownBlueprint: the request's category names no blueprint.
+	UnknownBlueprint Kind = "unknown_blueprint"
+	// ShuttingDown: the request was still running when the shutdown timeout ended, or arrived after.
+	ShuttingDown Kind = "shutting_down"
+	// ClientClosed: the caller went away before the answer (nginx's 499).
+	ClientClosed Kind = "client_closed_request"
+	// Overloaded: the requests in flight already hold as many bytes as the configuration allows.
+	Overloaded Kind = "overloaded"
+)
+
+// StatusClientClosed is the status recorded for a request whose caller went away (no one reads it).
+const StatusClientClosed = 499
+
+// Scope says how much of a provider a failure concerns: one model (that model's 5xx, 404, a 429 on
+// its own quota) or the whole provider (connection errors, a bad key, a gateway failing every model).
+type Scope uint8
+
+// The scopes. An unknown scope is treated as the model's: a provider serving 162 models is not down
+// because one of them is.
+const (
+	ScopeUnknown Scope = iota
+	ScopeModel
+	ScopeProvider
+)
+
+var scopeNames = [...]string{"", "model", "provider"}
+
+func (s Scope) String() string {
+	if int(s) < len(scopeNames) {
+		return scopeNames[s]
+	}
+	return fmt.Sprintf("scope(%d)", uint8(s))
+}
+
+// ParseScope reads a scope by name; anything else is ScopeUnknown.
+func ParseScope(name string) Scope {
+	switch name {
+	case "model":
+		return ScopeModel
+	case "provider":
+		return ScopeProvider
+	}
+	return ScopeUnknown
+}
 
 // Target says where a retry goes.
 type Target string
@@ -45,7 +107,7 @@ type Target string
 const (
 	OtherWorker   Target = "other_worker"
 	SameProvider  Target = "same_provider"
-	AfterReset    Target = "after_reset" // the same provider once its rate-limit window resets
+	AfterReset    Target = "after_reset" // the same model once its rate-limit window resets
 	LocalFallback Target = "local_fallback"
 	EmbeddedSet   Target = "embedded"
 )
@@ -66,15 +128,22 @@ type Policy struct {
 // ShouldRetry reports whether retry number attempt (from 0) is allowed.
 func (p Policy) ShouldRetry(attempt int) bool { return p.Recoverable && attempt < p.MaxRetries }
 
-// table is the specification's error table.
+// table is the specification's error table, with the rows this implementation adds: a connection error
+// to the provider is retried like its 5xx, a refused or crashed worker like a refused host, and
+// Conclave's own fault once on another worker.
 var table = map[Kind]Policy{
-	WorkerTimeout:           {Recoverable: true, Target: OtherWorker, MaxRetries: 3, Base: time.Second, Status: http.StatusGatewayTimeout},
-	RateLimited:             {Recoverable: true, Target: AfterReset, MaxRetries: 3, Base: time.Second, Status: http.StatusTooManyRequests},
+	UpstreamTimeout: {Recoverable: true, Target: OtherWorker, MaxRetries: 3, Base: time.Second, Status: http.StatusGatewayTimeout},
+	HostTimeout:     {Recoverable: true, Target: OtherWorker, MaxRetries: 3, Base: 2 * time.Second, Status: http.StatusGatewayTimeout},
+	// A rate limit that ends a request is Conclave's provider being busy, not the caller exceeding a quota
+	// of its own: 503 with Retry-After, not 429.
+	RateLimited:             {Recoverable: true, Target: AfterReset, MaxRetries: 3, Base: time.Second, Status: http.StatusServiceUnavailable},
 	ProviderUnavailable:     {Recoverable: true, Target: SameProvider, MaxRetries: 2, Base: time.Second, Status: http.StatusBadGateway},
+	ProviderUnreachable:     {Recoverable: true, Target: SameProvider, MaxRetries: 2, Base: time.Second, Status: http.StatusBadGateway},
 	SSHRefused:              {Recoverable: true, Target: OtherWorker, MaxRetries: 3, Base: time.Second, Status: http.StatusServiceUnavailable},
-	NetworkTimeout:          {Recoverable: true, Target: OtherWorker, MaxRetries: 3, Base: 2 * time.Second, Status: http.StatusGatewayTimeout},
+	WorkerUnavailable:       {Recoverable: true, Target: OtherWorker, MaxRetries: 3, Base: time.Second, Status: http.StatusServiceUnavailable},
 	RedisLost:               {Recoverable: true, Target: LocalFallback, MaxRetries: 2, Base: time.Second, Status: http.StatusServiceUnavailable},
 	BlueprintDirUnavailable: {Recoverable: true, Target: EmbeddedSet, MaxRetries: 1, Base: 0, Status: http.StatusInternalServerError},
+	Internal:                {Recoverable: true, Target: OtherWorker, MaxRetries: 1, Base: time.Second, Status: http.StatusInternalServerError},
 	InvalidAPIKey:           {Status: http.StatusUnauthorized},
 	ModelNotFound:           {Status: http.StatusNotFound},
 	RequestTooLarge:         {Status: http.StatusRequestEntityTooLarge},
@@ -82,8 +151,14 @@ var table = map[Kind]Policy{
 	AllProvidersDown:        {Status: http.StatusServiceUnavailable},
 	DatabaseUnreachable:     {Status: http.StatusInternalServerError},
 	MalformedRequest:        {Status: http.StatusBadRequest},
-	Internal:                {Status: http.StatusInternalServerError},
 	EmptyAnswer:             {Status: http.StatusBadGateway},
+	Cancelled:               {Status: http.StatusServiceUnavailable},
+	NotSent:                 {Status: http.StatusServiceUnavailable},
+	NoResponses:             {Status: http.StatusServiceUnavailable},
+	UnknownBlueprint:        {Status: http.StatusNotFound},
+	ShuttingDown:            {Status: http.StatusServiceUnavailable},
+	ClientClosed:            {Status: StatusClientClosed},
+	Overloaded:              {Status: http.StatusServiceUnavailable},
 }
 
 // PolicyFor returns the retry-table row for kind; unknown kinds are treated as Internal.
@@ -97,9 +172,15 @@ func PolicyFor(kind Kind) Policy {
 	return p
 }
 
+// StatusOf is the HTTP status that answers a request failing with kind: the one place where failures
+// become statuses.
+func StatusOf(kind Kind) int { return PolicyFor(kind).Status }
+
 // Error is a classified failure with the context needed to decide on a retry and to report it.
 type Error struct {
-	Kind     Kind
+	Kind Kind
+	// Scope says whether the failure concerns the model alone or the whole provider.
+	Scope    Scope
 	Provider string
 	Model    string
 	Worker   string
@@ -137,6 +218,15 @@ func KindOf(err error) Kind {
 	return Internal
 }
 
+// ScopeOf returns the scope of a classified error, or ScopeUnknown.
+func ScopeOf(err error) Scope {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Scope
+	}
+	return ScopeUnknown
+}
+
 // RetryAfterOf returns the upstream's requested wait carried by err, or zero.
 func RetryAfterOf(err error) time.Duration {
 	var e *Error
@@ -158,21 +248,8 @@ func KindForStatus(status int) Kind {
 		return RequestTooLarge
 	case status == http.StatusTooManyRequests:
 		return RateLimited
-	case status == http.StatusRequestTimeout || status == http.StatusGatewayTimeout:
-		return NetworkTimeout
-	case status >= 500:
-		return ProviderUnavailable // 500, 502, 503, 529 overloaded
+	case status >= 500 || status == http.StatusRequestTimeout:
+		return ProviderUnavailable // 500, 502, 503, 504, 529 overloaded; a 408 is the upstream giving up too
 	}
 	return MalformedRequest
-}
-
-// CountsAgainstProvider reports whether a failure of this kind is the provider's fault and so feeds its
-// breaker: server errors and calls that time out. A refused worker host is the host's fault (its own
-// breaker counts it), rate limiting is the rate limiter's business, and caller mistakes are no fault.
-func CountsAgainstProvider(kind Kind) bool {
-	switch kind {
-	case WorkerTimeout, ProviderUnavailable, NetworkTimeout:
-		return true
-	}
-	return false
 }

@@ -20,6 +20,13 @@ func ProviderBreakerSettings(provider string) Settings {
 	return s.withDefaults()
 }
 
+// ModelBreakerSettings returns the default per-model breaker of a provider's models, named after the
+// model: outlier ejection as Envoy does it for hosts, 5 consecutive faults of the model eject it for
+// 30 s, then one probe call decides.
+func ModelBreakerSettings(model string) Settings {
+	return Settings{Name: model, Threshold: 5, Consecutive: true, OpenFor: 30 * time.Second}.withDefaults()
+}
+
 // WorkerBreakerSettings returns the breaker settings for a worker host: 3 faults (timeouts, refused or
 // dropped connections) within 60 s take the host out of assignment for 30 s.
 func WorkerBreakerSettings(worker string) Settings {

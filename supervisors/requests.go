@@ -7,16 +7,19 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/resilience"
 	"go.uber.org/zap"
 )
 
 // requests parents one coordinator per request. It is the supervision strategy of its children itself:
 // a coordinator that crashes is stopped, not restarted (its request's state is gone), and its caller is
-// answered with a 500 at once instead of waiting for a timeout.
+// answered with a 500 at once instead of waiting for a timeout. It routes a request's cancellation to
+// its coordinator, and a cancellation without a request id to all of them (the shutdown timeout).
 type requests struct {
-	deps     *actors.Deps
-	inflight map[string]inflight // by coordinator actor id
-	stopping bool
+	deps      *actors.Deps
+	inflight  map[string]inflight   // by coordinator actor id
+	byRequest map[string]*actor.PID // coordinator by request id
+	stopping  bool
 }
 
 type inflight struct {
@@ -26,7 +29,9 @@ type inflight struct {
 
 // Requests returns the props of the request supervisor.
 func Requests(deps *actors.Deps) *actor.Props {
-	return deps.Props(func() actor.Actor { return &requests{deps: deps, inflight: map[string]inflight{}} })
+	return actors.Props(func() actor.Actor {
+		return &requests{deps: deps, inflight: map[string]inflight{}, byRequest: map[string]*actor.PID{}}
+	})
 }
 
 func (s *requests) Receive(ctx actor.Context) {
@@ -37,12 +42,11 @@ func (s *requests) Receive(ctx actor.Context) {
 		s.stopping = true // see onDemand: no new children while the old ones stop
 	case *messages.RouteRequest:
 		if s.stopping {
-			ctx.Respond(&messages.Execution{RequestId: m.RequestId, StatusCode: http.StatusServiceUnavailable,
-				Error: &messages.Failure{Code: "shutting_down", Message: "conclave is shutting down"}})
+			ctx.Respond(failed(m.RequestId, resilience.ShuttingDown, "conclave is shutting down"))
 			return
 		}
 		seq := s.deps.Dir.NextSequence()
-		props := s.deps.Props(actors.NewCoordinatorActor(s.deps, m, ctx.Sender(), seq))
+		props := actors.Props(actors.NewCoordinatorActor(s.deps, m, ctx.Sender(), seq))
 		pid, err := ctx.SpawnNamed(props, m.RequestId)
 		if err != nil {
 			ctx.Respond(&messages.Execution{RequestId: m.RequestId, StatusCode: http.StatusConflict,
@@ -50,9 +54,26 @@ func (s *requests) Receive(ctx actor.Context) {
 			return
 		}
 		s.inflight[pid.Id] = inflight{requestID: m.RequestId, replyTo: ctx.Sender()}
+		s.byRequest[m.RequestId] = pid
+	case *messages.CancelRequest:
+		if m.RequestId == "" {
+			for _, pid := range s.byRequest {
+				ctx.Send(pid, m)
+			}
+		} else if pid, ok := s.byRequest[m.RequestId]; ok {
+			ctx.Send(pid, m)
+		}
 	case *actor.Terminated:
-		delete(s.inflight, m.Who.Id)
+		if f, ok := s.inflight[m.Who.Id]; ok {
+			delete(s.byRequest, f.requestID)
+			delete(s.inflight, m.Who.Id)
+		}
 	}
+}
+
+func failed(requestID string, kind resilience.Kind, message string) *messages.Execution {
+	return &messages.Execution{RequestId: requestID, StatusCode: int32(resilience.StatusOf(kind)),
+		Error: &messages.Failure{Code: string(kind), Message: message}}
 }
 
 // HandleFailure implements actor.SupervisorStrategy for the coordinators.
@@ -60,8 +81,8 @@ func (s *requests) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 	s.deps.Log.Error("coordinator crashed", zap.String("event", "coordinator_crashed"), zap.String("actor", child.Id), zap.Any("reason", reason))
 	if f, ok := s.inflight[child.Id]; ok {
 		delete(s.inflight, child.Id)
-		system.Root.Send(f.replyTo, &messages.Execution{RequestId: f.requestID, StatusCode: http.StatusInternalServerError,
-			Error: &messages.Failure{Code: "internal", Message: fmt.Sprintf("internal fault while coordinating the request: %v", reason)}})
+		delete(s.byRequest, f.requestID)
+		system.Root.Send(f.replyTo, failed(f.requestID, resilience.Internal, fmt.Sprintf("internal fault while coordinating the request: %v", reason)))
 	}
 	supervisor.StopChildren(child)
 }
@@ -75,7 +96,7 @@ func Bandit(deps *actors.Deps) *actor.Props {
 			return "", nil, false
 		}
 		return actors.ArmName(r.Model, r.Category), func() *actor.Props {
-			return deps.Props(actors.NewArmActor(deps, r.Model, r.Category))
+			return actors.Props(actors.NewArmActor(deps, r.Model, r.Category))
 		}, true
-	}, deps.PropsOptions()...)
+	})
 }

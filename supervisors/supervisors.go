@@ -35,8 +35,8 @@ type static struct {
 
 // Static returns the props of a supervisor of a fixed set of children (the fleet, the providers, the
 // root itself).
-func Static(children []Child, opts ...actor.PropsOption) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &static{children: children} }, append(opts, actor.WithSupervisor(restart()))...)
+func Static(children []Child) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &static{children: children} }, actor.WithSupervisor(restart()))
 }
 
 func (s *static) Receive(ctx actor.Context) {
@@ -70,9 +70,9 @@ type onDemand struct {
 
 // OnDemand returns the props of a supervisor that creates children as messages for them arrive (the
 // bandit's arms), restarting a child that crashes.
-func OnDemand(route Router, opts ...actor.PropsOption) *actor.Props {
+func OnDemand(route Router) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &onDemand{route: route, children: map[string]*actor.PID{}} },
-		append(opts, actor.WithSupervisor(restart()))...)
+		actor.WithSupervisor(restart()))
 }
 
 func (s *onDemand) Receive(ctx actor.Context) {

@@ -2,7 +2,11 @@
 // input (blueprints, the HTTP API) reports every problem at once, each tied to the field at fault.
 package validation
 
-import "strings"
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
 
 // Problem is one rejected field.
 type Problem struct {
@@ -30,4 +34,37 @@ func (e Errors) Error() string {
 		parts[i] = p.Field + ": " + p.Message
 	}
 	return "invalid input: " + strings.Join(parts, "; ")
+}
+
+// Of returns the problems carried by err, or nil.
+func Of(err error) Errors {
+	var errs Errors
+	if errors.As(err, &errs) {
+		return errs
+	}
+	return nil
+}
+
+// MaxProblems is the most problems a report lists; the rest are counted, so a huge input cannot make a
+// huge error.
+const MaxProblems = 50
+
+// maxFieldBytes bounds a field name echoed in a problem (an unknown key can be as long as the body).
+const maxFieldBytes = 64
+
+// Capped returns at most MaxProblems problems, field names cut to a bounded length, and one more
+// problem saying how many were left out.
+func (e Errors) Capped() Errors {
+	out := make(Errors, 0, min(len(e), MaxProblems+1))
+	for i, p := range e {
+		if i == MaxProblems {
+			out = append(out, Problem{Field: "body", Message: fmt.Sprintf("and %d more problems", len(e)-MaxProblems)})
+			break
+		}
+		if len(p.Field) > maxFieldBytes {
+			p.Field = strings.ToValidUTF8(p.Field[:maxFieldBytes], "") + "..."
+		}
+		out = append(out, p)
+	}
+	return out
 }

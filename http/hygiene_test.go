@@ -1,0 +1,139 @@
+package httpapi_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/engine"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/store"
+)
+
+// Tests of the actor shell's hygiene: shutdown, panics, starvation.
+
+func TestShutdownTimeoutAnswers503AndKeepsTheRecords(t *testing.T) {
+	cfg := config.Default()
+	cfg.Sim.Faults = providers.Fault{}
+	mem := store.NewMemory(100, 0)
+	slow := &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}
+	e, err := engine.New(engine.Options{Config: cfg, Backend: slow, Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 3
+	answers := make(chan *messages.Execution, n)
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			timeout := 60.0
+			exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: fmt.Sprint("req-", i), Task: mcq, Category: "general", TimeoutSeconds: &timeout})
+			if err != nil {
+				exec = &messages.Execution{RequestId: fmt.Sprint("req-", i), Error: &messages.Failure{Message: err.Error()}}
+			}
+			answers <- exec
+		}(i)
+	}
+	waitFor(t, func() bool { return busy(e) })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	shut := make(chan error, 1)
+	go func() { shut <- e.Shutdown(ctx) }()
+	for i := 0; i < n; i++ {
+		select {
+		case exec := <-answers:
+			if exec.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("%s: status %d %v, want 503 when the shutdown timeout ends", exec.RequestId, exec.StatusCode, exec.GetError())
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("a request still running after the shutdown timeout got no answer")
+		}
+	}
+	<-shut
+	for i := 0; i < n; i++ {
+		if rec, err := mem.Get(context.Background(), fmt.Sprint("req-", i)); err != nil || rec.StatusCode != http.StatusServiceUnavailable {
+			t.Fatalf("record of req-%d: %v %v", i, rec.GetStatusCode(), err)
+		}
+	}
+}
+
+// panicking panics in some models' calls.
+type panicking struct {
+	providers.Backend
+	models map[string]bool
+}
+
+func (p *panicking) Complete(ctx context.Context, call providers.Call) (providers.Reply, error) {
+	if p.models[call.Model] {
+		panic("adapter bug")
+	}
+	return p.Backend.Complete(ctx, call)
+}
+
+func TestPanickingCallsAreInternalErrors(t *testing.T) {
+	bad := "deepseek-chat"
+	tb := newTestbed(t, nil, withBackend(&panicking{Backend: simBackend(t), models: map[string]bool{bad: true}}))
+	status, resp, e := tb.route(map[string]any{"task": mcq, "category": "general", "models": []string{bad, "llama3.1-8b", "gemini-2.0-flash"}, "min_responses": 1})
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %+v", status, e)
+	}
+	for _, r := range resp.Responses {
+		if r.Model == bad && (r.Status != "error" || r.ErrorKind != "internal") {
+			t.Fatalf("%+v: a panicking call is an internal error", r)
+		}
+	}
+	for _, u := range tb.record(resp.RequestID)["bandit_updates"].([]any) {
+		if u.(map[string]any)["model"] == bad {
+			t.Fatalf("the model was blamed for Conclave's own fault: %v", u)
+		}
+	}
+	tb.assertNoBreakerMoved()
+}
+
+// TestHotMailboxesDoNotStarveARequest keeps several actors' mailboxes busy without pause, as a burst of
+// traffic does, and checks that a request still gets its turn: actors run on the same props as the
+// engine's own.
+func TestHotMailboxesDoNotStarveARequest(t *testing.T) {
+	tb := newTestbed(t, nil)
+	sys := tb.engine.System()
+	var stop atomic.Bool
+	var hot []*actor.PID
+	for i := 0; i < 8; i++ {
+		pid := sys.Root.Spawn(actors.Props(func() actor.Actor {
+			return actor.ReceiveFunc(func(ctx actor.Context) {
+				if _, ok := ctx.Message().(string); ok && !stop.Load() {
+					ctx.Send(ctx.Self(), "again") // a mailbox that never runs dry
+				}
+			})
+		}))
+		for j := 0; j < 4; j++ {
+			sys.Root.Send(pid, "go")
+		}
+		hot = append(hot, pid)
+	}
+	defer func() {
+		stop.Store(true)
+		for _, pid := range hot {
+			_ = sys.Root.PoisonFuture(pid).Wait()
+		}
+	}()
+	done := make(chan int, 1)
+	go func() {
+		status, _, _ := tb.route(map[string]any{"task": mcq, "category": "general", "timeout": 5})
+		done <- status
+	}()
+	select {
+	case status := <-done:
+		if status != http.StatusOK {
+			t.Fatalf("status %d", status)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the request never got a turn while other mailboxes were busy")
+	}
+}

@@ -1,0 +1,361 @@
+// Package plan owns steps 2 to 5 of a request: classify the task, choose and adjust its blueprint, set
+// its deadlines, select models by Thompson Sampling and assign them to workers. It decides from
+// immutable snapshots of the world and a seeded random source and does no I/O, so a plan can be
+// tested, replayed and benchmarked on its own; the coordinator applies it.
+package plan
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/classify"
+	"github.com/conclave-ai/conclave/consensus"
+	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/validation"
+)
+
+// Settings are what planning decides with; they do not change while the system runs.
+type Settings struct {
+	Classifier *classify.Classifier
+	Blueprints *blueprints.Set
+	Catalog    *catalog.Catalog
+	Policy     bandit.Policy
+	// OutputReserve is the number of tokens reserved for the answer when checking context windows.
+	OutputReserve int
+	// Rounds is the number of quorum-retry rounds a request may run.
+	Rounds int
+	// ArbiterTimeout bounds the wait for an arbiter model's verdict.
+	ArbiterTimeout time.Duration
+	// TimeoutFloors are, per provider, the least time a call must have had before its timeout counts as
+	// a fault, when that is longer than the blueprint's timeout.
+	TimeoutFloors map[string]time.Duration
+}
+
+// World is the read-only view of the system that a plan decides on: snapshots published by the actors
+// that own the state, read at the present moment. Implementations are safe for concurrent use.
+type World interface {
+	// Now is the time of the clock the snapshots' times are on (breakers' open periods, blocks).
+	Now() time.Time
+	// Candidates returns every model with its arm in a category, in a buffer to give back with Release.
+	Candidates(category string) *[]bandit.Candidate
+	Release(*[]bandit.Candidate)
+	// TotalPulls is the number of rewards a category's arms received (for UCB1).
+	TotalPulls(category string) int64
+	// Provider is a provider's status for selection.
+	Provider(name string) bandit.ProviderStatus
+	// Model says why a model cannot be called (removed, ejected, rate limited) and until when.
+	Model(model, provider string) (bandit.SkipReason, time.Time)
+	Workers() []fleet.Snapshot
+}
+
+// Request is what planning needs of a request.
+type Request struct {
+	Task string
+	// Category names a blueprint and skips classification; empty lets the classifier choose.
+	Category string
+	// Models, when set, restricts selection to these models.
+	Models    []string
+	Overrides blueprints.Overrides
+	// AnswerKind is the request's metadata.answer_kind; empty lets the task's text decide.
+	AnswerKind string
+	// Timeout is how long the caller waits; zero means the bound the blueprint gives (see Bound).
+	Timeout    time.Duration
+	ReceivedAt time.Time
+}
+
+// Plan is the decision of steps 2 to 5.
+type Plan struct {
+	Category       string
+	Classification classify.Result
+	// Explicit is true when the request named its category.
+	Explicit   bool
+	AnswerKind consensus.Kind
+	// Heavy tasks prefer tier-1 workers.
+	Heavy bool
+	// ContextTokens is the context a call needs: the task plus the reserved answer.
+	ContextTokens int
+	Blueprint     blueprints.Blueprint
+	// Overrides names the blueprint fields the request changed.
+	Overrides []string
+	Selection bandit.Selection
+	// Workers[i] serves Selection.Picks[i].
+	Workers []string
+	// Rejected are the workers assignment left out, and why.
+	Rejected []fleet.Rejection
+	// Deadline is when the answer is due; CollectBy is when collection ends at the latest, which leaves
+	// the arbiter its time before the deadline.
+	Deadline  time.Time
+	CollectBy time.Time
+	s         *Settings
+}
+
+// New returns an empty plan to make with the steps, in order: Classify, ChooseBlueprint, Select and
+// Assign. The coordinator times and logs each step.
+func New(s *Settings) *Plan { return &Plan{s: s} }
+
+// HeavyTokens is the task size from which a task counts as compute-heavy even when its wording is simple.
+const HeavyTokens = 2000
+
+// MaxRecordedSkips bounds the skipped models a plan keeps for the record and the log.
+const MaxRecordedSkips = 50
+
+// Failure is a request that cannot be planned, with the kind of failure it answers.
+type Failure struct {
+	Kind resilience.Kind
+	Err  error
+	// RetryAfter, when positive, is the wait that should cure the failure.
+	RetryAfter time.Duration
+}
+
+func (f *Failure) Error() string { return f.Err.Error() }
+func (f *Failure) Unwrap() error { return f.Err }
+
+// Problems lists the validation problems behind the failure, if any.
+func (f *Failure) Problems() validation.Errors { return validation.Of(f.Err) }
+
+// Make plans a request received at now (wall-clock, the time of deadlines): steps 2 to 5 at once.
+func Make(s *Settings, w World, req Request, now time.Time, rng *rand.Rand) (*Plan, *Failure) {
+	p := New(s)
+	for _, step := range []func() *Failure{
+		func() *Failure { return p.Classify(req) },
+		func() *Failure { return p.ChooseBlueprint(req, now) },
+		func() *Failure { return p.Select(w, req, rng) },
+		func() *Failure { return p.Assign(w) },
+	} {
+		if f := step(); f != nil {
+			return p, f
+		}
+	}
+	return p, nil
+}
+
+// Classify is step 2: the category (the request's, or the classifier's), the task's metadata and the
+// kind of answer it asks for.
+func (p *Plan) Classify(req Request) *Failure {
+	s := p.s
+	if req.Category != "" {
+		c := classify.Category(req.Category)
+		p.Category, p.Explicit = req.Category, true
+		p.Classification = classify.Result{Category: c, Best: c, Confidence: 1, Metadata: classify.ExtractMetadata(req.Task), Priority: classify.PriorityOf(c)}
+	} else {
+		p.Classification = s.Classifier.Classify(req.Task)
+		p.Category = string(p.Classification.Category)
+	}
+	md := p.Classification.Metadata
+	p.Heavy = md.Complexity == classify.ComplexityHigh || md.ContextLength > HeavyTokens
+	p.ContextTokens = md.ContextLength + s.OutputReserve
+	kind := req.AnswerKind
+	if kind == "" {
+		kind = md.AnswerKind
+	}
+	k, err := consensus.ParseKind(kind)
+	if err != nil {
+		return &Failure{Kind: resilience.MalformedRequest, Err: validation.Errors{{Field: "metadata.answer_kind", Message: err.Error()}}}
+	}
+	p.AnswerKind = k
+	return nil
+}
+
+// ChooseBlueprint is step 3: the category's blueprint with the request's overrides, and the deadlines.
+func (p *Plan) ChooseBlueprint(req Request, now time.Time) *Failure {
+	s := p.s
+	bp, err := s.Blueprints.Get(p.Category)
+	if err != nil {
+		return &Failure{Kind: resilience.UnknownBlueprint, Err: err}
+	}
+	if bp, err = bp.Apply(req.Overrides); err != nil {
+		return &Failure{Kind: resilience.MalformedRequest, Err: err}
+	}
+	if len(req.Models) > 0 && req.Overrides.MinResponses == nil {
+		// An explicit models list caps the workers; the quorum follows unless the request set it.
+		bp.Workers = min(bp.Workers, len(req.Models))
+		bp.MinResponses = min(bp.MinResponses, bp.Workers)
+	}
+	p.Blueprint, p.Overrides = bp, req.Overrides.Changed()
+	p.deadlines(req, now)
+	return nil
+}
+
+// Bound is how long a request waits without a caller's timeout: every quorum round at the blueprint's
+// full timeout, plus the arbiter's time when the strategy asks one.
+func Bound(bp blueprints.Blueprint, rounds int, arbiter time.Duration) time.Duration {
+	d := time.Duration(1+max(rounds, 0)) * bp.Timeout()
+	if asksArbiter(bp) {
+		d += arbiter
+	}
+	return d
+}
+
+func asksArbiter(bp blueprints.Blueprint) bool {
+	return bp.Strategy == blueprints.Rotating && bp.Workers > 1
+}
+
+// deadlines sets when the answer is due (the caller's timeout from the request's receipt, or the
+// blueprint's bound) and when collection ends: early enough to leave the arbiter its time, a quarter of
+// the caller's timeout at most.
+func (p *Plan) deadlines(req Request, now time.Time) {
+	s := p.s
+	start := req.ReceivedAt
+	if start.IsZero() || start.After(now) {
+		start = now
+	}
+	budget, reserve := req.Timeout, time.Duration(0)
+	switch {
+	case budget <= 0:
+		budget = Bound(p.Blueprint, s.Rounds, s.ArbiterTimeout)
+		if asksArbiter(p.Blueprint) {
+			reserve = s.ArbiterTimeout
+		}
+	case asksArbiter(p.Blueprint):
+		reserve = min(s.ArbiterTimeout, budget/4)
+	}
+	p.Deadline = start.Add(budget)
+	p.CollectBy = p.Deadline.Add(-reserve)
+}
+
+// FaultAfter is how long a call to a provider must have had before its timeout counts as a fault: the
+// blueprint's timeout, or the provider's floor when that is longer.
+func (p *Plan) FaultAfter(provider string) time.Duration {
+	return max(p.Blueprint.Timeout(), p.s.TimeoutFloors[provider])
+}
+
+// Select is step 4: Thompson Sampling (or the configured policy) over the category's eligible arms.
+func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
+	q := p.query(w, p.Blueprint.Workers)
+	if len(req.Models) > 0 {
+		q.Requested = make(map[string]bool, len(req.Models))
+		for _, m := range req.Models {
+			q.Requested[m] = true
+		}
+	}
+	cands := w.Candidates(p.Category)
+	sel := bandit.Select(rng, *cands, q)
+	w.Release(cands)
+	p.Selection = sel
+	if len(sel.Picks) > 0 {
+		return nil
+	}
+	return noModel(sel, len(req.Models) > 0, w.Now())
+}
+
+// Assign is step 5: a worker for each pick, tier 1 first for heavy tasks, evenly otherwise.
+func (p *Plan) Assign(w World) *Failure {
+	now := w.Now()
+	workers, rejected, err := fleet.Assign(w.Workers(), len(p.Selection.Picks), p.Heavy, now, nil)
+	p.Rejected = rejected
+	if err != nil {
+		return &Failure{Kind: resilience.AllWorkersOffline, Err: err, RetryAfter: workersBack(w.Workers(), now)}
+	}
+	p.Workers = workers
+	return nil
+}
+
+func (p *Plan) query(w World, n int) bandit.Query {
+	status := map[string]bandit.ProviderStatus{}
+	for _, name := range p.s.Catalog.ProviderNames() {
+		status[name] = w.Provider(name)
+	}
+	return bandit.Query{
+		N: n, ContextTokens: p.ContextTokens, Providers: status, Policy: p.s.Policy, TotalPulls: w.TotalPulls(p.Category),
+		Unavailable: w.Model,
+	}
+}
+
+// Replace selects up to n models a quorum round asks in place of models whose provider is down, none of
+// those the request already tried, each with a worker.
+func (p *Plan) Replace(w World, n int, tried map[string]bool, rng *rand.Rand) ([]bandit.Pick, []string) {
+	q := p.query(w, n)
+	q.Tried = tried
+	cands := w.Candidates(p.Category)
+	sel := bandit.Select(rng, *cands, q)
+	w.Release(cands)
+	if len(sel.Picks) == 0 {
+		return nil, nil
+	}
+	workers, _, err := fleet.Assign(w.Workers(), len(sel.Picks), p.Heavy, w.Now(), nil)
+	if err != nil {
+		return nil, nil
+	}
+	return sel.Picks, workers
+}
+
+// Worker assigns one worker to a retry, avoiding the workers in avoid when any other can take it.
+func (p *Plan) Worker(w World, avoid map[string]bool) (string, bool) {
+	exclude := func(name string) bool { return avoid[name] }
+	workers, _, err := fleet.Assign(w.Workers(), 1, p.Heavy, w.Now(), exclude)
+	if err != nil && len(avoid) > 0 {
+		workers, _, err = fleet.Assign(w.Workers(), 1, p.Heavy, w.Now(), nil) // the same worker beats none
+	}
+	if err != nil {
+		return "", false
+	}
+	return workers[0], true
+}
+
+// SkipsToRecord returns the skipped models worth recording (every reason but not being requested), at
+// most MaxRecordedSkips.
+func (p *Plan) SkipsToRecord() []bandit.Skip {
+	var out []bandit.Skip
+	for _, s := range p.Selection.Skipped {
+		if s.Reason != bandit.NotRequested && len(out) < MaxRecordedSkips {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// noModel explains an empty selection: a task too large for every model is 413; providers or models
+// that are down or at their limits are 503, with the wait that cures it when one is known (rate limits
+// say so with their own kind); requested models that are all excluded otherwise are 503 as well.
+func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
+	counts := sel.SkipCounts()
+	var soonest time.Time
+	limited, down := 0, 0
+	for _, s := range sel.Skipped {
+		switch s.Reason {
+		case bandit.RateLimitExhausted, bandit.ModelRateLimited:
+			limited++
+		case bandit.BreakerOpen, bandit.ModelEjected:
+			down++
+		default:
+			continue
+		}
+		if !s.Until.IsZero() && (soonest.IsZero() || s.Until.Before(soonest)) {
+			soonest = s.Until
+		}
+	}
+	wait := soonest.Sub(now)
+	if soonest.IsZero() || wait < time.Second {
+		wait = time.Second // the window is moving: come back in a second
+	}
+	switch {
+	case counts[bandit.ContextTooSmall.String()] > 0 && limited+down == 0:
+		return &Failure{Kind: resilience.RequestTooLarge, Err: errors.New("the task does not fit the context window of any eligible model")}
+	case limited > 0 && down == 0:
+		return &Failure{Kind: resilience.RateLimited, RetryAfter: wait,
+			Err: fmt.Errorf("no eligible model: %d models are at their rate limit", limited)}
+	case limited+down > 0:
+		return &Failure{Kind: resilience.AllProvidersDown, RetryAfter: wait,
+			Err: fmt.Errorf("no eligible model: the providers of %d models are down or at their rate limit", limited+down)}
+	case explicit:
+		return &Failure{Kind: resilience.AllProvidersDown, Err: errors.New("none of the requested models is available")}
+	}
+	return &Failure{Kind: resilience.AllProvidersDown, Err: errors.New("no eligible model")}
+}
+
+// workersBack is when the first worker whose breaker is open admits a probe again.
+func workersBack(ws []fleet.Snapshot, now time.Time) time.Duration {
+	var soonest time.Time
+	for _, w := range ws {
+		if u := w.Breaker.OpenUntil; !u.IsZero() && (soonest.IsZero() || u.Before(soonest)) {
+			soonest = u
+		}
+	}
+	return max(soonest.Sub(now), time.Second)
+}
