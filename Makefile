@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # SERVICES=1 makes PostgreSQL, Redis and sshd available first (installing them on a fresh Debian machine).
 SERVICES ?= 0
 
-.PHONY: build run test bench eval lint services proto
+.PHONY: build run test bench soak eval lint services proto
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/conclave
@@ -26,6 +26,13 @@ test:
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) run ./bench/load --conclave $(BIN)
+
+# soak drives the embedded default as it ships (simulated faults, default rate limits) with 200,000
+# requests at 32 connections and tallies the answers: the only refusals should be rate limits' 503s with
+# Retry-After, and no provider breaker should be open at the end.
+SOAK_REQUESTS ?= 200000
+soak: build
+	$(GO) run ./bench/load --conclave $(BIN) --sustained $(SOAK_REQUESTS) --sustained-concurrency 32
 
 # eval replays the shared dev data (recorded answers of public models to public benchmarks) through the
 # real pipeline and writes reports/eval/report.{json,md,svg}.

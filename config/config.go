@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"strconv"
@@ -120,25 +121,87 @@ func Default() Config {
 	}
 }
 
+// setting is a value that a flag of `conclave serve` and an environment variable can set.
+type setting struct {
+	flag, env, usage string
+	// show is the default as --help shows it.
+	show func(Config) string
+	set  func(*Config, string) error
+}
+
+var settings = []setting{
+	{"listen", "CONCLAVE_LISTEN", "HTTP listen address; binding anything but loopback needs CONCLAVE_API_TOKEN",
+		func(c Config) string { return c.Listen }, func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"log-level", "CONCLAVE_LOG_LEVEL", "log level: debug, info, warn or error",
+		func(c Config) string { return c.LogLevel }, func(c *Config, v string) error { c.LogLevel = v; return nil }},
+	{"log-format", "CONCLAVE_LOG_FORMAT", "log format: json or console",
+		func(c Config) string { return c.LogFormat }, func(c *Config, v string) error { c.LogFormat = v; return nil }},
+	{"seed", "CONCLAVE_SEED", "random seed of selection and of the simulated provider",
+		func(c Config) string { return strconv.FormatUint(c.Seed, 10) }, func(c *Config, v string) error {
+			n, err := strconv.ParseUint(v, 10, 64)
+			c.Seed, c.Sim.Seed = n, n
+			return err
+		}},
+	{"node-id", "CONCLAVE_NODE_ID", "this controller's name in logs and records, mixed into its random streams",
+		func(Config) string { return "the host name" }, func(c *Config, v string) error { c.NodeID = v; return nil }},
+	{"workers", "CONCLAVE_WORKERS", "number of in-process workers",
+		func(c Config) string { return strconv.Itoa(c.Workers) }, func(c *Config, v string) (err error) { c.Workers, err = strconv.Atoi(v); return err }},
+	{"blueprints-dir", "CONCLAVE_BLUEPRINTS_DIR", "directory of blueprint JSON files overriding and extending the embedded ones",
+		func(Config) string { return "embedded" }, func(c *Config, v string) error { c.BlueprintsDir = v; return nil }},
+	{"catalog", "CONCLAVE_CATALOG", "model catalog JSON file replacing the embedded one",
+		func(Config) string { return "embedded" }, func(c *Config, v string) error { c.CatalogPath = v; return nil }},
+	{"sim-latency-scale", "CONCLAVE_SIM_LATENCY_SCALE", "multiplier of the simulated models' latencies: 1 realistic, 0 none",
+		func(c Config) string { return strconv.FormatFloat(c.Sim.LatencyScale, 'g', -1, 64) },
+		func(c *Config, v string) (err error) { c.Sim.LatencyScale, err = strconv.ParseFloat(v, 64); return err }},
+	{"max-body-bytes", "CONCLAVE_MAX_BODY_BYTES", "largest accepted request body; larger ones get 413",
+		func(c Config) string { return strconv.FormatInt(c.MaxBodyBytes, 10) },
+		func(c *Config, v string) (err error) { c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); return err }},
+}
+
+// PrintUsage writes the help of `conclave serve`: every flag with its environment variable and default.
+func PrintUsage(w io.Writer) {
+	fmt.Fprint(w, `Usage: conclave serve [flags]
+
+Runs the control plane. With no configuration it runs the embedded default: the simulated provider,
+an in-process fleet, local rate limits and an in-memory record store.
+
+Each flag has an environment variable; a flag beats its variable, which beats the config file.
+
+`)
+	line := func(flag, usage, env, def string) {
+		fmt.Fprintf(w, "  --%-18s %s\n  %-20s environment %s; default %s\n", flag, usage, "", env, def)
+	}
+	line("config FILE", "JSON configuration file with any key of the configuration", "CONCLAVE_CONFIG", "none")
+	d := Default()
+	for _, s := range settings {
+		line(s.flag, s.usage, s.env, s.show(d))
+	}
+	fmt.Fprint(w, `
+  CONCLAVE_API_TOKEN   the bearer token every endpoint but /healthz and /readyz requires (environment
+                       only: a secret does not belong on a command line); default none
+`)
+}
+
 // Load builds the configuration from defaults, the config file (--config or CONCLAVE_CONFIG), the
-// environment and the flags in args. getenv is os.Getenv outside tests.
+// environment and the flags in args. getenv is os.Getenv outside tests. For --help it returns
+// flag.ErrHelp, and the caller prints PrintUsage.
 func Load(args []string, getenv func(string) string) (Config, error) {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	path := fs.String("config", getenv("CONCLAVE_CONFIG"), "JSON configuration file")
-	listen := fs.String("listen", "", "HTTP listen address (default 127.0.0.1:5000)")
-	logLevel := fs.String("log-level", "", "log level: debug, info, warn, error")
-	logFormat := fs.String("log-format", "", "log format: json or console")
-	seed := fs.String("seed", "", "random seed for selection and the simulated provider")
-	nodeID := fs.String("node-id", "", "this controller's name in logs, records and random streams (default the host name)")
-	workers := fs.Int("workers", 0, "number of in-process workers")
-	blueprintsDir := fs.String("blueprints-dir", "", "directory of blueprint JSON files overriding the embedded ones")
-	catalogPath := fs.String("catalog", "", "model catalog JSON file replacing the embedded one")
-	latency := fs.String("sim-latency-scale", "", "multiplier of the simulated models' latencies (0 = none)")
-	maxBody := fs.Int64("max-body-bytes", 0, "largest accepted request body")
+	fs.SetOutput(io.Discard)
+	path := fs.String("config", "", "")
+	flags := make([]*string, len(settings))
+	for i, s := range settings {
+		flags[i] = fs.String(s.flag, "", s.usage)
+	}
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
-
+	if fs.NArg() > 0 {
+		return Config{}, fmt.Errorf("unexpected arguments %q (see conclave serve --help)", fs.Args())
+	}
+	if *path == "" {
+		*path = getenv("CONCLAVE_CONFIG")
+	}
 	cfg := Default()
 	if *path != "" {
 		raw, err := os.ReadFile(*path)
@@ -151,66 +214,22 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 			return Config{}, fmt.Errorf("config file %s: %w", *path, err)
 		}
 	}
-
 	var errs []error
-	str := func(dst *string, env, flagValue string) {
-		if v := getenv(env); v != "" {
-			*dst = v
+	for i, s := range settings {
+		for _, v := range []string{getenv(s.env), *flags[i]} {
+			if v == "" {
+				continue
+			}
+			if err := s.set(&cfg, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s %q: %w", s.flag, v, err))
+			}
 		}
-		if flagValue != "" {
-			*dst = flagValue
-		}
-	}
-	str(&cfg.Listen, "CONCLAVE_LISTEN", *listen)
-	str(&cfg.LogLevel, "CONCLAVE_LOG_LEVEL", *logLevel)
-	str(&cfg.LogFormat, "CONCLAVE_LOG_FORMAT", *logFormat)
-	str(&cfg.BlueprintsDir, "CONCLAVE_BLUEPRINTS_DIR", *blueprintsDir)
-	str(&cfg.CatalogPath, "CONCLAVE_CATALOG", *catalogPath)
-	str(&cfg.NodeID, "CONCLAVE_NODE_ID", *nodeID)
-	if cfg.NodeID == "" {
-		cfg.NodeID, _ = os.Hostname()
 	}
 	if v := getenv("CONCLAVE_API_TOKEN"); v != "" {
 		cfg.APIToken = secret.String(v)
 	}
-	var seedText, latencyText, workersText, bodyText string
-	str(&seedText, "CONCLAVE_SEED", *seed)
-	str(&latencyText, "CONCLAVE_SIM_LATENCY_SCALE", *latency)
-	str(&workersText, "CONCLAVE_WORKERS", "")
-	str(&bodyText, "CONCLAVE_MAX_BODY_BYTES", "")
-	if seedText != "" {
-		n, err := strconv.ParseUint(seedText, 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("seed %q: %w", seedText, err))
-		}
-		cfg.Seed, cfg.Sim.Seed = n, n
-	}
-	if latencyText != "" {
-		f, err := strconv.ParseFloat(latencyText, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("sim latency scale %q: %w", latencyText, err))
-		}
-		cfg.Sim.LatencyScale = f
-	}
-	if workersText != "" {
-		n, err := strconv.Atoi(workersText)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("workers %q: %w", workersText, err))
-		}
-		cfg.Workers = n
-	}
-	if *workers != 0 {
-		cfg.Workers = *workers
-	}
-	if bodyText != "" {
-		n, err := strconv.ParseInt(bodyText, 10, 64)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("max body bytes %q: %w", bodyText, err))
-		}
-		cfg.MaxBodyBytes = n
-	}
-	if *maxBody != 0 {
-		cfg.MaxBodyBytes = *maxBody
+	if cfg.NodeID == "" {
+		cfg.NodeID, _ = os.Hostname()
 	}
 	if err := errors.Join(errs...); err != nil {
 		return Config{}, err

@@ -63,6 +63,9 @@ func keyOf(kind Kind, text string) string {
 		}
 		return n
 	case Number:
+		if f, err := strconv.ParseFloat(strings.TrimSpace(text), 64); err == nil {
+			return strconv.FormatFloat(f, 'f', -1, 64)
+		}
 		if m := firstNumber.FindString(strings.ReplaceAll(text, "$", "")); m != "" {
 			if f, err := strconv.ParseFloat(strings.ReplaceAll(m, ",", ""), 64); err == nil {
 				return strconv.FormatFloat(f, 'f', -1, 64)

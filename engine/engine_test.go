@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,10 +14,14 @@ import (
 	"go.uber.org/zap"
 )
 
-func newEngine(t *testing.T, seed uint64) *Engine {
+func newEngine(t *testing.T, seed uint64, change ...func(*config.Config)) *Engine {
 	t.Helper()
 	cfg := config.Default()
 	cfg.Seed, cfg.Sim.Seed = seed, seed
+	cfg.NodeID = "node-a"
+	for _, c := range change {
+		c(&cfg)
+	}
 	cfg.Sim.LatencyScale = 0
 	cfg.Sim.Faults = providers.Fault{}
 	e, err := New(Options{Config: cfg, Log: zap.NewNop()})
@@ -71,5 +76,32 @@ func TestSameSeedSameDecisions(t *testing.T) {
 	}
 	if fmt.Sprint(a) == fmt.Sprint(c) {
 		t.Fatal("a different seed made the same decisions")
+	}
+}
+
+func TestNodesWithOneSeedPickApart(t *testing.T) {
+	a := run(t, newEngine(t, 42), 20)
+	b := run(t, newEngine(t, 42, func(c *config.Config) { c.NodeID = "node-b" }), 20)
+	same := 0
+	for i := range a {
+		if a[i] == b[i] {
+			same++
+		}
+	}
+	if same > 2 {
+		t.Fatalf("%d of 20 selections alike on two nodes with one seed: the node id is not in the random streams", same)
+	}
+}
+
+func TestInflightBytesAreBounded(t *testing.T) {
+	e := newEngine(t, 1, func(c *config.Config) { c.MaxInflightBytes = 4096; c.MaxBodyBytes = 4096 })
+	timeout := 5.0
+	exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: "big", Category: "general", TimeoutSeconds: &timeout,
+		Task: strings.Repeat("x", 5000)})
+	if err != nil || exec.StatusCode != 503 || exec.Error.Code != "overloaded" || exec.Error.RetryAfterSeconds <= 0 {
+		t.Fatalf("a request beyond the in-flight budget: %v %v", exec, err)
+	}
+	if exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: "small", Category: "general", Task: "Summarize: the cache ran out of memory."}); err != nil || exec.StatusCode != 200 {
+		t.Fatalf("a request within the budget: %v %v", exec.GetError(), err)
 	}
 }

@@ -8,15 +8,14 @@ package eval
 import (
 	"context"
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/conclave-ai/conclave/bandit"
 	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/consensus"
 	"github.com/conclave-ai/conclave/providers"
 	"go.uber.org/zap"
 )
@@ -258,17 +257,15 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-// correct tells whether an answer matches the gold one: numerically for number tasks, exactly otherwise
-// (the replay data normalises both sides the same way).
+// correct tells whether an answer matches the gold one, by the kind of answer the task asks for: a
+// choice letter, a number by value, an exact literal (spaces and brackets included: CRUXEval's " a" is
+// not "a"), or free text.
 func correct(kind, answer, gold string) bool {
-	if kind == "number" {
-		a, err1 := strconv.ParseFloat(strings.TrimSpace(answer), 64)
-		g, err2 := strconv.ParseFloat(strings.TrimSpace(gold), 64)
-		if err1 == nil && err2 == nil {
-			return math.Abs(a-g) <= 1e-9*math.Max(1, math.Abs(g))
-		}
+	k, err := consensus.ParseKind(kind)
+	if err != nil {
+		k = consensus.Exact
 	}
-	return strings.TrimSpace(answer) == strings.TrimSpace(gold)
+	return consensus.Equivalent(k, answer, gold)
 }
 
 func modelCorrect(it item, model string) bool {

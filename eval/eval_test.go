@@ -121,8 +121,12 @@ func TestCorrect(t *testing.T) {
 		{"number", "1e2", "100", true},
 		{"number", "17", "18", false},
 		{"choice", "B", "B", true},
-		{"choice", "b", "B", false},
+		{"choice", "b", "B", true},
+		{"choice", "A", "B", false},
 		{"exact", "'abc'", "'abc'", true},
+		{"exact", " a", "a", false},
+		{"exact", "a ", "a", false},
+		{"exact", "[1, 2]", "(1, 2)", false},
 		{"number", "x", "x", true},
 	}
 	for _, tt := range tests {
@@ -164,5 +168,33 @@ func TestSharedDevData(t *testing.T) {
 	}
 	if ts, uni := d.Runs["thompson/agreement"], d.Runs["uniform/agreement"]; ts.Regret >= uni.Regret {
 		t.Fatalf("regret %.1f not below uniform's %.1f", ts.Regret, uni.Regret)
+	}
+}
+
+// TestScoringAgreesWithTheData checks the scoring against the replay data's own verdict on every
+// recorded answer: the kinds keep CRUXEval's spaces and brackets, compare numbers by value, and letters.
+func TestScoringAgreesWithTheData(t *testing.T) {
+	dir := filepath.Join("..", "..", "shared", "data", "replay")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("shared replay data not found at %s: skipping", dir)
+	}
+	data, err := providers.LoadReplay(dir, DefaultDatasets)
+	if err != nil {
+		t.Fatal(err)
+	}
+	checked := 0
+	for _, r := range data.Records {
+		for m, a := range r.Answers {
+			if r.Gold == nil || a.Answer == nil || a.Correct == nil {
+				continue
+			}
+			checked++
+			if got := correct(r.Kind, *a.Answer, *r.Gold); got != *a.Correct {
+				t.Fatalf("%s, %s: %q against %q scored %v, the data says %v", r.ID, m, *a.Answer, *r.Gold, got, *a.Correct)
+			}
+		}
+	}
+	if checked < 100000 {
+		t.Fatalf("only %d answers checked", checked)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/ratelimit"
+	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"time"
 )
@@ -66,7 +67,8 @@ func oracleVote(it item, models []string, acc map[string]float64) bool {
 	if len(resps) == 0 {
 		return false
 	}
-	res, err := consensus.Decide(consensus.Input{Strategy: blueprints.Majority, Responses: resps})
+	kind, _ := consensus.ParseKind(it.rec.Kind)
+	res, err := consensus.Decide(consensus.Input{Strategy: blueprints.Majority, Responses: resps, Kind: kind})
 	return err == nil && correct(it.rec.Kind, res.Answer, *it.rec.Gold)
 }
 
@@ -115,8 +117,10 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		// The replay data says what kind of answer each task asks for, as a caller who knows would.
+		md, _ := structpb.NewStruct(map[string]any{"answer_kind": it.rec.Kind})
 		req := &messages.RouteRequest{RequestId: fmt.Sprintf("eval-%d", i), Task: it.rec.Prompt, Category: it.category,
-			Models: it.models, ReceivedAt: timestamppb.New(time.Now())}
+			Models: it.models, ReceivedAt: timestamppb.New(time.Now()), Metadata: md}
 		exec, err := e.Route(ctx, req)
 		if err != nil {
 			return err

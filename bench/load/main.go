@@ -3,7 +3,8 @@
 // JSON handler, each as its own process, under closed-loop load at fixed concurrency. It reports
 // requests per second, latency p50/p99 and CPU time per request (the server process's user + system time
 // over the measured run divided by the requests it served), with ratios to the baseline measured in the
-// same run.
+// same run. With --sustained N it instead drives the embedded default as it ships, faults and rate
+// limits on, and tallies the answers (make soak).
 package main
 
 import (
@@ -23,6 +24,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -59,7 +61,15 @@ func main() {
 	warmup := flag.Duration("warmup", time.Second, "unmeasured warm-up per run")
 	levels := flag.String("concurrency", "1,16", "concurrency levels")
 	out := flag.String("out", "reports/bench-load.json", "JSON report")
+	sustained := flag.Int("sustained", 0, "instead: send this many requests to the embedded default (faults and rate limits on) and tally the answers")
+	sustainedConns := flag.Int("sustained-concurrency", 32, "concurrency of the sustained run")
 	flag.Parse()
+	if *sustained > 0 {
+		if err := soak(*conclave, *sustained, *sustainedConns); err != nil {
+			fail(err)
+		}
+		return
+	}
 
 	self, err := os.Executable()
 	if err != nil {
@@ -289,4 +299,100 @@ func report(results []result) {
 		fmt.Printf("| %s | %d | %.0f | %.3f | %.3f | %.1f | %.1f× | %.2f× |\n", r.Server, r.Concurrency, r.RPS, r.P50Ms, r.P99Ms,
 			r.CPUPerReqUs, r.CPUPerReqUs/b.CPUPerReqUs, r.RPS/b.RPS)
 	}
+}
+
+// soak runs the embedded default as it ships (simulated faults, default rate limits and breakers) under
+// a closed loop of n requests, and tallies every answer by status and error code, whether each 503
+// said when to come back, and the providers' breakers at the end: the only refusals should be the rate
+// limits', each with a Retry-After.
+func soak(conclave string, n, concurrency int) error {
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(conclave, "serve", "--listen", addr, "--log-level", "warn")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	url := "http://" + addr
+	if err := waitHealthy(url); err != nil {
+		return err
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}, Timeout: 10 * time.Minute}
+	var mu sync.Mutex
+	tally := map[string]int{}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	began := time.Now()
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				body, _ := json.Marshal(map[string]string{"task": tasks[i%int64(len(tasks))]})
+				resp, err := client.Post(url+"/route-thompson", "application/json", bytes.NewReader(body))
+				key := ""
+				if err != nil {
+					key = "transport error"
+				} else {
+					var e struct {
+						Error struct {
+							Code string `json:"code"`
+						} `json:"error"`
+					}
+					_ = json.NewDecoder(resp.Body).Decode(&e)
+					resp.Body.Close()
+					key = strconv.Itoa(resp.StatusCode)
+					if e.Error.Code != "" {
+						key += " " + e.Error.Code
+					}
+					if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
+						key += " (Retry-After)"
+					}
+				}
+				mu.Lock()
+				tally[key]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(began)
+	resp, err := http.Get(url + "/providers")
+	if err != nil {
+		return err
+	}
+	var view struct {
+		Providers []struct {
+			Name    string `json:"name"`
+			Breaker struct {
+				State string `json:"state"`
+			} `json:"breaker"`
+			Models map[string]any `json:"models"`
+		} `json:"providers"`
+	}
+	err = json.NewDecoder(resp.Body).Decode(&view)
+	resp.Body.Close()
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%d requests at concurrency %d in %s (%.0f req/s)\n\n| answer | requests |\n|---|---:|\n", n, concurrency, elapsed.Round(time.Second), float64(n)/elapsed.Seconds())
+	keys := make([]string, 0, len(tally))
+	for k := range tally {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("| %s | %d |\n", k, tally[k])
+	}
+	fmt.Println("\n| provider | breaker | models out of the pool |\n|---|---|---:|")
+	for _, p := range view.Providers {
+		fmt.Printf("| %s | %s | %d |\n", p.Name, p.Breaker.State, len(p.Models))
+	}
+	return nil
 }

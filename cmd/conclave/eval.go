@@ -19,7 +19,11 @@ import (
 // evaluate runs `conclave eval`: the real pipeline over replayed benchmark answers.
 func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	fs.SetOutput(io.Discard) // --help prints to stdout below; errors reach stderr through the caller
+	fs.Usage = func() {
+		fmt.Fprint(fs.Output(), "Usage: conclave eval [flags]\n\nReplays recorded answers of public models through the real pipeline and reports accuracy and regret.\nIts flags have no environment variables.\n\n")
+		fs.PrintDefaults()
+	}
 	data := fs.String("data", "../shared/data/replay", "directory of <dataset>.dev.jsonl.gz replay files")
 	datasets := fs.String("datasets", strings.Join(eval.DefaultDatasets, ","), "datasets to replay")
 	runs := fs.String("runs", runNames(eval.DefaultRuns), "policy/reward configurations (rewards: agreement, arbiter, gold)")
@@ -32,7 +36,11 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	latency := fs.Duration("latency", 0, "median latency of every replayed model (0: none, deterministic)")
 	every := fs.Int("every", 100, "timeline step in prompts")
 	out := fs.String("out", "reports/eval", "directory for report.json, report.md and report.svg")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		fs.SetOutput(stdout)
+		fs.Usage()
+		return nil
+	} else if err != nil {
 		return err
 	}
 	runList, err := eval.ParseRuns(*runs)

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -31,10 +32,11 @@ which models to ask.
 Usage:
   conclave serve [flags]     run the control plane (the embedded default needs no configuration)
   conclave eval [flags]      measure routing quality on replayed benchmark answers (report in reports/eval)
-  conclave version           print the version
-  conclave help              show this text
+  conclave version           print the version (also --version)
+  conclave help              show this text (also --help)
 
-Run "conclave serve --help" for the flags; the README lists the environment variables.
+"conclave serve --help" and "conclave eval --help" list each command's flags with their defaults and
+environment variables.
 `
 
 func main() {
@@ -53,10 +55,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	switch args[0] {
 	case "serve":
-		return serve(ctx, args[1:], stderr)
+		return serve(ctx, args[1:], stdout, stderr)
 	case "eval":
 		return evaluate(ctx, args[1:], stdout, stderr)
-	case "version":
+	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
 	case "help", "-h", "--help":
@@ -81,8 +83,13 @@ func versionString() string {
 }
 
 // serve runs the control plane until ctx is cancelled (SIGINT or SIGTERM), then shuts down gracefully.
-func serve(ctx context.Context, args []string, logOut io.Writer) error {
+// It prints the address it listens on to stdout, whatever the log level; logs go to logOut.
+func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	cfg, err := config.Load(args, os.Getenv)
+	if errors.Is(err, flag.ErrHelp) {
+		config.PrintUsage(stdout)
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -107,7 +114,8 @@ func serve(ctx context.Context, args []string, logOut io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 	}
 	log.Info("conclave listening", zap.String("event", "server_listening"), zap.String("address", "http://"+ln.Addr().String()),
-		zap.Bool("auth", cfg.APIToken.Set()), zap.String("version", version))
+		zap.Bool("auth", cfg.APIToken.Set()), zap.String("version", version), zap.String("node_id", cfg.NodeID))
+	fmt.Fprintf(stdout, "conclave listening on http://%s\n", ln.Addr())
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -120,8 +128,17 @@ func serve(ctx context.Context, args []string, logOut io.Writer) error {
 	}
 	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout())
 	defer cancel()
-	// Stop accepting and let in-flight requests finish, then flush the records and stop the actors.
-	err = srv.Shutdown(sctx)
+	// Stop accepting connections while in-flight requests finish; the engine answers those still running
+	// near the end of the timeout with 503, keeps their records, flushes them and stops the actors.
+	stopped := make(chan error, 1)
+	go func() { stopped <- srv.Shutdown(sctx) }()
+	err = eng.Shutdown(sctx)
+	select {
+	case serr := <-stopped:
+		err = errors.Join(err, serr)
+	case <-time.After(time.Second): // a handler still writing its 503: give it a moment, then close
+		err = errors.Join(err, srv.Close())
+	}
 	<-served
-	return errors.Join(err, eng.Shutdown(sctx))
+	return err
 }

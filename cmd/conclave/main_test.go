@@ -16,12 +16,35 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/classify"
 )
 
 func TestVersionAndUsage(t *testing.T) {
 	var out, errOut bytes.Buffer
-	if err := run(context.Background(), []string{"version"}, &out, &errOut); err != nil || !strings.HasPrefix(out.String(), "conclave ") {
-		t.Fatalf("version: %v %q", err, out.String())
+	for _, args := range [][]string{{"version"}, {"--version"}} {
+		out.Reset()
+		if err := run(context.Background(), args, &out, &errOut); err != nil || !strings.HasPrefix(out.String(), "conclave ") {
+			t.Fatalf("%v: %v %q", args, err, out.String())
+		}
+	}
+	// --help on every command succeeds and shows the defaults, with the environment variables of serve.
+	for args, want := range map[string][]string{
+		"serve --help": {"--listen", "CONCLAVE_LISTEN", "127.0.0.1:5000", "CONCLAVE_NODE_ID", "CONCLAVE_API_TOKEN", "CONCLAVE_CONFIG"},
+		"eval --help":  {"-data", "../shared/data/replay", "-workers"},
+		"help":         {"conclave serve", "conclave eval"},
+		"--help":       {"conclave serve"},
+	} {
+		out.Reset()
+		if err := run(context.Background(), strings.Fields(args), &out, &errOut); err != nil {
+			t.Fatalf("%s: %v", args, err)
+		}
+		for _, w := range want {
+			if !strings.Contains(out.String(), w) {
+				t.Fatalf("%s does not show %q:\n%s", args, w, out.String())
+			}
+		}
 	}
 	if err := run(context.Background(), []string{"frobnicate"}, &out, &errOut); err == nil || !strings.Contains(errOut.String(), "conclave serve") {
 		t.Fatalf("unknown command: %v %q", err, errOut.String())
@@ -58,7 +81,7 @@ func TestReadmeQuickStart(t *testing.T) {
 	if !strings.Contains(string(readme), "go run ./cmd/conclave serve") || !strings.Contains(string(readme), "make test") {
 		t.Fatal("the README's first commands changed; update this test")
 	}
-	example := regexp.MustCompile(`curl -s localhost:5000/route-thompson -d '([^']+)'`).FindSubmatch(readme)
+	example := regexp.MustCompile(`curl -s localhost:5000/route-thompson -H 'Content-Type: application/json' -d '([^']+)'`).FindSubmatch(readme)
 	if example == nil {
 		t.Fatal("no route-thompson curl example in the README")
 	}
@@ -134,5 +157,61 @@ func TestEvalCommand(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"eval", "--data", filepath.Join(dir, "none")}, &stdout, &stderr); err == nil {
 		t.Fatal("a missing data directory was accepted")
+	}
+}
+
+// TestTheAddressIsPrintedAtEveryLogLevel starts the server with only errors logged: it still says where
+// it listens.
+func TestTheAddressIsPrintedAtEveryLogLevel(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	out, logs := &lockedBuffer{}, &lockedBuffer{}
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--log-level", "error"}, out, logs) }()
+	pattern := regexp.MustCompile(`conclave listening on (http://127\.0\.0\.1:\d+)`)
+	deadline := time.Now().Add(30 * time.Second)
+	var m []string
+	for m = pattern.FindStringSubmatch(out.String()); m == nil; m = pattern.FindStringSubmatch(out.String()) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no address printed: %q", out.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	resp, err := http.Get(m[1] + "/healthz")
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("the printed address does not answer: %v", err)
+	}
+	resp.Body.Close()
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestTheReadmeNamesTheBlueprintsClassificationNeverPicks compares the README with the classifier's
+// categories and the embedded blueprints.
+func TestTheReadmeNamesTheBlueprintsClassificationNeverPicks(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := blueprints.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	picked := map[string]bool{}
+	for _, c := range classify.Categories {
+		picked[string(c)] = true
+	}
+	never := 0
+	for _, name := range set.Names() {
+		if !picked[name] {
+			never++
+			if !strings.Contains(string(readme), "`"+name+"`") {
+				t.Errorf("the README does not name %s, which classification never picks", name)
+			}
+		}
+	}
+	if never == 0 {
+		t.Fatal("every blueprint is a category: update this test and the README")
 	}
 }
