@@ -166,7 +166,9 @@ func TestTheAddressIsPrintedAtEveryLogLevel(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	out, logs := &lockedBuffer{}, &lockedBuffer{}
 	done := make(chan error, 1)
-	go func() { done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--log-level", "error"}, out, logs) }()
+	go func() {
+		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--log-level", "error"}, out, logs)
+	}()
 	pattern := regexp.MustCompile(`conclave listening on (http://127\.0\.0\.1:\d+)`)
 	deadline := time.Now().Add(30 * time.Second)
 	var m []string
