@@ -89,8 +89,9 @@ func (m Model) Capability(category string) float64 {
 
 // Catalog is an immutable, validated set of models.
 type Catalog struct {
-	models []Model
-	byID   map[string]int
+	models    []Model
+	byID      map[string]int
+	providers []string // sorted
 }
 
 type file struct {
@@ -143,6 +144,10 @@ func New(models []Model) (*Catalog, error) {
 		}
 		c.byID[m.ID] = i
 	}
+	for p := range c.ByProvider() {
+		c.providers = append(c.providers, p)
+	}
+	sort.Strings(c.providers)
 	return c, nil
 }
 
@@ -191,12 +196,8 @@ func (c *Catalog) ByProvider() map[string]int {
 	return n
 }
 
-// ProviderNames returns the providers that have at least one model, sorted.
+// ProviderNames returns the providers that have at least one model, sorted; the slice is shared and
+// must not be modified.
 func (c *Catalog) ProviderNames() []string {
-	var names []string
-	for p := range c.ByProvider() {
-		names = append(names, p)
-	}
-	sort.Strings(names)
-	return names
+	return c.providers
 }

@@ -170,7 +170,7 @@ func TestVerdicts(t *testing.T) {
 		{"a host that stopped answering", nil, full, Reply{Kind: resilience.HostTimeout}, Timeout, resilience.Verdict{Host: resilience.Failure}, true},
 		{"Conclave's own fault", nil, full, Reply{Kind: resilience.Internal}, Error, resilience.Verdict{}, true},
 		{"a model the provider does not know", nil, full, Reply{Kind: resilience.ModelNotFound}, Error,
-			resilience.Verdict{Model: resilience.Failure, Host: resilience.Success, Arm: resilience.Penalty, RemoveModel: true}, false},
+			resilience.Verdict{Host: resilience.Success, Arm: resilience.Penalty, RemoveModel: true}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

@@ -169,6 +169,11 @@ func TestSharedDevData(t *testing.T) {
 	if ts, uni := d.Runs["thompson/agreement"], d.Runs["uniform/agreement"]; ts.Regret >= uni.Regret {
 		t.Fatalf("regret %.1f not below uniform's %.1f", ts.Regret, uni.Regret)
 	}
+	for name, r := range d.Runs {
+		if r.Failed != 0 {
+			t.Fatalf("%s: %d requests failed: replaying recorded answers must never fail", name, r.Failed)
+		}
+	}
 }
 
 // TestScoringAgreesWithTheData checks the scoring against the replay data's own verdict on every

@@ -93,6 +93,8 @@ type Plan struct {
 	Deadline  time.Time
 	CollectBy time.Time
 	s         *Settings
+	// requested is the request's models list, which replacements keep to as well.
+	requested map[string]bool
 }
 
 // New returns an empty plan to make with the steps, in order: Classify, ChooseBlueprint, Select and
@@ -227,13 +229,13 @@ func (p *Plan) FaultAfter(provider string) time.Duration {
 
 // Select is step 4: Thompson Sampling (or the configured policy) over the category's eligible arms.
 func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
-	q := p.query(w, p.Blueprint.Workers)
 	if len(req.Models) > 0 {
-		q.Requested = make(map[string]bool, len(req.Models))
+		p.requested = make(map[string]bool, len(req.Models))
 		for _, m := range req.Models {
-			q.Requested[m] = true
+			p.requested[m] = true
 		}
 	}
+	q := p.query(w, p.Blueprint.Workers)
 	cands := w.Candidates(p.Category)
 	sel := bandit.Select(rng, *cands, q)
 	w.Release(cands)
@@ -263,12 +265,13 @@ func (p *Plan) query(w World, n int) bandit.Query {
 	}
 	return bandit.Query{
 		N: n, ContextTokens: p.ContextTokens, Providers: status, Policy: p.s.Policy, TotalPulls: w.TotalPulls(p.Category),
-		Unavailable: w.Model,
+		Requested: p.requested, Unavailable: w.Model,
 	}
 }
 
 // Replace selects up to n models a quorum round asks in place of models whose provider is down, none of
-// those the request already tried, each with a worker.
+// those the request already tried and, when the request named its models, only among them; each with a
+// worker.
 func (p *Plan) Replace(w World, n int, tried map[string]bool, rng *rand.Rand) ([]bandit.Pick, []string) {
 	q := p.query(w, n)
 	q.Tried = tried

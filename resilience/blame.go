@@ -65,9 +65,10 @@ type Verdict struct {
 //
 //	answer (ok)                         arm judged    provider success  model success  host success
 //	empty answer                        arm beta + 1  provider success  model success  host success
-//	model fault (its 5xx, 404, a full   arm beta + 1  provider neutral  model failure  host success
+//	model fault (its 5xx, a full        arm beta + 1  provider neutral  model failure  host success
 //	  timeout; an unknown scope counts
 //	  as the model's)
+//	model not found (404)               arm beta + 1  provider neutral; the model leaves the pool
 //	provider-wide fault (connection,    arm none      provider failure  model neutral  host success
 //	  bad key, a 5xx of provider scope)
 //	429                                 arm none      neutral; the model (or, with provider scope, the
@@ -94,7 +95,9 @@ func Blame(c Call) Verdict {
 	case ProviderUnavailable:
 		return scoped(c.Scope)
 	case ModelNotFound:
-		return Verdict{Model: Failure, Host: Success, Arm: Penalty, RemoveModel: true}
+		// The model leaves the pool: its breaker has nothing more to decide, and an unknown model says
+		// nothing about the provider's health, so it does not count towards a spread.
+		return Verdict{Host: Success, Arm: Penalty, RemoveModel: true}
 	case ProviderUnreachable, InvalidAPIKey:
 		return Verdict{Provider: Failure, Host: Success}
 	case RateLimited:

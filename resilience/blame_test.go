@@ -18,7 +18,7 @@ func TestBlame(t *testing.T) {
 		{"a 5xx of the whole provider", Call{Kind: ProviderUnavailable, Scope: ScopeProvider}, Verdict{Provider: Failure, Host: Success}},
 		{"a connection error is the provider's", Call{Kind: ProviderUnreachable}, Verdict{Provider: Failure, Host: Success}},
 		{"a bad key is the provider's", Call{Kind: InvalidAPIKey}, Verdict{Provider: Failure, Host: Success}},
-		{"a model not found leaves the pool", Call{Kind: ModelNotFound}, Verdict{Model: Failure, Host: Success, Arm: Penalty, RemoveModel: true}},
+		{"a model not found leaves the pool", Call{Kind: ModelNotFound}, Verdict{Host: Success, Arm: Penalty, RemoveModel: true}},
 		{"a 429 blocks the model", Call{Kind: RateLimited}, Verdict{Host: Success, BlockModel: true}},
 		{"a provider's 429 blocks the provider", Call{Kind: RateLimited, Scope: ScopeProvider}, Verdict{Host: Success, BlockProvider: true}},
 		{"a refused request blames nobody", Call{Kind: MalformedRequest}, Verdict{Host: Success}},
