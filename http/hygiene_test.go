@@ -15,6 +15,7 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/store"
+	"go.uber.org/zap"
 )
 
 // Tests of the actor shell's hygiene: shutdown, panics, starvation.
@@ -135,5 +136,73 @@ func TestHotMailboxesDoNotStarveARequest(t *testing.T) {
 		}
 	case <-time.After(20 * time.Second):
 		t.Fatal("the request never got a turn while other mailboxes were busy")
+	}
+}
+
+// panickingStore panics on its first write and on every read of an unknown record.
+type panickingStore struct {
+	*store.Memory
+	writes atomic.Int32
+}
+
+func (p *panickingStore) Save(ctx context.Context, recs []*messages.Execution) error {
+	if p.writes.Add(1) == 1 {
+		panic("store bug")
+	}
+	return p.Memory.Save(ctx, recs)
+}
+
+func (p *panickingStore) Get(ctx context.Context, id string) (*messages.Execution, error) {
+	if rec, err := p.Memory.Get(ctx, id); err == nil {
+		return rec, nil
+	}
+	panic("store bug")
+}
+
+func TestAPanickingStoreDoesNotTakeTheServiceDown(t *testing.T) {
+	tb := newTestbed(t, nil, func(_ *config.Config, o *engine.Options) { o.Store = &panickingStore{Memory: store.NewMemory(10, 0)} })
+	status, resp, bad := tb.route(map[string]any{"task": mcq, "category": "general"})
+	if status != http.StatusOK {
+		t.Fatalf("status %d: %+v", status, bad)
+	}
+	// The record the store failed to take stays with the recorder, is read from there, and is written
+	// again later.
+	waitFor(t, func() bool { return tb.logs.FilterField(zap.String("event", "record_write_failed")).Len() > 0 })
+	if rec := tb.record(resp.RequestID); rec["request_id"] != resp.RequestID {
+		t.Fatalf("record %v", rec)
+	}
+	if r, _ := tb.do(http.MethodGet, "/executions/00000000-0000-0000-0000-000000000000", nil, nil); r.StatusCode != http.StatusNotFound {
+		t.Fatalf("a lookup the store panicked on: %d", r.StatusCode)
+	}
+}
+
+func TestALeavingCallerIsRecorded(t *testing.T) {
+	mem := store.NewMemory(10, 0)
+	slow := &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}
+	cfg := config.Default()
+	e, err := engine.New(engine.Options{Config: cfg, Backend: slow, Store: mem})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		waitFor(t, func() bool { return busy(e) })
+		cancel()
+	}()
+	timeout := 60.0
+	exec, err := e.Route(ctx, &messages.RouteRequest{RequestId: "gone", Task: mcq, Category: "general", TimeoutSeconds: &timeout})
+	if err != nil || exec.StatusCode != 499 || exec.Error.Code != "client_closed_request" {
+		t.Fatalf("%v %v", exec, err)
+	}
+	waitFor(t, func() bool { _, err := mem.Get(context.Background(), "gone"); return err == nil })
+	rec, _ := mem.Get(context.Background(), "gone")
+	for _, r := range rec.Results {
+		if r.Status != "cancelled" && r.Status != "not_sent" {
+			t.Fatalf("result %v of a request whose caller left", r)
+		}
+	}
+	if len(rec.BanditUpdates) != 0 {
+		t.Fatalf("the caller leaving blamed models: %v", rec.BanditUpdates)
 	}
 }
