@@ -73,7 +73,7 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 		}
 	case *messages.JobStarted:
 		if seq, ok := collect.JobSeq(m.JobId); ok {
-			c.apply(ctx, c.machine.Started(now, seq, seconds(m.BudgetSeconds), false))
+			c.apply(ctx, c.machine.Started(now, seq, seconds(m.BudgetSeconds)))
 		}
 	case *messages.JobResult:
 		c.onResult(ctx, m)
@@ -108,21 +108,25 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 		run    func() *plan.Failure
 		phase  *float64
 		record func()
+		// explains is true when the step's record explains its own failure (the skipped models).
+		explains bool
 	}{
-		{func() *plan.Failure { return p.Classify(req) }, &phases.ClassifyMs, c.recordClassification},
-		{func() *plan.Failure { return p.ChooseBlueprint(req, c.began) }, &phases.BlueprintMs, c.recordBlueprint},
-		{func() *plan.Failure { return p.Select(c.world, req, c.rng) }, &phases.SelectMs, c.recordSelection},
-		{func() *plan.Failure { return p.Assign(c.world) }, &phases.AssignMs, c.recordAssignment},
+		{func() *plan.Failure { return p.Classify(req) }, &phases.ClassifyMs, c.recordClassification, false},
+		{func() *plan.Failure { return p.ChooseBlueprint(req, c.began) }, &phases.BlueprintMs, c.recordBlueprint, false},
+		{func() *plan.Failure { return p.Select(c.world, req, c.rng) }, &phases.SelectMs, c.recordSelection, true},
+		{func() *plan.Failure { return p.Assign(c.world) }, &phases.AssignMs, c.recordAssignment, true},
 	}
 	for _, step := range steps {
 		t := time.Now()
 		f := step.run()
 		*step.phase = ms(time.Since(t))
+		if f == nil || step.explains {
+			step.record()
+		}
 		if f != nil {
 			c.fail(ctx, f.Kind, f.Err.Error(), f.RetryAfter, f.Problems())
 			return
 		}
-		step.record()
 	}
 
 	// 6 DISPATCH (a permit from each provider, then the job to its worker) and 7 COLLECT

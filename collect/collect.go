@@ -126,7 +126,7 @@ type Job struct {
 	state   jobState
 	// Budget is the time the call had from its start, reported by its worker.
 	Budget time.Duration
-	// Probe marks the provider's half-open probe.
+	// Probe marks a half-open probe (set by the interpreter from its permit, for the record and the log).
 	Probe bool
 	// Record is how the call ended, once settled.
 	Record *Record
@@ -329,10 +329,10 @@ func (m *Machine) Permit(now time.Time, seq int, p Permit) []Effect {
 }
 
 // Started records that a job's worker began the call, with the time the call has.
-func (m *Machine) Started(now time.Time, seq int, budget time.Duration, probe bool) []Effect {
+func (m *Machine) Started(now time.Time, seq int, budget time.Duration) []Effect {
 	m.out = m.out[:0]
 	if j := m.Job(seq); j != nil && j.state == dispatched {
-		j.state, j.Budget, j.Probe = running, budget, probe
+		j.state, j.Budget = running, budget
 	}
 	return m.out
 }

@@ -79,7 +79,7 @@ func (h *harness) deny(seq int, reason string, after time.Duration) []Effect {
 	return h.keep(h.m.Permit(h.now, seq, Permit{Reason: reason, RetryAfter: after}))
 }
 func (h *harness) started(seq int, budget time.Duration) []Effect {
-	return h.keep(h.m.Started(h.now, seq, budget, false))
+	return h.keep(h.m.Started(h.now, seq, budget))
 }
 func (h *harness) answer(seq int, text string) []Effect {
 	return h.keep(h.m.Result(h.now, seq, Reply{OK: true, Text: text}))

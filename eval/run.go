@@ -76,6 +76,7 @@ func oracleVote(it item, models []string, acc map[string]float64) bool {
 func online(ctx context.Context, rep *Report, items []item, h hindsightTable, run Run, opts Options) error {
 	cfg := config.Default()
 	cfg.Seed = opts.Seed
+	cfg.NodeID = "eval" // the node id enters the random streams: fixed, so a seed replays on any machine
 	cfg.Policy = run.Policy
 	cfg.Reward = run.Reward
 	if run.Reward == "gold" {

@@ -73,44 +73,34 @@ func TestCallersShortDeadlineBlamesNobody(t *testing.T) {
 }
 
 func TestJobsNeverSentAreNotSent(t *testing.T) {
-	t.Run("queued on a busy worker", func(t *testing.T) {
-		slow := &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}
-		tb := newTestbed(t, func(c *config.Config) { c.Workers, c.WorkerSlots = 1, 1 }, withBackend(slow))
-		resp, raw := tb.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "category": "general", "models": groqModels,
-			"min_responses": 1, "timeout": 0.2}, nil)
-		if resp.StatusCode != http.StatusServiceUnavailable {
-			t.Fatalf("status %d: %s", resp.StatusCode, raw)
-		}
-		statuses := map[any]int{}
-		for _, r := range tb.results(resp.Header.Get("X-Request-ID")) {
-			statuses[r["status"]]++
-		}
-		if statuses["cancelled"] != 1 || statuses["not_sent"] != 2 {
-			t.Fatalf("statuses %v: want the running call cancelled and the two queued ones not sent", statuses)
-		}
-		tb.assertNoBreakerMoved()
-		tb.assertNoArmLearned()
-		tb.waitIdle("groq")
-	})
-	t.Run("waiting for a permit", func(t *testing.T) {
-		slow := &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}
-		tb := newTestbed(t, func(c *config.Config) { c.RateLimits["groq"] = ratelimit.Limits{Concurrency: 1} }, withBackend(slow))
-		resp, raw := tb.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "category": "general", "models": groqModels,
-			"min_responses": 1, "timeout": 0.2}, nil)
-		if resp.StatusCode != http.StatusServiceUnavailable {
-			t.Fatalf("status %d: %s", resp.StatusCode, raw)
-		}
-		statuses := map[any]int{}
-		for _, r := range tb.results(resp.Header.Get("X-Request-ID")) {
-			statuses[r["status"]]++
-		}
-		if statuses["cancelled"] != 1 || statuses["not_sent"] != 2 {
-			t.Fatalf("statuses %v: want the running call cancelled and the two waiting for a permit not sent", statuses)
-		}
-		tb.assertNoBreakerMoved()
-		tb.assertNoArmLearned()
-		tb.waitIdle("groq") // every permit given back, no acquisition left waiting
-	})
+	tests := []struct {
+		desc   string
+		config func(*config.Config)
+	}{
+		{"queued on a busy worker", func(c *config.Config) { c.Workers, c.WorkerSlots = 1, 1 }},
+		{"waiting for a permit", func(c *config.Config) { c.RateLimits["groq"] = ratelimit.Limits{Concurrency: 1} }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			slow := &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}
+			tb := newTestbed(t, tt.config, withBackend(slow))
+			resp, raw := tb.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "category": "general", "models": groqModels,
+				"min_responses": 1, "timeout": 0.2}, nil)
+			if resp.StatusCode != http.StatusServiceUnavailable {
+				t.Fatalf("status %d: %s", resp.StatusCode, raw)
+			}
+			statuses := map[any]int{}
+			for _, r := range tb.results(resp.Header.Get("X-Request-ID")) {
+				statuses[r["status"]]++
+			}
+			if statuses["cancelled"] != 1 || statuses["not_sent"] != 2 {
+				t.Fatalf("statuses %v: want the running call cancelled and the two others not sent", statuses)
+			}
+			tb.assertNoBreakerMoved()
+			tb.assertNoArmLearned()
+			tb.waitIdle("groq") // every permit given back, no acquisition left waiting
+		})
+	}
 }
 
 // waitIdle waits until a provider holds no permit and has no acquisition waiting.
