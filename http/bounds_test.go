@@ -207,3 +207,30 @@ func TestAClientThatLeavesCancelsItsRequest(t *testing.T) {
 		tb.waitIdle(p)
 	}
 }
+
+func TestErrorsQuotingTheInputStayBounded(t *testing.T) {
+	tb := newTestbed(t, nil)
+	long := strings.Repeat("v", 500<<10)
+	for _, body := range []string{
+		`{"task": "x", "metadata": {"answer_kind": "` + long + `"}}`,
+		`{"task": "x", "category": "` + long + `"}`,
+		`{"task": "x", "models": ["` + long + `"]}`,
+	} {
+		status, bad := tb.post("application/json", body) // post fails the test on an error body above 64 KiB
+		if status/100 != 4 || len(bad.Error.Details) == 0 {
+			t.Fatalf("status %d: %+v", status, bad.Error.Code)
+		}
+	}
+	// The feedback endpoint too.
+	req, _ := http.NewRequest(http.MethodPost, tb.srv.URL+"/executions/x/feedback", strings.NewReader(`{"`+long+`": 1}`))
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest || len(raw) > 4096 {
+		t.Fatalf("feedback: %d with %d bytes", resp.StatusCode, len(raw))
+	}
+}

@@ -3,8 +3,6 @@ package httpapi
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
-	"io"
 	"net/http"
 
 	"github.com/conclave-ai/conclave/messages"
@@ -15,14 +13,8 @@ import (
 // reports it, as {"answer": "<the correct answer>"} or {"scores": {"<model>": 0.0-1.0}}, and the models
 // that answered are rewarded by it, once per execution.
 func (s *Server) feedback(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", "the body is too large", nil)
-			return
-		}
-		writeError(w, http.StatusBadRequest, "malformed_request", "could not read the body: "+err.Error(), nil)
+	body, ok := s.readJSON(w, r)
+	if !ok {
 		return
 	}
 	var in struct {

@@ -66,18 +66,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 			[]*messages.Problem{{Field: "X-Request-ID", Message: fmt.Sprintf("must be at most %d printable ASCII characters", maxClientIDBytes)}})
 		return
 	}
-	if !isJSON(r.Header.Get("Content-Type")) {
-		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON, sent with Content-Type: application/json", nil)
-		return
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
-	if err != nil {
-		var tooLarge *http.MaxBytesError
-		if errors.As(err, &tooLarge) {
-			writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the body exceeds the limit of %d bytes", tooLarge.Limit), nil)
-			return
-		}
-		writeError(w, http.StatusBadRequest, "malformed_request", "could not read the body: "+err.Error(), nil)
+	body, ok := s.readJSON(w, r)
+	if !ok {
 		return
 	}
 	req, status, problems := s.parseRoute(body)
@@ -134,12 +124,33 @@ func isJSON(contentType string) bool {
 	return err == nil && (mt == "application/json" || strings.HasSuffix(mt, "+json"))
 }
 
+// readJSON reads a request's body: sent as JSON (else 415), at most MaxBodyBytes (else 413), strict
+// JSON (else 400). It answers the failures itself.
+func (s *Server) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	if !isJSON(r.Header.Get("Content-Type")) {
+		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON, sent with Content-Type: application/json", nil)
+		return nil, false
+	}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.opts.MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			writeError(w, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the body exceeds the limit of %d bytes", tooLarge.Limit), nil)
+			return nil, false
+		}
+		writeError(w, http.StatusBadRequest, "malformed_request", "could not read the body: "+err.Error(), nil)
+		return nil, false
+	}
+	if p := strictJSON(body); p != nil {
+		writeError(w, http.StatusBadRequest, "malformed_request", "the body is not one strict JSON object", []*messages.Problem{p})
+		return nil, false
+	}
+	return body, true
+}
+
 // parseRoute decodes and validates a route body, collecting every problem. The status is 0 when the
 // request is valid, 400 for malformed input and 404 when the only problems are unknown names.
 func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messages.Problem) {
-	if p := strictJSON(body); p != nil {
-		return nil, http.StatusBadRequest, []*messages.Problem{p}
-	}
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
 		msg := "the body must be a JSON object"

@@ -17,6 +17,7 @@ import (
 	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/secret"
+	"github.com/conclave-ai/conclave/validation"
 	"github.com/julienschmidt/httprouter"
 	"go.uber.org/zap"
 )
@@ -145,9 +146,13 @@ func writeError(w http.ResponseWriter, status int, code, message string, details
 }
 
 func writeErrorWithRetries(w http.ResponseWriter, status int, code, message string, details []*messages.Problem, retries []retryView) {
-	if details == nil {
-		details = []*messages.Problem{}
+	// Messages may quote the input: an error body stays small whatever came in.
+	message = validation.Clip(message, 1024)
+	clipped := make([]*messages.Problem, 0, min(len(details), validation.MaxProblems+1))
+	for _, d := range details[:min(len(details), validation.MaxProblems+1)] {
+		clipped = append(clipped, &messages.Problem{Field: validation.Clip(d.Field, validation.MaxFieldBytes), Message: validation.Clip(d.Message, validation.MaxMessageBytes)})
 	}
+	details = clipped
 	if retries == nil {
 		retries = []retryView{}
 	}

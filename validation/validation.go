@@ -49,11 +49,14 @@ func Of(err error) Errors {
 // huge error.
 const MaxProblems = 50
 
-// maxFieldBytes bounds a field name echoed in a problem (an unknown key can be as long as the body).
-const maxFieldBytes = 64
+// Bounds of what a problem echoes of the input: an unknown key or a bad value can be as long as the body.
+const (
+	MaxFieldBytes   = 64
+	MaxMessageBytes = 256
+)
 
-// Capped returns at most MaxProblems problems, field names cut to a bounded length, and one more
-// problem saying how many were left out.
+// Capped returns at most MaxProblems problems, their fields and messages clipped, and one more problem
+// saying how many were left out.
 func (e Errors) Capped() Errors {
 	out := make(Errors, 0, min(len(e), MaxProblems+1))
 	for i, p := range e {
@@ -61,10 +64,15 @@ func (e Errors) Capped() Errors {
 			out = append(out, Problem{Field: "body", Message: fmt.Sprintf("and %d more problems", len(e)-MaxProblems)})
 			break
 		}
-		if len(p.Field) > maxFieldBytes {
-			p.Field = strings.ToValidUTF8(p.Field[:maxFieldBytes], "") + "..."
-		}
-		out = append(out, p)
+		out = append(out, Problem{Field: Clip(p.Field, MaxFieldBytes), Message: Clip(p.Message, MaxMessageBytes)})
 	}
 	return out
+}
+
+// Clip cuts s to at most n bytes (and a mark that it was cut), on a character boundary.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
 }
