@@ -117,17 +117,11 @@ func (a *ConsensusActor) settle(ctx actor.Context, v resilience.Verdict, r *mess
 		return
 	}
 	a.settled = true
-	o := &messages.Outcome{JobId: a.jobID, Model: a.in.ArbiterModel, ProviderEffect: effect(v.Provider), ModelEffect: effect(v.Model), RemoveModel: v.RemoveModel}
+	var retryAfter time.Duration
 	if r != nil {
-		o.RateLimit = r.RateLimit
-		if v.BlockModel {
-			o.BlockModelSeconds = max(r.RetryAfterSeconds, 1)
-		}
-		if v.BlockProvider {
-			o.BlockProviderSeconds = max(r.RetryAfterSeconds, 1)
-		}
+		retryAfter = seconds(r.RetryAfterSeconds)
 	}
-	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, o)
+	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, settlement(a.jobID, a.in.ArbiterModel, v, retryAfter, r))
 }
 
 func (a *ConsensusActor) promptTokens() int {

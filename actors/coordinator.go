@@ -348,25 +348,8 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 
 // outcome is the message that settles a job's permit with its provider.
 func (c *CoordinatorActor) outcome(j *collect.Job, rec *collect.Record) *messages.Outcome {
-	v := rec.Verdict
-	o := &messages.Outcome{JobId: c.jobID(j), Model: j.Slot.Model, ProviderEffect: effect(v.Provider), ModelEffect: effect(v.Model), RemoveModel: v.RemoveModel}
-	block := time.Second.Seconds() // a 429 without a Retry-After blocks for a second
-	if rec.RetryAfter > 0 {
-		block = rec.RetryAfter.Seconds()
-	}
-	if v.BlockModel {
-		o.BlockModelSeconds = block
-	}
-	if v.BlockProvider {
-		o.BlockProviderSeconds = block
-	}
-	if r, ok := rec.Ref.(*messages.JobResult); ok {
-		o.RateLimit = r.RateLimit
-		if r.Usage != nil {
-			o.Tokens = r.Usage.InputTokens + r.Usage.OutputTokens
-		}
-	}
-	return o
+	r, _ := rec.Ref.(*messages.JobResult)
+	return settlement(c.jobID(j), j.Slot.Model, rec.Verdict, rec.RetryAfter, r)
 }
 
 // arm keeps the one timer of the coordinator set for the machine's next due moment.

@@ -328,6 +328,30 @@ func (p *ProviderActor) outcome(o *messages.Outcome) {
 	}
 }
 
+// settlement is the Outcome that settles a call's permit with its verdict: the effects on the
+// provider's and the model's breakers, the block a 429 asks for (its Retry-After, or a second without
+// one), the model's removal, and what the reply said of the provider's limits. r may be nil.
+func settlement(jobID, model string, v resilience.Verdict, retryAfter time.Duration, r *messages.JobResult) *messages.Outcome {
+	o := &messages.Outcome{JobId: jobID, Model: model, ProviderEffect: effect(v.Provider), ModelEffect: effect(v.Model), RemoveModel: v.RemoveModel}
+	block := time.Second.Seconds()
+	if retryAfter > 0 {
+		block = retryAfter.Seconds()
+	}
+	if v.BlockModel {
+		o.BlockModelSeconds = block
+	}
+	if v.BlockProvider {
+		o.BlockProviderSeconds = block
+	}
+	if r != nil {
+		o.RateLimit = r.RateLimit
+		if r.Usage != nil {
+			o.Tokens = r.Usage.InputTokens + r.Usage.OutputTokens
+		}
+	}
+	return o
+}
+
 // record applies an effect to a breaker: success and failure are counted, neutral gives the ticket back.
 func record(b *resilience.Breaker, t resilience.Ticket, e messages.Effect) {
 	switch e {

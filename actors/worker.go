@@ -106,6 +106,7 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		for _, r := range w.running {
 			r.cancel()
+			r.watchdog()
 		}
 	}
 }
@@ -123,9 +124,7 @@ func (w *WorkerActor) failAll(ctx actor.Context, why string) {
 	}
 	for id, r := range w.running {
 		r.cancel()
-		if r.watchdog != nil {
-			r.watchdog()
-		}
+		r.watchdog()
 		fail(r.replyTo, copyIdentity(r.base))
 		delete(w.running, id)
 	}
@@ -215,9 +214,7 @@ func (w *WorkerActor) finish(ctx actor.Context, res *messages.JobResult) {
 		return
 	}
 	delete(w.running, res.JobId)
-	if r.watchdog != nil {
-		r.watchdog()
-	}
+	r.watchdog()
 	kind := resilience.Kind(res.ErrorKind)
 	if res.Ok {
 		kind = ""

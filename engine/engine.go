@@ -33,7 +33,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// ErrShuttingDown is returned for requests that arrive after shutdown began.
+// ErrShuttingDown is why the engine is not ready once its shutdown began.
 var ErrShuttingDown = errors.New("conclave is shutting down")
 
 // Options are what the engine is built from. Only Config and Log are required; the rest default to the
