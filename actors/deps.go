@@ -52,8 +52,12 @@ type Deps struct {
 }
 
 // DefaultHostGrace bounds the time a worker host may take beyond a call's budget to return it; a call
-// with a short budget gets a quarter of it instead.
-const DefaultHostGrace = time.Second
+// with a short budget gets a quarter of it, but never less than MinHostGrace, which a busy machine's
+// scheduling alone can take.
+const (
+	DefaultHostGrace = time.Second
+	MinHostGrace     = 100 * time.Millisecond
+)
 
 func (d *Deps) now() time.Time { return d.Clock.Now() }
 
@@ -69,7 +73,7 @@ func (d *Deps) hostGrace(budget time.Duration) time.Duration {
 	if g <= 0 {
 		g = DefaultHostGrace
 	}
-	return min(g, max(budget/4, time.Millisecond))
+	return max(min(g, budget/4), MinHostGrace)
 }
 
 // Random returns the random source of request number seq: the seed mixed with the node id, so a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -24,7 +25,7 @@ func TestShutdownTimeoutAnswers503AndKeepsTheRecords(t *testing.T) {
 	cfg := config.Default()
 	cfg.Sim.Faults = providers.Fault{}
 	mem := store.NewMemory(100, 0)
-	slow := &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}
+	slow := &seen{Backend: &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}}
 	e, err := engine.New(engine.Options{Config: cfg, Backend: slow, Store: mem})
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +42,7 @@ func TestShutdownTimeoutAnswers503AndKeepsTheRecords(t *testing.T) {
 			answers <- exec
 		}(i)
 	}
-	waitFor(t, func() bool { return busy(e) })
+	waitFor(t, func() bool { return slow.requests() == n }) // every request is running
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	shut := make(chan error, 1)
@@ -137,6 +138,23 @@ func TestHotMailboxesDoNotStarveARequest(t *testing.T) {
 	case <-time.After(20 * time.Second):
 		t.Fatal("the request never got a turn while other mailboxes were busy")
 	}
+}
+
+// seen remembers the requests whose calls reached the backend.
+type seen struct {
+	providers.Backend
+	ids sync.Map
+}
+
+func (s *seen) Complete(ctx context.Context, call providers.Call) (providers.Reply, error) {
+	s.ids.Store(call.RequestID, true)
+	return s.Backend.Complete(ctx, call)
+}
+
+func (s *seen) requests() int {
+	n := 0
+	s.ids.Range(func(any, any) bool { n++; return true })
+	return n
 }
 
 // panickingStore panics on its first write and on every read of an unknown record.
