@@ -26,6 +26,8 @@ type ConsensusActor struct {
 	verdict    *consensus.Verdict
 	arbiterErr string
 	latency    float64
+	usage      *messages.Usage // the arbiter call's
+	cost       float64
 	decided    bool
 	settled    bool // the arbiter's permit (or acquisition) has been settled
 }
@@ -61,19 +63,12 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 			a.decide(ctx)
 			return
 		}
-		cands := make([]string, len(a.in.Candidates))
-		for i, c := range a.in.Candidates {
-			cands[i] = c.Text
-		}
-		ctx.Send(a.deps.Dir.Worker(a.in.ArbiterWorker).PID, &messages.Dispatch{ReplyTo: ctx.Self(), Job: &messages.Job{
-			RequestId: a.in.RequestId, JobId: a.jobID, Kind: providers.KindArbiter, Model: a.in.ArbiterModel, Provider: a.in.ArbiterProvider,
-			Prompt: a.in.Task, Candidates: cands, Category: a.in.Category, MaxTokens: 256, Deadline: a.in.Deadline,
-		}})
+		ctx.Send(a.deps.Dir.Worker(a.in.ArbiterWorker).PID, &messages.Dispatch{ReplyTo: ctx.Self(), Job: a.arbiterJob()})
 	case *messages.JobResult:
 		if a.decided || m.JobId != a.jobID {
 			return
 		}
-		a.latency = m.LatencyMs
+		a.latency, a.usage, a.cost = m.LatencyMs, m.Usage, m.Cost
 		kind := resilience.Kind(m.ErrorKind)
 		if m.Ok {
 			kind = ""
@@ -124,6 +119,36 @@ func (a *ConsensusActor) settle(ctx actor.Context, v resilience.Verdict, r *mess
 	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, settlement(a.jobID, a.in.ArbiterModel, v, retryAfter, r))
 }
 
+// arbiterJob asks the arbiter model for its verdict: the task and the responses with their weighted
+// scores, an answer constrained to the verdict's schema, at temperature 0.
+func (a *ConsensusActor) arbiterJob() *messages.Job {
+	strategy := blueprints.Strategy(a.in.Strategy)
+	kind, _ := consensus.ParseKind(a.in.AnswerKind)
+	resps := a.responses()
+	weights := consensus.Weights(resps, kind)
+	judged := make([]consensus.Judged, len(resps))
+	texts := make([]string, len(resps))
+	for i, r := range resps {
+		judged[i], texts[i] = consensus.Judged{Text: r.Text, Weighted: weights[i]}, r.Text
+	}
+	system, prompt := consensus.ArbiterPrompt(strategy, a.in.Task, judged)
+	maxTokens, upstream := a.deps.modelLimits(a.in.ArbiterModel)
+	zero := 0.0
+	return &messages.Job{RequestId: a.in.RequestId, JobId: a.jobID, Kind: providers.KindArbiter, Model: a.in.ArbiterModel, UpstreamModel: upstream,
+		Provider: a.in.ArbiterProvider, System: system, Prompt: prompt, Task: a.in.Task, Candidates: texts, Category: a.in.Category,
+		MaxTokens: int32(maxTokens), Temperature: &zero, ResponseSchema: string(consensus.VerdictSchema(strategy)), ResponseName: "verdict_" + a.in.Strategy,
+		Deadline: a.in.Deadline, TimeoutSeconds: time.Until(a.in.Deadline.AsTime()).Seconds()}
+}
+
+func (a *ConsensusActor) responses() []consensus.Response {
+	resps := make([]consensus.Response, len(a.in.Candidates))
+	for i, c := range a.in.Candidates {
+		resps[i] = consensus.Response{Model: c.Model, Provider: c.Provider, Worker: c.Worker, Text: c.Text,
+			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability}
+	}
+	return resps
+}
+
 func (a *ConsensusActor) promptTokens() int {
 	n := len(a.in.Task)
 	for _, c := range a.in.Candidates {
@@ -139,11 +164,7 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 		a.cancel()
 		a.cancel = nil
 	}
-	resps := make([]consensus.Response, len(a.in.Candidates))
-	for i, c := range a.in.Candidates {
-		resps[i] = consensus.Response{Model: c.Model, Provider: c.Provider, Worker: c.Worker, Text: c.Text,
-			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability}
-	}
+	resps := a.responses()
 	kind, _ := consensus.ParseKind(a.in.AnswerKind)
 	in := consensus.Input{Strategy: blueprints.Strategy(a.in.Strategy), Responses: resps, Round: a.in.Round, QualityFromAgreement: true, Kind: kind}
 	if a.verdict != nil {
@@ -159,7 +180,7 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 		reply.Weighted = r.Weighted
 		reply.Decision = &messages.ArbiterDecision{Strategy: string(r.Strategy), Arbiter: r.Arbiter, Chosen: int32(r.Chosen),
 			ChosenModel: resps[r.Chosen].Model, Scores: r.Scores, Agreement: r.Agreement, Disagreement: r.Disagreement,
-			Round: a.in.Round, ArbiterError: a.arbiterErr, ArbiterLatencyMs: a.latency}
+			Round: a.in.Round, ArbiterError: a.arbiterErr, ArbiterLatencyMs: a.latency, ArbiterUsage: a.usage, ArbiterCost: a.cost, Synthesis: r.Synthesis}
 		if a.in.ArbiterModel != "" {
 			a.deps.Log.Info("arbiter consulted", zap.String("event", "arbiter"), zap.String("request_id", a.in.RequestId),
 				zap.String("arbiter_model", a.in.ArbiterModel), zap.String("decided_by", r.Arbiter), zap.String("error", a.arbiterErr),

@@ -305,13 +305,10 @@ func (c *CoordinatorActor) dispatch(ctx actor.Context, j *collect.Job) {
 			c.exec.Phases.DispatchMs = ms(time.Since(c.dispatchStart))
 		}
 	}
-	maxTokens := c.deps.Plan.OutputReserve
-	if m, ok := c.deps.Catalog.Get(j.Slot.Model); ok && m.MaxOutputTokens > 0 {
-		maxTokens = min(maxTokens, m.MaxOutputTokens)
-	}
+	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
 	ctx.Send(c.deps.Dir.Worker(j.Worker).PID, &messages.Dispatch{ReplyTo: ctx.Self(), Job: &messages.Job{
-		RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, Provider: j.Slot.Provider,
-		Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: ts(c.plan.CollectBy),
+		RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
+		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: ts(c.plan.CollectBy),
 		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt),
 	}})
 	c.log.Info("job dispatched", zap.String("event", "dispatch"), zap.Int("job", j.Seq), zap.String("model", j.Slot.Model),
@@ -429,7 +426,7 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 			Capability: capability, Recency: c.deps.Dir.Arms.Arm(c.plan.Category, s.Model).Recency, Reliability: rel})
 		models[i] = s.Model
 	}
-	if c.plan.Blueprint.Strategy == blueprints.Rotating && len(in.Candidates) > 1 {
+	if consensus.AsksArbiter(c.plan.Blueprint.Strategy) && len(in.Candidates) > 1 {
 		in.Round = c.deps.Dir.NextRound(c.plan.Category)
 		in.ArbiterModel = consensus.ArbiterFor(models, in.Round)
 		for _, cd := range in.Candidates {
@@ -538,7 +535,19 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	ctx.Stop(ctx.Self())
 }
 
-// assembleResults writes the calls and the retry history into the record.
+func addUsage(sum, u *messages.Usage) *messages.Usage {
+	if u == nil {
+		return sum
+	}
+	if sum == nil {
+		sum = &messages.Usage{}
+	}
+	sum.InputTokens += u.InputTokens
+	sum.OutputTokens += u.OutputTokens
+	return sum
+}
+
+// assembleResults writes the calls, their usage and cost, and the retry history into the record.
 func (c *CoordinatorActor) assembleResults(r *messages.ConsensusResult) {
 	index := c.answerIndex()
 	for _, rec := range c.machine.Records() {
@@ -547,11 +556,18 @@ func (c *CoordinatorActor) assembleResults(r *messages.ConsensusResult) {
 			Status: string(rec.Status), ErrorKind: string(rec.Kind), ErrorScope: rec.Scope.String(), BudgetMs: ms(j.Budget)}
 		if res, ok := rec.Ref.(*messages.JobResult); ok {
 			wr.Text, wr.LatencyMs, wr.ErrorMessage, wr.HttpStatus, wr.Usage = res.Text, res.LatencyMs, res.ErrorMessage, res.HttpStatus, res.Usage
+			wr.FinishReason, wr.ServedModel, wr.Cost, wr.UpstreamRequestId = res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId
+			c.exec.Cost += res.Cost
+			c.exec.Usage = addUsage(c.exec.Usage, res.Usage)
 		}
 		if i, ok := index[j]; ok && r != nil && rec.Status == collect.OK {
 			wr.WeightedScore, wr.Contributed = r.Weighted[i], r.Contributed[i]
 		}
 		c.exec.Results = append(c.exec.Results, wr)
+	}
+	if d := c.exec.Decision; d != nil {
+		c.exec.Cost += d.ArbiterCost
+		c.exec.Usage = addUsage(c.exec.Usage, d.ArbiterUsage)
 	}
 	for _, rt := range c.machine.Retries() {
 		c.exec.Retries = append(c.exec.Retries, &messages.Retry{Model: rt.Model, Provider: rt.Provider, FromWorker: rt.FromWorker, ToWorker: rt.ToWorker,

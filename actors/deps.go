@@ -61,6 +61,19 @@ const (
 
 func (d *Deps) now() time.Time { return d.Clock.Now() }
 
+// modelLimits returns the output tokens to allow a model (the reserve, or less when the model has
+// less) and the id its provider knows it by.
+func (d *Deps) modelLimits(model string) (maxTokens int, upstream string) {
+	maxTokens = d.Plan.OutputReserve
+	if m, ok := d.Catalog.Get(model); ok {
+		if m.MaxOutputTokens > 0 {
+			maxTokens = min(maxTokens, m.MaxOutputTokens)
+		}
+		upstream = m.UpstreamID
+	}
+	return maxTokens, upstream
+}
+
 func (d *Deps) leaseGrace() time.Duration {
 	if d.LeaseGrace > 0 {
 		return d.LeaseGrace

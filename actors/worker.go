@@ -2,6 +2,7 @@ package actors
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
@@ -167,8 +168,7 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	r.watchdog = w.deps.Timers.SendOnce(budget+w.deps.hostGrace(budget), ctx.Self(), hostSilent{jobID: job.JobId})
 	w.running[job.JobId] = r
 	ctx.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds()})
-	call := providers.Call{RequestID: job.RequestId, JobID: job.JobId, Kind: job.Kind, Model: job.Model, Provider: job.Provider,
-		Prompt: job.Prompt, Candidates: job.Candidates, Category: job.Category, MaxTokens: int(job.MaxTokens), Attempt: int(job.Attempt)}
+	call := callOf(job)
 	self, root, transport := ctx.Self(), ctx.ActorSystem().Root, w.transport
 	go func() {
 		defer cancel()
@@ -189,10 +189,31 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 			}
 		} else {
 			res.Ok, res.Text = true, reply.Text
-			res.Usage = &messages.Usage{InputTokens: int32(reply.Usage.InputTokens), OutputTokens: int32(reply.Usage.OutputTokens)}
 		}
+		if u := reply.Usage; u.InputTokens > 0 || u.OutputTokens > 0 {
+			res.Usage = &messages.Usage{InputTokens: int32(u.InputTokens), OutputTokens: int32(u.OutputTokens)}
+		}
+		res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId = reply.FinishReason, reply.ServedModel, reply.Cost, reply.UpstreamRequestID
 		root.Send(self, &jobDone{result: res})
 	}()
+}
+
+// callOf is the provider call a job asks for.
+func callOf(job *messages.Job) providers.Call {
+	call := providers.Call{RequestID: job.RequestId, JobID: job.JobId, Kind: job.Kind, Model: job.Model, UpstreamModel: job.UpstreamModel,
+		Provider: job.Provider, MaxTokens: int(job.MaxTokens), Temperature: job.Temperature, Task: job.Task, Candidates: job.Candidates,
+		Category: job.Category, Attempt: int(job.Attempt)}
+	if job.System != "" {
+		call.Messages = append(call.Messages, providers.Message{Role: "system", Content: job.System})
+	}
+	call.Messages = append(call.Messages, providers.Message{Role: "user", Content: job.Prompt})
+	if call.Task == "" {
+		call.Task = job.Prompt
+	}
+	if job.ResponseSchema != "" {
+		call.ResponseFormat = &providers.ResponseFormat{Name: job.ResponseName, Schema: json.RawMessage(job.ResponseSchema)}
+	}
+	return call
 }
 
 // runCall calls the transport, turning a panic in it into an internal error: Conclave's own fault, which

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"slices"
 	"sort"
 )
@@ -15,16 +16,21 @@ import (
 //go:embed models.json
 var embeddedModels []byte
 
-// Providers that the catalog may name: the real providers, and replay for recorded answers.
-var Providers = []string{"openrouter", "anthropic", "gemini", "groq", "cerebras", "deepseek", "replay"}
+// Providers are the providers the embedded catalog names. A configuration may add providers of its own
+// (a local vLLM, say) under any name of lower-case letters, digits, '-' and '_'.
+var Providers = []string{"openrouter", "anthropic", "gemini", "groq", "cerebras", "deepseek"}
+
+var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Capabilities is the vocabulary of capability tags.
 var Capabilities = []string{"chat", "code", "reasoning", "math", "vision", "long_context", "tools", "multilingual", "fast", "creative", "structured_output"}
 
 // Model is one candidate model, named as its provider names it.
 type Model struct {
-	ID                 string   `json:"id"`
-	Provider           string   `json:"provider"`
+	ID       string `json:"id"`
+	Provider string `json:"provider"`
+	// UpstreamID is the id to send to the provider, when it is not ID.
+	UpstreamID         string   `json:"upstream_id,omitempty"`
 	Family             string   `json:"family"`
 	ContextWindow      int      `json:"context_window"`
 	MaxOutputTokens    int      `json:"max_output_tokens"`
@@ -155,8 +161,8 @@ func validate(m Model) error {
 	switch {
 	case m.ID == "":
 		return fmt.Errorf("id is required")
-	case !slices.Contains(Providers, m.Provider):
-		return fmt.Errorf("unknown provider %q", m.Provider)
+	case !providerName.MatchString(m.Provider):
+		return fmt.Errorf("provider %q is not a name of lower-case letters, digits, '-' and '_'", m.Provider)
 	case m.ContextWindow <= 0:
 		return fmt.Errorf("context_window must be positive")
 	case m.InputPricePerMTok < 0 || m.OutputPricePerMTok < 0:
@@ -194,6 +200,30 @@ func (c *Catalog) ByProvider() map[string]int {
 		n[m.Provider]++
 	}
 	return n
+}
+
+// With returns a new catalog with extra models added (replacing those of the same id).
+func (c *Catalog) With(extra ...Model) (*Catalog, error) {
+	models := slices.Clone(c.models)
+	for _, m := range extra {
+		if i, ok := c.byID[m.ID]; ok {
+			models[i] = m
+		} else {
+			models = append(models, m)
+		}
+	}
+	return New(models)
+}
+
+// Only returns a new catalog of the models of some providers.
+func (c *Catalog) Only(providers map[string]bool) (*Catalog, error) {
+	var models []Model
+	for _, m := range c.models {
+		if providers[m.Provider] {
+			models = append(models, m)
+		}
+	}
+	return New(models)
 }
 
 // ProviderNames returns the providers that have at least one model, sorted; the slice is shared and

@@ -3,6 +3,7 @@ package catalog
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -59,7 +60,7 @@ func TestParseRejectsBadCatalogs(t *testing.T) {
 		desc, body, want string
 	}{
 		{"duplicate id", `{"version":1,"models":[` + good + `,` + good + `]}`, "listed twice"},
-		{"unknown provider", `{"version":1,"models":[` + strings.Replace(good, "groq", "acme", 1) + `]}`, "unknown provider"},
+		{"a provider name that is not one", `{"version":1,"models":[` + strings.Replace(good, "groq", "Acme Corp", 1) + `]}`, "is not a name"},
 		{"bad tier", `{"version":1,"models":[` + strings.Replace(good, `"tier":3`, `"tier":4`, 1) + `]}`, "tier"},
 		{"unknown capability", `{"version":1,"models":[` + strings.Replace(good, `"chat"`, `"telepathy"`, 1) + `]}`, "unknown capability"},
 		{"zero context", `{"version":1,"models":[` + strings.Replace(good, "8192", "0", 1) + `]}`, "context_window"},
@@ -84,5 +85,24 @@ func TestLoadFromPath(t *testing.T) {
 	}
 	if _, err := Load(filepath.Join(t.TempDir(), "none.json")); err == nil {
 		t.Fatal("missing file loaded")
+	}
+}
+
+func TestWithAndOnly(t *testing.T) {
+	cat, err := Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := Model{ID: "qwen2.5-7b", Provider: "local", ContextWindow: 32768, Tier: 2, Capabilities: []string{"chat"}}
+	more, err := cat.With(local)
+	if err != nil || more.Len() != cat.Len()+1 || !slices.Contains(more.ProviderNames(), "local") {
+		t.Fatalf("with: %v, %d models, providers %v", err, more.Len(), more.ProviderNames())
+	}
+	only, err := more.Only(map[string]bool{"local": true, "groq": true})
+	if err != nil || len(only.ProviderNames()) != 2 {
+		t.Fatalf("only: %v, providers %v", err, only.ProviderNames())
+	}
+	if _, err := more.With(Model{ID: "x", Provider: "local"}); err == nil {
+		t.Fatal("an invalid model was added")
 	}
 }

@@ -62,16 +62,6 @@ func (r Response) WeightedScore() float64 {
 	return WeightedScore(r.Capability, r.Recency, r.Reliability, r.Quality)
 }
 
-// Verdict is an arbiter model's judgement of the responses.
-type Verdict struct {
-	// Choice is the index of the response the arbiter judged best.
-	Choice int
-	// Answer, when not empty, is the arbiter's synthesis and becomes the final answer.
-	Answer string
-	// Scores, when it has one entry per response, rates each response in [0, 1].
-	Scores []float64
-}
-
 // Input is everything a strategy decides on.
 type Input struct {
 	Strategy  blueprints.Strategy
@@ -82,10 +72,12 @@ type Input struct {
 	Round uint64
 	// Arbiter names the model that gave Verdict or Prefer; empty means the decision is local.
 	Arbiter string
-	// Verdict is the rotating arbiter model's judgement; nil means no arbiter model was reachable.
+	// Verdict is an arbiter model's judgement (rotating, weighted, pairwise); nil means no arbiter model
+	// answered, and the local arbiter decides.
 	Verdict *Verdict
 	// Prefer is the pairwise judge: the probability that response i is better than response j. Nil means
-	// the local judge, which prefers the response with more agreement plus weighted score.
+	// the verdict's preferences, or else the local judge, which prefers the response with more agreement
+	// plus weighted score.
 	Prefer func(i, j int) float64
 	// QualityFromAgreement sets each response's Quality to its agreement with the others before scoring,
 	// for callers without a judge of quality.
@@ -110,6 +102,8 @@ type Result struct {
 	Contributed  []bool    `json:"contributed"`
 	Agreement    []string  `json:"agreement"`
 	Disagreement []string  `json:"disagreement"`
+	// Synthesis is true when the answer is the arbiter's unified answer rather than one response.
+	Synthesis bool `json:"synthesis,omitempty"`
 }
 
 // Contributors returns the indices of the responses that contributed.
@@ -128,13 +122,24 @@ func Decide(in Input) (Result, error) {
 	if len(in.Responses) == 0 {
 		return Result{}, ErrNoResponses
 	}
-	b := newBallot(in.Responses, in.QualityFromAgreement, in.Kind)
+	v := in.Verdict
+	var quality []float64 // an arbiter's scores are the quality term of the weighted vote
+	if v != nil && in.Strategy == blueprints.Weighted && len(v.Scores) == len(in.Responses) {
+		quality = v.Scores
+	}
+	b := newBallot(in.Responses, in.QualityFromAgreement, in.Kind, quality)
 	var r Result
 	switch in.Strategy {
 	case blueprints.Majority:
 		r = b.vote(false)
 	case blueprints.Weighted:
 		r = b.vote(true)
+		if v != nil {
+			r.Arbiter = in.Arbiter
+			if v.Answer != "" && (in.Kind == Text || in.Kind == "") {
+				r.Answer, r.Synthesis = v.Answer, true
+			}
+		}
 	case blueprints.Rotating:
 		r = b.rotating(in)
 	case blueprints.Pairwise:
@@ -147,8 +152,22 @@ func Decide(in Input) (Result, error) {
 	r.Support = b.support
 	r.Contributed = b.contributed(r.Answer)
 	r.Agreement, r.Disagreement = b.points(r.Chosen)
+	if v != nil && r.Arbiter == in.Arbiter && (len(v.Agreement) > 0 || len(v.Disagreement) > 0) {
+		r.Agreement, r.Disagreement = nonNil(v.Agreement), nonNil(v.Disagreement)
+	}
 	return r, nil
 }
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// Weights returns each response's weighted score, its quality being its agreement with the others: what
+// an arbiter model is shown beside each response.
+func Weights(resps []Response, kind Kind) []float64 { return newBallot(resps, true, kind, nil).weighted }
 
 // ArbiterFor returns the arbiter of a rotating decision: the participants ordered by model id, taking
 // turns across requests (round modulo their number).
@@ -172,7 +191,7 @@ type ballot struct {
 	support  []float64
 }
 
-func newBallot(resps []Response, qualityFromAgreement bool, kind Kind) *ballot {
+func newBallot(resps []Response, qualityFromAgreement bool, kind Kind, quality []float64) *ballot {
 	n := len(resps)
 	b := &ballot{kind: kind, resps: resps, docs: make([]analysed, n), sim: make([][]float64, n), weighted: make([]float64, n), support: make([]float64, n)}
 	for i, r := range resps {
@@ -200,7 +219,10 @@ func newBallot(resps []Response, qualityFromAgreement bool, kind Kind) *ballot {
 		b.support[i] = sum / float64(n-1)
 	}
 	for i, r := range resps {
-		if qualityFromAgreement {
+		switch {
+		case quality != nil:
+			r.Quality = quality[i]
+		case qualityFromAgreement:
 			r.Quality = b.support[i]
 		}
 		b.weighted[i] = r.WeightedScore()
@@ -296,7 +318,7 @@ func LocalChoice(resps []Response) (Result, error) {
 	if len(resps) == 0 {
 		return Result{}, ErrNoResponses
 	}
-	return newBallot(resps, false, Text).local(), nil
+	return newBallot(resps, false, Text, nil).local(), nil
 }
 
 func (b *ballot) rotating(in Input) Result {
@@ -306,7 +328,7 @@ func (b *ballot) rotating(in Input) Result {
 	}
 	r := Result{Answer: b.resps[v.Choice].Text, Chosen: v.Choice, Arbiter: in.Arbiter, Scores: slices.Clone(b.support)}
 	if v.Answer != "" {
-		r.Answer = v.Answer
+		r.Answer, r.Synthesis = v.Answer, true
 	}
 	if len(v.Scores) == len(b.resps) {
 		for i, s := range v.Scores {
@@ -327,6 +349,9 @@ func (b *ballot) pairwise(in Input) Result {
 	n := len(b.resps)
 	prefer := in.Prefer
 	arbiter := in.Arbiter
+	if v := in.Verdict; prefer == nil && v != nil && len(v.Prefer) == n {
+		prefer = func(i, j int) float64 { return v.Prefer[i][j] }
+	}
 	if prefer == nil {
 		arbiter = LocalArbiter
 		prefer = func(i, j int) float64 {

@@ -142,7 +142,8 @@ func New(opts Options) (*Engine, error) {
 
 	transport := opts.Transport
 	if transport == nil {
-		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: backend} }
+		registry := providers.NewRegistry(catalogPrices(cat), backend)
+		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: registry} }
 	}
 	var fleetChildren, providerChildren []supervisors.Child
 	for _, w := range dir.Workers {
@@ -170,6 +171,14 @@ func New(opts Options) (*Engine, error) {
 		zap.String("blueprint_source", bps.Source()), zap.Int("blueprints_rejected", len(bps.Rejected())), zap.Uint64("seed", cfg.Seed),
 		zap.String("node_id", cfg.NodeID), zap.String("policy", policy.String()), zap.Float64("classifier_temperature", classifier.Temperature()))
 	return e, nil
+}
+
+// catalogPrices prices calls by the catalog.
+func catalogPrices(cat *catalog.Catalog) providers.Prices {
+	return func(model string) (float64, float64, bool) {
+		m, ok := cat.Get(model)
+		return m.InputPricePerMTok, m.OutputPricePerMTok, ok
+	}
 }
 
 // breakerSettings reads the configured breakers: each provider's own, its models', and its timeout floor.

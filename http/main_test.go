@@ -161,6 +161,7 @@ type routeResponse struct {
 		ChosenModel  string   `json:"chosen_model"`
 		Agreement    []string `json:"agreement"`
 		Disagreement []string `json:"disagreement"`
+		ArbiterError string   `json:"arbiter_error"`
 	} `json:"consensus"`
 	Responses []struct {
 		Model         string  `json:"model"`
@@ -171,10 +172,19 @@ type routeResponse struct {
 		WeightedScore float64 `json:"weighted_score"`
 		Contributed   bool    `json:"contributed"`
 		ErrorKind     string  `json:"error_kind"`
+		Usage         usage   `json:"usage"`
+		Cost          float64 `json:"cost"`
 	} `json:"responses"`
+	Usage    usage              `json:"usage"`
+	Cost     float64            `json:"cost"`
 	Phases   map[string]float64 `json:"phases"`
 	Retries  []retry            `json:"retries"`
 	Degraded bool               `json:"degraded"`
+}
+
+type usage struct {
+	InputTokens  int `json:"input_tokens"`
+	OutputTokens int `json:"output_tokens"`
 }
 
 type retry struct {

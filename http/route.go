@@ -410,6 +410,18 @@ type routeResponse struct {
 	Phases          map[string]float64 `json:"phases"`
 	Retries         []retryView        `json:"retries"`
 	Degraded        bool               `json:"degraded"`
+	// Usage and Cost (US dollars) sum every call the request made, the arbiter's included.
+	Usage usageView `json:"usage"`
+	Cost  float64   `json:"cost"`
+}
+
+type usageView struct {
+	InputTokens  int32 `json:"input_tokens"`
+	OutputTokens int32 `json:"output_tokens"`
+}
+
+func viewUsage(u *messages.Usage) usageView {
+	return usageView{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens()}
 }
 
 type blueprintView struct {
@@ -431,16 +443,18 @@ type consensusView struct {
 }
 
 type responseView struct {
-	Model         string  `json:"model"`
-	Provider      string  `json:"provider"`
-	Worker        string  `json:"worker"`
-	Status        string  `json:"status"`
-	LatencyMs     float64 `json:"latency_ms"`
-	WeightedScore float64 `json:"weighted_score"`
-	Contributed   bool    `json:"contributed"`
-	Attempt       int32   `json:"attempt"`
-	ErrorKind     string  `json:"error_kind,omitempty"`
-	ErrorScope    string  `json:"error_scope,omitempty"`
+	Model         string    `json:"model"`
+	Provider      string    `json:"provider"`
+	Worker        string    `json:"worker"`
+	Status        string    `json:"status"`
+	LatencyMs     float64   `json:"latency_ms"`
+	WeightedScore float64   `json:"weighted_score"`
+	Contributed   bool      `json:"contributed"`
+	Attempt       int32     `json:"attempt"`
+	ErrorKind     string    `json:"error_kind,omitempty"`
+	ErrorScope    string    `json:"error_scope,omitempty"`
+	Usage         usageView `json:"usage"`
+	Cost          float64   `json:"cost"`
 }
 
 type retryView struct {
@@ -466,6 +480,7 @@ func retryViews(rs []*messages.Retry) []retryView {
 func renderRoute(e *messages.Execution) routeResponse {
 	resp := routeResponse{
 		RequestID: e.RequestId, ClientRequestID: e.ClientRequestId, Answer: e.Answer, Degraded: e.Degraded, Retries: retryViews(e.Retries),
+		Usage: viewUsage(e.Usage), Cost: e.Cost,
 		Responses: make([]responseView, len(e.Results)),
 		Consensus: consensusView{Agreement: []string{}, Disagreement: []string{}},
 	}
@@ -487,7 +502,8 @@ func renderRoute(e *messages.Execution) routeResponse {
 	}
 	for i, r := range e.Results {
 		resp.Responses[i] = responseView{Model: r.Model, Provider: r.Provider, Worker: r.Worker, Status: r.Status, LatencyMs: r.LatencyMs,
-			WeightedScore: r.WeightedScore, Contributed: r.Contributed, Attempt: r.Attempt, ErrorKind: r.ErrorKind, ErrorScope: r.ErrorScope}
+			WeightedScore: r.WeightedScore, Contributed: r.Contributed, Attempt: r.Attempt, ErrorKind: r.ErrorKind, ErrorScope: r.ErrorScope,
+			Usage: viewUsage(r.Usage), Cost: r.Cost}
 	}
 	if p := e.Phases; p != nil {
 		resp.Phases = map[string]float64{

@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -47,13 +48,13 @@ func TestEveryStrategyEndToEnd(t *testing.T) {
 					t.Fatal("no response contributed to the answer")
 				}
 				switch strategy {
-				case blueprints.Rotating:
-					if resp.Consensus.Arbiter == "" || resp.Consensus.Arbiter == "local" {
-						t.Fatalf("rotating arbiter %q: the arbiter model should have judged", resp.Consensus.Arbiter)
+				case blueprints.Majority:
+					if resp.Consensus.Arbiter != "" {
+						t.Fatalf("majority asked an arbiter: %q", resp.Consensus.Arbiter)
 					}
-				case blueprints.Pairwise:
-					if resp.Consensus.Arbiter != "local" {
-						t.Fatalf("pairwise judge %q", resp.Consensus.Arbiter)
+				default: // rotating, weighted and pairwise ask an arbiter model, in turn
+					if resp.Consensus.Arbiter == "" || resp.Consensus.Arbiter == "local" || resp.Consensus.ArbiterError != "" {
+						t.Fatalf("%s arbiter %q (%s): the arbiter model should have judged", strategy, resp.Consensus.Arbiter, resp.Consensus.ArbiterError)
 					}
 				}
 				for _, phase := range []string{"classify_ms", "select_ms", "assign_ms", "dispatch_ms", "collect_ms", "consensus_ms", "feedback_ms"} {
@@ -67,6 +68,17 @@ func TestEveryStrategyEndToEnd(t *testing.T) {
 				}
 				if ups, _ := rec["bandit_updates"].([]any); len(ups) != 5 {
 					t.Fatalf("record has %d bandit updates, want 5", len(ups))
+				}
+				// Tokens and cost: the request's are the sum of its calls', the arbiter's included.
+				sum, tokens := 0.0, 0
+				for _, r := range resp.Responses {
+					sum += r.Cost
+					tokens += r.Usage.InputTokens
+				}
+				decision := rec["decision"].(map[string]any)
+				sum += decision["arbiter_cost"].(float64)
+				if resp.Usage.InputTokens < tokens || tokens == 0 || math.Abs(resp.Cost-sum) > 1e-12 || rec["cost"].(float64) != resp.Cost {
+					t.Fatalf("usage %+v cost %g, want the sum %g of the calls' (%d input tokens)", resp.Usage, resp.Cost, sum, tokens)
 				}
 			})
 		}

@@ -246,7 +246,10 @@ type Execution struct {
 	TimeoutSeconds *float64               `protobuf:"fixed64,22,opt,name=timeout_seconds,json=timeoutSeconds,proto3,oneof" json:"timeout_seconds,omitempty"`
 	Deadline       *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// node_id is the controller that ran the request.
-	NodeId        string `protobuf:"bytes,24,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	NodeId string `protobuf:"bytes,24,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	// usage and cost sum every call the request made, the arbiter's included (cost in US dollars).
+	Usage         *Usage  `protobuf:"bytes,25,opt,name=usage,proto3" json:"usage,omitempty"`
+	Cost          float64 `protobuf:"fixed64,26,opt,name=cost,proto3" json:"cost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -447,6 +450,20 @@ func (x *Execution) GetNodeId() string {
 		return x.NodeId
 	}
 	return ""
+}
+
+func (x *Execution) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *Execution) GetCost() float64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
 }
 
 type Classification struct {
@@ -977,9 +994,15 @@ type WorkerResult struct {
 	// error_scope is model or provider when the failure says which it concerns.
 	ErrorScope string `protobuf:"bytes,15,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
 	// budget_ms is the time the call had: the blueprint's timeout, or less when a deadline cut it.
-	BudgetMs      float64 `protobuf:"fixed64,16,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	BudgetMs float64 `protobuf:"fixed64,16,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
+	// finish_reason and served_model are the provider's words; cost is in US dollars, from the catalog's
+	// prices; upstream_request_id is the provider's id of the call.
+	FinishReason      string  `protobuf:"bytes,17,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	ServedModel       string  `protobuf:"bytes,18,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
+	Cost              float64 `protobuf:"fixed64,19,opt,name=cost,proto3" json:"cost,omitempty"`
+	UpstreamRequestId string  `protobuf:"bytes,20,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *WorkerResult) Reset() {
@@ -1124,6 +1147,34 @@ func (x *WorkerResult) GetBudgetMs() float64 {
 	return 0
 }
 
+func (x *WorkerResult) GetFinishReason() string {
+	if x != nil {
+		return x.FinishReason
+	}
+	return ""
+}
+
+func (x *WorkerResult) GetServedModel() string {
+	if x != nil {
+		return x.ServedModel
+	}
+	return ""
+}
+
+func (x *WorkerResult) GetCost() float64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+func (x *WorkerResult) GetUpstreamRequestId() string {
+	if x != nil {
+		return x.UpstreamRequestId
+	}
+	return ""
+}
+
 type ArbiterDecision struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Strategy string                 `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
@@ -1138,8 +1189,13 @@ type ArbiterDecision struct {
 	ArbiterError     string  `protobuf:"bytes,8,opt,name=arbiter_error,json=arbiterError,proto3" json:"arbiter_error,omitempty"`
 	ArbiterLatencyMs float64 `protobuf:"fixed64,9,opt,name=arbiter_latency_ms,json=arbiterLatencyMs,proto3" json:"arbiter_latency_ms,omitempty"`
 	ChosenModel      string  `protobuf:"bytes,10,opt,name=chosen_model,json=chosenModel,proto3" json:"chosen_model,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// arbiter_usage and arbiter_cost are the arbiter model's call, when one was asked.
+	ArbiterUsage *Usage  `protobuf:"bytes,11,opt,name=arbiter_usage,json=arbiterUsage,proto3" json:"arbiter_usage,omitempty"`
+	ArbiterCost  float64 `protobuf:"fixed64,12,opt,name=arbiter_cost,json=arbiterCost,proto3" json:"arbiter_cost,omitempty"`
+	// synthesis is true when the answer is the arbiter's unified answer rather than one response.
+	Synthesis     bool `protobuf:"varint,13,opt,name=synthesis,proto3" json:"synthesis,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ArbiterDecision) Reset() {
@@ -1240,6 +1296,27 @@ func (x *ArbiterDecision) GetChosenModel() string {
 		return x.ChosenModel
 	}
 	return ""
+}
+
+func (x *ArbiterDecision) GetArbiterUsage() *Usage {
+	if x != nil {
+		return x.ArbiterUsage
+	}
+	return nil
+}
+
+func (x *ArbiterDecision) GetArbiterCost() float64 {
+	if x != nil {
+		return x.ArbiterCost
+	}
+	return 0
+}
+
+func (x *ArbiterDecision) GetSynthesis() bool {
+	if x != nil {
+		return x.Synthesis
+	}
+	return false
 }
 
 type Phases struct {
@@ -1814,8 +1891,18 @@ type Job struct {
 	Deadline       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	Attempt        int32                  `protobuf:"varint,11,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	TimeoutSeconds float64                `protobuf:"fixed64,12,opt,name=timeout_seconds,json=timeoutSeconds,proto3" json:"timeout_seconds,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// system is the system message, when there is one; prompt is the user's.
+	System      string   `protobuf:"bytes,13,opt,name=system,proto3" json:"system,omitempty"`
+	Temperature *float64 `protobuf:"fixed64,14,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	// response_schema, when set, is the JSON schema the answer must match, named response_name.
+	ResponseSchema string `protobuf:"bytes,15,opt,name=response_schema,json=responseSchema,proto3" json:"response_schema,omitempty"`
+	ResponseName   string `protobuf:"bytes,16,opt,name=response_name,json=responseName,proto3" json:"response_name,omitempty"`
+	// upstream_model is the model id as its provider names it (empty: model).
+	UpstreamModel string `protobuf:"bytes,17,opt,name=upstream_model,json=upstreamModel,proto3" json:"upstream_model,omitempty"`
+	// task is the task an arbiter job judges (for an answer job, the prompt itself).
+	Task          string `protobuf:"bytes,18,opt,name=task,proto3" json:"task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
@@ -1930,6 +2017,48 @@ func (x *Job) GetTimeoutSeconds() float64 {
 		return x.TimeoutSeconds
 	}
 	return 0
+}
+
+func (x *Job) GetSystem() string {
+	if x != nil {
+		return x.System
+	}
+	return ""
+}
+
+func (x *Job) GetTemperature() float64 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *Job) GetResponseSchema() string {
+	if x != nil {
+		return x.ResponseSchema
+	}
+	return ""
+}
+
+func (x *Job) GetResponseName() string {
+	if x != nil {
+		return x.ResponseName
+	}
+	return ""
+}
+
+func (x *Job) GetUpstreamModel() string {
+	if x != nil {
+		return x.UpstreamModel
+	}
+	return ""
+}
+
+func (x *Job) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
 }
 
 type Dispatch struct {
@@ -2100,9 +2229,13 @@ type JobResult struct {
 	HttpStatus        int32                  `protobuf:"varint,15,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
 	RetryAfterSeconds float64                `protobuf:"fixed64,16,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
 	// error_scope is model or provider when the failure says which it concerns.
-	ErrorScope    string `protobuf:"bytes,17,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	ErrorScope        string  `protobuf:"bytes,17,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
+	FinishReason      string  `protobuf:"bytes,18,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	ServedModel       string  `protobuf:"bytes,19,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
+	Cost              float64 `protobuf:"fixed64,20,opt,name=cost,proto3" json:"cost,omitempty"`
+	UpstreamRequestId string  `protobuf:"bytes,21,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *JobResult) Reset() {
@@ -2250,6 +2383,34 @@ func (x *JobResult) GetRetryAfterSeconds() float64 {
 func (x *JobResult) GetErrorScope() string {
 	if x != nil {
 		return x.ErrorScope
+	}
+	return ""
+}
+
+func (x *JobResult) GetFinishReason() string {
+	if x != nil {
+		return x.FinishReason
+	}
+	return ""
+}
+
+func (x *JobResult) GetServedModel() string {
+	if x != nil {
+		return x.ServedModel
+	}
+	return ""
+}
+
+func (x *JobResult) GetCost() float64 {
+	if x != nil {
+		return x.Cost
+	}
+	return 0
+}
+
+func (x *JobResult) GetUpstreamRequestId() string {
+	if x != nil {
+		return x.UpstreamRequestId
 	}
 	return ""
 }
@@ -3287,7 +3448,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\n" +
 	"\b_workersB\x10\n" +
 	"\x0e_min_responsesB\x17\n" +
-	"\x15_quorum_grace_seconds\"\xfe\b\n" +
+	"\x15_quorum_grace_seconds\"\xbc\t\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -3317,7 +3478,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\x11client_request_id\x18\x15 \x01(\tR\x0fclientRequestId\x12,\n" +
 	"\x0ftimeout_seconds\x18\x16 \x01(\x01H\x00R\x0etimeoutSeconds\x88\x01\x01\x126\n" +
 	"\bdeadline\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x17\n" +
-	"\anode_id\x18\x18 \x01(\tR\x06nodeIdB\x12\n" +
+	"\anode_id\x18\x18 \x01(\tR\x06nodeId\x12(\n" +
+	"\x05usage\x18\x19 \x01(\v2\x12.conclave.v1.UsageR\x05usage\x12\x12\n" +
+	"\x04cost\x18\x1a \x01(\x01R\x04costB\x12\n" +
 	"\x10_timeout_seconds\"\x8e\x03\n" +
 	"\x0eClassification\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x1e\n" +
@@ -3370,7 +3533,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04Skip\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xea\x03\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xf6\x04\n" +
 	"\fWorkerResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -3392,7 +3555,11 @@ const file_conclave_proto_rawDesc = "" +
 	"\x05usage\x18\x0e \x01(\v2\x12.conclave.v1.UsageR\x05usage\x12\x1f\n" +
 	"\verror_scope\x18\x0f \x01(\tR\n" +
 	"errorScope\x12\x1b\n" +
-	"\tbudget_ms\x18\x10 \x01(\x01R\bbudgetMs\"\xc5\x02\n" +
+	"\tbudget_ms\x18\x10 \x01(\x01R\bbudgetMs\x12#\n" +
+	"\rfinish_reason\x18\x11 \x01(\tR\ffinishReason\x12!\n" +
+	"\fserved_model\x18\x12 \x01(\tR\vservedModel\x12\x12\n" +
+	"\x04cost\x18\x13 \x01(\x01R\x04cost\x12.\n" +
+	"\x13upstream_request_id\x18\x14 \x01(\tR\x11upstreamRequestId\"\xbf\x03\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -3404,7 +3571,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\rarbiter_error\x18\b \x01(\tR\farbiterError\x12,\n" +
 	"\x12arbiter_latency_ms\x18\t \x01(\x01R\x10arbiterLatencyMs\x12!\n" +
 	"\fchosen_model\x18\n" +
-	" \x01(\tR\vchosenModel\"\xa5\x02\n" +
+	" \x01(\tR\vchosenModel\x127\n" +
+	"\rarbiter_usage\x18\v \x01(\v2\x12.conclave.v1.UsageR\farbiterUsage\x12!\n" +
+	"\farbiter_cost\x18\f \x01(\x01R\varbiterCost\x12\x1c\n" +
+	"\tsynthesis\x18\r \x01(\bR\tsynthesis\"\xa5\x02\n" +
 	"\x06Phases\x12\x1f\n" +
 	"\vclassify_ms\x18\x01 \x01(\x01R\n" +
 	"classifyMs\x12!\n" +
@@ -3454,7 +3624,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\x12)\n" +
 	"\x10remaining_tokens\x18\x04 \x01(\x03R\x0fremainingTokens\x124\n" +
 	"\x16reset_requests_seconds\x18\x05 \x01(\x01R\x14resetRequestsSeconds\x120\n" +
-	"\x14reset_tokens_seconds\x18\x06 \x01(\x01R\x12resetTokensSeconds\"\xef\x02\n" +
+	"\x14reset_tokens_seconds\x18\x06 \x01(\x01R\x12resetTokensSeconds\"\xc7\x04\n" +
 	"\x03Job\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -3472,7 +3642,14 @@ const file_conclave_proto_rawDesc = "" +
 	"\bdeadline\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x18\n" +
 	"\aattempt\x18\v \x01(\x05R\aattempt\x12'\n" +
-	"\x0ftimeout_seconds\x18\f \x01(\x01R\x0etimeoutSeconds\"U\n" +
+	"\x0ftimeout_seconds\x18\f \x01(\x01R\x0etimeoutSeconds\x12\x16\n" +
+	"\x06system\x18\r \x01(\tR\x06system\x12%\n" +
+	"\vtemperature\x18\x0e \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12'\n" +
+	"\x0fresponse_schema\x18\x0f \x01(\tR\x0eresponseSchema\x12#\n" +
+	"\rresponse_name\x18\x10 \x01(\tR\fresponseName\x12%\n" +
+	"\x0eupstream_model\x18\x11 \x01(\tR\rupstreamModel\x12\x12\n" +
+	"\x04task\x18\x12 \x01(\tR\x04taskB\x0e\n" +
+	"\f_temperature\"U\n" +
 	"\bDispatch\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.conclave.v1.JobR\x03job\x12%\n" +
 	"\breply_to\x18\x02 \x01(\v2\n" +
@@ -3482,7 +3659,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\n" +
 	"JobStarted\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12%\n" +
-	"\x0ebudget_seconds\x18\x02 \x01(\x01R\rbudgetSeconds\"\x97\x04\n" +
+	"\x0ebudget_seconds\x18\x02 \x01(\x01R\rbudgetSeconds\"\xa3\x05\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
@@ -3507,7 +3684,11 @@ const file_conclave_proto_rawDesc = "" +
 	"httpStatus\x12.\n" +
 	"\x13retry_after_seconds\x18\x10 \x01(\x01R\x11retryAfterSeconds\x12\x1f\n" +
 	"\verror_scope\x18\x11 \x01(\tR\n" +
-	"errorScope\"\xad\x01\n" +
+	"errorScope\x12#\n" +
+	"\rfinish_reason\x18\x12 \x01(\tR\ffinishReason\x12!\n" +
+	"\fserved_model\x18\x13 \x01(\tR\vservedModel\x12\x12\n" +
+	"\x04cost\x18\x14 \x01(\x01R\x04cost\x12.\n" +
+	"\x13upstream_request_id\x18\x15 \x01(\tR\x11upstreamRequestId\"\xad\x01\n" +
 	"\aAcquire\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -3682,33 +3863,35 @@ var file_conclave_proto_depIdxs = []int32{
 	12, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
 	40, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
 	40, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 17: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	7,  // 18: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	37, // 19: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	8,  // 20: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	16, // 21: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	15, // 22: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	40, // 23: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	18, // 24: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	41, // 25: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	16, // 26: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	17, // 27: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	40, // 28: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	41, // 29: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	17, // 30: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 31: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 32: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	28, // 33: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	40, // 34: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	10, // 35: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	2,  // 36: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	38, // 37: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	12, // 38: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	39, // [39:39] is the sub-list for method output_type
-	39, // [39:39] is the sub-list for method input_type
-	39, // [39:39] is the sub-list for extension type_name
-	39, // [39:39] is the sub-list for extension extendee
-	0,  // [0:39] is the sub-list for field type_name
+	16, // 17: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	4,  // 18: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	7,  // 19: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	37, // 20: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	8,  // 21: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	16, // 22: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	16, // 23: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	15, // 24: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	40, // 25: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	18, // 26: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	41, // 27: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	16, // 28: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	17, // 29: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	40, // 30: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	41, // 31: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	17, // 32: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 33: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 34: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	28, // 35: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	40, // 36: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	10, // 37: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	2,  // 38: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	38, // 39: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	12, // 40: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	41, // [41:41] is the sub-list for method output_type
+	41, // [41:41] is the sub-list for method input_type
+	41, // [41:41] is the sub-list for extension type_name
+	41, // [41:41] is the sub-list for extension extendee
+	0,  // [0:41] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -3718,6 +3901,7 @@ func file_conclave_proto_init() {
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[1].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[17].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[32].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -185,7 +185,7 @@ func (p *Plan) ChooseBlueprint(req Request, now time.Time) *Failure {
 }
 
 // Bound is how long a request waits without a caller's timeout: every quorum round at the blueprint's
-// full timeout, plus the arbiter's time when the strategy asks one.
+// full timeout, plus the arbiter's time when the strategy asks one (rotating, weighted, pairwise).
 func Bound(bp blueprints.Blueprint, rounds int, arbiter time.Duration) time.Duration {
 	d := time.Duration(1+max(rounds, 0)) * bp.Timeout()
 	if asksArbiter(bp) {
@@ -194,9 +194,7 @@ func Bound(bp blueprints.Blueprint, rounds int, arbiter time.Duration) time.Dura
 	return d
 }
 
-func asksArbiter(bp blueprints.Blueprint) bool {
-	return bp.Strategy == blueprints.Rotating && bp.Workers > 1
-}
+func asksArbiter(bp blueprints.Blueprint) bool { return consensus.AsksArbiter(bp.Strategy) && bp.Workers > 1 }
 
 // deadlines sets when the answer is due (the caller's timeout from the request's receipt, or the
 // blueprint's bound) and when collection ends: early enough to leave the arbiter its time, a quarter of

@@ -196,7 +196,7 @@ func (r *Replay) Complete(ctx context.Context, call Call) (Reply, error) {
 		return Reply{}, &resilience.Error{Kind: resilience.MalformedRequest, Provider: call.Provider, Model: call.Model,
 			Err: fmt.Errorf("%w: replayed models do not judge", ErrNoRecord)}
 	}
-	rec, ok := r.data.Lookup(call.Prompt)
+	rec, ok := r.data.Lookup(call.Task)
 	if !ok {
 		return Reply{}, &resilience.Error{Kind: resilience.MalformedRequest, Provider: call.Provider, Model: call.Model,
 			Err: fmt.Errorf("%w: unknown prompt", ErrNoRecord)}
@@ -210,7 +210,7 @@ func (r *Replay) Complete(ctx context.Context, call Call) (Reply, error) {
 		return Reply{}, err
 	}
 	text := resp.Reply()
-	return Reply{Text: text, Usage: Usage{InputTokens: (len(call.Prompt) + 3) / 4, OutputTokens: (len(text) + 3) / 4}}, nil
+	return Reply{Text: text, Usage: Usage{InputTokens: (len(call.Task) + 3) / 4, OutputTokens: (len(text) + 3) / 4}}, nil
 }
 
 func (r *Replay) latency(call Call) time.Duration {
@@ -226,7 +226,7 @@ func (r *Replay) latency(call Call) time.Duration {
 	}
 	h := fnv.New64a()
 	io.WriteString(h, call.Model)
-	io.WriteString(h, call.Prompt)
+	io.WriteString(h, call.Task)
 	rng := rand.New(rand.NewPCG(h.Sum64(), r.seed^uint64(call.Attempt)))
 	return time.Duration(float64(l.Median) * math.Exp(l.Sigma*rng.NormFloat64()))
 }

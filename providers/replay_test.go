@@ -42,13 +42,13 @@ func TestReplayAnswersWhatWasRecorded(t *testing.T) {
 		kind  resilience.Kind
 		nores bool
 	}{
-		{desc: "recorded answer", call: Call{Kind: KindAnswer, Model: "m1", Prompt: "Pick one\nA) x\nB) y"}, want: "B"},
-		{desc: "a repeated prompt replays the first record", call: Call{Kind: KindAnswer, Model: "m1", Prompt: "2+2?"}, want: "4"},
-		{desc: "no extracted answer is an empty reply", call: Call{Kind: KindAnswer, Model: "m3", Prompt: "Pick one\nA) x\nB) y"}, want: ""},
-		{desc: "open tasks replay the text", call: Call{Kind: KindAnswer, Model: "m4", Prompt: "Say hi"}, want: "Hello there!"},
-		{desc: "a model without a record for the prompt", call: Call{Kind: KindAnswer, Model: "m2", Prompt: "2+2?"}, kind: resilience.ModelNotFound},
-		{desc: "an unknown prompt", call: Call{Kind: KindAnswer, Model: "m1", Prompt: "never asked"}, kind: resilience.MalformedRequest},
-		{desc: "replayed models do not judge", call: Call{Kind: KindArbiter, Model: "m1", Prompt: "2+2?", Candidates: []string{"4"}}, kind: resilience.MalformedRequest},
+		{desc: "recorded answer", call: Call{Kind: KindAnswer, Model: "m1", Task: "Pick one\nA) x\nB) y"}, want: "B"},
+		{desc: "a repeated prompt replays the first record", call: Call{Kind: KindAnswer, Model: "m1", Task: "2+2?"}, want: "4"},
+		{desc: "no extracted answer is an empty reply", call: Call{Kind: KindAnswer, Model: "m3", Task: "Pick one\nA) x\nB) y"}, want: ""},
+		{desc: "open tasks replay the text", call: Call{Kind: KindAnswer, Model: "m4", Task: "Say hi"}, want: "Hello there!"},
+		{desc: "a model without a record for the prompt", call: Call{Kind: KindAnswer, Model: "m2", Task: "2+2?"}, kind: resilience.ModelNotFound},
+		{desc: "an unknown prompt", call: Call{Kind: KindAnswer, Model: "m1", Task: "never asked"}, kind: resilience.MalformedRequest},
+		{desc: "replayed models do not judge", call: Call{Kind: KindArbiter, Model: "m1", Task: "2+2?", Candidates: []string{"4"}}, kind: resilience.MalformedRequest},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -77,7 +77,7 @@ func TestReplayLatency(t *testing.T) {
 	r := NewReplay(fixture(t), 1)
 	r.Latency = Latency{Median: time.Hour}
 	r.PerModel["m2"] = Latency{} // answers at once
-	call := Call{Kind: KindAnswer, Model: "m1", Prompt: "Pick one\nA) x\nB) y"}
+	call := Call{Kind: KindAnswer, Model: "m1", Task: "Pick one\nA) x\nB) y"}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
 	defer cancel()
 	if _, err := r.Complete(ctx, call); !errors.Is(err, context.DeadlineExceeded) {
@@ -89,7 +89,7 @@ func TestReplayLatency(t *testing.T) {
 	}
 	// A distribution is deterministic per (model, prompt, attempt) and centred on the median.
 	r.Latency = Latency{Median: 100 * time.Millisecond, Sigma: 0.5}
-	a, b := r.latency(Call{Model: "m1", Prompt: "p"}), r.latency(Call{Model: "m1", Prompt: "p"})
+	a, b := r.latency(Call{Model: "m1", Task: "p"}), r.latency(Call{Model: "m1", Task: "p"})
 	if a != b || a <= 0 {
 		t.Fatalf("latencies %v and %v", a, b)
 	}
@@ -129,7 +129,7 @@ func TestSharedReplayData(t *testing.T) {
 	r := NewReplay(d, 1)
 	rec := d.Records[0]
 	for m, resp := range rec.Answers {
-		reply, err := r.Complete(context.Background(), Call{Kind: KindAnswer, Model: m, Prompt: rec.Prompt})
+		reply, err := r.Complete(context.Background(), Call{Kind: KindAnswer, Model: m, Task: rec.Prompt})
 		if err != nil || reply.Text != resp.Reply() {
 			t.Fatalf("%s: %q %v", m, reply.Text, err)
 		}

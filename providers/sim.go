@@ -15,7 +15,6 @@ import (
 
 	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/classify"
-	"github.com/conclave-ai/conclave/consensus"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
 )
@@ -128,7 +127,7 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 	if !ok {
 		return Reply{}, &resilience.Error{Kind: resilience.ModelNotFound, Provider: call.Provider, Model: call.Model, Status: 404, Err: fmt.Errorf("model not found")}
 	}
-	inTokens := (len(call.Prompt) + 3) / 4
+	inTokens := (len(call.Task) + 3) / 4
 	for _, c := range call.Candidates {
 		inTokens += (len(c) + 3) / 4
 	}
@@ -140,7 +139,7 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 	var num [8]byte
 	binary.LittleEndian.PutUint64(num[:], s.cfg.Seed^uint64(call.Attempt)<<48)
 	h.Write(num[:])
-	for _, part := range append([]string{m.ID, call.Kind, call.Prompt}, call.Candidates...) {
+	for _, part := range append([]string{m.ID, call.Kind, call.Task}, call.Candidates...) {
 		io.WriteString(h, part)
 		h.Write([]byte{0})
 	}
@@ -187,7 +186,7 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 	if call.Kind == KindArbiter {
 		text = s.judge(rng, skill, call)
 	} else {
-		text = answer(rng, skill, call.Prompt)
+		text = answer(rng, skill, call.Task)
 	}
 	return Reply{Text: text, Usage: Usage{InputTokens: inTokens, OutputTokens: (len(text) + 3) / 4}}, nil
 }
@@ -258,19 +257,19 @@ func (s *Sim) judge(rng *rand.Rand, skill float64, call Call) string {
 		return `{"choice": 0}`
 	}
 	good := 0
-	if truth := SimTruth(call.Prompt); truth != "" {
+	if truth := SimTruth(call.Task); truth != "" {
 		for i, c := range call.Candidates {
-			if consensus.Normalize(c) == strings.ToLower(truth) {
+			if strings.Contains(c, "("+truth+")") { // the simulated models say "The answer is (X)."
 				good = i
 				break
 			}
 		}
 	} else {
-		ref := strings.Join(reference(call.Prompt), " ")
+		ref := wordSet(strings.Join(reference(call.Task), " "))
 		best := -1.0
 		for i, c := range call.Candidates {
-			if sim := consensus.Similarity(c, ref); sim > best {
-				good, best = i, sim
+			if overlap := jaccard(wordSet(c), ref); overlap > best {
+				good, best = i, overlap
 			}
 		}
 	}
@@ -278,15 +277,68 @@ func (s *Sim) judge(rng *rand.Rand, skill float64, call Call) string {
 	if rng.Float64() >= skill {
 		choice = rng.IntN(n)
 	}
-	scores := make([]float64, n)
-	for i := range scores {
-		scores[i] = 0.3
+	type score struct {
+		Relevance    float64 `json:"relevance"`
+		Correctness  float64 `json:"correctness"`
+		Completeness float64 `json:"completeness"`
+	}
+	type preference struct {
+		First  int `json:"first"`
+		Second int `json:"second"`
+		Winner int `json:"winner"`
+	}
+	verdict := struct {
+		Choice       int          `json:"choice"`
+		Answer       string       `json:"answer"`
+		Scores       []score      `json:"scores"`
+		Agreement    []string     `json:"agreement"`
+		Disagreement []string     `json:"disagreement"`
+		Preferences  []preference `json:"preferences,omitempty"`
+	}{Choice: choice + 1, Agreement: []string{}, Disagreement: []string{}}
+	for i := 0; i < n; i++ {
+		s := score{0.3, 0.3, 0.3}
 		if i == choice {
-			scores[i] = 0.9
+			s = score{0.9, 0.9, 0.9}
+		}
+		verdict.Scores = append(verdict.Scores, s)
+	}
+	if f := call.ResponseFormat; f != nil && strings.HasSuffix(f.Name, "pairwise") {
+		for i := 0; i < n; i++ {
+			for j := i + 1; j < n; j++ {
+				p := preference{First: i + 1, Second: j + 1}
+				switch choice {
+				case i:
+					p.Winner = i + 1
+				case j:
+					p.Winner = j + 1
+				}
+				verdict.Preferences = append(verdict.Preferences, p)
+			}
 		}
 	}
-	raw, _ := json.Marshal(map[string]any{"choice": choice + 1, "scores": scores})
+	raw, _ := json.Marshal(verdict)
 	return string(raw)
+}
+
+func wordSet(text string) map[string]bool {
+	set := map[string]bool{}
+	for _, w := range strings.FieldsFunc(strings.ToLower(text), func(r rune) bool { return !('a' <= r && r <= 'z') }) {
+		set[w] = true
+	}
+	return set
+}
+
+func jaccard(a, b map[string]bool) float64 {
+	both := 0
+	for w := range a {
+		if b[w] {
+			both++
+		}
+	}
+	if all := len(a) + len(b) - both; all > 0 {
+		return float64(both) / float64(all)
+	}
+	return 0
 }
 
 var templates = []string{

@@ -36,7 +36,7 @@ func TestSimSkillIsTheProbabilityOfBeingRight(t *testing.T) {
 		right := 0
 		for i := 0; i < n; i++ {
 			task := mcq(i)
-			r, err := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: id, Provider: m.Provider, Prompt: task, Category: "general"})
+			r, err := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: id, Provider: m.Provider, Task: task, Category: "general"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +73,7 @@ func TestSimIsDeterministicForASeed(t *testing.T) {
 	b, _ := newTestSim(t, SimConfig{Seed: 3, Faults: Fault{ServerErrorRate: 0.2}})
 	answered, failed := 0, 0
 	for i := 0; i < 50; i++ {
-		call := Call{Kind: KindAnswer, Model: "gpt-oss-120b", Provider: "cerebras", Prompt: fmt.Sprintf("Design a cache for service %d", i), Category: "architecture", Attempt: i % 2}
+		call := Call{Kind: KindAnswer, Model: "gpt-oss-120b", Provider: "cerebras", Task: fmt.Sprintf("Design a cache for service %d", i), Category: "architecture", Attempt: i % 2}
 		ra, ea := a.Complete(context.Background(), call)
 		rb, eb := b.Complete(context.Background(), call)
 		if ra.Text != rb.Text || fmt.Sprint(ea) != fmt.Sprint(eb) {
@@ -93,7 +93,7 @@ func TestSimIsDeterministicForASeed(t *testing.T) {
 
 func TestSimFaults(t *testing.T) {
 	sim, _ := newTestSim(t, SimConfig{Seed: 1})
-	call := Call{Kind: KindAnswer, Model: "llama-3.1-8b-instant", Provider: "groq", Prompt: "hello there", Category: "general"}
+	call := Call{Kind: KindAnswer, Model: "llama-3.1-8b-instant", Provider: "groq", Task: "hello there", Category: "general"}
 
 	sim.SetFault("groq", Fault{ServerErrorRate: 1})
 	_, err := sim.Complete(context.Background(), call)
@@ -131,7 +131,7 @@ func TestSimFaults(t *testing.T) {
 	if _, err := sim.Complete(context.Background(), Call{Model: "no-such-model"}); resilience.KindOf(err) != resilience.ModelNotFound {
 		t.Fatalf("unknown model: %v", err)
 	}
-	huge := Call{Kind: KindAnswer, Model: "llama3-8b-8192", Provider: "groq", Prompt: strings.Repeat("word ", 20000)}
+	huge := Call{Kind: KindAnswer, Model: "llama3-8b-8192", Provider: "groq", Task: strings.Repeat("word ", 20000)}
 	if _, err := sim.Complete(context.Background(), huge); resilience.KindOf(err) != resilience.RequestTooLarge {
 		t.Fatalf("oversized prompt: %v", err)
 	}
@@ -141,7 +141,7 @@ func TestSimLatencyHonoursTheDeadline(t *testing.T) {
 	sim, _ := newTestSim(t, SimConfig{Seed: 1, LatencyScale: 100}) // medians of 25 s and more
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
 	defer cancel()
-	_, err := sim.Complete(ctx, Call{Kind: KindAnswer, Model: "deepseek-chat", Provider: "deepseek", Prompt: "hi", Category: "general"})
+	_, err := sim.Complete(ctx, Call{Kind: KindAnswer, Model: "deepseek-chat", Provider: "deepseek", Task: "hi", Category: "general"})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("want the deadline to end the wait, got %v", err)
 	}
@@ -154,7 +154,7 @@ func TestSimJudgeReturnsAVerdict(t *testing.T) {
 	cands := []string{"The answer is (" + truth + ").", "The answer is (Z)."}
 	right := 0
 	for attempt := 0; attempt < 200; attempt++ {
-		r, err := sim.Complete(context.Background(), Call{Kind: KindArbiter, Model: "claude-3-5-sonnet-20241022", Provider: "anthropic", Prompt: task, Candidates: cands, Category: "general", Attempt: attempt})
+		r, err := sim.Complete(context.Background(), Call{Kind: KindArbiter, Model: "claude-3-5-sonnet-20241022", Provider: "anthropic", Task: task, Candidates: cands, Category: "general", Attempt: attempt})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,8 +175,8 @@ func TestFreeTextAgreementFollowsSkill(t *testing.T) {
 	sim, _ := newTestSim(t, SimConfig{Seed: 4})
 	task := "Propose a caching strategy for the inventory service under heavy read traffic"
 	ref := strings.Join(reference(task), " ")
-	strong, _ := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: "claude-sonnet-4-5-20250929", Provider: "anthropic", Prompt: task, Category: "architecture"})
-	weak, _ := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: "llama-3.2-1b-preview", Provider: "groq", Prompt: task, Category: "architecture"})
+	strong, _ := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: "claude-sonnet-4-5-20250929", Provider: "anthropic", Task: task, Category: "architecture"})
+	weak, _ := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: "llama-3.2-1b-preview", Provider: "groq", Task: task, Category: "architecture"})
 	if consensus.Similarity(strong.Text, ref) <= consensus.Similarity(weak.Text, ref) {
 		t.Fatalf("the strong model's answer is not closer to the reference:\nstrong %q\nweak %q", strong.Text, weak.Text)
 	}

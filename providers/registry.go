@@ -1,0 +1,92 @@
+package providers
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"sync/atomic"
+
+	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/secret"
+)
+
+// Upstream is one configured provider: the adapter that speaks its wire format, its base URL and its
+// key. The key can change while the system runs (a secrets file rewritten); the base URL cannot.
+type Upstream struct {
+	Name    string
+	Kind    string
+	BaseURL string
+	Backend Backend
+	key     atomic.Pointer[secret.String]
+}
+
+// NewUpstream returns an upstream with its key.
+func NewUpstream(name, kind, baseURL string, backend Backend, key secret.String) *Upstream {
+	u := &Upstream{Name: name, Kind: kind, BaseURL: baseURL, Backend: backend}
+	u.key.Store(&key)
+	return u
+}
+
+// Key returns the upstream's current key.
+func (u *Upstream) Key() secret.String { return *u.key.Load() }
+
+// SetKey replaces the key and reports whether it changed.
+func (u *Upstream) SetKey(k secret.String) bool {
+	if old := u.key.Swap(&k); old != nil && *old == k {
+		return false
+	}
+	return true
+}
+
+// Prices gives a model's prices in US dollars per million input and output tokens.
+type Prices func(model string) (in, out float64, ok bool)
+
+// Registry routes each call to its provider's upstream, filling in the key and base URL, and prices
+// the reply. Providers without an upstream of their own go to the fallback backend (the simulated
+// provider of the embedded default), or fail when there is none. It is safe for concurrent use.
+type Registry struct {
+	upstreams map[string]*Upstream
+	fallback  Backend
+	prices    Prices
+}
+
+// NewRegistry returns a registry over upstreams; prices and fallback may be nil.
+func NewRegistry(prices Prices, fallback Backend, upstreams ...*Upstream) *Registry {
+	r := &Registry{upstreams: make(map[string]*Upstream, len(upstreams)), fallback: fallback, prices: prices}
+	for _, u := range upstreams {
+		r.upstreams[u.Name] = u
+	}
+	return r
+}
+
+// Upstream returns a provider's upstream, or nil.
+func (r *Registry) Upstream(provider string) *Upstream { return r.upstreams[provider] }
+
+// Names returns the providers with an upstream, sorted.
+func (r *Registry) Names() []string {
+	out := make([]string, 0, len(r.upstreams))
+	for n := range r.upstreams {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Complete implements Backend.
+func (r *Registry) Complete(ctx context.Context, call Call) (Reply, error) {
+	b := r.fallback
+	if u := r.upstreams[call.Provider]; u != nil {
+		b, call.BaseURL, call.Key = u.Backend, u.BaseURL, u.Key()
+	}
+	if b == nil {
+		return Reply{}, &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
+			Err: fmt.Errorf("no upstream is configured for provider %q", call.Provider)}
+	}
+	reply, err := b.Complete(ctx, call)
+	if r.prices != nil {
+		if in, out, ok := r.prices(call.Model); ok {
+			reply.Cost = (in*float64(reply.Usage.InputTokens) + out*float64(reply.Usage.OutputTokens)) / 1e6
+		}
+	}
+	return reply, err
+}
