@@ -167,7 +167,9 @@ func nonNil(s []string) []string {
 
 // Weights returns each response's weighted score, its quality being its agreement with the others: what
 // an arbiter model is shown beside each response.
-func Weights(resps []Response, kind Kind) []float64 { return newBallot(resps, true, kind, nil).weighted }
+func Weights(resps []Response, kind Kind) []float64 {
+	return newBallot(resps, true, kind, nil).weighted
+}
 
 // ArbiterFor returns the arbiter of a rotating decision: the participants ordered by model id, taking
 // turns across requests (round modulo their number).

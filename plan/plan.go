@@ -194,7 +194,9 @@ func Bound(bp blueprints.Blueprint, rounds int, arbiter time.Duration) time.Dura
 	return d
 }
 
-func asksArbiter(bp blueprints.Blueprint) bool { return consensus.AsksArbiter(bp.Strategy) && bp.Workers > 1 }
+func asksArbiter(bp blueprints.Blueprint) bool {
+	return consensus.AsksArbiter(bp.Strategy) && bp.Workers > 1
+}
 
 // deadlines sets when the answer is due (the caller's timeout from the request's receipt, or the
 // blueprint's bound) and when collection ends: early enough to leave the arbiter its time, a quarter of
