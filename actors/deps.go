@@ -114,6 +114,6 @@ func rateLimitInfo(u *ratelimit.Upstream) *messages.RateLimitInfo {
 	return &messages.RateLimitInfo{
 		LimitRequests: u.LimitRequests, RemainingRequests: u.RemainingRequests,
 		LimitTokens: u.LimitTokens, RemainingTokens: u.RemainingTokens,
-		ResetRequestsSeconds: u.ResetRequests.Seconds(), ResetTokensSeconds: u.ResetTokens.Seconds(),
+		ResetRequestsSeconds: u.ResetRequests.Seconds(), ResetTokensSeconds: u.ResetTokens.Seconds(), PerModel: u.PerModel,
 	}
 }

@@ -296,10 +296,16 @@ func (p *ProviderActor) outcome(o *messages.Outcome) {
 	}
 	delete(p.leases, o.JobId)
 	p.limiter.Release()
-	if rl := o.RateLimit; rl != nil {
-		p.limiter.Observe(upstream(rl))
-	}
 	m := p.model(l.model)
+	now := p.deps.now()
+	if rl := o.RateLimit; rl != nil {
+		if u := upstream(rl); !u.PerModel {
+			p.limiter.Observe(u)
+		} else if wait := u.Exhausted(); wait > 0 { // the model's own limits, spent until their reset
+			m.blockedUntil = later(m.blockedUntil, now.Add(wait))
+			p.modelsChanged = true
+		}
+	}
 	record(p.breaker, l.ticket, o.ProviderEffect)
 	record(m.breaker, l.modelTicket, o.ModelEffect)
 	switch {
@@ -311,7 +317,6 @@ func (p *ProviderActor) outcome(o *messages.Outcome) {
 	case o.ProviderEffect == messages.Effect_EFFECT_SUCCESS:
 		p.spread.Success()
 	}
-	now := p.deps.now()
 	if o.BlockModelSeconds > 0 {
 		m.blockedUntil = later(m.blockedUntil, now.Add(seconds(o.BlockModelSeconds)))
 		p.modelsChanged = true
@@ -383,7 +388,7 @@ func upstream(rl *messages.RateLimitInfo) ratelimit.Upstream {
 	return ratelimit.Upstream{
 		RemainingRequests: rl.RemainingRequests, RemainingTokens: rl.RemainingTokens,
 		LimitRequests: rl.LimitRequests, LimitTokens: rl.LimitTokens,
-		ResetRequests: seconds(rl.ResetRequestsSeconds), ResetTokens: seconds(rl.ResetTokensSeconds),
+		ResetRequests: seconds(rl.ResetRequestsSeconds), ResetTokens: seconds(rl.ResetTokensSeconds), PerModel: rl.PerModel,
 	}
 }
 

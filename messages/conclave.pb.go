@@ -1797,8 +1797,10 @@ type RateLimitInfo struct {
 	RemainingTokens      int64                  `protobuf:"varint,4,opt,name=remaining_tokens,json=remainingTokens,proto3" json:"remaining_tokens,omitempty"`
 	ResetRequestsSeconds float64                `protobuf:"fixed64,5,opt,name=reset_requests_seconds,json=resetRequestsSeconds,proto3" json:"reset_requests_seconds,omitempty"`
 	ResetTokensSeconds   float64                `protobuf:"fixed64,6,opt,name=reset_tokens_seconds,json=resetTokensSeconds,proto3" json:"reset_tokens_seconds,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// per_model is true when the limits are the model's own (Groq counts per model), not the provider's.
+	PerModel      bool `protobuf:"varint,7,opt,name=per_model,json=perModel,proto3" json:"per_model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RateLimitInfo) Reset() {
@@ -1871,6 +1873,13 @@ func (x *RateLimitInfo) GetResetTokensSeconds() float64 {
 		return x.ResetTokensSeconds
 	}
 	return 0
+}
+
+func (x *RateLimitInfo) GetPerModel() bool {
+	if x != nil {
+		return x.PerModel
+	}
+	return false
 }
 
 // Job is one call of one model, run by a worker.
@@ -3617,14 +3626,15 @@ const file_conclave_proto_rawDesc = "" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"O\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x05R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x05R\foutputTokens\"\x9b\x02\n" +
+	"\routput_tokens\x18\x02 \x01(\x05R\foutputTokens\"\xb8\x02\n" +
 	"\rRateLimitInfo\x12%\n" +
 	"\x0elimit_requests\x18\x01 \x01(\x03R\rlimitRequests\x12-\n" +
 	"\x12remaining_requests\x18\x02 \x01(\x03R\x11remainingRequests\x12!\n" +
 	"\flimit_tokens\x18\x03 \x01(\x03R\vlimitTokens\x12)\n" +
 	"\x10remaining_tokens\x18\x04 \x01(\x03R\x0fremainingTokens\x124\n" +
 	"\x16reset_requests_seconds\x18\x05 \x01(\x01R\x14resetRequestsSeconds\x120\n" +
-	"\x14reset_tokens_seconds\x18\x06 \x01(\x01R\x12resetTokensSeconds\"\xc7\x04\n" +
+	"\x14reset_tokens_seconds\x18\x06 \x01(\x01R\x12resetTokensSeconds\x12\x1b\n" +
+	"\tper_model\x18\a \x01(\bR\bperModel\"\xc7\x04\n" +
 	"\x03Job\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +

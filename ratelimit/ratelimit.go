@@ -48,6 +48,21 @@ type Upstream struct {
 	ResetRequests     time.Duration
 	ResetTokens       time.Duration
 	RetryAfter        time.Duration
+	// PerModel is true when the limits are the model's own, not the provider's.
+	PerModel bool
+}
+
+// Exhausted is how long the headers say no call will be taken: until the reset of a limit with nothing
+// remaining, or the Retry-After; zero when a call may go.
+func (u Upstream) Exhausted() time.Duration {
+	d := u.RetryAfter
+	if u.RemainingRequests == 0 {
+		d = max(d, u.ResetRequests)
+	}
+	if u.RemainingTokens == 0 {
+		d = max(d, u.ResetTokens)
+	}
+	return d
 }
 
 const window = time.Minute
@@ -143,15 +158,7 @@ func (w *Window) Release() {
 // Observe implements Limiter: a Retry-After, or an exhausted upstream limit with a reset, blocks the
 // window until then.
 func (w *Window) Observe(u Upstream) {
-	now := w.clock.Now()
-	until := now.Add(u.RetryAfter)
-	if u.RemainingRequests == 0 && u.ResetRequests > 0 {
-		until = later(until, now.Add(u.ResetRequests))
-	}
-	if u.RemainingTokens == 0 && u.ResetTokens > 0 {
-		until = later(until, now.Add(u.ResetTokens))
-	}
-	w.blockedUntil = later(w.blockedUntil, until)
+	w.blockedUntil = later(w.blockedUntil, w.clock.Now().Add(u.Exhausted()))
 }
 
 func later(a, b time.Time) time.Time {

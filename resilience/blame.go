@@ -59,6 +59,9 @@ type Verdict struct {
 	BlockProvider bool
 	// RemoveModel: the provider does not know the model; it leaves the pool.
 	RemoveModel bool
+	// DisableProvider: the provider refused the key or the account; nothing is sent to it until its key
+	// changes.
+	DisableProvider bool
 }
 
 // Blame is the outcome table of the architecture:
@@ -70,7 +73,8 @@ type Verdict struct {
 //	  as the model's)
 //	model not found (404)               arm beta + 1  provider neutral; the model leaves the pool
 //	provider-wide fault (connection,    arm none      provider failure  model neutral  host success
-//	  bad key, a 5xx of provider scope)
+//	  a 5xx of provider scope)
+//	bad key, no credits (401, 402, 403) arm none      provider failure, and disabled until its key changes
 //	429                                 arm none      neutral; the model (or, with provider scope, the
 //	                                                  provider) is blocked until its reset
 //	timeout without the full budget     nobody        neutral           neutral        host success
@@ -98,8 +102,10 @@ func Blame(c Call) Verdict {
 		// The model leaves the pool: its breaker has nothing more to decide, and an unknown model says
 		// nothing about the provider's health, so it does not count towards a spread.
 		return Verdict{Host: Success, Arm: Penalty, RemoveModel: true}
-	case ProviderUnreachable, InvalidAPIKey:
+	case ProviderUnreachable:
 		return Verdict{Provider: Failure, Host: Success}
+	case InvalidAPIKey, PaymentRequired:
+		return Verdict{Provider: Failure, Host: Success, DisableProvider: true}
 	case RateLimited:
 		if c.Scope == ScopeProvider {
 			return Verdict{Host: Success, BlockProvider: true}

@@ -34,7 +34,9 @@ const (
 
 // Non-recoverable kinds: returned at once.
 const (
-	InvalidAPIKey       Kind = "invalid_api_key"
+	InvalidAPIKey Kind = "invalid_api_key"
+	// PaymentRequired is a provider account without credits (402): waiting does not cure it.
+	PaymentRequired     Kind = "payment_required"
 	ModelNotFound       Kind = "model_not_found"
 	RequestTooLarge     Kind = "request_too_large"
 	AllWorkersOffline   Kind = "all_workers_offline"
@@ -145,6 +147,7 @@ var table = map[Kind]Policy{
 	BlueprintDirUnavailable: {Recoverable: true, Target: EmbeddedSet, MaxRetries: 1, Base: 0, Status: http.StatusInternalServerError},
 	Internal:                {Recoverable: true, Target: OtherWorker, MaxRetries: 1, Base: time.Second, Status: http.StatusInternalServerError},
 	InvalidAPIKey:           {Status: http.StatusUnauthorized},
+	PaymentRequired:         {Status: http.StatusServiceUnavailable},
 	ModelNotFound:           {Status: http.StatusNotFound},
 	RequestTooLarge:         {Status: http.StatusRequestEntityTooLarge},
 	AllWorkersOffline:       {Status: http.StatusServiceUnavailable},

@@ -1,0 +1,207 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/ratelimit"
+	"github.com/conclave-ai/conclave/resilience"
+)
+
+// maxResponseBytes bounds what an adapter reads of a provider's answer.
+const maxResponseBytes = 16 << 20
+
+// NewHTTPClient returns the client adapters share: connections kept for reuse, no redirects followed
+// (a redirect would carry the key elsewhere), and no timeout of its own: each call's context has the
+// deadline.
+func NewHTTPClient() *http.Client {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.MaxIdleConnsPerHost = 64
+	t.ResponseHeaderTimeout = 0
+	return &http.Client{Transport: t, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+}
+
+// exchange is one HTTP round trip of an adapter.
+type exchange struct {
+	status int
+	header http.Header
+	body   []byte
+}
+
+// post sends a JSON body and reads the answer. A connection that fails is the provider's
+// (provider_unreachable); a body cut short is provider_unavailable; the caller's deadline returns
+// the context's error, which the worker classifies as an upstream timeout. Messages never quote the
+// request, so a key in a header cannot leak through an error.
+func post(ctx context.Context, client *http.Client, url string, header http.Header, body []byte, provider, model string) (exchange, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		return exchange{}, &resilience.Error{Kind: resilience.Internal, Provider: provider, Model: model, Err: fmt.Errorf("build the request: %w", errors.Unwrap(err))}
+	}
+	req.Header = header
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := client.Do(req)
+	if err != nil {
+		return exchange{}, transportError(ctx, err, provider, model)
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
+	if err != nil {
+		if ctx.Err() != nil {
+			return exchange{}, ctx.Err()
+		}
+		return exchange{}, &resilience.Error{Kind: resilience.ProviderUnavailable, Provider: provider, Model: model, Status: resp.StatusCode,
+			Err: errors.New("the answer was cut off")}
+	}
+	if len(raw) > maxResponseBytes {
+		return exchange{}, &resilience.Error{Kind: resilience.ProviderUnavailable, Provider: provider, Model: model, Status: resp.StatusCode,
+			Err: fmt.Errorf("the answer is larger than %d bytes", maxResponseBytes)}
+	}
+	return exchange{status: resp.StatusCode, header: resp.Header, body: raw}, nil
+}
+
+// transportError classifies a round trip that failed before an answer came.
+func transportError(ctx context.Context, err error, provider, model string) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	// url.Error quotes the URL, which holds no secret (keys travel in headers only); keep just the cause.
+	msg := err.Error()
+	if cause := errors.Unwrap(err); cause != nil {
+		msg = cause.Error()
+	}
+	return &resilience.Error{Kind: resilience.ProviderUnreachable, Scope: resilience.ScopeProvider, Provider: provider, Model: model, Err: errors.New(msg)}
+}
+
+// failure builds a classified error from an HTTP status and what the body said.
+func failure(provider, model string, status int, kind resilience.Kind, scope resilience.Scope, limits *ratelimit.Upstream, message string) *resilience.Error {
+	e := &resilience.Error{Kind: kind, Scope: scope, Provider: provider, Model: model, Status: status, Err: errors.New(clip(message))}
+	if limits != nil {
+		e.RetryAfter = limits.Exhausted()
+	}
+	return e
+}
+
+// clip bounds a provider's error message carried into records and logs.
+func clip(s string) string {
+	s = strings.TrimSpace(s)
+	if len(s) > 300 {
+		s = strings.ToValidUTF8(s[:300], "") + "..."
+	}
+	if s == "" {
+		s = "no message"
+	}
+	return s
+}
+
+// tooLarge reports whether an error message says the request exceeds the model's context.
+func tooLarge(msg string) bool {
+	m := strings.ToLower(msg)
+	for _, w := range []string{"context_length_exceeded", "context length", "maximum context", "too long", "too many tokens", "exceeds the maximum number of tokens", "request_too_large"} {
+		if strings.Contains(m, w) {
+			return true
+		}
+	}
+	return false
+}
+
+// limitHeaders reads a provider's rate-limit headers: OpenAI's x-ratelimit-{limit,remaining,reset}-
+// {requests,tokens} (resets as durations such as "6m0s", or seconds), Cerebras' per-day requests and
+// per-minute tokens, OpenRouter's x-ratelimit-{limit,remaining,reset} (a reset in epoch milliseconds),
+// Anthropic's anthropic-ratelimit-* (RFC 3339 resets), and Retry-After or retry-after-ms. It returns nil
+// when there is none.
+func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
+	u := ratelimit.Upstream{RemainingRequests: -1, RemainingTokens: -1}
+	found := false
+	num := func(names ...string) (int64, bool) {
+		for _, n := range names {
+			if v := h.Get(n); v != "" {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+					found = true
+					return int64(f), true
+				}
+			}
+		}
+		return 0, false
+	}
+	reset := func(names ...string) time.Duration {
+		for _, n := range names {
+			if v := h.Get(n); v != "" {
+				if d, ok := parseReset(v, now); ok {
+					found = true
+					return d
+				}
+			}
+		}
+		return 0
+	}
+	if v, ok := num("x-ratelimit-limit-requests", "x-ratelimit-limit-requests-day", "anthropic-ratelimit-requests-limit", "x-ratelimit-limit"); ok {
+		u.LimitRequests = v
+	}
+	if v, ok := num("x-ratelimit-remaining-requests", "x-ratelimit-remaining-requests-day", "anthropic-ratelimit-requests-remaining", "x-ratelimit-remaining"); ok {
+		u.RemainingRequests = v
+	}
+	u.ResetRequests = reset("x-ratelimit-reset-requests", "x-ratelimit-reset-requests-day", "anthropic-ratelimit-requests-reset", "x-ratelimit-reset")
+	if v, ok := num("x-ratelimit-limit-tokens", "x-ratelimit-limit-tokens-minute", "anthropic-ratelimit-tokens-limit"); ok {
+		u.LimitTokens = v
+	}
+	if v, ok := num("x-ratelimit-remaining-tokens", "x-ratelimit-remaining-tokens-minute", "anthropic-ratelimit-tokens-remaining"); ok {
+		u.RemainingTokens = v
+	}
+	u.ResetTokens = reset("x-ratelimit-reset-tokens", "x-ratelimit-reset-tokens-minute", "anthropic-ratelimit-tokens-reset")
+	if v := h.Get("retry-after-ms"); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
+			u.RetryAfter, found = time.Duration(ms*float64(time.Millisecond)), true
+		}
+	} else if v := h.Get("Retry-After"); v != "" {
+		if d, ok := resilience.ParseRetryAfter(v, now); ok {
+			u.RetryAfter, found = d, true
+		}
+	}
+	if !found {
+		return nil
+	}
+	return &u
+}
+
+// parseReset reads a reset: a duration ("6m0s", "20ms"), seconds ("1.5"), an RFC 3339 time, or epoch
+// milliseconds.
+func parseReset(v string, now time.Time) (time.Duration, bool) {
+	v = strings.TrimSpace(v)
+	if d, err := time.ParseDuration(v); err == nil {
+		return max(d, 0), true
+	}
+	if f, err := strconv.ParseFloat(v, 64); err == nil {
+		if f > 1e12 { // epoch milliseconds
+			return max(time.UnixMilli(int64(f)).Sub(now), 0), true
+		}
+		return max(time.Duration(f*float64(time.Second)), 0), true
+	}
+	if t, err := time.Parse(time.RFC3339, v); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// skipKeepAlive drops what some providers send before the JSON body while they work (DeepSeek: blank
+// lines or ": keep-alive" comments).
+func skipKeepAlive(body []byte) []byte {
+	for len(body) > 0 {
+		body = bytes.TrimLeft(body, " \t\r\n")
+		if !bytes.HasPrefix(body, []byte(":")) {
+			return body
+		}
+		if i := bytes.IndexByte(body, '\n'); i >= 0 {
+			body = body[i+1:]
+		} else {
+			return nil
+		}
+	}
+	return body
+}

@@ -1,0 +1,216 @@
+// Package providertest runs providers on loopback for tests: HTTP servers that speak one wire format
+// each (OpenAI chat completions, Anthropic Messages, Gemini generateContent), with their error bodies,
+// rate-limit headers, slow answers, keep-alive lines and answers cut short, and a record of every
+// request they were sent.
+package providertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Wire formats.
+const (
+	OpenAI    = "openai"
+	Anthropic = "anthropic"
+	Gemini    = "gemini"
+)
+
+// Request is what a server was sent.
+type Request struct {
+	Method string
+	Path   string
+	Query  string
+	Header http.Header
+	Body   []byte
+}
+
+// Response is what a server answers.
+type Response struct {
+	Status int
+	Header map[string]string
+	Body   string
+	// Delay waits before answering; KeepAlive writes that many blank lines first (DeepSeek's habit).
+	Delay     time.Duration
+	KeepAlive int
+	// Cut writes half of the body and closes the connection.
+	Cut bool
+}
+
+// Answerer makes a successful answer from the request: the model and the user's text.
+type Answerer func(model, prompt string) string
+
+// Server is a provider on loopback.
+type Server struct {
+	*httptest.Server
+	Format   string
+	mu       sync.Mutex
+	requests []Request
+	queue    []Response
+	answer   Answerer
+}
+
+// New starts a server for a wire format; answer makes its answers (nil: "The answer is (B).").
+func New(format string, answer Answerer) *Server {
+	if answer == nil {
+		answer = func(string, string) string { return "The answer is (B)." }
+	}
+	s := &Server{Format: format, answer: answer}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Queue makes the next requests get these responses, in order; then answers come again.
+func (s *Server) Queue(rs ...Response) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.queue = append(s.queue, rs...)
+}
+
+// Requests returns every request the server was sent.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.requests...)
+}
+
+// Last returns the last request, or a zero one.
+func (s *Server) Last() Request {
+	rs := s.Requests()
+	if len(rs) == 0 {
+		return Request{}
+	}
+	return rs[len(rs)-1]
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	s.mu.Lock()
+	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
+	var resp Response
+	queued := len(s.queue) > 0
+	if queued {
+		resp, s.queue = s.queue[0], s.queue[1:]
+	}
+	s.mu.Unlock()
+	if !queued {
+		resp = s.success(r, body)
+	}
+	if resp.Delay > 0 {
+		select {
+		case <-time.After(resp.Delay):
+		case <-r.Context().Done():
+			return
+		}
+	}
+	for k, v := range resp.Header {
+		w.Header().Set(k, v)
+	}
+	if resp.Status == 0 {
+		resp.Status = http.StatusOK
+	}
+	w.Header().Set("Content-Type", "application/json")
+	if resp.Cut { // promise the whole body, send half: the client sees it cut short
+		w.Header().Set("Content-Length", fmt.Sprint(len(resp.Body)))
+	}
+	w.WriteHeader(resp.Status)
+	for i := 0; i < resp.KeepAlive; i++ {
+		io.WriteString(w, "\n")
+		w.(http.Flusher).Flush()
+	}
+	if resp.Cut {
+		io.WriteString(w, resp.Body[:len(resp.Body)/2])
+		w.(http.Flusher).Flush()
+		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+			conn.Close()
+		}
+		return
+	}
+	io.WriteString(w, resp.Body)
+}
+
+// success answers a request in the server's format.
+func (s *Server) success(r *http.Request, body []byte) Response {
+	switch s.Format {
+	case Anthropic:
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct{ Content string } `json:"messages"`
+		}
+		json.Unmarshal(body, &req)
+		prompt := ""
+		if n := len(req.Messages); n > 0 {
+			prompt = req.Messages[n-1].Content
+		}
+		return Response{Body: AnthropicMessage(req.Model, s.answer(req.Model, prompt), 12, 7),
+			Header: map[string]string{"request-id": "req_011"}}
+	case Gemini:
+		var req struct {
+			Contents []struct{ Parts []struct{ Text string } } `json:"contents"`
+		}
+		json.Unmarshal(body, &req)
+		prompt := ""
+		if n := len(req.Contents); n > 0 && len(req.Contents[n-1].Parts) > 0 {
+			prompt = req.Contents[n-1].Parts[0].Text
+		}
+		model := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1beta/models/"), ":generateContent")
+		return Response{Body: GeminiAnswer(model, s.answer(model, prompt), 12, 7)}
+	}
+	var req struct {
+		Model    string `json:"model"`
+		Messages []struct{ Content string } `json:"messages"`
+	}
+	json.Unmarshal(body, &req)
+	prompt := ""
+	if n := len(req.Messages); n > 0 {
+		prompt = req.Messages[n-1].Content
+	}
+	return Response{Body: ChatCompletion(req.Model, s.answer(req.Model, prompt), 12, 7), Header: map[string]string{"x-request-id": "req_abc"}}
+}
+
+func quote(s string) string {
+	raw, _ := json.Marshal(s)
+	return string(raw)
+}
+
+// ChatCompletion is an OpenAI chat completion.
+func ChatCompletion(model, text string, in, out int) string {
+	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1767225600,"model":%s,`+
+		`"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null},"logprobs":null,"finish_reason":"stop"}],`+
+		`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, quote(model), quote(text), in, out, in+out)
+}
+
+// OpenAIError is an OpenAI error body; OpenRouter sends a number as its code.
+func OpenAIError(message, typ string, code any) string {
+	c, _ := json.Marshal(code)
+	return fmt.Sprintf(`{"error":{"message":%s,"type":%s,"param":null,"code":%s}}`, quote(message), quote(typ), c)
+}
+
+// AnthropicMessage is a Messages answer.
+func AnthropicMessage(model, text string, in, out int) string {
+	return fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":%s,"content":[{"type":"text","text":%s}],`+
+		`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":%d}}`, quote(model), quote(text), in, out)
+}
+
+// AnthropicError is a Messages error body.
+func AnthropicError(typ, message string) string {
+	return fmt.Sprintf(`{"type":"error","error":{"type":%s,"message":%s}}`, quote(typ), quote(message))
+}
+
+// GeminiAnswer is a generateContent answer.
+func GeminiAnswer(model, text string, in, out int) string {
+	return fmt.Sprintf(`{"candidates":[{"content":{"parts":[{"text":%s}],"role":"model"},"finishReason":"STOP","index":0}],`+
+		`"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d},"modelVersion":%s,"responseId":"resp-1"}`,
+		quote(text), in, out, in+out, quote(model))
+}
+
+// GeminiError is a Google API error body; details are raw JSON objects.
+func GeminiError(code int, status, message string, details ...string) string {
+	return fmt.Sprintf(`{"error":{"code":%d,"message":%s,"status":%s,"details":[%s]}}`, code, quote(message), quote(status), strings.Join(details, ","))
+}
