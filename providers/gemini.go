@@ -21,7 +21,9 @@ type Gemini struct {
 }
 
 // NewGemini returns an adapter for generateContent.
-func NewGemini(client *http.Client, provider string) *Gemini { return &Gemini{Client: client, Provider: provider} }
+func NewGemini(client *http.Client, provider string) *Gemini {
+	return &Gemini{Client: client, Provider: provider}
+}
 
 type geminiPart struct {
 	Text string `json:"text"`

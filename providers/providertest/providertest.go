@@ -140,7 +140,7 @@ func (s *Server) success(r *http.Request, body []byte) Response {
 	switch s.Format {
 	case Anthropic:
 		var req struct {
-			Model    string `json:"model"`
+			Model    string                     `json:"model"`
 			Messages []struct{ Content string } `json:"messages"`
 		}
 		json.Unmarshal(body, &req)
@@ -163,7 +163,7 @@ func (s *Server) success(r *http.Request, body []byte) Response {
 		return Response{Body: GeminiAnswer(model, s.answer(model, prompt), 12, 7)}
 	}
 	var req struct {
-		Model    string `json:"model"`
+		Model    string                     `json:"model"`
 		Messages []struct{ Content string } `json:"messages"`
 	}
 	json.Unmarshal(body, &req)
