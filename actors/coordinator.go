@@ -401,6 +401,16 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	case resilience.RateLimited:
 		c.fail(ctx, d.Failure, "every call waited for a provider's rate limit until the deadline", d.RetryAfter, nil)
 		return
+	case resilience.InvalidAPIKey, resilience.PaymentRequired:
+		c.fail(ctx, d.Failure, "the provider refused its key or its account; it takes no call until its key changes", 0, nil)
+		return
+	case resilience.ModelNotFound:
+		c.fail(ctx, d.Failure, "the provider does not know the model; it has left the pool", 0, nil)
+		return
+	case resilience.RequestTooLarge:
+		c.fail(ctx, d.Failure, "the task is too large for the models asked: split it into chunks, or name models with a larger "+
+			"context window (GET /models lists each model's context_window)", 0, nil)
+		return
 	default:
 		c.fail(ctx, d.Failure, "no worker returned an answer before the deadline", 0, nil)
 		return

@@ -80,6 +80,8 @@ type ProviderSnapshot struct {
 	// Models lists the provider's models that are out of the pool, and why: removed (the provider does
 	// not know them), ejected (their own breaker is open) or rate_limited (their own 429).
 	Models map[string]ModelState `json:"models,omitempty"`
+	// Disabled, when not empty, says why the provider takes no call until its key changes.
+	Disabled string `json:"disabled,omitempty"`
 }
 
 // ModelState is why one model is out of its provider's pool, and until when.
@@ -98,7 +100,7 @@ const (
 // Status is what model selection needs of the snapshot at now: a breaker whose open period has passed
 // admits a probe, so it no longer counts as open.
 func (s *ProviderSnapshot) Status(now time.Time) bandit.ProviderStatus {
-	st := bandit.ProviderStatus{RateLimitUse: s.RateLimitUse}
+	st := bandit.ProviderStatus{RateLimitUse: s.RateLimitUse, Disabled: s.Disabled != ""}
 	if s.Breaker.State == resilience.Open && now.Before(s.Breaker.OpenUntil) {
 		st.BreakerOpen, st.Until = true, s.Breaker.OpenUntil
 	} else if s.RateLimitUse >= 1 {

@@ -26,11 +26,13 @@ type ProviderActor struct {
 	models  map[string]*modelState
 	// modelsChanged says the published list of models out of the pool is stale.
 	modelsChanged bool
-	waiting       []*messages.Acquire
-	leases        map[string]lease
-	wake          func()
-	wakeAt        time.Time
-	hours         [24]hourBucket
+	// disabled, when not empty, is why the provider takes no call until its key changes.
+	disabled string
+	waiting  []*messages.Acquire
+	leases   map[string]lease
+	wake     func()
+	wakeAt   time.Time
+	hours    [24]hourBucket
 }
 
 // modelState is what the provider knows of one of its models.
@@ -79,6 +81,12 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 	case *messages.Outcome:
 		p.outcome(m)
 		p.serve(ctx)
+	case *messages.KeyChanged:
+		if p.disabled != "" {
+			p.disabled = ""
+			p.log.Warn("provider enabled: its key changed", zap.String("event", "provider_enabled"))
+			p.publish()
+		}
 	case wakeUp:
 		p.wake, p.wakeAt = nil, time.Time{}
 		p.expireLeases()
@@ -168,6 +176,9 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 		}
 		m := p.model(a.Model)
 		switch {
+		case p.disabled != "":
+			p.deny(ctx, a, "provider_disabled", 0)
+			continue
 		case m.removed:
 			p.deny(ctx, a, "model_removed", 0)
 			continue
@@ -324,6 +335,13 @@ func (p *ProviderActor) outcome(o *messages.Outcome) {
 	if o.BlockProviderSeconds > 0 {
 		p.limiter.Observe(ratelimit.Upstream{RetryAfter: seconds(o.BlockProviderSeconds), RemainingRequests: -1, RemainingTokens: -1})
 	}
+	if o.DisableProvider && p.disabled == "" {
+		p.disabled = o.DisabledBecause
+		if p.disabled == "" {
+			p.disabled = "its key was refused"
+		}
+		p.log.Error("provider disabled until its key changes", zap.String("event", "provider_disabled"), zap.String("because", p.disabled))
+	}
 	if o.RemoveModel && !m.removed {
 		m.removed, p.modelsChanged = true, true
 		p.log.Warn("model removed from the pool", zap.String("event", "model_removed"), zap.String("model", l.model))
@@ -337,7 +355,8 @@ func (p *ProviderActor) outcome(o *messages.Outcome) {
 // provider's and the model's breakers, the block a 429 asks for (its Retry-After, or a second without
 // one), the model's removal, and what the reply said of the provider's limits. r may be nil.
 func settlement(jobID, model string, v resilience.Verdict, retryAfter time.Duration, r *messages.JobResult) *messages.Outcome {
-	o := &messages.Outcome{JobId: jobID, Model: model, ProviderEffect: effect(v.Provider), ModelEffect: effect(v.Model), RemoveModel: v.RemoveModel}
+	o := &messages.Outcome{JobId: jobID, Model: model, ProviderEffect: effect(v.Provider), ModelEffect: effect(v.Model), RemoveModel: v.RemoveModel,
+		DisableProvider: v.DisableProvider}
 	block := time.Second.Seconds()
 	if retryAfter > 0 {
 		block = retryAfter.Seconds()
@@ -350,6 +369,9 @@ func settlement(jobID, model string, v resilience.Verdict, retryAfter time.Durat
 	}
 	if r != nil {
 		o.RateLimit = r.RateLimit
+		if v.DisableProvider {
+			o.DisabledBecause = r.ErrorKind + ": " + r.ErrorMessage
+		}
 		if r.Usage != nil {
 			o.Tokens = r.Usage.InputTokens + r.Usage.OutputTokens
 		}
@@ -427,6 +449,7 @@ func (p *ProviderActor) publish() {
 		Reliability:  float64(calls-faults+1) / float64(calls+2),
 		Calls24h:     calls,
 		Faults24h:    faults,
+		Disabled:     p.disabled,
 	}
 	if snap.RateLimitUse >= 1 {
 		if wait := p.limiter.Wait(); wait > 0 {

@@ -19,6 +19,8 @@ type Candidate struct {
 // ProviderStatus is what selection needs to know of a provider, read from an immutable snapshot.
 type ProviderStatus struct {
 	BreakerOpen bool
+	// Disabled: the provider refused its key (or its account); it takes no call until the key changes.
+	Disabled bool
 	// RateLimitUse is the highest share in [0, 1] of any of the provider's rate limits in use.
 	RateLimitUse float64
 	// Until is when an open breaker admits a probe or an exhausted limit has room again; zero when
@@ -92,10 +94,11 @@ const (
 	AlreadyTried
 	ModelEjected
 	ModelRateLimited
+	ProviderDisabled
 )
 
 var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted",
-	"model_removed", "already_tried", "model_ejected", "model_rate_limited"}
+	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled"}
 
 func (r SkipReason) String() string {
 	if int(r) < len(skipNames) && r > 0 {
@@ -172,6 +175,8 @@ func (q *Query) reject(c *Candidate, status ProviderStatus) (SkipReason, time.Ti
 		return AlreadyTried, time.Time{}
 	case c.ContextWindow < q.ContextTokens:
 		return ContextTooSmall, time.Time{}
+	case status.Disabled:
+		return ProviderDisabled, time.Time{}
 	case status.BreakerOpen:
 		return BreakerOpen, status.Until
 	case status.RateLimitUse >= 1:

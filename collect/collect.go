@@ -205,7 +205,8 @@ type Effect struct {
 type Done struct {
 	// Answers are the jobs that answered, one per slot, in slot order.
 	Answers []*Job
-	// Failure, when not empty, is why there is no answer to give: no_responses, rate_limited, or the
+	// Failure, when not empty, is why there is no answer to give: no_responses, rate_limited, a refusal
+	// every call met (invalid_api_key, payment_required, model_not_found, request_too_large), or the
 	// kind the request was stopped with.
 	Failure resilience.Kind
 	// RetryAfter, with a rate-limit failure, is the wait that should cure it.
@@ -582,19 +583,31 @@ func (m *Machine) finish(now time.Time, kind resilience.Kind) {
 }
 
 // nothing explains a collection without an answer: when every call waited for a permit or was refused
-// one for a rate limit, the rate limits are why (and a wait cures it); otherwise nothing came back.
+// one for a rate limit, the rate limits are why (and a wait cures it); when every call was refused for
+// one reason the caller must hear (a refused key or account, a model not found, a task too large),
+// that reason; otherwise nothing came back.
 func (m *Machine) nothing() (resilience.Kind, time.Duration) {
-	wait := time.Duration(0)
-	for _, r := range m.records {
-		if !r.WaitedForPermit && r.Kind != "permit_rate_limited" && r.Kind != "permit_model_rate_limited" {
-			return resilience.NoResponses, 0
-		}
-		wait = max(wait, r.RetryAfter)
-	}
 	if len(m.records) == 0 {
 		return resilience.NoResponses, 0
 	}
-	return resilience.RateLimited, max(wait, time.Second)
+	wait, limited := time.Duration(0), true
+	refusal := m.records[0].Kind
+	for _, r := range m.records {
+		if !r.WaitedForPermit && r.Kind != "permit_rate_limited" && r.Kind != "permit_model_rate_limited" {
+			limited = false
+		}
+		if r.Kind != refusal {
+			refusal = ""
+		}
+		wait = max(wait, r.RetryAfter)
+	}
+	switch {
+	case limited:
+		return resilience.RateLimited, max(wait, time.Second)
+	case refusal == resilience.InvalidAPIKey, refusal == resilience.PaymentRequired, refusal == resilience.ModelNotFound, refusal == resilience.RequestTooLarge:
+		return refusal, 0
+	}
+	return resilience.NoResponses, 0
 }
 
 // emitWake asks for a tick at the earliest moment something is due: a retry, the grace period's end,

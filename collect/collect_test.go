@@ -433,3 +433,28 @@ func TestJobSeq(t *testing.T) {
 		t.Fatal("a non-numeric id parsed")
 	}
 }
+
+func TestARefusalEveryCallMetIsTheAnswer(t *testing.T) {
+	for _, kind := range []resilience.Kind{resilience.InvalidAPIKey, resilience.ModelNotFound, resilience.RequestTooLarge, resilience.PaymentRequired} {
+		t.Run(string(kind), func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.Rounds = 0 })
+			for seq := 0; seq < 3; seq++ {
+				h.run(seq, 10*time.Second)
+				h.fail(seq, kind, resilience.ScopeProvider, 0)
+			}
+			if d := h.m.Done(); d.Failure != kind {
+				t.Fatalf("done %+v, want %s", d, kind)
+			}
+		})
+	}
+	h := newHarness(t, func(c *Config) { c.Rounds = 0 })
+	h.run(0, 10*time.Second)
+	h.fail(0, resilience.InvalidAPIKey, resilience.ScopeProvider, 0)
+	for seq := 1; seq < 3; seq++ {
+		h.run(seq, 10*time.Second)
+		h.fail(seq, resilience.ModelNotFound, 0, 0)
+	}
+	if d := h.m.Done(); d.Failure != resilience.NoResponses {
+		t.Fatalf("mixed refusals: %+v", d)
+	}
+}

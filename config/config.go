@@ -10,7 +10,10 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
+	"regexp"
+	"sort"
 	"strconv"
 	"time"
 
@@ -50,7 +53,13 @@ type Config struct {
 	Sim              providers.SimConfig         `json:"sim"`
 	RateLimits       map[string]ratelimit.Limits `json:"rate_limits"`
 	Breakers         map[string]Breaker          `json:"breakers"`
-	Retry            Retry                       `json:"retry"`
+	// Providers turns real providers on: the named ones by their name, your own with their kind, base
+	// URL and models. With none, the simulated provider serves the whole catalog.
+	Providers map[string]Provider `json:"providers"`
+	// SecretsFile, when set, is a NAME=value file of keys that only its owner may read; a key is looked
+	// for there first, then in the environment. It is re-read while the system runs.
+	SecretsFile string `json:"secrets_file"`
+	Retry       Retry  `json:"retry"`
 	// ArbiterTimeoutSeconds bounds the wait for a rotating arbiter's verdict.
 	ArbiterTimeoutSeconds float64 `json:"arbiter_timeout_seconds"`
 	// Discount in (0,1) makes the bandit forget old evidence; 0 keeps all of it.
@@ -81,6 +90,37 @@ type Breaker struct {
 	// provider and the model, when that is longer than the blueprint's timeout (a provider known to be
 	// slow is not blamed for a blueprint's short deadline). Zero: the blueprint's timeout alone.
 	TimeoutFloorSeconds float64 `json:"timeout_floor_seconds"`
+}
+
+// Provider configures one provider. A named provider (openrouter, anthropic, gemini, groq, cerebras,
+// deepseek) knows its kind, base URL and key variable; a provider of your own names them. Its models
+// join the catalog.
+type Provider struct {
+	// Kind is the wire format: openai, anthropic or gemini.
+	Kind    string `json:"kind"`
+	BaseURL string `json:"base_url"`
+	// APIKeyEnv names the key's variable, in the secrets file or the environment; a local server may
+	// need none.
+	APIKeyEnv string          `json:"api_key_env"`
+	Models    []ProviderModel `json:"models"`
+	// Breaker and RateLimit override the provider's breakers and limits.
+	Breaker   *Breaker          `json:"breaker"`
+	RateLimit *ratelimit.Limits `json:"rate_limit"`
+}
+
+// ProviderModel is a model of a configured provider.
+type ProviderModel struct {
+	// ID is the model's id as the provider names it.
+	ID string `json:"id"`
+	// Context is its context window in tokens.
+	Context int `json:"context"`
+	// PriceIn and PriceOut are in US dollars per million input and output tokens.
+	PriceIn   float64 `json:"price_in"`
+	PriceOut  float64 `json:"price_out"`
+	MaxOutput int     `json:"max_output"`
+	// Tier is a strength hint, 1 to 3 (default 2); Capabilities are catalog tags (default chat).
+	Tier         int      `json:"tier"`
+	Capabilities []string `json:"capabilities"`
 }
 
 // Retry tunes retries.
@@ -153,6 +193,8 @@ var settings = []setting{
 	{"sim-latency-scale", "CONCLAVE_SIM_LATENCY_SCALE", "multiplier of the simulated models' latencies: 1 realistic, 0 none",
 		func(c Config) string { return strconv.FormatFloat(c.Sim.LatencyScale, 'g', -1, 64) },
 		func(c *Config, v string) (err error) { c.Sim.LatencyScale, err = strconv.ParseFloat(v, 64); return err }},
+	{"secrets-file", "CONCLAVE_SECRETS_FILE", "NAME=value file of provider keys, readable by its owner only",
+		func(Config) string { return "none" }, func(c *Config, v string) error { c.SecretsFile = v; return nil }},
 	{"max-body-bytes", "CONCLAVE_MAX_BODY_BYTES", "largest accepted request body; larger ones get 413",
 		func(c Config) string { return strconv.FormatInt(c.MaxBodyBytes, 10) },
 		func(c *Config, v string) (err error) { c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); return err }},
@@ -281,18 +323,17 @@ func (c Config) Validate() error {
 	if len(c.RateLimits) > 64 || len(c.Breakers) > 64 {
 		bad("rate_limits and breakers may name at most 64 providers")
 	}
-	for name, l := range c.RateLimits {
-		between("rate_limits "+name+" requests_per_minute", float64(l.RequestsPerMinute), 0, 1e7)
-		between("rate_limits "+name+" tokens_per_minute", float64(l.TokensPerMinute), 0, 1e10)
-		between("rate_limits "+name+" concurrency", float64(l.Concurrency), 0, 1e5)
-	}
 	for name, b := range c.Breakers {
-		between("breakers "+name+" threshold", float64(b.Threshold), 0, resilience.MaxThreshold)
-		between("breakers "+name+" model_threshold", float64(b.ModelThreshold), 0, resilience.MaxThreshold)
-		for field, v := range map[string]float64{"window_seconds": b.WindowSeconds, "open_seconds": b.OpenSeconds,
-			"model_open_seconds": b.ModelOpenSeconds, "timeout_floor_seconds": b.TimeoutFloorSeconds} {
-			between("breakers "+name+" "+field, v, 0, 3600)
-		}
+		errs = append(errs, b.validate("breakers "+name)...)
+	}
+	for name, l := range c.RateLimits {
+		errs = append(errs, validLimits("rate_limits "+name, l)...)
+	}
+	if len(c.Providers) > 64 {
+		bad("providers may name at most 64 providers")
+	}
+	for _, name := range sortedKeys(c.Providers) {
+		errs = append(errs, c.Providers[name].validate(name)...)
 	}
 	switch c.LogFormat {
 	case "json", "console":
@@ -300,6 +341,113 @@ func (c Config) Validate() error {
 		bad("log_format must be json or console, got %q", c.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+func betweenErr(name string, v, lo, hi float64) error {
+	if !(v >= lo && v <= hi) {
+		return fmt.Errorf("%s must be between %g and %g, got %g", name, lo, hi, v)
+	}
+	return nil
+}
+
+func collect(errs ...error) []error {
+	var out []error
+	for _, e := range errs {
+		if e != nil {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+func (b Breaker) validate(where string) []error {
+	return collect(betweenErr(where+" threshold", float64(b.Threshold), 0, resilience.MaxThreshold),
+		betweenErr(where+" model_threshold", float64(b.ModelThreshold), 0, resilience.MaxThreshold),
+		betweenErr(where+" window_seconds", b.WindowSeconds, 0, 3600), betweenErr(where+" open_seconds", b.OpenSeconds, 0, 3600),
+		betweenErr(where+" model_open_seconds", b.ModelOpenSeconds, 0, 3600), betweenErr(where+" timeout_floor_seconds", b.TimeoutFloorSeconds, 0, 3600))
+}
+
+func validLimits(where string, l ratelimit.Limits) []error {
+	return collect(betweenErr(where+" requests_per_minute", float64(l.RequestsPerMinute), 0, 1e7),
+		betweenErr(where+" tokens_per_minute", float64(l.TokensPerMinute), 0, 1e10), betweenErr(where+" concurrency", float64(l.Concurrency), 0, 1e5))
+}
+
+var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
+
+// validate checks one configured provider: a name of its own needs a kind, a base URL and models.
+func (p Provider) validate(name string) []error {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("providers "+name+": "+format, args...))
+	}
+	named, isNamed := providers.Named[name]
+	switch {
+	case !providerName.MatchString(name):
+		bad("a provider's name is lower-case letters, digits, '-' and '_'")
+	case name == "sim" || name == providers.ReplayProvider:
+		bad("%q is reserved for the simulated and replayed providers", name)
+	}
+	kind := p.Kind
+	if kind == "" {
+		kind = named.Kind
+	}
+	switch kind {
+	case providers.KindOpenAI, providers.KindAnthropic, providers.KindGemini:
+	case "":
+		bad("kind is required (openai, anthropic or gemini)")
+	default:
+		bad("kind %q is not openai, anthropic or gemini", p.Kind)
+	}
+	if p.BaseURL == "" && !isNamed {
+		bad("base_url is required")
+	} else if p.BaseURL != "" {
+		u, err := url.Parse(p.BaseURL)
+		switch {
+		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+			bad("base_url must be an http or https URL")
+		case u.User != nil || u.RawQuery != "":
+			bad("base_url must carry no credentials and no query: keys go in api_key_env")
+		}
+	}
+	if p.APIKeyEnv != "" && !secret.ValidName(p.APIKeyEnv) {
+		bad("api_key_env must be the name of a variable")
+	}
+	if !isNamed && len(p.Models) == 0 {
+		bad("a provider of your own needs its models")
+	}
+	if len(p.Models) > 10000 {
+		bad("at most 10000 models")
+	}
+	seen := map[string]bool{}
+	for i, m := range p.Models {
+		where := fmt.Sprintf("providers %s models[%d]", name, i)
+		switch {
+		case m.ID == "" || len(m.ID) > 200:
+			errs = append(errs, fmt.Errorf("%s: id must have 1 to 200 characters", where))
+		case seen[m.ID]:
+			errs = append(errs, fmt.Errorf("%s: %q is listed twice", where, m.ID))
+		}
+		seen[m.ID] = true
+		errs = append(errs, collect(betweenErr(where+" context", float64(m.Context), 1, 1e8),
+			betweenErr(where+" price_in", m.PriceIn, 0, 1e6), betweenErr(where+" price_out", m.PriceOut, 0, 1e6),
+			betweenErr(where+" max_output", float64(m.MaxOutput), 0, 1e8), betweenErr(where+" tier", float64(m.Tier), 0, 3))...)
+	}
+	if p.Breaker != nil {
+		errs = append(errs, p.Breaker.validate("providers "+name+" breaker")...)
+	}
+	if p.RateLimit != nil {
+		errs = append(errs, validLimits("providers "+name+" rate_limit", *p.RateLimit)...)
+	}
+	return errs
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // IsLoopback reports whether a listen host only accepts local connections.

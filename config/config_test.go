@@ -111,3 +111,41 @@ func TestNodeID(t *testing.T) {
 		t.Fatalf("node id %q from the flag", cfg.NodeID)
 	}
 }
+
+func TestProvidersContract(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	os.WriteFile(path, []byte(`{"providers": {
+   "openrouter": {"api_key_env": "OPENROUTER_API_KEY"},
+   "local":      {"kind": "openai", "base_url": "http://127.0.0.1:8000/v1", "api_key_env": "LOCAL_KEY",
+                  "models": [{"id": "qwen2.5-7b", "context": 32768, "price_in": 0, "price_out": 0}],
+                  "breaker": {"threshold": 5, "window_seconds": 60, "open_seconds": 30},
+                  "rate_limit": {"requests_per_minute": 600, "tokens_per_minute": 1000000, "concurrency": 8}}}}`), 0o600)
+	cfg, err := Load([]string{"--config", path}, env(nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	local := cfg.Providers["local"]
+	if local.Kind != "openai" || local.Models[0].Context != 32768 || local.Breaker.Threshold != 5 || local.RateLimit.Concurrency != 8 {
+		t.Fatalf("local %+v", local)
+	}
+	tests := []struct{ desc, providers, says string }{
+		{"an unknown kind", `{"x": {"kind": "soap", "base_url": "http://h/v1", "models": [{"id": "m", "context": 1}]}}`, "kind"},
+		{"no base URL", `{"x": {"kind": "openai", "models": [{"id": "m", "context": 1}]}}`, "base_url is required"},
+		{"a key in the URL", `{"x": {"kind": "openai", "base_url": "http://user:sk@h/v1", "models": [{"id": "m", "context": 1}]}}`, "credentials"},
+		{"a key in the query", `{"x": {"kind": "openai", "base_url": "http://h/v1?key=sk", "models": [{"id": "m", "context": 1}]}}`, "query"},
+		{"no models of its own", `{"x": {"kind": "openai", "base_url": "http://h/v1"}}`, "needs its models"},
+		{"a model twice", `{"x": {"kind": "openai", "base_url": "http://h/v1", "models": [{"id": "m", "context": 1}, {"id": "m", "context": 1}]}}`, "twice"},
+		{"a model without a context", `{"x": {"kind": "openai", "base_url": "http://h/v1", "models": [{"id": "m"}]}}`, "context"},
+		{"a reserved name", `{"sim": {"kind": "openai", "base_url": "http://h/v1", "models": [{"id": "m", "context": 1}]}}`, "reserved"},
+		{"a bad key variable", `{"groq": {"api_key_env": "not a name"}}`, "api_key_env"},
+		{"a breaker out of bounds", `{"groq": {"breaker": {"threshold": 100000000}}}`, "threshold"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			os.WriteFile(path, []byte(`{"providers": `+tt.providers+`}`), 0o600)
+			if _, err := Load([]string{"--config", path}, env(nil)); err == nil || !strings.Contains(err.Error(), tt.says) {
+				t.Fatalf("err %v, want one about %q", err, tt.says)
+			}
+		})
+	}
+}

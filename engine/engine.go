@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -27,6 +28,7 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/store"
 	"github.com/conclave-ai/conclave/supervisors"
@@ -49,6 +51,8 @@ type Options struct {
 	// Transport gives each worker its transport; nil runs every worker in process over Backend.
 	Transport func(fleet.WorkerSpec) fleet.Transport
 	Store     store.Store
+	// KeyPoll is how often the secrets file is read again for changed keys; zero means KeyPollInterval.
+	KeyPoll time.Duration
 }
 
 // Engine is a running Conclave.
@@ -65,6 +69,8 @@ type Engine struct {
 	Sim *providers.Sim
 	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
 	longestBound time.Duration
+	upstreams    []upstream
+	stopWatch    func()
 
 	inflight      sync.WaitGroup
 	inflightBytes atomic.Int64
@@ -112,12 +118,16 @@ func New(opts Options) (*Engine, error) {
 	if cfg.NodeID == "" {
 		cfg.NodeID, _ = os.Hostname()
 	}
-	e := &Engine{cfg: cfg, log: log, catalog: cat, blueprints: bps, store: opts.Store}
+	ups, cat, err := setupProviders(cfg, cat)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, log: log, catalog: cat, blueprints: bps, store: opts.Store, upstreams: ups}
 	for _, b := range bps.All() {
 		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
 	}
-	backend := opts.Backend
-	if backend == nil {
+	backend := opts.Backend // serves the providers without an upstream of their own
+	if backend == nil && (len(ups) == 0 || cfg.Sim.Enabled) {
 		e.Sim = providers.NewSim(cat.All(), cfg.Sim)
 		backend = e.Sim
 	}
@@ -130,19 +140,19 @@ func New(opts Options) (*Engine, error) {
 	arms := actors.NewArmBoard(cat.All(), categories, bandit.DefaultPrior, cfg.Sharing)
 	workers := fleet.DefaultWorkers(cfg.Workers, cfg.WorkerSlots)
 	dir := actors.NewDirectory(e.system, workers, cat.ProviderNames(), arms, categories)
-	breakers, modelBreakers, floors := breakerSettings(cfg.Breakers)
+	breakers, modelBreakers, floors := breakerSettings(providerBreakers(cfg))
 	e.deps = &actors.Deps{
 		Log: log, Clock: clock.Or(opts.Clock), Catalog: cat, Dir: dir,
 		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: cat, Policy: policy, OutputReserve: 1024,
 			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors},
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
 		Learning: bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
-		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: cfg.RateLimits,
+		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg),
 	}
 
 	transport := opts.Transport
 	if transport == nil {
-		registry := providers.NewRegistry(catalogPrices(cat), backend)
+		registry := providers.NewRegistry(catalogPrices(cat), backend, e.upstreamsOnly()...)
 		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: registry} }
 	}
 	var fleetChildren, providerChildren []supervisors.Child
@@ -166,11 +176,60 @@ func New(opts Options) (*Engine, error) {
 		e.system.Shutdown()
 		return nil, err
 	}
+	if cfg.SecretsFile != "" && len(ups) > 0 {
+		ctx, stop := context.WithCancel(context.Background())
+		e.stopWatch = stop
+		poll := opts.KeyPoll
+		if poll <= 0 {
+			poll = KeyPollInterval
+		}
+		go e.watchKeys(ctx, poll)
+	}
+	for _, p := range e.LiveProviders() {
+		log.Info("provider live", zap.String("event", "provider_live"), zap.String("provider", p.Name), zap.String("kind", p.Kind),
+			zap.String("base_url", p.BaseURL), zap.Int("models", p.Models), zap.String("key_from", p.KeyFrom))
+	}
 	log.Info("conclave engine started", zap.String("event", "engine_started"), zap.Int("models", cat.Len()),
 		zap.Int("workers", len(workers)), zap.Strings("providers", cat.ProviderNames()), zap.Int("blueprints", len(categories)),
 		zap.String("blueprint_source", bps.Source()), zap.Int("blueprints_rejected", len(bps.Rejected())), zap.Uint64("seed", cfg.Seed),
 		zap.String("node_id", cfg.NodeID), zap.String("policy", policy.String()), zap.Float64("classifier_temperature", classifier.Temperature()))
 	return e, nil
+}
+
+func (e *Engine) upstreamsOnly() []*providers.Upstream {
+	out := make([]*providers.Upstream, len(e.upstreams))
+	for i, u := range e.upstreams {
+		out[i] = u.Upstream
+	}
+	return out
+}
+
+// providerBreakers are the configured breakers, a provider's own block over the breakers map.
+func providerBreakers(cfg config.Config) map[string]config.Breaker {
+	out := maps.Clone(cfg.Breakers)
+	if out == nil {
+		out = map[string]config.Breaker{}
+	}
+	for name, p := range cfg.Providers {
+		if p.Breaker != nil {
+			out[name] = *p.Breaker
+		}
+	}
+	return out
+}
+
+// providerLimits are the configured rate limits, a provider's own block over the rate_limits map.
+func providerLimits(cfg config.Config) map[string]ratelimit.Limits {
+	out := maps.Clone(cfg.RateLimits)
+	if out == nil {
+		out = map[string]ratelimit.Limits{}
+	}
+	for name, p := range cfg.Providers {
+		if p.RateLimit != nil {
+			out[name] = *p.RateLimit
+		}
+	}
+	return out
 }
 
 // catalogPrices prices calls by the catalog.
@@ -372,6 +431,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	var err error
 	e.closeOnce.Do(func() {
 		e.closing.Store(true)
+		if e.stopWatch != nil {
+			e.stopWatch()
+		}
 		done := make(chan struct{})
 		go func() { e.inflight.Wait(); close(done) }()
 		stopAt := time.Now().Add(time.Hour)

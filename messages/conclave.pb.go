@@ -2598,9 +2598,13 @@ type Outcome struct {
 	BlockModelSeconds    float64 `protobuf:"fixed64,13,opt,name=block_model_seconds,json=blockModelSeconds,proto3" json:"block_model_seconds,omitempty"`
 	BlockProviderSeconds float64 `protobuf:"fixed64,14,opt,name=block_provider_seconds,json=blockProviderSeconds,proto3" json:"block_provider_seconds,omitempty"`
 	// remove_model takes a model the provider does not know out of the pool.
-	RemoveModel   bool `protobuf:"varint,15,opt,name=remove_model,json=removeModel,proto3" json:"remove_model,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	RemoveModel bool `protobuf:"varint,15,opt,name=remove_model,json=removeModel,proto3" json:"remove_model,omitempty"`
+	// disable_provider stops every call to the provider until its key changes (a refused key, an account
+	// without credits); disabled_because says which.
+	DisableProvider bool   `protobuf:"varint,16,opt,name=disable_provider,json=disableProvider,proto3" json:"disable_provider,omitempty"`
+	DisabledBecause string `protobuf:"bytes,17,opt,name=disabled_because,json=disabledBecause,proto3" json:"disabled_because,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Outcome) Reset() {
@@ -2696,6 +2700,57 @@ func (x *Outcome) GetRemoveModel() bool {
 	return false
 }
 
+func (x *Outcome) GetDisableProvider() bool {
+	if x != nil {
+		return x.DisableProvider
+	}
+	return false
+}
+
+func (x *Outcome) GetDisabledBecause() string {
+	if x != nil {
+		return x.DisabledBecause
+	}
+	return ""
+}
+
+// KeyChanged tells a provider actor that its key changed: a provider disabled for its key is enabled.
+type KeyChanged struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyChanged) Reset() {
+	*x = KeyChanged{}
+	mi := &file_conclave_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyChanged) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyChanged) ProtoMessage() {}
+
+func (x *KeyChanged) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
+func (*KeyChanged) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{25}
+}
+
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
 // the shutdown timeout ended (shutting_down). The coordinator answers at once with that code.
 type CancelRequest struct {
@@ -2708,7 +2763,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2720,7 +2775,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2733,7 +2788,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -2771,7 +2826,7 @@ type ConsensusInput struct {
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2783,7 +2838,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2796,7 +2851,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -2891,7 +2946,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2903,7 +2958,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2916,7 +2971,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Candidate) GetModel() string {
@@ -2981,7 +3036,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2993,7 +3048,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3006,7 +3061,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -3058,7 +3113,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3125,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3138,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Reward) GetModel() string {
@@ -3131,7 +3186,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3143,7 +3198,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3156,7 +3211,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -3176,7 +3231,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3188,7 +3243,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3201,7 +3256,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -3232,7 +3287,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3244,7 +3299,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3257,7 +3312,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -3293,7 +3348,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3360,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3373,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -3351,7 +3406,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3363,7 +3418,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3376,7 +3431,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 type Flushed struct {
@@ -3389,7 +3444,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3401,7 +3456,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3414,7 +3469,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -3711,7 +3766,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\agranted\x18\x02 \x01(\bR\agranted\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05probe\x18\x05 \x01(\bR\x05probe\x12.\n" +
-	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSecondsJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\b\x10\t\"\xac\x03\n" +
+	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSecondsJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\b\x10\t\"\x82\x04\n" +
 	"\aOutcome\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x129\n" +
@@ -3722,9 +3777,13 @@ const file_conclave_proto_rawDesc = "" +
 	"\fmodel_effect\x18\f \x01(\x0e2\x13.conclave.v1.EffectR\vmodelEffect\x12.\n" +
 	"\x13block_model_seconds\x18\r \x01(\x01R\x11blockModelSeconds\x124\n" +
 	"\x16block_provider_seconds\x18\x0e \x01(\x01R\x14blockProviderSeconds\x12!\n" +
-	"\fremove_model\x18\x0f \x01(\bR\vremoveModelJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\t\x10\n" +
+	"\fremove_model\x18\x0f \x01(\bR\vremoveModel\x12)\n" +
+	"\x10disable_provider\x18\x10 \x01(\bR\x0fdisableProvider\x12)\n" +
+	"\x10disabled_because\x18\x11 \x01(\tR\x0fdisabledBecauseJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\t\x10\n" +
 	"J\x04\b\n" +
-	"\x10\v\"B\n" +
+	"\x10\v\"\f\n" +
+	"\n" +
+	"KeyChanged\"B\n" +
 	"\rCancelRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -3810,7 +3869,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
@@ -3838,29 +3897,30 @@ var file_conclave_proto_goTypes = []any{
 	(*Acquire)(nil),               // 23: conclave.v1.Acquire
 	(*Permit)(nil),                // 24: conclave.v1.Permit
 	(*Outcome)(nil),               // 25: conclave.v1.Outcome
-	(*CancelRequest)(nil),         // 26: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 27: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 28: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 29: conclave.v1.ConsensusResult
-	(*Reward)(nil),                // 30: conclave.v1.Reward
-	(*GetExecution)(nil),          // 31: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 32: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 33: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 34: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 35: conclave.v1.Flush
-	(*Flushed)(nil),               // 36: conclave.v1.Flushed
-	nil,                           // 37: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 38: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 39: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 40: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 41: actor.PID
+	(*KeyChanged)(nil),            // 26: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 27: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 28: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 29: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 30: conclave.v1.ConsensusResult
+	(*Reward)(nil),                // 31: conclave.v1.Reward
+	(*GetExecution)(nil),          // 32: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 33: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 34: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 35: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 36: conclave.v1.Flush
+	(*Flushed)(nil),               // 37: conclave.v1.Flushed
+	nil,                           // 38: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 39: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 40: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 42: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	39, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	40, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	40, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	40, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	39, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	40, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	41, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	41, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	41, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	40, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
 	3,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
 	5,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
 	6,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
@@ -3871,31 +3931,31 @@ var file_conclave_proto_depIdxs = []int32{
 	13, // 12: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
 	14, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
 	12, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	40, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	40, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	41, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	41, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
 	16, // 17: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
 	4,  // 18: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
 	7,  // 19: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	37, // 20: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	38, // 20: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
 	8,  // 21: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
 	16, // 22: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
 	16, // 23: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
 	15, // 24: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	40, // 25: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	41, // 25: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
 	18, // 26: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	41, // 27: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	42, // 27: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
 	16, // 28: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
 	17, // 29: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	40, // 30: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	41, // 31: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	41, // 30: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	42, // 31: conclave.v1.Acquire.reply_to:type_name -> actor.PID
 	17, // 32: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
 	0,  // 33: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
 	0,  // 34: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	28, // 35: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	40, // 36: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	29, // 35: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	41, // 36: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
 	10, // 37: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
 	2,  // 38: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	38, // 39: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	39, // 39: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
 	12, // 40: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
 	41, // [41:41] is the sub-list for method output_type
 	41, // [41:41] is the sub-list for method input_type
@@ -3912,14 +3972,14 @@ func file_conclave_proto_init() {
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[1].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[17].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[32].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[33].OneofWrappers = []any{}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   38,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

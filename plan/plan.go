@@ -319,9 +319,12 @@ func (p *Plan) SkipsToRecord() []bandit.Skip {
 func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 	counts := sel.SkipCounts()
 	var soonest time.Time
-	limited, down := 0, 0
+	limited, down, disabled := 0, 0, 0
 	for _, s := range sel.Skipped {
 		switch s.Reason {
+		case bandit.ProviderDisabled:
+			disabled++
+			continue
 		case bandit.RateLimitExhausted, bandit.ModelRateLimited:
 			limited++
 		case bandit.BreakerOpen, bandit.ModelEjected:
@@ -338,6 +341,9 @@ func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 		wait = time.Second // the window is moving: come back in a second
 	}
 	switch {
+	case disabled > 0 && limited+down == 0:
+		return &Failure{Kind: resilience.InvalidAPIKey, Err: fmt.Errorf("no eligible model: the providers of %d models refused their keys; "+
+			"they take calls again once their keys change", disabled)}
 	case counts[bandit.ContextTooSmall.String()] > 0 && limited+down == 0:
 		return &Failure{Kind: resilience.RequestTooLarge, Err: errors.New("the task does not fit the context window of any eligible model")}
 	case limited > 0 && down == 0:

@@ -304,3 +304,31 @@ func TestRegistryRoutesKeysAndPrices(t *testing.T) {
 		t.Fatalf("a provider without an upstream: %v", err)
 	}
 }
+
+func TestAnEchoedKeyIsStruck(t *testing.T) {
+	echo := "Incorrect API key provided: " + testKey.Reveal()
+	for _, a := range adapters() {
+		t.Run(a.provider, func(t *testing.T) {
+			s := providertest.New(a.format, func(string, string) string { return "your key is " + testKey.Reveal() })
+			defer s.Close()
+			var bad providertest.Response
+			switch a.format {
+			case providertest.OpenAI:
+				bad = providertest.Response{Status: 401, Body: providertest.OpenAIError(echo, "invalid_request_error", "invalid_api_key")}
+			case providertest.Anthropic:
+				bad = providertest.Response{Status: 401, Body: providertest.AnthropicError("authentication_error", echo)}
+			case providertest.Gemini:
+				bad = providertest.Response{Status: 400, Body: providertest.GeminiError(400, "INVALID_ARGUMENT", echo)}
+			}
+			s.Queue(bad)
+			_, err := a.backend.Complete(context.Background(), call(s, a.provider))
+			if err == nil || strings.Contains(err.Error(), testKey.Reveal()) || !strings.Contains(err.Error(), "Incorrect API key") {
+				t.Fatalf("error %v", err)
+			}
+			reply, err := a.backend.Complete(context.Background(), call(s, a.provider))
+			if err != nil || strings.Contains(reply.Text, testKey.Reveal()) || !strings.Contains(reply.Text, "your key is") {
+				t.Fatalf("reply %q, %v", reply.Text, err)
+			}
+		})
+	}
+}

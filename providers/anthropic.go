@@ -69,7 +69,7 @@ func (a *Anthropic) Complete(ctx context.Context, call Call) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	return a.ParseMessage(call.Model, x.status, x.header, x.body)
+	return withoutKey(call.Key)(a.ParseMessage(call.Model, x.status, x.header, x.body))
 }
 
 type anthropicResponse struct {

@@ -84,7 +84,7 @@ func (g *Gemini) Complete(ctx context.Context, call Call) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	return g.ParseGenerate(call.Model, x.status, x.header, x.body)
+	return withoutKey(call.Key)(g.ParseGenerate(call.Model, x.status, x.header, x.body))
 }
 
 type geminiResponse struct {

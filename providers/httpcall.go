@@ -13,6 +13,7 @@ import (
 
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/secret"
 )
 
 // maxResponseBytes bounds what an adapter reads of a provider's answer.
@@ -86,6 +87,23 @@ func failure(provider, model string, status int, kind resilience.Kind, scope res
 		e.RetryAfter = limits.Exhausted()
 	}
 	return e
+}
+
+// withoutKey strikes the key from what a provider sent back: a server that echoes the key it was given
+// in an error message or an answer must not carry it into logs and records.
+func withoutKey(key secret.String) func(Reply, error) (Reply, error) {
+	return func(r Reply, err error) (Reply, error) {
+		k := key.Reveal()
+		if k == "" {
+			return r, err
+		}
+		r.Text = strings.ReplaceAll(r.Text, k, key.String())
+		var e *resilience.Error
+		if errors.As(err, &e) && e.Err != nil && strings.Contains(e.Err.Error(), k) {
+			e.Err = errors.New(strings.ReplaceAll(e.Err.Error(), k, key.String()))
+		}
+		return r, err
+	}
 }
 
 // clip bounds a provider's error message carried into records and logs.

@@ -111,7 +111,7 @@ func (o *OpenAI) Complete(ctx context.Context, call Call) (Reply, error) {
 	if err != nil {
 		return Reply{}, err
 	}
-	return o.ParseChat(call.Model, x.status, x.header, x.body)
+	return withoutKey(call.Key)(o.ParseChat(call.Model, x.status, x.header, x.body))
 }
 
 // apiError is the error object of the OpenAI format; OpenRouter puts a number in code.

@@ -21,6 +21,9 @@ import (
 
 // SimConfig tunes the simulated provider. The zero value is an instant, fault-free simulation.
 type SimConfig struct {
+	// Enabled keeps the simulated provider when real providers are configured: it then serves the
+	// catalog's models whose provider has no upstream. Without configured providers it always serves.
+	Enabled bool `json:"enabled"`
 	// Seed makes every model's skills and every answer reproducible.
 	Seed uint64 `json:"seed"`
 	// LatencyScale multiplies each model's nominal median latency (tier 1: 900 ms, tier 2: 500 ms,

@@ -116,6 +116,9 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	log.Info("conclave listening", zap.String("event", "server_listening"), zap.String("address", "http://"+ln.Addr().String()),
 		zap.Bool("auth", cfg.APIToken.Set()), zap.String("version", version), zap.String("node_id", cfg.NodeID))
 	fmt.Fprintf(stdout, "conclave listening on http://%s\n", ln.Addr())
+	for _, p := range eng.LiveProviders() {
+		fmt.Fprintf(stdout, "  provider %-12s %-10s %4d models  %s\n", p.Name, p.Kind, p.Models, p.BaseURL)
+	}
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
