@@ -194,13 +194,15 @@ func OpenAIError(message, typ string, code any) string {
 
 // AnthropicMessage is a Messages answer.
 func AnthropicMessage(model, text string, in, out int) string {
-	return fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":%s,"content":[{"type":"text","text":%s}],`+
-		`"stop_reason":"end_turn","stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":%d}}`, quote(model), quote(text), in, out)
+	return fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":%s,"content":[{"type":"text","text":%s,"citations":null}],`+
+		`"stop_reason":"end_turn","stop_sequence":null,"stop_details":null,"container":null,`+
+		`"usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation":null,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,`+
+		`"inference_geo":null,"server_tool_use":null,"service_tier":"standard"}}`, quote(model), quote(text), in, out)
 }
 
 // AnthropicError is a Messages error body.
 func AnthropicError(typ, message string) string {
-	return fmt.Sprintf(`{"type":"error","error":{"type":%s,"message":%s}}`, quote(typ), quote(message))
+	return fmt.Sprintf(`{"type":"error","error":{"type":%s,"message":%s},"request_id":"req_011"}`, quote(typ), quote(message))
 }
 
 // GeminiAnswer is a generateContent answer.

@@ -1,0 +1,226 @@
+package providers
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/conclave-ai/conclave/providers/providertest"
+	"github.com/pb33f/libopenapi"
+	validator "github.com/pb33f/libopenapi-validator"
+	"github.com/pb33f/libopenapi-validator/config"
+	vErrors "github.com/pb33f/libopenapi-validator/errors"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
+	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
+	"github.com/pb33f/libopenapi/orderedmap"
+)
+
+// The official specifications, read where the repository's neighbour keeps them.
+var specs = struct {
+	once       sync.Once
+	dir        string
+	validators map[string]validator.Validator
+	models     map[string]*v3.Document
+	err        error
+}{dir: filepath.Join("..", "..", "shared", "specs")}
+
+// specValidator returns the validator of one specification file, skipping the test where the
+// specifications are absent.
+func specValidator(t *testing.T, file string) validator.Validator {
+	t.Helper()
+	specs.once.Do(func() {
+		specs.validators, specs.models = map[string]validator.Validator{}, map[string]*v3.Document{}
+		for f, path := range map[string]string{"openai.openapi.yaml": "/chat/completions", "anthropic.openapi.json": "/v1/messages"} {
+			raw, err := os.ReadFile(filepath.Join(specs.dir, f))
+			if err != nil {
+				specs.err = err
+				return
+			}
+			doc, err := libopenapi.NewDocument(raw)
+			if err != nil {
+				specs.err = fmt.Errorf("%s: %w", f, err)
+				return
+			}
+			model, err := doc.BuildV3Model()
+			if err != nil {
+				specs.err = fmt.Errorf("%s: %w", f, err)
+				return
+			}
+			// Only the operation the adapters call: compiling every schema of the document takes a minute.
+			only := orderedmap.New[string, *v3.PathItem]()
+			only.Set(path, model.Model.Paths.PathItems.GetOrZero(path))
+			model.Model.Paths.PathItems = only
+			// OpenAI's 3.1 document still says `nullable` here and there; read as plain JSON Schema it is an
+			// annotation, which only makes the check stricter.
+			specs.validators[f] = validator.NewValidatorFromV3Model(&model.Model, config.WithoutOpenAPIMode())
+			specs.models[f] = &model.Model
+		}
+	})
+	if os.IsNotExist(specs.err) {
+		t.Skipf("provider specifications not found at %s: skipping the contract tests", specs.dir)
+	}
+	if specs.err != nil {
+		t.Fatal(specs.err)
+	}
+	return specs.validators[file]
+}
+
+// contract is how one adapter's wire format meets its specification: the file, and the official
+// address of the operation the adapter calls.
+type contract struct {
+	provider, format, spec, url string
+	backend                     Backend
+}
+
+func contracts() []contract {
+	var out []contract
+	for _, a := range adapters() {
+		switch a.format {
+		case providertest.OpenAI:
+			out = append(out, contract{a.provider, a.format, "openai.openapi.yaml", "https://api.openai.com/v1/chat/completions", a.backend})
+		case providertest.Anthropic:
+			out = append(out, contract{a.provider, a.format, "anthropic.openapi.json", "https://api.anthropic.com/v1/messages", a.backend})
+		}
+	}
+	// A local server of the configuration's own gets the default profile.
+	return append(out, contract{"local", providertest.OpenAI, "openai.openapi.yaml", "https://api.openai.com/v1/chat/completions", NewOpenAI(NewHTTPClient(), "local")})
+}
+
+// atSpec replays a request a loopback server was sent at the operation's official address.
+func atSpec(t *testing.T, r providertest.Request, url string) *http.Request {
+	t.Helper()
+	req, err := http.NewRequest(r.Method, url, bytes.NewReader(r.Body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header = r.Header.Clone()
+	return req
+}
+
+func report(ok bool, errs []*vErrors.ValidationError) string {
+	if ok {
+		return ""
+	}
+	var b strings.Builder
+	for _, e := range errs {
+		fmt.Fprintf(&b, "\n  %s: %s", e.Message, e.Reason)
+		for _, s := range e.SchemaValidationErrors {
+			fmt.Fprintf(&b, "\n    %s: %s", s.FieldPath, s.Reason)
+		}
+	}
+	return b.String()
+}
+
+func TestEveryRequestMeetsItsSpecification(t *testing.T) {
+	zero, some := 0.0, 0.7
+	schema := []byte(`{"type":"object","properties":{"answer":{"type":"string"}},"required":["answer"],"additionalProperties":false}`)
+	calls := []struct {
+		desc   string
+		change func(*Call)
+	}{
+		{"a system and a user message at temperature 0", func(*Call) {}},
+		{"a user message alone, the provider's temperature", func(c *Call) { c.Messages = c.Messages[1:]; c.Temperature = nil }},
+		{"an arbiter's call with a response schema", func(c *Call) {
+			c.Kind, c.Temperature = KindArbiter, &some
+			c.ResponseFormat = &ResponseFormat{Name: "verdict", Schema: schema}
+		}},
+		{"no output limit", func(c *Call) { c.MaxTokens = 0; c.Temperature = &zero }},
+	}
+	for _, k := range contracts() {
+		v := specValidator(t, k.spec)
+		for _, c := range calls {
+			t.Run(k.provider+"/"+c.desc, func(t *testing.T) {
+				s := providertest.New(k.format, nil)
+				defer s.Close()
+				call := call(s, k.provider)
+				c.change(&call)
+				if _, err := k.backend.Complete(t.Context(), call); err != nil {
+					t.Fatal(err)
+				}
+				if ok, errs := v.ValidateHttpRequest(atSpec(t, s.Last(), k.url)); !ok {
+					t.Fatalf("the request breaks %s:%s\n%s", k.spec, report(ok, errs), s.Last().Body)
+				}
+			})
+		}
+	}
+}
+
+func TestEveryFixtureMeetsItsSpecification(t *testing.T) {
+	fixtures := []struct {
+		desc, format string
+		status       int
+		body         string
+	}{
+		{"a chat completion", providertest.OpenAI, 200, providertest.ChatCompletion("gpt-4o-mini", "4", 12, 7)},
+		{"a Messages answer", providertest.Anthropic, 200, providertest.AnthropicMessage("claude-3-5-haiku-20241022", "4", 12, 7)},
+		{"an authentication error", providertest.Anthropic, 401, providertest.AnthropicError("authentication_error", "invalid x-api-key")},
+		{"a rate-limit error", providertest.Anthropic, 429, providertest.AnthropicError("rate_limit_error", "Number of request tokens has exceeded your per-minute rate limit")},
+		{"an invalid request", providertest.Anthropic, 400, providertest.AnthropicError("invalid_request_error", "prompt is too long: 210000 tokens > 200000 maximum")},
+	}
+	for _, f := range fixtures {
+		t.Run(f.desc, func(t *testing.T) {
+			var k contract
+			for _, c := range contracts() {
+				if c.format == f.format {
+					k = c
+				}
+			}
+			v := specValidator(t, k.spec)
+			s := providertest.New(k.format, nil)
+			defer s.Close()
+			s.Queue(providertest.Response{Status: f.status, Body: f.body})
+			k.backend.Complete(t.Context(), call(s, k.provider))
+			resp := &http.Response{StatusCode: f.status, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(f.body))}
+			if ok, errs := v.ValidateHttpResponse(atSpec(t, s.Last(), k.url), resp); !ok {
+				t.Fatalf("the fixture breaks %s:%s", k.spec, report(ok, errs))
+			}
+		})
+	}
+}
+
+// OpenAI's document defines no error answers for chat completions; its error bodies, which OpenRouter,
+// Groq, Cerebras and DeepSeek share, meet the ErrorResponse schema.
+func TestOpenAIErrorBodiesMeetTheirSchema(t *testing.T) {
+	specValidator(t, "openai.openapi.yaml")
+	schema := specs.models["openai.openapi.yaml"].Components.Schemas.GetOrZero("ErrorResponse").Schema()
+	check := schema_validation.NewSchemaValidator(config.WithoutOpenAPIMode())
+	tests := []struct {
+		desc, body string
+		valid      bool
+	}{
+		{"a refused key", providertest.OpenAIError("Incorrect API key provided", "invalid_request_error", "invalid_api_key"), true},
+		{"a context overflow", providertest.OpenAIError("This model's maximum context length is 8192 tokens.", "invalid_request_error", "context_length_exceeded"), true},
+		{"a rate limit", providertest.OpenAIError("Rate limit reached for tokens per minute", "tokens", "rate_limit_exceeded"), true},
+		{"no error object: the check is live", `{"message":"nope"}`, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			if ok, errs := check.ValidateSchemaString(schema, tt.body); ok != tt.valid {
+				t.Fatalf("valid %v, want %v:%s", ok, tt.valid, report(ok, errs))
+			}
+		})
+	}
+}
+
+// A broken request fails the check: the contract tests above could not pass by accident.
+func TestTheSpecificationCatchesABrokenRequest(t *testing.T) {
+	tests := []struct{ desc, spec, url, body string }{
+		{"a chat completion without messages", "openai.openapi.yaml", "https://api.openai.com/v1/chat/completions", `{"model":"gpt-4o-mini","temperature":"hot"}`},
+		{"a Messages call without max_tokens", "anthropic.openapi.json", "https://api.anthropic.com/v1/messages", `{"model":"claude-3-5-haiku-20241022","messages":[{"role":"user","content":"hi"}]}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			v := specValidator(t, tt.spec)
+			r := providertest.Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(tt.body)}
+			if ok, _ := v.ValidateHttpRequest(atSpec(t, r, tt.url)); ok {
+				t.Fatal("a broken request passed")
+			}
+		})
+	}
+}
