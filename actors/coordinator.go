@@ -429,7 +429,7 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 			reliability[s.Provider] = rel
 		}
 		var capability float64
-		if m, ok := c.deps.Catalog.Get(s.Model); ok {
+		if m, ok := c.deps.Catalog.Load().Get(s.Model); ok {
 			capability = m.Capability(c.plan.Category)
 		}
 		in.Candidates = append(in.Candidates, &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: j.Record.Ref.(*messages.JobResult).Text,

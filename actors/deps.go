@@ -25,7 +25,7 @@ type Deps struct {
 	// Clock is the time that breakers, rate limits and reliability read, so their behaviour can be
 	// tested exactly. Deadlines are wall-clock, because the timers that enforce them are.
 	Clock   clock.Clock
-	Catalog *catalog.Catalog
+	Catalog *catalog.Live
 	// Plan is what planning decides with (classifier, blueprints, policy, rounds, timeout floors).
 	Plan   *plan.Settings
 	Dir    *Directory
@@ -65,7 +65,7 @@ func (d *Deps) now() time.Time { return d.Clock.Now() }
 // less) and the id its provider knows it by.
 func (d *Deps) modelLimits(model string) (maxTokens int, upstream string) {
 	maxTokens = d.Plan.OutputReserve
-	if m, ok := d.Catalog.Get(model); ok {
+	if m, ok := d.Catalog.Load().Get(model); ok {
 		if m.MaxOutputTokens > 0 {
 			maxTokens = min(maxTokens, m.MaxOutputTokens)
 		}

@@ -5,7 +5,9 @@
 package actors
 
 import (
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -230,19 +232,30 @@ func (d *Directory) NextSequence() uint64 { return d.requestSeqs.Add(1) - 1 }
 
 // ArmBoard holds the published state of every (category, model) arm, plus each model's arm across all
 // categories (AllCategories). An arm without a published state is at the prior; its actor is spawned on
-// its first reward.
+// its first reward. The set of models changes when discovery finds new ones or loses old ones: a model
+// that leaves keeps its arms, so it comes back with what was learned of it.
 type ArmBoard struct {
-	models     []catalog.Model
-	modelIndex map[string]int
+	layout     atomic.Pointer[armLayout]
+	mu         sync.Mutex // serialises SetModels
 	categories map[string]int
-	arms       [][]atomic.Pointer[bandit.Arm] // [category][model]
-	pulls      []atomic.Int64                 // per category
+	pulls      []atomic.Int64 // per category
 	prior      bandit.Prior
 	// sharing is the most pseudo-observations a model's record across all categories lends to its
 	// arm in a category; zero keeps categories independent.
 	sharing float64
 	scratch sync.Pool // *[]bandit.Candidate, reused by selections
 }
+
+// armLayout is one immutable set of models, with the publication slots of every model ever on the
+// board.
+type armLayout struct {
+	models []catalog.Model
+	active []armSlots // per model of models
+	slots  map[string]armSlots
+}
+
+// armSlots are one model's publication slots, by category index.
+type armSlots []atomic.Pointer[bandit.Arm]
 
 // AllCategories names the arm that pools a model's outcomes in every category.
 const AllCategories = "*"
@@ -255,32 +268,49 @@ const DefaultSharing = 10
 // empirical-Bayes prior a model's overall record lends its category arms (see Candidates).
 func NewArmBoard(models []catalog.Model, categories []string, prior bandit.Prior, sharing float64) *ArmBoard {
 	categories = append(append([]string(nil), categories...), AllCategories)
-	b := &ArmBoard{models: models, modelIndex: map[string]int{}, categories: map[string]int{}, prior: prior, sharing: sharing,
-		arms: make([][]atomic.Pointer[bandit.Arm], len(categories)), pulls: make([]atomic.Int64, len(categories))}
-	for i, m := range models {
-		b.modelIndex[m.ID] = i
-	}
+	b := &ArmBoard{categories: map[string]int{}, prior: prior, sharing: sharing, pulls: make([]atomic.Int64, len(categories))}
 	for i, c := range categories {
 		b.categories[c] = i
-		b.arms[i] = make([]atomic.Pointer[bandit.Arm], len(models))
 	}
+	b.layout.Store(&armLayout{slots: map[string]armSlots{}})
+	b.SetModels(models)
 	return b
 }
 
+// SetModels makes models the board's set. Arms of models that stay keep their state; a new model's
+// arms start at the prior.
+func (b *ArmBoard) SetModels(models []catalog.Model) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.layout.Load()
+	next := &armLayout{models: slices.Clone(models), active: make([]armSlots, len(models)), slots: make(map[string]armSlots, len(old.slots)+len(models))}
+	maps.Copy(next.slots, old.slots)
+	for i, m := range models {
+		s, ok := next.slots[m.ID]
+		if !ok {
+			s = make(armSlots, len(b.categories))
+			next.slots[m.ID] = s
+		}
+		next.active[i] = s
+	}
+	b.layout.Store(next)
+}
+
 // Models returns the board's models.
-func (b *ArmBoard) Models() []catalog.Model { return b.models }
+func (b *ArmBoard) Models() []catalog.Model { return b.layout.Load().models }
 
 // Prior returns the prior arms start from.
 func (b *ArmBoard) Prior() bandit.Prior { return b.prior }
 
-// Handle returns the publication slot of an arm, or nil for an unknown model or category.
+// Handle returns the publication slot of an arm, or nil for a model never on the board or an unknown
+// category.
 func (b *ArmBoard) Handle(category, model string) *atomic.Pointer[bandit.Arm] {
 	ci, ok1 := b.categories[category]
-	mi, ok2 := b.modelIndex[model]
+	s, ok2 := b.layout.Load().slots[model]
 	if !ok1 || !ok2 {
 		return nil
 	}
-	return &b.arms[ci][mi]
+	return &s[ci]
 }
 
 // Arm returns an arm's published state, or the prior.
@@ -331,15 +361,16 @@ func (b *ArmBoard) Release(buf *[]bandit.Candidate) { b.scratch.Put(buf) }
 func (b *ArmBoard) appendCandidates(category string, dst []bandit.Candidate) []bandit.Candidate {
 	ci, ok := b.categories[category]
 	all := b.categories[AllCategories]
-	for i, m := range b.models {
+	l := b.layout.Load()
+	for i, m := range l.models {
 		c := bandit.Candidate{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: b.prior.Alpha, Beta: b.prior.Beta}
 		if ok && category != AllCategories {
-			if g := b.arms[all][i].Load(); g != nil && b.sharing > 0 {
+			if g := l.active[i][all].Load(); g != nil && b.sharing > 0 {
 				w := math.Min(float64(g.Pulls), b.sharing)
 				c.Alpha += w * g.Mean()
 				c.Beta += w * (1 - g.Mean())
 			}
-			if a := b.arms[ci][i].Load(); a != nil {
+			if a := l.active[i][ci].Load(); a != nil {
 				c.Alpha += a.Alpha - b.prior.Alpha
 				c.Beta += a.Beta - b.prior.Beta
 				c.Pulls = a.Pulls
@@ -358,9 +389,10 @@ func (b *ArmBoard) Published() []bandit.Arm {
 		cats = append(cats, c)
 	}
 	sort.Strings(cats)
+	l := b.layout.Load()
 	for _, c := range cats {
-		for i := range b.models {
-			if a := b.arms[b.categories[c]][i].Load(); a != nil {
+		for _, s := range l.active {
+			if a := s[b.categories[c]].Load(); a != nil {
 				out = append(out, *a)
 			}
 		}

@@ -106,6 +106,21 @@ type Provider struct {
 	// Breaker and RateLimit override the provider's breakers and limits.
 	Breaker   *Breaker          `json:"breaker"`
 	RateLimit *ratelimit.Limits `json:"rate_limit"`
+	// DiscoverySeconds is how often the provider's model list is read again: listed models join the
+	// pool, vanished ones leave. Absent means DefaultDiscoverySeconds; 0 turns discovery off.
+	DiscoverySeconds *float64 `json:"discovery_interval_seconds"`
+}
+
+// DefaultDiscoverySeconds is how often a provider's model list is read when the configuration does not say.
+const DefaultDiscoverySeconds = 3600
+
+// Discovery returns how often the provider's model list is read; zero means never.
+func (p Provider) Discovery() time.Duration {
+	s := float64(DefaultDiscoverySeconds)
+	if p.DiscoverySeconds != nil {
+		s = *p.DiscoverySeconds
+	}
+	return time.Duration(s * float64(time.Second))
 }
 
 // ProviderModel is a model of a configured provider.
@@ -412,8 +427,11 @@ func (p Provider) validate(name string) []error {
 	if p.APIKeyEnv != "" && !secret.ValidName(p.APIKeyEnv) {
 		bad("api_key_env must be the name of a variable")
 	}
-	if !isNamed && len(p.Models) == 0 {
-		bad("a provider of your own needs its models")
+	if !isNamed && len(p.Models) == 0 && p.Discovery() == 0 {
+		bad("a provider of your own needs its models, or discovery to list them")
+	}
+	if d := p.DiscoverySeconds; d != nil && *d != 0 {
+		errs = append(errs, collect(betweenErr("providers "+name+" discovery_interval_seconds", *d, 10, 7*86400))...)
 	}
 	if len(p.Models) > 10000 {
 		bad("at most 10000 models")

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 func env(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
@@ -125,7 +126,8 @@ func TestProvidersContract(t *testing.T) {
 		t.Fatal(err)
 	}
 	local := cfg.Providers["local"]
-	if local.Kind != "openai" || local.Models[0].Context != 32768 || local.Breaker.Threshold != 5 || local.RateLimit.Concurrency != 8 {
+	if local.Kind != "openai" || local.Models[0].Context != 32768 || local.Breaker.Threshold != 5 || local.RateLimit.Concurrency != 8 ||
+		local.Discovery() != DefaultDiscoverySeconds*time.Second {
 		t.Fatalf("local %+v", local)
 	}
 	tests := []struct{ desc, providers, says string }{
@@ -133,7 +135,9 @@ func TestProvidersContract(t *testing.T) {
 		{"no base URL", `{"x": {"kind": "openai", "models": [{"id": "m", "context": 1}]}}`, "base_url is required"},
 		{"a key in the URL", `{"x": {"kind": "openai", "base_url": "http://user:sk@h/v1", "models": [{"id": "m", "context": 1}]}}`, "credentials"},
 		{"a key in the query", `{"x": {"kind": "openai", "base_url": "http://h/v1?key=sk", "models": [{"id": "m", "context": 1}]}}`, "query"},
-		{"no models of its own", `{"x": {"kind": "openai", "base_url": "http://h/v1"}}`, "needs its models"},
+		{"no models of its own, and no discovery", `{"x": {"kind": "openai", "base_url": "http://h/v1", "discovery_interval_seconds": 0}}`, "needs its models"},
+		{"discovery too often", `{"groq": {"discovery_interval_seconds": 1}}`, "discovery_interval_seconds"},
+		{"discovery backwards", `{"groq": {"discovery_interval_seconds": -60}}`, "discovery_interval_seconds"},
 		{"a model twice", `{"x": {"kind": "openai", "base_url": "http://h/v1", "models": [{"id": "m", "context": 1}, {"id": "m", "context": 1}]}}`, "twice"},
 		{"a model without a context", `{"x": {"kind": "openai", "base_url": "http://h/v1", "models": [{"id": "m"}]}}`, "context"},
 		{"a reserved name", `{"sim": {"kind": "openai", "base_url": "http://h/v1", "models": [{"id": "m", "context": 1}]}}`, "reserved"},

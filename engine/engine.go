@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"maps"
 	"os"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -62,7 +63,7 @@ type Engine struct {
 	system     *actor.ActorSystem
 	deps       *actors.Deps
 	root       *actor.PID
-	catalog    *catalog.Catalog
+	catalog    *catalog.Live
 	blueprints *blueprints.Set
 	store      store.Store
 	// Sim is the simulated provider when the engine runs on it (nil otherwise); tests inject faults here.
@@ -70,7 +71,10 @@ type Engine struct {
 	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
 	longestBound time.Duration
 	upstreams    []upstream
-	stopWatch    func()
+	// background runs the key watcher and the discovery loops until stopBackground.
+	background     sync.WaitGroup
+	stopBackground context.CancelFunc
+	discoverMu     sync.Mutex
 
 	inflight      sync.WaitGroup
 	inflightBytes atomic.Int64
@@ -122,7 +126,7 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, log: log, catalog: cat, blueprints: bps, store: opts.Store, upstreams: ups}
+	e := &Engine{cfg: cfg, log: log, catalog: catalog.NewLive(cat), blueprints: bps, store: opts.Store, upstreams: ups}
 	for _, b := range bps.All() {
 		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
 	}
@@ -139,11 +143,17 @@ func New(opts Options) (*Engine, error) {
 	categories := bps.Names()
 	arms := actors.NewArmBoard(cat.All(), categories, bandit.DefaultPrior, cfg.Sharing)
 	workers := fleet.DefaultWorkers(cfg.Workers, cfg.WorkerSlots)
-	dir := actors.NewDirectory(e.system, workers, cat.ProviderNames(), arms, categories)
+	providerNames := append([]string(nil), cat.ProviderNames()...)
+	for _, u := range ups { // a provider whose models discovery will list has an actor already
+		if !slices.Contains(providerNames, u.Name) {
+			providerNames = append(providerNames, u.Name)
+		}
+	}
+	dir := actors.NewDirectory(e.system, workers, providerNames, arms, categories)
 	breakers, modelBreakers, floors := breakerSettings(providerBreakers(cfg))
 	e.deps = &actors.Deps{
-		Log: log, Clock: clock.Or(opts.Clock), Catalog: cat, Dir: dir,
-		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: cat, Policy: policy, OutputReserve: 1024,
+		Log: log, Clock: clock.Or(opts.Clock), Catalog: e.catalog, Dir: dir,
+		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: e.catalog, Policy: policy, OutputReserve: 1024,
 			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors},
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
 		Learning: bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
@@ -152,7 +162,7 @@ func New(opts Options) (*Engine, error) {
 
 	transport := opts.Transport
 	if transport == nil {
-		registry := providers.NewRegistry(catalogPrices(cat), backend, e.upstreamsOnly()...)
+		registry := providers.NewRegistry(catalogPrices(e.catalog), backend, e.upstreamsOnly()...)
 		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: registry} }
 	}
 	var fleetChildren, providerChildren []supervisors.Child
@@ -176,14 +186,19 @@ func New(opts Options) (*Engine, error) {
 		e.system.Shutdown()
 		return nil, err
 	}
+	var background context.Context
+	background, e.stopBackground = context.WithCancel(context.Background())
 	if cfg.SecretsFile != "" && len(ups) > 0 {
-		ctx, stop := context.WithCancel(context.Background())
-		e.stopWatch = stop
 		poll := opts.KeyPoll
 		if poll <= 0 {
 			poll = KeyPollInterval
 		}
-		go e.watchKeys(ctx, poll)
+		e.background.Go(func() { e.watchKeys(background, poll) })
+	}
+	for _, u := range ups {
+		if u.discover > 0 {
+			e.background.Go(func() { e.discoverEvery(background, u.Name, u.discover) })
+		}
 	}
 	for _, p := range e.LiveProviders() {
 		log.Info("provider live", zap.String("event", "provider_live"), zap.String("provider", p.Name), zap.String("kind", p.Kind),
@@ -233,9 +248,9 @@ func providerLimits(cfg config.Config) map[string]ratelimit.Limits {
 }
 
 // catalogPrices prices calls by the catalog.
-func catalogPrices(cat *catalog.Catalog) providers.Prices {
+func catalogPrices(cat *catalog.Live) providers.Prices {
 	return func(model string) (float64, float64, bool) {
-		m, ok := cat.Get(model)
+		m, ok := cat.Load().Get(model)
 		return m.InputPricePerMTok, m.OutputPricePerMTok, ok
 	}
 }
@@ -377,7 +392,7 @@ func (e *Engine) Settle(ctx context.Context, category string, pulls int64) error
 }
 
 // Catalog returns the model catalog.
-func (e *Engine) Catalog() *catalog.Catalog { return e.catalog }
+func (e *Engine) Catalog() *catalog.Catalog { return e.catalog.Load() }
 
 // Blueprints returns the blueprints in force.
 func (e *Engine) Blueprints() *blueprints.Set { return e.blueprints }
@@ -431,9 +446,8 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 	var err error
 	e.closeOnce.Do(func() {
 		e.closing.Store(true)
-		if e.stopWatch != nil {
-			e.stopWatch()
-		}
+		e.stopBackground()
+		e.background.Wait()
 		done := make(chan struct{})
 		go func() { e.inflight.Wait(); close(done) }()
 		stopAt := time.Now().Add(time.Hour)

@@ -29,6 +29,8 @@ type Live struct {
 type upstream struct {
 	*providers.Upstream
 	keyEnv string
+	// discover is how often its model list is read (zero: never).
+	discover time.Duration
 }
 
 // setupProviders builds the upstreams the configuration turns on and the catalog they serve: the
@@ -64,7 +66,7 @@ func setupProviders(cfg config.Config, base *catalog.Catalog) ([]upstream, *cata
 		if err != nil {
 			return nil, nil, fmt.Errorf("providers %s: %w", name, err)
 		}
-		ups = append(ups, upstream{providers.NewUpstream(name, kind, baseURL, adapter, key), keyEnv})
+		ups = append(ups, upstream{providers.NewUpstream(name, kind, baseURL, adapter, key), keyEnv, p.Discovery()})
 		live[name] = true
 		for _, m := range p.Models {
 			models = append(models, catalogModel(name, m))
@@ -116,7 +118,7 @@ func sortedNames(m map[string]config.Provider) []string {
 // LiveProviders lists the providers that answer, with their models, sorted by name.
 func (e *Engine) LiveProviders() []Live {
 	count := map[string]int{}
-	for _, m := range e.catalog.All() {
+	for _, m := range e.catalog.Load().All() {
 		count[m.Provider]++
 	}
 	var out []Live
@@ -130,7 +132,7 @@ func (e *Engine) LiveProviders() []Live {
 		seen[u.Name] = true
 	}
 	if e.Sim != nil {
-		for _, p := range e.catalog.ProviderNames() {
+		for _, p := range e.catalog.Load().ProviderNames() {
 			if !seen[p] {
 				out = append(out, Live{Name: p, Kind: "simulated", Models: count[p]})
 			}

@@ -55,13 +55,15 @@ func newUpstreams(t *testing.T, change func(*config.Config)) *upstreams {
 	t.Cleanup(func() { u.local.Close(); u.anthropic.Close(); u.gemini.Close() })
 	u.secrets = filepath.Join(t.TempDir(), "keys")
 	u.writeKeys(t, localKey)
+	u.local.SetModels(providertest.Model{ID: "qwen-a"}, providertest.Model{ID: "qwen-b"})
+	off := 0.0 // discovery is tested on its own
 	u.testbed = newTestbed(t, func(c *config.Config) {
 		c.SecretsFile = u.secrets
 		c.Providers = map[string]config.Provider{
-			"local": {Kind: "openai", BaseURL: u.local.URL + "/v1", APIKeyEnv: "LOCAL_KEY",
+			"local": {Kind: "openai", BaseURL: u.local.URL + "/v1", APIKeyEnv: "LOCAL_KEY", DiscoverySeconds: &off,
 				Models: []config.ProviderModel{{ID: "qwen-a", Context: 32768, PriceIn: 1, PriceOut: 2}, {ID: "qwen-b", Context: 32768, PriceIn: 1, PriceOut: 2}}},
-			"anthropic": {BaseURL: u.anthropic.URL},
-			"gemini":    {BaseURL: u.gemini.URL},
+			"anthropic": {BaseURL: u.anthropic.URL, DiscoverySeconds: &off},
+			"gemini":    {BaseURL: u.gemini.URL, DiscoverySeconds: &off},
 		}
 		if change != nil {
 			change(c)
@@ -199,4 +201,49 @@ func TestARequestTooLargeSaysWhatToDo(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(bad.Error.Message, "chunks") || !strings.Contains(bad.Error.Message, "context window") {
 		t.Fatalf("status %d: %s", resp.StatusCode, raw)
 	}
+}
+
+func TestDiscoveryKeepsThePoolToWhatTheProviderLists(t *testing.T) {
+	hourly := 3600.0
+	u := newUpstreams(t, func(c *config.Config) {
+		p := c.Providers["local"]
+		p.DiscoverySeconds = &hourly
+		c.Providers["local"] = p
+	})
+	// The reading at start finds what the configuration says.
+	waitFor(t, func() bool { return u.logs.FilterField(zap.String("event", "discovery")).Len() == 1 })
+	if len(u.local.Listings()) != 1 || u.local.Listings()[0].Header.Get("Authorization") != "Bearer "+localKey {
+		t.Fatalf("listings %+v", u.local.Listings())
+	}
+	if m, _ := u.engine.Catalog().Get("qwen-a"); m.ContextWindow != 32768 || m.InputPricePerMTok != 1 {
+		t.Fatalf("the configured model became %+v", m)
+	}
+	// qwen-b is gone, qwen-c is new.
+	u.local.SetModels(providertest.Model{ID: "qwen-a"}, providertest.Model{ID: "qwen-c", Context: 65536}, providertest.Model{ID: "nomic-embed-text"})
+	ch, err := u.engine.Discover(t.Context(), "local")
+	if err != nil || strings.Join(ch.Joined, ",") != "qwen-c" || strings.Join(ch.Left, ",") != "qwen-b" {
+		t.Fatalf("change %+v, %v", ch, err)
+	}
+	status, ok, e := u.route(map[string]any{"task": mcq, "category": "general", "models": []string{"qwen-c"}})
+	if status != http.StatusOK || ok.Responses[0].Model != "qwen-c" || ok.Cost != 0 {
+		t.Fatalf("status %d for the new model: %+v %+v", status, ok, e)
+	}
+	var bad errorResponse
+	resp, raw := u.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "models": []string{"qwen-b"}}, &bad)
+	if resp.StatusCode != http.StatusNotFound || !strings.Contains(string(raw), "qwen-b") {
+		t.Fatalf("status %d for the model that left: %s", resp.StatusCode, raw)
+	}
+	_, modelsRaw := u.do(http.MethodGet, "/models", nil, nil)
+	if !strings.Contains(string(modelsRaw), "qwen-c") || strings.Contains(string(modelsRaw), "qwen-b") || strings.Contains(string(modelsRaw), "nomic") {
+		t.Fatalf("/models: %.300s", modelsRaw)
+	}
+	// A listing that fails changes nothing.
+	u.local.FailListing(providertest.Response{Status: 503, Body: providertest.OpenAIError("overloaded", "server_error", nil)})
+	if _, err := u.engine.Discover(t.Context(), "local"); err == nil {
+		t.Fatal("a failed listing was read")
+	}
+	if _, ok := u.engine.Catalog().Get("qwen-c"); !ok || u.logs.FilterField(zap.String("event", "discovery_failed")).Len() != 1 {
+		t.Fatal("a failed listing changed the pool, or was not logged")
+	}
+	u.assertNoKey(t)
 }

@@ -24,7 +24,7 @@ import (
 type Settings struct {
 	Classifier *classify.Classifier
 	Blueprints *blueprints.Set
-	Catalog    *catalog.Catalog
+	Catalog    *catalog.Live
 	Policy     bandit.Policy
 	// OutputReserve is the number of tokens reserved for the answer when checking context windows.
 	OutputReserve int
@@ -260,7 +260,7 @@ func (p *Plan) Assign(w World) *Failure {
 
 func (p *Plan) query(w World, n int) bandit.Query {
 	status := map[string]bandit.ProviderStatus{}
-	for _, name := range p.s.Catalog.ProviderNames() {
+	for _, name := range p.s.Catalog.Load().ProviderNames() {
 		status[name] = w.Provider(name)
 	}
 	return bandit.Query{

@@ -57,7 +57,7 @@ func setup(t *testing.T) (*Settings, *world) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &Settings{Classifier: cls, Blueprints: bps, Catalog: cat, OutputReserve: 1024, Rounds: 3, ArbiterTimeout: 10 * time.Second,
+	s := &Settings{Classifier: cls, Blueprints: bps, Catalog: catalog.NewLive(cat), OutputReserve: 1024, Rounds: 3, ArbiterTimeout: 10 * time.Second,
 		TimeoutFloors: map[string]time.Duration{"anthropic": 120 * time.Second}}
 	w := &world{cat: cat, providers: map[string]bandit.ProviderStatus{}, models: map[string]bandit.SkipReason{},
 		workers: snapshots(fleet.DefaultWorkers(4, 4))}

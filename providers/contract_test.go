@@ -36,7 +36,7 @@ func specValidator(t *testing.T, file string) validator.Validator {
 	t.Helper()
 	specs.once.Do(func() {
 		specs.validators, specs.models = map[string]validator.Validator{}, map[string]*v3.Document{}
-		for f, path := range map[string]string{"openai.openapi.yaml": "/chat/completions", "anthropic.openapi.json": "/v1/messages"} {
+		for f, paths := range map[string][]string{"openai.openapi.yaml": {"/chat/completions", "/models"}, "anthropic.openapi.json": {"/v1/messages", "/v1/models"}} {
 			raw, err := os.ReadFile(filepath.Join(specs.dir, f))
 			if err != nil {
 				specs.err = err
@@ -52,9 +52,11 @@ func specValidator(t *testing.T, file string) validator.Validator {
 				specs.err = fmt.Errorf("%s: %w", f, err)
 				return
 			}
-			// Only the operation the adapters call: compiling every schema of the document takes a minute.
+			// Only the operations the adapters call: compiling every schema of the document takes a minute.
 			only := orderedmap.New[string, *v3.PathItem]()
-			only.Set(path, model.Model.Paths.PathItems.GetOrZero(path))
+			for _, path := range paths {
+				only.Set(path, model.Model.Paths.PathItems.GetOrZero(path))
+			}
 			model.Model.Paths.PathItems = only
 			// OpenAI's 3.1 document still says `nullable` here and there; read as plain JSON Schema it is an
 			// annotation, which only makes the check stricter.
@@ -72,29 +74,37 @@ func specValidator(t *testing.T, file string) validator.Validator {
 }
 
 // contract is how one adapter's wire format meets its specification: the file, and the official
-// address of the operation the adapter calls.
+// addresses of the operations the adapter calls.
 type contract struct {
-	provider, format, spec, url string
-	backend                     Backend
+	provider, format, spec, url, models string
+	backend                             Backend
 }
+
+const (
+	openAIChatURL   = "https://api.openai.com/v1/chat/completions"
+	openAIModelsURL = "https://api.openai.com/v1/models"
+)
 
 func contracts() []contract {
 	var out []contract
 	for _, a := range adapters() {
 		switch a.format {
 		case providertest.OpenAI:
-			out = append(out, contract{a.provider, a.format, "openai.openapi.yaml", "https://api.openai.com/v1/chat/completions", a.backend})
+			out = append(out, contract{a.provider, a.format, "openai.openapi.yaml", openAIChatURL, openAIModelsURL, a.backend})
 		case providertest.Anthropic:
-			out = append(out, contract{a.provider, a.format, "anthropic.openapi.json", "https://api.anthropic.com/v1/messages", a.backend})
+			out = append(out, contract{a.provider, a.format, "anthropic.openapi.json", "https://api.anthropic.com/v1/messages", "https://api.anthropic.com/v1/models", a.backend})
 		}
 	}
 	// A local server of the configuration's own gets the default profile.
-	return append(out, contract{"local", providertest.OpenAI, "openai.openapi.yaml", "https://api.openai.com/v1/chat/completions", NewOpenAI(NewHTTPClient(), "local")})
+	return append(out, contract{"local", providertest.OpenAI, "openai.openapi.yaml", openAIChatURL, openAIModelsURL, NewOpenAI(NewHTTPClient(), "local")})
 }
 
 // atSpec replays a request a loopback server was sent at the operation's official address.
 func atSpec(t *testing.T, r providertest.Request, url string) *http.Request {
 	t.Helper()
+	if r.Query != "" {
+		url += "?" + r.Query
+	}
 	req, err := http.NewRequest(r.Method, url, bytes.NewReader(r.Body))
 	if err != nil {
 		t.Fatal(err)
@@ -220,6 +230,32 @@ func TestTheSpecificationCatchesABrokenRequest(t *testing.T) {
 			r := providertest.Request{Method: http.MethodPost, Header: http.Header{"Content-Type": {"application/json"}}, Body: []byte(tt.body)}
 			if ok, _ := v.ValidateHttpRequest(atSpec(t, r, tt.url)); ok {
 				t.Fatal("a broken request passed")
+			}
+		})
+	}
+}
+
+func TestEveryListingMeetsItsSpecification(t *testing.T) {
+	for _, k := range contracts() {
+		t.Run(k.provider, func(t *testing.T) {
+			v := specValidator(t, k.spec)
+			s := providertest.New(k.format, nil)
+			defer s.Close()
+			s.SetModels(providertest.Model{ID: "alpha", Context: 131072, MaxOutput: 8192}, providertest.Model{ID: "beta"}, providertest.Model{ID: "gamma"})
+			if _, err := k.backend.(Lister).ListModels(t.Context(), s.URL, testKey); err != nil {
+				t.Fatal(err)
+			}
+			for i, r := range s.Listings() {
+				req := atSpec(t, r, k.models)
+				if ok, errs := v.ValidateHttpRequest(req); !ok {
+					t.Fatalf("listing request %d breaks %s:%s", i, k.spec, report(ok, errs))
+				}
+				// The answer the server gave, asked again.
+				body := s.ListingAnswer(r)
+				resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(body))}
+				if ok, errs := v.ValidateHttpResponse(req, resp); !ok {
+					t.Fatalf("listing page %d breaks %s:%s\n%s", i, k.spec, report(ok, errs), body)
+				}
 			}
 		})
 	}

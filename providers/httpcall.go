@@ -41,12 +41,17 @@ type exchange struct {
 // the context's error, which the worker classifies as an upstream timeout. Messages never quote the
 // request, so a key in a header cannot leak through an error.
 func post(ctx context.Context, client *http.Client, url string, header http.Header, body []byte, provider, model string) (exchange, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	header.Set("Content-Type", "application/json")
+	return roundTrip(ctx, client, http.MethodPost, url, header, bytes.NewReader(body), provider, model)
+}
+
+// roundTrip sends one request and reads the answer, classifying failures as post does.
+func roundTrip(ctx context.Context, client *http.Client, method, url string, header http.Header, body io.Reader, provider, model string) (exchange, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
 		return exchange{}, &resilience.Error{Kind: resilience.Internal, Provider: provider, Model: model, Err: fmt.Errorf("build the request: %w", errors.Unwrap(err))}
 	}
 	req.Header = header
-	req.Header.Set("Content-Type", "application/json")
 	resp, err := client.Do(req)
 	if err != nil {
 		return exchange{}, transportError(ctx, err, provider, model)
@@ -93,17 +98,21 @@ func failure(provider, model string, status int, kind resilience.Kind, scope res
 // in an error message or an answer must not carry it into logs and records.
 func withoutKey(key secret.String) func(Reply, error) (Reply, error) {
 	return func(r Reply, err error) (Reply, error) {
-		k := key.Reveal()
-		if k == "" {
-			return r, err
+		if k := key.Reveal(); k != "" {
+			r.Text = strings.ReplaceAll(r.Text, k, key.String())
 		}
-		r.Text = strings.ReplaceAll(r.Text, k, key.String())
-		var e *resilience.Error
-		if errors.As(err, &e) && e.Err != nil && strings.Contains(e.Err.Error(), k) {
-			e.Err = errors.New(strings.ReplaceAll(e.Err.Error(), k, key.String()))
-		}
-		return r, err
+		return r, withoutKeyErr(key, err)
 	}
+}
+
+// withoutKeyErr strikes the key from a classified error's message.
+func withoutKeyErr(key secret.String, err error) error {
+	k := key.Reveal()
+	var e *resilience.Error
+	if k != "" && errors.As(err, &e) && e.Err != nil && strings.Contains(e.Err.Error(), k) {
+		e.Err = errors.New(strings.ReplaceAll(e.Err.Error(), k, key.String()))
+	}
+	return err
 }
 
 // clip bounds a provider's error message carried into records and logs.

@@ -54,6 +54,43 @@ type Server struct {
 	requests []Request
 	queue    []Response
 	answer   Answerer
+	// The model list, apart from the calls: listings, their failures to come, and the requests for them.
+	models   []Model
+	listFail []Response
+	listings []Request
+}
+
+// Model is one model a server lists; Context and MaxOutput may be zero (not listed).
+type Model struct {
+	ID                 string
+	Context, MaxOutput int
+	// PricePrompt and PriceCompletion are OpenRouter's per-token prices (empty: not listed); Output
+	// lists output modalities (empty: not listed).
+	PricePrompt, PriceCompletion string
+	Output                       []string
+	// Methods are Gemini's supported generation methods (empty: generateContent).
+	Methods []string
+}
+
+// SetModels sets the server's model list.
+func (s *Server) SetModels(ms ...Model) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.models = append([]Model(nil), ms...)
+}
+
+// FailListing makes the next readings of the model list get these responses.
+func (s *Server) FailListing(rs ...Response) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listFail = append(s.listFail, rs...)
+}
+
+// Listings returns every request for the model list.
+func (s *Server) Listings() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.listings...)
 }
 
 // New starts a server for a wire format; answer makes its answers (nil: "The answer is (B).").
@@ -73,7 +110,7 @@ func (s *Server) Queue(rs ...Response) {
 	s.queue = append(s.queue, rs...)
 }
 
-// Requests returns every request the server was sent.
+// Requests returns every call the server was sent (readings of the model list apart).
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -91,12 +128,22 @@ func (s *Server) Last() Request {
 
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
+	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
 	s.mu.Lock()
-	s.requests = append(s.requests, Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body})
 	var resp Response
-	queued := len(s.queue) > 0
-	if queued {
-		resp, s.queue = s.queue[0], s.queue[1:]
+	var queued bool
+	if r.Method == http.MethodGet {
+		s.listings = append(s.listings, req)
+		if queued = len(s.listFail) > 0; queued {
+			resp, s.listFail = s.listFail[0], s.listFail[1:]
+		} else {
+			resp, queued = s.listing(r), true
+		}
+	} else {
+		s.requests = append(s.requests, req)
+		if queued = len(s.queue) > 0; queued {
+			resp, s.queue = s.queue[0], s.queue[1:]
+		}
 	}
 	s.mu.Unlock()
 	if !queued {
@@ -133,6 +180,87 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	io.WriteString(w, resp.Body)
+}
+
+// listing answers a reading of the model list in the server's format, all on one page except for
+// Anthropic's and Gemini's, which page two models at a time. Called with mu held.
+func (s *Server) listing(r *http.Request) Response {
+	const page = 2
+	switch s.Format {
+	case Anthropic:
+		start := 0
+		if after := r.URL.Query().Get("after_id"); after != "" {
+			for i, m := range s.models {
+				if m.ID == after {
+					start = i + 1
+				}
+			}
+		}
+		end := min(start+page, len(s.models))
+		var data []string
+		for _, m := range s.models[start:end] {
+			data = append(data, fmt.Sprintf(`{"type":"model","id":%s,"display_name":%s,"created_at":"2025-10-01T00:00:00Z","max_input_tokens":%s,"max_tokens":%s,"capabilities":null}`,
+				quote(m.ID), quote(m.ID), orNull(m.Context), orNull(m.MaxOutput)))
+		}
+		first, last := "null", "null"
+		if len(data) > 0 {
+			first, last = quote(s.models[start].ID), quote(s.models[end-1].ID)
+		}
+		return Response{Body: fmt.Sprintf(`{"data":[%s],"has_more":%t,"first_id":%s,"last_id":%s}`, strings.Join(data, ","), end < len(s.models), first, last)}
+	case Gemini:
+		start := 0
+		fmt.Sscan(r.URL.Query().Get("pageToken"), &start)
+		end := min(start+page, len(s.models))
+		var data []string
+		for _, m := range s.models[start:end] {
+			methods := m.Methods
+			if len(methods) == 0 {
+				methods = []string{"generateContent", "countTokens"}
+			}
+			raw, _ := json.Marshal(methods)
+			data = append(data, fmt.Sprintf(`{"name":%s,"version":"001","displayName":%s,"inputTokenLimit":%d,"outputTokenLimit":%d,"supportedGenerationMethods":%s}`,
+				quote("models/"+m.ID), quote(m.ID), m.Context, m.MaxOutput, raw))
+		}
+		next := ""
+		if end < len(s.models) {
+			next = fmt.Sprintf(`,"nextPageToken":"%d"`, end)
+		}
+		return Response{Body: fmt.Sprintf(`{"models":[%s]%s}`, strings.Join(data, ","), next)}
+	}
+	var data []string
+	for _, m := range s.models {
+		extra := ""
+		if m.Context > 0 {
+			extra += fmt.Sprintf(`,"context_length":%d`, m.Context)
+		}
+		if m.PricePrompt != "" {
+			extra += fmt.Sprintf(`,"pricing":{"prompt":%s,"completion":%s}`, quote(m.PricePrompt), quote(m.PriceCompletion))
+		}
+		if len(m.Output) > 0 {
+			raw, _ := json.Marshal(m.Output)
+			extra += fmt.Sprintf(`,"architecture":{"input_modalities":["text"],"output_modalities":%s}`, raw)
+		}
+		if m.MaxOutput > 0 {
+			extra += fmt.Sprintf(`,"top_provider":{"max_completion_tokens":%d}`, m.MaxOutput)
+		}
+		data = append(data, fmt.Sprintf(`{"id":%s,"object":"model","created":1767225600,"owned_by":"system"%s}`, quote(m.ID), extra))
+	}
+	return Response{Body: fmt.Sprintf(`{"object":"list","data":[%s]}`, strings.Join(data, ","))}
+}
+
+// ListingAnswer is the page of the model list the server answers to a request.
+func (s *Server) ListingAnswer(r Request) string {
+	req, _ := http.NewRequest(http.MethodGet, "http://x"+r.Path+"?"+r.Query, nil)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listing(req).Body
+}
+
+func orNull(n int) string {
+	if n == 0 {
+		return "null"
+	}
+	return fmt.Sprint(n)
 }
 
 // success answers a request in the server's format.

@@ -1,0 +1,62 @@
+package actors
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/catalog"
+)
+
+func candidateIDs(b *ArmBoard, category string) string {
+	buf := b.Candidates(category)
+	defer b.Release(buf)
+	var ids []string
+	for _, c := range *buf {
+		ids = append(ids, c.Model)
+	}
+	return strings.Join(ids, ",")
+}
+
+func TestTheBoardFollowsTheModelSet(t *testing.T) {
+	a, b, c := catalog.Model{ID: "a", Provider: "p"}, catalog.Model{ID: "b", Provider: "p"}, catalog.Model{ID: "c", Provider: "p"}
+	board := NewArmBoard([]catalog.Model{a, b}, []string{"general"}, bandit.DefaultPrior, 0)
+	learned := bandit.NewArm("b", "general", bandit.DefaultPrior).Update(1, bandit.UpdateConfig{})
+	board.Publish(learned)
+
+	board.SetModels([]catalog.Model{a, c})
+	if got := candidateIDs(board, "general"); got != "a,c" {
+		t.Fatalf("candidates %s after b left and c joined", got)
+	}
+	if arm := board.Arm("general", "c"); arm.Alpha != bandit.DefaultPrior.Alpha || arm.Beta != bandit.DefaultPrior.Beta {
+		t.Fatalf("a new model's arm %+v is not at the prior", arm)
+	}
+	// A late reward for the model that left is kept for its return.
+	board.Publish(learned.Update(1, bandit.UpdateConfig{}))
+	board.SetModels([]catalog.Model{a, b, c})
+	buf := board.Candidates("general")
+	defer board.Release(buf)
+	if got := (*buf)[1]; got.Model != "b" || got.Pulls != 2 {
+		t.Fatalf("b came back as %+v", got)
+	}
+}
+
+func TestTheBoardChangesUnderReaders(t *testing.T) {
+	models := []catalog.Model{{ID: "a", Provider: "p"}, {ID: "b", Provider: "p"}}
+	board := NewArmBoard(models, []string{"general"}, bandit.DefaultPrior, DefaultSharing)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for range 500 {
+				buf := board.Candidates("general")
+				board.Release(buf)
+				board.Publish(bandit.NewArm("a", "general", bandit.DefaultPrior))
+			}
+		})
+	}
+	for i := range 200 {
+		board.SetModels(models[:1+i%2])
+	}
+	wg.Wait()
+}

@@ -1,0 +1,122 @@
+package catalog
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+)
+
+// Live is the catalog in use. Discovery replaces it whole; readers load the current one, which stays
+// valid for as long as they hold it.
+type Live struct{ p atomic.Pointer[Catalog] }
+
+// NewLive returns a live catalog starting at c.
+func NewLive(c *Catalog) *Live {
+	l := &Live{}
+	l.p.Store(c)
+	return l
+}
+
+// Load returns the current catalog.
+func (l *Live) Load() *Catalog { return l.p.Load() }
+
+// Store makes c the current catalog.
+func (l *Live) Store(c *Catalog) { l.p.Store(c) }
+
+// Change is what a provider's listing changed in the catalog.
+type Change struct {
+	Joined []string `json:"joined"`
+	Left   []string `json:"left"`
+}
+
+// Reconcile makes a provider's models those of its listing: a listed model the catalog lacks joins, a
+// model of the provider its listing lacks leaves, and a model in both keeps what the catalog says of it
+// (curated prices and tags outrank a listing's defaults). Models match on the id sent upstream. A listed
+// id that another provider's model already has joins as "provider/id". An empty listing changes nothing:
+// a provider that lists no model at all is more likely broken than empty.
+func Reconcile(c *Catalog, provider string, listed []Model) (*Catalog, Change, error) {
+	if len(listed) == 0 {
+		return c, Change{}, fmt.Errorf("%s listed no model", provider)
+	}
+	upstream := map[string]bool{}
+	for _, m := range listed {
+		upstream[m.Upstream()] = true
+	}
+	var ch Change
+	kept := make([]Model, 0, len(c.models)+len(listed))
+	have := map[string]bool{}
+	for _, m := range c.models {
+		if m.Provider == provider && !upstream[m.Upstream()] {
+			ch.Left = append(ch.Left, m.ID)
+			continue
+		}
+		if m.Provider == provider {
+			have[m.Upstream()] = true
+		}
+		kept = append(kept, m)
+	}
+	taken := map[string]bool{}
+	for _, m := range kept {
+		taken[m.ID] = true
+	}
+	for _, m := range listed {
+		if have[m.Upstream()] {
+			continue
+		}
+		m.Provider = provider
+		m = Defaults(m)
+		if taken[m.ID] {
+			m.UpstreamID, m.ID = m.Upstream(), provider+"/"+m.ID
+			if taken[m.ID] {
+				continue
+			}
+		}
+		have[m.Upstream()], taken[m.ID] = true, true
+		kept = append(kept, m)
+		ch.Joined = append(ch.Joined, m.ID)
+	}
+	if len(ch.Joined) == 0 && len(ch.Left) == 0 {
+		return c, ch, nil
+	}
+	next, err := New(kept)
+	if err != nil {
+		return c, Change{}, fmt.Errorf("%s: %w", provider, err)
+	}
+	slices.Sort(ch.Joined)
+	slices.Sort(ch.Left)
+	return next, ch, nil
+}
+
+// Upstream is the id the model's provider knows it by.
+func (m Model) Upstream() string {
+	if m.UpstreamID != "" {
+		return m.UpstreamID
+	}
+	return m.ID
+}
+
+// DefaultContext is the context window of a model whose listing does not say: small enough that a
+// large task goes to models known to take it.
+const DefaultContext = 8192
+
+// Defaults fills what a listing did not say of a model: tier 2, the chat tag, an 8k context window and
+// a family from the vendor part of its id.
+func Defaults(m Model) Model {
+	if m.ContextWindow <= 0 {
+		m.ContextWindow = DefaultContext
+	}
+	if m.Tier == 0 {
+		m.Tier = 2
+	}
+	if len(m.Capabilities) == 0 {
+		m.Capabilities = []string{"chat"}
+	}
+	if m.Family == "" {
+		m.Family = m.Provider
+		if vendor, _, ok := strings.Cut(m.ID, "/"); ok {
+			m.Family = vendor
+		}
+	}
+	return m
+}

@@ -1,0 +1,89 @@
+package catalog
+
+import (
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestReconcile(t *testing.T) {
+	curated := []Model{
+		{ID: "kept", Provider: "local", ContextWindow: 32768, InputPricePerMTok: 1, Capabilities: []string{"chat", "code"}, Tier: 1},
+		{ID: "gone", Provider: "local", ContextWindow: 8192, Tier: 2},
+		{ID: "renamed", UpstreamID: "vendor/renamed", Provider: "local", ContextWindow: 8192, Tier: 2},
+		{ID: "shared-id", Provider: "other", ContextWindow: 8192, Tier: 2},
+		{ID: "elsewhere", Provider: "other", ContextWindow: 8192, Tier: 2},
+	}
+	tests := []struct {
+		desc           string
+		listed         []Model
+		joined, left   string
+		models         string // the local provider's, after
+		err            string
+		sameCatalog    bool
+		checkCuratedOf string
+	}{
+		{desc: "a listing with nothing new changes nothing", listed: []Model{{ID: "kept"}, {ID: "gone"}, {ID: "vendor/renamed"}}, models: "gone,kept,renamed", sameCatalog: true},
+		{desc: "a new model joins, a vanished one leaves", listed: []Model{{ID: "kept", ContextWindow: 4096}, {ID: "vendor/renamed"}, {ID: "fresh", ContextWindow: 65536}},
+			joined: "fresh", left: "gone", models: "fresh,kept,renamed", checkCuratedOf: "kept"},
+		{desc: "models match on the id sent upstream", listed: []Model{{ID: "renamed"}}, joined: "renamed", left: "gone,kept,renamed", models: "renamed"},
+		{desc: "an id another provider has joins under the provider's name", listed: []Model{{ID: "kept"}, {ID: "gone"}, {ID: "vendor/renamed"}, {ID: "shared-id"}},
+			joined: "local/shared-id", models: "gone,kept,local/shared-id,renamed"},
+		{desc: "an empty listing changes nothing", listed: nil, err: "listed no model", sameCatalog: true, models: "gone,kept,renamed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			c, err := New(curated)
+			if err != nil {
+				t.Fatal(err)
+			}
+			next, ch, err := Reconcile(c, "local", tt.listed)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || next != c {
+					t.Fatalf("error %v, want %q and the catalog unchanged", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if strings.Join(ch.Joined, ",") != tt.joined || strings.Join(ch.Left, ",") != tt.left {
+				t.Fatalf("joined %v, left %v", ch.Joined, ch.Left)
+			}
+			if (next == c) != tt.sameCatalog {
+				t.Fatalf("catalog replaced: %v", next != c)
+			}
+			var ids []string
+			for _, m := range next.All() {
+				if m.Provider == "local" {
+					ids = append(ids, m.ID)
+				}
+			}
+			slices.Sort(ids)
+			if strings.Join(ids, ",") != tt.models {
+				t.Fatalf("local models %v, want %s", ids, tt.models)
+			}
+			if _, ok := next.Get("elsewhere"); !ok {
+				t.Fatal("another provider's model left")
+			}
+			if tt.checkCuratedOf != "" {
+				if m, _ := next.Get(tt.checkCuratedOf); m.ContextWindow != 32768 || m.Tier != 1 || !m.Has("code") {
+					t.Fatalf("curated %+v overwritten by the listing", m)
+				}
+				if m, _ := next.Get("fresh"); m.ContextWindow != 65536 || m.Tier != 2 || !m.Has("chat") || m.Provider != "local" {
+					t.Fatalf("a joined model %+v", m)
+				}
+			}
+		})
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	m := Defaults(Model{ID: "meta-llama/llama-4", Provider: "openrouter"})
+	if m.ContextWindow != DefaultContext || m.Tier != 2 || !m.Has("chat") || m.Family != "meta-llama" {
+		t.Fatalf("%+v", m)
+	}
+	if err := validate(m); err != nil {
+		t.Fatal(err)
+	}
+}
