@@ -22,10 +22,12 @@ test:
 	$(GO) test -race -count=1 ./...
 
 # bench runs the Go benchmarks (decision core and the whole pipeline), then the load run: the real
-# server against a bare net/http JSON handler, as separate processes, at concurrency 1 and 16.
+# server against a bare net/http JSON handler, as separate processes, at concurrency 1 and 16; then the
+# passthrough run: one model through the OpenAI adapter to a local mock against calling the mock directly.
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) run ./bench/load --conclave $(BIN)
+	$(GO) run ./bench/load --conclave $(BIN) --passthrough
 
 # soak drives the embedded default as it ships (simulated faults, default rate limits) with 200,000
 # requests at 32 connections and tallies the answers: the only refusals should be rate limits' 503s with

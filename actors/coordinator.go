@@ -567,6 +567,7 @@ func (c *CoordinatorActor) assembleResults(r *messages.ConsensusResult) {
 		if res, ok := rec.Ref.(*messages.JobResult); ok {
 			wr.Text, wr.LatencyMs, wr.ErrorMessage, wr.HttpStatus, wr.Usage = res.Text, res.LatencyMs, res.ErrorMessage, res.HttpStatus, res.Usage
 			wr.FinishReason, wr.ServedModel, wr.Cost, wr.UpstreamRequestId = res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId
+			wr.ProviderLatencyMs = res.ProviderLatencyMs
 			c.exec.Cost += res.Cost
 			c.exec.Usage = addUsage(c.exec.Usage, res.Usage)
 		}

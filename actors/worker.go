@@ -194,6 +194,7 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 			res.Usage = &messages.Usage{InputTokens: int32(u.InputTokens), OutputTokens: int32(u.OutputTokens)}
 		}
 		res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId = reply.FinishReason, reply.ServedModel, reply.Cost, reply.UpstreamRequestID
+		res.ProviderLatencyMs = ms(reply.Latency)
 		root.Send(self, &jobDone{result: res})
 	}()
 }

@@ -443,18 +443,20 @@ type consensusView struct {
 }
 
 type responseView struct {
-	Model         string    `json:"model"`
-	Provider      string    `json:"provider"`
-	Worker        string    `json:"worker"`
-	Status        string    `json:"status"`
-	LatencyMs     float64   `json:"latency_ms"`
-	WeightedScore float64   `json:"weighted_score"`
-	Contributed   bool      `json:"contributed"`
-	Attempt       int32     `json:"attempt"`
-	ErrorKind     string    `json:"error_kind,omitempty"`
-	ErrorScope    string    `json:"error_scope,omitempty"`
-	Usage         usageView `json:"usage"`
-	Cost          float64   `json:"cost"`
+	Model     string  `json:"model"`
+	Provider  string  `json:"provider"`
+	Worker    string  `json:"worker"`
+	Status    string  `json:"status"`
+	LatencyMs float64 `json:"latency_ms"`
+	// ProviderLatencyMs is the provider's own round trip, within LatencyMs.
+	ProviderLatencyMs float64   `json:"provider_latency_ms,omitempty"`
+	WeightedScore     float64   `json:"weighted_score"`
+	Contributed       bool      `json:"contributed"`
+	Attempt           int32     `json:"attempt"`
+	ErrorKind         string    `json:"error_kind,omitempty"`
+	ErrorScope        string    `json:"error_scope,omitempty"`
+	Usage             usageView `json:"usage"`
+	Cost              float64   `json:"cost"`
 }
 
 type retryView struct {
@@ -502,7 +504,7 @@ func renderRoute(e *messages.Execution) routeResponse {
 	}
 	for i, r := range e.Results {
 		resp.Responses[i] = responseView{Model: r.Model, Provider: r.Provider, Worker: r.Worker, Status: r.Status, LatencyMs: r.LatencyMs,
-			WeightedScore: r.WeightedScore, Contributed: r.Contributed, Attempt: r.Attempt, ErrorKind: r.ErrorKind, ErrorScope: r.ErrorScope,
+			ProviderLatencyMs: r.ProviderLatencyMs, WeightedScore: r.WeightedScore, Contributed: r.Contributed, Attempt: r.Attempt, ErrorKind: r.ErrorKind, ErrorScope: r.ErrorScope,
 			Usage: viewUsage(r.Usage), Cost: r.Cost}
 	}
 	if p := e.Phases; p != nil {

@@ -130,6 +130,12 @@ func TestRealAdaptersEndToEnd(t *testing.T) {
 		t.Fatalf("answers from %v", providersSeen)
 	}
 	rec := u.record(ok.RequestID)
+	for _, r := range rec["results"].([]any) {
+		r := r.(map[string]any)
+		if p, _ := r["provider_latency_ms"].(float64); p <= 0 || p > r["latency_ms"].(float64) || r["finish_reason"] == "" || r["upstream_request_id"] == nil {
+			t.Fatalf("recorded result %v", r)
+		}
+	}
 	if ok.Cost <= 0 || rec["cost"] != ok.Cost || rec["decision"].(map[string]any)["arbiter_cost"] == nil {
 		t.Fatalf("cost %g, record %v", ok.Cost, rec["cost"])
 	}

@@ -1001,6 +1001,8 @@ type WorkerResult struct {
 	ServedModel       string  `protobuf:"bytes,18,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
 	Cost              float64 `protobuf:"fixed64,19,opt,name=cost,proto3" json:"cost,omitempty"`
 	UpstreamRequestId string  `protobuf:"bytes,20,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
+	// provider_latency_ms is the provider's own round trip, within latency_ms.
+	ProviderLatencyMs float64 `protobuf:"fixed64,21,opt,name=provider_latency_ms,json=providerLatencyMs,proto3" json:"provider_latency_ms,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -1173,6 +1175,13 @@ func (x *WorkerResult) GetUpstreamRequestId() string {
 		return x.UpstreamRequestId
 	}
 	return ""
+}
+
+func (x *WorkerResult) GetProviderLatencyMs() float64 {
+	if x != nil {
+		return x.ProviderLatencyMs
+	}
+	return 0
 }
 
 type ArbiterDecision struct {
@@ -2243,6 +2252,7 @@ type JobResult struct {
 	ServedModel       string  `protobuf:"bytes,19,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
 	Cost              float64 `protobuf:"fixed64,20,opt,name=cost,proto3" json:"cost,omitempty"`
 	UpstreamRequestId string  `protobuf:"bytes,21,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
+	ProviderLatencyMs float64 `protobuf:"fixed64,22,opt,name=provider_latency_ms,json=providerLatencyMs,proto3" json:"provider_latency_ms,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
@@ -2422,6 +2432,13 @@ func (x *JobResult) GetUpstreamRequestId() string {
 		return x.UpstreamRequestId
 	}
 	return ""
+}
+
+func (x *JobResult) GetProviderLatencyMs() float64 {
+	if x != nil {
+		return x.ProviderLatencyMs
+	}
+	return 0
 }
 
 // Acquire asks a provider actor for a permit to call one of its models: a breaker check and a
@@ -3597,7 +3614,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04Skip\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xf6\x04\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa6\x05\n" +
 	"\fWorkerResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -3623,7 +3640,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\rfinish_reason\x18\x11 \x01(\tR\ffinishReason\x12!\n" +
 	"\fserved_model\x18\x12 \x01(\tR\vservedModel\x12\x12\n" +
 	"\x04cost\x18\x13 \x01(\x01R\x04cost\x12.\n" +
-	"\x13upstream_request_id\x18\x14 \x01(\tR\x11upstreamRequestId\"\xbf\x03\n" +
+	"\x13upstream_request_id\x18\x14 \x01(\tR\x11upstreamRequestId\x12.\n" +
+	"\x13provider_latency_ms\x18\x15 \x01(\x01R\x11providerLatencyMs\"\xbf\x03\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -3724,7 +3742,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\n" +
 	"JobStarted\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12%\n" +
-	"\x0ebudget_seconds\x18\x02 \x01(\x01R\rbudgetSeconds\"\xa3\x05\n" +
+	"\x0ebudget_seconds\x18\x02 \x01(\x01R\rbudgetSeconds\"\xd3\x05\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
@@ -3753,7 +3771,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\rfinish_reason\x18\x12 \x01(\tR\ffinishReason\x12!\n" +
 	"\fserved_model\x18\x13 \x01(\tR\vservedModel\x12\x12\n" +
 	"\x04cost\x18\x14 \x01(\x01R\x04cost\x12.\n" +
-	"\x13upstream_request_id\x18\x15 \x01(\tR\x11upstreamRequestId\"\xad\x01\n" +
+	"\x13upstream_request_id\x18\x15 \x01(\tR\x11upstreamRequestId\x12.\n" +
+	"\x13provider_latency_ms\x18\x16 \x01(\x01R\x11providerLatencyMs\"\xad\x01\n" +
 	"\aAcquire\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +

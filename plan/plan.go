@@ -342,7 +342,7 @@ func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 	}
 	switch {
 	case disabled > 0 && limited+down == 0:
-		return &Failure{Kind: resilience.InvalidAPIKey, Err: fmt.Errorf("no eligible model: the providers of %d models refused their keys; "+
+		return &Failure{Kind: resilience.InvalidAPIKey, Err: fmt.Errorf("no eligible model: the providers of %d models refused their keys (or asked for payment); "+
 			"they take calls again once their keys change", disabled)}
 	case counts[bandit.ContextTooSmall.String()] > 0 && limited+down == 0:
 		return &Failure{Kind: resilience.RequestTooLarge, Err: errors.New("the task does not fit the context window of any eligible model")}

@@ -36,12 +36,12 @@ func (a *Anthropic) MessagesRequest(call Call) ([]byte, error) {
 		body["max_tokens"] = call.MaxTokens
 	}
 	var system []string
-	var msgs []chatMessage
+	var msgs []Message
 	for _, m := range call.Messages {
 		if m.Role == "system" {
 			system = append(system, m.Content)
 		} else {
-			msgs = append(msgs, chatMessage{Role: m.Role, Content: m.Content})
+			msgs = append(msgs, m)
 		}
 	}
 	body["messages"] = msgs

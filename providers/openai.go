@@ -63,14 +63,9 @@ func NewOpenAI(client *http.Client, provider string) *OpenAI {
 	return &OpenAI{Client: client, Provider: provider, Profile: ProfileOf(provider)}
 }
 
-type chatMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
-}
-
 // ChatRequest builds the body of a chat completion for a call.
 func (o *OpenAI) ChatRequest(call Call) ([]byte, error) {
-	body := map[string]any{"model": call.Upstream(), "messages": chatMessages(call.Messages), "stream": false}
+	body := map[string]any{"model": call.Upstream(), "messages": call.Messages, "stream": false}
 	if call.MaxTokens > 0 {
 		body[o.Profile.MaxTokensField] = call.MaxTokens
 	}
@@ -87,14 +82,6 @@ func (o *OpenAI) ChatRequest(call Call) ([]byte, error) {
 		}
 	}
 	return json.Marshal(body)
-}
-
-func chatMessages(ms []Message) []chatMessage {
-	out := make([]chatMessage, len(ms))
-	for i, m := range ms {
-		out[i] = chatMessage{Role: m.Role, Content: m.Content}
-	}
-	return out
 }
 
 // Complete implements Backend.

@@ -9,6 +9,7 @@ package providers
 import (
 	"context"
 	"encoding/json"
+	"time"
 
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/secret"
@@ -25,8 +26,8 @@ const (
 // Message is one turn of a chat.
 type Message struct {
 	// Role is system, user or assistant.
-	Role    string
-	Content string
+	Role    string `json:"role"`
+	Content string `json:"content"`
 }
 
 // ResponseFormat asks for JSON matching a schema (the arbiter's verdict). Providers that cannot
@@ -90,6 +91,8 @@ type Reply struct {
 	UpstreamRequestID string
 	// RateLimit is what the provider's headers said about its limits; nil when they said nothing.
 	RateLimit *ratelimit.Upstream
+	// Latency is the provider's own round trip, as the registry measured it.
+	Latency time.Duration
 }
 
 // Backend calls models. Implementations are safe for concurrent use and honour ctx's deadline.

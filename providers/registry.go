@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"sort"
 	"sync/atomic"
+	"time"
 
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/secret"
@@ -82,7 +83,9 @@ func (r *Registry) Complete(ctx context.Context, call Call) (Reply, error) {
 		return Reply{}, &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
 			Err: fmt.Errorf("no upstream is configured for provider %q", call.Provider)}
 	}
+	began := time.Now()
 	reply, err := b.Complete(ctx, call)
+	reply.Latency = time.Since(began)
 	if r.prices != nil {
 		if in, out, ok := r.prices(call.Model); ok {
 			reply.Cost = (in*float64(reply.Usage.InputTokens) + out*float64(reply.Usage.OutputTokens)) / 1e6

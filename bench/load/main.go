@@ -49,11 +49,17 @@ type result struct {
 	P50Ms       float64 `json:"p50_ms"`
 	P99Ms       float64 `json:"p99_ms"`
 	CPUPerReqUs float64 `json:"cpu_us_per_request"`
+	// UpstreamCPUPerReqUs is the mock provider's CPU time per request (passthrough runs).
+	UpstreamCPUPerReqUs float64 `json:"upstream_cpu_us_per_request,omitempty"`
 }
 
 func main() {
 	if len(os.Args) > 2 && os.Args[1] == "baseline" {
 		serveBaseline(os.Args[2])
+		return
+	}
+	if len(os.Args) > 2 && os.Args[1] == "mock" {
+		serveMock(os.Args[2])
 		return
 	}
 	conclave := flag.String("conclave", "bin/conclave", "the conclave binary")
@@ -63,7 +69,14 @@ func main() {
 	out := flag.String("out", "reports/bench-load.json", "JSON report")
 	sustained := flag.Int("sustained", 0, "instead: send this many requests to the embedded default (faults and rate limits on) and tally the answers")
 	sustainedConns := flag.Int("sustained-concurrency", 32, "concurrency of the sustained run")
+	through := flag.Bool("passthrough", false, "instead: one model through the OpenAI adapter to a local mock, against calling the mock directly, at 1 connection")
 	flag.Parse()
+	if *through {
+		if err := passthrough(*conclave, *warmup, *duration, *out); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *sustained > 0 {
 		if err := soak(*conclave, *sustained, *sustainedConns); err != nil {
 			fail(err)
@@ -148,47 +161,79 @@ func freeAddr() (string, error) {
 	return l.Addr().String(), nil
 }
 
-func measure(name string, command func(string) *exec.Cmd, concurrency int, warmup, duration time.Duration) (result, error) {
+// start runs a server process on a free address and waits for it to be healthy.
+func start(command func(string) *exec.Cmd) (string, *exec.Cmd, func(), error) {
 	addr, err := freeAddr()
 	if err != nil {
-		return result{}, err
+		return "", nil, nil, err
 	}
 	cmd := command(addr)
 	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
 	if err := cmd.Start(); err != nil {
-		return result{}, err
+		return "", nil, nil, err
 	}
-	defer func() {
+	stop := func() {
 		_ = cmd.Process.Signal(syscall.SIGTERM)
 		_ = cmd.Wait()
-	}()
+	}
 	url := "http://" + addr
 	if err := waitHealthy(url); err != nil {
+		stop()
+		return "", nil, nil, err
+	}
+	return url, cmd, stop, nil
+}
+
+func measure(name string, command func(string) *exec.Cmd, concurrency int, warmup, duration time.Duration) (result, error) {
+	url, cmd, stop, err := start(command)
+	if err != nil {
 		return result{}, err
 	}
+	defer stop()
+	body := func(i int) []byte {
+		raw, _ := json.Marshal(map[string]string{"task": tasks[i%len(tasks)]})
+		return raw
+	}
+	return measureAt(name, url+"/route-thompson", body, concurrency, warmup, duration, cmd.Process.Pid)
+}
+
+// measureAt runs a warm-up and a measured closed loop against url, charging the CPU time of the
+// processes pids to its requests (the first is the server's; the others' time is reported apart).
+func measureAt(name, url string, body func(int) []byte, concurrency int, warmup, duration time.Duration, pids ...int) (result, error) {
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}, Timeout: time.Minute}
-	load(client, url, concurrency, warmup)
-	cpuBefore, err := cpuTime(cmd.Process.Pid)
-	if err != nil {
-		return result{}, err
+	load(client, url, body, concurrency, warmup)
+	before := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		var err error
+		if before[i], err = cpuTime(pid); err != nil {
+			return result{}, err
+		}
 	}
-	lat, errs, elapsed := load(client, url, concurrency, duration)
-	cpuAfter, err := cpuTime(cmd.Process.Pid)
-	if err != nil {
-		return result{}, err
+	lat, errs, elapsed := load(client, url, body, concurrency, duration)
+	cpu := make([]time.Duration, len(pids))
+	for i, pid := range pids {
+		after, err := cpuTime(pid)
+		if err != nil {
+			return result{}, err
+		}
+		cpu[i] = after - before[i]
 	}
 	if len(lat) == 0 {
 		return result{}, errors.New("no request succeeded")
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 	served := len(lat) + errs
-	return result{
+	r := result{
 		Server: name, Concurrency: concurrency, Requests: served, Errors: errs,
 		RPS:         float64(served) / elapsed.Seconds(),
 		P50Ms:       ms(lat[len(lat)/2]),
 		P99Ms:       ms(lat[min(len(lat)-1, len(lat)*99/100)]),
-		CPUPerReqUs: float64((cpuAfter - cpuBefore).Microseconds()) / float64(served),
-	}, nil
+		CPUPerReqUs: float64(cpu[0].Microseconds()) / float64(served),
+	}
+	if len(cpu) > 1 {
+		r.UpstreamCPUPerReqUs = float64(cpu[1].Microseconds()) / float64(served)
+	}
+	return r, nil
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
@@ -208,7 +253,7 @@ func waitHealthy(url string) error {
 }
 
 // load runs a closed loop: each of concurrency clients sends its next request when the last is answered.
-func load(client *http.Client, url string, concurrency int, d time.Duration) ([]time.Duration, int, time.Duration) {
+func load(client *http.Client, url string, body func(int) []byte, concurrency int, d time.Duration) ([]time.Duration, int, time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var mu sync.Mutex
@@ -223,9 +268,8 @@ func load(client *http.Client, url string, concurrency int, d time.Duration) ([]
 			var mine []time.Duration
 			bad := 0
 			for i := w; ctx.Err() == nil; i += concurrency {
-				body, _ := json.Marshal(map[string]string{"task": tasks[i%len(tasks)]})
 				t := time.Now()
-				resp, err := client.Post(url+"/route-thompson", "application/json", bytes.NewReader(body))
+				resp, err := client.Post(url, "application/json", bytes.NewReader(body(i)))
 				if err != nil {
 					bad++
 					continue
@@ -395,4 +439,120 @@ func soak(conclave string, n, concurrency int) error {
 		fmt.Printf("| %s | %s | %d |\n", p.Name, p.Breaker.State, len(p.Models))
 	}
 	return nil
+}
+
+// mockCompletion is the mock provider's answer, the size of a short real one.
+const mockCompletion = `{"id":"chatcmpl-bench","object":"chat.completion","created":1767225600,"model":"mock-1",` +
+	`"choices":[{"index":0,"message":{"role":"assistant","content":"Nitrogen: about 78% of dry air by volume, against 21% oxygen and under 1% argon. The answer is (B).","refusal":null},"logprobs":null,"finish_reason":"stop"}],` +
+	`"usage":{"prompt_tokens":41,"completion_tokens":33,"total_tokens":74}}`
+
+// serveMock is an OpenAI-compatible provider that answers at once: it reads the request as a real
+// server would and sends a canned completion.
+func serveMock(addr string) {
+	http.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusOK) })
+	http.HandleFunc("/v1/models", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		io.WriteString(w, `{"object":"list","data":[{"id":"mock-1","object":"model","created":1767225600,"owned_by":"bench"}]}`)
+	})
+	http.HandleFunc("/v1/chat/completions", func(w http.ResponseWriter, r *http.Request) {
+		var req struct {
+			Model    string `json:"model"`
+			Messages []struct {
+				Role, Content string
+			} `json:"messages"`
+		}
+		if err := json.NewDecoder(r.Body).Decode(&req); err != nil || len(req.Messages) == 0 {
+			http.Error(w, `{"error":{"message":"bad request","type":"invalid_request_error","param":null,"code":null}}`, http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.Header().Set("x-request-id", "req_bench")
+		io.WriteString(w, mockCompletion)
+	})
+	if err := http.ListenAndServe(addr, nil); err != nil {
+		fail(err)
+	}
+}
+
+// passthrough measures what Conclave adds to one call: one model (workers 1, min_responses 1) through
+// the OpenAI adapter to the mock, against the same chat completion sent to the mock directly, one
+// connection at a time. The figures are the server's CPU per request against the mock's, and the
+// added p50 latency.
+func passthrough(conclave string, warmup, duration time.Duration, out string) error {
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	mockURL, mock, stopMock, err := start(func(addr string) *exec.Cmd { return exec.Command(self, "mock", addr) })
+	if err != nil {
+		return fmt.Errorf("mock: %w", err)
+	}
+	defer stopMock()
+	off := 0
+	cfg, err := os.CreateTemp("", "conclave-passthrough-*.json")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(cfg.Name())
+	err = json.NewEncoder(cfg).Encode(map[string]any{"providers": map[string]any{"mock": map[string]any{
+		"kind": "openai", "base_url": mockURL + "/v1", "discovery_interval_seconds": off,
+		"models":     []map[string]any{{"id": "mock-1", "context": 32768, "price_in": 0.1, "price_out": 0.4}},
+		"rate_limit": map[string]int{"requests_per_minute": 0, "tokens_per_minute": 0, "concurrency": 0}}}})
+	cfg.Close()
+	if err != nil {
+		return err
+	}
+	direct := func(i int) []byte {
+		raw, _ := json.Marshal(map[string]any{"model": "mock-1", "max_tokens": 1024, "stream": false,
+			"messages": []map[string]string{{"role": "user", "content": tasks[i%len(tasks)]}}})
+		return raw
+	}
+	routed := func(i int) []byte {
+		raw, _ := json.Marshal(map[string]any{"task": tasks[i%len(tasks)], "models": []string{"mock-1"}, "workers": 1, "min_responses": 1})
+		return raw
+	}
+	var results []result
+	base, err := measureAt("mock directly", mockURL+"/v1/chat/completions", direct, 1, warmup, duration, mock.Process.Pid)
+	if err != nil {
+		return fmt.Errorf("mock directly: %w", err)
+	}
+	base.UpstreamCPUPerReqUs = base.CPUPerReqUs
+	results = append(results, base)
+	for _, level := range []string{"info", "warn"} {
+		url, cmd, stop, err := start(func(addr string) *exec.Cmd {
+			return exec.Command(conclave, "serve", "--config", cfg.Name(), "--listen", addr, "--log-level", level)
+		})
+		if err != nil {
+			return fmt.Errorf("conclave: %w", err)
+		}
+		r, err := measureAt("conclave ("+level+" logs) to the mock", url+"/route-thompson", routed, 1, warmup, duration, cmd.Process.Pid, mock.Process.Pid)
+		stop()
+		if err != nil {
+			return fmt.Errorf("conclave (%s logs): %w", level, err)
+		}
+		results = append(results, r)
+	}
+	fmt.Println("| path | req/s | p50 ms | p99 ms | added p50 µs | server CPU µs/req | mock CPU µs/req | server CPU vs mock's |")
+	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
+	for _, r := range results {
+		added, server := "", ""
+		if r.Server != base.Server {
+			added = fmt.Sprintf("%.0f", (r.P50Ms-base.P50Ms)*1000)
+			server = fmt.Sprintf("%.1f", r.CPUPerReqUs)
+		}
+		fmt.Printf("| %s | %.0f | %.3f | %.3f | %s | %s | %.1f | %s |\n", r.Server, r.RPS, r.P50Ms, r.P99Ms, added, server, r.UpstreamCPUPerReqUs,
+			ratio(r, base))
+	}
+	raw, _ := json.MarshalIndent(results, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(strings.TrimSuffix(out, ".json")+"-passthrough.json", raw, 0o644)
+}
+
+func ratio(r, base result) string {
+	if r.Server == base.Server || base.CPUPerReqUs == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.1f×", r.CPUPerReqUs/base.CPUPerReqUs)
 }
