@@ -399,3 +399,27 @@ func (b *ArmBoard) Published() []bandit.Arm {
 	}
 	return out
 }
+
+// Seed publishes arms learned before this start. A model the board does not have yet keeps its arms
+// for when discovery adds it; arms of unknown categories are dropped.
+func (b *ArmBoard) Seed(arms []bandit.Arm) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	old := b.layout.Load()
+	next := &armLayout{models: old.models, active: old.active, slots: maps.Clone(old.slots)}
+	for _, a := range arms {
+		ci, ok := b.categories[a.Category]
+		if !ok {
+			continue
+		}
+		s, ok := next.slots[a.Model]
+		if !ok {
+			s = make(armSlots, len(b.categories))
+			next.slots[a.Model] = s
+		}
+		a := a
+		s[ci].Store(&a)
+		b.pulls[ci].Add(a.Pulls)
+	}
+	b.layout.Store(next)
+}

@@ -11,50 +11,82 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/store"
+	"github.com/conclave-ai/conclave/store/spool"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 )
 
-// RecorderActor batches execution records into the store off the request path. Records it holds but
-// has not yet written answer reads too, and because a coordinator hands over its record before it
-// answers the caller, a caller that asks for its execution right after the answer always finds it.
+// RecorderActor writes execution records to the store off the request path, in batches, and applies
+// callers' feedback. Records it holds but has not written yet answer reads too; because a coordinator
+// hands over its record before it answers, a caller that asks for its execution right after the
+// answer always finds it.
+//
+// While the store is unreachable the records go to the spool, in order, and the spool is written back
+// once the store answers again; the store takes each record once, so nothing is written twice. Its
+// queue is bounded: records beyond it are dropped, counted and logged.
 type RecorderActor struct {
 	deps     *Deps
 	store    store.Store
+	spool    *spool.Spool // nil: no spool (the memory store cannot be unreachable)
 	log      *zap.Logger
 	batch    []*messages.Execution
-	pending  map[string]*messages.Execution // buffered or being written
+	pending  map[string]*messages.Execution // queued or being written
 	judging  map[string]bool                // feedback being applied, to refuse a concurrent second one
+	awaiting map[string][]*feedbackAsk      // feedback on a record still on its way to the store
 	writing  bool
-	tick     func()
-	flushers []*actor.PID // waiting for a Flush to complete
-	written  int
+	// down is true while the store is unreachable: records go through the spool.
+	down       bool
+	lastReplay time.Time
+	tick       func()
+	flushers   []*actor.PID
+	written    int
+	spooled    int
+	dropped    int
 }
 
-// Batching of the recorder.
+// Bounds and pace of the recorder.
 const (
 	recordBatchSize     = 128
 	recordFlushInterval = 50 * time.Millisecond
+	// RecorderQueue is the most records the recorder holds before it drops new ones.
+	RecorderQueue = 10000
+	// replayInterval is how often a store that is down is tried again.
+	replayInterval = time.Second
+	replayBatch    = 256
 )
 
 type flushTick struct{}
 
+// batchWritten is the outcome of one write: to the store, or through the spool while it is down.
 type batchWritten struct {
 	records []*messages.Execution
-	err     error
+	// err is the store's answer to the batch (nil once it went to the spool instead).
+	err error
+	// spooled says the records went to the spool; spoolErr that they could not.
+	spooled  bool
+	spoolErr error
+	// down says the store is still unreachable after the write (and any replay); replayed counts the
+	// spooled records written back.
+	down      bool
+	replayed  int
+	replayErr error
 }
 
-// feedbackLoaded brings back a record read from the store for a feedback request.
-type feedbackLoaded struct {
+// feedbackAsk is a feedback request and who waits for its answer.
+type feedbackAsk struct {
 	req    *messages.RecordFeedback
-	rec    *messages.Execution
-	err    error
 	sender *actor.PID
 }
 
-// NewRecorderActor returns the producer of the recorder.
-func NewRecorderActor(deps *Deps, s store.Store) actor.Producer {
-	return func() actor.Actor { return &RecorderActor{deps: deps, store: s} }
+// feedbackDone is the outcome of a feedback request.
+type feedbackDone struct {
+	ask     *feedbackAsk
+	result  *messages.FeedbackResult
+	updates []*messages.BanditUpdate
+}
+
+// NewRecorderActor returns the producer of the recorder; sp may be nil.
+func NewRecorderActor(deps *Deps, s store.Store, sp *spool.Spool) actor.Producer {
+	return func() actor.Actor { return &RecorderActor{deps: deps, store: s, spool: sp} }
 }
 
 // Receive implements actor.Actor.
@@ -62,41 +94,32 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.log = r.deps.Log.With(zap.String("actor", "recorder"))
-		r.pending = map[string]*messages.Execution{}
-		r.judging = map[string]bool{}
+		r.pending, r.judging, r.awaiting = map[string]*messages.Execution{}, map[string]bool{}, map[string][]*feedbackAsk{}
+		if r.spool != nil {
+			if n, _ := r.spool.Pending(); n > 0 { // left by a run whose store was down: write it back first
+				r.down = true
+				r.log.Warn("records left in the spool are written back", zap.String("event", "spool_replay"), zap.Int("records", n),
+					zap.String("spool", r.spool.Path()))
+				r.wakeIn(ctx, 0)
+			}
+		}
 	case *messages.Execution:
+		if len(r.batch) >= RecorderQueue {
+			r.drop(1, errors.New("the recorder's queue is full"))
+			return
+		}
 		r.batch = append(r.batch, m)
 		r.pending[m.RequestId] = m
 		if len(r.batch) >= recordBatchSize {
 			r.write(ctx)
-		} else if r.tick == nil {
-			r.tick = r.deps.Timers.SendOnce(recordFlushInterval, ctx.Self(), flushTick{})
+		} else {
+			r.wakeIn(ctx, recordFlushInterval)
 		}
 	case flushTick:
 		r.tick = nil
 		r.write(ctx)
 	case *batchWritten:
-		r.writing = false
-		if m.err != nil {
-			// Keep what the store refused: it stays readable here and is written again on the next tick.
-			r.log.Error("writing execution records failed", zap.String("event", "record_write_failed"), zap.Int("records", len(m.records)), zap.Error(m.err))
-			r.batch = append(m.records, r.batch...)
-			for _, f := range r.flushers {
-				ctx.Send(f, &messages.Flushed{Written: int32(r.written), Error: m.err.Error()})
-			}
-			r.flushers = nil
-			if r.tick == nil {
-				r.tick = r.deps.Timers.SendOnce(time.Second, ctx.Self(), flushTick{})
-			}
-			return
-		}
-		r.written += len(m.records)
-		for _, rec := range m.records {
-			if r.pending[rec.RequestId] == rec {
-				delete(r.pending, rec.RequestId)
-			}
-		}
-		r.write(ctx)
+		r.applyWrite(ctx, m)
 	case *messages.GetExecution:
 		if rec, ok := r.pending[m.RequestId]; ok {
 			ctx.Respond(&messages.ExecutionLookup{Execution: rec, Found: true})
@@ -106,7 +129,11 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		go func() {
 			var rec *messages.Execution
 			err := safely(func() (err error) { rec, err = st.Get(context.Background(), m.RequestId); return err })
-			root.Send(sender, &messages.ExecutionLookup{Execution: rec, Found: err == nil})
+			res := &messages.ExecutionLookup{Execution: rec, Found: err == nil}
+			if err != nil && !errors.Is(err, store.ErrNotFound) {
+				res.Unavailable = err.Error()
+			}
+			root.Send(sender, res)
 		}()
 	case *messages.RecordFeedback:
 		if r.judging[m.RequestId] {
@@ -114,26 +141,23 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 			return
 		}
 		r.judging[m.RequestId] = true
-		if rec, ok := r.pending[m.RequestId]; ok {
-			r.applyFeedback(ctx, m, rec, ctx.Sender())
+		ask := &feedbackAsk{req: m, sender: ctx.Sender()}
+		if _, ok := r.pending[m.RequestId]; ok {
+			// The store must hold the record before its feedback: wait for the write.
+			r.awaiting[m.RequestId] = append(r.awaiting[m.RequestId], ask)
 			return
 		}
-		sender, self, root, st := ctx.Sender(), ctx.Self(), ctx.ActorSystem().Root, r.store
-		go func() {
-			var rec *messages.Execution
-			err := safely(func() (err error) { rec, err = st.Get(context.Background(), m.RequestId); return err })
-			if errors.Is(err, store.ErrNotFound) {
-				err = nil
+		r.judge(ctx, ask, nil)
+	case *feedbackDone:
+		delete(r.judging, m.ask.req.RequestId)
+		if m.result.Status == http.StatusOK {
+			for _, u := range m.updates {
+				reward(ctx, r.deps.Dir.Bandit, &messages.Reward{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason, RequestId: m.ask.req.RequestId})
 			}
-			root.Send(self, &feedbackLoaded{req: m, rec: rec, err: err, sender: sender})
-		}()
-	case *feedbackLoaded:
-		if m.err != nil {
-			delete(r.judging, m.req.RequestId)
-			ctx.Send(m.sender, feedbackResult(http.StatusServiceUnavailable, "the record store is unavailable: "+m.err.Error()))
-			return
+			r.log.Info("feedback applied", zap.String("event", "feedback"), zap.String("request_id", m.ask.req.RequestId),
+				zap.Array("updates", updatesField(m.updates)))
 		}
-		r.applyFeedback(ctx, m.req, m.rec, m.sender)
+		ctx.Send(m.ask.sender, m.result)
 	case *messages.Flush:
 		r.flushers = append(r.flushers, ctx.Sender())
 		r.write(ctx)
@@ -144,58 +168,226 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 	}
 }
 
-// applyFeedback rewards the models of one execution once and records the feedback with it.
-func (r *RecorderActor) applyFeedback(ctx actor.Context, fb *messages.RecordFeedback, rec *messages.Execution, replyTo *actor.PID) {
-	delete(r.judging, fb.RequestId)
-	switch {
-	case rec == nil:
-		ctx.Send(replyTo, feedbackNotFound)
-		return
-	case len(rec.Feedback) > 0:
-		ctx.Send(replyTo, feedbackTwice)
-		return
+// wakeIn makes sure a flush tick comes within d.
+func (r *RecorderActor) wakeIn(ctx actor.Context, d time.Duration) {
+	if r.tick == nil {
+		r.tick = r.deps.Timers.SendOnce(d, ctx.Self(), flushTick{})
 	}
-	updates, err := FeedbackUpdates(rec, fb, r.deps.Dir.Arms)
-	if err != nil {
-		ctx.Send(replyTo, feedbackResult(http.StatusBadRequest, err.Error()))
-		return
-	}
-	for _, u := range updates {
-		reward(ctx, r.deps.Dir.Bandit, &messages.Reward{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason, RequestId: fb.RequestId})
-	}
-	// Records are immutable once sent: store a copy with the feedback, which replaces the original.
-	updated := proto.Clone(rec).(*messages.Execution)
-	updated.Feedback = updates
-	updated.FeedbackAt = ts(r.deps.now())
-	r.batch = append(r.batch, updated)
-	r.pending[updated.RequestId] = updated
-	r.write(ctx)
-	r.log.Info("feedback applied", zap.String("event", "feedback"), zap.String("request_id", fb.RequestId),
-		zap.Array("updates", updatesField(updates)))
-	ctx.Send(replyTo, &messages.FeedbackResult{Status: http.StatusOK, Updates: updates})
 }
 
-// write starts writing the batch when no write is in flight, and answers flushes once nothing is left.
+// drop counts records lost and logs it: the first loss, then every thousandth, so that a store that
+// stays down cannot flood the log.
+func (r *RecorderActor) drop(n int, why error) {
+	before := r.dropped
+	r.dropped += n
+	if before == 0 || before/1000 != r.dropped/1000 {
+		r.log.Error("execution records dropped", zap.String("event", "record_dropped"), zap.Int("records", n),
+			zap.Int("dropped_total", r.dropped), zap.Error(why))
+	}
+}
+
+// applyWrite applies the outcome of a write.
+func (r *RecorderActor) applyWrite(ctx actor.Context, m *batchWritten) {
+	r.writing = false
+	wasDown := r.down
+	r.down = m.down
+	var rejected *store.RejectedError
+	switch {
+	case m.spoolErr != nil:
+		// Neither the store nor the spool took them: keep what the queue has room for.
+		room := max(RecorderQueue-len(r.batch), 0)
+		keep := m.records[:min(room, len(m.records))]
+		r.batch = append(keep, r.batch...)
+		if lost := m.records[len(keep):]; len(lost) > 0 {
+			r.forget(ctx, lost, m.spoolErr)
+			r.drop(len(lost), m.spoolErr)
+		}
+		r.log.Error("the spool refused records", zap.String("event", "spool_full"), zap.Int("records", len(m.records)), zap.Error(m.spoolErr))
+		r.wakeIn(ctx, replayInterval)
+	case errors.As(m.err, &rejected):
+		r.log.Error("the store refused records", zap.String("event", "record_rejected"), zap.Strings("request_ids", rejected.IDs[:min(len(rejected.IDs), 20)]),
+			zap.Int("records", len(rejected.IDs)), zap.Error(rejected.Err))
+		r.written += len(m.records) - len(rejected.IDs)
+		r.forget(ctx, m.records, nil)
+	case m.err != nil:
+		// Unreachable with no spool, or any other failure: write them again on the next tick.
+		r.log.Error("writing execution records failed", zap.String("event", "record_write_failed"), zap.Int("records", len(m.records)), zap.Error(m.err))
+		r.batch = append(m.records, r.batch...)
+		r.answerFlushers(ctx, m.err)
+		r.wakeIn(ctx, replayInterval)
+		return
+	case m.spooled:
+		r.spooled += len(m.records)
+		r.forget(ctx, m.records, store.ErrUnavailable)
+	default:
+		r.written += len(m.records)
+		r.forget(ctx, m.records, nil)
+	}
+	if m.replayErr != nil && !errors.Is(m.replayErr, store.ErrUnavailable) {
+		r.log.Error("writing the spool back failed", zap.String("event", "spool_replay_failed"), zap.Error(m.replayErr))
+	}
+	switch {
+	case r.down && !wasDown:
+		n, _ := r.spool.Pending()
+		r.log.Error("the record store is unavailable: records go to the spool", zap.String("event", "store_unavailable"),
+			zap.String("spool", r.spool.Path()), zap.Int("spooled", n), zap.Error(m.err))
+	case wasDown && !r.down:
+		r.log.Info("the record store is back: the spool is written", zap.String("event", "store_available"), zap.Int("replayed", m.replayed))
+	}
+	if r.down {
+		r.wakeIn(ctx, replayInterval)
+	}
+	r.write(ctx)
+}
+
+// forget lets go of records that left the queue, and answers the feedback that waited on them: with
+// the store's answer once it holds them, or with why it does not.
+func (r *RecorderActor) forget(ctx actor.Context, records []*messages.Execution, failed error) {
+	for _, rec := range records {
+		if r.pending[rec.RequestId] == rec {
+			delete(r.pending, rec.RequestId)
+		}
+		asks := r.awaiting[rec.RequestId]
+		delete(r.awaiting, rec.RequestId)
+		for _, ask := range asks {
+			if failed != nil {
+				delete(r.judging, ask.req.RequestId)
+				ctx.Send(ask.sender, feedbackResult(http.StatusServiceUnavailable, "the record store is unavailable; try again later"))
+				continue
+			}
+			r.judge(ctx, ask, rec)
+		}
+	}
+}
+
+// judge applies feedback through the store's conditional update, off the actor; rec is the record when
+// the recorder has it already.
+func (r *RecorderActor) judge(ctx actor.Context, ask *feedbackAsk, rec *messages.Execution) {
+	self, root, st, arms, now, node := ctx.Self(), ctx.ActorSystem().Root, r.store, r.deps.Dir.Arms, r.deps.now(), r.deps.NodeID
+	go func() {
+		done := &feedbackDone{ask: ask}
+		defer func() { root.Send(self, done) }()
+		bgctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if rec == nil {
+			err := safely(func() (err error) { rec, err = st.Get(bgctx, ask.req.RequestId); return err })
+			switch {
+			case errors.Is(err, store.ErrNotFound):
+				done.result = feedbackNotFound
+				return
+			case err != nil:
+				done.result = feedbackResult(http.StatusServiceUnavailable, "the record store is unavailable: "+err.Error())
+				return
+			}
+		}
+		if len(rec.Feedback) > 0 {
+			done.result = feedbackTwice
+			return
+		}
+		updates, err := FeedbackUpdates(rec, ask.req, arms)
+		if err != nil {
+			done.result = feedbackResult(http.StatusBadRequest, err.Error())
+			return
+		}
+		var applied bool
+		err = safely(func() (err error) {
+			applied, err = st.SetFeedback(bgctx, ask.req.RequestId, store.Feedback{Updates: updates, At: now, NodeID: node})
+			return err
+		})
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			done.result = feedbackNotFound
+		case err != nil:
+			done.result = feedbackResult(http.StatusServiceUnavailable, "the record store is unavailable: "+err.Error())
+		case !applied:
+			done.result = feedbackTwice
+		default:
+			done.result, done.updates = &messages.FeedbackResult{Status: http.StatusOK, Updates: updates}, updates
+		}
+	}()
+}
+
+// write starts the next write when none is in flight: the batch to the store, or, while the store is
+// down, the batch to the spool and (at most once a second) the spool back to the store. Flushes are
+// answered once nothing is left to write.
 func (r *RecorderActor) write(ctx actor.Context) {
 	if r.writing {
 		return
 	}
-	if len(r.batch) == 0 {
-		for _, f := range r.flushers {
-			ctx.Send(f, &messages.Flushed{Written: int32(r.written)})
-		}
-		r.flushers = nil
+	now := r.deps.now()
+	replay := r.down && now.Sub(r.lastReplay) >= replayInterval
+	if len(r.batch) == 0 && !replay {
+		r.answerFlushers(ctx, nil)
 		return
+	}
+	if replay {
+		r.lastReplay = now
 	}
 	records := r.batch
 	r.batch = nil
 	r.writing = true
-	self, root, st := ctx.Self(), ctx.ActorSystem().Root, r.store
+	self, root, st, sp, down := ctx.Self(), ctx.ActorSystem().Root, r.store, r.spool, r.down
 	go func() {
 		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		root.Send(self, &batchWritten{records: records, err: safely(func() error { return st.Save(wctx, records) })})
+		res := &batchWritten{records: records, down: down}
+		defer func() { root.Send(self, res) }()
+		if !down && len(records) > 0 {
+			res.err = safely(func() error { return st.Insert(wctx, records) })
+			if sp == nil || !errors.Is(res.err, store.ErrUnavailable) {
+				return
+			}
+			res.down = true
+		}
+		if len(records) > 0 {
+			if err := sp.Append(records); err != nil {
+				res.spoolErr = err
+				return
+			}
+			res.err, res.spooled = nil, true
+		}
+		if replay {
+			res.replayed, res.down, res.replayErr = replaySpool(wctx, st, sp)
+		}
 	}()
+}
+
+// replaySpool writes the spool back to the store in order, and reports whether the store is still down.
+// Records the store refuses for their content are skipped: writing them again cannot help.
+func replaySpool(ctx context.Context, st store.Store, sp *spool.Spool) (int, bool, error) {
+	n := 0
+	for {
+		recs, off, err := sp.Peek(replayBatch)
+		if err != nil {
+			return n, true, err
+		}
+		if len(recs) == 0 {
+			return n, false, nil
+		}
+		err = safely(func() error { return st.Insert(ctx, recs) })
+		var rejected *store.RejectedError
+		if err != nil && !errors.As(err, &rejected) {
+			return n, true, err
+		}
+		if err := sp.Commit(off, len(recs)); err != nil {
+			return n, true, err
+		}
+		n += len(recs)
+	}
+}
+
+func (r *RecorderActor) answerFlushers(ctx actor.Context, err error) {
+	if len(r.flushers) == 0 || (err == nil && (r.writing || len(r.batch) > 0)) {
+		return
+	}
+	f := &messages.Flushed{Written: int32(r.written), Spooled: int32(r.spooled)}
+	if err != nil {
+		f.Error = err.Error()
+	}
+	for _, p := range r.flushers {
+		ctx.Send(p, f)
+	}
+	r.flushers = nil
 }
 
 // safely runs a store call, turning a panic in it into an error: a broken store must not take the

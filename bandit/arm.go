@@ -73,3 +73,23 @@ func clamp01(x float64) float64 {
 	}
 	return min(x, 1)
 }
+
+// Rebuild returns the arm that rewards make, oldest first, from the prior: how a node that starts
+// again folds an arm's latest rewards back into its recency and, with a discount, its evidence.
+func Rebuild(model, category string, p Prior, rewards []float64, cfg UpdateConfig) Arm {
+	a := NewArm(model, category, p)
+	for _, r := range rewards {
+		a = a.Update(r, cfg)
+	}
+	return a
+}
+
+// HistoryNeeded is how many of an arm's latest rewards Rebuild needs for the arm to be within 1e-4 of
+// the one all of them make: the recency window's, or the discount's when it forgets more slowly.
+func HistoryNeeded(cfg UpdateConfig) int {
+	n := int(math.Ceil(math.Log(1e-4) / math.Log(1-recencyAlpha)))
+	if g := cfg.Discount; g > 0 && g < 1 {
+		n = max(n, int(math.Ceil(math.Log(1e-4)/math.Log(g))))
+	}
+	return min(n, 20000)
+}

@@ -45,6 +45,13 @@ type Config struct {
 	// that many bytes.
 	Records         int   `json:"records"`
 	RecordsMaxBytes int64 `json:"records_max_bytes"`
+	// DatabaseURL (DATABASE_URL), when set, keeps execution records and what the bandit learned in
+	// PostgreSQL; unset, records live in the bounded memory store and learning in memory.
+	DatabaseURL secret.String `json:"database_url"`
+	// SpoolPath is the file where records wait while PostgreSQL is unreachable (empty: spool-<node
+	// id>.records in the user's cache directory); SpoolMaxBytes bounds it.
+	SpoolPath     string `json:"spool_path"`
+	SpoolMaxBytes int64  `json:"spool_max_bytes"`
 	// MaxInflightBytes bounds the bytes of the tasks of the requests running at once; beyond it new
 	// requests get 503 with Retry-After.
 	MaxInflightBytes int64                       `json:"max_inflight_bytes"`
@@ -161,6 +168,7 @@ func Default() Config {
 		MaxBodyBytes:           1 << 20,
 		Records:                10000,
 		RecordsMaxBytes:        256 << 20,
+		SpoolMaxBytes:          1 << 30,
 		MaxInflightBytes:       256 << 20,
 		Workers:                8,
 		WorkerSlots:            16,
@@ -210,6 +218,8 @@ var settings = []setting{
 		func(c *Config, v string) (err error) { c.Sim.LatencyScale, err = strconv.ParseFloat(v, 64); return err }},
 	{"secrets-file", "CONCLAVE_SECRETS_FILE", "NAME=value file of provider keys, readable by its owner only",
 		func(Config) string { return "none" }, func(c *Config, v string) error { c.SecretsFile = v; return nil }},
+	{"spool-path", "CONCLAVE_SPOOL_PATH", "file where records wait while PostgreSQL is unreachable",
+		func(Config) string { return "spool-<node id>.records in the user's cache directory" }, func(c *Config, v string) error { c.SpoolPath = v; return nil }},
 	{"max-body-bytes", "CONCLAVE_MAX_BODY_BYTES", "largest accepted request body; larger ones get 413",
 		func(c Config) string { return strconv.FormatInt(c.MaxBodyBytes, 10) },
 		func(c *Config, v string) (err error) { c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); return err }},
@@ -236,6 +246,8 @@ Each flag has an environment variable; a flag beats its variable, which beats th
 	fmt.Fprint(w, `
   CONCLAVE_API_TOKEN   the bearer token every endpoint but /healthz and /readyz requires (environment
                        only: a secret does not belong on a command line); default none
+  DATABASE_URL         PostgreSQL for records and learning (environment or the config file's
+                       database_url only); default none: the memory store
 `)
 }
 
@@ -285,6 +297,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	if v := getenv("CONCLAVE_API_TOKEN"); v != "" {
 		cfg.APIToken = secret.String(v)
 	}
+	if v := getenv("DATABASE_URL"); v != "" {
+		cfg.DatabaseURL = secret.String(v)
+	}
 	if cfg.NodeID == "" {
 		cfg.NodeID, _ = os.Hostname()
 	}
@@ -315,6 +330,7 @@ func (c Config) Validate() error {
 	between("max_body_bytes", float64(c.MaxBodyBytes), 1024, 64<<20)
 	between("records", float64(c.Records), 0, 1_000_000)
 	between("records_max_bytes", float64(c.RecordsMaxBytes), 0, 16<<30)
+	between("spool_max_bytes", float64(c.SpoolMaxBytes), 1<<20, 1<<40)
 	between("max_inflight_bytes", float64(c.MaxInflightBytes), 0, 16<<30)
 	if c.MaxInflightBytes > 0 && c.MaxInflightBytes < c.MaxBodyBytes {
 		bad("max_inflight_bytes (%d) must not be below max_body_bytes (%d)", c.MaxInflightBytes, c.MaxBodyBytes)

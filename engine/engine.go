@@ -32,6 +32,7 @@ import (
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/store"
+	"github.com/conclave-ai/conclave/store/spool"
 	"github.com/conclave-ai/conclave/supervisors"
 	"go.uber.org/zap"
 )
@@ -51,7 +52,8 @@ type Options struct {
 	Blueprints *blueprints.Set
 	// Transport gives each worker its transport; nil runs every worker in process over Backend.
 	Transport func(fleet.WorkerSpec) fleet.Transport
-	Store     store.Store
+	// Store replaces the store the configuration names (DATABASE_URL, or the memory store).
+	Store store.Store
 	// KeyPoll is how often the secrets file is read again for changed keys; zero means KeyPollInterval.
 	KeyPoll time.Duration
 }
@@ -66,6 +68,7 @@ type Engine struct {
 	catalog    *catalog.Live
 	blueprints *blueprints.Set
 	store      store.Store
+	spool      *spool.Spool
 	// Sim is the simulated provider when the engine runs on it (nil otherwise); tests inject faults here.
 	Sim *providers.Sim
 	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
@@ -135,13 +138,17 @@ func New(opts Options) (*Engine, error) {
 		e.Sim = providers.NewSim(cat.All(), cfg.Sim)
 		backend = e.Sim
 	}
-	if e.store == nil {
-		e.store = store.NewMemory(cfg.Records, cfg.RecordsMaxBytes)
+	if err := e.openStore(); err != nil {
+		return nil, err
 	}
 
 	e.system = actor.NewActorSystem(logging.ActorLogger(log), actor.WithDeadLetterThrottleInterval(time.Second))
 	categories := bps.Names()
 	arms := actors.NewArmBoard(cat.All(), categories, bandit.DefaultPrior, cfg.Sharing)
+	if err := e.loadArms(arms); err != nil {
+		e.closeStore()
+		return nil, err
+	}
 	workers := fleet.DefaultWorkers(cfg.Workers, cfg.WorkerSlots)
 	providerNames := append([]string(nil), cat.ProviderNames()...)
 	for _, u := range ups { // a provider whose models discovery will list has an actor already
@@ -177,7 +184,7 @@ func New(opts Options) (*Engine, error) {
 		{Name: actors.ProvidersName, Props: supervisors.Static(providerChildren)},
 		{Name: actors.BanditName, Props: supervisors.Bandit(e.deps)},
 		{Name: actors.RequestsName, Props: supervisors.Requests(e.deps)},
-		{Name: actors.RecorderName, Props: actors.Props(actors.NewRecorderActor(e.deps, e.store))},
+		{Name: actors.RecorderName, Props: actors.Props(actors.NewRecorderActor(e.deps, e.store, e.spool))},
 	})
 	if e.root, err = e.system.Root.SpawnNamed(rootProps, actors.RootName); err != nil {
 		return nil, fmt.Errorf("start actor system: %w", err)
@@ -361,6 +368,9 @@ func (e *Engine) Execution(ctx context.Context, id string) (*messages.Execution,
 	if !ok {
 		return nil, false, fmt.Errorf("execution %s: unexpected reply %T", id, res)
 	}
+	if l.Unavailable != "" {
+		return nil, false, fmt.Errorf("%w: %s", store.ErrUnavailable, l.Unavailable)
+	}
 	return l.Execution, l.Found, nil
 }
 
@@ -473,9 +483,10 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			}
 		}
 		// The records are written even when ctx is over: a request's record is never dropped on the way out.
-		wait := time.Second
+		// Enough for a write to a database that just went away to fail and go to the spool instead.
+		wait := 10 * time.Second
 		if d, ok := ctx.Deadline(); ok {
-			wait = max(time.Until(d), time.Second)
+			wait = max(time.Until(d), wait)
 		}
 		res, ferr := e.system.Root.RequestFuture(e.deps.Dir.Recorder, &messages.Flush{}, wait).Result()
 		if ferr != nil {
@@ -487,7 +498,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			err = errors.Join(err, fmt.Errorf("stop actors: %w", perr))
 		}
 		e.system.Shutdown()
-		err = errors.Join(err, e.store.Close())
+		err = errors.Join(err, e.closeStore())
 		e.log.Info("conclave engine stopped", zap.String("event", "engine_stopped"), zap.Error(err))
 	})
 	return err

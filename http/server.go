@@ -17,6 +17,7 @@ import (
 	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/secret"
+	"github.com/conclave-ai/conclave/store"
 	"github.com/conclave-ai/conclave/validation"
 	"github.com/julienschmidt/httprouter"
 	"go.uber.org/zap"
@@ -27,6 +28,9 @@ type Engine interface {
 	Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error)
 	Execution(ctx context.Context, id string) (*messages.Execution, bool, error)
 	Feedback(ctx context.Context, fb *messages.RecordFeedback) (*messages.FeedbackResult, error)
+	Executions(ctx context.Context, f store.Filter) (store.Page, error)
+	// Analyst is nil when the store keeps no analysis (the memory store).
+	Analyst() store.Analyst
 	Catalog() *catalog.Catalog
 	Blueprints() *blueprints.Set
 	Arms() *actors.ArmBoard
@@ -68,8 +72,13 @@ func New(engine Engine, opts Options) *Server {
 	}
 	r := s.router
 	r.POST("/route-thompson", s.authed(s.route))
+	r.GET("/executions", s.authed(s.executions))
 	r.GET("/executions/:id", s.authed(s.execution))
+	r.GET("/executions/:id/trace", s.authed(s.trace))
 	r.POST("/executions/:id/feedback", s.authed(s.feedback))
+	r.GET("/analysis/models", s.authed(s.analysisModels))
+	r.GET("/analysis/cost", s.authed(s.analysisCost))
+	r.GET("/analysis/latency", s.authed(s.analysisLatency))
 	r.GET("/models", s.authed(s.models))
 	r.GET("/providers", s.authed(s.providers))
 	r.GET("/workers", s.authed(s.workers))

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
+	"errors"
 	"net/http"
 	"sort"
 
 	"github.com/conclave-ai/conclave/bandit"
 	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/store"
 	"github.com/julienschmidt/httprouter"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -16,6 +18,8 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, p httprouter.
 	id := p.ByName("id")
 	exec, found, err := s.engine.Execution(r.Context(), id)
 	switch {
+	case errors.Is(err, store.ErrUnavailable):
+		storeError(w, err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), nil)
 	case !found:

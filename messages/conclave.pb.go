@@ -3239,9 +3239,11 @@ func (x *GetExecution) GetRequestId() string {
 }
 
 type ExecutionLookup struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Execution     *Execution             `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
-	Found         bool                   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Execution *Execution             `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	Found     bool                   `protobuf:"varint,2,opt,name=found,proto3" json:"found,omitempty"`
+	// unavailable, when not empty, says why the store could not be read: the record may exist.
+	Unavailable   string `protobuf:"bytes,3,opt,name=unavailable,proto3" json:"unavailable,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3288,6 +3290,13 @@ func (x *ExecutionLookup) GetFound() bool {
 		return x.Found
 	}
 	return false
+}
+
+func (x *ExecutionLookup) GetUnavailable() string {
+	if x != nil {
+		return x.Unavailable
+	}
+	return ""
 }
 
 // RecordFeedback asks the recorder to apply a caller's feedback to an execution, once: either the true
@@ -3355,7 +3364,8 @@ func (x *RecordFeedback) GetScores() map[string]float64 {
 
 type FeedbackResult struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// status is the HTTP status: 200, 400 (unusable feedback), 404 (no such execution), 409 (already given).
+	// status is the HTTP status: 200, 400 (unusable feedback), 404 (no such execution), 409 (already
+	// given), 503 (the store is unavailable).
 	Status        int32           `protobuf:"varint,1,opt,name=status,proto3" json:"status,omitempty"`
 	Message       string          `protobuf:"bytes,2,opt,name=message,proto3" json:"message,omitempty"`
 	Updates       []*BanditUpdate `protobuf:"bytes,3,rep,name=updates,proto3" json:"updates,omitempty"`
@@ -3452,9 +3462,11 @@ func (*Flush) Descriptor() ([]byte, []int) {
 }
 
 type Flushed struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Written       int32                  `protobuf:"varint,1,opt,name=written,proto3" json:"written,omitempty"`
-	Error         string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Written int32                  `protobuf:"varint,1,opt,name=written,proto3" json:"written,omitempty"`
+	Error   string                 `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// spooled counts the records that went to the spool because the store was unavailable.
+	Spooled       int32 `protobuf:"varint,3,opt,name=spooled,proto3" json:"spooled,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3501,6 +3513,13 @@ func (x *Flushed) GetError() string {
 		return x.Error
 	}
 	return ""
+}
+
+func (x *Flushed) GetSpooled() int32 {
+	if x != nil {
+		return x.Spooled
+	}
+	return 0
 }
 
 var File_conclave_proto protoreflect.FileDescriptor
@@ -3849,10 +3868,11 @@ const file_conclave_proto_rawDesc = "" +
 	"request_id\x18\x05 \x01(\tR\trequestId\"-\n" +
 	"\fGetExecution\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x01 \x01(\tR\trequestId\"]\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\"\x7f\n" +
 	"\x0fExecutionLookup\x124\n" +
 	"\texecution\x18\x01 \x01(\v2\x16.conclave.v1.ExecutionR\texecution\x12\x14\n" +
-	"\x05found\x18\x02 \x01(\bR\x05found\"\xd3\x01\n" +
+	"\x05found\x18\x02 \x01(\bR\x05found\x12 \n" +
+	"\vunavailable\x18\x03 \x01(\tR\vunavailable\"\xd3\x01\n" +
 	"\x0eRecordFeedback\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1b\n" +
@@ -3866,10 +3886,11 @@ const file_conclave_proto_rawDesc = "" +
 	"\x06status\x18\x01 \x01(\x05R\x06status\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\x123\n" +
 	"\aupdates\x18\x03 \x03(\v2\x19.conclave.v1.BanditUpdateR\aupdates\"\a\n" +
-	"\x05Flush\"9\n" +
+	"\x05Flush\"S\n" +
 	"\aFlushed\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\x05R\awritten\x12\x14\n" +
-	"\x05error\x18\x02 \x01(\tR\x05error*D\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
+	"\aspooled\x18\x03 \x01(\x05R\aspooled*D\n" +
 	"\x06Effect\x12\x12\n" +
 	"\x0eEFFECT_NEUTRAL\x10\x00\x12\x12\n" +
 	"\x0eEFFECT_SUCCESS\x10\x01\x12\x12\n" +

@@ -1,121 +1,103 @@
-// Package store owns where execution records live: the Store interface the recorder writes through,
-// and Memory, the bounded in-process store of the embedded default.
+// Package store owns the contract of where execution records live: the Store interface the recorder
+// writes through and the API reads through, the filters and pages of a listing, and Memory, the
+// bounded in-process store of the embedded default. Records handed to a store are never changed
+// afterwards: feedback is kept beside a record, and readers get a record with it.
 package store
 
 import (
 	"context"
 	"errors"
-	"sync"
+	"fmt"
+	"time"
 
+	"github.com/conclave-ai/conclave/bandit"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// ErrNotFound is returned for an unknown request id.
-var ErrNotFound = errors.New("execution not found")
+// Sentinel errors of every store.
+var (
+	// ErrNotFound is returned for an unknown request id.
+	ErrNotFound = errors.New("execution not found")
+	// ErrUnavailable wraps a failure to reach the store: the record may well exist.
+	ErrUnavailable = errors.New("the record store is unavailable")
+)
 
-// Store persists execution records.
+// RejectedError reports records the store refused for what they hold (not for being unreachable):
+// writing them again cannot help. The other records of the batch were written.
+type RejectedError struct {
+	IDs []string
+	Err error
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("%d records refused: %v", len(e.IDs), e.Err)
+}
+
+func (e *RejectedError) Unwrap() error { return e.Err }
+
+// Store persists execution records. Implementations are safe for concurrent use.
 type Store interface {
-	// Save writes a batch of records.
-	Save(ctx context.Context, records []*messages.Execution) error
-	// Get returns the record of a request, or ErrNotFound.
+	// Insert writes records. A record whose request id is stored already is left as it is, so writing
+	// a batch again (after a failure, or from a spool) adds nothing twice.
+	Insert(ctx context.Context, records []*messages.Execution) error
+	// Get returns a record with its feedback, or ErrNotFound, or an error wrapping ErrUnavailable.
 	Get(ctx context.Context, requestID string) (*messages.Execution, error)
+	// SetFeedback records feedback on an execution that has none yet and reports whether it did; only
+	// one caller of many, on any controller, sees true. An unknown id is ErrNotFound.
+	SetFeedback(ctx context.Context, requestID string, fb Feedback) (bool, error)
+	// List returns a page of summaries, newest first.
+	List(ctx context.Context, f Filter) (Page, error)
 	Close() error
 }
 
-// Memory keeps the most recent records up to a number of records and a number of bytes, forgetting the
-// oldest first: a flood of large tasks cannot grow it past its byte budget. It is safe for concurrent
-// use.
-type Memory struct {
-	mu       sync.RWMutex
-	queue    []entry // oldest first, from head on
-	head     int
-	byID     map[string]*messages.Execution
-	records  int
-	maxBytes int64
-	bytes    int64
+// Learning is a store that also keeps what the bandit learned: the rewards of every record it
+// inserts and every feedback it sets, added to each arm atomically.
+type Learning interface {
+	LoadArms(ctx context.Context, o LoadOptions) ([]bandit.Arm, error)
 }
 
-type entry struct {
-	rec  *messages.Execution
-	size int64
+// LoadOptions say how arms are rebuilt at start.
+type LoadOptions struct {
+	Prior bandit.Prior
+	// Learning is the node's update rule: with a discount, arms are folded from their latest rewards.
+	Learning bandit.UpdateConfig
 }
 
-// Defaults of the memory store.
+// Feedback is what a caller's feedback changed: the rewards it gave, and when.
+type Feedback struct {
+	Updates []*messages.BanditUpdate
+	At      time.Time
+	NodeID  string
+}
+
+// Outcomes of an execution.
 const (
-	DefaultCapacity = 10000
-	DefaultMaxBytes = 256 << 20
+	OutcomeOK       = "ok"
+	OutcomeDegraded = "degraded"
+	OutcomeFailed   = "failed"
 )
 
-// NewMemory returns a memory store holding at most records records (DefaultCapacity when <= 0) and
-// about maxBytes bytes of them, as encoded (DefaultMaxBytes when <= 0). The newest record is always
-// kept, even alone over the budget.
-func NewMemory(records int, maxBytes int64) *Memory {
-	if records <= 0 {
-		records = DefaultCapacity
+// Outcome is how an execution ended: failed when it did not answer 200, degraded when it answered with
+// less than it asked for, ok otherwise.
+func Outcome(e *messages.Execution) string {
+	switch {
+	case e.StatusCode != 200:
+		return OutcomeFailed
+	case e.Degraded:
+		return OutcomeDegraded
 	}
-	if maxBytes <= 0 {
-		maxBytes = DefaultMaxBytes
-	}
-	return &Memory{byID: make(map[string]*messages.Execution), records: records, maxBytes: maxBytes}
+	return OutcomeOK
 }
 
-// Save implements Store.
-func (m *Memory) Save(_ context.Context, records []*messages.Execution) error {
-	sizes := make([]int64, len(records))
-	for i, r := range records {
-		sizes[i] = int64(proto.Size(r))
+// WithFeedback returns the record with its feedback, leaving the stored record as it is.
+func WithFeedback(rec *messages.Execution, fb *Feedback) *messages.Execution {
+	if fb == nil {
+		return rec
 	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	for i, r := range records {
-		m.queue = append(m.queue, entry{r, sizes[i]})
-		m.bytes += sizes[i]
-		m.byID[r.RequestId] = r
-		for n := len(m.queue) - m.head; n > 1 && (n > m.records || m.bytes > m.maxBytes); n-- {
-			m.evict()
-		}
-	}
-	return nil
+	out := proto.Clone(rec).(*messages.Execution)
+	out.Feedback = fb.Updates
+	out.FeedbackAt = timestamppb.New(fb.At)
+	return out
 }
-
-func (m *Memory) evict() {
-	old := m.queue[m.head]
-	m.queue[m.head] = entry{}
-	m.head++
-	m.bytes -= old.size
-	if m.byID[old.rec.RequestId] == old.rec {
-		delete(m.byID, old.rec.RequestId)
-	}
-	if m.head > 1024 && m.head*2 > len(m.queue) { // compact once the dead prefix dominates
-		m.queue = append(m.queue[:0], m.queue[m.head:]...)
-		m.head = 0
-	}
-}
-
-// Get implements Store.
-func (m *Memory) Get(_ context.Context, id string) (*messages.Execution, error) {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if r, ok := m.byID[id]; ok {
-		return r, nil
-	}
-	return nil, ErrNotFound
-}
-
-// Len is the number of records held.
-func (m *Memory) Len() int {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return len(m.byID)
-}
-
-// Bytes is the encoded size of the records held (superseded versions of a record included).
-func (m *Memory) Bytes() int64 {
-	m.mu.RLock()
-	defer m.mu.RUnlock()
-	return m.bytes
-}
-
-// Close implements Store.
-func (m *Memory) Close() error { return nil }

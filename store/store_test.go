@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -14,7 +17,7 @@ func TestMemoryKeepsTheMostRecent(t *testing.T) {
 	m := NewMemory(3, 0)
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
-		if err := m.Save(ctx, []*messages.Execution{{RequestId: fmt.Sprint(i)}}); err != nil {
+		if err := m.Insert(ctx, []*messages.Execution{{RequestId: fmt.Sprint(i)}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -29,17 +32,40 @@ func TestMemoryKeepsTheMostRecent(t *testing.T) {
 	}
 }
 
-func TestMemoryOverwriteOfSameID(t *testing.T) {
+func TestMemoryInsertsAnIDOnce(t *testing.T) {
 	m := NewMemory(2, 0)
 	ctx := context.Background()
-	m.Save(ctx, []*messages.Execution{{RequestId: "a", Answer: "1"}, {RequestId: "a", Answer: "2"}, {RequestId: "b"}})
-	// Evicting the superseded first "a" must not forget the newer one.
+	m.Insert(ctx, []*messages.Execution{{RequestId: "a", Answer: "1"}, {RequestId: "a", Answer: "2"}, {RequestId: "b"}})
 	r, err := m.Get(ctx, "a")
-	if err != nil || r.Answer != "2" {
-		t.Fatalf("latest a lost: %v, %v", r, err)
+	if err != nil || r.Answer != "1" || m.Len() != 2 {
+		t.Fatalf("a is %v (%v), %d held", r, err, m.Len())
 	}
-	if _, err := m.Get(ctx, "b"); err != nil {
-		t.Fatal(err)
+}
+
+func TestMemoryTakesFeedbackOnceAndLeavesTheRecord(t *testing.T) {
+	m := NewMemory(0, 0)
+	ctx := context.Background()
+	rec := &messages.Execution{RequestId: "a"}
+	m.Insert(ctx, []*messages.Execution{rec})
+	fb := Feedback{Updates: []*messages.BanditUpdate{{Model: "m", Reward: 1}}, At: time.Unix(100, 0)}
+	var wg sync.WaitGroup
+	var applied atomic.Int32
+	for range 8 {
+		wg.Go(func() {
+			if ok, err := m.SetFeedback(ctx, "a", fb); err != nil {
+				t.Error(err)
+			} else if ok {
+				applied.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	got, _ := m.Get(ctx, "a")
+	if applied.Load() != 1 || len(got.Feedback) != 1 || len(rec.Feedback) != 0 {
+		t.Fatalf("applied %d times; read back %v; the stored record changed: %v", applied.Load(), got.Feedback, rec.Feedback)
+	}
+	if _, err := m.SetFeedback(ctx, "b", fb); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("feedback on an unknown id: %v", err)
 	}
 }
 
@@ -48,7 +74,7 @@ func TestMemoryIsBoundedByBytes(t *testing.T) {
 	ctx := context.Background()
 	task := strings.Repeat("x", 1<<20)
 	for i := 0; i < 20; i++ {
-		if err := m.Save(ctx, []*messages.Execution{{RequestId: fmt.Sprint(i), Task: task}}); err != nil {
+		if err := m.Insert(ctx, []*messages.Execution{{RequestId: fmt.Sprint(i), Task: task}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -60,7 +86,7 @@ func TestMemoryIsBoundedByBytes(t *testing.T) {
 	}
 	// A record above the whole budget is still kept: the newest record is never dropped.
 	huge := strings.Repeat("y", 5<<20)
-	m.Save(ctx, []*messages.Execution{{RequestId: "huge", Task: huge}})
+	m.Insert(ctx, []*messages.Execution{{RequestId: "huge", Task: huge}})
 	if _, err := m.Get(ctx, "huge"); err != nil || m.Len() != 1 {
 		t.Fatalf("huge record: %v, %d held", err, m.Len())
 	}
