@@ -1,5 +1,5 @@
-// Command conclave is the Conclave control plane: `conclave serve` runs it, `conclave version` says
-// which build this is.
+// Command conclave is the Conclave control plane: `conclave serve` runs it, `conclave migrate` and
+// `conclave records` tend its PostgreSQL, `conclave version` says which build this is.
 package main
 
 import (
@@ -32,6 +32,10 @@ which models to ask.
 Usage:
   conclave serve [flags]     run the control plane (the embedded default needs no configuration)
   conclave eval [flags]      measure routing quality on replayed benchmark answers (report in reports/eval)
+  conclave migrate up|down|status
+                             apply or undo the PostgreSQL schema at DATABASE_URL
+  conclave records prune --older-than 30d
+                             delete old execution records from PostgreSQL
   conclave version           print the version (also --version)
   conclave help              show this text (also --help)
 
@@ -58,6 +62,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "eval":
 		return evaluate(ctx, args[1:], stdout, stderr)
+	case "migrate":
+		return migrate(ctx, args[1:], stdout, stderr)
+	case "records":
+		return records(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil

@@ -31,10 +31,12 @@ func TestVersionAndUsage(t *testing.T) {
 	}
 	// --help on every command succeeds and shows the defaults, with the environment variables of serve.
 	for args, want := range map[string][]string{
-		"serve --help": {"--listen", "CONCLAVE_LISTEN", "127.0.0.1:5000", "CONCLAVE_NODE_ID", "CONCLAVE_API_TOKEN", "CONCLAVE_CONFIG"},
-		"eval --help":  {"-data", "../shared/data/replay", "-workers"},
-		"help":         {"conclave serve", "conclave eval"},
-		"--help":       {"conclave serve"},
+		"serve --help":   {"--listen", "CONCLAVE_LISTEN", "127.0.0.1:5000", "CONCLAVE_NODE_ID", "CONCLAVE_API_TOKEN", "CONCLAVE_CONFIG"},
+		"eval --help":    {"-data", "../shared/data/replay", "-workers"},
+		"help":           {"conclave serve", "conclave eval", "conclave migrate", "conclave records prune"},
+		"migrate --help": {"up", "down", "status", "DATABASE_URL", "advisory lock"},
+		"records --help": {"--older-than", "--batch"},
+		"--help":         {"conclave serve"},
 	} {
 		out.Reset()
 		if err := run(context.Background(), strings.Fields(args), &out, &errOut); err != nil {
