@@ -24,9 +24,12 @@ test:
 # bench runs the Go benchmarks (decision core and the whole pipeline), then the load run: the real
 # server against a bare net/http JSON handler, as separate processes, at concurrency 1 and 16; then the
 # passthrough run: one model through the OpenAI adapter to a local mock against calling the mock directly.
+# The load run includes conclave recording to PostgreSQL (a database of its own on BENCH_DATABASE_URL's
+# server), for the recorder's effect on latency and CPU.
+BENCH_DATABASE_URL ?= postgres://conclave:conclave@127.0.0.1:5432/conclave_test?sslmode=disable
 bench: build
 	$(GO) test -run='^$$' -bench=. -benchmem ./...
-	$(GO) run ./bench/load --conclave $(BIN)
+	$(GO) run ./bench/load --conclave $(BIN) --database '$(BENCH_DATABASE_URL)'
 	$(GO) run ./bench/load --conclave $(BIN) --passthrough
 
 # soak drives the embedded default as it ships (simulated faults, default rate limits) with 200,000

@@ -131,6 +131,7 @@ func TestBestModelsComeToDominate(t *testing.T) {
 		return float64(hits) / float64(all)
 	}
 	var picks [][]string
+	var rewards int64
 	for i := 0; i < requests; i++ {
 		task := fmt.Sprintf("Item %d. Which option is right?\nA) one\nB) two\nC) three\nD) four\nE) five\nF) six\nG) seven\nH) eight", i)
 		status, resp, bad := tb.route(map[string]any{"task": task, "category": "general", "models": models, "workers": 4, "min_responses": 3, "strategy": "majority"})
@@ -142,6 +143,14 @@ func TestBestModelsComeToDominate(t *testing.T) {
 			ps = append(ps, r.Model)
 		}
 		picks = append(picks, ps)
+		// Each selection sees the rewards of the requests before it, however busy the machine.
+		updates, _ := tb.record(resp.RequestID)["bandit_updates"].([]any)
+		rewards += int64(len(updates))
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		if err := tb.engine.Settle(ctx, "general", rewards); err != nil {
+			t.Fatal(err)
+		}
+		cancel()
 	}
 	early, late := share(0, 25, picks), share(requests-window, requests, picks)
 	t.Logf("share of picks among the 4 best of 16: first 25 requests %.2f, last %d requests %.2f (chance 0.25)", early, window, late)

@@ -17,6 +17,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -27,6 +28,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 var tasks = []string{
@@ -69,6 +72,7 @@ func main() {
 	out := flag.String("out", "reports/bench-load.json", "JSON report")
 	sustained := flag.Int("sustained", 0, "instead: send this many requests to the embedded default (faults and rate limits on) and tally the answers")
 	sustainedConns := flag.Int("sustained-concurrency", 32, "concurrency of the sustained run")
+	database := flag.String("database", "", "also run conclave recording to PostgreSQL: a fresh database is made from this URL's server and dropped after")
 	through := flag.Bool("passthrough", false, "instead: one model through the OpenAI adapter to a local mock, against calling the mock directly, at 1 connection")
 	flag.Parse()
 	if *through {
@@ -104,6 +108,27 @@ func main() {
 		{"conclave (warn logs)", func(addr string) *exec.Cmd {
 			return exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "warn")
 		}},
+	}
+	if *database != "" {
+		url, drop, err := benchDatabase(*conclave, *database)
+		if err != nil {
+			fail(fmt.Errorf("database: %w", err))
+		}
+		defer drop()
+		spoolDir, err := os.MkdirTemp("", "conclave-bench-spool-")
+		if err != nil {
+			fail(err)
+		}
+		defer os.RemoveAll(spoolDir)
+		servers = append(servers, struct {
+			name string
+			cmd  func(addr string) *exec.Cmd
+		}{"conclave (info logs, PostgreSQL)", func(addr string) *exec.Cmd {
+			cmd := exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "info",
+				"--spool-path", filepath.Join(spoolDir, addr+".spool"))
+			cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
+			return cmd
+		}})
 	}
 	var results []result
 	for _, level := range strings.Split(*levels, ",") {
@@ -555,4 +580,36 @@ func ratio(r, base result) string {
 		return ""
 	}
 	return fmt.Sprintf("%.1f×", r.CPUPerReqUs/base.CPUPerReqUs)
+}
+
+// benchDatabase makes a database of its own on the server of base, migrated by the conclave binary,
+// and returns its URL and how to drop it.
+func benchDatabase(conclave, base string) (string, func(), error) {
+	ctx := context.Background()
+	admin, err := pgx.Connect(ctx, base)
+	if err != nil {
+		return "", nil, err
+	}
+	name := fmt.Sprintf("conclave_bench_%d", os.Getpid())
+	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		admin.Close(ctx)
+		return "", nil, err
+	}
+	drop := func() {
+		_, _ = admin.Exec(ctx, "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)")
+		admin.Close(ctx)
+	}
+	u, err := neturl.Parse(base)
+	if err != nil {
+		drop()
+		return "", nil, err
+	}
+	u.Path = "/" + name
+	migrate := exec.Command(conclave, "migrate", "up")
+	migrate.Env = append(os.Environ(), "DATABASE_URL="+u.String())
+	if out, err := migrate.CombinedOutput(); err != nil {
+		drop()
+		return "", nil, fmt.Errorf("migrate: %v: %s", err, out)
+	}
+	return u.String(), drop, nil
 }
