@@ -36,6 +36,7 @@ type RecorderActor struct {
 	// down is true while the store is unreachable: records go through the spool.
 	down       bool
 	lastReplay time.Time
+	spoolFull  bool // the spool refused records since it last took some
 	tick       func()
 	flushers   []*actor.PID
 	written    int
@@ -194,7 +195,8 @@ func (r *RecorderActor) applyWrite(ctx actor.Context, m *batchWritten) {
 	var rejected *store.RejectedError
 	switch {
 	case m.spoolErr != nil:
-		// Neither the store nor the spool took them: keep what the queue has room for.
+		// Neither the store nor the spool took them: keep what the queue has room for, and try again
+		// when the store may be back.
 		room := max(RecorderQueue-len(r.batch), 0)
 		keep := m.records[:min(room, len(m.records))]
 		r.batch = append(keep, r.batch...)
@@ -202,8 +204,13 @@ func (r *RecorderActor) applyWrite(ctx actor.Context, m *batchWritten) {
 			r.forget(ctx, lost, m.spoolErr)
 			r.drop(len(lost), m.spoolErr)
 		}
-		r.log.Error("the spool refused records", zap.String("event", "spool_full"), zap.Int("records", len(m.records)), zap.Error(m.spoolErr))
+		if !r.spoolFull {
+			r.spoolFull = true
+			r.log.Error("the spool refused records", zap.String("event", "spool_full"), zap.Int("records", len(m.records)), zap.Error(m.spoolErr))
+		}
+		r.answerFlushers(ctx, m.spoolErr)
 		r.wakeIn(ctx, replayInterval)
+		return
 	case errors.As(m.err, &rejected):
 		r.log.Error("the store refused records", zap.String("event", "record_rejected"), zap.Strings("request_ids", rejected.IDs[:min(len(rejected.IDs), 20)]),
 			zap.Int("records", len(rejected.IDs)), zap.Error(rejected.Err))
@@ -217,7 +224,7 @@ func (r *RecorderActor) applyWrite(ctx actor.Context, m *batchWritten) {
 		r.wakeIn(ctx, replayInterval)
 		return
 	case m.spooled:
-		r.spooled += len(m.records)
+		r.spooled, r.spoolFull = r.spooled+len(m.records), false
 		r.forget(ctx, m.records, store.ErrUnavailable)
 	default:
 		r.written += len(m.records)
@@ -339,15 +346,23 @@ func (r *RecorderActor) write(ctx actor.Context) {
 			}
 			res.down = true
 		}
+		if replay {
+			// The spool first, so the order holds; once it is empty, the batch goes straight to the store.
+			res.replayed, res.down, res.replayErr = replaySpool(wctx, st, sp)
+			if !res.down && len(records) > 0 {
+				res.err = safely(func() error { return st.Insert(wctx, records) })
+				if !errors.Is(res.err, store.ErrUnavailable) {
+					return
+				}
+				res.down = true
+			}
+		}
 		if len(records) > 0 {
 			if err := sp.Append(records); err != nil {
 				res.spoolErr = err
 				return
 			}
 			res.err, res.spooled = nil, true
-		}
-		if replay {
-			res.replayed, res.down, res.replayErr = replaySpool(wctx, st, sp)
 		}
 	}()
 }

@@ -303,3 +303,26 @@ func TestListingTheMemoryStore(t *testing.T) {
 		t.Fatalf("analysis without a database: %d", resp.StatusCode)
 	}
 }
+
+func TestAFullSpoolKeepsAnsweringAndSaysSo(t *testing.T) {
+	db := newDatabase(t)
+	proxy, through := pgtest.NewProxy(t, db.url)
+	tb := newTestbed(t, func(c *config.Config) {
+		withDatabase(through, filepath.Join(t.TempDir(), "spool"))(c)
+		c.SpoolMaxBytes = 1 << 20
+	})
+	proxy.Cut()
+	var ids []string
+	for i := range 8 { // 8 tasks of 200 kB: the spool takes four or five of them
+		task := fmt.Sprintf("%s\n(%d) %s", mcq, i, strings.Repeat("context ", 25000))
+		status, ok, e := tb.route(map[string]any{"task": task, "category": "general", "workers": 1, "min_responses": 1})
+		if status != http.StatusOK {
+			t.Fatalf("status %d: %+v", status, e)
+		}
+		ids = append(ids, ok.RequestID)
+	}
+	waitFor(t, func() bool { return tb.logs.FilterField(zap.String("event", "spool_full")).Len() > 0 })
+	// What the spool could not take waited in the recorder's queue: every record arrives.
+	proxy.Restore()
+	waitFor(t, func() bool { return db.count(t, `SELECT count(*) FROM workflow.executions WHERE request_id = ANY($1)`, ids) == 8 })
+}
