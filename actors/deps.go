@@ -49,6 +49,18 @@ type Deps struct {
 	Breakers      map[string]resilience.Settings
 	ModelBreakers map[string]resilience.Settings
 	RateLimits    map[string]ratelimit.Limits
+	// Limiters makes each provider's limiter (Redis shared, with a local fallback); nil means local
+	// limiters.
+	Limiters ratelimit.Factory
+}
+
+// limiter returns a provider's limiter.
+func (d *Deps) limiter(provider string) ratelimit.Limiter {
+	l := d.RateLimits[provider]
+	if d.Limiters != nil {
+		return d.Limiters(provider, l)
+	}
+	return ratelimit.NewLocal(l, d.Clock, 0)
 }
 
 // DefaultHostGrace bounds the time a worker host may take beyond a call's budget to return it; a call

@@ -65,12 +65,15 @@ type ProviderSnapshot struct {
 	Name    string              `json:"name"`
 	Breaker resilience.Snapshot `json:"breaker"`
 	Limits  ratelimit.Limits    `json:"limits"`
-	// RateLimitUse is the highest share of any limit in use, in [0, 1].
-	RateLimitUse float64 `json:"rate_limit_use"`
-	Requests     int     `json:"requests_last_minute"`
-	Tokens       int     `json:"tokens_last_minute"`
-	InFlight     int     `json:"in_flight"`
-	Waiting      int     `json:"waiting"`
+	// RateLimitUse is the highest share of any limit in use, in [0, 1]; LimitUse is each limit's.
+	RateLimitUse float64  `json:"rate_limit_use"`
+	LimitUse     LimitUse `json:"limit_use"`
+	// SharedLimits says the counts are every controller's (Redis), not only this one's.
+	SharedLimits bool `json:"shared_limits"`
+	Requests     int  `json:"requests_last_minute"`
+	Tokens       int  `json:"tokens_last_minute"`
+	InFlight     int  `json:"in_flight"`
+	Waiting      int  `json:"waiting"`
 	// Reliability is the share of calls without a provider fault over the last 24 hours, with one
 	// success and one failure of prior evidence, so an unused provider starts at 0.5 plus its record.
 	Reliability float64 `json:"reliability"`
@@ -84,6 +87,13 @@ type ProviderSnapshot struct {
 	Models map[string]ModelState `json:"models,omitempty"`
 	// Disabled, when not empty, says why the provider takes no call until its key changes.
 	Disabled string `json:"disabled,omitempty"`
+}
+
+// LimitUse is the share of each limit in use, in [0, 1].
+type LimitUse struct {
+	Requests    float64 `json:"requests"`
+	Tokens      float64 `json:"tokens"`
+	Concurrency float64 `json:"concurrency"`
 }
 
 // ModelState is why one model is out of its provider's pool, and until when.

@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"context"
+	"errors"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,8 +24,17 @@ type ProviderActor struct {
 	log     *zap.Logger
 	breaker *resilience.Breaker
 	spread  resilience.Spread
-	limiter *ratelimit.Window
-	models  map[string]*modelState
+	// limiter is called off the actor (it may be Redis); its answers come back as messages.
+	limiter ratelimit.Limiter
+	usage   ratelimit.Usage
+	// reserving is the acquisition whose reservation is out; only one is, so acquisitions are served
+	// in order. Until limitedUntil (or, with waitRelease, until a call of this provider ends), the
+	// limiter has said no and is not asked again.
+	reserving    *reservation
+	limitedUntil time.Time
+	waitRelease  bool
+	refresh      func()
+	models       map[string]*modelState
 	// modelsChanged says the published list of models out of the pool is stale.
 	modelsChanged bool
 	// disabled, when not empty, is why the provider takes no call until its key changes.
@@ -61,6 +72,35 @@ type hourBucket struct {
 // wakeUp is the provider actor's own timer: retry the waiting acquisitions.
 type wakeUp struct{}
 
+// reservation is an acquisition whose breaker tickets are held while the limiter decides.
+type reservation struct {
+	a                   *messages.Acquire
+	ticket, modelTicket resilience.Ticket
+	withdrawn           bool
+}
+
+// reserved is the limiter's answer to a reservation.
+type reserved struct {
+	jobID    string
+	decision ratelimit.Decision
+	err      error
+}
+
+// limiterUsage is the limiter's answer to a release, an observation or a refresh.
+type limiterUsage struct {
+	usage    ratelimit.Usage
+	released bool
+}
+
+// refreshUsage asks the limiter for its use: other controllers spend a shared limit too.
+type refreshUsage struct{}
+
+// UsageRefresh is how often a provider actor reads its limiter's use.
+const UsageRefresh = time.Second
+
+// limiterTimeout bounds one limiter call (Redis); the fallback answers beyond it.
+const limiterTimeout = 2 * time.Second
+
 // NewProviderActor returns the producer of a provider actor.
 func NewProviderActor(deps *Deps, ref *ProviderRef) actor.Producer {
 	return func() actor.Actor { return &ProviderActor{deps: deps, ref: ref} }
@@ -71,6 +111,7 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		p.start()
+		p.refresh = p.deps.Timers.SendOnce(UsageRefresh, ctx.Self(), refreshUsage{})
 	case *messages.Acquire:
 		if m.ReplyTo == nil {
 			// A bug in the sender, not an expected failure: let supervision restart this actor.
@@ -79,7 +120,7 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		p.waiting = append(p.waiting, m)
 		p.serve(ctx)
 	case *messages.Outcome:
-		p.outcome(m)
+		p.outcome(ctx, m)
 		p.serve(ctx)
 	case *messages.KeyChanged:
 		if p.disabled != "" {
@@ -89,12 +130,117 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		}
 	case wakeUp:
 		p.wake, p.wakeAt = nil, time.Time{}
-		p.expireLeases()
+		p.expireLeases(ctx)
 		p.serve(ctx)
 		p.rearm(ctx)
+	case *reserved:
+		p.onReserved(ctx, m)
+		p.serve(ctx)
+	case *limiterUsage:
+		p.usage = m.usage
+		if m.released {
+			p.waitRelease = false
+			p.serve(ctx)
+		} else {
+			p.publish()
+		}
+	case refreshUsage:
+		p.refresh = p.deps.Timers.SendOnce(UsageRefresh, ctx.Self(), refreshUsage{})
+		lim := p.limiter
+		p.askLimiter(ctx, false, func(c context.Context) (ratelimit.Usage, error) { return lim.Usage(c) })
 	case *actor.Stopping:
 		if p.wake != nil {
 			p.wake()
+		}
+		if p.refresh != nil {
+			p.refresh()
+		}
+	}
+}
+
+// askLimiter runs a limiter call that answers with usage off the actor.
+func (p *ProviderActor) askLimiter(ctx actor.Context, released bool, call func(context.Context) (ratelimit.Usage, error)) {
+	self, root, log := ctx.Self(), ctx.ActorSystem().Root, p.log
+	go func() {
+		c, cancel := context.WithTimeout(context.Background(), limiterTimeout)
+		defer cancel()
+		u, err := call(c)
+		if err != nil {
+			log.Debug("rate limiter call failed", zap.String("event", "limiter_error"), zap.Error(err))
+		}
+		root.Send(self, &limiterUsage{usage: u, released: released})
+	}()
+}
+
+// releaseSlot gives a call's reservation back to the limiter, with the tokens it used (-1: unknown).
+func (p *ProviderActor) releaseSlot(ctx actor.Context, jobID string, tokens int) {
+	lim := p.limiter
+	p.askLimiter(ctx, true, func(c context.Context) (ratelimit.Usage, error) { return lim.Release(c, jobID, tokens) })
+}
+
+// onReserved applies the limiter's answer to the reservation out.
+func (p *ProviderActor) onReserved(ctx actor.Context, m *reserved) {
+	r := p.reserving
+	if r == nil || r.a.JobId != m.jobID {
+		return
+	}
+	p.reserving = nil
+	p.usage = m.decision.Usage
+	m2 := p.model(r.a.Model)
+	if r.withdrawn || !m.decision.Allowed || m.err != nil {
+		p.breaker.Release(r.ticket)
+		m2.breaker.Release(r.modelTicket)
+		if r.withdrawn && m.decision.Allowed {
+			p.releaseSlot(ctx, m.jobID, 0)
+		}
+	}
+	switch {
+	case r.withdrawn:
+	case errors.Is(m.err, ratelimit.ErrTooLarge):
+		p.dropWaiting(r.a.JobId)
+		p.deny(ctx, r.a, string(resilience.RequestTooLarge), 0)
+	case m.err != nil:
+		// The limiter failed (a fallback too): ask again shortly rather than admit unchecked.
+		p.log.Warn("rate limiter unavailable", zap.String("event", "limiter_error"), zap.Error(m.err))
+		p.limitedUntil = time.Now().Add(100 * time.Millisecond)
+		p.wakeBy(ctx, p.limitedUntil)
+	case !m.decision.Allowed:
+		d := m.decision
+		if d.RetryAfter > 0 {
+			p.limitedUntil = time.Now().Add(d.RetryAfter)
+			p.wakeBy(ctx, p.limitedUntil)
+		} else {
+			p.waitRelease = true // a slot comes back when one of this provider's calls ends
+		}
+		if r.a.Deadline != nil {
+			p.wakeBy(ctx, r.a.Deadline.AsTime())
+		}
+		p.log.Debug("rate limited", zap.String("event", "rate_limited"), zap.String("reason", d.Reason),
+			zap.Duration("retry_after", d.RetryAfter), zap.Int("waiting", len(p.waiting)))
+	default:
+		p.dropWaiting(r.a.JobId)
+		p.grant(ctx, r)
+	}
+}
+
+// grant leases a permit whose reservation the limiter took.
+func (p *ProviderActor) grant(ctx actor.Context, r *reservation) {
+	a := r.a
+	until := time.Now().Add(time.Minute)
+	if a.Deadline != nil {
+		until = a.Deadline.AsTime()
+	}
+	until = until.Add(p.deps.leaseGrace())
+	p.leases[a.JobId] = lease{model: a.Model, until: until, ticket: r.ticket, modelTicket: r.modelTicket}
+	p.wakeBy(ctx, until)
+	ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Granted: true, Probe: r.ticket.Probe() || r.modelTicket.Probe()})
+}
+
+func (p *ProviderActor) dropWaiting(jobID string) {
+	for i, a := range p.waiting {
+		if a.JobId == jobID {
+			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
+			return
 		}
 	}
 }
@@ -116,7 +262,7 @@ func (p *ProviderActor) start() {
 	prev := p.ref.Snapshot()
 	p.breaker = resilience.ResumeBreaker(settings, prev.Breaker)
 	p.spread = resilience.NewSpread(p.breaker.Settings().Threshold)
-	p.limiter = ratelimit.NewWindow(p.deps.RateLimits[p.ref.Name], p.deps.Clock)
+	p.limiter = p.deps.limiter(p.ref.Name)
 	p.leases = map[string]lease{}
 	p.models = map[string]*modelState{}
 	for id, st := range prev.Models {
@@ -157,21 +303,21 @@ func (p *ProviderActor) model(id string) *modelState {
 
 // serve answers waiting acquisitions in arrival order. A refusal (a removed or ejected model, the
 // provider's breaker) is answered at once. An acquisition for a model blocked by its own 429 waits for
-// the model's reset when its deadline allows, without holding up the others; when the rate limit says
-// no, that acquisition and every later one wait for the window, in order.
+// the model's reset when its deadline allows, without holding up the others. The rest go to the
+// limiter one at a time, in order; while it says no, they wait for the window's next free moment.
 func (p *ProviderActor) serve(ctx actor.Context) {
 	now := time.Now() // deadlines and leases are wall-clock; breakers, blocks and limits read the injected clock
 	clk := p.deps.now()
 	var next time.Time
-	full := false
+	limited := p.reserving != nil || p.waitRelease || now.Before(p.limitedUntil)
 	kept := p.waiting[:0]
 	for _, a := range p.waiting {
-		if a.Deadline != nil && !now.Before(a.Deadline.AsTime()) {
-			p.deny(ctx, a, "rate_limited", p.limiter.Wait())
+		if p.reserving != nil && p.reserving.a == a {
+			kept = append(kept, a)
 			continue
 		}
-		if full {
-			kept = append(kept, a)
+		if a.Deadline != nil && !now.Before(a.Deadline.AsTime()) {
+			p.deny(ctx, a, "rate_limited", p.usage.RoomIn)
 			continue
 		}
 		m := p.model(a.Model)
@@ -191,6 +337,12 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			kept = append(kept, a)
 			next = soonest(next, now.Add(wait))
 			continue
+		case limited:
+			kept = append(kept, a)
+			if a.Deadline != nil {
+				next = soonest(next, a.Deadline.AsTime())
+			}
+			continue
 		}
 		ticket, err := p.breaker.Allow()
 		if err != nil {
@@ -203,29 +355,9 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			p.refuse(ctx, a, "model_", err, m.breaker, clk)
 			continue
 		}
-		if d := p.limiter.Reserve(int(a.Tokens)); !d.Allowed {
-			p.breaker.Release(ticket)
-			m.breaker.Release(modelTicket)
-			full = true
-			kept = append(kept, a)
-			if d.RetryAfter > 0 {
-				next = soonest(next, now.Add(d.RetryAfter))
-			}
-			if a.Deadline != nil {
-				next = soonest(next, a.Deadline.AsTime())
-			}
-			p.log.Debug("rate limited", zap.String("event", "rate_limited"), zap.String("reason", d.Reason),
-				zap.Duration("retry_after", d.RetryAfter), zap.Int("waiting", len(p.waiting)))
-			continue
-		}
-		until := now.Add(time.Minute)
-		if a.Deadline != nil {
-			until = a.Deadline.AsTime()
-		}
-		until = until.Add(p.deps.leaseGrace())
-		p.leases[a.JobId] = lease{model: a.Model, until: until, ticket: ticket, modelTicket: modelTicket}
-		p.wakeBy(ctx, until)
-		ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Granted: true, Probe: ticket.Probe() || modelTicket.Probe()})
+		p.reserve(ctx, &reservation{a: a, ticket: ticket, modelTicket: modelTicket})
+		limited = true
+		kept = append(kept, a)
 	}
 	clear(p.waiting[len(kept):])
 	p.waiting = kept
@@ -233,6 +365,18 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 		p.wakeBy(ctx, next)
 	}
 	p.publish()
+}
+
+// reserve asks the limiter for an acquisition, off the actor.
+func (p *ProviderActor) reserve(ctx actor.Context, r *reservation) {
+	p.reserving = r
+	self, root, limiter, id, tokens := ctx.Self(), ctx.ActorSystem().Root, p.limiter, r.a.JobId, int(r.a.Tokens)
+	go func() {
+		c, cancel := context.WithTimeout(context.Background(), limiterTimeout)
+		defer cancel()
+		d, err := limiter.Reserve(c, id, tokens)
+		root.Send(self, &reserved{jobID: id, decision: d, err: err})
+	}()
 }
 
 // refuse answers an acquisition a breaker refused: open (until its open period ends) or half-open with
@@ -269,22 +413,17 @@ func (p *ProviderActor) rearm(ctx actor.Context) {
 }
 
 // expireLeases gives back the permits whose outcome never came.
-func (p *ProviderActor) expireLeases() {
+func (p *ProviderActor) expireLeases(ctx actor.Context) {
 	now := time.Now()
 	for id, l := range p.leases {
 		if !now.Before(l.until) {
-			p.release(id, l)
+			delete(p.leases, id)
+			p.releaseSlot(ctx, id, -1)
+			p.breaker.Release(l.ticket)
+			p.model(l.model).breaker.Release(l.modelTicket)
 			p.log.Warn("permit expired without an outcome", zap.String("event", "permit_expired"), zap.String("job_id", id))
 		}
 	}
-}
-
-// release ends a lease without recording anything on the breakers.
-func (p *ProviderActor) release(id string, l lease) {
-	delete(p.leases, id)
-	p.limiter.Release()
-	p.breaker.Release(l.ticket)
-	p.model(l.model).breaker.Release(l.modelTicket)
 }
 
 func (p *ProviderActor) deny(ctx actor.Context, a *messages.Acquire, reason string, retryAfter time.Duration) {
@@ -294,7 +433,10 @@ func (p *ProviderActor) deny(ctx actor.Context, a *messages.Acquire, reason stri
 // outcome settles a job: an acquisition still waiting is withdrawn; a leased permit ends with the
 // call's verdict on the provider's breaker and the model's, the model's or the provider's block on a
 // 429, the model's removal on a 404, and the upstream's rate-limit headers.
-func (p *ProviderActor) outcome(o *messages.Outcome) {
+func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
+	if r := p.reserving; r != nil && r.a.JobId == o.JobId {
+		r.withdrawn = true // its reservation is given back when the limiter answers
+	}
 	for i, a := range p.waiting {
 		if a.JobId == o.JobId {
 			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
@@ -306,12 +448,27 @@ func (p *ProviderActor) outcome(o *messages.Outcome) {
 		return // expired, or given back already
 	}
 	delete(p.leases, o.JobId)
-	p.limiter.Release()
+	tokens := -1
+	if o.Tokens > 0 {
+		tokens = int(o.Tokens)
+	}
+	var words []ratelimit.Upstream // what the provider said of its limits, observed after the release
+	defer func() {
+		lim, id := p.limiter, o.JobId
+		p.askLimiter(ctx, true, func(c context.Context) (ratelimit.Usage, error) {
+			u, err := lim.Release(c, id, tokens)
+			for _, w := range words {
+				u, err = lim.Observe(c, w)
+			}
+			return u, err
+		})
+	}()
 	m := p.model(l.model)
 	now := p.deps.now()
 	if rl := o.RateLimit; rl != nil {
 		if u := upstream(rl); !u.PerModel {
-			p.limiter.Observe(u)
+			words = append(words, u)
+			p.holdFor(ctx, u)
 		} else if wait := u.Exhausted(); wait > 0 { // the model's own limits, spent until their reset
 			m.blockedUntil = later(m.blockedUntil, now.Add(wait))
 			p.modelsChanged = true
@@ -333,7 +490,9 @@ func (p *ProviderActor) outcome(o *messages.Outcome) {
 		p.modelsChanged = true
 	}
 	if o.BlockProviderSeconds > 0 {
-		p.limiter.Observe(ratelimit.Upstream{RetryAfter: seconds(o.BlockProviderSeconds), RemainingRequests: -1, RemainingTokens: -1})
+		w := ratelimit.Upstream{RetryAfter: seconds(o.BlockProviderSeconds), RemainingRequests: -1, RemainingTokens: -1}
+		words = append(words, w)
+		p.holdFor(ctx, w)
 	}
 	if o.DisableProvider && p.disabled == "" {
 		p.disabled = o.DisabledBecause
@@ -348,6 +507,15 @@ func (p *ProviderActor) outcome(o *messages.Outcome) {
 	}
 	if o.ProviderEffect != messages.Effect_EFFECT_NEUTRAL || o.ModelEffect != messages.Effect_EFFECT_NEUTRAL {
 		p.count(o.ProviderEffect == messages.Effect_EFFECT_FAILURE || o.ModelEffect == messages.Effect_EFFECT_FAILURE)
+	}
+}
+
+// holdFor holds back this actor's acquisitions for the block the provider's word asks for, at once:
+// the limiter hears of it after the call's release.
+func (p *ProviderActor) holdFor(ctx actor.Context, u ratelimit.Upstream) {
+	if wait := u.Exhausted(); wait > 0 {
+		p.limitedUntil = later(p.limitedUntil, time.Now().Add(wait))
+		p.wakeBy(ctx, p.limitedUntil)
 	}
 }
 
@@ -436,15 +604,17 @@ func (p *ProviderActor) publish() {
 			faults += b.faults
 		}
 	}
-	requests, tokens, inFlight := p.limiter.Counts()
+	u := p.usage
 	snap := &ProviderSnapshot{
 		Name:         p.ref.Name,
 		Breaker:      p.breaker.Snapshot(),
 		Limits:       p.deps.RateLimits[p.ref.Name],
-		RateLimitUse: p.limiter.Use(),
-		Requests:     requests,
-		Tokens:       tokens,
-		InFlight:     inFlight,
+		RateLimitUse: u.Use(),
+		LimitUse:     LimitUse{Requests: u.RequestsUse, Tokens: u.TokensUse, Concurrency: u.ConcurrencyUse},
+		SharedLimits: u.Shared,
+		Requests:     u.Requests,
+		Tokens:       u.Tokens,
+		InFlight:     u.InFlight,
 		Waiting:      len(p.waiting),
 		Reliability:  float64(calls-faults+1) / float64(calls+2),
 		Calls24h:     calls,
@@ -452,7 +622,7 @@ func (p *ProviderActor) publish() {
 		Disabled:     p.disabled,
 	}
 	if snap.RateLimitUse >= 1 {
-		if wait := p.limiter.Wait(); wait > 0 {
+		if wait := max(u.RoomIn, u.Blocked); wait > 0 {
 			snap.RoomAt = now.Add(wait)
 		}
 	}

@@ -316,7 +316,11 @@ func (m *Machine) Permit(now time.Time, seq int, p Permit) []Effect {
 		m.emit(Effect{Kind: Dispatch, Job: j})
 		return m.out
 	}
-	rec := m.settle(j, &Record{Status: NotSent, Kind: resilience.Kind("permit_" + p.Reason)})
+	kind := resilience.Kind("permit_" + p.Reason)
+	if p.Reason == string(resilience.RequestTooLarge) { // more tokens than the provider's limit: no wait helps
+		kind = resilience.RequestTooLarge
+	}
+	rec := m.settle(j, &Record{Status: NotSent, Kind: kind})
 	// A refusal that a wait cures (a rate limit, the model's own 429) is retried after it like a 429;
 	// an open breaker or an ejected model is not asked again, though a quorum round may replace it.
 	if p.Reason == "rate_limited" || p.Reason == "model_rate_limited" {

@@ -9,6 +9,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -45,6 +46,11 @@ type Config struct {
 	// that many bytes.
 	Records         int   `json:"records"`
 	RecordsMaxBytes int64 `json:"records_max_bytes"`
+	// RedisURL (REDIS_URL), when set, counts rate limits in Redis, shared by every controller on it;
+	// unset, each controller counts its own.
+	RedisURL secret.String `json:"redis_url"`
+	// RedisPrefix starts the limiters' Redis keys: controllers share limits when they share it.
+	RedisPrefix string `json:"redis_prefix"`
 	// DatabaseURL (DATABASE_URL), when set, keeps execution records and what the bandit learned in
 	// PostgreSQL; unset, records live in the bounded memory store and learning in memory.
 	DatabaseURL secret.String `json:"database_url"`
@@ -156,10 +162,7 @@ type Retry struct {
 // Default returns the embedded default: loopback only, an in-process fleet of 8 workers and the
 // simulated provider with short latencies and rare faults.
 func Default() Config {
-	limits := map[string]ratelimit.Limits{}
-	for _, p := range []string{"openrouter", "anthropic", "gemini", "groq", "cerebras", "deepseek"} {
-		limits[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
-	}
+	limits := maps.Clone(ratelimit.Defaults)
 	return Config{
 		Listen:                 "127.0.0.1:5000",
 		LogLevel:               "info",
@@ -169,6 +172,7 @@ func Default() Config {
 		Records:                10000,
 		RecordsMaxBytes:        256 << 20,
 		SpoolMaxBytes:          1 << 30,
+		RedisPrefix:            "conclave",
 		MaxInflightBytes:       256 << 20,
 		Workers:                8,
 		WorkerSlots:            16,
@@ -248,6 +252,8 @@ Each flag has an environment variable; a flag beats its variable, which beats th
                        only: a secret does not belong on a command line); default none
   DATABASE_URL         PostgreSQL for records and learning (environment or the config file's
                        database_url only); default none: the memory store
+  REDIS_URL            Redis for rate limits shared by every controller (environment or the config
+                       file's redis_url only); default none: each controller counts its own
 `)
 }
 
@@ -299,6 +305,9 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	}
 	if v := getenv("DATABASE_URL"); v != "" {
 		cfg.DatabaseURL = secret.String(v)
+	}
+	if v := getenv("REDIS_URL"); v != "" {
+		cfg.RedisURL = secret.String(v)
 	}
 	if cfg.NodeID == "" {
 		cfg.NodeID, _ = os.Hostname()

@@ -34,6 +34,7 @@ import (
 	"github.com/conclave-ai/conclave/store"
 	"github.com/conclave-ai/conclave/store/spool"
 	"github.com/conclave-ai/conclave/supervisors"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 )
 
@@ -69,6 +70,7 @@ type Engine struct {
 	blueprints *blueprints.Set
 	store      store.Store
 	spool      *spool.Spool
+	redis      *redis.Client // REDIS_URL's, when set
 	// Sim is the simulated provider when the engine runs on it (nil otherwise); tests inject faults here.
 	Sim *providers.Sim
 	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
@@ -165,6 +167,12 @@ func New(opts Options) (*Engine, error) {
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
 		Learning: bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
 		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg),
+	}
+	if cfg.RedisURL.Set() {
+		if e.deps.Limiters, err = e.sharedLimits(e.deps.Clock); err != nil {
+			e.closeStore()
+			return nil, err
+		}
 	}
 
 	transport := opts.Transport
@@ -499,6 +507,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		}
 		e.system.Shutdown()
 		err = errors.Join(err, e.closeStore())
+		if e.redis != nil {
+			err = errors.Join(err, e.redis.Close())
+		}
 		e.log.Info("conclave engine stopped", zap.String("event", "engine_stopped"), zap.Error(err))
 	})
 	return err

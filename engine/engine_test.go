@@ -11,12 +11,16 @@ import (
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/ratelimit"
 	"go.uber.org/zap"
 )
 
 func newEngine(t *testing.T, seed uint64, change ...func(*config.Config)) *Engine {
 	t.Helper()
 	cfg := config.Default()
+	for p := range cfg.RateLimits { // far above what the tests send
+		cfg.RateLimits[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
+	}
 	cfg.Seed, cfg.Sim.Seed = seed, seed
 	cfg.NodeID = "node-a"
 	for _, c := range change {

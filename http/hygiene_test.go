@@ -22,7 +22,7 @@ import (
 // Tests of the actor shell's hygiene: shutdown, panics, starvation.
 
 func TestShutdownTimeoutAnswers503AndKeepsTheRecords(t *testing.T) {
-	cfg := config.Default()
+	cfg := testConfig()
 	cfg.Sim.Faults = providers.Fault{}
 	mem := store.NewMemory(100, 0)
 	slow := &seen{Backend: &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}}
@@ -198,7 +198,7 @@ func TestAPanickingStoreDoesNotTakeTheServiceDown(t *testing.T) {
 func TestALeavingCallerIsRecorded(t *testing.T) {
 	mem := store.NewMemory(10, 0)
 	slow := &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}
-	cfg := config.Default()
+	cfg := testConfig()
 	e, err := engine.New(engine.Options{Config: cfg, Backend: slow, Store: mem})
 	if err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/conclave-ai/conclave/engine"
 	httpapi "github.com/conclave-ai/conclave/http"
 	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/ratelimit"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -47,9 +48,19 @@ func withBackend(b providers.Backend) option {
 	return func(_ *config.Config, o *engine.Options) { o.Backend = b }
 }
 
+// testConfig is the default configuration with rate limits far above what the tests send: a test
+// about rate limits sets its own.
+func testConfig() config.Config {
+	cfg := config.Default()
+	for p := range cfg.RateLimits {
+		cfg.RateLimits[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
+	}
+	return cfg
+}
+
 func newTestbed(t *testing.T, mutate func(*config.Config), opts ...option) *testbed {
 	t.Helper()
-	cfg := config.Default()
+	cfg := testConfig()
 	cfg.Sim.LatencyScale = 0
 	cfg.Sim.Faults = providers.Fault{}
 	cfg.Retry = config.Retry{Scale: 0.001, Rounds: 1}

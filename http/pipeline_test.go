@@ -12,7 +12,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/engine"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/providers"
@@ -220,7 +219,7 @@ func waitFor(t *testing.T, cond func() bool) {
 // TestShutdownFinishesInFlightAndFlushesRecords stops the engine while requests are running: they all
 // get their answer and every record reaches the store.
 func TestShutdownFinishesInFlightAndFlushesRecords(t *testing.T) {
-	cfg := config.Default()
+	cfg := testConfig()
 	cfg.Sim.Faults = providers.Fault{}
 	mem := store.NewMemory(100, 0)
 	slow := &slowModels{Backend: simBackend(t), delay: 100 * time.Millisecond, models: map[string]bool{"deepseek-chat": true}}

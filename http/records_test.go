@@ -324,5 +324,7 @@ func TestAFullSpoolKeepsAnsweringAndSaysSo(t *testing.T) {
 	waitFor(t, func() bool { return tb.logs.FilterField(zap.String("event", "spool_full")).Len() > 0 })
 	// What the spool could not take waited in the recorder's queue: every record arrives.
 	proxy.Restore()
-	waitFor(t, func() bool { return db.count(t, `SELECT count(*) FROM workflow.executions WHERE request_id = ANY($1)`, ids) == 8 })
+	waitFor(t, func() bool {
+		return db.count(t, `SELECT count(*) FROM workflow.executions WHERE request_id = ANY($1)`, ids) == 8
+	})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/engine"
 	"github.com/conclave-ai/conclave/providers/providertest"
+	"github.com/conclave-ai/conclave/ratelimit"
 	"go.uber.org/zap"
 )
 
@@ -252,4 +253,35 @@ func TestDiscoveryKeepsThePoolToWhatTheProviderLists(t *testing.T) {
 		t.Fatal("a failed listing changed the pool, or was not logged")
 	}
 	u.assertNoKey(t)
+}
+
+func TestTheProvidersRateLimitHeadersResyncTheCounts(t *testing.T) {
+	u := newUpstreams(t, func(c *config.Config) {
+		p := c.Providers["local"]
+		p.RateLimit = &ratelimit.Limits{RequestsPerMinute: 60, TokensPerMinute: 100000}
+		c.Providers["local"] = p
+	})
+	// The provider says 3 requests and 1,000 tokens remain: others spend the same key.
+	u.local.Queue(providertest.Response{Body: providertest.ChatCompletion("qwen-a", "The answer is (B).", 12, 7), Header: map[string]string{
+		"x-ratelimit-limit-requests": "60", "x-ratelimit-remaining-requests": "3", "x-ratelimit-reset-requests": "30s",
+		"x-ratelimit-limit-tokens": "100000", "x-ratelimit-remaining-tokens": "1000", "x-ratelimit-reset-tokens": "30s"}})
+	if status, _, e := u.route(map[string]any{"task": mcq, "category": "general", "models": []string{"qwen-a"}, "workers": 1, "min_responses": 1}); status != http.StatusOK {
+		t.Fatalf("status %d: %+v", status, e)
+	}
+	var view struct {
+		Providers []struct {
+			Name     string `json:"name"`
+			Requests int    `json:"requests_last_minute"`
+			Tokens   int    `json:"tokens_last_minute"`
+		} `json:"providers"`
+	}
+	waitFor(t, func() bool {
+		u.do(http.MethodGet, "/providers", nil, &view)
+		for _, p := range view.Providers {
+			if p.Name == "local" { // the call, 56 requests and 99,000 tokens the provider says are spent, and the tokens' entry
+				return p.Requests == 58 && p.Tokens == 99000
+			}
+		}
+		return false
+	})
 }

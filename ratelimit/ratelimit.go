@@ -1,12 +1,14 @@
 // Package ratelimit owns provider rate limits: requests per minute, tokens per minute and concurrent
-// calls, as sliding windows. Window is the local implementation, owned by a provider actor; a shared
-// implementation over Redis satisfies the same Limiter interface.
+// calls, as sliding windows. A Limiter reserves capacity for one call by its id and releases it with
+// the tokens the call really used; Local counts in the process, redislimit counts in Redis for every
+// controller sharing it, and Failover uses a shared limiter while it answers and a local one while it
+// does not. Limiters may block on I/O: the provider actor calls them off its goroutine.
 package ratelimit
 
 import (
+	"context"
+	"errors"
 	"time"
-
-	"github.com/conclave-ai/conclave/clock"
 )
 
 // Limits are one provider's limits; zero means unlimited.
@@ -16,28 +18,84 @@ type Limits struct {
 	Concurrency       int `json:"concurrency"`
 }
 
+// Defaults are the providers' limits unless the configuration says otherwise.
+var Defaults = map[string]Limits{
+	"openrouter": {RequestsPerMinute: 60, TokensPerMinute: 100_000, Concurrency: 10},
+	"anthropic":  {RequestsPerMinute: 50, TokensPerMinute: 80_000, Concurrency: 5},
+	"gemini":     {RequestsPerMinute: 60, TokensPerMinute: 120_000, Concurrency: 10},
+	"groq":       {RequestsPerMinute: 30, TokensPerMinute: 30_000, Concurrency: 5},
+	"cerebras":   {RequestsPerMinute: 30, TokensPerMinute: 60_000, Concurrency: 5},
+	"deepseek":   {RequestsPerMinute: 60, TokensPerMinute: 100_000, Concurrency: 10},
+}
+
+// Window is the span every limit counts over.
+const Window = time.Minute
+
+// Reasons a reservation is refused.
+const (
+	ReasonRequests    = "requests"
+	ReasonTokens      = "tokens"
+	ReasonConcurrency = "concurrency"
+	// ReasonUpstream is the provider's own word: a Retry-After, or headers saying a limit is spent.
+	ReasonUpstream = "upstream"
+)
+
+// ErrTooLarge is returned for a reservation of more tokens than the token limit: no wait makes it fit.
+var ErrTooLarge = errors.New("the call needs more tokens than the provider's limit per minute")
+
 // Decision is the answer to a reservation.
 type Decision struct {
 	Allowed bool
-	// RetryAfter is how long until the window has room again, when not allowed.
+	// RetryAfter is when to ask again, when not allowed: the window's next free moment. Zero means a
+	// slot comes back when a call of this controller ends.
 	RetryAfter time.Duration
-	// Reason names the exhausted limit when not allowed: requests, tokens, concurrency or upstream.
+	// Reason names the exhausted limit when not allowed.
 	Reason string
-	// Use is the highest share of any limit in use after the decision, in [0, 1].
-	Use float64
+	// At is when the limiter decided, on its own clock (the Redis server's for a shared limiter).
+	At time.Time
+	// Usage is the limits' use after the decision.
+	Usage Usage
 }
 
-// Limiter reserves capacity for calls to one provider.
-type Limiter interface {
-	// Reserve checks the limits and, when they allow it, records one call of tokens tokens.
-	Reserve(tokens int) Decision
-	// Release ends a reserved call (the concurrency limit counts calls between Reserve and Release).
-	Release()
-	// Observe applies what the provider's response headers said about its own limits.
-	Observe(Upstream)
-	// Use is the highest share of any limit currently in use, in [0, 1].
-	Use() float64
+// Usage is how much of each limit is in use.
+type Usage struct {
+	Requests, Tokens, InFlight int
+	// Shares of each limit in use, in [0, 1] (zero for a limit that is not set).
+	RequestsUse, TokensUse, ConcurrencyUse float64
+	// Blocked is how long the provider's own word still blocks every call.
+	Blocked time.Duration
+	// RoomIn is how long until the window has room for one more call: zero when it has room, or when
+	// only concurrency is full.
+	RoomIn time.Duration
+	// Shared says the counts are every controller's (Redis), not only this one's.
+	Shared bool
 }
+
+// Use is the highest share of any limit in use; a provider blocked by its own word is fully used.
+func (u Usage) Use() float64 {
+	if u.Blocked > 0 {
+		return 1
+	}
+	return max(u.RequestsUse, u.TokensUse, u.ConcurrencyUse)
+}
+
+// Limiter reserves capacity for calls to one provider. Implementations are safe for concurrent use.
+type Limiter interface {
+	// Reserve takes a request, estimate tokens and a concurrency slot for call id when every limit has
+	// room; ErrTooLarge when estimate can never fit.
+	Reserve(ctx context.Context, id string, estimate int) (Decision, error)
+	// Release ends call id: its slot is freed and its tokens become what it used (actual < 0: unknown,
+	// the estimate stands). Releasing an unknown or expired id does nothing.
+	Release(ctx context.Context, id string, actual int) (Usage, error)
+	// Observe applies what the provider's headers said: when it has fewer left than counted, its figure
+	// wins until its reset; a Retry-After or a spent limit blocks every call until then.
+	Observe(ctx context.Context, u Upstream) (Usage, error)
+	// Usage reports the limits' use now.
+	Usage(ctx context.Context) (Usage, error)
+}
+
+// Factory makes the limiter of one provider.
+type Factory func(provider string, l Limits) Limiter
 
 // Upstream is a provider's own view of its limits, read from response headers.
 type Upstream struct {
@@ -65,160 +123,34 @@ func (u Upstream) Exhausted() time.Duration {
 	return d
 }
 
-const window = time.Minute
-
-type event struct {
-	at     time.Time
-	tokens int
-}
-
-// Window is a sliding-window limiter: it remembers each call of the last minute, so the counts are
-// exact rather than approximated by fixed buckets. It is not safe for concurrent use; its owner (the
-// provider actor) serialises access.
-type Window struct {
-	limits   Limits
-	clock    clock.Clock
-	events   []event // oldest first, from head on
-	head     int
-	tokens   int // sum of the live events' tokens
-	inFlight int
-	// blockedUntil honours the provider's own word: a 429 with Retry-After, or headers saying a limit
-	// is exhausted until its reset.
-	blockedUntil time.Time
-}
-
-// NewWindow returns a local limiter; a nil clock means the real clock.
-func NewWindow(l Limits, c clock.Clock) *Window {
-	return &Window{limits: l, clock: clock.Or(c)}
-}
-
-// Limits returns the configured limits.
-func (w *Window) Limits() Limits { return w.limits }
-
-func (w *Window) prune(now time.Time) {
-	cut := now.Add(-window)
-	for w.head < len(w.events) && !w.events[w.head].at.After(cut) {
-		w.tokens -= w.events[w.head].tokens
-		w.head++
-	}
-	// Compact once the dead prefix dominates, so each event is copied O(1) times on average.
-	if w.head > 64 && w.head*2 > len(w.events) {
-		n := copy(w.events, w.events[w.head:])
-		w.events = w.events[:n]
-		w.head = 0
-	}
-}
-
-func (w *Window) live() []event { return w.events[w.head:] }
-
-// Reserve implements Limiter.
-func (w *Window) Reserve(tokens int) Decision {
-	now := w.clock.Now()
-	w.prune(now)
-	deny := func(reason string, after time.Duration) Decision {
-		return Decision{Reason: reason, RetryAfter: max(after, time.Millisecond), Use: w.use()}
-	}
-	if now.Before(w.blockedUntil) {
-		return deny("upstream", w.blockedUntil.Sub(now))
-	}
-	if l := w.limits.Concurrency; l > 0 && w.inFlight >= l {
-		// Room comes back when a call ends; the owner retries on Release.
-		return deny("concurrency", 0)
-	}
-	live := w.live()
-	if l := w.limits.RequestsPerMinute; l > 0 && len(live) >= l {
-		return deny("requests", live[len(live)-l].at.Add(window).Sub(now))
-	}
-	if l := w.limits.TokensPerMinute; l > 0 && w.tokens+tokens > l {
-		if tokens > l {
-			return deny("tokens", window) // can never fit; the caller's deadline ends the wait
-		}
-		// Wait until enough of the oldest events leave the window.
-		need := w.tokens + tokens - l
-		for _, e := range live {
-			need -= e.tokens
-			if need <= 0 {
-				return deny("tokens", e.at.Add(window).Sub(now))
-			}
+// Resync is what a provider's headers take from this window: how many of the requests and tokens
+// still counted as free to treat as spent, and until when (the provider's reset, at most a window).
+// counted are the window's current requests and tokens.
+func Resync(l Limits, u Upstream, requests, tokens int) (phantomRequests, phantomTokens int, requestsFor, tokensFor time.Duration) {
+	if l.RequestsPerMinute > 0 && u.RemainingRequests >= 0 {
+		if free := l.RequestsPerMinute - requests; int64(free) > u.RemainingRequests {
+			phantomRequests, requestsFor = free-int(u.RemainingRequests), resetWithin(u.ResetRequests)
 		}
 	}
-	w.events = append(w.events, event{at: now, tokens: tokens})
-	w.tokens += tokens
-	w.inFlight++
-	return Decision{Allowed: true, Use: w.use()}
-}
-
-// Release implements Limiter.
-func (w *Window) Release() {
-	if w.inFlight > 0 {
-		w.inFlight--
-	}
-}
-
-// Observe implements Limiter: a Retry-After, or an exhausted upstream limit with a reset, blocks the
-// window until then.
-func (w *Window) Observe(u Upstream) {
-	w.blockedUntil = later(w.blockedUntil, w.clock.Now().Add(u.Exhausted()))
-}
-
-func later(a, b time.Time) time.Time {
-	if b.After(a) {
-		return b
-	}
-	return a
-}
-
-// Use implements Limiter.
-func (w *Window) Use() float64 {
-	now := w.clock.Now()
-	w.prune(now)
-	if now.Before(w.blockedUntil) {
-		return 1
-	}
-	return w.use()
-}
-
-func (w *Window) use() float64 {
-	u := 0.0
-	if l := w.limits.RequestsPerMinute; l > 0 {
-		u = max(u, float64(len(w.live()))/float64(l))
-	}
-	if l := w.limits.TokensPerMinute; l > 0 {
-		u = max(u, float64(w.tokens)/float64(l))
-	}
-	if l := w.limits.Concurrency; l > 0 {
-		u = max(u, float64(w.inFlight)/float64(l))
-	}
-	return min(u, 1)
-}
-
-// Wait is how long until the window has room for one more call, zero when it has room now or when only
-// the concurrency limit is full (a call ending frees a slot at a moment nobody knows).
-func (w *Window) Wait() time.Duration {
-	now := w.clock.Now()
-	w.prune(now)
-	var d time.Duration
-	if now.Before(w.blockedUntil) {
-		d = w.blockedUntil.Sub(now)
-	}
-	live := w.live()
-	if l := w.limits.RequestsPerMinute; l > 0 && len(live) >= l {
-		d = max(d, live[len(live)-l].at.Add(window).Sub(now))
-	}
-	if l := w.limits.TokensPerMinute; l > 0 && w.tokens >= l {
-		need := w.tokens - l + 1
-		for _, e := range live {
-			if need -= e.tokens; need <= 0 {
-				d = max(d, e.at.Add(window).Sub(now))
-				break
-			}
+	if l.TokensPerMinute > 0 && u.RemainingTokens >= 0 {
+		if free := l.TokensPerMinute - tokens; int64(free) > u.RemainingTokens {
+			phantomTokens, tokensFor = free-int(u.RemainingTokens), resetWithin(u.ResetTokens)
 		}
+	}
+	return
+}
+
+// resetWithin bounds a provider's reset to the window (an unknown reset counts as the whole window).
+func resetWithin(d time.Duration) time.Duration {
+	if d <= 0 || d > Window {
+		return Window
 	}
 	return d
 }
 
-// Counts reports the calls and tokens in the current window and the calls in flight.
-func (w *Window) Counts() (requests, tokens, inFlight int) {
-	w.prune(w.clock.Now())
-	return len(w.live()), w.tokens, w.inFlight
+func share(n, limit int) float64 {
+	if limit <= 0 {
+		return 0
+	}
+	return min(float64(n)/float64(limit), 1)
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/netproxy"
 	"github.com/conclave-ai/conclave/migrations"
 	"github.com/conclave-ai/conclave/secret"
 	"github.com/jackc/pgx/v5"
@@ -84,4 +85,16 @@ func redact(raw string) string {
 		return "the configured URL"
 	}
 	return u.Redacted()
+}
+
+// NewProxy starts a proxy to the database of dsn and returns it with the dsn through it.
+func NewProxy(t testing.TB, dsn secret.String) (*netproxy.Proxy, secret.String) {
+	t.Helper()
+	u, err := url.Parse(dsn.Reveal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := netproxy.New(t, u.Host)
+	u.Host = p.Addr()
+	return p, secret.String(u.String())
 }

@@ -1,18 +1,17 @@
-package pgtest
+// Package netproxy stands in for a network between tests and the servers they use, so that a server
+// can be taken away and brought back.
+package netproxy
 
 import (
 	"io"
 	"net"
-	"net/url"
 	"sync"
 	"testing"
-
-	"github.com/conclave-ai/conclave/secret"
 )
 
-// Proxy stands between a client and the database on loopback, so that a test can take the database
-// away (every connection dropped, new ones refused at once, as a database that went down) and bring
-// it back, without touching the shared server.
+// Proxy stands between a client and a server on loopback, so that a test can take the server away
+// (every connection dropped, new ones refused at once, as a server that went down) and bring it back,
+// without touching the shared server.
 type Proxy struct {
 	ln     net.Listener
 	target string
@@ -22,24 +21,22 @@ type Proxy struct {
 	wg     sync.WaitGroup
 }
 
-// NewProxy starts a proxy to the database of dsn and returns it with the dsn through it.
-func NewProxy(t testing.TB, dsn secret.String) (*Proxy, secret.String) {
+// New starts a proxy to target (host:port), stopped when the test ends.
+func New(t testing.TB, target string) *Proxy {
 	t.Helper()
-	u, err := url.Parse(dsn.Reveal())
-	if err != nil {
-		t.Fatal(err)
-	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &Proxy{ln: ln, target: u.Host, conns: map[net.Conn]bool{}}
+	p := &Proxy{ln: ln, target: target, conns: map[net.Conn]bool{}}
 	p.wg.Add(1)
 	go p.accept()
 	t.Cleanup(p.Close)
-	u.Host = ln.Addr().String()
-	return p, secret.String(u.String())
+	return p
 }
+
+// Addr is the proxy's address.
+func (p *Proxy) Addr() string { return p.ln.Addr().String() }
 
 func (p *Proxy) accept() {
 	defer p.wg.Done()

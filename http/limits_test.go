@@ -1,0 +1,147 @@
+package httpapi_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/internal/redistest"
+	"github.com/conclave-ai/conclave/ratelimit"
+	"github.com/conclave-ai/conclave/ratelimit/redislimit"
+	"github.com/conclave-ai/conclave/secret"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+)
+
+const groqModel = "llama-3.1-8b-instant"
+
+// withRedis points a testbed's limiters at Redis under the test's own prefix, with groq's limits.
+func withRedis(url, prefix string, groq ratelimit.Limits) func(*config.Config) {
+	return func(c *config.Config) {
+		c.RedisURL, c.RedisPrefix = secret.String(url), prefix
+		c.RateLimits["groq"] = groq
+	}
+}
+
+// groqUsage reads groq's counts in Redis as every controller sees them.
+func groqUsage(t *testing.T, c *redis.Client, prefix string, l ratelimit.Limits) ratelimit.Usage {
+	t.Helper()
+	u, err := redislimit.New(c, "groq", l, redislimit.Options{Prefix: prefix}).Usage(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
+// oneCall asks one groq model, with a short wait for a permit.
+var oneCall = map[string]any{"task": mcq, "category": "general", "models": []string{groqModel}, "workers": 1, "min_responses": 1, "timeout": 0.5}
+
+func TestTwoControllersShareOneLimit(t *testing.T) {
+	c, prefix := redistest.New(t)
+	limits := ratelimit.Limits{RequestsPerMinute: 10, Concurrency: 50}
+	a := newTestbed(t, withRedis(redistest.URL(), prefix, limits))
+	b := newTestbed(t, withRedis(redistest.URL(), prefix, limits))
+	var mu sync.Mutex
+	statuses := map[int]int{}
+	var wg sync.WaitGroup
+	for i := range 30 {
+		tb := []*testbed{a, b}[i%2]
+		wg.Go(func() {
+			var bad errorResponse
+			resp, _ := tb.do(http.MethodPost, "/route-thompson", oneCall, &bad)
+			mu.Lock()
+			defer mu.Unlock()
+			statuses[resp.StatusCode]++
+			if resp.StatusCode != http.StatusOK && (bad.Error.Code != "rate_limited" || resp.Header.Get("Retry-After") == "") {
+				t.Errorf("refused with %d %s, Retry-After %q", resp.StatusCode, bad.Error.Code, resp.Header.Get("Retry-After"))
+			}
+		})
+	}
+	wg.Wait()
+	if statuses[http.StatusOK] != 10 || statuses[http.StatusServiceUnavailable] != 20 {
+		t.Fatalf("answers %v: two controllers must admit 10 calls between them", statuses)
+	}
+	if u := groqUsage(t, c, prefix, limits); u.Requests != 10 || u.InFlight != 0 {
+		t.Fatalf("Redis counts %+v", u)
+	}
+	var view struct {
+		Providers []struct {
+			Name         string             `json:"name"`
+			LimitUse     map[string]float64 `json:"limit_use"`
+			SharedLimits bool               `json:"shared_limits"`
+		} `json:"providers"`
+	}
+	waitFor(t, func() bool {
+		a.do(http.MethodGet, "/providers", nil, &view)
+		for _, p := range view.Providers {
+			if p.Name == "groq" {
+				return p.SharedLimits && p.LimitUse["requests"] == 1
+			}
+		}
+		return false
+	})
+}
+
+func TestSlotsComeBackAfterSuccessErrorAndTimeout(t *testing.T) {
+	c, prefix := redistest.New(t)
+	limits := ratelimit.Limits{RequestsPerMinute: 1000, Concurrency: 3}
+	backend := &failing{Backend: &slowModels{Backend: simBackend(t), delay: time.Minute, models: map[string]bool{"gemma2-9b-it": true}}}
+	backend.set("llama-3.1-70b-versatile", serverError("llama-3.1-70b-versatile"))
+	tb := newTestbed(t, withRedis(redistest.URL(), prefix, limits), withBackend(backend))
+	for _, model := range []string{groqModel, "llama-3.1-70b-versatile", "gemma2-9b-it"} { // success, error, timeout
+		body := map[string]any{"task": mcq, "category": "general", "models": []string{model}, "workers": 1, "min_responses": 1, "timeout": 0.5}
+		tb.do(http.MethodPost, "/route-thompson", body, nil)
+	}
+	waitFor(t, func() bool { return groqUsage(t, c, prefix, limits).InFlight == 0 })
+	if u := groqUsage(t, c, prefix, limits); u.Requests < 3 {
+		t.Fatalf("Redis counts %+v", u)
+	}
+}
+
+func TestLosingRedisFallsBackToLocalLimitsAndComesBack(t *testing.T) {
+	c, prefix := redistest.New(t)
+	proxy, through := redistest.NewProxy(t)
+	limits := ratelimit.Limits{RequestsPerMinute: 1000, Concurrency: 50}
+	tb := newTestbed(t, withRedis(through, prefix, limits))
+	for range 3 {
+		if status, _, e := tb.route(oneCall); status != http.StatusOK {
+			t.Fatalf("status %d: %+v", status, e)
+		}
+	}
+	proxy.Cut()
+	for range 3 { // served while Redis is away
+		if status, _, e := tb.route(oneCall); status != http.StatusOK {
+			t.Fatalf("status %d without Redis: %+v", status, e)
+		}
+	}
+	if tb.logs.FilterField(zap.String("event", "limiter_fallback")).Len() == 0 {
+		t.Fatal("the fallback was not logged")
+	}
+	proxy.Restore()
+	// Counting goes back to Redis once a retry finds it (1 s, then 2 s after the failure).
+	waitFor(t, func() bool {
+		tb.route(oneCall)
+		return tb.logs.FilterField(zap.String("event", "limiter_shared")).Len() > 0
+	})
+	before := groqUsage(t, c, prefix, limits).Requests
+	tb.route(oneCall)
+	if after := groqUsage(t, c, prefix, limits).Requests; after != before+1 {
+		t.Fatalf("Redis counted %d then %d: shared counting did not resume", before, after)
+	}
+}
+
+func TestACallLargerThanTheTokenLimitIs413(t *testing.T) {
+	_, prefix := redistest.New(t)
+	tb := newTestbed(t, withRedis(redistest.URL(), prefix, ratelimit.Limits{RequestsPerMinute: 100, TokensPerMinute: 2000}))
+	body := map[string]any{"task": strings.Repeat("Summarize this paragraph about warehouses. ", 400), "category": "general",
+		"models": []string{groqModel}, "workers": 1, "min_responses": 1}
+	var bad errorResponse
+	resp, raw := tb.do(http.MethodPost, "/route-thompson", body, &bad)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+}

@@ -1,0 +1,191 @@
+package ratelimit
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/conclave-ai/conclave/clock"
+)
+
+// event is one reservation in the window: a request and its tokens, at its time. A phantom event is
+// capacity the provider's headers said was spent; it holds no slot.
+type event struct {
+	id     string
+	at     time.Time
+	tokens int
+}
+
+// Local is a sliding-window limiter counting this process's calls: it remembers each call of the last
+// minute, so the counts are exact rather than approximated by fixed buckets. It is safe for concurrent
+// use and never blocks.
+type Local struct {
+	mu      sync.Mutex
+	limits  Limits
+	clock   clock.Clock
+	events  []*event // oldest first, from head on
+	head    int
+	byID    map[string]*event
+	tokens  int                  // sum of the live events' tokens
+	slots   map[string]time.Time // calls in flight, with the end of their lease
+	lease   time.Duration
+	blocked time.Time // the provider's own word: no call until then
+}
+
+// DefaultLease is how long a concurrency slot is held when its call never releases it.
+const DefaultLease = 10 * time.Minute
+
+// NewLocal returns a local limiter; a nil clock means the real clock, a zero lease DefaultLease.
+func NewLocal(l Limits, c clock.Clock, lease time.Duration) *Local {
+	if lease <= 0 {
+		lease = DefaultLease
+	}
+	return &Local{limits: l, clock: clock.Or(c), byID: map[string]*event{}, slots: map[string]time.Time{}, lease: lease}
+}
+
+// Limits returns the configured limits.
+func (w *Local) Limits() Limits { return w.limits }
+
+func (w *Local) prune(now time.Time) {
+	cut := now.Add(-Window)
+	for w.head < len(w.events) && !w.events[w.head].at.After(cut) {
+		e := w.events[w.head]
+		w.tokens -= e.tokens
+		if w.byID[e.id] == e {
+			delete(w.byID, e.id)
+		}
+		w.events[w.head] = nil
+		w.head++
+	}
+	// Compact once the dead prefix dominates, so each event is copied O(1) times on average.
+	if w.head > 64 && w.head*2 > len(w.events) {
+		n := copy(w.events, w.events[w.head:])
+		clear(w.events[n:])
+		w.events = w.events[:n]
+		w.head = 0
+	}
+	for id, until := range w.slots {
+		if !now.Before(until) {
+			delete(w.slots, id)
+		}
+	}
+}
+
+func (w *Local) live() []*event { return w.events[w.head:] }
+
+// Reserve implements Limiter.
+func (w *Local) Reserve(_ context.Context, id string, estimate int) (Decision, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock.Now()
+	w.prune(now)
+	if l := w.limits.TokensPerMinute; l > 0 && estimate > l {
+		return Decision{Reason: ReasonTokens, Usage: w.usage(now)}, ErrTooLarge
+	}
+	if _, dup := w.slots[id]; dup {
+		return Decision{Allowed: true, At: now, Usage: w.usage(now)}, nil // asked twice: the first reservation stands
+	}
+	if reason, wait, ok := w.room(now, estimate); !ok {
+		return Decision{Reason: reason, RetryAfter: wait, At: now, Usage: w.usage(now)}, nil
+	}
+	e := &event{id: id, at: now, tokens: estimate}
+	w.events = append(w.events, e)
+	w.byID[id] = e
+	w.tokens += estimate
+	w.slots[id] = now.Add(w.lease)
+	return Decision{Allowed: true, At: now, Usage: w.usage(now)}, nil
+}
+
+// room says whether a call of tokens fits now, or which limit is spent and when to ask again.
+func (w *Local) room(now time.Time, tokens int) (string, time.Duration, bool) {
+	if now.Before(w.blocked) {
+		return ReasonUpstream, w.blocked.Sub(now), false
+	}
+	if l := w.limits.Concurrency; l > 0 && len(w.slots) >= l {
+		return ReasonConcurrency, 0, false // a slot comes back when a call ends, or its lease does
+	}
+	live := w.live()
+	if l := w.limits.RequestsPerMinute; l > 0 && len(live) >= l {
+		return ReasonRequests, max(live[len(live)-l].at.Add(Window).Sub(now), time.Millisecond), false
+	}
+	if l := w.limits.TokensPerMinute; l > 0 && w.tokens+tokens > l {
+		need := w.tokens + tokens - l // wait until enough of the oldest events leave the window
+		for _, e := range live {
+			if need -= e.tokens; need <= 0 {
+				return ReasonTokens, max(e.at.Add(Window).Sub(now), time.Millisecond), false
+			}
+		}
+		return ReasonTokens, Window, false
+	}
+	return "", 0, true
+}
+
+// Release implements Limiter.
+func (w *Local) Release(_ context.Context, id string, actual int) (Usage, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock.Now()
+	delete(w.slots, id)
+	if e, ok := w.byID[id]; ok && actual >= 0 {
+		w.tokens += actual - e.tokens
+		e.tokens = actual
+	}
+	w.prune(now)
+	return w.usage(now), nil
+}
+
+// Observe implements Limiter.
+func (w *Local) Observe(_ context.Context, u Upstream) (Usage, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock.Now()
+	w.prune(now)
+	if d := u.Exhausted(); d > 0 && now.Add(d).After(w.blocked) {
+		w.blocked = now.Add(d)
+	}
+	requests, tokens, requestsFor, tokensFor := Resync(w.limits, u, len(w.live()), w.tokens)
+	// Phantom events leave the window when the provider's own window resets.
+	for range requests {
+		w.phantom(now.Add(requestsFor-Window), 0)
+	}
+	if tokens > 0 {
+		w.phantom(now.Add(tokensFor-Window), tokens)
+	}
+	return w.usage(now), nil
+}
+
+// phantom adds spent capacity that leaves the window at at+Window, keeping the events in time order.
+func (w *Local) phantom(at time.Time, tokens int) {
+	e := &event{at: at, tokens: tokens}
+	i := len(w.events)
+	for i > w.head && w.events[i-1].at.After(at) {
+		i--
+	}
+	w.events = append(w.events, nil)
+	copy(w.events[i+1:], w.events[i:])
+	w.events[i] = e
+	w.tokens += tokens
+}
+
+// Usage implements Limiter.
+func (w *Local) Usage(context.Context) (Usage, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := w.clock.Now()
+	w.prune(now)
+	return w.usage(now), nil
+}
+
+func (w *Local) usage(now time.Time) Usage {
+	u := Usage{Requests: len(w.live()), Tokens: w.tokens, InFlight: len(w.slots)}
+	u.RequestsUse = share(u.Requests, w.limits.RequestsPerMinute)
+	u.TokensUse = share(u.Tokens, w.limits.TokensPerMinute)
+	u.ConcurrencyUse = share(u.InFlight, w.limits.Concurrency)
+	if now.Before(w.blocked) {
+		u.Blocked = w.blocked.Sub(now)
+	}
+	if _, wait, ok := w.room(now, 0); !ok {
+		u.RoomIn = wait
+	}
+	return u
+}
