@@ -1,9 +1,10 @@
 -- One provider's rate limits, shared by every controller on this Redis. Times are the server's, in
 -- microseconds. KEYS: the window (a sorted set of call ids by time), the tokens of each member of the
--- window (a hash), the concurrency slots (a sorted set of call ids by the end of their lease), and
--- the block until which the provider said no call goes. ARGV: requests per window, tokens per window,
--- concurrency (0 for no limit), window and lease in microseconds, then the operation's own.
-local window_key, tokens_key, slots_key, block_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+-- window (a hash), the concurrency slots (a sorted set of call ids by the end of their lease), the
+-- block until which the provider said no call goes, and the sum of the window's tokens. ARGV:
+-- requests per window, tokens per window, concurrency (0 for no limit), window and lease in
+-- microseconds, then the operation's own.
+local window_key, tokens_key, slots_key, block_key, sum_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local rpm, tpm, conc = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local span, lease = tonumber(ARGV[4]), tonumber(ARGV[5])
 
@@ -17,19 +18,21 @@ local function prune(now)
   local old = redis.call('ZRANGEBYSCORE', window_key, '-inf', now - span)
   if #old > 0 then
     redis.call('ZREMRANGEBYSCORE', window_key, '-inf', now - span)
+    local gone = 0
     for i = 1, #old, 1000 do
-      redis.call('HDEL', tokens_key, unpack(old, i, math.min(i + 999, #old)))
+      local chunk = {unpack(old, i, math.min(i + 999, #old))}
+      for _, v in ipairs(redis.call('HMGET', tokens_key, unpack(chunk))) do
+        gone = gone + (tonumber(v) or 0)
+      end
+      redis.call('HDEL', tokens_key, unpack(chunk))
     end
+    redis.call('DECRBY', sum_key, gone)
   end
   redis.call('ZREMRANGEBYSCORE', slots_key, '-inf', now)
 end
 
 local function spent()
-  local sum = 0
-  for _, v in ipairs(redis.call('HVALS', tokens_key)) do
-    sum = sum + tonumber(v)
-  end
-  return sum
+  return math.max(tonumber(redis.call('GET', sum_key) or '0'), 0)
 end
 
 -- Whether a call of est tokens fits now: '' and 0, or the spent limit and when to ask again.
@@ -74,7 +77,7 @@ end
 
 local function keep()
   local ttl = math.ceil((span + lease) / 1000)
-  for _, k in ipairs({window_key, tokens_key, slots_key}) do
+  for _, k in ipairs({window_key, tokens_key, slots_key, sum_key}) do
     redis.call('PEXPIRE', k, ttl)
   end
 end
@@ -94,6 +97,7 @@ local function reserve()
   end
   redis.call('ZADD', window_key, now, id)
   redis.call('HSET', tokens_key, id, est)
+  redis.call('INCRBY', sum_key, est)
   redis.call('ZADD', slots_key, now + lease, id)
   keep()
   return {1, '', 0, now, state(now)}
@@ -104,8 +108,10 @@ local function release()
   local id, actual = ARGV[6], tonumber(ARGV[7])
   local now = clock()
   redis.call('ZREM', slots_key, id)
-  if actual >= 0 and redis.call('HEXISTS', tokens_key, id) == 1 then
+  local before = redis.call('HGET', tokens_key, id)
+  if actual >= 0 and before then
     redis.call('HSET', tokens_key, id, actual)
+    redis.call('INCRBY', sum_key, actual - tonumber(before))
   end
   prune(now)
   return {state(now)}
@@ -139,6 +145,7 @@ local function observe()
     local member = '~' .. now .. ':t'
     redis.call('ZADD', window_key, now - span + tokens_for, member)
     redis.call('HSET', tokens_key, member, tpm - tok - remaining_tokens)
+    redis.call('INCRBY', sum_key, tpm - tok - remaining_tokens)
   end
   keep()
   return {state(now)}

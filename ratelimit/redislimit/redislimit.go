@@ -67,10 +67,11 @@ func New(c Client, provider string, l ratelimit.Limits, o Options) *Limiter {
 	}
 	tag := fmt.Sprintf("%s:rl:{%s}:", o.Prefix, provider)
 	return &Limiter{client: c, limits: l, window: o.Window, lease: o.Lease,
-		keys: []string{tag + "window", tag + "tokens", tag + "slots", tag + "blocked"}}
+		keys: []string{tag + "window", tag + "tokens", tag + "slots", tag + "blocked", tag + "spent"}}
 }
 
-// Keys returns the limiter's Redis keys: the window, the tokens of its members, the slots, the block.
+// Keys returns the limiter's Redis keys: the window, the tokens of its members, the slots, the block
+// and the tokens' sum.
 func (r *Limiter) Keys() []string { return r.keys }
 
 func (r *Limiter) args(extra ...any) []any {
