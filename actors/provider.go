@@ -158,9 +158,15 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 	}
 }
 
-// askLimiter runs a limiter call that answers with usage off the actor.
+// askLimiter runs a limiter call that answers with usage off the actor (in it, for a limiter that
+// never blocks, with the answer still coming as a message).
 func (p *ProviderActor) askLimiter(ctx actor.Context, released bool, call func(context.Context) (ratelimit.Usage, error)) {
 	self, root, log := ctx.Self(), ctx.ActorSystem().Root, p.log
+	if ratelimit.Immediate(p.limiter) {
+		u, _ := call(context.Background())
+		ctx.Send(self, &limiterUsage{usage: u, released: released})
+		return
+	}
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), limiterTimeout)
 		defer cancel()
@@ -371,6 +377,11 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 func (p *ProviderActor) reserve(ctx actor.Context, r *reservation) {
 	p.reserving = r
 	self, root, limiter, id, tokens := ctx.Self(), ctx.ActorSystem().Root, p.limiter, r.a.JobId, int(r.a.Tokens)
+	if ratelimit.Immediate(limiter) {
+		d, err := limiter.Reserve(context.Background(), id, tokens)
+		ctx.Send(self, &reserved{jobID: id, decision: d, err: err})
+		return
+	}
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), limiterTimeout)
 		defer cancel()

@@ -46,6 +46,9 @@ func NewLocal(l Limits, c clock.Clock, lease time.Duration) *Local {
 // Limits returns the configured limits.
 func (w *Local) Limits() Limits { return w.limits }
 
+// NeverBlocks marks Local as a limiter that answers at once (see Immediate).
+func (w *Local) NeverBlocks() {}
+
 func (w *Local) prune(now time.Time) {
 	cut := now.Add(-Window)
 	for w.head < len(w.events) && !w.events[w.head].at.After(cut) {

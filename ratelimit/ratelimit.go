@@ -94,6 +94,13 @@ type Limiter interface {
 	Usage(ctx context.Context) (Usage, error)
 }
 
+// Immediate reports whether a limiter answers at once, without I/O, so that its caller may call it in
+// place rather than on a goroutine of its own.
+func Immediate(l Limiter) bool {
+	_, ok := l.(interface{ NeverBlocks() })
+	return ok
+}
+
 // Factory makes the limiter of one provider.
 type Factory func(provider string, l Limits) Limiter
 
