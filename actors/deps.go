@@ -11,7 +11,6 @@ import (
 	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/clock"
 	"github.com/conclave-ai/conclave/feedback"
-	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
@@ -121,11 +120,3 @@ func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
 func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
-
-func rateLimitInfo(u *ratelimit.Upstream) *messages.RateLimitInfo {
-	return &messages.RateLimitInfo{
-		LimitRequests: u.LimitRequests, RemainingRequests: u.RemainingRequests,
-		LimitTokens: u.LimitTokens, RemainingTokens: u.RemainingTokens,
-		ResetRequestsSeconds: u.ResetRequests.Seconds(), ResetTokensSeconds: u.ResetTokens.Seconds(), PerModel: u.PerModel,
-	}
-}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
@@ -477,7 +478,7 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 	m := p.model(l.model)
 	now := p.deps.now()
 	if rl := o.RateLimit; rl != nil {
-		if u := upstream(rl); !u.PerModel {
+		if u := fleet.UpstreamOf(rl); !u.PerModel {
 			words = append(words, u)
 			p.holdFor(ctx, u)
 		} else if wait := u.Exhausted(); wait > 0 { // the model's own limits, spent until their reset
@@ -583,14 +584,6 @@ func later(a, b time.Time) time.Time {
 		return b
 	}
 	return a
-}
-
-func upstream(rl *messages.RateLimitInfo) ratelimit.Upstream {
-	return ratelimit.Upstream{
-		RemainingRequests: rl.RemainingRequests, RemainingTokens: rl.RemainingTokens,
-		LimitRequests: rl.LimitRequests, LimitTokens: rl.LimitTokens,
-		ResetRequests: seconds(rl.ResetRequestsSeconds), ResetTokens: seconds(rl.ResetTokensSeconds), PerModel: rl.PerModel,
-	}
 }
 
 func (p *ProviderActor) count(fault bool) {

@@ -2,8 +2,6 @@ package actors
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -30,6 +28,19 @@ type WorkerActor struct {
 	queue     []*messages.Dispatch
 	completed int64
 	failed    int64
+	health    fleet.Health
+	healthErr string
+}
+
+// transportHealth is what the transport said of its connection.
+type transportHealth struct {
+	health fleet.Health
+	err    error
+}
+
+// healthReporter is a transport that reports its connection's health (SSH).
+type healthReporter interface {
+	OnHealth(func(fleet.Health, error))
 }
 
 // runningJob is a job out on the host.
@@ -68,7 +79,17 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 		}
 		prev := w.ref.Snapshot()
 		w.breaker = resilience.ResumeBreaker(settings, prev.Breaker)
-		w.completed, w.failed = prev.Completed, prev.Failed
+		w.completed, w.failed, w.health, w.healthErr = prev.Completed, prev.Failed, prev.Transport, prev.TransportError
+		if h, ok := w.transport.(healthReporter); ok {
+			self, root := ctx.Self(), ctx.ActorSystem().Root
+			h.OnHealth(func(health fleet.Health, err error) { root.Send(self, &transportHealth{health: health, err: err}) })
+		}
+		w.publish()
+	case *transportHealth:
+		w.health, w.healthErr = m.health, ""
+		if m.err != nil {
+			w.healthErr = m.err.Error()
+		}
 		w.publish()
 	case *messages.Dispatch:
 		if m.Job == nil || m.ReplyTo == nil {
@@ -168,53 +189,14 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	r.watchdog = w.deps.Timers.SendOnce(budget+w.deps.hostGrace(budget), ctx.Self(), hostSilent{jobID: job.JobId})
 	w.running[job.JobId] = r
 	ctx.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds()})
-	call := callOf(job)
+	call := fleet.CallOf(job)
 	self, root, transport := ctx.Self(), ctx.ActorSystem().Root, w.transport
 	go func() {
 		defer cancel()
-		res := copyIdentity(result)
 		began := time.Now()
 		reply, err := runCall(jobCtx, transport, call)
-		res.LatencyMs = ms(time.Since(began))
-		if reply.RateLimit != nil {
-			res.RateLimit = rateLimitInfo(reply.RateLimit)
-		}
-		if err != nil {
-			res.ErrorKind, res.ErrorMessage = string(fleet.ClassifyError(err)), err.Error()
-			res.ErrorScope = resilience.ScopeOf(err).String()
-			var re *resilience.Error
-			if errors.As(err, &re) {
-				res.HttpStatus = int32(re.Status)
-				res.RetryAfterSeconds = re.RetryAfter.Seconds()
-			}
-		} else {
-			res.Ok, res.Text = true, reply.Text
-		}
-		if u := reply.Usage; u.InputTokens > 0 || u.OutputTokens > 0 {
-			res.Usage = &messages.Usage{InputTokens: int32(u.InputTokens), OutputTokens: int32(u.OutputTokens)}
-		}
-		res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId = reply.FinishReason, reply.ServedModel, reply.Cost, reply.UpstreamRequestID
-		res.ProviderLatencyMs = ms(reply.Latency)
-		root.Send(self, &jobDone{result: res})
+		root.Send(self, &jobDone{result: fleet.ResultOf(copyIdentity(result), reply, err, time.Since(began))})
 	}()
-}
-
-// callOf is the provider call a job asks for.
-func callOf(job *messages.Job) providers.Call {
-	call := providers.Call{RequestID: job.RequestId, JobID: job.JobId, Kind: job.Kind, Model: job.Model, UpstreamModel: job.UpstreamModel,
-		Provider: job.Provider, MaxTokens: int(job.MaxTokens), Temperature: job.Temperature, Task: job.Task, Candidates: job.Candidates,
-		Category: job.Category, Attempt: int(job.Attempt)}
-	if job.System != "" {
-		call.Messages = append(call.Messages, providers.Message{Role: "system", Content: job.System})
-	}
-	call.Messages = append(call.Messages, providers.Message{Role: "user", Content: job.Prompt})
-	if call.Task == "" {
-		call.Task = job.Prompt
-	}
-	if job.ResponseSchema != "" {
-		call.ResponseFormat = &providers.ResponseFormat{Name: job.ResponseName, Schema: json.RawMessage(job.ResponseSchema)}
-	}
-	return call
 }
 
 // runCall calls the transport, turning a panic in it into an internal error: Conclave's own fault, which
@@ -280,6 +262,6 @@ func (w *WorkerActor) publish() {
 	w.ref.snap.Store(&fleet.Snapshot{
 		Name: w.ref.Spec.Name, Tier: w.ref.Spec.Tier, Slots: w.ref.Spec.Slots,
 		InFlight: len(w.running), Queued: len(w.queue), Breaker: w.breaker.Snapshot(),
-		Completed: w.completed, Failed: w.failed,
+		Completed: w.completed, Failed: w.failed, Transport: w.health, TransportError: w.healthErr,
 	})
 }

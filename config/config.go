@@ -60,12 +60,16 @@ type Config struct {
 	SpoolMaxBytes int64  `json:"spool_max_bytes"`
 	// MaxInflightBytes bounds the bytes of the tasks of the requests running at once; beyond it new
 	// requests get 503 with Retry-After.
-	MaxInflightBytes int64                       `json:"max_inflight_bytes"`
-	Workers          int                         `json:"workers"`
-	WorkerSlots      int                         `json:"worker_slots"`
-	Sim              providers.SimConfig         `json:"sim"`
-	RateLimits       map[string]ratelimit.Limits `json:"rate_limits"`
-	Breakers         map[string]Breaker          `json:"breakers"`
+	MaxInflightBytes int64 `json:"max_inflight_bytes"`
+	Workers          int   `json:"workers"`
+	// Fleet, when set, is a fleet file: jobs go to its worker hosts over SSH instead of the in-process
+	// workers. DevInsecureHostKeys skips verifying their keys (development only).
+	Fleet               string                      `json:"fleet"`
+	DevInsecureHostKeys bool                        `json:"dev_insecure_host_keys"`
+	WorkerSlots         int                         `json:"worker_slots"`
+	Sim                 providers.SimConfig         `json:"sim"`
+	RateLimits          map[string]ratelimit.Limits `json:"rate_limits"`
+	Breakers            map[string]Breaker          `json:"breakers"`
 	// Providers turns real providers on: the named ones by their name, your own with their kind, base
 	// URL and models. With none, the simulated provider serves the whole catalog.
 	Providers map[string]Provider `json:"providers"`
@@ -222,6 +226,10 @@ var settings = []setting{
 		func(c *Config, v string) (err error) { c.Sim.LatencyScale, err = strconv.ParseFloat(v, 64); return err }},
 	{"secrets-file", "CONCLAVE_SECRETS_FILE", "NAME=value file of provider keys, readable by its owner only",
 		func(Config) string { return "none" }, func(c *Config, v string) error { c.SecretsFile = v; return nil }},
+	{"fleet", "CONCLAVE_FLEET", "fleet file (YAML or JSON) of worker hosts reached over SSH",
+		func(Config) string { return "none: in-process workers" }, func(c *Config, v string) error { c.Fleet = v; return nil }},
+	{"dev-insecure-host-keys", "CONCLAVE_DEV_INSECURE_HOST_KEYS", "do not verify the fleet's host keys (development only)",
+		func(Config) string { return "false" }, func(c *Config, v string) (err error) { c.DevInsecureHostKeys, err = strconv.ParseBool(v); return err }},
 	{"spool-path", "CONCLAVE_SPOOL_PATH", "file where records wait while PostgreSQL is unreachable",
 		func(Config) string { return "spool-<node id>.records in the user's cache directory" }, func(c *Config, v string) error { c.SpoolPath = v; return nil }},
 	{"max-body-bytes", "CONCLAVE_MAX_BODY_BYTES", "largest accepted request body; larger ones get 413",

@@ -70,7 +70,8 @@ type Engine struct {
 	blueprints *blueprints.Set
 	store      store.Store
 	spool      *spool.Spool
-	redis      *redis.Client // REDIS_URL's, when set
+	redis      *redis.Client     // REDIS_URL's, when set
+	transports []fleet.Transport // the fleet's, closed at shutdown
 	// Sim is the simulated provider when the engine runs on it (nil otherwise); tests inject faults here.
 	Sim *providers.Sim
 	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
@@ -152,6 +153,15 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	workers := fleet.DefaultWorkers(cfg.Workers, cfg.WorkerSlots)
+	var hosts *fleet.File
+	if cfg.Fleet != "" {
+		f, err := fleet.LoadFile(cfg.Fleet)
+		if err != nil {
+			e.closeStore()
+			return nil, err
+		}
+		hosts, workers = &f, f.Specs()
+	}
 	providerNames := append([]string(nil), cat.ProviderNames()...)
 	for _, u := range ups { // a provider whose models discovery will list has an actor already
 		if !slices.Contains(providerNames, u.Name) {
@@ -179,6 +189,12 @@ func New(opts Options) (*Engine, error) {
 	if transport == nil {
 		registry := providers.NewRegistry(catalogPrices(e.catalog), backend, e.upstreamsOnly()...)
 		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: registry} }
+		if hosts != nil {
+			if transport, err = e.sshTransports(*hosts, registry); err != nil {
+				e.closeStore()
+				return nil, err
+			}
+		}
 	}
 	var fleetChildren, providerChildren []supervisors.Child
 	for _, w := range dir.Workers {
@@ -507,6 +523,9 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		}
 		e.system.Shutdown()
 		err = errors.Join(err, e.closeStore())
+		for _, t := range e.transports {
+			err = errors.Join(err, t.Close())
+		}
 		if e.redis != nil {
 			err = errors.Join(err, e.redis.Close())
 		}

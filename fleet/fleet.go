@@ -93,6 +93,10 @@ type Snapshot struct {
 	// Completed and Failed count the jobs the worker finished since it started.
 	Completed int64 `json:"completed"`
 	Failed    int64 `json:"failed"`
+	// Transport is the connection to a remote host (connected, reconnecting, down; empty in process)
+	// and TransportError the last failure.
+	Transport      Health `json:"transport,omitempty"`
+	TransportError string `json:"transport_error,omitempty"`
 }
 
 // Available reports whether the worker takes jobs at now: its breaker is not open, or its open period

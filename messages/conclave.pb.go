@@ -3522,6 +3522,300 @@ func (x *Flushed) GetSpooled() int32 {
 	return 0
 }
 
+// AgentFrame is one frame between a controller and a worker agent (`conclave worker`) over an SSH
+// channel: each is a 4-byte big-endian length and the frame's protobuf bytes.
+type AgentFrame struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Body:
+	//
+	//	*AgentFrame_Setup
+	//	*AgentFrame_Job
+	//	*AgentFrame_Result
+	//	*AgentFrame_Cancel
+	//	*AgentFrame_Hello
+	Body          isAgentFrame_Body `protobuf_oneof:"body"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentFrame) Reset() {
+	*x = AgentFrame{}
+	mi := &file_conclave_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentFrame) ProtoMessage() {}
+
+func (x *AgentFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
+func (*AgentFrame) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *AgentFrame) GetBody() isAgentFrame_Body {
+	if x != nil {
+		return x.Body
+	}
+	return nil
+}
+
+func (x *AgentFrame) GetSetup() *AgentSetup {
+	if x != nil {
+		if x, ok := x.Body.(*AgentFrame_Setup); ok {
+			return x.Setup
+		}
+	}
+	return nil
+}
+
+func (x *AgentFrame) GetJob() *AgentJob {
+	if x != nil {
+		if x, ok := x.Body.(*AgentFrame_Job); ok {
+			return x.Job
+		}
+	}
+	return nil
+}
+
+func (x *AgentFrame) GetResult() *JobResult {
+	if x != nil {
+		if x, ok := x.Body.(*AgentFrame_Result); ok {
+			return x.Result
+		}
+	}
+	return nil
+}
+
+func (x *AgentFrame) GetCancel() *CancelJob {
+	if x != nil {
+		if x, ok := x.Body.(*AgentFrame_Cancel); ok {
+			return x.Cancel
+		}
+	}
+	return nil
+}
+
+func (x *AgentFrame) GetHello() *AgentHello {
+	if x != nil {
+		if x, ok := x.Body.(*AgentFrame_Hello); ok {
+			return x.Hello
+		}
+	}
+	return nil
+}
+
+type isAgentFrame_Body interface {
+	isAgentFrame_Body()
+}
+
+type AgentFrame_Setup struct {
+	// setup goes first, from the controller: what the agent's simulated provider needs.
+	Setup *AgentSetup `protobuf:"bytes,1,opt,name=setup,proto3,oneof"`
+}
+
+type AgentFrame_Job struct {
+	Job *AgentJob `protobuf:"bytes,2,opt,name=job,proto3,oneof"`
+}
+
+type AgentFrame_Result struct {
+	Result *JobResult `protobuf:"bytes,3,opt,name=result,proto3,oneof"`
+}
+
+type AgentFrame_Cancel struct {
+	Cancel *CancelJob `protobuf:"bytes,4,opt,name=cancel,proto3,oneof"`
+}
+
+type AgentFrame_Hello struct {
+	// hello is the agent's first frame: it is ready.
+	Hello *AgentHello `protobuf:"bytes,5,opt,name=hello,proto3,oneof"`
+}
+
+func (*AgentFrame_Setup) isAgentFrame_Body() {}
+
+func (*AgentFrame_Job) isAgentFrame_Body() {}
+
+func (*AgentFrame_Result) isAgentFrame_Body() {}
+
+func (*AgentFrame_Cancel) isAgentFrame_Body() {}
+
+func (*AgentFrame_Hello) isAgentFrame_Body() {}
+
+type AgentSetup struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// sim is the simulated provider's configuration, as JSON (providers.SimConfig).
+	Sim           string `protobuf:"bytes,1,opt,name=sim,proto3" json:"sim,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentSetup) Reset() {
+	*x = AgentSetup{}
+	mi := &file_conclave_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentSetup) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentSetup) ProtoMessage() {}
+
+func (x *AgentSetup) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
+func (*AgentSetup) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *AgentSetup) GetSim() string {
+	if x != nil {
+		return x.Sim
+	}
+	return ""
+}
+
+// AgentJob is a job with what the agent needs to call its provider. It is never logged: the key
+// travels only inside the SSH channel.
+type AgentJob struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// kind is the provider's wire format (openai, anthropic, gemini) or simulated.
+	Kind          string `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`
+	BaseUrl       string `protobuf:"bytes,3,opt,name=base_url,json=baseUrl,proto3" json:"base_url,omitempty"`
+	ApiKey        string `protobuf:"bytes,4,opt,name=api_key,json=apiKey,proto3" json:"api_key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentJob) Reset() {
+	*x = AgentJob{}
+	mi := &file_conclave_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentJob) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentJob) ProtoMessage() {}
+
+func (x *AgentJob) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
+func (*AgentJob) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *AgentJob) GetJob() *Job {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *AgentJob) GetKind() string {
+	if x != nil {
+		return x.Kind
+	}
+	return ""
+}
+
+func (x *AgentJob) GetBaseUrl() string {
+	if x != nil {
+		return x.BaseUrl
+	}
+	return ""
+}
+
+func (x *AgentJob) GetApiKey() string {
+	if x != nil {
+		return x.ApiKey
+	}
+	return ""
+}
+
+type AgentHello struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Version       string                 `protobuf:"bytes,1,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AgentHello) Reset() {
+	*x = AgentHello{}
+	mi := &file_conclave_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AgentHello) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AgentHello) ProtoMessage() {}
+
+func (x *AgentHello) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
+func (*AgentHello) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *AgentHello) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
 var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
@@ -3890,7 +4184,26 @@ const file_conclave_proto_rawDesc = "" +
 	"\aFlushed\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\x05R\awritten\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
-	"\aspooled\x18\x03 \x01(\x05R\aspooled*D\n" +
+	"\aspooled\x18\x03 \x01(\x05R\aspooled\"\x85\x02\n" +
+	"\n" +
+	"AgentFrame\x12/\n" +
+	"\x05setup\x18\x01 \x01(\v2\x17.conclave.v1.AgentSetupH\x00R\x05setup\x12)\n" +
+	"\x03job\x18\x02 \x01(\v2\x15.conclave.v1.AgentJobH\x00R\x03job\x120\n" +
+	"\x06result\x18\x03 \x01(\v2\x16.conclave.v1.JobResultH\x00R\x06result\x120\n" +
+	"\x06cancel\x18\x04 \x01(\v2\x16.conclave.v1.CancelJobH\x00R\x06cancel\x12/\n" +
+	"\x05hello\x18\x05 \x01(\v2\x17.conclave.v1.AgentHelloH\x00R\x05helloB\x06\n" +
+	"\x04body\"\x1e\n" +
+	"\n" +
+	"AgentSetup\x12\x10\n" +
+	"\x03sim\x18\x01 \x01(\tR\x03sim\"v\n" +
+	"\bAgentJob\x12\"\n" +
+	"\x03job\x18\x01 \x01(\v2\x10.conclave.v1.JobR\x03job\x12\x12\n" +
+	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x19\n" +
+	"\bbase_url\x18\x03 \x01(\tR\abaseUrl\x12\x17\n" +
+	"\aapi_key\x18\x04 \x01(\tR\x06apiKey\"&\n" +
+	"\n" +
+	"AgentHello\x12\x18\n" +
+	"\aversion\x18\x01 \x01(\tR\aversion*D\n" +
 	"\x06Effect\x12\x12\n" +
 	"\x0eEFFECT_NEUTRAL\x10\x00\x12\x12\n" +
 	"\x0eEFFECT_SUCCESS\x10\x01\x12\x12\n" +
@@ -3909,7 +4222,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
@@ -3949,18 +4262,22 @@ var file_conclave_proto_goTypes = []any{
 	(*FeedbackResult)(nil),        // 35: conclave.v1.FeedbackResult
 	(*Flush)(nil),                 // 36: conclave.v1.Flush
 	(*Flushed)(nil),               // 37: conclave.v1.Flushed
-	nil,                           // 38: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 39: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 40: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 41: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 42: actor.PID
+	(*AgentFrame)(nil),            // 38: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 39: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 40: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 41: conclave.v1.AgentHello
+	nil,                           // 42: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 43: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 44: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 46: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	40, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	41, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	41, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	41, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	40, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	44, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	45, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	45, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	45, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	44, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
 	3,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
 	5,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
 	6,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
@@ -3971,37 +4288,43 @@ var file_conclave_proto_depIdxs = []int32{
 	13, // 12: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
 	14, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
 	12, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	41, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	41, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	45, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	45, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
 	16, // 17: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
 	4,  // 18: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
 	7,  // 19: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	38, // 20: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	42, // 20: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
 	8,  // 21: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
 	16, // 22: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
 	16, // 23: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
 	15, // 24: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	41, // 25: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	45, // 25: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
 	18, // 26: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	42, // 27: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	46, // 27: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
 	16, // 28: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
 	17, // 29: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	41, // 30: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	42, // 31: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	45, // 30: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	46, // 31: conclave.v1.Acquire.reply_to:type_name -> actor.PID
 	17, // 32: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
 	0,  // 33: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
 	0,  // 34: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
 	29, // 35: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	41, // 36: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	45, // 36: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
 	10, // 37: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
 	2,  // 38: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	39, // 39: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	43, // 39: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
 	12, // 40: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	41, // [41:41] is the sub-list for method output_type
-	41, // [41:41] is the sub-list for method input_type
-	41, // [41:41] is the sub-list for extension type_name
-	41, // [41:41] is the sub-list for extension extendee
-	0,  // [0:41] is the sub-list for field type_name
+	39, // 41: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	40, // 42: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	22, // 43: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	20, // 44: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	41, // 45: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	18, // 46: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	47, // [47:47] is the sub-list for method output_type
+	47, // [47:47] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -4013,13 +4336,20 @@ func file_conclave_proto_init() {
 	file_conclave_proto_msgTypes[1].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[17].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[33].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[37].OneofWrappers = []any{
+		(*AgentFrame_Setup)(nil),
+		(*AgentFrame_Job)(nil),
+		(*AgentFrame_Result)(nil),
+		(*AgentFrame_Cancel)(nil),
+		(*AgentFrame_Hello)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   39,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

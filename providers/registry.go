@@ -73,6 +73,32 @@ func (r *Registry) Names() []string {
 	return out
 }
 
+// KindSimulated names the simulated provider's wire format, for an agent on a worker host.
+const KindSimulated = "simulated"
+
+// Route says how a worker host calls a provider: its wire format, base URL and key; the simulated
+// provider serves the providers without an upstream when it is the fallback. ok is false for a
+// provider no host can call (the fallback is something else).
+func (r *Registry) Route(provider string) (kind, baseURL string, key secret.String, ok bool) {
+	if u := r.upstreams[provider]; u != nil {
+		return u.Kind, u.BaseURL, u.Key(), true
+	}
+	if _, sim := r.fallback.(*Sim); sim {
+		return KindSimulated, "", "", true
+	}
+	return "", "", "", false
+}
+
+// Price is a call's cost in US dollars from its model's prices and its usage; ok is false for a model
+// without prices.
+func (r *Registry) Price(model string, u Usage) (cost float64, ok bool) {
+	if r.prices == nil {
+		return 0, false
+	}
+	in, out, ok := r.prices(model)
+	return (in*float64(u.InputTokens) + out*float64(u.OutputTokens)) / 1e6, ok
+}
+
 // Complete implements Backend.
 func (r *Registry) Complete(ctx context.Context, call Call) (Reply, error) {
 	b := r.fallback
@@ -86,10 +112,8 @@ func (r *Registry) Complete(ctx context.Context, call Call) (Reply, error) {
 	began := time.Now()
 	reply, err := b.Complete(ctx, call)
 	reply.Latency = time.Since(began)
-	if r.prices != nil {
-		if in, out, ok := r.prices(call.Model); ok {
-			reply.Cost = (in*float64(reply.Usage.InputTokens) + out*float64(reply.Usage.OutputTokens)) / 1e6
-		}
+	if cost, ok := r.Price(call.Model, reply.Usage); ok {
+		reply.Cost = cost
 	}
 	return reply, err
 }

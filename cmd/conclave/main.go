@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ which models to ask.
 Usage:
   conclave serve [flags]     run the control plane (the embedded default needs no configuration)
   conclave eval [flags]      measure routing quality on replayed benchmark answers (report in reports/eval)
+  conclave worker            the agent on a worker host (started over SSH by a controller)
   conclave migrate up|down|status
                              apply or undo the PostgreSQL schema at DATABASE_URL
   conclave records prune --older-than 30d
@@ -46,6 +48,13 @@ environment variables.
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	if len(os.Args) > 1 && os.Args[1] == "worker" { // the agent on a worker host speaks frames on stdin and stdout
+		if err := worker(ctx, os.Args[2:], os.Stdin, os.Stdout, os.Stderr); err != nil {
+			fmt.Fprintln(os.Stderr, "conclave worker:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
 		fmt.Fprintln(os.Stderr, "conclave:", err)
 		os.Exit(1)
@@ -62,6 +71,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "eval":
 		return evaluate(ctx, args[1:], stdout, stderr)
+	case "worker":
+		return worker(ctx, args[1:], strings.NewReader(""), stdout, stderr)
 	case "migrate":
 		return migrate(ctx, args[1:], stdout, stderr)
 	case "records":
