@@ -340,6 +340,11 @@ func (t *SSH) Run(ctx context.Context, call providers.Call) (providers.Reply, er
 	} else {
 		res, err = t.runAgent(ctx, job)
 	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		// The job ran out of time before its agent had it, or its agent said nothing past its deadline:
+		// the host's fault, never the provider's (an agent that ran out of time calling says so itself).
+		err = &resilience.Error{Kind: resilience.HostTimeout, Err: fmt.Errorf("worker %s: the host did not answer the job in time", t.host.Name)}
+	}
 	if err != nil {
 		return providers.Reply{}, err
 	}
@@ -535,11 +540,23 @@ func (t *SSH) runAgent(ctx context.Context, job *messages.AgentJob) (*messages.J
 		t.forgetAgent(a)
 		return nil, a.err
 	case <-ctx.Done():
-		forget()
+		// The agent has the same deadline and answers once it passes; a cancelled job it answers at once.
 		_ = a.send(&messages.AgentFrame{Body: &messages.AgentFrame_Cancel{Cancel: &messages.CancelJob{JobId: id}}})
-		return nil, ctx.Err()
+		select {
+		case res := <-ch:
+			return res, nil
+		case <-time.After(AgentGrace):
+			forget()
+			return nil, ctx.Err()
+		case <-a.done:
+			forget()
+			return nil, ctx.Err()
+		}
 	}
 }
+
+// AgentGrace is how long past a job's deadline, or its cancellation, its agent has to answer.
+const AgentGrace = 500 * time.Millisecond
 
 // forgetAgent drops a session that ended, so the next job starts another.
 func (t *SSH) forgetAgent(a *agentConn) {
@@ -605,8 +622,13 @@ func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob) (*messages.Jo
 	case a := <-ch:
 		return a.res, a.err
 	case <-ctx.Done():
-		s.Signal(ssh.SIGKILL)
-		return nil, ctx.Err()
+		select {
+		case a := <-ch: // the agent ran out of time too, and said so
+			return a.res, a.err
+		case <-time.After(AgentGrace):
+			s.Signal(ssh.SIGKILL)
+			return nil, ctx.Err()
+		}
 	}
 }
 

@@ -1,0 +1,201 @@
+package httpapi_test
+
+import (
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/internal/sshtest"
+	"github.com/conclave-ai/conclave/providers/providertest"
+	"go.uber.org/zap"
+	"gopkg.in/yaml.v3"
+)
+
+// sshFleet is a fleet file over real sshd hosts, and the hosts.
+type sshFleet struct {
+	file  string
+	hosts map[string]*sshtest.SSHD
+}
+
+// fleetHost is a host entry: a real sshd, or an address where a fault waits.
+type fleetHost struct {
+	name, mode string
+	sshd       *sshtest.SSHD
+	addr       string // for a host that is not a real sshd
+}
+
+func writeFleet(t *testing.T, known []string, hosts []fleetHost, key string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var lines []string
+	for _, k := range known {
+		raw, err := os.ReadFile(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.TrimSpace(string(raw)))
+	}
+	knownFile := filepath.Join(dir, "known_hosts")
+	os.WriteFile(knownFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
+	f := fleet.File{KnownHosts: knownFile}
+	for _, h := range hosts {
+		addr, user := h.addr, "conclave"
+		if h.sshd != nil {
+			addr, user = h.sshd.Addr, h.sshd.User
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		f.Hosts = append(f.Hosts, fleet.Host{Name: h.name, Address: host, Port: p, User: user, KeyFile: key, Tier: 1, Slots: 8, Mode: h.mode})
+	}
+	raw, err := yaml.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "fleet.yaml")
+	os.WriteFile(path, raw, 0o600)
+	return path
+}
+
+// newSSHD starts a real sshd whose sessions run the project's worker binary.
+func newSSHD(t *testing.T, bin string) *sshtest.SSHD {
+	return sshtest.StartSSHD(t, bin+" worker")
+}
+
+// withFleet runs the pipeline on a fleet file.
+func withFleet(path string) func(*config.Config) {
+	return func(c *config.Config) { c.Fleet = path }
+}
+
+func TestRequestsRunOnRealSSHHosts(t *testing.T) {
+	bin := sshtest.BuildConclave(t, t.TempDir())
+	agentHost, execHost := newSSHD(t, bin), newSSHD(t, bin)
+	// Both sshd instances take one client key: the fleet's.
+	os.WriteFile(filepath.Join(filepath.Dir(execHost.Client.File), "authorized_keys"),
+		[]byte(fmt.Sprintf("command=%q,restrict %s\n", bin+" worker", agentHost.Client.Authorized())), 0o600)
+	path := writeFleet(t, []string{agentHost.KnownHosts, execHost.KnownHosts},
+		[]fleetHost{{name: "gpu-01", mode: fleet.ModeAgent, sshd: agentHost}, {name: "cpu-01", mode: fleet.ModeExec, sshd: execHost}}, agentHost.Client.File)
+	tb := newTestbed(t, withFleet(path))
+	seen := map[string]bool{}
+	for i := range 6 {
+		status, ok, e := tb.route(map[string]any{"task": fmt.Sprintf("%s\n(%d)", mcq, i), "category": "general", "workers": 3, "min_responses": 2})
+		if status != http.StatusOK {
+			t.Fatalf("status %d: %+v", status, e)
+		}
+		for _, r := range ok.Responses {
+			if r.Status != "ok" {
+				t.Fatalf("response %+v", r)
+			}
+			seen[r.Worker] = true
+		}
+	}
+	if !seen["gpu-01"] || !seen["cpu-01"] || len(seen) != 2 {
+		t.Fatalf("workers %v: responses name the hosts", seen)
+	}
+	var workers struct {
+		Workers []struct {
+			Name      string `json:"name"`
+			Transport string `json:"transport"`
+		} `json:"workers"`
+	}
+	tb.do(http.MethodGet, "/workers", nil, &workers)
+	for _, w := range workers.Workers {
+		if w.Transport != "connected" {
+			t.Fatalf("worker %s is %q", w.Name, w.Transport)
+		}
+	}
+}
+
+func TestHostFaultsFallToTheOtherWorkers(t *testing.T) {
+	bin := sshtest.BuildConclave(t, t.TempDir())
+	good := newSSHD(t, bin)
+	dying := newSSHD(t, bin)
+	changed := newSSHD(t, bin)
+	hanging := sshtest.StartSSHD(t, "sleep 3600") // an agent that never answers
+	for _, d := range []*sshtest.SSHD{dying, changed, hanging} {
+		os.WriteFile(filepath.Join(filepath.Dir(d.Client.File), "authorized_keys"),
+			[]byte(fmt.Sprintf("command=%q,restrict %s\n", bin+" worker", good.Client.Authorized())), 0o600)
+	}
+	os.WriteFile(filepath.Join(filepath.Dir(hanging.Client.File), "authorized_keys"),
+		[]byte(fmt.Sprintf("command=%q,restrict %s\n", "sleep 3600", good.Client.Authorized())), 0o600)
+	// known_hosts has another key for "changed": its key changed.
+	other := sshtest.KnownHosts(t, t.TempDir(), changed.Addr, sshtest.NewKey(t, t.TempDir(), "other").Signer.PublicKey())
+	path := writeFleet(t, []string{good.KnownHosts, dying.KnownHosts, other, hanging.KnownHosts}, []fleetHost{
+		{name: "good", mode: fleet.ModeAgent, sshd: good},
+		{name: "dying", mode: fleet.ModeAgent, sshd: dying},
+		{name: "changed-key", mode: fleet.ModeAgent, sshd: changed},
+		{name: "hanging", mode: fleet.ModeAgent, sshd: hanging},
+		{name: "refusing", mode: fleet.ModeAgent, addr: sshtest.Refused(t)},
+		{name: "silent", mode: fleet.ModeAgent, addr: sshtest.Silent(t)},
+	}, good.Client.File)
+	tb := newTestbed(t, func(c *config.Config) {
+		withFleet(path)(c)
+		c.Retry = config.Retry{Scale: 0.001, Rounds: 3}
+	}, quickBlueprints(t, 1))
+	dying.Kill() // sshd killed: its sessions with it
+	kinds := map[string]map[string]bool{}
+	for i := range 12 {
+		status, ok, e := tb.route(map[string]any{"task": fmt.Sprintf("%s\n(%d)", mcq, i), "category": "quick", "workers": 3, "min_responses": 1})
+		if status != http.StatusOK {
+			t.Fatalf("request %d: status %d: %+v", i, status, e)
+		}
+		for _, r := range tb.results(ok.RequestID) {
+			w, kind := r["worker"].(string), r["error_kind"].(string)
+			if kinds[w] == nil {
+				kinds[w] = map[string]bool{}
+			}
+			kinds[w][kind] = true
+		}
+	}
+	want := map[string]string{"dying": "ssh_refused", "changed-key": "ssh_refused", "refusing": "ssh_refused", "silent": "host_timeout", "hanging": "host_timeout"}
+	for w, kind := range want {
+		if !kinds[w][kind] {
+			t.Errorf("worker %s: recorded kinds %v, want %s", w, kinds[w], kind)
+		}
+	}
+	if !kinds["good"][""] {
+		t.Errorf("the good worker answered nothing: %v", kinds["good"])
+	}
+	for _, event := range []string{"host_unreachable", "breaker_transition"} {
+		if tb.logs.FilterField(zap.String("event", event)).Len() == 0 {
+			t.Errorf("no %s event", event)
+		}
+	}
+	// Host faults never count against a provider.
+	for _, p := range tb.engine.Providers() {
+		if p.Breaker.State.String() != "closed" || p.Faults24h != 0 {
+			t.Errorf("provider %s blamed for its hosts: %+v", p.Name, p.Breaker)
+		}
+	}
+}
+
+func TestAKeyTravelsToItsProviderOnlyInsideSSH(t *testing.T) {
+	bin := sshtest.BuildConclave(t, t.TempDir())
+	host := newSSHD(t, bin)
+	path := writeFleet(t, []string{host.KnownHosts}, []fleetHost{{name: "gpu-01", mode: fleet.ModeAgent, sshd: host}}, host.Client.File)
+	local := providertest.New(providertest.OpenAI, nil)
+	defer local.Close()
+	t.Setenv("FLEET_LOCAL_KEY", localKey)
+	off := 0.0
+	tb := newTestbed(t, func(c *config.Config) {
+		withFleet(path)(c)
+		c.Providers = map[string]config.Provider{"local": {Kind: "openai", BaseURL: local.URL + "/v1", APIKeyEnv: "FLEET_LOCAL_KEY", DiscoverySeconds: &off,
+			Models: []config.ProviderModel{{ID: "qwen-a", Context: 32768, PriceIn: 1, PriceOut: 2}}}}
+	})
+	status, ok, e := tb.route(map[string]any{"task": mcq, "category": "general", "models": []string{"qwen-a"}, "workers": 1, "min_responses": 1})
+	if status != http.StatusOK || ok.Responses[0].Worker != "gpu-01" || ok.Cost <= 0 {
+		t.Fatalf("status %d: %+v %+v", status, ok, e)
+	}
+	if got := local.Last().Header.Get("Authorization"); got != "Bearer "+localKey {
+		t.Fatalf("the provider got %q", got)
+	}
+	_, raw := tb.do(http.MethodGet, "/executions/"+ok.RequestID, nil, nil)
+	u := &upstreams{testbed: tb, local: local, anthropic: local, gemini: local}
+	u.assertNoKey(t, string(raw))
+}
