@@ -21,14 +21,15 @@ test:
 	@if [ "$(SERVICES)" = 1 ]; then scripts/services.sh; fi
 	$(GO) test -race -count=1 ./...
 
-# bench runs the Go benchmarks (decision core and the whole pipeline), then the load run: the real
+# bench runs the Go benchmarks (decision core, the whole pipeline, and dispatch over a real sshd to the
+# built worker: agent session against exec per job), then the load run: the real
 # server against a bare net/http JSON handler, as separate processes, at concurrency 1 and 16; then the
 # passthrough run: one model through the OpenAI adapter to a local mock against calling the mock directly.
 # The load run includes conclave recording to PostgreSQL (a database of its own on BENCH_DATABASE_URL's
 # server), for the recorder's effect on latency and CPU.
 BENCH_DATABASE_URL ?= postgres://conclave:conclave@127.0.0.1:5432/conclave_test?sslmode=disable
 bench: build
-	$(GO) test -run='^$$' -bench=. -benchmem ./...
+	CONCLAVE_BIN=$(abspath $(BIN)) $(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) run ./bench/load --conclave $(BIN) --database '$(BENCH_DATABASE_URL)'
 	$(GO) run ./bench/load --conclave $(BIN) --passthrough
 

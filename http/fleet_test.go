@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/fleet"
@@ -17,12 +18,6 @@ import (
 	"go.uber.org/zap"
 	"gopkg.in/yaml.v3"
 )
-
-// sshFleet is a fleet file over real sshd hosts, and the hosts.
-type sshFleet struct {
-	file  string
-	hosts map[string]*sshtest.SSHD
-}
 
 // fleetHost is a host entry: a real sshd, or an address where a fault waits.
 type fleetHost struct {
@@ -198,4 +193,73 @@ func TestAKeyTravelsToItsProviderOnlyInsideSSH(t *testing.T) {
 	_, raw := tb.do(http.MethodGet, "/executions/"+ok.RequestID, nil, nil)
 	u := &upstreams{testbed: tb, local: local, anthropic: local, gemini: local}
 	u.assertNoKey(t, string(raw))
+}
+
+func TestSSHDKilledMidRequest(t *testing.T) {
+	bin := sshtest.BuildConclave(t, t.TempDir())
+	good, dying := newSSHD(t, bin), newSSHD(t, bin)
+	os.WriteFile(filepath.Join(filepath.Dir(dying.Client.File), "authorized_keys"),
+		[]byte(fmt.Sprintf("command=%q,restrict %s\n", bin+" worker", good.Client.Authorized())), 0o600)
+	path := writeFleet(t, []string{good.KnownHosts, dying.KnownHosts},
+		[]fleetHost{{name: "good", mode: fleet.ModeAgent, sshd: good}, {name: "dying", mode: fleet.ModeAgent, sshd: dying}}, good.Client.File)
+	tb := newTestbed(t, func(c *config.Config) {
+		withFleet(path)(c)
+		c.Sim.LatencyScale = 4 // tier 2 calls last about 2 s: long enough to be cut
+		c.Retry = config.Retry{Scale: 0.001, Rounds: 3}
+	}, quickBlueprints(t, 30))
+	type answer struct {
+		status int
+		ok     routeResponse
+		e      errorResponse
+	}
+	done := make(chan answer, 1)
+	go func() {
+		status, ok, e := tb.route(map[string]any{"task": mcq, "category": "quick", "workers": 2, "min_responses": 2,
+			"models": []string{"claude-3-haiku-20240307", "openai/gpt-4o-mini"}})
+		done <- answer{status, ok, e}
+	}()
+	// Killed once its job has had time to reach the agent over an established connection.
+	for busy := false; !busy; {
+		for _, w := range tb.engine.Workers() {
+			busy = busy || (w.Name == "dying" && w.InFlight > 0 && w.Transport == fleet.Connected)
+		}
+		select {
+		case a := <-done:
+			t.Fatalf("the request ended before the dying host had its job: %d %+v %v", a.status, a.ok, tb.engine.Workers())
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+	time.Sleep(400 * time.Millisecond)
+	dying.Kill()
+	a := <-done
+	if a.status != http.StatusOK {
+		t.Fatalf("status %d: %+v", a.status, a.e)
+	}
+	answered := 0
+	for _, r := range a.ok.Responses {
+		switch {
+		case r.Status == "ok" && r.Worker == "good":
+			answered++
+		case r.Worker != "dying" || r.ErrorKind != "ssh_refused":
+			t.Errorf("response %+v: want answers from the good host and the cut job", r)
+		}
+	}
+	if answered != 2 {
+		t.Errorf("%d answers, want both on the good host: %+v", answered, a.ok.Responses)
+	}
+	var cut bool
+	for _, r := range tb.results(a.ok.RequestID) {
+		cut = cut || (r["worker"] == "dying" && r["error_kind"] == "ssh_refused")
+	}
+	if !cut {
+		t.Errorf("the record does not show the cut job: %v", tb.results(a.ok.RequestID))
+	}
+	if tb.logs.FilterField(zap.String("event", "host_connection_lost")).Len() == 0 {
+		t.Error("no host_connection_lost event")
+	}
+	for _, p := range tb.engine.Providers() {
+		if p.Faults24h != 0 {
+			t.Errorf("provider %s blamed for its host: %+v", p.Name, p.Breaker)
+		}
+	}
 }

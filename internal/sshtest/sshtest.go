@@ -285,7 +285,7 @@ func StartSSHD(t testing.TB, command string) *SSHD {
 	d.cmd = exec.Command(path, "-D", "-e", "-f", d.config)
 	var stderr bytes.Buffer
 	d.cmd.Stderr = &stderr
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // its session children die with it
+	d.cmd.WaitDelay = time.Second // a session child holding its stderr cannot stall Kill
 	if err := d.cmd.Start(); err != nil {
 		t.Skipf("sshd does not start: %v", err)
 	}
@@ -310,10 +310,45 @@ func (d *SSHD) Port() int {
 	return n
 }
 
-// Kill kills sshd and every session it runs, as a host that died.
+// Kill kills sshd and every session it runs, as a host that died. Its per-connection processes
+// start sessions of their own, so they are found by parentage, not by process group.
 func (d *SSHD) Kill() {
-	if d.cmd.Process != nil {
-		syscall.Kill(-d.cmd.Process.Pid, syscall.SIGKILL)
-		d.cmd.Wait()
+	if d.cmd.Process == nil {
+		return
 	}
+	for _, pid := range append(descendants(d.cmd.Process.Pid), d.cmd.Process.Pid) {
+		syscall.Kill(pid, syscall.SIGKILL)
+	}
+	d.cmd.Wait()
+}
+
+// descendants lists the processes below pid, read from /proc.
+func descendants(pid int) []int {
+	children := map[int][]int{}
+	dirs, _ := os.ReadDir("/proc")
+	for _, e := range dirs {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces, so read after its closing parenthesis.
+		fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(fields) > 1 {
+			if ppid, err := strconv.Atoi(fields[1]); err == nil {
+				children[ppid] = append(children[ppid], p)
+			}
+		}
+	}
+	var out []int
+	for queue := []int{pid}; len(queue) > 0; queue = queue[1:] {
+		for _, c := range children[queue[0]] {
+			out = append(out, c)
+			queue = append(queue, c)
+		}
+	}
+	return out
 }
