@@ -144,7 +144,7 @@ func (a *ConsensusActor) responses() []consensus.Response {
 	resps := make([]consensus.Response, len(a.in.Candidates))
 	for i, c := range a.in.Candidates {
 		resps[i] = consensus.Response{Model: c.Model, Provider: c.Provider, Worker: c.Worker, Text: c.Text,
-			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability}
+			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability, Accuracy: c.Accuracy}
 	}
 	return resps
 }
@@ -178,6 +178,10 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 		reply.Answer = r.Answer
 		reply.Contributed = r.Contributed
 		reply.Weighted = r.Weighted
+		reply.Posterior = r.Posterior
+		for _, g := range r.Groups {
+			reply.Groups = append(reply.Groups, int32(g))
+		}
 		reply.Decision = &messages.ArbiterDecision{Strategy: string(r.Strategy), Arbiter: r.Arbiter, Chosen: int32(r.Chosen),
 			ChosenModel: resps[r.Chosen].Model, Scores: r.Scores, Agreement: r.Agreement, Disagreement: r.Disagreement,
 			Round: a.in.Round, ArbiterError: a.arbiterErr, ArbiterLatencyMs: a.latency, ArbiterUsage: a.usage, ArbiterCost: a.cost, Synthesis: r.Synthesis}

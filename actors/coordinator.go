@@ -434,6 +434,9 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		}
 		in.Candidates = append(in.Candidates, &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: j.Record.Ref.(*messages.JobResult).Text,
 			Capability: capability, Recency: c.deps.Dir.Arms.Arm(c.plan.Category, s.Model).Recency, Reliability: rel})
+		if c.deps.Reward == feedback.Reliability {
+			in.Candidates[i].Accuracy = c.deps.Dir.Arms.Accuracy(c.plan.Category, s.Model)
+		}
 		models[i] = s.Model
 	}
 	if consensus.AsksArbiter(c.plan.Blueprint.Strategy) && len(in.Candidates) > 1 {
@@ -482,8 +485,19 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout}
 		if i, ok := index[rec.Job]; ok && r != nil && rec.Status == collect.OK {
 			call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
+			if len(r.Posterior) > i {
+				call.Posterior = &r.Posterior[i]
+			}
 		}
 		calls = append(calls, call)
+	}
+	if r != nil && len(r.Groups) == len(c.answers) {
+		votes := &messages.Votes{Category: c.plan.Category, Groups: r.Groups}
+		for _, j := range c.answers {
+			votes.Models = append(votes.Models, j.Slot.Model)
+		}
+		c.deps.Dir.Arms.VoteSent()
+		ctx.Send(c.deps.Dir.Bandit, votes)
 	}
 	judge := feedback.ByConsensus(c.deps.Reward)
 	if r == nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/conclave-ai/conclave/feedback"
 	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/ratelimit"
+	"github.com/conclave-ai/conclave/reliability"
 	"github.com/conclave-ai/conclave/resilience"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -34,6 +35,8 @@ type Deps struct {
 	Seed     uint64
 	NodeID   string
 	Learning bandit.UpdateConfig
+	// Reliability tunes the reliability estimator (reward mode reliability).
+	Reliability reliability.Config
 	// Reward says how answers are rewarded (faults of the model always earn beta + 1).
 	Reward feedback.Mode
 	// RetryScale multiplies every backoff of the retry table; 1 is the table itself.

@@ -20,6 +20,7 @@ import (
 	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/ratelimit"
+	"github.com/conclave-ai/conclave/reliability"
 	"github.com/conclave-ai/conclave/resilience"
 )
 
@@ -254,6 +255,11 @@ type ArmBoard struct {
 	// arm in a category; zero keeps categories independent.
 	sharing float64
 	scratch sync.Pool // *[]bandit.Candidate, reused by selections
+	// estimates are the reliability estimator's latest, nil until its first vote; votesSent and
+	// votesObserved count the votes sent to it and taken in, so that a replay can wait for them.
+	estimates     atomic.Pointer[reliability.View]
+	votesSent     atomic.Int64
+	votesObserved atomic.Int64
 }
 
 // armLayout is one immutable set of models, with the publication slots of every model ever on the
@@ -372,24 +378,66 @@ func (b *ArmBoard) appendCandidates(category string, dst []bandit.Candidate) []b
 	ci, ok := b.categories[category]
 	all := b.categories[AllCategories]
 	l := b.layout.Load()
+	est := b.estimates.Load()
 	for i, m := range l.models {
 		c := bandit.Candidate{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: b.prior.Alpha, Beta: b.prior.Beta}
 		if ok && category != AllCategories {
-			if g := l.active[i][all].Load(); g != nil && b.sharing > 0 {
-				w := math.Min(float64(g.Pulls), b.sharing)
-				c.Alpha += w * g.Mean()
-				c.Beta += w * (1 - g.Mean())
-			}
-			if a := l.active[i][ci].Load(); a != nil {
-				c.Alpha += a.Alpha - b.prior.Alpha
-				c.Beta += a.Beta - b.prior.Beta
-				c.Pulls = a.Pulls
+			c.Alpha, c.Beta, c.Pulls = b.pooled(l.active[i], ci, all)
+			if est != nil {
+				// The estimator's refitted accuracy, worth the answers it rests on, replaces the arm's
+				// running credit; models it has not seen in the category keep their arms.
+				if e, seen := est.Get(category, m.ID); seen {
+					c.Alpha = b.prior.Alpha + e.Accuracy*e.Answers
+					c.Beta = b.prior.Beta + (1-e.Accuracy)*e.Answers
+				}
 			}
 		}
 		dst = append(dst, c)
 	}
 	return dst
 }
+
+// pooled is a model's arm in a category with the loan of its overall record (see appendCandidates).
+func (b *ArmBoard) pooled(s armSlots, ci, all int) (alpha, beta float64, pulls int64) {
+	alpha, beta = b.prior.Alpha, b.prior.Beta
+	if g := s[all].Load(); g != nil && b.sharing > 0 {
+		w := math.Min(float64(g.Pulls), b.sharing)
+		alpha += w * g.Mean()
+		beta += w * (1 - g.Mean())
+	}
+	if a := s[ci].Load(); a != nil {
+		alpha += a.Alpha - b.prior.Alpha
+		beta += a.Beta - b.prior.Beta
+		pulls = a.Pulls
+	}
+	return alpha, beta, pulls
+}
+
+// Accuracy is the estimated probability that a model answers a category right: the reliability
+// estimator's when it has one, else the mean of the model's pooled arm there.
+func (b *ArmBoard) Accuracy(category, model string) float64 {
+	if est := b.estimates.Load(); est != nil {
+		if e, ok := est.Get(category, model); ok {
+			return e.Accuracy
+		}
+	}
+	ci, ok := b.categories[category]
+	s, known := b.layout.Load().slots[model]
+	if !ok || !known {
+		return b.prior.Alpha / (b.prior.Alpha + b.prior.Beta)
+	}
+	alpha, beta, _ := b.pooled(s, ci, b.categories[AllCategories])
+	return alpha / (alpha + beta)
+}
+
+// SetEstimates publishes the reliability estimator's latest estimates; only its actor calls it.
+func (b *ArmBoard) SetEstimates(v *reliability.View) { b.estimates.Store(v) }
+
+// VoteSent counts a vote sent to the reliability estimator.
+func (b *ArmBoard) VoteSent() { b.votesSent.Add(1) }
+
+// VotesPending reports whether votes sent to the reliability estimator are not yet taken in.
+func (b *ArmBoard) VotesPending() bool { return b.votesObserved.Load() < b.votesSent.Load() }
 
 // Published returns every arm with a published state, by category then model.
 func (b *ArmBoard) Published() []bandit.Arm {

@@ -86,8 +86,9 @@ type Config struct {
 	Sharing float64 `json:"sharing"`
 	// Policy is the selection policy: thompson (default), ucb1, epsilon_greedy or uniform.
 	Policy string `json:"policy"`
-	// Reward is how answers are rewarded: agreement with the consensus (default), arbiter (the
-	// consensus score), or external (only through POST /executions/:id/feedback).
+	// Reward is how answers are rewarded: agreement with the consensus (default), reliability (the
+	// probability that the answer is right by the reliability-weighted vote, agreement where there is
+	// none), arbiter (the consensus score), or external (only through POST /executions/:id/feedback).
 	Reward string `json:"reward"`
 	// MinConfidence is the classifier confidence below which a task counts as general.
 	MinConfidence          float64 `json:"min_confidence"`

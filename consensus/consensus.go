@@ -40,6 +40,9 @@ type Response struct {
 	Reliability float64
 	// Quality is the response's own quality; callers without a judge use its agreement with its peers.
 	Quality float64
+	// Accuracy is the estimated probability that the model answers the task's category right (its
+	// arm's mean); zero when not known. Majority voting on categorical answers weighs votes by it.
+	Accuracy float64
 }
 
 // Weights of the weighted score.
@@ -98,10 +101,16 @@ type Result struct {
 	// Weighted is each response's weighted score.
 	Weighted []float64 `json:"weighted"`
 	// Support is each response's mean similarity to the others.
-	Support      []float64 `json:"support"`
-	Contributed  []bool    `json:"contributed"`
-	Agreement    []string  `json:"agreement"`
-	Disagreement []string  `json:"disagreement"`
+	Support []float64 `json:"support"`
+	// Posterior is, for a reliability-weighted vote, each response's probability of being right given
+	// every answer and the models' accuracies (0 for a response without an answer); nil otherwise.
+	Posterior []float64 `json:"posterior,omitempty"`
+	// Groups numbers each response's answer among the distinct answers of a reliability-weighted
+	// vote (-1 for no answer): what the reliability estimator learns from. Nil otherwise.
+	Groups       []int    `json:"groups,omitempty"`
+	Contributed  []bool   `json:"contributed"`
+	Agreement    []string `json:"agreement"`
+	Disagreement []string `json:"disagreement"`
 	// Synthesis is true when the answer is the arbiter's unified answer rather than one response.
 	Synthesis bool `json:"synthesis,omitempty"`
 }
@@ -131,7 +140,11 @@ func Decide(in Input) (Result, error) {
 	var r Result
 	switch in.Strategy {
 	case blueprints.Majority:
-		r = b.vote(false)
+		if b.reliable() {
+			r = b.reliabilityVote()
+		} else {
+			r = b.vote(false)
+		}
 	case blueprints.Weighted:
 		r = b.vote(true)
 		if v != nil {

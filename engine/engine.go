@@ -416,7 +416,7 @@ func (e *Engine) Feedback(ctx context.Context, fb *messages.RecordFeedback) (*me
 // sees them: rewards travel to the arm actors asynchronously, and a replayable run (an evaluation) must
 // not race them.
 func (e *Engine) Settle(ctx context.Context, category string, pulls int64) error {
-	for e.deps.Dir.Arms.TotalPulls(category) < pulls {
+	for e.deps.Dir.Arms.TotalPulls(category) < pulls || e.deps.Dir.Arms.VotesPending() {
 		if err := ctx.Err(); err != nil {
 			return fmt.Errorf("waiting for %d rewards in %s: %w", pulls, category, err)
 		}

@@ -24,7 +24,8 @@ import (
 type Run struct {
 	// Policy is a selection policy: thompson, ucb1, epsilon_greedy or uniform.
 	Policy string `json:"policy"`
-	// Reward is agreement (with the consensus), arbiter (the consensus score) or gold (the true answer,
+	// Reward is reliability (the answer's posterior by the reliability-weighted vote), agreement (with
+	// the consensus), arbiter (the consensus score) or gold (the true answer,
 	// given back through the feedback API after each request: an upper reference, not a product mode).
 	Reward string `json:"reward"`
 }
@@ -44,19 +45,20 @@ func ParseRuns(s string) ([]Run, error) {
 			return nil, err
 		}
 		switch reward {
-		case "agreement", "arbiter", "gold":
+		case "reliability", "agreement", "arbiter", "gold":
 		default:
-			return nil, fmt.Errorf("run %q: reward must be agreement, arbiter or gold", part)
+			return nil, fmt.Errorf("run %q: reward must be reliability, agreement, arbiter or gold", part)
 		}
 		runs = append(runs, Run{Policy: policy, Reward: reward})
 	}
 	return runs, nil
 }
 
-// DefaultRuns are the product (Thompson Sampling rewarded by agreement with the consensus), the other
+// DefaultRuns are the product (Thompson Sampling rewarded by agreement with the consensus), the
+// reliability-weighted vote that is to replace it, the other
 // reward signals, the other selection policies, and uniform selection as the random baseline.
 var DefaultRuns = []Run{
-	{"thompson", "agreement"}, {"thompson", "arbiter"}, {"thompson", "gold"},
+	{"thompson", "agreement"}, {"thompson", "reliability"}, {"thompson", "arbiter"}, {"thompson", "gold"},
 	{"ucb1", "agreement"}, {"epsilon_greedy", "agreement"}, {"uniform", "agreement"},
 }
 

@@ -51,7 +51,7 @@ var skills = map[string]float64{"ace": 0.92, "good": 0.85, "fair": 0.8, "meh": 0
 
 func TestEvaluateOnAKnownWorld(t *testing.T) {
 	data := world(t, 600, skills)
-	opts := Options{Data: data, Seed: 3, Workers: 3, Quorum: 2, Runs: []Run{{"thompson", "agreement"}, {"thompson", "gold"}, {"uniform", "agreement"}}}
+	opts := Options{Data: data, Seed: 3, Workers: 3, Quorum: 2, Runs: []Run{{"thompson", "agreement"}, {"thompson", "reliability"}, {"thompson", "gold"}, {"uniform", "agreement"}}}
 	rep, err := Evaluate(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -89,6 +89,12 @@ func TestEvaluateOnAKnownWorld(t *testing.T) {
 	if top := ts.Selected[0].Model; skills[top] < 0.8 {
 		t.Fatalf("late selection favours %s", top)
 	}
+	// The reliability-weighted vote learns the same world without labels, at least as well.
+	rel := d.Runs["thompson/reliability"]
+	t.Logf("thompson/reliability %.3f (regret %.1f)", rel.Accuracy, rel.Regret)
+	if rel.Accuracy < ts.Accuracy || skills[rel.Selected[0].Model] < 0.8 {
+		t.Fatalf("reliability %+v against agreement %+v", rel, ts)
+	}
 	if len(rep.Timeline) != 6 || rep.Timeline[5].Prompts != 600 {
 		t.Fatalf("timeline %+v", rep.Timeline)
 	}
@@ -103,7 +109,7 @@ func TestEvaluateOnAKnownWorld(t *testing.T) {
 		t.Fatal("two runs with the same seed differ")
 	}
 	var svg, table strings.Builder
-	if err := rep.WriteSVG(&svg); err != nil || !strings.HasPrefix(svg.String(), "<svg") || strings.Count(svg.String(), "<polyline") != 6 {
+	if err := rep.WriteSVG(&svg); err != nil || !strings.HasPrefix(svg.String(), "<svg") || strings.Count(svg.String(), "<polyline") != 8 {
 		t.Fatalf("svg: %v", err)
 	}
 	rep.WriteTable(&table)

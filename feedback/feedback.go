@@ -17,6 +17,10 @@ type Mode string
 
 // Reward modes.
 const (
+	// Reliability rewards an answer with the probability that it is right, given every answer and the
+	// models' estimated accuracies (the reliability-weighted vote's posterior), where the vote has one;
+	// elsewhere (free text, another strategy) as Agreement does.
+	Reliability Mode = "reliability"
 	// Agreement rewards an answer that contributed to the consensus with 1, any other with 0.
 	Agreement Mode = "agreement"
 	// Arbiter rewards an answer with its consensus score (the arbiter's rating under rotating).
@@ -30,10 +34,10 @@ func ParseMode(s string) (Mode, error) {
 	switch m := Mode(s); m {
 	case "":
 		return Agreement, nil
-	case Agreement, Arbiter, External:
+	case Reliability, Agreement, Arbiter, External:
 		return m, nil
 	}
-	return "", fmt.Errorf("unknown reward mode %q (want agreement, arbiter or external)", s)
+	return "", fmt.Errorf("unknown reward mode %q (want reliability, agreement, arbiter or external)", s)
 }
 
 // Call is one settled call as feedback sees it.
@@ -47,6 +51,9 @@ type Call struct {
 	// Contributed and Score are the consensus's view of an answer that went to it.
 	Contributed bool
 	Score       float64
+	// Posterior is the answer's probability of being right by the reliability-weighted vote; nil when
+	// the decision had none.
+	Posterior *float64
 }
 
 // Update is one model's reward.
@@ -113,6 +120,10 @@ func ByConsensus(mode Mode) Judge {
 			return 0, "", false
 		case Arbiter:
 			return c.Score, "arbiter_score", true
+		case Reliability:
+			if c.Posterior != nil {
+				return *c.Posterior, "posterior", true
+			}
 		}
 		if c.Contributed {
 			return 1, "contributed", true

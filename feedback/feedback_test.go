@@ -16,12 +16,19 @@ func TestRewards(t *testing.T) {
 		return Call{Model: model, Arm: resilience.Penalty, TimedOut: timedOut}
 	}
 	quiet := func(model string) Call { return Call{Model: model, Arm: resilience.NoReward} }
+	voted := func(model string, contributed bool, posterior float64) Call {
+		c := answer(model, "B", contributed, posterior)
+		c.Posterior = &posterior
+		return c
+	}
 	tests := []struct {
 		desc  string
 		calls []Call
 		mode  Mode
 		want  string
 	}{
+		{"reliability: the posterior", []Call{voted("a", true, 0.9), voted("b", false, 0.08)}, Reliability, "[{a 0.9 posterior} {b 0.08 posterior}]"},
+		{"reliability without a vote: agreement", []Call{answer("a", "B", true, 0.7), answer("b", "C", false, 0.3)}, Reliability, "[{a 1 contributed} {b 0 poor}]"},
 		{"agreement", []Call{answer("a", "B", true, 0.7), answer("b", "C", false, 0.3)}, Agreement, "[{a 1 contributed} {b 0 poor}]"},
 		{"arbiter scores", []Call{answer("a", "B", true, 0.7), answer("b", "C", false, 0.3)}, Arbiter, "[{a 0.7 arbiter_score} {b 0.3 arbiter_score}]"},
 		{"external leaves answers alone but not faults", []Call{answer("a", "B", true, 0.7), fault("b", true)}, External, "[{b 0 timeout}]"},

@@ -2949,14 +2949,16 @@ func (x *ConsensusInput) GetAnswerKind() string {
 }
 
 type Candidate struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Model         string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
-	Provider      string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
-	Worker        string                 `protobuf:"bytes,3,opt,name=worker,proto3" json:"worker,omitempty"`
-	Text          string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
-	Capability    float64                `protobuf:"fixed64,5,opt,name=capability,proto3" json:"capability,omitempty"`
-	Recency       float64                `protobuf:"fixed64,6,opt,name=recency,proto3" json:"recency,omitempty"`
-	Reliability   float64                `protobuf:"fixed64,7,opt,name=reliability,proto3" json:"reliability,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Model       string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	Provider    string                 `protobuf:"bytes,2,opt,name=provider,proto3" json:"provider,omitempty"`
+	Worker      string                 `protobuf:"bytes,3,opt,name=worker,proto3" json:"worker,omitempty"`
+	Text        string                 `protobuf:"bytes,4,opt,name=text,proto3" json:"text,omitempty"`
+	Capability  float64                `protobuf:"fixed64,5,opt,name=capability,proto3" json:"capability,omitempty"`
+	Recency     float64                `protobuf:"fixed64,6,opt,name=recency,proto3" json:"recency,omitempty"`
+	Reliability float64                `protobuf:"fixed64,7,opt,name=reliability,proto3" json:"reliability,omitempty"`
+	// accuracy is the model's estimated accuracy in the category, which weighs its vote.
+	Accuracy      float64 `protobuf:"fixed64,8,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3040,13 +3042,24 @@ func (x *Candidate) GetReliability() float64 {
 	return 0
 }
 
+func (x *Candidate) GetAccuracy() float64 {
+	if x != nil {
+		return x.Accuracy
+	}
+	return 0
+}
+
 type ConsensusResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Decision      *ArbiterDecision       `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
-	Answer        string                 `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
-	Contributed   []bool                 `protobuf:"varint,3,rep,packed,name=contributed,proto3" json:"contributed,omitempty"`
-	Weighted      []float64              `protobuf:"fixed64,4,rep,packed,name=weighted,proto3" json:"weighted,omitempty"`
-	Failure       string                 `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Decision    *ArbiterDecision       `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
+	Answer      string                 `protobuf:"bytes,2,opt,name=answer,proto3" json:"answer,omitempty"`
+	Contributed []bool                 `protobuf:"varint,3,rep,packed,name=contributed,proto3" json:"contributed,omitempty"`
+	Weighted    []float64              `protobuf:"fixed64,4,rep,packed,name=weighted,proto3" json:"weighted,omitempty"`
+	Failure     string                 `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
+	// posterior is each candidate's probability of being right, for a reliability-weighted vote.
+	Posterior []float64 `protobuf:"fixed64,6,rep,packed,name=posterior,proto3" json:"posterior,omitempty"`
+	// groups numbers each candidate's answer among the distinct ones of that vote (-1: no answer).
+	Groups        []int32 `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3116,6 +3129,82 @@ func (x *ConsensusResult) GetFailure() string {
 	return ""
 }
 
+func (x *ConsensusResult) GetPosterior() []float64 {
+	if x != nil {
+		return x.Posterior
+	}
+	return nil
+}
+
+func (x *ConsensusResult) GetGroups() []int32 {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
+// Votes is what a reliability-weighted vote tells the reliability estimator: each model's answer,
+// numbered among the prompt's distinct answers (-1: no answer).
+type Votes struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Category      string                 `protobuf:"bytes,1,opt,name=category,proto3" json:"category,omitempty"`
+	Models        []string               `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
+	Groups        []int32                `protobuf:"varint,3,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Votes) Reset() {
+	*x = Votes{}
+	mi := &file_conclave_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Votes) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Votes) ProtoMessage() {}
+
+func (x *Votes) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Votes.ProtoReflect.Descriptor instead.
+func (*Votes) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *Votes) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *Votes) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *Votes) GetGroups() []int32 {
+	if x != nil {
+		return x.Groups
+	}
+	return nil
+}
+
 // Reward updates one bandit arm.
 type Reward struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3130,7 +3219,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3142,7 +3231,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3155,7 +3244,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Reward) GetModel() string {
@@ -3203,7 +3292,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3215,7 +3304,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3228,7 +3317,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -3250,7 +3339,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3262,7 +3351,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3275,7 +3364,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -3313,7 +3402,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3325,7 +3414,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3338,7 +3427,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -3375,7 +3464,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3387,7 +3476,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3400,7 +3489,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -3433,7 +3522,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3445,7 +3534,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3458,7 +3547,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 type Flushed struct {
@@ -3473,7 +3562,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3485,7 +3574,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3498,7 +3587,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -3540,7 +3629,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3552,7 +3641,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3565,7 +3654,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -3666,7 +3755,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3678,7 +3767,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3691,7 +3780,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -3716,7 +3805,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3728,7 +3817,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3741,7 +3830,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -3781,7 +3870,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3793,7 +3882,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3806,7 +3895,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -4136,7 +4225,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\bdeadline\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vanswer_kind\x18\v \x01(\tR\n" +
-	"answerKind\"\xc5\x01\n" +
+	"answerKind\"\xe1\x01\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -4146,13 +4235,20 @@ const file_conclave_proto_rawDesc = "" +
 	"capability\x18\x05 \x01(\x01R\n" +
 	"capability\x12\x18\n" +
 	"\arecency\x18\x06 \x01(\x01R\arecency\x12 \n" +
-	"\vreliability\x18\a \x01(\x01R\vreliability\"\xbb\x01\n" +
+	"\vreliability\x18\a \x01(\x01R\vreliability\x12\x1a\n" +
+	"\baccuracy\x18\b \x01(\x01R\baccuracy\"\xf1\x01\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +
 	"\vcontributed\x18\x03 \x03(\bR\vcontributed\x12\x1a\n" +
 	"\bweighted\x18\x04 \x03(\x01R\bweighted\x12\x18\n" +
-	"\afailure\x18\x05 \x01(\tR\afailure\"\x89\x01\n" +
+	"\afailure\x18\x05 \x01(\tR\afailure\x12\x1c\n" +
+	"\tposterior\x18\x06 \x03(\x01R\tposterior\x12\x16\n" +
+	"\x06groups\x18\a \x03(\x05R\x06groups\"S\n" +
+	"\x05Votes\x12\x1a\n" +
+	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
+	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +
+	"\x06groups\x18\x03 \x03(\x05R\x06groups\"\x89\x01\n" +
 	"\x06Reward\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bcategory\x18\x02 \x01(\tR\bcategory\x12\x16\n" +
@@ -4222,7 +4318,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
@@ -4255,29 +4351,30 @@ var file_conclave_proto_goTypes = []any{
 	(*ConsensusInput)(nil),        // 28: conclave.v1.ConsensusInput
 	(*Candidate)(nil),             // 29: conclave.v1.Candidate
 	(*ConsensusResult)(nil),       // 30: conclave.v1.ConsensusResult
-	(*Reward)(nil),                // 31: conclave.v1.Reward
-	(*GetExecution)(nil),          // 32: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 33: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 34: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 35: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 36: conclave.v1.Flush
-	(*Flushed)(nil),               // 37: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 38: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 39: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 40: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 41: conclave.v1.AgentHello
-	nil,                           // 42: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 43: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 44: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 45: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 46: actor.PID
+	(*Votes)(nil),                 // 31: conclave.v1.Votes
+	(*Reward)(nil),                // 32: conclave.v1.Reward
+	(*GetExecution)(nil),          // 33: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 34: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 35: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 36: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 37: conclave.v1.Flush
+	(*Flushed)(nil),               // 38: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 39: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 40: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 41: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 42: conclave.v1.AgentHello
+	nil,                           // 43: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 44: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 45: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 47: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	44, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	45, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	45, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	45, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	44, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	45, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	46, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	46, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	46, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	45, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
 	3,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
 	5,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
 	6,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
@@ -4288,37 +4385,37 @@ var file_conclave_proto_depIdxs = []int32{
 	13, // 12: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
 	14, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
 	12, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	45, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	45, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	46, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	46, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
 	16, // 17: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
 	4,  // 18: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
 	7,  // 19: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	42, // 20: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	43, // 20: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
 	8,  // 21: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
 	16, // 22: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
 	16, // 23: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
 	15, // 24: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	45, // 25: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	46, // 25: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
 	18, // 26: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	46, // 27: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	47, // 27: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
 	16, // 28: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
 	17, // 29: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	45, // 30: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	46, // 31: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	46, // 30: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	47, // 31: conclave.v1.Acquire.reply_to:type_name -> actor.PID
 	17, // 32: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
 	0,  // 33: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
 	0,  // 34: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
 	29, // 35: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	45, // 36: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	46, // 36: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
 	10, // 37: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
 	2,  // 38: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	43, // 39: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	44, // 39: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
 	12, // 40: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	39, // 41: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	40, // 42: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	40, // 41: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	41, // 42: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
 	22, // 43: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
 	20, // 44: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	41, // 45: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	42, // 45: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
 	18, // 46: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
 	47, // [47:47] is the sub-list for method output_type
 	47, // [47:47] is the sub-list for method input_type
@@ -4335,8 +4432,8 @@ func file_conclave_proto_init() {
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[1].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[17].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[33].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[37].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[34].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[38].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -4349,7 +4446,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   43,
+			NumMessages:   44,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

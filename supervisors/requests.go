@@ -91,6 +91,9 @@ func (s *requests) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 // first reward.
 func Bandit(deps *actors.Deps) *actor.Props {
 	return OnDemand(func(_ actor.Context, msg any) (string, func() *actor.Props, bool) {
+		if _, ok := msg.(*messages.Votes); ok {
+			return actors.ReliabilityName, func() *actor.Props { return actors.Props(actors.NewReliabilityActor(deps)) }, true
+		}
 		r, ok := msg.(*messages.Reward)
 		if !ok {
 			return "", nil, false

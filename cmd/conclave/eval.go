@@ -26,7 +26,7 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	data := fs.String("data", "../shared/data/replay", "directory of <dataset>.dev.jsonl.gz replay files")
 	datasets := fs.String("datasets", strings.Join(eval.DefaultDatasets, ","), "datasets to replay")
-	runs := fs.String("runs", runNames(eval.DefaultRuns), "policy/reward configurations (rewards: agreement, arbiter, gold)")
+	runs := fs.String("runs", runNames(eval.DefaultRuns), "policy/reward configurations (rewards: reliability, agreement, arbiter, gold)")
 	seed := fs.Uint64("seed", 1, "seed of the order and of selection")
 	workers := fs.Int("workers", 5, "models asked per prompt")
 	quorum := fs.Int("min-responses", 3, "min_responses")

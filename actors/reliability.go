@@ -1,0 +1,44 @@
+package actors
+
+import (
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/reliability"
+	"go.uber.org/zap"
+)
+
+// ReliabilityName is the reliability estimator's actor name under the bandit supervisor.
+const ReliabilityName = "reliability"
+
+// ReliabilityActor owns the reliability estimator: it takes every reliability-weighted vote in the
+// order votes arrive, refits when a category is due, and publishes the estimates on the arm board, where
+// selection and the next votes read them. A restarted estimator starts empty: selection then reads
+// the arms, which learned the same credits, until new votes come.
+type ReliabilityActor struct {
+	deps *Deps
+	est  *reliability.Estimator
+}
+
+// NewReliabilityActor returns the producer of the reliability actor.
+func NewReliabilityActor(deps *Deps) actor.Producer {
+	return func() actor.Actor { return &ReliabilityActor{deps: deps} }
+}
+
+// Receive implements actor.Actor.
+func (a *ReliabilityActor) Receive(ctx actor.Context) {
+	switch m := ctx.Message().(type) {
+	case *actor.Started:
+		a.est = reliability.New(a.deps.Reliability)
+	case *messages.Votes:
+		votes := make([]reliability.Vote, len(m.Models))
+		for i, model := range m.Models {
+			votes[i] = reliability.Vote{Model: model, Group: int(m.Groups[i])}
+		}
+		refit := a.est.Observe(m.Category, votes)
+		a.deps.Dir.Arms.SetEstimates(a.est.View())
+		a.deps.Dir.Arms.votesObserved.Add(1)
+		if ce := a.deps.Log.Check(zap.DebugLevel, "reliability observed"); ce != nil {
+			ce.Write(zap.String("event", "reliability_observed"), zap.String("category", m.Category), zap.Int("votes", len(votes)), zap.Bool("refit", refit))
+		}
+	}
+}
