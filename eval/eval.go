@@ -158,7 +158,16 @@ type RunResult struct {
 	// Selected counts how often each model was selected over the last quarter of the dataset's prompts,
 	// where learning has settled; the most selected come first.
 	Selected []Count `json:"selected_late"`
-	picks    map[string]int
+	// SecondHalf is the accuracy over the second half of the dataset's prompts (overall: of the stream).
+	SecondHalf float64 `json:"second_half_accuracy"`
+	// Calls counts the model calls made (quorum replacements and retries included); ModelsPerPrompt is
+	// Calls per prompt, the run's cost in calls. The replay data has no token counts.
+	Calls           int     `json:"calls"`
+	ModelsPerPrompt float64 `json:"models_per_prompt"`
+	picks           map[string]int
+	prompts         int
+	secondRight     int
+	secondSeen      int
 }
 
 // Count is a model with a number of selections.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -207,5 +208,29 @@ func TestScoringAgreesWithTheData(t *testing.T) {
 	}
 	if checked < 100000 {
 		t.Fatalf("only %d answers checked", checked)
+	}
+}
+
+func TestSummarizeGivesMeanAndRangeOverSeeds(t *testing.T) {
+	report := func(seed uint64, acc, half float64) *Report {
+		run := func() map[string]*RunResult {
+			return map[string]*RunResult{"thompson/reliability": {Accuracy: acc, SecondHalf: half, Regret: 10 * acc, ModelsPerPrompt: 5}}
+		}
+		return &Report{Seed: seed, Runs: []string{"thompson/reliability"},
+			Datasets: map[string]*DatasetReport{"quiz": {BestSingle: Baseline{Accuracy: 0.9}, Oracle: Baseline{Accuracy: 0.95}, Runs: run()}},
+			Overall:  &DatasetReport{BestSingle: Baseline{Accuracy: 0.9}, Oracle: Baseline{Accuracy: 0.95}, Runs: run()}}
+	}
+	s := Summarize([]*Report{report(1, 0.7, 0.8), report(2, 0.8, 0.9), report(3, 0.75, 0.7)})
+	got := s.Datasets["quiz"]["thompson/reliability"]
+	if math.Abs(got.Accuracy.Mean-0.75) > 1e-12 || got.Accuracy.Min != 0.7 || got.Accuracy.Max != 0.8 || got.SecondHalf.Max != 0.9 {
+		t.Fatalf("summary %+v", got)
+	}
+	if fmt.Sprint(s.Seeds) != "[1 2 3]" || s.BestSingle[Overall] != 0.9 {
+		t.Fatalf("summary %+v", s)
+	}
+	var table strings.Builder
+	s.WriteTable(&table)
+	if !strings.Contains(table.String(), "| thompson/reliability accuracy | 75.0% (70.0%–80.0%) | 75.0% (70.0%–80.0%) |") {
+		t.Fatalf("table:\n%s", table.String())
 	}
 }

@@ -127,15 +127,26 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 			return err
 		}
 		d := results[it.rec.Dataset]
+		right := exec.StatusCode == 200 && correct(it.rec.Kind, exec.Answer, *it.rec.Gold)
+		seen[it.rec.Dataset]++
+		secondHalf := map[*RunResult]bool{d: seen[it.rec.Dataset] > rep.Datasets[it.rec.Dataset].Prompts/2, overall: i >= len(items)/2}
 		for _, r := range []*RunResult{d, overall} {
 			switch {
 			case exec.StatusCode != 200:
 				r.Failed++
-			case correct(it.rec.Kind, exec.Answer, *it.rec.Gold):
+			case right:
 				r.Correct++
 			}
 			if exec.Degraded {
 				r.Degraded++
+			}
+			r.prompts++
+			r.Calls += len(exec.GetResults())
+			if secondHalf[r] {
+				r.secondSeen++
+				if right {
+					r.secondRight++
+				}
 			}
 		}
 		category := exec.GetClassification().GetCategory()
@@ -158,7 +169,6 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 			bestN[it.key] = h.bestN(it.key, it.models, opts.Workers)
 		}
 		regret := bestN[it.key] // nothing selected: all of it
-		seen[it.rec.Dataset]++
 		late := seen[it.rec.Dataset] > rep.Datasets[it.rec.Dataset].Prompts*3/4
 		if picks := exec.GetSelection().GetPicks(); len(picks) > 0 {
 			sum := 0.0
@@ -181,6 +191,14 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 		if opts.Progress != nil {
 			opts.Progress(name, i+1, len(items))
 		}
+	}
+	all := []*RunResult{overall}
+	for _, r := range results {
+		all = append(all, r)
+	}
+	for _, r := range all {
+		r.ModelsPerPrompt = float64(r.Calls) / float64(max(r.prompts, 1))
+		r.SecondHalf = float64(r.secondRight) / float64(max(r.secondSeen, 1))
 	}
 	for ds, r := range results {
 		r.Accuracy = float64(r.Correct) / float64(rep.Datasets[ds].Prompts)

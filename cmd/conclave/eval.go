@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -28,6 +29,7 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	datasets := fs.String("datasets", strings.Join(eval.DefaultDatasets, ","), "datasets to replay")
 	runs := fs.String("runs", runNames(eval.DefaultRuns), "policy/reward configurations (rewards: reliability, agreement, arbiter, gold)")
 	seed := fs.Uint64("seed", 1, "seed of the order and of selection")
+	seedList := fs.String("seeds", "", "seeds to repeat the evaluation with, e.g. 1,2,3: every figure as its mean and range (overrides --seed)")
 	workers := fs.Int("workers", 5, "models asked per prompt")
 	quorum := fs.Int("min-responses", 3, "min_responses")
 	strategy := fs.String("strategy", "majority", "consensus strategy")
@@ -57,29 +59,47 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *limit > 0 {
 		rd = limitPerDataset(rd, *limit)
 	}
+	seeds := []uint64{*seed}
+	if *seedList != "" {
+		if seeds, err = parseSeeds(*seedList); err != nil {
+			return err
+		}
+	}
 	lastReport := time.Now()
-	rep, err := eval.Evaluate(ctx, eval.Options{
-		Data: rd, Runs: runList, Seed: *seed, Workers: *workers, Quorum: *quorum, Strategy: *strategy, CategoryBy: *categoryBy,
-		Every: *every, Latency: providers.Latency{Median: *latency, Sigma: 0.3},
-		Progress: func(run string, done, total int) {
-			if time.Since(lastReport) > 5*time.Second || done == total {
-				fmt.Fprintf(stderr, "eval: %s %d/%d\n", run, done, total)
-				lastReport = time.Now()
-			}
-		},
-	})
-	if err != nil {
-		return err
+	var reports []*eval.Report
+	for _, s := range seeds {
+		rep, err := eval.Evaluate(ctx, eval.Options{
+			Data: rd, Runs: runList, Seed: s, Workers: *workers, Quorum: *quorum, Strategy: *strategy, CategoryBy: *categoryBy,
+			Every: *every, Latency: providers.Latency{Median: *latency, Sigma: 0.3},
+			Progress: func(run string, done, total int) {
+				if time.Since(lastReport) > 5*time.Second || done == total {
+					fmt.Fprintf(stderr, "eval: seed %d %s %d/%d\n", s, run, done, total)
+					lastReport = time.Now()
+				}
+			},
+		})
+		if err != nil {
+			return err
+		}
+		reports = append(reports, rep)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
-	raw, err := json.MarshalIndent(rep, "", "  ")
+	rep := reports[0]
+	var table strings.Builder
+	var summary any = rep
+	if len(reports) > 1 {
+		s := eval.Summarize(reports)
+		s.WriteTable(&table)
+		table.WriteString("\n")
+		summary = s
+	}
+	rep.WriteTable(&table)
+	raw, err := json.MarshalIndent(summary, "", "  ")
 	if err != nil {
 		return err
 	}
-	var table strings.Builder
-	rep.WriteTable(&table)
 	svg, err := os.Create(filepath.Join(*out, "report.svg"))
 	if err != nil {
 		return err
@@ -90,6 +110,19 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fmt.Fprint(stdout, table.String())
 	fmt.Fprintf(stdout, "\nreport: %s (report.json, report.md, report.svg), %s\n", *out, rep.Elapsed)
 	return err
+}
+
+// parseSeeds reads "1,2,3".
+func parseSeeds(s string) ([]uint64, error) {
+	var seeds []uint64
+	for _, part := range strings.Split(s, ",") {
+		n, err := strconv.ParseUint(strings.TrimSpace(part), 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("--seeds: %q is not a seed", part)
+		}
+		seeds = append(seeds, n)
+	}
+	return seeds, nil
 }
 
 func runNames(runs []eval.Run) string {

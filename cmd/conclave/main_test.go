@@ -32,7 +32,7 @@ func TestVersionAndUsage(t *testing.T) {
 	// --help on every command succeeds and shows the defaults, with the environment variables of serve.
 	for args, want := range map[string][]string{
 		"serve --help":   {"--listen", "CONCLAVE_LISTEN", "127.0.0.1:5000", "CONCLAVE_NODE_ID", "CONCLAVE_API_TOKEN", "CONCLAVE_CONFIG", "--fleet", "CONCLAVE_FLEET", "--dev-insecure-host-keys"},
-		"eval --help":    {"-data", "../shared/data/replay", "-workers"},
+		"eval --help":    {"-data", "../shared/data/replay", "-workers", "-seeds"},
 		"help":           {"conclave serve", "conclave eval", "conclave migrate", "conclave records prune", "conclave worker"},
 		"worker --help":  {"authorized_keys", "command="},
 		"migrate --help": {"up", "down", "status", "DATABASE_URL", "advisory lock"},
