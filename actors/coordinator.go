@@ -36,6 +36,9 @@ type CoordinatorActor struct {
 	world   plan.World
 	plan    *plan.Plan
 	machine *collect.Machine
+	// quorumMode is the blueprint's quorum; audit marks an adaptive request that asks every model.
+	quorumMode string
+	audit      bool
 
 	wakeAt        time.Time
 	cancelWake    func()
@@ -137,6 +140,15 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	for i, pick := range p.Selection.Picks {
 		initial[i] = collect.Assignment{Model: pick.Model, Provider: pick.Provider, Worker: p.Workers[i]}
 	}
+	c.quorumMode = blueprints.FixedQuorum
+	if bp.Adaptive() {
+		c.quorumMode = blueprints.AdaptiveQuorum
+		// A share of requests asks every model, so that estimates keep learning from the models a
+		// settled answer would not have asked.
+		if c.audit = c.rng.Float64() < bp.Audit(); !c.audit {
+			cfg.Adaptive = &collect.Adaptive{Wave: bp.MinResponses, Settled: c.settled}
+		}
+	}
 	c.machine = collect.New(cfg, initial, env{c}, c.rng)
 	c.dispatchStart, c.undispatched = time.Now(), len(initial)
 	c.apply(ctx, c.machine.Start(c.dispatchStart))
@@ -176,7 +188,21 @@ func Overrides(req *messages.RouteRequest) blueprints.Overrides {
 	if req.QuorumGraceSeconds != nil {
 		o.QuorumGraceSeconds = req.QuorumGraceSeconds
 	}
+	o.Quorum, o.QuorumTau = req.Quorum, req.QuorumTau
 	return o
+}
+
+// settled tells an adaptive quorum whether the answers so far settle the request: the leading
+// answer's posterior under the reliability-weighted vote reaches the blueprint's tau. Free text never
+// settles early.
+func (c *CoordinatorActor) settled(answers []*collect.Job) (bool, float64) {
+	resps := make([]consensus.Response, len(answers))
+	for i, j := range answers {
+		resps[i] = consensus.Response{Model: j.Slot.Model, Text: j.Record.Ref.(*messages.JobResult).Text,
+			Accuracy: c.deps.Dir.Arms.Accuracy(c.plan.Category, j.Slot.Model)}
+	}
+	p, ok := consensus.Leading(resps, c.plan.AnswerKind)
+	return ok && p >= c.plan.Blueprint.Tau(), p
 }
 
 // 2 CLASSIFY
@@ -208,7 +234,8 @@ func (c *CoordinatorActor) recordClassification() {
 func (c *CoordinatorActor) recordBlueprint() {
 	bp := c.plan.Blueprint
 	c.exec.Blueprint = &messages.Blueprint{Name: bp.Name, Workers: int32(bp.Workers), TimeoutSeconds: bp.TimeoutSeconds,
-		Strategy: string(bp.Strategy), MinResponses: int32(bp.MinResponses), QuorumGraceSeconds: bp.QuorumGraceSeconds}
+		Strategy: string(bp.Strategy), MinResponses: int32(bp.MinResponses), QuorumGraceSeconds: bp.QuorumGraceSeconds,
+		Quorum: bp.Quorum, QuorumTau: bp.QuorumTau}
 	c.exec.Overrides = c.plan.Overrides
 	c.exec.Deadline = ts(c.plan.Deadline)
 	c.log.Info("blueprint chosen", zap.String("event", "blueprint"), zap.String("blueprint", bp.Name), zap.Int("workers", bp.Workers),
@@ -387,12 +414,19 @@ func stopMessage(kind resilience.Kind) string {
 func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	c.stopWake()
 	d := c.machine.Done()
+	q := d.Quorum
+	if c.audit {
+		q.Stopped = "audit"
+	}
+	c.exec.Quorum = &messages.QuorumOutcome{Mode: c.quorumMode, Asked: int32(q.Asked), Selected: int32(len(c.plan.Selection.Picks)),
+		Waves: int32(q.Waves), Stopped: q.Stopped, Posterior: q.Posterior}
 	c.exec.Phases.CollectMs = ms(time.Since(c.dispatchStart))
 	if c.exec.Phases.DispatchMs == 0 {
 		c.exec.Phases.DispatchMs = c.exec.Phases.CollectMs
 	}
 	c.log.Info("collection finished", zap.String("event", "collect_done"), zap.Int("ok", len(d.Answers)), zap.Int("min_responses", c.plan.Blueprint.MinResponses),
-		zap.Int("rounds", d.Rounds), zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)))
+		zap.Int("rounds", d.Rounds), zap.Int("asked", q.Asked), zap.Int("waves", q.Waves), zap.String("stopped", q.Stopped),
+		zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)))
 	switch d.Failure {
 	case "":
 	case resilience.ClientClosed, resilience.ShuttingDown:

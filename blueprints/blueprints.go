@@ -65,6 +65,44 @@ type Blueprint struct {
 	// QuorumGraceSeconds, when positive, ends collection that long after min_responses answers arrived
 	// instead of waiting for every worker or the deadline.
 	QuorumGraceSeconds float64 `json:"quorum_grace_seconds,omitempty"`
+	// Quorum is fixed (empty: ask every selected model at once) or adaptive: ask the selected models
+	// best-first in waves of MinResponses, at most Workers of them, and stop once the leading answer's
+	// posterior reaches QuorumTau. A share QuorumAudit of requests asks all of them anyway, so the
+	// accuracy estimates keep learning from models a settled answer would not have asked.
+	Quorum      string  `json:"quorum,omitempty"`
+	QuorumTau   float64 `json:"quorum_tau,omitempty"`
+	QuorumAudit float64 `json:"quorum_audit,omitempty"`
+}
+
+// Quorum modes.
+const (
+	FixedQuorum    = "fixed"
+	AdaptiveQuorum = "adaptive"
+)
+
+// Defaults of the adaptive quorum.
+const (
+	DefaultQuorumTau   = 0.95
+	DefaultQuorumAudit = 0.1
+)
+
+// Adaptive reports whether the blueprint asks its models in waves.
+func (b Blueprint) Adaptive() bool { return b.Quorum == AdaptiveQuorum }
+
+// Tau is the posterior at which an adaptive quorum stops.
+func (b Blueprint) Tau() float64 {
+	if b.QuorumTau > 0 {
+		return b.QuorumTau
+	}
+	return DefaultQuorumTau
+}
+
+// Audit is the share of requests on which an adaptive quorum asks every model.
+func (b Blueprint) Audit() float64 {
+	if b.QuorumAudit > 0 {
+		return b.QuorumAudit
+	}
+	return DefaultQuorumAudit
 }
 
 // Timeout is the collection deadline as a duration.
@@ -107,6 +145,15 @@ func (b Blueprint) Validate() error {
 	if !(b.QuorumGraceSeconds >= 0 && b.QuorumGraceSeconds <= MaxTimeoutSeconds) {
 		errs.Add("quorum_grace_seconds", fmt.Sprintf("must be between 0 and %d, got %g", MaxTimeoutSeconds, b.QuorumGraceSeconds))
 	}
+	if b.Quorum != "" && b.Quorum != FixedQuorum && b.Quorum != AdaptiveQuorum {
+		errs.Add("quorum", fmt.Sprintf("must be fixed or adaptive, got %q", b.Quorum))
+	}
+	if !(b.QuorumTau >= 0 && b.QuorumTau < 1) {
+		errs.Add("quorum_tau", fmt.Sprintf("must be in (0, 1), got %g", b.QuorumTau))
+	}
+	if !(b.QuorumAudit >= 0 && b.QuorumAudit <= 1) {
+		errs.Add("quorum_audit", fmt.Sprintf("must be between 0 and 1, got %g", b.QuorumAudit))
+	}
 	return errs.Err()
 }
 
@@ -118,6 +165,8 @@ type Overrides struct {
 	Strategy           *Strategy
 	MinResponses       *int
 	QuorumGraceSeconds *float64
+	Quorum             *string
+	QuorumTau          *float64
 }
 
 // Changed lists the names of the fields the overrides set, for logging.
@@ -135,6 +184,12 @@ func (o Overrides) Changed() []string {
 	if o.QuorumGraceSeconds != nil {
 		names = append(names, "quorum_grace_seconds")
 	}
+	if o.Quorum != nil {
+		names = append(names, "quorum")
+	}
+	if o.QuorumTau != nil {
+		names = append(names, "quorum_tau")
+	}
 	return names
 }
 
@@ -151,6 +206,12 @@ func (b Blueprint) Apply(o Overrides) (Blueprint, error) {
 	}
 	if o.QuorumGraceSeconds != nil {
 		b.QuorumGraceSeconds = *o.QuorumGraceSeconds
+	}
+	if o.Quorum != nil {
+		b.Quorum = *o.Quorum
+	}
+	if o.QuorumTau != nil {
+		b.QuorumTau = *o.QuorumTau
 	}
 	if err := b.Validate(); err != nil {
 		return Blueprint{}, err

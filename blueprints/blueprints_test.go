@@ -86,6 +86,7 @@ func TestApplyOverrides(t *testing.T) {
 		{desc: "unknown strategy", overrides: Overrides{Strategy: ptr(Strategy("vibes"))}, wantFields: []string{"strategy"}},
 		{desc: "more workers than a blueprint may have", overrides: Overrides{Workers: ptr(100000)}, wantFields: []string{"workers"}},
 		{desc: "negative quorum grace", overrides: Overrides{QuorumGraceSeconds: ptr(-2.0)}, wantFields: []string{"quorum_grace_seconds"}},
+		{desc: "an unknown quorum", overrides: Overrides{Quorum: ptr("sometimes")}, wantFields: []string{"quorum"}},
 		{
 			desc:       "every problem is reported at once",
 			overrides:  Overrides{Workers: ptr(0), Strategy: ptr(Strategy("")), MinResponses: ptr(0)},
@@ -138,6 +139,10 @@ func TestValidateBoundsEveryField(t *testing.T) {
 		{"NaN timeout", func(b *Blueprint) { b.TimeoutSeconds = math.NaN() }, "timeout_seconds"},
 		{"a fan-out to the whole catalog", func(b *Blueprint) { b.Workers = 100000 }, "workers"},
 		{"an absurd quorum grace", func(b *Blueprint) { b.QuorumGraceSeconds = 1e9 }, "quorum_grace_seconds"},
+		{"an unknown quorum", func(b *Blueprint) { b.Quorum = "sometimes" }, "quorum"},
+		{"a certain tau", func(b *Blueprint) { b.QuorumTau = 1 }, "quorum_tau"},
+		{"an audit share above one", func(b *Blueprint) { b.QuorumAudit = 1.5 }, "quorum_audit"},
+		{"a NaN tau", func(b *Blueprint) { b.QuorumTau = math.NaN() }, "quorum_tau"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

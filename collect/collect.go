@@ -32,7 +32,36 @@ type Config struct {
 	Rounds int
 	// RetryScale multiplies the retry table's backoffs; an upstream's own Retry-After is kept as given.
 	RetryScale float64
+	// Adaptive, when set, asks the initial assignments in waves instead of all at once.
+	Adaptive *Adaptive
 }
+
+// Adaptive is an adaptive quorum: Start asks the first Wave assignments (they are best-first), and
+// each time a wave has settled the machine asks Settled of the answers so far; unsettled, the next
+// Wave are asked, until none is left.
+type Adaptive struct {
+	Wave int
+	// Settled reports whether the answers settle the request, with the leading answer's posterior.
+	Settled func(answers []*Job) (bool, float64)
+}
+
+// Quorum is how collection used its models.
+type Quorum struct {
+	// Asked counts the selected models that were asked (replacements included); Waves the waves.
+	Asked, Waves int
+	// Stopped is why asking stopped: all_asked (a fixed quorum), settled, cap (every selected model
+	// asked), or deadline (collection ended with models unasked).
+	Stopped   string
+	Posterior float64
+}
+
+// Why asking stopped.
+const (
+	AllAsked = "all_asked"
+	Settled  = "settled"
+	Cap      = "cap"
+	Deadline = "deadline"
+)
 
 // Env answers the machine's questions about the world at the moment of an event, from snapshots.
 type Env interface {
@@ -213,6 +242,7 @@ type Done struct {
 	RetryAfter time.Duration
 	Degraded   bool
 	Rounds     int
+	Quorum     Quorum
 }
 
 // Machine collects one request's answers. It is not safe for concurrent use: its owner feeds it events
@@ -231,6 +261,8 @@ type Machine struct {
 	round    int
 	graceAt  time.Time
 	wakeAt   time.Time
+	reserve  []Assignment // adaptive: the assignments no wave has asked yet, best-first
+	quorum   Quorum
 	finished bool
 	done     Done
 	out      []Effect
@@ -241,8 +273,14 @@ func New(cfg Config, initial []Assignment, env Env, rng *rand.Rand) *Machine {
 	if cfg.FaultAfter == nil {
 		cfg.FaultAfter = func(string) time.Duration { return cfg.CallTimeout }
 	}
-	m := &Machine{cfg: cfg, initial: initial, env: env, rng: rng, tried: make(map[string]bool, len(initial))}
-	for _, a := range initial {
+	m := &Machine{cfg: cfg, initial: initial, env: env, rng: rng, tried: make(map[string]bool, len(initial)), quorum: Quorum{Stopped: AllAsked, Waves: 1}}
+	if a := cfg.Adaptive; a != nil && a.Wave > 0 && a.Wave < len(initial) {
+		m.initial, m.reserve = initial[:a.Wave], initial[a.Wave:]
+		for _, r := range m.reserve {
+			m.tried[r.Model] = true // replacements never take a model a later wave will ask
+		}
+	}
+	for _, a := range m.initial {
 		m.newSlot(a)
 	}
 	return m
@@ -482,7 +520,7 @@ func (m *Machine) progress(now time.Time) {
 	if m.finished {
 		return
 	}
-	if m.ok >= m.cfg.MinResponses && m.cfg.QuorumGrace > 0 && m.graceAt.IsZero() {
+	if m.ok >= m.cfg.MinResponses && m.cfg.QuorumGrace > 0 && m.graceAt.IsZero() && len(m.reserve) == 0 {
 		m.graceAt = now.Add(m.cfg.QuorumGrace)
 	}
 	for _, s := range m.slots {
@@ -497,6 +535,9 @@ func (m *Machine) progress(now time.Time) {
 // and time remain, asking again the failed models whose provider is up (on other workers) and new
 // models in place of the others.
 func (m *Machine) endRound(now time.Time) {
+	if m.cfg.Adaptive != nil && m.nextWave(now) {
+		return
+	}
 	if m.ok >= m.cfg.MinResponses || m.round >= m.cfg.Rounds {
 		m.finish(now, "")
 		return
@@ -540,6 +581,50 @@ func (m *Machine) endRound(now time.Time) {
 	}
 }
 
+// nextWave decides an adaptive quorum at the end of a wave: settled answers (or nothing left to ask)
+// end it; otherwise the next wave is asked at once, and nextWave reports true.
+func (m *Machine) nextWave(now time.Time) bool {
+	a := m.cfg.Adaptive
+	var settled bool
+	if m.ok > 0 {
+		settled, m.quorum.Posterior = a.Settled(m.answers())
+	}
+	switch {
+	case settled:
+		m.quorum.Stopped = Settled
+		return false
+	case len(m.reserve) == 0:
+		m.quorum.Stopped = Cap
+		return false
+	}
+	n := min(a.Wave, len(m.reserve))
+	for _, r := range m.reserve[:n] {
+		worker := r.Worker
+		if worker == "" {
+			var ok bool
+			if worker, ok = m.env.Worker(nil); !ok {
+				continue
+			}
+		}
+		m.startJob(m.newSlot(r), worker)
+	}
+	m.reserve = m.reserve[n:]
+	m.quorum.Waves++
+	m.progress(now)
+	return true
+}
+
+// answers are the jobs that answered so far, in slot order.
+func (m *Machine) answers() []*Job {
+	var out []*Job
+	for _, s := range m.slots {
+		if s.state == slotOK {
+			out = append(out, s.answer)
+		}
+	}
+	return out
+}
+
 // lastRecord is the record of a slot's latest settled call, or nil.
 func lastRecord(s *Slot, jobs []*Job) *Record {
 	for i := len(jobs) - 1; i >= 0; i-- {
@@ -569,7 +654,11 @@ func (m *Machine) finish(now time.Time, kind resilience.Kind) {
 			m.emit(Effect{Kind: Cancel, Job: j})
 		}
 	}
-	d := Done{Rounds: m.round, Failure: kind}
+	if m.cfg.Adaptive != nil && len(m.reserve) > 0 && m.quorum.Stopped == AllAsked {
+		m.quorum.Stopped = Deadline
+	}
+	m.quorum.Asked = len(m.slots)
+	d := Done{Rounds: m.round, Failure: kind, Quorum: m.quorum}
 	for _, s := range m.slots {
 		switch s.state {
 		case slotOK:

@@ -458,3 +458,70 @@ func TestARefusalEveryCallMetIsTheAnswer(t *testing.T) {
 		t.Fatalf("mixed refusals: %+v", d)
 	}
 }
+
+func TestAdaptiveQuorumAsksInWaves(t *testing.T) {
+	// Answers settle when at least two agree; the harness's three models come in waves of one.
+	agree := func(answers []*Job) (bool, float64) {
+		votes := map[string]int{}
+		for _, j := range answers {
+			votes[j.Record.Ref.(string)]++
+		}
+		for _, n := range votes {
+			if n >= 2 {
+				return true, 0.97
+			}
+		}
+		return false, 0.5
+	}
+	answer := func(h *harness, seq int, text string) {
+		h.run(seq, 10*time.Second)
+		h.keep(h.m.Result(h.now, seq, Reply{OK: true, Text: text, Ref: text}))
+	}
+	tests := []struct {
+		desc     string
+		answers  []string // what each model says, best-first
+		want     Quorum
+		wantJobs int
+	}{
+		{"the first two agree: the third is never asked", []string{"B", "B", "C"}, Quorum{Asked: 2, Waves: 2, Stopped: Settled, Posterior: 0.97}, 2},
+		{"no agreement: every model is asked", []string{"B", "C", "D"}, Quorum{Asked: 3, Waves: 3, Stopped: Cap, Posterior: 0.5}, 3},
+		{"the third settles it", []string{"B", "C", "C"}, Quorum{Asked: 3, Waves: 3, Stopped: Settled, Posterior: 0.97}, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) {
+				c.MinResponses = 1
+				c.Adaptive = &Adaptive{Wave: 1, Settled: agree}
+			})
+			if got := kinds(h.all); got != "acquire0 wake" {
+				t.Fatalf("start: %s", got)
+			}
+			for seq := 0; !h.finished(); seq++ {
+				if seq >= len(tt.answers) {
+					t.Fatalf("asked more than the models: %s", kinds(h.all))
+				}
+				answer(h, seq, tt.answers[seq])
+			}
+			d := h.m.Done()
+			if d.Quorum != tt.want || len(h.m.Slots()) != tt.wantJobs || len(d.Answers) != tt.wantJobs {
+				t.Fatalf("quorum %+v with %d slots, want %+v", d.Quorum, len(h.m.Slots()), tt.want)
+			}
+		})
+	}
+}
+
+func TestAnAdaptiveQuorumCutByTheDeadlineSaysSo(t *testing.T) {
+	h := newHarness(t, func(c *Config) {
+		c.Adaptive = &Adaptive{Wave: 2, Settled: func([]*Job) (bool, float64) { return false, 0.4 }}
+	})
+	h.advance(31 * time.Second)
+	if d := h.m.Done(); d.Quorum.Stopped != Deadline || d.Quorum.Asked != 2 {
+		t.Fatalf("quorum %+v", d.Quorum)
+	}
+	// A fixed quorum asks everyone at once.
+	f := newHarness(t, nil)
+	f.advance(31 * time.Second)
+	if q := f.m.Done().Quorum; q.Stopped != AllAsked || q.Asked != 3 || q.Waves != 1 {
+		t.Fatalf("fixed quorum %+v", q)
+	}
+}

@@ -69,3 +69,17 @@ func (b *ballot) reliabilityVote() Result {
 	chosen := b.bestBy(members, b.weighted)
 	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: slices.Clone(posterior), Posterior: posterior, Groups: voteOf}
 }
+
+// Leading returns the posterior of the leading answer under the reliability-weighted vote, and false
+// when the answers cannot be weighed so (free text, or an accuracy unknown).
+func Leading(resps []Response, kind Kind) (float64, bool) {
+	if len(resps) == 0 {
+		return 0, false
+	}
+	b := newBallot(resps, false, kind, nil)
+	if !b.reliable() {
+		return 0, false
+	}
+	r := b.reliabilityVote()
+	return r.Posterior[r.Chosen], true
+}

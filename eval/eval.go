@@ -73,6 +73,9 @@ type Options struct {
 	Workers  int    // models asked per prompt; default 3
 	Quorum   int    // min_responses; default 2
 	Strategy string // consensus strategy; default majority
+	// QuorumMode is fixed (default) or adaptive: models asked best-first in waves of Quorum until the
+	// answer is settled.
+	QuorumMode string
 	// CategoryBy is dataset (one arm per model and dataset), subject (one per dataset subject, e.g.
 	// MMLU-Pro's law), or classify (the classifier chooses among the 22 blueprints).
 	CategoryBy string
@@ -120,6 +123,7 @@ type Report struct {
 	Workers    int                       `json:"workers"`
 	Quorum     int                       `json:"min_responses"`
 	Strategy   string                    `json:"strategy"`
+	QuorumMode string                    `json:"quorum,omitempty"`
 	CategoryBy string                    `json:"category_by"`
 	Prompts    int                       `json:"prompts"`
 	Merged     int                       `json:"merged_duplicate_prompts"`
@@ -206,7 +210,7 @@ func Evaluate(ctx context.Context, opts Options) (*Report, error) {
 		return nil, fmt.Errorf("no prompt with a gold answer")
 	}
 	hind := hindsight(items)
-	rep := &Report{Seed: opts.Seed, Workers: opts.Workers, Quorum: opts.Quorum, Strategy: opts.Strategy, CategoryBy: opts.CategoryBy,
+	rep := &Report{Seed: opts.Seed, Workers: opts.Workers, Quorum: opts.Quorum, Strategy: opts.Strategy, QuorumMode: opts.QuorumMode, CategoryBy: opts.CategoryBy,
 		Prompts: len(items), Merged: opts.Data.Merged, Datasets: map[string]*DatasetReport{}}
 	baselines(rep, items, hind, opts)
 	for _, run := range opts.Runs {

@@ -16,8 +16,12 @@ func (r *Report) WriteTable(w io.Writer) {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	fmt.Fprintf(w, "%d prompts, seed %d, %d models per prompt, min_responses %d, %s consensus, categories by %s\n\n",
-		r.Prompts, r.Seed, r.Workers, r.Quorum, r.Strategy, r.CategoryBy)
+	quorum := r.QuorumMode
+	if quorum == "" {
+		quorum = "fixed"
+	}
+	fmt.Fprintf(w, "%d prompts, seed %d, %d models per prompt, min_responses %d, %s quorum, %s consensus, categories by %s\n\n",
+		r.Prompts, r.Seed, r.Workers, r.Quorum, quorum, r.Strategy, r.CategoryBy)
 	fmt.Fprintf(w, "| | %s | overall |\n|---|%s---:|\n", strings.Join(names, " | "), strings.Repeat("---:|", len(names)))
 	row := func(label string, cell func(*DatasetReport) string) {
 		cells := make([]string, 0, len(names)+1)

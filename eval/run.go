@@ -245,12 +245,14 @@ func evalBlueprints(items []item, opts Options) (*blueprints.Set, error) {
 		}
 		seen[it.category] = true
 		extra = append(extra, blueprints.Blueprint{Name: it.category, Description: "evaluation of " + it.category,
-			Workers: opts.Workers, TimeoutSeconds: opts.Timeout, Strategy: blueprints.Strategy(opts.Strategy), MinResponses: opts.Quorum})
+			Workers: opts.Workers, TimeoutSeconds: opts.Timeout, Strategy: blueprints.Strategy(opts.Strategy), MinResponses: opts.Quorum,
+			Quorum: opts.QuorumMode})
 	}
 	if opts.CategoryBy == "classify" {
 		// The classifier picks among the 22 blueprints; give them the evaluation's shape too.
 		for _, b := range set.All() {
 			b.Workers, b.MinResponses, b.Strategy, b.TimeoutSeconds = opts.Workers, opts.Quorum, blueprints.Strategy(opts.Strategy), opts.Timeout
+			b.Quorum = opts.QuorumMode
 			extra = append(extra, b)
 		}
 	}

@@ -155,6 +155,14 @@ func (tb *testbed) route(body map[string]any) (int, routeResponse, errorResponse
 }
 
 type routeResponse struct {
+	Quorum *struct {
+		Mode      string  `json:"mode"`
+		Asked     int     `json:"asked"`
+		Selected  int     `json:"selected"`
+		Waves     int     `json:"waves"`
+		Stopped   string  `json:"stopped"`
+		Posterior float64 `json:"posterior"`
+	} `json:"quorum"`
 	RequestID  string  `json:"request_id"`
 	Category   string  `json:"category"`
 	Confidence float64 `json:"confidence"`

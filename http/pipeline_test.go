@@ -74,6 +74,48 @@ func TestQuorumGraceEndsCollectionEarly(t *testing.T) {
 	}
 }
 
+func TestAnAdaptiveQuorumAsksBestFirstUntilTheAnswerIsSettled(t *testing.T) {
+	tb := newTestbed(t, nil)
+	models := []string{"deepseek-chat", "llama3.1-8b", "gemini-2.0-flash", "claude-3-5-haiku-20241022"}
+	stopped := map[string]int{}
+	for i := range 40 {
+		status, resp, bad := tb.route(map[string]any{"task": fmt.Sprintf("%s\n(%d)", mcq, i), "category": "general", "models": models,
+			"workers": 4, "min_responses": 1, "quorum": "adaptive", "quorum_tau": 0.9})
+		if status != http.StatusOK {
+			t.Fatalf("status %d: %+v", status, bad)
+		}
+		q := resp.Quorum
+		if q == nil || q.Mode != "adaptive" || q.Selected != 4 || q.Asked < 1 || q.Asked > 4 || len(resp.Responses) != q.Asked {
+			t.Fatalf("quorum %+v with %d responses", q, len(resp.Responses))
+		}
+		switch q.Stopped {
+		case "settled":
+			if q.Posterior < 0.9 {
+				t.Fatalf("settled below tau: %+v", q)
+			}
+		case "cap", "audit":
+			if q.Asked != 4 {
+				t.Fatalf("stopped %s with %d asked", q.Stopped, q.Asked)
+			}
+		default:
+			t.Fatalf("stopped %q", q.Stopped)
+		}
+		stopped[q.Stopped]++
+		if rec := tb.record(resp.RequestID); rec["quorum"].(map[string]any)["stopped"] != q.Stopped {
+			t.Fatalf("record quorum %v, response %+v", rec["quorum"], q)
+		}
+	}
+	// Agreeing models settle some requests with fewer than all four.
+	if stopped["settled"] == 0 {
+		t.Fatalf("no request settled early: %v", stopped)
+	}
+	// A fixed quorum asks every model at once.
+	_, resp, _ := tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "workers": 4, "min_responses": 1})
+	if q := resp.Quorum; q == nil || q.Mode != "fixed" || q.Asked != 4 || q.Waves != 1 || q.Stopped != "all_asked" {
+		t.Fatalf("fixed quorum %+v", q)
+	}
+}
+
 func TestLateRepliesAreDiscarded(t *testing.T) {
 	// deepseek-chat answers after 100 ms whatever happens, like a provider that does not honour
 	// cancellation; the quorum grace ends collection long before.

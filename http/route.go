@@ -50,7 +50,7 @@ func (ps problemsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 
 var routeFields = map[string]bool{
 	"task": true, "category": true, "models": true, "strategy": true, "timeout": true, "workers": true,
-	"min_responses": true, "quorum_grace_seconds": true, "metadata": true,
+	"min_responses": true, "quorum_grace_seconds": true, "metadata": true, "quorum": true, "quorum_tau": true,
 }
 
 // maxClientIDBytes bounds a caller's X-Request-ID.
@@ -230,6 +230,20 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 	req.TimeoutSeconds = number(fields, "timeout", &bad, func(v float64) string {
 		if v <= 0 || v > 3600 {
 			return "must be greater than 0 and at most 3600 seconds"
+		}
+		return ""
+	})
+	if raw, ok := fields["quorum"]; ok {
+		var q string
+		if err := json.Unmarshal(raw, &q); err != nil || (q != blueprints.FixedQuorum && q != blueprints.AdaptiveQuorum) {
+			bad.Add("quorum", "must be \"fixed\" or \"adaptive\"")
+		} else {
+			req.Quorum = &q
+		}
+	}
+	req.QuorumTau = number(fields, "quorum_tau", &bad, func(v float64) string {
+		if v <= 0 || v >= 1 {
+			return "must be greater than 0 and less than 1"
 		}
 		return ""
 	})
@@ -413,6 +427,17 @@ type routeResponse struct {
 	// Usage and Cost (US dollars) sum every call the request made, the arbiter's included.
 	Usage usageView `json:"usage"`
 	Cost  float64   `json:"cost"`
+	// Quorum says how many of the selected models were asked, in how many waves, and why asking stopped.
+	Quorum *quorumView `json:"quorum,omitempty"`
+}
+
+type quorumView struct {
+	Mode      string  `json:"mode"`
+	Asked     int32   `json:"asked"`
+	Selected  int32   `json:"selected"`
+	Waves     int32   `json:"waves"`
+	Stopped   string  `json:"stopped"`
+	Posterior float64 `json:"posterior,omitempty"`
 }
 
 type usageView struct {
@@ -431,6 +456,8 @@ type blueprintView struct {
 	Strategy           string  `json:"strategy"`
 	MinResponses       int32   `json:"min_responses"`
 	QuorumGraceSeconds float64 `json:"quorum_grace_seconds,omitempty"`
+	Quorum             string  `json:"quorum,omitempty"`
+	QuorumTau          float64 `json:"quorum_tau,omitempty"`
 }
 
 type consensusView struct {
@@ -491,7 +518,10 @@ func renderRoute(e *messages.Execution) routeResponse {
 	}
 	if b := e.Blueprint; b != nil {
 		resp.Blueprint = blueprintView{Name: b.Name, Workers: b.Workers, TimeoutSeconds: b.TimeoutSeconds, Strategy: b.Strategy,
-			MinResponses: b.MinResponses, QuorumGraceSeconds: b.QuorumGraceSeconds}
+			MinResponses: b.MinResponses, QuorumGraceSeconds: b.QuorumGraceSeconds, Quorum: b.Quorum, QuorumTau: b.QuorumTau}
+	}
+	if q := e.Quorum; q != nil {
+		resp.Quorum = &quorumView{Mode: q.Mode, Asked: q.Asked, Selected: q.Selected, Waves: q.Waves, Stopped: q.Stopped, Posterior: q.Posterior}
 	}
 	if d := e.Decision; d != nil {
 		resp.Consensus.Strategy, resp.Consensus.Arbiter, resp.Consensus.ChosenModel, resp.Consensus.ArbiterError = d.Strategy, d.Arbiter, d.ChosenModel, d.ArbiterError

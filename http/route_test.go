@@ -128,6 +128,7 @@ func TestMalformedRequests(t *testing.T) {
 		{"task missing", `{}`, 400, "malformed_request", []string{"task"}},
 		{"every problem at once", `{"task": 7, "workers": 0, "min_responses": 2.5, "timeout": -1, "strategy": "vibes", "quorum_grace_seconds": "soon", "metadata": [1], "colour": "red"}`,
 			400, "malformed_request", []string{"colour", "task", "strategy", "timeout", "quorum_grace_seconds", "workers", "min_responses", "metadata"}},
+		{"an unknown quorum and a tau out of range", `{"task": "x", "quorum": "sometimes", "quorum_tau": 1.5}`, 400, "malformed_request", []string{"quorum", "quorum_tau"}},
 		{"min_responses above workers", `{"task": "x", "workers": 2, "min_responses": 3}`, 400, "malformed_request", []string{"min_responses"}},
 		{"min_responses above the blueprint's workers", `{"task": "x", "category": "documentation", "min_responses": 4}`, 400, "malformed_request", []string{"min_responses"}},
 		{"min_responses above the models", `{"task": "x", "models": ["deepseek-chat"], "min_responses": 2}`, 400, "malformed_request", []string{"min_responses"}},

@@ -97,8 +97,11 @@ type RouteRequest struct {
 	// client_request_id is the caller's own id for the request (its X-Request-ID), kept beside the
 	// server's request_id, never instead of it.
 	ClientRequestId string `protobuf:"bytes,12,opt,name=client_request_id,json=clientRequestId,proto3" json:"client_request_id,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// quorum is fixed or adaptive; quorum_tau the posterior at which an adaptive quorum stops.
+	Quorum        *string  `protobuf:"bytes,13,opt,name=quorum,proto3,oneof" json:"quorum,omitempty"`
+	QuorumTau     *float64 `protobuf:"fixed64,14,opt,name=quorum_tau,json=quorumTau,proto3,oneof" json:"quorum_tau,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -215,6 +218,20 @@ func (x *RouteRequest) GetClientRequestId() string {
 	return ""
 }
 
+func (x *RouteRequest) GetQuorum() string {
+	if x != nil && x.Quorum != nil {
+		return *x.Quorum
+	}
+	return ""
+}
+
+func (x *RouteRequest) GetQuorumTau() float64 {
+	if x != nil && x.QuorumTau != nil {
+		return *x.QuorumTau
+	}
+	return 0
+}
+
 // Execution is the full record of one request; it is also the reply to a RouteRequest.
 type Execution struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -248,8 +265,10 @@ type Execution struct {
 	// node_id is the controller that ran the request.
 	NodeId string `protobuf:"bytes,24,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
 	// usage and cost sum every call the request made, the arbiter's included (cost in US dollars).
-	Usage         *Usage  `protobuf:"bytes,25,opt,name=usage,proto3" json:"usage,omitempty"`
-	Cost          float64 `protobuf:"fixed64,26,opt,name=cost,proto3" json:"cost,omitempty"`
+	Usage *Usage  `protobuf:"bytes,25,opt,name=usage,proto3" json:"usage,omitempty"`
+	Cost  float64 `protobuf:"fixed64,26,opt,name=cost,proto3" json:"cost,omitempty"`
+	// quorum says how many models were asked and why asking stopped.
+	Quorum        *QuorumOutcome `protobuf:"bytes,27,opt,name=quorum,proto3" json:"quorum,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -466,6 +485,100 @@ func (x *Execution) GetCost() float64 {
 	return 0
 }
 
+func (x *Execution) GetQuorum() *QuorumOutcome {
+	if x != nil {
+		return x.Quorum
+	}
+	return nil
+}
+
+// QuorumOutcome is how collection used its models: asked of selected, in how many waves, and why it
+// stopped (all_asked for a fixed quorum; settled, cap, audit or no_answers for an adaptive one).
+type QuorumOutcome struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Mode     string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Asked    int32                  `protobuf:"varint,2,opt,name=asked,proto3" json:"asked,omitempty"`
+	Selected int32                  `protobuf:"varint,3,opt,name=selected,proto3" json:"selected,omitempty"`
+	Waves    int32                  `protobuf:"varint,4,opt,name=waves,proto3" json:"waves,omitempty"`
+	Stopped  string                 `protobuf:"bytes,5,opt,name=stopped,proto3" json:"stopped,omitempty"`
+	// posterior is the leading answer's posterior when asking stopped (adaptive only).
+	Posterior     float64 `protobuf:"fixed64,6,opt,name=posterior,proto3" json:"posterior,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuorumOutcome) Reset() {
+	*x = QuorumOutcome{}
+	mi := &file_conclave_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuorumOutcome) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuorumOutcome) ProtoMessage() {}
+
+func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuorumOutcome.ProtoReflect.Descriptor instead.
+func (*QuorumOutcome) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *QuorumOutcome) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *QuorumOutcome) GetAsked() int32 {
+	if x != nil {
+		return x.Asked
+	}
+	return 0
+}
+
+func (x *QuorumOutcome) GetSelected() int32 {
+	if x != nil {
+		return x.Selected
+	}
+	return 0
+}
+
+func (x *QuorumOutcome) GetWaves() int32 {
+	if x != nil {
+		return x.Waves
+	}
+	return 0
+}
+
+func (x *QuorumOutcome) GetStopped() string {
+	if x != nil {
+		return x.Stopped
+	}
+	return ""
+}
+
+func (x *QuorumOutcome) GetPosterior() float64 {
+	if x != nil {
+		return x.Posterior
+	}
+	return 0
+}
+
 type Classification struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Category      string                 `protobuf:"bytes,1,opt,name=category,proto3" json:"category,omitempty"`
@@ -488,7 +601,7 @@ type Classification struct {
 
 func (x *Classification) Reset() {
 	*x = Classification{}
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -500,7 +613,7 @@ func (x *Classification) String() string {
 func (*Classification) ProtoMessage() {}
 
 func (x *Classification) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -513,7 +626,7 @@ func (x *Classification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Classification.ProtoReflect.Descriptor instead.
 func (*Classification) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{2}
+	return file_conclave_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Classification) GetCategory() string {
@@ -610,7 +723,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -622,7 +735,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -635,7 +748,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{3}
+	return file_conclave_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Signal) GetCategory() string {
@@ -660,13 +773,15 @@ type Blueprint struct {
 	Strategy           string                 `protobuf:"bytes,4,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	MinResponses       int32                  `protobuf:"varint,5,opt,name=min_responses,json=minResponses,proto3" json:"min_responses,omitempty"`
 	QuorumGraceSeconds float64                `protobuf:"fixed64,6,opt,name=quorum_grace_seconds,json=quorumGraceSeconds,proto3" json:"quorum_grace_seconds,omitempty"`
+	Quorum             string                 `protobuf:"bytes,7,opt,name=quorum,proto3" json:"quorum,omitempty"`
+	QuorumTau          float64                `protobuf:"fixed64,8,opt,name=quorum_tau,json=quorumTau,proto3" json:"quorum_tau,omitempty"`
 	unknownFields      protoimpl.UnknownFields
 	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Blueprint) Reset() {
 	*x = Blueprint{}
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -678,7 +793,7 @@ func (x *Blueprint) String() string {
 func (*Blueprint) ProtoMessage() {}
 
 func (x *Blueprint) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -691,7 +806,7 @@ func (x *Blueprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blueprint.ProtoReflect.Descriptor instead.
 func (*Blueprint) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{4}
+	return file_conclave_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Blueprint) GetName() string {
@@ -736,6 +851,20 @@ func (x *Blueprint) GetQuorumGraceSeconds() float64 {
 	return 0
 }
 
+func (x *Blueprint) GetQuorum() string {
+	if x != nil {
+		return x.Quorum
+	}
+	return ""
+}
+
+func (x *Blueprint) GetQuorumTau() float64 {
+	if x != nil {
+		return x.QuorumTau
+	}
+	return 0
+}
+
 type Selection struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	Policy     string                 `protobuf:"bytes,1,opt,name=policy,proto3" json:"policy,omitempty"`
@@ -750,7 +879,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -762,7 +891,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -775,7 +904,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{5}
+	return file_conclave_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Selection) GetPolicy() string {
@@ -829,7 +958,7 @@ type Pick struct {
 
 func (x *Pick) Reset() {
 	*x = Pick{}
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -841,7 +970,7 @@ func (x *Pick) String() string {
 func (*Pick) ProtoMessage() {}
 
 func (x *Pick) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -854,7 +983,7 @@ func (x *Pick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pick.ProtoReflect.Descriptor instead.
 func (*Pick) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{6}
+	return file_conclave_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Pick) GetModel() string {
@@ -924,7 +1053,7 @@ type Skip struct {
 
 func (x *Skip) Reset() {
 	*x = Skip{}
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -936,7 +1065,7 @@ func (x *Skip) String() string {
 func (*Skip) ProtoMessage() {}
 
 func (x *Skip) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -949,7 +1078,7 @@ func (x *Skip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Skip.ProtoReflect.Descriptor instead.
 func (*Skip) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{7}
+	return file_conclave_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Skip) GetModel() string {
@@ -1009,7 +1138,7 @@ type WorkerResult struct {
 
 func (x *WorkerResult) Reset() {
 	*x = WorkerResult{}
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1021,7 +1150,7 @@ func (x *WorkerResult) String() string {
 func (*WorkerResult) ProtoMessage() {}
 
 func (x *WorkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1034,7 +1163,7 @@ func (x *WorkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerResult.ProtoReflect.Descriptor instead.
 func (*WorkerResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{8}
+	return file_conclave_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WorkerResult) GetJobId() string {
@@ -1209,7 +1338,7 @@ type ArbiterDecision struct {
 
 func (x *ArbiterDecision) Reset() {
 	*x = ArbiterDecision{}
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1350,7 @@ func (x *ArbiterDecision) String() string {
 func (*ArbiterDecision) ProtoMessage() {}
 
 func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1363,7 @@ func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArbiterDecision.ProtoReflect.Descriptor instead.
 func (*ArbiterDecision) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{9}
+	return file_conclave_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ArbiterDecision) GetStrategy() string {
@@ -1345,7 +1474,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1357,7 +1486,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1370,7 +1499,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{10}
+	return file_conclave_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -1451,7 +1580,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1463,7 +1592,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1476,7 +1605,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{11}
+	return file_conclave_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -1538,7 +1667,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1550,7 +1679,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1563,7 +1692,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{12}
+	return file_conclave_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Retry) GetModel() string {
@@ -1636,7 +1765,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1648,7 +1777,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1661,7 +1790,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{13}
+	return file_conclave_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Failure) GetCode() string {
@@ -1703,7 +1832,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1715,7 +1844,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1728,7 +1857,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{14}
+	return file_conclave_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Problem) GetField() string {
@@ -1755,7 +1884,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1896,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1909,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{15}
+	return file_conclave_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -1814,7 +1943,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1826,7 +1955,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1839,7 +1968,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{16}
+	return file_conclave_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -1925,7 +2054,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1937,7 +2066,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1950,7 +2079,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{17}
+	return file_conclave_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Job) GetRequestId() string {
@@ -2089,7 +2218,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2230,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2243,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{18}
+	return file_conclave_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -2140,7 +2269,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2152,7 +2281,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2165,7 +2294,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{19}
+	return file_conclave_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -2186,7 +2315,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2327,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2340,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -2259,7 +2388,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2271,7 +2400,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2284,7 +2413,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -2456,7 +2585,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2468,7 +2597,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2481,7 +2610,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -2536,7 +2665,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2548,7 +2677,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2561,7 +2690,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Permit) GetJobId() string {
@@ -2626,7 +2755,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2638,7 +2767,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2651,7 +2780,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -2740,7 +2869,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2752,7 +2881,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2765,7 +2894,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -2780,7 +2909,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +2921,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +2934,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -2843,7 +2972,7 @@ type ConsensusInput struct {
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2855,7 +2984,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2868,7 +2997,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -2965,7 +3094,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3106,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3119,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Candidate) GetModel() string {
@@ -3066,7 +3195,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3207,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3220,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -3156,7 +3285,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3168,7 +3297,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3181,7 +3310,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Votes) GetCategory() string {
@@ -3219,7 +3348,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3231,7 +3360,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3244,7 +3373,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Reward) GetModel() string {
@@ -3292,7 +3421,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3304,7 +3433,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3317,7 +3446,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -3339,7 +3468,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3351,7 +3480,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3364,7 +3493,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -3402,7 +3531,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3414,7 +3543,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3427,7 +3556,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -3464,7 +3593,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3476,7 +3605,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3489,7 +3618,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -3522,7 +3651,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3534,7 +3663,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3547,7 +3676,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 type Flushed struct {
@@ -3562,7 +3691,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3574,7 +3703,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3587,7 +3716,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -3629,7 +3758,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3641,7 +3770,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3654,7 +3783,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -3755,7 +3884,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3767,7 +3896,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3780,7 +3909,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -3805,7 +3934,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3817,7 +3946,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3830,7 +3959,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -3870,7 +3999,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3882,7 +4011,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3895,7 +4024,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -3909,7 +4038,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xba\x04\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x05\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -3925,13 +4054,18 @@ const file_conclave_proto_rawDesc = "" +
 	" \x01(\v2\x17.google.protobuf.StructR\bmetadata\x12;\n" +
 	"\vreceived_at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"receivedAt\x12*\n" +
-	"\x11client_request_id\x18\f \x01(\tR\x0fclientRequestIdB\v\n" +
+	"\x11client_request_id\x18\f \x01(\tR\x0fclientRequestId\x12\x1b\n" +
+	"\x06quorum\x18\r \x01(\tH\x05R\x06quorum\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"quorum_tau\x18\x0e \x01(\x01H\x06R\tquorumTau\x88\x01\x01B\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
 	"\b_workersB\x10\n" +
 	"\x0e_min_responsesB\x17\n" +
-	"\x15_quorum_grace_seconds\"\xbc\t\n" +
+	"\x15_quorum_grace_secondsB\t\n" +
+	"\a_quorumB\r\n" +
+	"\v_quorum_tau\"\xf0\t\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -3963,8 +4097,16 @@ const file_conclave_proto_rawDesc = "" +
 	"\bdeadline\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x17\n" +
 	"\anode_id\x18\x18 \x01(\tR\x06nodeId\x12(\n" +
 	"\x05usage\x18\x19 \x01(\v2\x12.conclave.v1.UsageR\x05usage\x12\x12\n" +
-	"\x04cost\x18\x1a \x01(\x01R\x04costB\x12\n" +
-	"\x10_timeout_seconds\"\x8e\x03\n" +
+	"\x04cost\x18\x1a \x01(\x01R\x04cost\x122\n" +
+	"\x06quorum\x18\x1b \x01(\v2\x1a.conclave.v1.QuorumOutcomeR\x06quorumB\x12\n" +
+	"\x10_timeout_seconds\"\xa3\x01\n" +
+	"\rQuorumOutcome\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
+	"\x05asked\x18\x02 \x01(\x05R\x05asked\x12\x1a\n" +
+	"\bselected\x18\x03 \x01(\x05R\bselected\x12\x14\n" +
+	"\x05waves\x18\x04 \x01(\x05R\x05waves\x12\x18\n" +
+	"\astopped\x18\x05 \x01(\tR\astopped\x12\x1c\n" +
+	"\tposterior\x18\x06 \x01(\x01R\tposterior\"\x8e\x03\n" +
 	"\x0eClassification\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x1e\n" +
 	"\n" +
@@ -3986,14 +4128,17 @@ const file_conclave_proto_rawDesc = "" +
 	"answerKind\">\n" +
 	"\x06Signal\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x18\n" +
-	"\akeyword\x18\x02 \x01(\tR\akeyword\"\xd5\x01\n" +
+	"\akeyword\x18\x02 \x01(\tR\akeyword\"\x8c\x02\n" +
 	"\tBlueprint\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aworkers\x18\x02 \x01(\x05R\aworkers\x12'\n" +
 	"\x0ftimeout_seconds\x18\x03 \x01(\x01R\x0etimeoutSeconds\x12\x1a\n" +
 	"\bstrategy\x18\x04 \x01(\tR\bstrategy\x12#\n" +
 	"\rmin_responses\x18\x05 \x01(\x05R\fminResponses\x120\n" +
-	"\x14quorum_grace_seconds\x18\x06 \x01(\x01R\x12quorumGraceSeconds\"\x9d\x02\n" +
+	"\x14quorum_grace_seconds\x18\x06 \x01(\x01R\x12quorumGraceSeconds\x12\x16\n" +
+	"\x06quorum\x18\a \x01(\tR\x06quorum\x12\x1d\n" +
+	"\n" +
+	"quorum_tau\x18\b \x01(\x01R\tquorumTau\"\x9d\x02\n" +
 	"\tSelection\x12\x16\n" +
 	"\x06policy\x18\x01 \x01(\tR\x06policy\x12'\n" +
 	"\x05picks\x18\x02 \x03(\v2\x11.conclave.v1.PickR\x05picks\x12\x1a\n" +
@@ -4318,110 +4463,112 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 44)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
 	(*Execution)(nil),             // 2: conclave.v1.Execution
-	(*Classification)(nil),        // 3: conclave.v1.Classification
-	(*Signal)(nil),                // 4: conclave.v1.Signal
-	(*Blueprint)(nil),             // 5: conclave.v1.Blueprint
-	(*Selection)(nil),             // 6: conclave.v1.Selection
-	(*Pick)(nil),                  // 7: conclave.v1.Pick
-	(*Skip)(nil),                  // 8: conclave.v1.Skip
-	(*WorkerResult)(nil),          // 9: conclave.v1.WorkerResult
-	(*ArbiterDecision)(nil),       // 10: conclave.v1.ArbiterDecision
-	(*Phases)(nil),                // 11: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 12: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 13: conclave.v1.Retry
-	(*Failure)(nil),               // 14: conclave.v1.Failure
-	(*Problem)(nil),               // 15: conclave.v1.Problem
-	(*Usage)(nil),                 // 16: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 17: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 18: conclave.v1.Job
-	(*Dispatch)(nil),              // 19: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 20: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 21: conclave.v1.JobStarted
-	(*JobResult)(nil),             // 22: conclave.v1.JobResult
-	(*Acquire)(nil),               // 23: conclave.v1.Acquire
-	(*Permit)(nil),                // 24: conclave.v1.Permit
-	(*Outcome)(nil),               // 25: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 26: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 27: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 28: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 29: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 30: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 31: conclave.v1.Votes
-	(*Reward)(nil),                // 32: conclave.v1.Reward
-	(*GetExecution)(nil),          // 33: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 34: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 35: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 36: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 37: conclave.v1.Flush
-	(*Flushed)(nil),               // 38: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 39: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 40: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 41: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 42: conclave.v1.AgentHello
-	nil,                           // 43: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 44: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 45: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 46: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 47: actor.PID
+	(*QuorumOutcome)(nil),         // 3: conclave.v1.QuorumOutcome
+	(*Classification)(nil),        // 4: conclave.v1.Classification
+	(*Signal)(nil),                // 5: conclave.v1.Signal
+	(*Blueprint)(nil),             // 6: conclave.v1.Blueprint
+	(*Selection)(nil),             // 7: conclave.v1.Selection
+	(*Pick)(nil),                  // 8: conclave.v1.Pick
+	(*Skip)(nil),                  // 9: conclave.v1.Skip
+	(*WorkerResult)(nil),          // 10: conclave.v1.WorkerResult
+	(*ArbiterDecision)(nil),       // 11: conclave.v1.ArbiterDecision
+	(*Phases)(nil),                // 12: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 13: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 14: conclave.v1.Retry
+	(*Failure)(nil),               // 15: conclave.v1.Failure
+	(*Problem)(nil),               // 16: conclave.v1.Problem
+	(*Usage)(nil),                 // 17: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 18: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 19: conclave.v1.Job
+	(*Dispatch)(nil),              // 20: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 21: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 22: conclave.v1.JobStarted
+	(*JobResult)(nil),             // 23: conclave.v1.JobResult
+	(*Acquire)(nil),               // 24: conclave.v1.Acquire
+	(*Permit)(nil),                // 25: conclave.v1.Permit
+	(*Outcome)(nil),               // 26: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 27: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 28: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 29: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 30: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 31: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 32: conclave.v1.Votes
+	(*Reward)(nil),                // 33: conclave.v1.Reward
+	(*GetExecution)(nil),          // 34: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 35: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 36: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 37: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 38: conclave.v1.Flush
+	(*Flushed)(nil),               // 39: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 40: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 41: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 42: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 43: conclave.v1.AgentHello
+	nil,                           // 44: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 45: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 46: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 48: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	45, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	46, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	46, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	46, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	45, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
-	3,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
-	5,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
-	6,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
-	9,  // 8: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
-	10, // 9: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	11, // 10: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	12, // 11: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	13, // 12: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	14, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	12, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	46, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	46, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	16, // 17: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
-	4,  // 18: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	7,  // 19: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	43, // 20: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	8,  // 21: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	16, // 22: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	16, // 23: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	15, // 24: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	46, // 25: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	18, // 26: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	47, // 27: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	16, // 28: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	17, // 29: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	46, // 30: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	47, // 31: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	17, // 32: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 33: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 34: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	29, // 35: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	46, // 36: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	10, // 37: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	2,  // 38: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	44, // 39: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	12, // 40: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	40, // 41: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	41, // 42: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	22, // 43: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	20, // 44: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	42, // 45: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	18, // 46: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	47, // [47:47] is the sub-list for method output_type
-	47, // [47:47] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	46, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	47, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	47, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	47, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	46, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	4,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
+	6,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
+	7,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
+	10, // 8: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
+	11, // 9: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
+	12, // 10: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	13, // 11: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	14, // 12: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	15, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	13, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	47, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	47, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	17, // 17: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	3,  // 18: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
+	5,  // 19: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	8,  // 20: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	44, // 21: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	9,  // 22: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	17, // 23: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	17, // 24: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	16, // 25: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	47, // 26: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	19, // 27: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	48, // 28: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	17, // 29: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	18, // 30: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	47, // 31: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	48, // 32: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	18, // 33: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 34: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 35: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	30, // 36: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	47, // 37: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	11, // 38: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	2,  // 39: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	45, // 40: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	13, // 41: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	41, // 42: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	42, // 43: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	23, // 44: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	21, // 45: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	43, // 46: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	19, // 47: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -4431,9 +4578,9 @@ func file_conclave_proto_init() {
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[1].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[17].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[34].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[38].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[18].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[35].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[39].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -4446,7 +4593,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   44,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

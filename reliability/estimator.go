@@ -103,15 +103,24 @@ func New(cfg Config) *Estimator {
 // without answers there, its accuracy over all categories, or the prior's.
 func (e *Estimator) Accuracy(category, model string) float64 { return e.cur.Accuracy(category, model) }
 
+// MinAnswers is the fewest answers a prompt needs to teach the estimator anything: with two, models
+// that agree can only confirm each other (the one-coin model cannot tell two right from two alike
+// and wrong), and an adaptive quorum that stops at two agreeing answers would lock onto them.
+const MinAnswers = 3
+
 // Observe adds a prompt's votes, credits them with the current estimates, and refits when the
-// category is due. It reports whether it refitted.
+// category is due. It reports whether it refitted. A prompt with fewer than MinAnswers answers is
+// left out.
 func (e *Estimator) Observe(cat string, votes []Vote) bool {
-	groups := 0
+	groups, answers := 0, 0
 	for _, v := range votes {
 		groups = max(groups, v.Group+1)
+		if v.Group >= 0 {
+			answers++
+		}
 	}
-	if groups == 0 {
-		return false // nobody answered: nothing to learn
+	if answers < MinAnswers {
+		return false
 	}
 	c := e.categories[cat]
 	if c == nil {

@@ -90,17 +90,25 @@ func TestTheWindowKeepsTheLatestPrompts(t *testing.T) {
 
 func TestAViewNeverChanges(t *testing.T) {
 	e := New(Config{})
-	e.Observe("quiz", []Vote{{"a", 0}, {"b", 0}})
+	e.Observe("quiz", []Vote{{"a", 0}, {"b", 0}, {"c", 0}})
 	v := e.View()
-	before, _ := v.Get("quiz", "a")
+	before, ok := v.Get("quiz", "a")
+	if !ok {
+		t.Fatal("no estimate after a prompt")
+	}
 	for range 30 {
 		e.Observe("quiz", []Vote{{"a", 1}, {"b", 0}, {"c", 0}})
 	}
 	if after, _ := v.Get("quiz", "a"); after != before {
 		t.Fatalf("a published view changed: %+v then %+v", before, after)
 	}
-	if e.Observe("quiz", []Vote{{"a", -1}}) {
-		t.Fatal("a prompt nobody answered refitted")
+	for _, votes := range [][]Vote{{{"a", -1}}, {{"a", 0}, {"b", 0}}, {{"a", 0}, {"b", 0}, {"c", -1}}} {
+		if e.Observe("quiz", votes) {
+			t.Fatalf("a prompt with fewer than %d answers refitted: %v", MinAnswers, votes)
+		}
+	}
+	if got, _ := e.View().Get("quiz", "b"); got.Answers != 31 {
+		t.Fatalf("prompts with fewer than %d answers were counted: %+v", MinAnswers, got)
 	}
 }
 

@@ -33,6 +33,7 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	workers := fs.Int("workers", 5, "models asked per prompt")
 	quorum := fs.Int("min-responses", 3, "min_responses")
 	strategy := fs.String("strategy", "majority", "consensus strategy")
+	quorumMode := fs.String("quorum", "fixed", "fixed (ask every model at once) or adaptive (best-first in waves of min-responses until the answer is settled)")
 	categoryBy := fs.String("category-by", "dataset", "bandit categories: dataset, subject or classify")
 	limit := fs.Int("limit", 0, "at most this many prompts per dataset (0: all)")
 	latency := fs.Duration("latency", 0, "median latency of every replayed model (0: none, deterministic)")
@@ -69,7 +70,7 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var reports []*eval.Report
 	for _, s := range seeds {
 		rep, err := eval.Evaluate(ctx, eval.Options{
-			Data: rd, Runs: runList, Seed: s, Workers: *workers, Quorum: *quorum, Strategy: *strategy, CategoryBy: *categoryBy,
+			Data: rd, Runs: runList, Seed: s, Workers: *workers, Quorum: *quorum, Strategy: *strategy, QuorumMode: *quorumMode, CategoryBy: *categoryBy,
 			Every: *every, Latency: providers.Latency{Median: *latency, Sigma: 0.3},
 			Progress: func(run string, done, total int) {
 				if time.Since(lastReport) > 5*time.Second || done == total {
