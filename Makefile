@@ -41,10 +41,11 @@ soak: build
 	$(GO) run ./bench/load --conclave $(BIN) --sustained $(SOAK_REQUESTS) --sustained-concurrency 32
 
 # eval replays the shared dev data (recorded answers of public models to public benchmarks) through the
-# real pipeline and writes reports/eval/report.{json,md,svg}.
+# real pipeline under seeds 1, 2 and 3 and writes reports/eval/report.{json,md,svg}: every figure as its
+# mean and range over the seeds (the chart is seed 1's).
 REPLAY ?= ../shared/data/replay
 eval: build
-	./$(BIN) eval --data $(REPLAY) --out reports/eval
+	./$(BIN) eval --data $(REPLAY) --seeds 1,2,3 --out reports/eval
 
 # proto regenerates messages/*.pb.go; it needs protoc (Debian: protobuf-compiler) and protoc-gen-go
 # (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12).

@@ -144,8 +144,10 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		r.judging[m.RequestId] = true
 		ask := &feedbackAsk{req: m, sender: ctx.Sender()}
 		if _, ok := r.pending[m.RequestId]; ok {
-			// The store must hold the record before its feedback: wait for the write.
+			// The store must hold the record before its feedback: write it now rather than at the
+			// next tick, and answer once it is written.
 			r.awaiting[m.RequestId] = append(r.awaiting[m.RequestId], ask)
+			r.write(ctx)
 			return
 		}
 		r.judge(ctx, ask, nil)
