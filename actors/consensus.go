@@ -144,7 +144,7 @@ func (a *ConsensusActor) responses() []consensus.Response {
 	resps := make([]consensus.Response, len(a.in.Candidates))
 	for i, c := range a.in.Candidates {
 		resps[i] = consensus.Response{Model: c.Model, Provider: c.Provider, Worker: c.Worker, Text: c.Text,
-			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability, Accuracy: c.Accuracy}
+			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability, Accuracy: c.Accuracy, Learned: c.Learned}
 	}
 	return resps
 }
@@ -179,6 +179,7 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 		reply.Contributed = r.Contributed
 		reply.Weighted = r.Weighted
 		reply.Posterior = r.Posterior
+		reply.Unjudged = r.Unjudged
 		for _, g := range r.Groups {
 			reply.Groups = append(reply.Groups, int32(g))
 		}

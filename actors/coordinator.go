@@ -467,7 +467,8 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 			capability = m.Capability(c.plan.Category)
 		}
 		in.Candidates = append(in.Candidates, &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: j.Record.Ref.(*messages.JobResult).Text,
-			Capability: capability, Recency: c.deps.Dir.Arms.Arm(c.plan.Category, s.Model).Recency, Reliability: rel})
+			Capability: capability, Recency: c.deps.Dir.Arms.Arm(c.plan.Category, s.Model).Recency, Reliability: rel,
+			Learned: c.deps.Dir.Arms.Accuracy(c.plan.Category, s.Model)})
 		if c.deps.Reward == feedback.Reliability {
 			in.Candidates[i].Accuracy = c.deps.Dir.Arms.Accuracy(c.plan.Category, s.Model)
 		}
@@ -534,7 +535,7 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 		ctx.Send(c.deps.Dir.Bandit, votes)
 	}
 	judge := feedback.ByConsensus(c.deps.Reward)
-	if r == nil {
+	if r == nil || r.Unjudged { // no consensus, or one that judged nobody: only faults are penalised
 		judge = func(feedback.Call) (float64, string, bool) { return 0, "", false }
 	}
 	for _, u := range feedback.Rewards(calls, judge) {

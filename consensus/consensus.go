@@ -43,6 +43,9 @@ type Response struct {
 	// Accuracy is the estimated probability that the model answers the task's category right (its
 	// arm's mean); zero when not known. Majority voting on categorical answers weighs votes by it.
 	Accuracy float64
+	// Learned is the model's learned quality in the category (its arm, pooled across categories);
+	// zero when not known. Free text is chosen by it when no arbiter model judged.
+	Learned float64
 }
 
 // Weights of the weighted score.
@@ -113,6 +116,9 @@ type Result struct {
 	Disagreement []string `json:"disagreement"`
 	// Synthesis is true when the answer is the arbiter's unified answer rather than one response.
 	Synthesis bool `json:"synthesis,omitempty"`
+	// Unjudged is true when the decision says nothing of the answers' quality (free text chosen by the
+	// models' learned quality): rewarding from it would only confirm what was learned.
+	Unjudged bool `json:"unjudged,omitempty"`
 }
 
 // Contributors returns the indices of the responses that contributed.
@@ -140,12 +146,19 @@ func Decide(in Input) (Result, error) {
 	var r Result
 	switch in.Strategy {
 	case blueprints.Majority:
-		if b.reliable() {
+		switch {
+		case b.reliable():
 			r = b.reliabilityVote()
-		} else {
+		case b.freeText():
+			r = b.byLearned()
+		default:
 			r = b.vote(false)
 		}
 	case blueprints.Weighted:
+		if v == nil && b.freeText() {
+			r = b.byLearned()
+			break
+		}
 		r = b.vote(true)
 		if v != nil {
 			r.Arbiter = in.Arbiter

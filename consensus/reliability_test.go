@@ -85,3 +85,35 @@ func TestReliabilityVote(t *testing.T) {
 		})
 	}
 }
+
+func TestFreeTextIsChosenByLearnedQuality(t *testing.T) {
+	long := func(model, text string, learned float64) Response {
+		r := resp(model, text, 0.5)
+		r.Learned = learned
+		return r
+	}
+	// Two similar answers from weaker models and a different one from the model that proved itself:
+	// similarity would pick the pair, learned quality picks the proven model.
+	resps := []Response{
+		long("weak1", "Cache the rates in memory for an hour and refresh them from the provider on expiry", 0.3),
+		long("weak2", "Cache the rates in memory for one hour and refresh them from the provider when they expire", 0.35),
+		long("proven", "Keep a write-through cache in Redis keyed by currency pair with a short TTL and a stale fallback", 0.8),
+		long("blank", "", 0.9),
+	}
+	for _, s := range []blueprints.Strategy{blueprints.Majority, blueprints.Weighted} {
+		r, err := Decide(Input{Strategy: s, Responses: resps, Kind: Text})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Chosen != 2 || !r.Unjudged {
+			t.Fatalf("%s: chose %d (unjudged %v), want the proven model's answer", s, r.Chosen, r.Unjudged)
+		}
+	}
+	// Without learned quality the vote groups similar answers, as before.
+	for i := range resps {
+		resps[i].Learned = 0
+	}
+	if r, _ := Decide(Input{Strategy: blueprints.Majority, Responses: resps, Kind: Text}); r.Chosen == 2 || r.Unjudged {
+		t.Fatalf("without learned quality: chose %d, unjudged %v", r.Chosen, r.Unjudged)
+	}
+}

@@ -62,8 +62,9 @@ var DefaultRuns = []Run{
 	{"ucb1", "agreement"}, {"epsilon_greedy", "agreement"}, {"uniform", "agreement"},
 }
 
-// DefaultDatasets are the replay datasets with gold answers.
-var DefaultDatasets = []string{"mmlu-pro", "gsm", "crux", "math-l5"}
+// DefaultDatasets are the replay datasets: four with gold answers, and alpaca-eval's free text judged
+// by preference.
+var DefaultDatasets = []string{"mmlu-pro", "gsm", "crux", "math-l5", "alpaca-eval"}
 
 // Options configure an evaluation. The zero value of each field means its default.
 type Options struct {
@@ -131,7 +132,9 @@ type Report struct {
 	Datasets   map[string]*DatasetReport `json:"datasets"`
 	Overall    *DatasetReport            `json:"overall"`
 	Timeline   []Point                   `json:"timeline"`
-	Elapsed    string                    `json:"elapsed"`
+	// FreeText scores the free-text prompts (alpaca-eval) by judge preference; nil without them.
+	FreeText *OpenReport `json:"free_text,omitempty"`
+	Elapsed  string      `json:"elapsed"`
 }
 
 // DatasetReport compares the runs with the baselines on one dataset (or overall).
@@ -206,12 +209,23 @@ func Evaluate(ctx context.Context, opts Options) (*Report, error) {
 	opts.defaults()
 	began := time.Now()
 	items := order(opts.Data.Records, opts.Seed, opts.CategoryBy)
-	if len(items) == 0 {
-		return nil, fmt.Errorf("no prompt with a gold answer")
+	open := openItems(opts.Data.Records, opts.Seed)
+	if len(items) == 0 && len(open) == 0 {
+		return nil, fmt.Errorf("no prompt with a gold answer or judged answers")
 	}
 	hind := hindsight(items)
 	rep := &Report{Seed: opts.Seed, Workers: opts.Workers, Quorum: opts.Quorum, Strategy: opts.Strategy, QuorumMode: opts.QuorumMode, CategoryBy: opts.CategoryBy,
 		Prompts: len(items), Merged: opts.Data.Merged, Datasets: map[string]*DatasetReport{}}
+	if len(open) > 0 {
+		var err error
+		if rep.FreeText, err = evaluateOpen(ctx, open, opts); err != nil {
+			return nil, err
+		}
+	}
+	if len(items) == 0 {
+		rep.Elapsed = time.Since(began).Round(time.Millisecond).String()
+		return rep, nil
+	}
 	baselines(rep, items, hind, opts)
 	for _, run := range opts.Runs {
 		rep.Runs = append(rep.Runs, run.Name())
@@ -242,9 +256,14 @@ func order(records []*providers.ReplayRecord, seed uint64, categoryBy string) []
 		sort.Strings(it.models)
 		items = append(items, it)
 	}
+	shuffle(items, seed)
+	return items
+}
+
+// shuffle orders items by the seed, so that datasets interleave like mixed traffic.
+func shuffle(items []item, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0xe7a1))
 	rng.Shuffle(len(items), func(i, j int) { items[i], items[j] = items[j], items[i] })
-	return items
 }
 
 func categoryKey(r *providers.ReplayRecord, by string) string {

@@ -234,3 +234,38 @@ func TestSummarizeGivesMeanAndRangeOverSeeds(t *testing.T) {
 		t.Fatalf("table:\n%s", table.String())
 	}
 }
+
+func TestFreeTextFeedbackLearnsWhoWritesBest(t *testing.T) {
+	prefs := map[string]float64{"great": 0.8, "good": 0.6, "fair": 0.3, "poor": 0.1, "bad": 0.05, "worse": 0.05}
+	d := &providers.ReplayData{}
+	for i := range 150 {
+		rec := &providers.ReplayRecord{ID: fmt.Sprintf("chat/%d", i), Dataset: "alpaca-eval", Category: "chat", Kind: "open",
+			Prompt: fmt.Sprintf("Write a note about topic %d.", i), Answers: map[string]providers.ReplayResponse{}}
+		for m, p := range prefs {
+			p := p
+			rec.Answers[m] = providers.ReplayResponse{Preference: &p, Text: fmt.Sprintf("A note by %s about topic %d, with several sentences of its own.", m, i)}
+		}
+		d.Add(rec)
+	}
+	rep, err := Evaluate(context.Background(), Options{Data: d, Seed: 1, Workers: 3, Quorum: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ft := rep.FreeText
+	if ft == nil || ft.Prompts != 150 || ft.BestSingle.Models[0] != "great" {
+		t.Fatalf("free text %+v", ft)
+	}
+	fb, free := ft.Runs["thompson/feedback"], ft.Runs["thompson/agreement"]
+	t.Logf("feedback %+v; label-free %+v", fb, free)
+	if fb.Preference <= fb.RandomMember+0.1 || fb.Preference > fb.BestMember {
+		t.Fatalf("with feedback the answer should beat a random panel member: %+v", fb)
+	}
+	if free.ModelsPerPrompt != 3 || free.Failed != 0 {
+		t.Fatalf("label-free run %+v", free)
+	}
+	var table strings.Builder
+	rep.WriteTable(&table)
+	if !strings.Contains(table.String(), "| thompson/feedback |") {
+		t.Fatalf("table:\n%s", table.String())
+	}
+}

@@ -11,6 +11,10 @@ import (
 // WriteTable writes the report as a Markdown table: per dataset and overall, each run's accuracy and
 // regret next to the baselines.
 func (r *Report) WriteTable(w io.Writer) {
+	defer r.FreeText.writeTable(w)
+	if r.Overall == nil {
+		return
+	}
 	names := make([]string, 0, len(r.Datasets))
 	for n := range r.Datasets {
 		names = append(names, n)
@@ -49,9 +53,32 @@ func (r *Report) WriteTable(w io.Writer) {
 
 func pct(x float64) string { return fmt.Sprintf("%.1f%%", 100*x) }
 
+// writeTable writes the free-text scores: each run's mean judge preference against the panel's.
+func (o *OpenReport) writeTable(w io.Writer) {
+	if o == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nfree text (alpaca-eval): %d prompts, mean judge preference of the answer returned; best single model in hindsight %s (%s)\n\n",
+		o.Prompts, pct(o.BestSingle.Accuracy), strings.Join(o.BestSingle.Models, ", "))
+	fmt.Fprintf(w, "| run | answer returned | random panel member | best panel member | models per prompt |\n|---|---:|---:|---:|---:|\n")
+	runs := make([]string, 0, len(o.Runs))
+	for name := range o.Runs {
+		runs = append(runs, name)
+	}
+	sort.Strings(runs)
+	for _, name := range runs {
+		x := o.Runs[name]
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %.2f |\n", name, pct(x.Preference), pct(x.RandomMember), pct(x.BestMember), x.ModelsPerPrompt)
+	}
+}
+
 // WriteSVG draws accuracy and cumulative regret against prompts seen, one line per run, with the best
 // single model and the oracle ensemble as dashed references on the accuracy chart.
 func (r *Report) WriteSVG(w io.Writer) error {
+	if r.Overall == nil { // free text only: nothing to chart
+		_, err := io.WriteString(w, `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>`+"\n")
+		return err
+	}
 	const width, height, pad, gap = 960, 460, 60, 40
 	plotW := (width - 2*pad - gap) / 2
 	plotH := height - 2*pad - 80

@@ -72,15 +72,15 @@ func oracleVote(it item, models []string, acc map[string]float64) bool {
 	return err == nil && correct(it.rec.Kind, res.Answer, *it.rec.Gold)
 }
 
-// online runs one configuration of the real pipeline over the items, in order.
-func online(ctx context.Context, rep *Report, items []item, h hindsightTable, run Run, opts Options) error {
+// newEngine starts the real pipeline for a run over the items, on the replayed answers.
+func newEngine(items []item, run Run, opts Options) (*engine.Engine, error) {
 	cfg := config.Default()
 	cfg.Seed = opts.Seed
 	cfg.NodeID = "eval" // the node id enters the random streams: fixed, so a seed replays on any machine
 	cfg.Policy = run.Policy
 	cfg.Reward = run.Reward
-	if run.Reward == "gold" {
-		cfg.Reward = "external"
+	if run.Reward == "gold" || run.Reward == "feedback" {
+		cfg.Reward = "external" // the truth, or the judge's scores, come back through the feedback API
 	}
 	cfg.RateLimits = map[string]ratelimit.Limits{}
 	cfg.WorkerSlots = 64
@@ -89,15 +89,20 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 	cfg.Retry.Scale = 0.0001
 	cat, err := opts.Data.Catalog()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	bps, err := evalBlueprints(items, opts)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	backend := providers.NewReplay(opts.Data, opts.Seed)
 	backend.Latency = opts.Latency
-	e, err := engine.New(engine.Options{Config: cfg, Log: opts.Log, Catalog: cat, Backend: backend, Blueprints: bps})
+	return engine.New(engine.Options{Config: cfg, Log: opts.Log, Catalog: cat, Backend: backend, Blueprints: bps})
+}
+
+// online runs one configuration of the real pipeline over the items, in order.
+func online(ctx context.Context, rep *Report, items []item, h hindsightTable, run Run, opts Options) error {
+	e, err := newEngine(items, run, opts)
 	if err != nil {
 		return err
 	}

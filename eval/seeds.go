@@ -41,7 +41,21 @@ type Summary struct {
 	Datasets   map[string]map[string]RunStats `json:"datasets"`
 	BestSingle map[string]float64             `json:"best_single"`
 	Oracle     map[string]float64             `json:"oracle_ensemble"`
-	Reports    []*Report                      `json:"reports"`
+	// FreeText holds, per free-text run, the mean judge preferences over the seeds.
+	FreeText map[string]OpenStats `json:"free_text,omitempty"`
+	Reports  []*Report            `json:"reports"`
+}
+
+// OpenStats are a free-text run's preferences over the seeds.
+type OpenStats struct {
+	Preference   Stat    `json:"preference"`
+	RandomMember Stat    `json:"random_member"`
+	BestMember   Stat    `json:"best_member"`
+	BestSingle   float64 `json:"best_single"`
+}
+
+func spanOf(x Stat, f func(float64) string) string {
+	return fmt.Sprintf("%s (%s–%s)", f(x.Mean), f(x.Min), f(x.Max))
 }
 
 // Overall names the whole stream among a summary's datasets.
@@ -54,12 +68,26 @@ func Summarize(reports []*Report) *Summary {
 		return s
 	}
 	s.Runs = reports[0].Runs
+	for _, r := range reports {
+		s.Seeds = append(s.Seeds, r.Seed)
+	}
+	if reports[0].FreeText != nil {
+		s.FreeText = map[string]OpenStats{}
+		for run := range reports[0].FreeText.Runs {
+			var pref, random, best []float64
+			for _, r := range reports {
+				x := r.FreeText.Runs[run]
+				pref, random, best = append(pref, x.Preference), append(random, x.RandomMember), append(best, x.BestMember)
+			}
+			s.FreeText[run] = OpenStats{Preference: stat(pref), RandomMember: stat(random), BestMember: stat(best), BestSingle: reports[0].FreeText.BestSingle.Accuracy}
+		}
+	}
+	if reports[0].Overall == nil {
+		return s
+	}
 	datasets := map[string]func(*Report) *DatasetReport{Overall: func(r *Report) *DatasetReport { return r.Overall }}
 	for name := range reports[0].Datasets {
 		datasets[name] = func(r *Report) *DatasetReport { return r.Datasets[name] }
-	}
-	for _, r := range reports {
-		s.Seeds = append(s.Seeds, r.Seed)
 	}
 	for name, of := range datasets {
 		s.BestSingle[name] = of(reports[0]).BestSingle.Accuracy
@@ -94,6 +122,10 @@ func (s *Summary) WriteTable(w io.Writer) {
 		seeds[i] = fmt.Sprint(x)
 	}
 	fmt.Fprintf(w, "seeds %s: mean (min–max)\n\n", strings.Join(seeds, ", "))
+	defer s.writeFreeText(w)
+	if len(s.Datasets) == 0 {
+		return
+	}
 	fmt.Fprintf(w, "| | %s |\n|---|%s\n", strings.Join(names, " | "), strings.Repeat("---:|", len(names)))
 	row := func(label string, cell func(name string) string) {
 		cells := make([]string, len(names))
@@ -104,9 +136,7 @@ func (s *Summary) WriteTable(w io.Writer) {
 	}
 	row("best single model in hindsight", func(n string) string { return pct(s.BestSingle[n]) })
 	row("oracle majority", func(n string) string { return pct(s.Oracle[n]) })
-	span := func(x Stat, f func(float64) string) string {
-		return fmt.Sprintf("%s (%s–%s)", f(x.Mean), f(x.Min), f(x.Max))
-	}
+	span := spanOf
 	one := func(x float64) string { return fmt.Sprintf("%.1f", x) }
 	two := func(x float64) string { return fmt.Sprintf("%.2f", x) }
 	for _, run := range s.Runs {
@@ -114,5 +144,21 @@ func (s *Summary) WriteTable(w io.Writer) {
 		row(run+" second half", func(n string) string { return span(s.Datasets[n][run].SecondHalf, pct) })
 		row(run+" regret", func(n string) string { return span(s.Datasets[n][run].Regret, one) })
 		row(run+" models per prompt", func(n string) string { return span(s.Datasets[n][run].ModelsPerPrompt, two) })
+	}
+}
+
+func (s *Summary) writeFreeText(w io.Writer) {
+	if len(s.FreeText) == 0 {
+		return
+	}
+	runs := make([]string, 0, len(s.FreeText))
+	for run := range s.FreeText {
+		runs = append(runs, run)
+	}
+	sort.Strings(runs)
+	fmt.Fprintf(w, "\nfree text (alpaca-eval), mean judge preference: mean (min–max)\n\n| run | answer returned | random panel member | best panel member | best single model in hindsight |\n|---|---:|---:|---:|---:|\n")
+	for _, run := range runs {
+		x := s.FreeText[run]
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", run, spanOf(x.Preference, pct), spanOf(x.RandomMember, pct), spanOf(x.BestMember, pct), pct(x.BestSingle))
 	}
 }

@@ -644,7 +644,10 @@ func (t *SSH) Close() error {
 		a.session.Close()
 	}
 	if c != nil {
-		return c.Close()
+		// The agent session's end may have closed the connection first (its reader drops it).
+		if err := c.Close(); err != nil && !errors.Is(err, net.ErrClosed) {
+			return fmt.Errorf("worker %s: close: %w", t.host.Name, err)
+		}
 	}
 	return nil
 }

@@ -3087,7 +3087,9 @@ type Candidate struct {
 	Recency     float64                `protobuf:"fixed64,6,opt,name=recency,proto3" json:"recency,omitempty"`
 	Reliability float64                `protobuf:"fixed64,7,opt,name=reliability,proto3" json:"reliability,omitempty"`
 	// accuracy is the model's estimated accuracy in the category, which weighs its vote.
-	Accuracy      float64 `protobuf:"fixed64,8,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
+	Accuracy float64 `protobuf:"fixed64,8,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
+	// learned is the model's learned quality in the category, by which free text is chosen.
+	Learned       float64 `protobuf:"fixed64,9,opt,name=learned,proto3" json:"learned,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3178,6 +3180,13 @@ func (x *Candidate) GetAccuracy() float64 {
 	return 0
 }
 
+func (x *Candidate) GetLearned() float64 {
+	if x != nil {
+		return x.Learned
+	}
+	return 0
+}
+
 type ConsensusResult struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Decision    *ArbiterDecision       `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
@@ -3188,7 +3197,9 @@ type ConsensusResult struct {
 	// posterior is each candidate's probability of being right, for a reliability-weighted vote.
 	Posterior []float64 `protobuf:"fixed64,6,rep,packed,name=posterior,proto3" json:"posterior,omitempty"`
 	// groups numbers each candidate's answer among the distinct ones of that vote (-1: no answer).
-	Groups        []int32 `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	Groups []int32 `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	// unjudged: the decision says nothing of the answers' quality (free text chosen by learned quality).
+	Unjudged      bool `protobuf:"varint,8,opt,name=unjudged,proto3" json:"unjudged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3270,6 +3281,13 @@ func (x *ConsensusResult) GetGroups() []int32 {
 		return x.Groups
 	}
 	return nil
+}
+
+func (x *ConsensusResult) GetUnjudged() bool {
+	if x != nil {
+		return x.Unjudged
+	}
+	return false
 }
 
 // Votes is what a reliability-weighted vote tells the reliability estimator: each model's answer,
@@ -4370,7 +4388,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\bdeadline\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vanswer_kind\x18\v \x01(\tR\n" +
-	"answerKind\"\xe1\x01\n" +
+	"answerKind\"\xfb\x01\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -4381,7 +4399,8 @@ const file_conclave_proto_rawDesc = "" +
 	"capability\x12\x18\n" +
 	"\arecency\x18\x06 \x01(\x01R\arecency\x12 \n" +
 	"\vreliability\x18\a \x01(\x01R\vreliability\x12\x1a\n" +
-	"\baccuracy\x18\b \x01(\x01R\baccuracy\"\xf1\x01\n" +
+	"\baccuracy\x18\b \x01(\x01R\baccuracy\x12\x18\n" +
+	"\alearned\x18\t \x01(\x01R\alearned\"\x8d\x02\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +
@@ -4389,7 +4408,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\bweighted\x18\x04 \x03(\x01R\bweighted\x12\x18\n" +
 	"\afailure\x18\x05 \x01(\tR\afailure\x12\x1c\n" +
 	"\tposterior\x18\x06 \x03(\x01R\tposterior\x12\x16\n" +
-	"\x06groups\x18\a \x03(\x05R\x06groups\"S\n" +
+	"\x06groups\x18\a \x03(\x05R\x06groups\x12\x1a\n" +
+	"\bunjudged\x18\b \x01(\bR\bunjudged\"S\n" +
 	"\x05Votes\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +
