@@ -1,4 +1,4 @@
-// Package classify owns task classification: which of 15 primary categories a task belongs to, how sure
+// Package classify owns task classification: which of 22 categories a task belongs to, how sure
 // that is, and the task's metadata (programming language, complexity, context length). It combines the
 // specification's keyword signals with a multinomial naive Bayes model trained on a labelled set of example
 // tasks shipped with the package, and it answers General when unsure.
@@ -301,7 +301,7 @@ func hasSignal(signals []Signal, phrase string) bool {
 }
 
 // maxCategories bounds the category count so per-call scores live on the stack.
-const maxCategories = 16
+const maxCategories = 32
 
 // Temperature returns the fitted calibration temperature.
 func (c *Classifier) Temperature() float64 { return c.temperature }

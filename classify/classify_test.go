@@ -161,6 +161,8 @@ func TestPriorities(t *testing.T) {
 		SecurityAudit: Critical, CodeReview: High, Architecture: High, Debugging: High, Troubleshooting: High,
 		Documentation: Low, Classification: Low, Summarization: Low, Implementation: Medium, Refactoring: Medium,
 		Testing: Medium, Research: Medium, Planning: Medium, Evaluation: Medium, General: Medium,
+		Translation: Medium, DataAnalysis: Medium, Brainstorming: Medium, Explanation: Medium, Comparison: Medium,
+		Configuration: Medium, Migration: Medium,
 	}
 	if len(want) != len(Categories) {
 		t.Fatalf("priorities cover %d of %d categories", len(want), len(Categories))

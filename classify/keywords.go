@@ -1,6 +1,7 @@
 package classify
 
-// Category is one of the 15 primary task categories.
+// Category is one of the task categories: the specification's 15 primary ones and the 7 secondary
+// ones that have blueprints of their own.
 type Category string
 
 // The primary categories. General is also the answer when the classifier is unsure.
@@ -20,12 +21,20 @@ const (
 	Evaluation      Category = "evaluation"
 	Troubleshooting Category = "troubleshooting"
 	General         Category = "general"
+	Translation     Category = "translation"
+	DataAnalysis    Category = "data_analysis"
+	Brainstorming   Category = "brainstorming"
+	Explanation     Category = "explanation"
+	Comparison      Category = "comparison"
+	Configuration   Category = "configuration"
+	Migration       Category = "migration"
 )
 
-// Categories lists the primary categories in a fixed order.
+// Categories lists the categories in a fixed order: the primary ones, then the secondary ones.
 var Categories = []Category{
 	CodeReview, SecurityAudit, Architecture, Implementation, Refactoring, Debugging, Testing,
 	Documentation, Research, Classification, Summarization, Planning, Evaluation, Troubleshooting, General,
+	Translation, DataAnalysis, Brainstorming, Explanation, Comparison, Configuration, Migration,
 }
 
 // Priority is how urgently a category's tasks are treated.
@@ -71,6 +80,14 @@ var keywords = map[Category][]string{
 	Planning:        {"plan", "roadmap", "milestone", "milestones", "schedule", "timeline", "sprint", "phases", "step by step", "rollout"},
 	Evaluation:      {"evaluate", "grade", "score", "rubric", "rate", "assess", "judge", "which is better", "better answer", "criteria"},
 	Troubleshooting: {"troubleshoot", "not working", "fails to start", "outage", "dns", "connection refused", "disk full", "crashloopbackoff", "unreachable", "keeps dropping", "server", "deployment"},
+	// The secondary categories' signals are ours: the words that plainly ask for them.
+	Translation:   {"translate", "translation", "translated", "into english", "into french", "into german", "into spanish", "into japanese", "localize", "localise", "localization"},
+	DataAnalysis:  {"analyze data", "analyse data", "dataset", "csv", "statistics", "statistical", "correlation", "distribution", "trend", "anomalies", "regression", "median"},
+	Brainstorming: {"brainstorm", "ideas", "ideas for", "names for", "suggest names", "come up", "list of ideas", "alternatives", "creative"},
+	Explanation:   {"explain", "explanation", "eli5", "walk me through", "understand", "intuition", "conceptually", "in plain terms"},
+	Comparison:    {"compare", "comparison", "versus", "vs", "pros and cons", "difference between", "which should", "better choice", "or should"},
+	Configuration: {"config", "configure", "configuration", "yaml", "dockerfile", "nginx", "terraform", "kubernetes manifest", "github actions", "ci pipeline", "helm"},
+	Migration:     {"migrate", "migration", "migrating", "upgrade", "port to", "move from", "switch from", "zero downtime", "backwards compatible"},
 }
 
 // keywordWeight is how much one matched keyword adds to its category's score, in units of the tempered

@@ -1,0 +1,58 @@
+package classify
+
+import (
+	"bufio"
+	"encoding/json"
+	"os"
+	"testing"
+)
+
+// The adversarial set was written apart from the training data, from real-world task shapes: clear
+// tasks (often without their category's signal words) and misleading ones (whose keywords point
+// elsewhere). These floors guard against regressions; the measured figures are logged.
+const minAdversarialClear, minAdversarialMisleading = 0.70, 0.40
+
+func TestAdversarialHeldOut(t *testing.T) {
+	f, err := os.Open("testdata/adversarial.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	c := classifier(t)
+	type tally struct{ right, seen int }
+	shapes := map[string]*tally{"clear": {}, "misleading": {}}
+	missed := map[string]map[Category]int{"clear": {}, "misleading": {}}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		var ex struct {
+			Category Category `json:"category"`
+			Shape    string   `json:"shape"`
+			Text     string   `json:"text"`
+		}
+		if err := json.Unmarshal(sc.Bytes(), &ex); err != nil {
+			t.Fatalf("line %d: %v", line, err)
+		}
+		s, ok := shapes[ex.Shape]
+		if !ok {
+			t.Fatalf("line %d: shape %q", line, ex.Shape)
+		}
+		s.seen++
+		if got := c.Classify(ex.Text).Category; got == ex.Category {
+			s.right++
+		} else {
+			missed[ex.Shape][ex.Category]++
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	for shape, floor := range map[string]float64{"clear": minAdversarialClear, "misleading": minAdversarialMisleading} {
+		s := shapes[shape]
+		acc := float64(s.right) / float64(max(s.seen, 1))
+		t.Logf("%s: %.1f%% (%d/%d); misses by category %v", shape, 100*acc, s.right, s.seen, missed[shape])
+		if s.seen == 0 || acc < floor {
+			t.Errorf("%s tasks: accuracy %.3f below %.2f", shape, acc, floor)
+		}
+	}
+}
