@@ -466,12 +466,13 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		if m, ok := c.deps.Catalog.Load().Get(s.Model); ok {
 			capability = m.Capability(c.plan.Category)
 		}
-		in.Candidates = append(in.Candidates, &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: j.Record.Ref.(*messages.JobResult).Text,
-			Capability: capability, Recency: c.deps.Dir.Arms.Arm(c.plan.Category, s.Model).Recency, Reliability: rel,
-			Learned: c.deps.Dir.Arms.Accuracy(c.plan.Category, s.Model)})
-		if c.deps.Reward == feedback.Reliability {
-			in.Candidates[i].Accuracy = c.deps.Dir.Arms.Accuracy(c.plan.Category, s.Model)
+		learned := c.deps.Dir.Arms.Accuracy(c.plan.Category, s.Model)
+		cand := &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: j.Record.Ref.(*messages.JobResult).Text,
+			Capability: capability, Recency: c.deps.Dir.Arms.Arm(c.plan.Category, s.Model).Recency, Reliability: rel, Learned: learned}
+		if c.deps.Reward == feedback.Reliability { // votes weigh by accuracy only where rewards measure it
+			cand.Accuracy = learned
 		}
+		in.Candidates = append(in.Candidates, cand)
 		models[i] = s.Model
 	}
 	if consensus.AsksArbiter(c.plan.Blueprint.Strategy) && len(in.Candidates) > 1 {

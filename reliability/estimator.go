@@ -1,6 +1,9 @@
 package reliability
 
-import "sort"
+import (
+	"maps"
+	"sort"
+)
 
 // Vote is one model's categorical answer to a prompt: Group numbers the prompt's distinct answers,
 // and is negative when the model gave none.
@@ -16,7 +19,9 @@ type Config struct {
 	// Sharing is how many pseudo-observations of a model's accuracy over all categories its estimate
 	// in one category starts from (hierarchical pooling); zero means DefaultSharing, negative none.
 	Sharing float64
-	// Sweeps is the number of EM sweeps of a refit; zero means DefaultSweeps.
+	// Sweeps is the number of EM sweeps of a refit during a category's warmup; zero means
+	// DefaultSweeps. Later refits make one sweep each: they start from the last fit, so EM goes on
+	// converging across them at a fraction of the cost.
 	Sweeps int
 	// RefitEvery is how many prompts of a category pass between refits once it has Warmup prompts;
 	// before that, every prompt refits. Zero means DefaultRefitEvery.
@@ -65,15 +70,8 @@ type Estimate struct {
 	Answers float64
 }
 
-// Snapshot is a set of estimates by category, then model; the estimator never changes one it has
-// published, it makes a new one.
-type Snapshot map[string]map[string]Estimate
-
-// Get returns a model's estimate in a category; ok is false when the category holds no answer of it.
-func (s Snapshot) Get(category, model string) (Estimate, bool) {
-	e, ok := s[category][model]
-	return e, ok
-}
+// sums are a model's credit and answers: what its accuracy is estimated from.
+type sums struct{ credit, answers float64 }
 
 type prompt struct {
 	votes  []Vote
@@ -91,12 +89,13 @@ type category struct {
 type Estimator struct {
 	cfg        Config
 	categories map[string]*category
-	cur        View
+	cur        *View
 }
 
 // New returns an empty estimator.
 func New(cfg Config) *Estimator {
-	return &Estimator{cfg: cfg.withDefaults(), categories: map[string]*category{}, cur: View{est: Snapshot{}, overall: map[string]float64{}}}
+	cfg = cfg.withDefaults()
+	return &Estimator{cfg: cfg, categories: map[string]*category{}, cur: &View{cats: map[string]map[string]sums{}, overall: map[string]sums{}, sharing: cfg.Sharing}}
 }
 
 // Accuracy returns a model's current accuracy in a category: its fitted estimate, or, for a model
@@ -110,7 +109,8 @@ const MinAnswers = 3
 
 // Observe adds a prompt's votes, credits them with the current estimates, and refits when the
 // category is due. It reports whether it refitted. A prompt with fewer than MinAnswers answers is
-// left out.
+// left out. Between refits the new credit (and the credit of the prompt it pushes out of the
+// window) updates the sums, so an observation costs the prompt, not the window.
 func (e *Estimator) Observe(cat string, votes []Vote) bool {
 	groups, answers := 0, 0
 	for _, v := range votes {
@@ -129,18 +129,25 @@ func (e *Estimator) Observe(cat string, votes []Vote) bool {
 	}
 	p := prompt{votes: append([]Vote(nil), votes...), groups: groups}
 	p.credit = e.credit(cat, &p)
+	var evicted *prompt
 	if len(c.prompts) < e.cfg.Window {
 		c.prompts = append(c.prompts, p)
 	} else {
+		old := c.prompts[c.next]
+		evicted = &old
 		c.prompts[c.next] = p
 		c.next = (c.next + 1) % e.cfg.Window
 	}
 	c.seen++
-	if c.seen <= e.cfg.Warmup || c.seen%e.cfg.RefitEvery == 0 {
-		e.Refit()
+	switch {
+	case c.seen <= e.cfg.Warmup:
+		e.refit(e.cfg.Sweeps)
+		return true
+	case c.seen%e.cfg.RefitEvery == 0:
+		e.refit(1)
 		return true
 	}
-	e.mStep() // the new prompt's credit enters the estimates at once
+	e.cur = e.cur.with(cat, &p, evicted)
 	return false
 }
 
@@ -155,75 +162,72 @@ func (e *Estimator) Credit(cat string, votes []Vote) []float64 {
 }
 
 func (e *Estimator) credit(cat string, p *prompt) []float64 {
-	acc := make([]float64, len(p.votes))
-	groupOf := make([]int, len(p.votes))
-	for i, v := range p.votes {
-		acc[i] = e.Accuracy(cat, v.Model)
-		groupOf[i] = v.Group
-	}
-	post := Posteriors(acc, groupOf, p.groups)
-	credit := make([]float64, len(p.votes))
-	for i, g := range groupOf {
-		if g >= 0 {
-			credit[i] = post[g]
-		}
-	}
-	return credit
+	return e.creditInto(make([]float64, len(p.votes)), cat, p)
 }
 
-// Refit runs the configured EM sweeps over every kept prompt.
-func (e *Estimator) Refit() {
-	for range e.cfg.Sweeps {
-		e.mStep()
+// creditInto is credit writing into dst, with stack buffers for prompts of usual size: a refit
+// credits every kept prompt several times.
+func (e *Estimator) creditInto(dst []float64, cat string, p *prompt) []float64 {
+	const usual = 16
+	var accBuf, postBuf [usual]float64
+	var groupBuf [usual]int
+	acc, groupOf, post := accBuf[:0], groupBuf[:0], postBuf[:0]
+	if len(p.votes) > usual || p.groups > usual {
+		acc, groupOf, post = make([]float64, 0, len(p.votes)), make([]int, 0, len(p.votes)), make([]float64, 0, p.groups)
+	}
+	cats := e.cur.cats[cat]
+	for _, v := range p.votes {
+		acc = append(acc, e.cur.accuracyIn(cats, v.Model))
+		groupOf = append(groupOf, v.Group)
+	}
+	post = posteriorsInto(post[:p.groups], acc, groupOf)
+	for i, g := range groupOf {
+		dst[i] = 0
+		if g >= 0 {
+			dst[i] = post[g]
+		}
+	}
+	return dst
+}
+
+// Refit runs the configured EM sweeps over every kept prompt: each sweep credits every answer with
+// the current estimates, then sets the estimates from the credits.
+func (e *Estimator) Refit() { e.refit(e.cfg.Sweeps) }
+
+func (e *Estimator) refit(sweeps int) {
+	// The view already sums every kept credit (Observe keeps it so), so a sweep starts with its E-step.
+	for range sweeps {
 		for cat, c := range e.categories {
 			for i := range c.prompts {
-				c.prompts[i].credit = e.credit(cat, &c.prompts[i])
+				e.creditInto(c.prompts[i].credit, cat, &c.prompts[i])
 			}
 		}
+		e.cur = e.fromCredits()
 	}
-	e.mStep()
 }
 
-// mStep sets every estimate from the credits: a model's accuracy over all categories from all its
-// credit, and in each category from its credit there plus Sharing pseudo-answers at the overall
-// accuracy.
-func (e *Estimator) mStep() {
-	type sums struct{ credit, answers float64 }
-	perCat := make(map[string]map[string]*sums, len(e.categories))
-	all := map[string]*sums{}
-	add := func(m map[string]*sums, model string, credit float64) {
-		s := m[model]
-		if s == nil {
-			s = &sums{}
-			m[model] = s
-		}
-		s.credit += credit
-		s.answers++
-	}
+// fromCredits sums every kept credit into a new view.
+func (e *Estimator) fromCredits() *View {
+	v := &View{cats: make(map[string]map[string]sums, len(e.categories)), overall: map[string]sums{}, sharing: e.cfg.Sharing}
 	for cat, c := range e.categories {
-		m := map[string]*sums{}
-		perCat[cat] = m
-		for _, p := range c.prompts {
-			for i, v := range p.votes {
-				add(m, v.Model, p.credit[i])
-				add(all, v.Model, p.credit[i])
+		m := map[string]sums{}
+		for i := range c.prompts {
+			p := &c.prompts[i]
+			for j, vote := range p.votes {
+				add(m, vote.Model, p.credit[j], 1)
+				add(v.overall, vote.Model, p.credit[j], 1)
 			}
 		}
+		v.cats[cat] = m
 	}
-	overall := make(map[string]float64, len(all))
-	for model, s := range all {
-		overall[model] = (s.credit + priorAlpha) / (s.answers + priorAlpha + priorBeta)
-	}
-	est := make(Snapshot, len(perCat))
-	for cat, m := range perCat {
-		byModel := make(map[string]Estimate, len(m))
-		for model, s := range m {
-			w := e.cfg.Sharing
-			byModel[model] = Estimate{Accuracy: (s.credit + priorAlpha + w*overall[model]) / (s.answers + priorAlpha + priorBeta + w), Answers: s.answers}
-		}
-		est[cat] = byModel
-	}
-	e.cur = View{est: est, overall: overall}
+	return v
+}
+
+func add(m map[string]sums, model string, credit, answers float64) {
+	s := m[model]
+	s.credit += credit
+	s.answers += answers
+	m[model] = s
 }
 
 // Categories lists the categories with prompts, sorted.
@@ -236,28 +240,74 @@ func (e *Estimator) Categories() []string {
 	return out
 }
 
-// View is an immutable reading of the estimates, safe to share between goroutines.
+// View is an immutable reading of the estimates, safe to share between goroutines: a model's
+// accuracy in a category is its share of credit there plus Sharing pseudo-answers at its accuracy
+// over all categories (hierarchical pooling).
 type View struct {
-	est     Snapshot
-	overall map[string]float64
+	cats    map[string]map[string]sums
+	overall map[string]sums
+	sharing float64
 }
 
 // View returns the current estimates; later observations never change it.
-func (e *Estimator) View() *View {
-	v := e.cur
-	return &v
+func (e *Estimator) View() *View { return e.cur }
+
+// with returns a copy of v with a prompt's credit added and an evicted prompt's taken away; only the
+// maps that change are copied.
+func (v *View) with(cat string, p, evicted *prompt) *View {
+	next := &View{cats: make(map[string]map[string]sums, len(v.cats)), overall: maps.Clone(v.overall), sharing: v.sharing}
+	maps.Copy(next.cats, v.cats)
+	m := maps.Clone(v.cats[cat])
+	if m == nil {
+		m = map[string]sums{}
+	}
+	for i, vote := range p.votes {
+		add(m, vote.Model, p.credit[i], 1)
+		add(next.overall, vote.Model, p.credit[i], 1)
+	}
+	if evicted != nil {
+		for i, vote := range evicted.votes {
+			add(m, vote.Model, -evicted.credit[i], -1)
+			add(next.overall, vote.Model, -evicted.credit[i], -1)
+		}
+	}
+	next.cats[cat] = m
+	return next
+}
+
+// overallAccuracy is a model's accuracy over all categories, or the prior's mean without answers.
+func (v *View) overallAccuracy(model string) float64 {
+	o := v.overall[model]
+	return (o.credit + priorAlpha) / (o.answers + priorAlpha + priorBeta)
 }
 
 // Get returns a model's estimate in a category; ok is false when the category holds no answer of it.
-func (v *View) Get(category, model string) (Estimate, bool) { return v.est.Get(category, model) }
+func (v *View) Get(category, model string) (Estimate, bool) {
+	s, ok := v.cats[category][model]
+	if !ok || s.answers <= 0 {
+		return Estimate{}, false
+	}
+	return Estimate{Accuracy: v.pooled(s, model), Answers: s.answers}, true
+}
 
-// Accuracy is the estimator's Accuracy as of the view.
+func (v *View) pooled(s sums, model string) float64 {
+	w := v.sharing
+	return (s.credit + priorAlpha + w*v.overallAccuracy(model)) / (s.answers + priorAlpha + priorBeta + w)
+}
+
+// accuracyIn is Accuracy with the category's sums already looked up.
+func (v *View) accuracyIn(cat map[string]sums, model string) float64 {
+	if s, ok := cat[model]; ok && s.answers > 0 {
+		return v.pooled(s, model)
+	}
+	return v.overallAccuracy(model)
+}
+
+// Accuracy is a model's estimated accuracy in a category: its estimate there, or its accuracy over
+// all categories when it has no answer there.
 func (v *View) Accuracy(category, model string) float64 {
-	if est, ok := v.est.Get(category, model); ok {
+	if est, ok := v.Get(category, model); ok {
 		return est.Accuracy
 	}
-	if p, ok := v.overall[model]; ok {
-		return p
-	}
-	return priorAlpha / (priorAlpha + priorBeta)
+	return v.overallAccuracy(model)
 }

@@ -1,6 +1,7 @@
 package reliability
 
 import (
+	"fmt"
 	"math/rand/v2"
 	"testing"
 )
@@ -133,5 +134,26 @@ func TestPosteriors(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkObserve is the estimator's cost per request once its window is full: most observations
+// update the sums, one in RefitEvery refits the whole window.
+func BenchmarkObserve(b *testing.B) {
+	accuracy := map[string]float64{}
+	var order []string
+	for i := range 28 {
+		m := fmt.Sprint("model-", i)
+		accuracy[m], order = 0.3+0.02*float64(i), append(order, m)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	e := New(Config{})
+	draw := func() []Vote { i := rng.IntN(len(order) - 5); return quiz(rng, accuracy, order[i:i+5], 3) }
+	for range DefaultWindow + DefaultWarmup {
+		e.Observe("mmlu", draw())
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		e.Observe("mmlu", draw())
 	}
 }

@@ -29,8 +29,21 @@ func Weight(p float64) float64 {
 // as groups without votes, as many as EffectiveOptions leaves (none when more groups were answered).
 // A group nobody voted for gets zero.
 func Posteriors(accuracy []float64, groupOf []int, groups int) []float64 {
-	logit := make([]float64, groups)
-	voted := make([]bool, groups)
+	return posteriorsInto(make([]float64, groups), accuracy, groupOf)
+}
+
+// posteriorsInto is Posteriors writing into post (one entry per group), which it returns.
+func posteriorsInto(post, accuracy []float64, groupOf []int) []float64 {
+	groups := len(post)
+	var stack [16]bool
+	voted := stack[:0]
+	if groups > len(stack) {
+		voted = make([]bool, 0, groups)
+	}
+	voted = voted[:groups]
+	clear(voted)
+	logit := post // the logits are computed in place, then turned into posteriors
+	clear(logit)
 	for i, g := range groupOf {
 		if g >= 0 {
 			logit[g] += Weight(accuracy[i])
@@ -44,8 +57,8 @@ func Posteriors(accuracy []float64, groupOf []int, groups int) []float64 {
 			top = max(top, logit[g])
 		}
 	}
-	post := make([]float64, groups)
 	if answered == 0 {
+		clear(post)
 		return post
 	}
 	// Every term is scaled by exp(-top), so large weights cannot overflow.
@@ -54,6 +67,8 @@ func Posteriors(accuracy []float64, groupOf []int, groups int) []float64 {
 		if voted[g] {
 			post[g] = math.Exp(logit[g] - top)
 			total += post[g]
+		} else {
+			post[g] = 0
 		}
 	}
 	for g := range post {
