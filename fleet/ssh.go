@@ -540,12 +540,17 @@ func (t *SSH) runAgent(ctx context.Context, job *messages.AgentJob) (*messages.J
 		t.forgetAgent(a)
 		return nil, a.err
 	case <-ctx.Done():
-		// The agent has the same deadline and answers once it passes; a cancelled job it answers at once.
-		_ = a.send(&messages.AgentFrame{Body: &messages.AgentFrame_Cancel{Cancel: &messages.CancelJob{JobId: id}}})
+		// The agent has the same deadline and says itself whether the provider ran out of time, so a
+		// deadline is not a cancellation; a job nobody waits for any more is cancelled at once.
+		cancelJob := func() { _ = a.send(&messages.AgentFrame{Body: &messages.AgentFrame_Cancel{Cancel: &messages.CancelJob{JobId: id}}}) }
+		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			cancelJob()
+		}
 		select {
 		case res := <-ch:
 			return res, nil
 		case <-time.After(AgentGrace):
+			cancelJob()
 			forget()
 			return nil, ctx.Err()
 		case <-a.done:
