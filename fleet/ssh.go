@@ -542,7 +542,9 @@ func (t *SSH) runAgent(ctx context.Context, job *messages.AgentJob) (*messages.J
 	case <-ctx.Done():
 		// The agent has the same deadline and says itself whether the provider ran out of time, so a
 		// deadline is not a cancellation; a job nobody waits for any more is cancelled at once.
-		cancelJob := func() { _ = a.send(&messages.AgentFrame{Body: &messages.AgentFrame_Cancel{Cancel: &messages.CancelJob{JobId: id}}}) }
+		cancelJob := func() {
+			_ = a.send(&messages.AgentFrame{Body: &messages.AgentFrame_Cancel{Cancel: &messages.CancelJob{JobId: id}}})
+		}
 		if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 			cancelJob()
 		}
