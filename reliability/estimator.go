@@ -1,9 +1,6 @@
 package reliability
 
-import (
-	"maps"
-	"sort"
-)
+import "maps"
 
 // Vote is one model's categorical answer to a prompt: Group numbers the prompt's distinct answers,
 // and is negative when the model gave none.
@@ -97,10 +94,6 @@ func New(cfg Config) *Estimator {
 	cfg = cfg.withDefaults()
 	return &Estimator{cfg: cfg, categories: map[string]*category{}, cur: &View{cats: map[string]map[string]sums{}, overall: map[string]sums{}, sharing: cfg.Sharing}}
 }
-
-// Accuracy returns a model's current accuracy in a category: its fitted estimate, or, for a model
-// without answers there, its accuracy over all categories, or the prior's.
-func (e *Estimator) Accuracy(category, model string) float64 { return e.cur.Accuracy(category, model) }
 
 // MinAnswers is the fewest answers a prompt needs to teach the estimator anything: with two, models
 // that agree can only confirm each other (the one-coin model cannot tell two right from two alike
@@ -228,16 +221,6 @@ func add(m map[string]sums, model string, credit, answers float64) {
 	s.credit += credit
 	s.answers += answers
 	m[model] = s
-}
-
-// Categories lists the categories with prompts, sorted.
-func (e *Estimator) Categories() []string {
-	out := make([]string, 0, len(e.categories))
-	for c := range e.categories {
-		out = append(out, c)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // View is an immutable reading of the estimates, safe to share between goroutines: a model's
