@@ -178,7 +178,6 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 		reply.Answer = r.Answer
 		reply.Contributed = r.Contributed
 		reply.Weighted = r.Weighted
-		reply.Posterior = r.Posterior
 		reply.Unjudged = r.Unjudged
 		for _, g := range r.Groups {
 			reply.Groups = append(reply.Groups, int32(g))

@@ -36,9 +36,8 @@ type CoordinatorActor struct {
 	world   plan.World
 	plan    *plan.Plan
 	machine *collect.Machine
-	// quorumMode is the blueprint's quorum; audit marks an adaptive request that asks every model.
-	quorumMode string
-	audit      bool
+	// audit marks an adaptive request that asks every model.
+	audit bool
 
 	wakeAt        time.Time
 	cancelWake    func()
@@ -140,9 +139,7 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	for i, pick := range p.Selection.Picks {
 		initial[i] = collect.Assignment{Model: pick.Model, Provider: pick.Provider, Worker: p.Workers[i]}
 	}
-	c.quorumMode = blueprints.FixedQuorum
 	if bp.Adaptive() {
-		c.quorumMode = blueprints.AdaptiveQuorum
 		// A share of requests asks every model, so that estimates keep learning from the models a
 		// settled answer would not have asked.
 		if c.audit = c.rng.Float64() < bp.Audit(); !c.audit {
@@ -414,11 +411,14 @@ func stopMessage(kind resilience.Kind) string {
 func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	c.stopWake()
 	d := c.machine.Done()
-	q := d.Quorum
+	q, mode := d.Quorum, blueprints.FixedQuorum
+	if c.plan.Blueprint.Adaptive() {
+		mode = blueprints.AdaptiveQuorum
+	}
 	if c.audit {
 		q.Stopped = "audit"
 	}
-	c.exec.Quorum = &messages.QuorumOutcome{Mode: c.quorumMode, Asked: int32(q.Asked), Selected: int32(len(c.plan.Selection.Picks)),
+	c.exec.Quorum = &messages.QuorumOutcome{Mode: mode, Asked: int32(q.Asked), Selected: int32(len(c.plan.Selection.Picks)),
 		Waves: int32(q.Waves), Stopped: q.Stopped, Posterior: q.Posterior}
 	c.exec.Phases.CollectMs = ms(time.Since(c.dispatchStart))
 	if c.exec.Phases.DispatchMs == 0 {
@@ -521,8 +521,8 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout}
 		if i, ok := index[rec.Job]; ok && r != nil && rec.Status == collect.OK {
 			call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
-			if len(r.Posterior) > i {
-				call.Posterior = &r.Posterior[i]
+			if len(r.Groups) > 0 { // a reliability-weighted vote: the scores are posteriors
+				call.Posterior = &r.Decision.Scores[i]
 			}
 		}
 		calls = append(calls, call)

@@ -436,6 +436,9 @@ func (b *ArmBoard) SetEstimates(v *reliability.View) { b.estimates.Store(v) }
 // VoteSent counts a vote sent to the reliability estimator.
 func (b *ArmBoard) VoteSent() { b.votesSent.Add(1) }
 
+// VoteObserved counts a vote the reliability estimator took in; only its actor calls it.
+func (b *ArmBoard) VoteObserved() { b.votesObserved.Add(1) }
+
 // VotesPending reports whether votes sent to the reliability estimator are not yet taken in.
 func (b *ArmBoard) VotesPending() bool { return b.votesObserved.Load() < b.votesSent.Load() }
 

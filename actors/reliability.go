@@ -36,7 +36,7 @@ func (a *ReliabilityActor) Receive(ctx actor.Context) {
 		}
 		refit := a.est.Observe(m.Category, votes)
 		a.deps.Dir.Arms.SetEstimates(a.est.View())
-		a.deps.Dir.Arms.votesObserved.Add(1)
+		a.deps.Dir.Arms.VoteObserved()
 		if ce := a.deps.Log.Check(zap.DebugLevel, "reliability observed"); ce != nil {
 			ce.Write(zap.String("event", "reliability_observed"), zap.String("category", m.Category), zap.Int("votes", len(votes)), zap.Bool("refit", refit))
 		}

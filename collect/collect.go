@@ -599,14 +599,7 @@ func (m *Machine) nextWave(now time.Time) bool {
 	}
 	n := min(a.Wave, len(m.reserve))
 	for _, r := range m.reserve[:n] {
-		worker := r.Worker
-		if worker == "" {
-			var ok bool
-			if worker, ok = m.env.Worker(nil); !ok {
-				continue
-			}
-		}
-		m.startJob(m.newSlot(r), worker)
+		m.startJob(m.newSlot(r), r.Worker) // planning assigned every selected model a worker
 	}
 	m.reserve = m.reserve[n:]
 	m.quorum.Waves++

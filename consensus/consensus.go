@@ -99,17 +99,16 @@ type Result struct {
 	// Arbiter is the arbiter model, LocalArbiter, or empty for the voting strategies.
 	Arbiter string `json:"arbiter,omitempty"`
 	// Scores is the strategy's score of each response in [0, 1]: vote share for majority, weighted vote
-	// share for weighted, the arbiter's rating or agreement for rotating, Copeland share for pairwise.
+	// share for weighted, the arbiter's rating or agreement for rotating, Copeland share for pairwise;
+	// for a reliability-weighted vote, the probability that the answer is right (0 without an answer).
 	Scores []float64 `json:"scores"`
 	// Weighted is each response's weighted score.
 	Weighted []float64 `json:"weighted"`
 	// Support is each response's mean similarity to the others.
 	Support []float64 `json:"support"`
-	// Posterior is, for a reliability-weighted vote, each response's probability of being right given
-	// every answer and the models' accuracies (0 for a response without an answer); nil otherwise.
-	Posterior []float64 `json:"posterior,omitempty"`
 	// Groups numbers each response's answer among the distinct answers of a reliability-weighted
-	// vote (-1 for no answer): what the reliability estimator learns from. Nil otherwise.
+	// vote (-1 for no answer): what the reliability estimator learns from. Nil for any other decision;
+	// when set, Scores are the answers' posteriors.
 	Groups       []int    `json:"groups,omitempty"`
 	Contributed  []bool   `json:"contributed"`
 	Agreement    []string `json:"agreement"`

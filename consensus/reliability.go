@@ -1,10 +1,6 @@
 package consensus
 
-import (
-	"slices"
-
-	"github.com/conclave-ai/conclave/reliability"
-)
+import "github.com/conclave-ai/conclave/reliability"
 
 // reliable reports whether a majority vote can weigh its votes by accuracy: every answer is
 // categorical (an option, a number, a literal, a few words) and every model's accuracy is known.
@@ -40,7 +36,7 @@ func (b *ballot) reliabilityVote() Result {
 	}
 	if answered == 0 { // nobody answered: the plain vote picks among the blanks
 		r := b.vote(false)
-		r.Posterior, r.Groups = make([]float64, n), voteOf
+		r.Scores, r.Groups = make([]float64, n), voteOf
 		return r
 	}
 	post := reliability.Posteriors(accuracy, voteOf, answered)
@@ -67,7 +63,7 @@ func (b *ballot) reliabilityVote() Result {
 		}
 	}
 	chosen := b.bestBy(members, b.weighted)
-	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: slices.Clone(posterior), Posterior: posterior, Groups: voteOf}
+	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: posterior, Groups: voteOf}
 }
 
 // Leading returns the posterior of the leading answer under the reliability-weighted vote, and false
@@ -81,5 +77,5 @@ func Leading(resps []Response, kind Kind) (float64, bool) {
 		return 0, false
 	}
 	r := b.reliabilityVote()
-	return r.Posterior[r.Chosen], true
+	return r.Scores[r.Chosen], true
 }

@@ -63,17 +63,17 @@ func TestReliabilityVote(t *testing.T) {
 				t.Errorf("answer %q, want %q", r.Answer, tt.wantAnswer)
 			}
 			if tt.wantPosterior == nil {
-				if r.Posterior != nil {
-					t.Errorf("posterior %v, want none", r.Posterior)
+				if r.Groups != nil {
+					t.Errorf("a reliability-weighted vote (scores %v), want none", r.Scores)
 				}
 				return
 			}
-			if len(r.Posterior) != len(tt.wantPosterior) {
-				t.Fatalf("posterior %v, want %v", r.Posterior, tt.wantPosterior)
+			if len(r.Scores) != len(tt.wantPosterior) {
+				t.Fatalf("posterior %v, want %v", r.Scores, tt.wantPosterior)
 			}
 			for i, want := range tt.wantPosterior {
-				if math.Abs(r.Posterior[i]-want) > 1e-9 {
-					t.Errorf("posterior %v, want %v", r.Posterior, tt.wantPosterior)
+				if math.Abs(r.Scores[i]-want) > 1e-9 {
+					t.Errorf("posterior %v, want %v", r.Scores, tt.wantPosterior)
 					break
 				}
 			}

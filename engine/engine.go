@@ -252,27 +252,23 @@ func (e *Engine) upstreamsOnly() []*providers.Upstream {
 
 // providerBreakers are the configured breakers, a provider's own block over the breakers map.
 func providerBreakers(cfg config.Config) map[string]config.Breaker {
-	out := maps.Clone(cfg.Breakers)
-	if out == nil {
-		out = map[string]config.Breaker{}
-	}
-	for name, p := range cfg.Providers {
-		if p.Breaker != nil {
-			out[name] = *p.Breaker
-		}
-	}
-	return out
+	return overProviders(cfg, cfg.Breakers, func(p config.Provider) *config.Breaker { return p.Breaker })
 }
 
 // providerLimits are the configured rate limits, a provider's own block over the rate_limits map.
 func providerLimits(cfg config.Config) map[string]ratelimit.Limits {
-	out := maps.Clone(cfg.RateLimits)
+	return overProviders(cfg, cfg.RateLimits, func(p config.Provider) *ratelimit.Limits { return p.RateLimit })
+}
+
+// overProviders lays each provider's own setting (own, when set) over a map of settings by provider.
+func overProviders[T any](cfg config.Config, byName map[string]T, own func(config.Provider) *T) map[string]T {
+	out := maps.Clone(byName)
 	if out == nil {
-		out = map[string]ratelimit.Limits{}
+		out = map[string]T{}
 	}
 	for name, p := range cfg.Providers {
-		if p.RateLimit != nil {
-			out[name] = *p.RateLimit
+		if v := own(p); v != nil {
+			out[name] = *v
 		}
 	}
 	return out

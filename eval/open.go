@@ -4,13 +4,9 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"time"
 
-	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/providers"
-	"google.golang.org/protobuf/types/known/structpb"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // OpenRuns are the runs on free-text prompts: the product without labels, and the same with the
@@ -98,12 +94,9 @@ func openRun(ctx context.Context, items []item, run Run, opts Options) (*OpenRun
 	defer e.Shutdown(context.Background())
 	out := &OpenRun{}
 	calls := 0
-	settled := map[string]int64{}
+	rewards := absorbed{}
 	for i, it := range items {
-		md, _ := structpb.NewStruct(map[string]any{"answer_kind": "text"})
-		req := &messages.RouteRequest{RequestId: fmt.Sprintf("eval-open-%d", i), Task: it.rec.Prompt, Category: it.category,
-			Models: it.models, ReceivedAt: timestamppb.New(time.Now()), Metadata: md}
-		exec, err := e.Route(ctx, req)
+		req, exec, err := ask(ctx, e, fmt.Sprintf("eval-open-%d", i), it, "text")
 		if err != nil {
 			return nil, err
 		}
@@ -127,7 +120,7 @@ func openRun(ctx context.Context, items []item, run Run, opts Options) (*OpenRun
 		} else {
 			out.Preference += pref(exec.GetDecision().GetChosenModel())
 		}
-		pulls := int64(len(exec.BanditUpdates))
+		n := len(exec.BanditUpdates)
 		if run.Reward == "feedback" && exec.StatusCode == 200 {
 			scores := map[string]float64{}
 			for _, r := range exec.GetResults() {
@@ -139,14 +132,10 @@ func openRun(ctx context.Context, items []item, run Run, opts Options) (*OpenRun
 			if err != nil {
 				return nil, err
 			}
-			pulls += int64(len(fb.Updates))
+			n += len(fb.Updates)
 		}
-		// The arms must have what this prompt taught before the next one is selected.
-		for _, c := range []string{it.category, actors.AllCategories} {
-			settled[c] += pulls
-			if err := e.Settle(ctx, c, settled[c]); err != nil {
-				return nil, err
-			}
+		if err := rewards.settle(ctx, e, it.category, n); err != nil {
+			return nil, err
 		}
 		if opts.Progress != nil {
 			opts.Progress(run.Name()+" (free text)", i+1, len(items))

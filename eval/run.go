@@ -100,6 +100,30 @@ func newEngine(items []item, run Run, opts Options) (*engine.Engine, error) {
 	return engine.New(engine.Options{Config: cfg, Log: opts.Log, Catalog: cat, Backend: backend, Blueprints: bps})
 }
 
+// ask routes one replayed prompt, saying the kind of answer it asks for.
+func ask(ctx context.Context, e *engine.Engine, id string, it item, kind string) (*messages.RouteRequest, *messages.Execution, error) {
+	md, _ := structpb.NewStruct(map[string]any{"answer_kind": kind})
+	req := &messages.RouteRequest{RequestId: id, Task: it.rec.Prompt, Category: it.category, Models: it.models,
+		ReceivedAt: timestamppb.New(time.Now()), Metadata: md}
+	exec, err := e.Route(ctx, req)
+	return req, exec, err
+}
+
+// absorbed counts the rewards sent to each category's arms (and to the arms across categories).
+type absorbed map[string]int64
+
+// settle adds a prompt's n rewards in category and waits until the arms have them all, so that the
+// next selection sees what this prompt taught: rewards travel to the arms asynchronously.
+func (a absorbed) settle(ctx context.Context, e *engine.Engine, category string, n int) error {
+	for _, c := range []string{category, actors.AllCategories} {
+		a[c] += int64(n)
+		if err := e.Settle(ctx, c, a[c]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // online runs one configuration of the real pipeline over the items, in order.
 func online(ctx context.Context, rep *Report, items []item, h hindsightTable, run Run, opts Options) error {
 	e, err := newEngine(items, run, opts)
@@ -116,7 +140,7 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 	}
 	overall := &RunResult{}
 	rep.Overall.Runs[name] = overall
-	pulls := map[string]int64{}
+	rewards := absorbed{}
 	bestN := map[string]float64{}
 	seen := map[string]int{}
 	for i, it := range items {
@@ -124,10 +148,7 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 			return err
 		}
 		// The replay data says what kind of answer each task asks for, as a caller who knows would.
-		md, _ := structpb.NewStruct(map[string]any{"answer_kind": it.rec.Kind})
-		req := &messages.RouteRequest{RequestId: fmt.Sprintf("eval-%d", i), Task: it.rec.Prompt, Category: it.category,
-			Models: it.models, ReceivedAt: timestamppb.New(time.Now()), Metadata: md}
-		exec, err := e.Route(ctx, req)
+		req, exec, err := ask(ctx, e, fmt.Sprintf("eval-%d", i), it, it.rec.Kind)
 		if err != nil {
 			return err
 		}
@@ -154,21 +175,16 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 				}
 			}
 		}
-		category := exec.GetClassification().GetCategory()
-		pulls[category] += int64(len(exec.BanditUpdates))
-		pulls[actors.AllCategories] += int64(len(exec.BanditUpdates))
+		n := len(exec.BanditUpdates)
 		if run.Reward == "gold" && exec.StatusCode == 200 {
 			fb, err := e.Feedback(ctx, &messages.RecordFeedback{RequestId: req.RequestId, Answer: it.rec.Gold})
 			if err != nil {
 				return err
 			}
-			pulls[category] += int64(len(fb.Updates))
-			pulls[actors.AllCategories] += int64(len(fb.Updates))
+			n += len(fb.Updates)
 		}
-		for _, c := range []string{category, actors.AllCategories} {
-			if err := e.Settle(ctx, c, pulls[c]); err != nil {
-				return err
-			}
+		if err := rewards.settle(ctx, e, exec.GetClassification().GetCategory(), n); err != nil {
+			return err
 		}
 		if _, ok := bestN[it.key]; !ok {
 			bestN[it.key] = h.bestN(it.key, it.models, opts.Workers)

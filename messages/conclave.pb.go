@@ -3194,9 +3194,8 @@ type ConsensusResult struct {
 	Contributed []bool                 `protobuf:"varint,3,rep,packed,name=contributed,proto3" json:"contributed,omitempty"`
 	Weighted    []float64              `protobuf:"fixed64,4,rep,packed,name=weighted,proto3" json:"weighted,omitempty"`
 	Failure     string                 `protobuf:"bytes,5,opt,name=failure,proto3" json:"failure,omitempty"`
-	// posterior is each candidate's probability of being right, for a reliability-weighted vote.
-	Posterior []float64 `protobuf:"fixed64,6,rep,packed,name=posterior,proto3" json:"posterior,omitempty"`
-	// groups numbers each candidate's answer among the distinct ones of that vote (-1: no answer).
+	// groups numbers each candidate's answer among the distinct ones of a reliability-weighted vote
+	// (-1: no answer); when set, the decision's scores are the answers' posteriors.
 	Groups []int32 `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
 	// unjudged: the decision says nothing of the answers' quality (free text chosen by learned quality).
 	Unjudged      bool `protobuf:"varint,8,opt,name=unjudged,proto3" json:"unjudged,omitempty"`
@@ -3267,13 +3266,6 @@ func (x *ConsensusResult) GetFailure() string {
 		return x.Failure
 	}
 	return ""
-}
-
-func (x *ConsensusResult) GetPosterior() []float64 {
-	if x != nil {
-		return x.Posterior
-	}
-	return nil
 }
 
 func (x *ConsensusResult) GetGroups() []int32 {
@@ -4400,16 +4392,15 @@ const file_conclave_proto_rawDesc = "" +
 	"\arecency\x18\x06 \x01(\x01R\arecency\x12 \n" +
 	"\vreliability\x18\a \x01(\x01R\vreliability\x12\x1a\n" +
 	"\baccuracy\x18\b \x01(\x01R\baccuracy\x12\x18\n" +
-	"\alearned\x18\t \x01(\x01R\alearned\"\x8d\x02\n" +
+	"\alearned\x18\t \x01(\x01R\alearned\"\xf5\x01\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +
 	"\vcontributed\x18\x03 \x03(\bR\vcontributed\x12\x1a\n" +
 	"\bweighted\x18\x04 \x03(\x01R\bweighted\x12\x18\n" +
-	"\afailure\x18\x05 \x01(\tR\afailure\x12\x1c\n" +
-	"\tposterior\x18\x06 \x03(\x01R\tposterior\x12\x16\n" +
+	"\afailure\x18\x05 \x01(\tR\afailure\x12\x16\n" +
 	"\x06groups\x18\a \x03(\x05R\x06groups\x12\x1a\n" +
-	"\bunjudged\x18\b \x01(\bR\bunjudged\"S\n" +
+	"\bunjudged\x18\b \x01(\bR\bunjudgedJ\x04\b\x06\x10\a\"S\n" +
 	"\x05Votes\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +

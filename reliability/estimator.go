@@ -132,6 +132,7 @@ func (e *Estimator) Observe(cat string, votes []Vote) bool {
 		c.next = (c.next + 1) % e.cfg.Window
 	}
 	c.seen++
+	e.cur = e.cur.with(cat, &p, evicted)
 	switch {
 	case c.seen <= e.cfg.Warmup:
 		e.refit(e.cfg.Sweeps)
@@ -140,18 +141,7 @@ func (e *Estimator) Observe(cat string, votes []Vote) bool {
 		e.refit(1)
 		return true
 	}
-	e.cur = e.cur.with(cat, &p, evicted)
 	return false
-}
-
-// Credit returns what a prompt's votes are credited with by the current estimates: each vote's
-// posterior probability of being right (zero for no answer).
-func (e *Estimator) Credit(cat string, votes []Vote) []float64 {
-	groups := 0
-	for _, v := range votes {
-		groups = max(groups, v.Group+1)
-	}
-	return e.credit(cat, &prompt{votes: votes, groups: groups})
 }
 
 func (e *Estimator) credit(cat string, p *prompt) []float64 {
@@ -188,7 +178,7 @@ func (e *Estimator) creditInto(dst []float64, cat string, p *prompt) []float64 {
 func (e *Estimator) Refit() { e.refit(e.cfg.Sweeps) }
 
 func (e *Estimator) refit(sweeps int) {
-	// The view already sums every kept credit (Observe keeps it so), so a sweep starts with its E-step.
+	// The view sums every kept credit (Observe keeps it so), so a sweep starts with its E-step.
 	for range sweeps {
 		for cat, c := range e.categories {
 			for i := range c.prompts {

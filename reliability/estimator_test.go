@@ -40,7 +40,7 @@ func TestEMFindsTheStrongModelAloneInBeingRight(t *testing.T) {
 		}
 	}
 	// The strong model outvotes two weak ones that agree.
-	credit := e.Credit("quiz", []Vote{{"strong", 0}, {"weak1", 1}, {"weak2", 1}})
+	credit := e.credit("quiz", &prompt{votes: []Vote{{"strong", 0}, {"weak1", 1}, {"weak2", 1}}, groups: 2})
 	if credit[0] <= credit[1] {
 		t.Fatalf("credit %v: the strong model alone should be believed", credit)
 	}
