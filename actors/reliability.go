@@ -30,13 +30,14 @@ func (a *ReliabilityActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.est = reliability.New(a.deps.Reliability)
 	case *messages.Votes:
+		// Counted even when Observe fails: a vote the estimator lost must not keep Settle waiting.
+		defer a.deps.Dir.Arms.VoteObserved()
 		votes := make([]reliability.Vote, len(m.Models))
 		for i, model := range m.Models {
 			votes[i] = reliability.Vote{Model: model, Group: int(m.Groups[i])}
 		}
 		refit := a.est.Observe(m.Category, votes)
 		a.deps.Dir.Arms.SetEstimates(a.est.View())
-		a.deps.Dir.Arms.VoteObserved()
 		if ce := a.deps.Log.Check(zap.DebugLevel, "reliability observed"); ce != nil {
 			ce.Write(zap.String("event", "reliability_observed"), zap.String("category", m.Category), zap.Int("votes", len(votes)), zap.Bool("refit", refit))
 		}

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"io/fs"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -31,20 +32,20 @@ type Example struct {
 const HeldOutPerCategory = 30
 
 // Dataset returns the shipped examples split into training and held-out parts. The split is stratified
-// and deterministic: within each category the examples with the smallest FNV-1a hash of their text are
-// held out.
+// and deterministic: within each category (whatever files its examples are in) the examples with the
+// smallest FNV-1a hash of their text are held out.
 func Dataset() (train, heldOut []Example, err error) {
 	files, err := fs.Glob(dataFS, "data/*.jsonl")
 	if err != nil {
 		return nil, nil, err
 	}
 	sort.Strings(files)
+	byCategory := map[Category][]Example{}
 	for _, f := range files {
 		raw, err := fs.ReadFile(dataFS, f)
 		if err != nil {
 			return nil, nil, err
 		}
-		var exs []Example
 		sc := bufio.NewScanner(bytes.NewReader(raw))
 		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
 		for line := 1; sc.Scan(); line++ {
@@ -52,11 +53,15 @@ func Dataset() (train, heldOut []Example, err error) {
 			if err := json.Unmarshal(sc.Bytes(), &ex); err != nil {
 				return nil, nil, fmt.Errorf("%s:%d: %w", f, line, err)
 			}
-			exs = append(exs, ex)
+			byCategory[ex.Category] = append(byCategory[ex.Category], ex)
 		}
 		if err := sc.Err(); err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", f, err)
 		}
+	}
+	cats := slices.Sorted(maps.Keys(byCategory))
+	for _, c := range cats {
+		exs := byCategory[c]
 		sort.SliceStable(exs, func(i, j int) bool { return textHash(exs[i].Text) < textHash(exs[j].Text) })
 		n := min(HeldOutPerCategory, len(exs))
 		heldOut = append(heldOut, exs[:n]...)
