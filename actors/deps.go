@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/conclave-ai/conclave/metrics"
 	"hash/fnv"
 	"math/rand/v2"
 	"time"
@@ -22,6 +23,8 @@ import (
 // Deps are what the actors share. They are read-only once the system starts.
 type Deps struct {
 	Log *zap.Logger
+	// Metrics take the records and breaker transitions; nil records nothing.
+	Metrics *metrics.Metrics
 	// Clock is the time that breakers, rate limits and reliability read, so their behaviour can be
 	// tested exactly. Deadlines are wall-clock, because the timers that enforce them are.
 	Clock   clock.Clock

@@ -263,6 +263,7 @@ func (p *ProviderActor) start() {
 	settings.Name = p.ref.Name
 	settings.Clock = p.deps.Clock
 	settings.OnStateChange = func(t resilience.Transition) {
+		p.deps.Metrics.BreakerTransition(p.ref.Name, t.To.String())
 		p.log.Info("provider breaker transition", zap.String("event", "breaker_transition"),
 			zap.String("kind", "provider"), zap.Stringer("from", t.From), zap.Stringer("to", t.To), zap.Uint64("generation", t.Generation))
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/logging"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/metrics"
 	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/ratelimit"
@@ -178,6 +179,7 @@ func New(opts Options) (*Engine, error) {
 		Learning: bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
 		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg),
 	}
+	e.deps.Metrics = metrics.New(e.metricsSource())
 	if cfg.RedisURL.Set() {
 		if e.deps.Limiters, err = e.sharedLimits(e.deps.Clock); err != nil {
 			e.closeStore()
@@ -437,6 +439,36 @@ func (e *Engine) Providers() []*actors.ProviderSnapshot {
 		out[i] = p.Snapshot()
 	}
 	return out
+}
+
+// Metrics returns the engine's metrics registry.
+func (e *Engine) Metrics() *metrics.Metrics { return e.deps.Metrics }
+
+// metricsSource is what a scrape reads: the providers' snapshots, the arms, the catalog.
+func (e *Engine) metricsSource() metrics.Source {
+	return metrics.Source{
+		Providers: func() []metrics.Provider {
+			out := make([]metrics.Provider, 0, len(e.deps.Dir.Providers))
+			for _, p := range e.deps.Dir.Providers {
+				s := p.Snapshot()
+				out = append(out, metrics.Provider{Name: s.Name, Breaker: s.Breaker.State.String(),
+					RequestsUse: s.LimitUse.Requests, TokensUse: s.LimitUse.Tokens, ConcurrencyUse: s.LimitUse.Concurrency})
+			}
+			return out
+		},
+		Arms: func() []metrics.Arm {
+			published := e.deps.Dir.Arms.Published()
+			out := make([]metrics.Arm, 0, len(published))
+			for _, a := range published {
+				out = append(out, metrics.Arm{Model: a.Model, Category: a.Category, Mean: a.Mean(), Pulls: a.Pulls})
+			}
+			return out
+		},
+		ProviderOf: func(model string) string {
+			m, _ := e.catalog.Load().Get(model)
+			return m.Provider
+		},
+	}
 }
 
 // Workers returns every worker's latest snapshot.

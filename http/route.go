@@ -86,7 +86,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("client_request_id", clientID),
 		zap.Int("task_bytes", len(req.Task)), zap.String("category", req.Category), zap.Int("models", len(req.Models)), zap.String("remote", r.RemoteAddr))
 
+	routing(w)
 	exec, err := s.engine.Route(r.Context(), req)
+	routed(w, exec)
 	if err != nil {
 		s.log.Error("request not routed", zap.String("event", "request_error"), zap.String("request_id", id), zap.Error(err))
 		writeError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
@@ -127,6 +129,11 @@ func isJSON(contentType string) bool {
 // readJSON reads a request's body: sent as JSON (else 415), at most MaxBodyBytes (else 413), strict
 // JSON (else 400). It answers the failures itself.
 func (s *Server) readJSON(w http.ResponseWriter, r *http.Request) ([]byte, bool) {
+	return s.readJSONWith(w, r, writeError)
+}
+
+// readJSONWith is readJSON answering failures in the shape of writeErr.
+func (s *Server) readJSONWith(w http.ResponseWriter, r *http.Request, writeError errorWriter) ([]byte, bool) {
 	if !isJSON(r.Header.Get("Content-Type")) {
 		writeError(w, http.StatusUnsupportedMediaType, "unsupported_media_type", "the body must be JSON, sent with Content-Type: application/json", nil)
 		return nil, false

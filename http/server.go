@@ -10,12 +10,14 @@ import (
 	"encoding/json"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/metrics"
 	"github.com/conclave-ai/conclave/secret"
 	"github.com/conclave-ai/conclave/store"
 	"github.com/conclave-ai/conclave/validation"
@@ -37,6 +39,8 @@ type Engine interface {
 	Providers() []*actors.ProviderSnapshot
 	Workers() []fleet.Snapshot
 	Ready() error
+	// Metrics are the registry GET /metrics serves.
+	Metrics() *metrics.Metrics
 }
 
 // Options configure the API.
@@ -46,16 +50,20 @@ type Options struct {
 	Token secret.String
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64
-	Log          *zap.Logger
+	// StreamKeepAlive is how often a stream with nothing to say yet sends a comment; zero means
+	// DefaultStreamKeepAlive.
+	StreamKeepAlive time.Duration
+	Log             *zap.Logger
 }
 
 // Server is the HTTP API.
 type Server struct {
-	engine Engine
-	opts   Options
-	log    *zap.Logger
-	token  [sha256.Size]byte
-	router *httprouter.Router
+	engine  Engine
+	opts    Options
+	log     *zap.Logger
+	token   [sha256.Size]byte
+	router  *httprouter.Router
+	metrics *metrics.Metrics
 }
 
 // New returns the API over an engine.
@@ -66,30 +74,33 @@ func New(engine Engine, opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
 	}
-	s := &Server{engine: engine, opts: opts, log: opts.Log, router: httprouter.New()}
+	s := &Server{engine: engine, opts: opts, log: opts.Log, router: httprouter.New(), metrics: engine.Metrics()}
 	if opts.Token.Set() {
 		s.token = sha256.Sum256([]byte(opts.Token.Reveal()))
 	}
+	s.handle(http.MethodPost, "/route-thompson", s.authed(s.route))
+	s.handle(http.MethodPost, "/v1/chat/completions", s.authedWith(s.chatCompletions, writeOpenAIError))
+	s.handle(http.MethodGet, "/v1/models", s.authedWith(s.v1Models, writeOpenAIError))
+	s.handle(http.MethodGet, "/executions", s.authed(s.executions))
+	s.handle(http.MethodGet, "/executions/:id", s.authed(s.execution))
+	s.handle(http.MethodGet, "/executions/:id/trace", s.authed(s.trace))
+	s.handle(http.MethodPost, "/executions/:id/feedback", s.authed(s.feedback))
+	s.handle(http.MethodGet, "/analysis/models", s.authed(s.analysisModels))
+	s.handle(http.MethodGet, "/analysis/cost", s.authed(s.analysisCost))
+	s.handle(http.MethodGet, "/analysis/latency", s.authed(s.analysisLatency))
+	s.handle(http.MethodGet, "/models", s.authed(s.models))
+	s.handle(http.MethodGet, "/providers", s.authed(s.providers))
+	s.handle(http.MethodGet, "/workers", s.authed(s.workers))
+	s.handle(http.MethodGet, "/blueprints", s.authed(s.blueprints))
+	s.handle(http.MethodGet, "/metrics", s.authed(s.metricsHandler))
+	s.handle(http.MethodGet, "/readyz", s.readyz) // says nothing secret: a load balancer probes it without the token
+	s.handle(http.MethodGet, "/healthz", s.healthz)
 	r := s.router
-	r.POST("/route-thompson", s.authed(s.route))
-	r.GET("/executions", s.authed(s.executions))
-	r.GET("/executions/:id", s.authed(s.execution))
-	r.GET("/executions/:id/trace", s.authed(s.trace))
-	r.POST("/executions/:id/feedback", s.authed(s.feedback))
-	r.GET("/analysis/models", s.authed(s.analysisModels))
-	r.GET("/analysis/cost", s.authed(s.analysisCost))
-	r.GET("/analysis/latency", s.authed(s.analysisLatency))
-	r.GET("/models", s.authed(s.models))
-	r.GET("/providers", s.authed(s.providers))
-	r.GET("/workers", s.authed(s.workers))
-	r.GET("/blueprints", s.authed(s.blueprints))
-	r.GET("/readyz", s.readyz) // says nothing secret: a load balancer probes it without the token
-	r.GET("/healthz", s.healthz)
-	r.NotFound = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+req.Method+" "+req.URL.Path, nil)
+	r.NotFound = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+req.Method+" "+validation.Clip(req.URL.Path, 256), nil)
 	})
-	r.MethodNotAllowed = http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed on "+req.URL.Path, nil)
+	r.MethodNotAllowed = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed on "+validation.Clip(req.URL.Path, 256), nil)
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.log.Error("handler panicked", zap.String("event", "http_panic"), zap.String("path", req.URL.Path), zap.Any("panic", v))
@@ -98,12 +109,32 @@ func New(engine Engine, opts Options) *Server {
 	return s
 }
 
+// unrouted measures the answers to requests no endpoint matched, under one label.
+func (s *Server) unrouted(h http.HandlerFunc) http.Handler {
+	m := s.measured("unmatched", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { h(w, r) })
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { m(w, r, nil) })
+}
+
+func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if s.metrics == nil {
+		writeError(w, http.StatusNotFound, "not_found", "this server keeps no metrics", nil)
+		return
+	}
+	s.metrics.Handler().ServeHTTP(w, r)
+}
+
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
 
 // authed requires the bearer token when one is configured. Both sides are hashed before the
 // constant-time comparison, so neither the token's bytes nor its length leak through timing.
-func (s *Server) authed(h httprouter.Handle) httprouter.Handle {
+func (s *Server) authed(h httprouter.Handle) httprouter.Handle { return s.authedWith(h, writeError) }
+
+// errorWriter writes an error body in one of the API's shapes (Conclave's or OpenAI's).
+type errorWriter func(w http.ResponseWriter, status int, code, message string, details []*messages.Problem)
+
+// authedWith is authed answering refusals in the shape of writeErr.
+func (s *Server) authedWith(h httprouter.Handle, writeErr errorWriter) httprouter.Handle {
 	if !s.opts.Token.Set() {
 		return h
 	}
@@ -112,7 +143,7 @@ func (s *Server) authed(h httprouter.Handle) httprouter.Handle {
 		sum := sha256.Sum256([]byte(given))
 		if subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 || !ok {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
-			writeError(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required", nil)
+			writeErr(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required", nil)
 			return
 		}
 		h(w, r, p)
@@ -136,6 +167,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.WriteHeader(status)
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
+	if isPretty(w) {
+		enc.SetIndent("", "  ")
+	}
 	_ = enc.Encode(v)
 }
 
@@ -157,13 +191,18 @@ func writeError(w http.ResponseWriter, status int, code, message string, details
 func writeErrorWithRetries(w http.ResponseWriter, status int, code, message string, details []*messages.Problem, retries []retryView) {
 	// Messages may quote the input: an error body stays small whatever came in.
 	message = validation.Clip(message, 1024)
-	clipped := make([]*messages.Problem, 0, min(len(details), validation.MaxProblems+1))
-	for _, d := range details[:min(len(details), validation.MaxProblems+1)] {
-		clipped = append(clipped, &messages.Problem{Field: validation.Clip(d.Field, validation.MaxFieldBytes), Message: validation.Clip(d.Message, validation.MaxMessageBytes)})
-	}
-	details = clipped
+	details = clipProblems(details)
 	if retries == nil {
 		retries = []retryView{}
 	}
 	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: message, Details: details, Retries: retries}})
+}
+
+// clipProblems bounds a problem list and what each problem quotes.
+func clipProblems(details []*messages.Problem) []*messages.Problem {
+	clipped := make([]*messages.Problem, 0, min(len(details), validation.MaxProblems+1))
+	for _, d := range details[:min(len(details), validation.MaxProblems+1)] {
+		clipped = append(clipped, &messages.Problem{Field: validation.Clip(d.Field, validation.MaxFieldBytes), Message: validation.Clip(d.Message, validation.MaxMessageBytes)})
+	}
+	return clipped
 }

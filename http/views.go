@@ -5,9 +5,12 @@ import (
 	"net/http"
 	"sort"
 
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/bandit"
 	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/store"
+	"github.com/conclave-ai/conclave/validation"
 	"github.com/julienschmidt/httprouter"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -25,7 +28,11 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, p httprouter.
 	case !found:
 		writeError(w, http.StatusNotFound, "not_found", "no execution with id "+id, nil)
 	default:
-		raw, err := recordJSON.Marshal(exec)
+		opts := recordJSON
+		if isPretty(w) {
+			opts.Multiline, opts.Indent = true, "  "
+		}
+		raw, err := opts.Marshal(exec)
 		if err != nil {
 			writeError(w, http.StatusInternalServerError, "internal", "could not encode the record: "+err.Error(), nil)
 			return
@@ -64,17 +71,32 @@ func viewArm(a bandit.Arm) armView {
 func (s *Server) models(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	category := r.URL.Query().Get("category")
 	if category != "" && !s.engine.Blueprints().Has(category) {
-		writeError(w, http.StatusNotFound, "not_found", "unknown blueprint "+category, nil)
+		writeError(w, http.StatusNotFound, "not_found", "unknown blueprint "+validation.Clip(category, 64), nil)
+		return
+	}
+	order := r.URL.Query().Get("sort")
+	if order != "" && order != "id" && order != "mean" {
+		writeError(w, http.StatusBadRequest, "malformed_request", "the query is invalid",
+			[]*messages.Problem{{Field: "sort", Message: "must be id or mean"}})
 		return
 	}
 	board := s.engine.Arms()
+	// sort=mean ranks by the category's arm, or by each model's arm over all categories.
+	rankBy := category
+	if rankBy == "" {
+		rankBy = actors.AllCategories
+	}
 	views := map[string]*modelView{}
+	means := map[string]float64{}
 	var ids []string
 	for _, m := range s.engine.Catalog().All() {
 		v := &modelView{ID: m.ID, Provider: m.Provider, Tier: m.Tier, ContextWindow: m.ContextWindow, InputPricePerMTok: m.InputPricePerMTok,
 			OutputPricePerMTok: m.OutputPricePerMTok, Capabilities: m.Capabilities, Arms: map[string]armView{}}
 		if category != "" {
 			v.Arms[category] = viewArm(board.Arm(category, m.ID))
+		}
+		if order == "mean" {
+			means[m.ID] = board.Arm(rankBy, m.ID).Mean()
 		}
 		views[m.ID] = v
 		ids = append(ids, m.ID)
@@ -86,7 +108,12 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 			}
 		}
 	}
-	sort.Strings(ids)
+	sort.Slice(ids, func(i, j int) bool {
+		if a, b := means[ids[i]], means[ids[j]]; a != b {
+			return a > b
+		}
+		return ids[i] < ids[j]
+	})
 	out := make([]*modelView, len(ids))
 	for i, id := range ids {
 		out[i] = views[id]

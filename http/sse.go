@@ -1,0 +1,184 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"net/http"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// DefaultStreamKeepAlive is how often a stream that has nothing to say yet sends an SSE comment, so
+// proxies and clients do not give up on a long consensus.
+const DefaultStreamKeepAlive = 10 * time.Second
+
+// sseStream writes one response as server-sent events. Nothing is written until the first event or
+// keep-alive: a request that fails before then still answers with its own status and an error body.
+// Once the stream has begun its status is 200, so a failure ends it with an error event, never with
+// a clean end of stream.
+type sseStream struct {
+	w     http.ResponseWriter
+	flush func()
+	mu    sync.Mutex
+	begun bool
+	stop  chan struct{}
+	done  chan struct{}
+}
+
+// startStream returns a stream over w whose keep-alives start after the server's interval.
+func (s *Server) startStream(w http.ResponseWriter) *sseStream {
+	st := &sseStream{w: w, flush: func() {}, stop: make(chan struct{}), done: make(chan struct{})}
+	if f, ok := w.(http.Flusher); ok {
+		st.flush = f.Flush
+	}
+	every := s.opts.StreamKeepAlive
+	if every <= 0 {
+		every = DefaultStreamKeepAlive
+	}
+	go func() {
+		defer close(st.done)
+		t := time.NewTicker(every)
+		defer t.Stop()
+		for {
+			select {
+			case <-st.stop:
+				return
+			case <-t.C:
+				st.write(": keep-alive\n\n")
+			}
+		}
+	}()
+	return st
+}
+
+// quiet stops the keep-alives; the caller writes the rest alone. A nil stream is a no-op.
+func (st *sseStream) quiet() {
+	if st == nil {
+		return
+	}
+	select {
+	case <-st.stop:
+	default:
+		close(st.stop)
+	}
+	<-st.done
+}
+
+// started reports whether anything was written, and so the status sent.
+func (st *sseStream) started() bool {
+	if st == nil {
+		return false
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.begun
+}
+
+func (st *sseStream) write(s string) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if !st.begun {
+		h := st.w.Header()
+		h.Set("Content-Type", "text/event-stream")
+		h.Set("Cache-Control", "no-cache")
+		h.Set("X-Accel-Buffering", "no")
+		st.w.WriteHeader(http.StatusOK)
+		st.begun = true
+	}
+	_, _ = st.w.Write([]byte(s))
+	st.flush()
+}
+
+// event writes one data event holding v as JSON.
+func (st *sseStream) event(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b = []byte(`{"error":{"message":"internal error","type":"server_error"}}`)
+	}
+	st.write("data: " + string(b) + "\n\n")
+}
+
+// fail ends a begun stream with an OpenAI error event and no [DONE]: clients see an error, not an
+// empty answer.
+func (st *sseStream) fail(e *messages.Execution) {
+	st.event(openAIErrorOf(int(e.StatusCode), e.Error.GetCode(), e.Error.GetMessage(), e.Error.GetDetails()))
+}
+
+// chunk is OpenAI's chat.completion.chunk.
+type chunk struct {
+	ID       string             `json:"id"`
+	Object   string             `json:"object"`
+	Created  int64              `json:"created"`
+	Model    string             `json:"model"`
+	Choices  []chunkChoice      `json:"choices"`
+	Usage    *completionUsage   `json:"usage,omitempty"`
+	Conclave *conclaveExtension `json:"conclave,omitempty"`
+}
+
+type chunkChoice struct {
+	Index        int        `json:"index"`
+	Delta        chunkDelta `json:"delta"`
+	FinishReason *string    `json:"finish_reason"`
+}
+
+type chunkDelta struct {
+	Role    string  `json:"role,omitempty"`
+	Content *string `json:"content,omitempty"`
+}
+
+// chunkBytes is about how much of the answer one chunk carries.
+const chunkBytes = 64
+
+// completion streams a finished completion as OpenAI does: a first chunk with the role, the answer in
+// pieces, a last chunk with the finish reason (and Conclave's extension), the usage when asked for,
+// then [DONE].
+func (st *sseStream) completion(c completion, includeUsage bool) {
+	base := chunk{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model}
+	first := base
+	empty := ""
+	first.Choices = []chunkChoice{{Delta: chunkDelta{Role: "assistant", Content: &empty}}}
+	st.event(first)
+	for _, piece := range pieces(c.Choices[0].Message.Content, chunkBytes) {
+		ch := base
+		ch.Choices = []chunkChoice{{Delta: chunkDelta{Content: &piece}}}
+		st.event(ch)
+	}
+	last := base
+	reason := c.Choices[0].FinishReason
+	last.Choices = []chunkChoice{{FinishReason: &reason}}
+	last.Conclave = &c.Conclave
+	st.event(last)
+	if includeUsage {
+		u := base
+		u.Choices = []chunkChoice{}
+		u.Usage = &c.Usage
+		st.event(u)
+	}
+	st.write("data: [DONE]\n\n")
+}
+
+// pieces cuts text into pieces of about n bytes, after a space where one is near, never inside a
+// UTF-8 sequence; joined they are the text.
+func pieces(text string, n int) []string {
+	var out []string
+	for len(text) > n {
+		cut := n
+		for cut < len(text) && !utf8.RuneStart(text[cut]) {
+			cut++
+		}
+		for i := cut; i > n/2; i-- {
+			if text[i-1] == ' ' {
+				cut = i
+				break
+			}
+		}
+		out = append(out, text[:cut])
+		text = text[cut:]
+	}
+	if text != "" {
+		out = append(out, text)
+	}
+	return out
+}

@@ -1,0 +1,293 @@
+// Package metrics owns Conclave's Prometheus metrics: one registry, the instruments the HTTP layer
+// and the actors report to, gauges read from published snapshots at scrape time, and the bounds that
+// keep label cardinality finite. Names carry the conclave_ prefix; labels naming providers and models
+// use the OpenTelemetry GenAI attribute names (gen_ai_provider_name, gen_ai_request_model,
+// gen_ai_token_type, error_type).
+package metrics
+
+import (
+	"net/http"
+	"sort"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Label names.
+const (
+	labelProvider  = "gen_ai_provider_name"
+	labelModel     = "gen_ai_request_model"
+	labelTokenType = "gen_ai_token_type"
+	labelErrorType = "error_type"
+)
+
+// MaxModels bounds the models that get their own label value; later ones are counted as "other", so
+// a provider listing thousands of models cannot grow the series without bound.
+const MaxModels = 512
+
+// MaxCategories bounds the category label the same way (blueprints are few, but a directory may add).
+const MaxCategories = 64
+
+// Other is the label value of everything past a bound.
+const Other = "other"
+
+// TopArms is how many of each category's arms, ranked by mean, have their mean exported.
+const TopArms = 5
+
+// Provider is what the scrape reads of a provider's published snapshot.
+type Provider struct {
+	Name string
+	// Breaker is the provider breaker's state: closed, open or half_open.
+	Breaker string
+	// RequestsUse, TokensUse and ConcurrencyUse are the shares of each limit in use, in [0, 1].
+	RequestsUse, TokensUse, ConcurrencyUse float64
+}
+
+// Arm is what the scrape reads of a bandit arm.
+type Arm struct {
+	Model, Category string
+	Mean            float64
+	Pulls           int64
+}
+
+// Source gives the scrape the state the actors publish. Any function may be nil.
+type Source struct {
+	Providers func() []Provider
+	Arms      func() []Arm
+	// ProviderOf names a model's provider, for calls whose record names only the model (the arbiter's).
+	ProviderOf func(model string) string
+}
+
+// Metrics holds the registry and its instruments. A nil *Metrics records nothing, so code that runs
+// without metrics (evaluation, unit tests) needs no special case.
+type Metrics struct {
+	reg         *prometheus.Registry
+	requests    *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	overhead    prometheus.Histogram
+	calls       *prometheus.CounterVec
+	callSeconds *prometheus.HistogramVec
+	tokens      *prometheus.CounterVec
+	cost        *prometheus.CounterVec
+	transitions *prometheus.CounterVec
+	quorum      *prometheus.CounterVec
+
+	providerOf func(string) string
+
+	mu         sync.Mutex
+	models     map[string]bool
+	categories map[string]bool
+}
+
+// New returns metrics on a registry of their own, with the Go runtime and process collectors, reading
+// gauges from src at scrape time.
+func New(src Source) *Metrics {
+	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}, categories: map[string]bool{}, providerOf: src.ProviderOf}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_http_requests_total", Help: "HTTP requests answered, by endpoint, status code and task category.",
+	}, []string{"endpoint", "code", "category"})
+	m.duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "conclave_http_request_duration_seconds", Help: "Time from a request's arrival to its answer, by endpoint.",
+		Buckets: []float64{.001, .005, .01, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120},
+	}, []string{"endpoint"})
+	m.overhead = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "conclave_overhead_seconds", Help: "Time a routed request spent in Conclave itself, not waiting for models.",
+		Buckets: []float64{.00005, .0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25},
+	})
+	m.calls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_model_calls_total", Help: "Model calls, by provider, model, outcome (ok, error, timeout, cancelled, not_sent, late) and error type.",
+	}, []string{labelProvider, labelModel, "outcome", labelErrorType})
+	m.callSeconds = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "conclave_model_call_duration_seconds", Help: "Latency of model calls that answered, by provider.",
+		Buckets: []float64{.05, .1, .25, .5, 1, 2, 4, 8, 15, 30, 60, 120},
+	}, []string{labelProvider})
+	m.tokens = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_tokens_total", Help: "Tokens used by model calls, by provider, model and token type (input, output).",
+	}, []string{labelProvider, labelModel, labelTokenType})
+	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_cost_usd_total", Help: "Cost of model calls in US dollars, by provider and model.",
+	}, []string{labelProvider, labelModel})
+	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_breaker_transitions_total", Help: "Provider breaker transitions, by provider and the state entered.",
+	}, []string{labelProvider, "to"})
+	m.quorum = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_quorum_outcomes_total", Help: "Routed requests by quorum outcome: complete, degraded (fewer answers than min_responses) or failed.",
+	}, []string{"outcome"})
+	m.reg.MustRegister(m.requests, m.duration, m.overhead, m.calls, m.callSeconds, m.tokens, m.cost, m.transitions, m.quorum,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &snapshots{src: src, m: m})
+	for _, o := range []string{"complete", "degraded", "failed"} {
+		m.quorum.WithLabelValues(o)
+	}
+	return m
+}
+
+// Handler serves the registry in Prometheus' text format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+// Registry is the registry, for tests that gather it.
+func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
+
+// bounded returns v when it is in the set or the set has room, else Other.
+func (m *Metrics) bounded(set map[string]bool, limit int, v string) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if set[v] {
+		return v
+	}
+	if len(set) >= limit {
+		return Other
+	}
+	set[v] = true
+	return v
+}
+
+func (m *Metrics) model(id string) string { return m.bounded(m.models, MaxModels, id) }
+
+// Request counts an answered HTTP request. Category is empty for endpoints that route nothing.
+func (m *Metrics) Request(endpoint string, code int, category string, took time.Duration) {
+	if m == nil {
+		return
+	}
+	if category != "" {
+		category = m.bounded(m.categories, MaxCategories, category)
+	}
+	m.requests.WithLabelValues(endpoint, strconv.Itoa(code), category).Inc()
+	m.duration.WithLabelValues(endpoint).Observe(took.Seconds())
+}
+
+// Overhead records a routed request's time in Conclave itself.
+func (m *Metrics) Overhead(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.overhead.Observe(max(d, 0).Seconds())
+}
+
+// Execution records what a finished request's record says: its calls, tokens, cost and quorum.
+func (m *Metrics) Execution(e *messages.Execution) {
+	if m == nil {
+		return
+	}
+	for _, r := range e.Results {
+		model := m.model(r.Model)
+		m.calls.WithLabelValues(r.Provider, model, r.Status, r.ErrorKind).Inc()
+		if r.Status == "ok" {
+			m.callSeconds.WithLabelValues(r.Provider).Observe(r.LatencyMs / 1000)
+		}
+		m.usage(r.Provider, model, r.Usage, r.Cost)
+	}
+	if d := e.Decision; d != nil && d.Arbiter != "" && d.ArbiterUsage != nil && m.providerOf != nil {
+		m.usage(m.providerOf(d.Arbiter), m.model(d.Arbiter), d.ArbiterUsage, d.ArbiterCost)
+	}
+	switch {
+	case e.StatusCode != http.StatusOK:
+		m.quorum.WithLabelValues("failed").Inc()
+	case e.Degraded:
+		m.quorum.WithLabelValues("degraded").Inc()
+	default:
+		m.quorum.WithLabelValues("complete").Inc()
+	}
+}
+
+func (m *Metrics) usage(provider, model string, u *messages.Usage, cost float64) {
+	if u != nil {
+		if u.InputTokens > 0 {
+			m.tokens.WithLabelValues(provider, model, "input").Add(float64(u.InputTokens))
+		}
+		if u.OutputTokens > 0 {
+			m.tokens.WithLabelValues(provider, model, "output").Add(float64(u.OutputTokens))
+		}
+	}
+	if cost > 0 {
+		m.cost.WithLabelValues(provider, model).Add(cost)
+	}
+}
+
+// BreakerTransition counts a provider breaker entering a state.
+func (m *Metrics) BreakerTransition(provider, to string) {
+	if m == nil {
+		return
+	}
+	m.transitions.WithLabelValues(provider, to).Inc()
+}
+
+// snapshots collects the gauges from the published state at scrape time: nothing to keep in step.
+type snapshots struct {
+	src Source
+	m   *Metrics
+}
+
+var (
+	breakerDesc = prometheus.NewDesc("conclave_breaker_state", "Provider breaker state: 1 for the state it is in, 0 for the others.",
+		[]string{labelProvider, "state"}, nil)
+	limitDesc = prometheus.NewDesc("conclave_rate_limit_use_ratio", "Share of a provider's rate limit in use, by limit (requests, tokens, concurrency).",
+		[]string{labelProvider, "limit"}, nil)
+	armDesc = prometheus.NewDesc("conclave_arm_mean", "Posterior mean of the top arms of each category, ranked by mean.",
+		[]string{"category", labelModel}, nil)
+	pullsDesc = prometheus.NewDesc("conclave_arm_pulls", "Rewards the top arms of each category received.",
+		[]string{"category", labelModel}, nil)
+)
+
+func (s *snapshots) Describe(ch chan<- *prometheus.Desc) {
+	ch <- breakerDesc
+	ch <- limitDesc
+	ch <- armDesc
+	ch <- pullsDesc
+}
+
+func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
+	if s.src.Providers != nil {
+		for _, p := range s.src.Providers() {
+			for _, st := range []string{"closed", "open", "half_open"} {
+				v := 0.0
+				if p.Breaker == st {
+					v = 1
+				}
+				ch <- prometheus.MustNewConstMetric(breakerDesc, prometheus.GaugeValue, v, p.Name, st)
+			}
+			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, p.RequestsUse, p.Name, "requests")
+			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, p.TokensUse, p.Name, "tokens")
+			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, p.ConcurrencyUse, p.Name, "concurrency")
+		}
+	}
+	if s.src.Arms != nil {
+		for _, a := range TopByCategory(s.src.Arms(), TopArms) {
+			ch <- prometheus.MustNewConstMetric(armDesc, prometheus.GaugeValue, a.Mean, a.Category, a.Model)
+			ch <- prometheus.MustNewConstMetric(pullsDesc, prometheus.GaugeValue, float64(a.Pulls), a.Category, a.Model)
+		}
+	}
+}
+
+// TopByCategory keeps each category's n arms with the highest mean (ties to the model id).
+func TopByCategory(arms []Arm, n int) []Arm {
+	sorted := append([]Arm(nil), arms...)
+	sort.Slice(sorted, func(i, j int) bool {
+		a, b := sorted[i], sorted[j]
+		if a.Category != b.Category {
+			return a.Category < b.Category
+		}
+		if a.Mean != b.Mean {
+			return a.Mean > b.Mean
+		}
+		return a.Model < b.Model
+	})
+	out := sorted[:0]
+	kept := 0
+	for i, a := range sorted {
+		if i == 0 || a.Category != sorted[i-1].Category {
+			kept = 0
+		}
+		if kept < n {
+			out = append(out, a)
+			kept++
+		}
+	}
+	return out
+}
