@@ -28,6 +28,8 @@ import (
 type Config struct {
 	// Listen is the HTTP address; binding anything but loopback requires APIToken.
 	Listen string `json:"listen"`
+	// DebugListen, when set, is a loopback address serving pprof; empty (the default) serves none.
+	DebugListen string `json:"debug_listen"`
 	// APIToken, when set, is required as a bearer token on every endpoint but /healthz.
 	APIToken  secret.String `json:"api_token"`
 	LogLevel  string        `json:"log_level"`
@@ -204,6 +206,8 @@ type setting struct {
 var settings = []setting{
 	{"listen", "CONCLAVE_LISTEN", "HTTP listen address; binding anything but loopback needs CONCLAVE_API_TOKEN",
 		func(c Config) string { return c.Listen }, func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"debug-listen", "CONCLAVE_DEBUG_LISTEN", "loopback address of a debug listener serving pprof",
+		func(Config) string { return "off" }, func(c *Config, v string) error { c.DebugListen = v; return nil }},
 	{"log-level", "CONCLAVE_LOG_LEVEL", "log level: debug, info, warn or error",
 		func(c Config) string { return c.LogLevel }, func(c *Config, v string) error { c.LogLevel = v; return nil }},
 	{"log-format", "CONCLAVE_LOG_FORMAT", "log format: json or console",
@@ -342,6 +346,14 @@ func (c Config) Validate() error {
 		bad("listen %q: %w", c.Listen, err)
 	} else if !IsLoopback(host) && !c.APIToken.Set() {
 		bad("listen %q is not a loopback address: set CONCLAVE_API_TOKEN to require a bearer token", c.Listen)
+	}
+	if c.DebugListen != "" {
+		// pprof has no authentication and tells a great deal: it is never served beyond the machine.
+		if host, _, err := net.SplitHostPort(c.DebugListen); err != nil {
+			bad("debug_listen %q: %w", c.DebugListen, err)
+		} else if !IsLoopback(host) {
+			bad("debug_listen %q is not a loopback address: pprof is served on loopback only", c.DebugListen)
+		}
 	}
 	between("workers", float64(c.Workers), 1, 1024)
 	between("worker_slots", float64(c.WorkerSlots), 0, 1024)

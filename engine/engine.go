@@ -363,6 +363,22 @@ func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 	return exec, nil
 }
 
+// RouteWithProgress is Route telling onProgress each step as it happens (classified, selected,
+// dispatched, reply, retry, consensus), in order, before it returns. onProgress runs on an actor of its
+// own: it must not block.
+func (e *Engine) RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error) {
+	pid := e.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if p, ok := c.Message().(*messages.Progress); ok {
+			onProgress(p)
+		}
+	}))
+	req.ProgressTo = pid
+	exec, err := e.Route(ctx, req)
+	// Stopping after the messages already queued: every step is told before the answer.
+	_ = e.system.Root.PoisonFuture(pid).Wait()
+	return exec, err
+}
+
 // Margin is how long past a request's deadline the engine waits for its coordinator before giving up on
 // it; the coordinator answers by the deadline, so this is a last resort against a bug.
 const Margin = time.Second

@@ -28,6 +28,7 @@ import (
 // Engine is the pipeline behind the API.
 type Engine interface {
 	Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error)
+	RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error)
 	Execution(ctx context.Context, id string) (*messages.Execution, bool, error)
 	Feedback(ctx context.Context, fb *messages.RecordFeedback) (*messages.FeedbackResult, error)
 	Executions(ctx context.Context, f store.Filter) (store.Page, error)

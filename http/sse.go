@@ -100,6 +100,15 @@ func (st *sseStream) event(v any) {
 	st.write("data: " + string(b) + "\n\n")
 }
 
+// named writes one event of a name holding v as JSON.
+func (st *sseStream) named(name string, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		name, b = "error", []byte(`{"status":500,"error":{"code":"internal","message":"could not encode the answer"}}`)
+	}
+	st.write("event: " + name + "\ndata: " + string(b) + "\n\n")
+}
+
 // fail ends a begun stream with an OpenAI error event and no [DONE]: clients see an error, not an
 // empty answer.
 func (st *sseStream) fail(e *messages.Execution) {

@@ -98,8 +98,10 @@ type RouteRequest struct {
 	// server's request_id, never instead of it.
 	ClientRequestId string `protobuf:"bytes,12,opt,name=client_request_id,json=clientRequestId,proto3" json:"client_request_id,omitempty"`
 	// quorum is fixed or adaptive; quorum_tau the posterior at which an adaptive quorum stops.
-	Quorum        *string  `protobuf:"bytes,13,opt,name=quorum,proto3,oneof" json:"quorum,omitempty"`
-	QuorumTau     *float64 `protobuf:"fixed64,14,opt,name=quorum_tau,json=quorumTau,proto3,oneof" json:"quorum_tau,omitempty"`
+	Quorum    *string  `protobuf:"bytes,13,opt,name=quorum,proto3,oneof" json:"quorum,omitempty"`
+	QuorumTau *float64 `protobuf:"fixed64,14,opt,name=quorum_tau,json=quorumTau,proto3,oneof" json:"quorum_tau,omitempty"`
+	// progress_to, when set, receives a Progress message at each step of the request.
+	ProgressTo    *actor.PID `protobuf:"bytes,15,opt,name=progress_to,json=progressTo,proto3" json:"progress_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -232,6 +234,189 @@ func (x *RouteRequest) GetQuorumTau() float64 {
 	return 0
 }
 
+func (x *RouteRequest) GetProgressTo() *actor.PID {
+	if x != nil {
+		return x.ProgressTo
+	}
+	return nil
+}
+
+// Progress is one step of a request as it happens: classified, selected, dispatched, reply, retry or
+// consensus. The fields that do not apply to a step are empty.
+type Progress struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	RequestId  string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	Event      string                 `protobuf:"bytes,2,opt,name=event,proto3" json:"event,omitempty"`
+	ElapsedMs  float64                `protobuf:"fixed64,3,opt,name=elapsed_ms,json=elapsedMs,proto3" json:"elapsed_ms,omitempty"`
+	Category   string                 `protobuf:"bytes,4,opt,name=category,proto3" json:"category,omitempty"`
+	Confidence float64                `protobuf:"fixed64,5,opt,name=confidence,proto3" json:"confidence,omitempty"`
+	Blueprint  string                 `protobuf:"bytes,6,opt,name=blueprint,proto3" json:"blueprint,omitempty"`
+	Models     []string               `protobuf:"bytes,7,rep,name=models,proto3" json:"models,omitempty"`
+	Model      string                 `protobuf:"bytes,8,opt,name=model,proto3" json:"model,omitempty"`
+	Provider   string                 `protobuf:"bytes,9,opt,name=provider,proto3" json:"provider,omitempty"`
+	Worker     string                 `protobuf:"bytes,10,opt,name=worker,proto3" json:"worker,omitempty"`
+	Attempt    int32                  `protobuf:"varint,11,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// status and latency_ms are a reply's; error_kind says what failed.
+	Status    string  `protobuf:"bytes,12,opt,name=status,proto3" json:"status,omitempty"`
+	LatencyMs float64 `protobuf:"fixed64,13,opt,name=latency_ms,json=latencyMs,proto3" json:"latency_ms,omitempty"`
+	ErrorKind string  `protobuf:"bytes,14,opt,name=error_kind,json=errorKind,proto3" json:"error_kind,omitempty"`
+	// delay_ms is a retry's wait before it goes out again.
+	DelayMs       float64 `protobuf:"fixed64,15,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	Strategy      string  `protobuf:"bytes,16,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	ChosenModel   string  `protobuf:"bytes,17,opt,name=chosen_model,json=chosenModel,proto3" json:"chosen_model,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Progress) Reset() {
+	*x = Progress{}
+	mi := &file_conclave_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Progress) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Progress) ProtoMessage() {}
+
+func (x *Progress) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Progress.ProtoReflect.Descriptor instead.
+func (*Progress) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Progress) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Progress) GetEvent() string {
+	if x != nil {
+		return x.Event
+	}
+	return ""
+}
+
+func (x *Progress) GetElapsedMs() float64 {
+	if x != nil {
+		return x.ElapsedMs
+	}
+	return 0
+}
+
+func (x *Progress) GetCategory() string {
+	if x != nil {
+		return x.Category
+	}
+	return ""
+}
+
+func (x *Progress) GetConfidence() float64 {
+	if x != nil {
+		return x.Confidence
+	}
+	return 0
+}
+
+func (x *Progress) GetBlueprint() string {
+	if x != nil {
+		return x.Blueprint
+	}
+	return ""
+}
+
+func (x *Progress) GetModels() []string {
+	if x != nil {
+		return x.Models
+	}
+	return nil
+}
+
+func (x *Progress) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Progress) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Progress) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *Progress) GetAttempt() int32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *Progress) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Progress) GetLatencyMs() float64 {
+	if x != nil {
+		return x.LatencyMs
+	}
+	return 0
+}
+
+func (x *Progress) GetErrorKind() string {
+	if x != nil {
+		return x.ErrorKind
+	}
+	return ""
+}
+
+func (x *Progress) GetDelayMs() float64 {
+	if x != nil {
+		return x.DelayMs
+	}
+	return 0
+}
+
+func (x *Progress) GetStrategy() string {
+	if x != nil {
+		return x.Strategy
+	}
+	return ""
+}
+
+func (x *Progress) GetChosenModel() string {
+	if x != nil {
+		return x.ChosenModel
+	}
+	return ""
+}
+
 // Execution is the full record of one request; it is also the reply to a RouteRequest.
 type Execution struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
@@ -275,7 +460,7 @@ type Execution struct {
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_conclave_proto_msgTypes[1]
+	mi := &file_conclave_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -287,7 +472,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[1]
+	mi := &file_conclave_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -300,7 +485,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{1}
+	return file_conclave_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Execution) GetRequestId() string {
@@ -509,7 +694,7 @@ type QuorumOutcome struct {
 
 func (x *QuorumOutcome) Reset() {
 	*x = QuorumOutcome{}
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +706,7 @@ func (x *QuorumOutcome) String() string {
 func (*QuorumOutcome) ProtoMessage() {}
 
 func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +719,7 @@ func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumOutcome.ProtoReflect.Descriptor instead.
 func (*QuorumOutcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{2}
+	return file_conclave_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *QuorumOutcome) GetMode() string {
@@ -601,7 +786,7 @@ type Classification struct {
 
 func (x *Classification) Reset() {
 	*x = Classification{}
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +798,7 @@ func (x *Classification) String() string {
 func (*Classification) ProtoMessage() {}
 
 func (x *Classification) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +811,7 @@ func (x *Classification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Classification.ProtoReflect.Descriptor instead.
 func (*Classification) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{3}
+	return file_conclave_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Classification) GetCategory() string {
@@ -723,7 +908,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -735,7 +920,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -748,7 +933,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{4}
+	return file_conclave_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Signal) GetCategory() string {
@@ -781,7 +966,7 @@ type Blueprint struct {
 
 func (x *Blueprint) Reset() {
 	*x = Blueprint{}
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -793,7 +978,7 @@ func (x *Blueprint) String() string {
 func (*Blueprint) ProtoMessage() {}
 
 func (x *Blueprint) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -806,7 +991,7 @@ func (x *Blueprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blueprint.ProtoReflect.Descriptor instead.
 func (*Blueprint) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{5}
+	return file_conclave_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Blueprint) GetName() string {
@@ -879,7 +1064,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -891,7 +1076,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -904,7 +1089,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{6}
+	return file_conclave_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Selection) GetPolicy() string {
@@ -958,7 +1143,7 @@ type Pick struct {
 
 func (x *Pick) Reset() {
 	*x = Pick{}
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -970,7 +1155,7 @@ func (x *Pick) String() string {
 func (*Pick) ProtoMessage() {}
 
 func (x *Pick) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -983,7 +1168,7 @@ func (x *Pick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pick.ProtoReflect.Descriptor instead.
 func (*Pick) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{7}
+	return file_conclave_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Pick) GetModel() string {
@@ -1053,7 +1238,7 @@ type Skip struct {
 
 func (x *Skip) Reset() {
 	*x = Skip{}
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1065,7 +1250,7 @@ func (x *Skip) String() string {
 func (*Skip) ProtoMessage() {}
 
 func (x *Skip) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1078,7 +1263,7 @@ func (x *Skip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Skip.ProtoReflect.Descriptor instead.
 func (*Skip) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{8}
+	return file_conclave_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Skip) GetModel() string {
@@ -1138,7 +1323,7 @@ type WorkerResult struct {
 
 func (x *WorkerResult) Reset() {
 	*x = WorkerResult{}
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1150,7 +1335,7 @@ func (x *WorkerResult) String() string {
 func (*WorkerResult) ProtoMessage() {}
 
 func (x *WorkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1163,7 +1348,7 @@ func (x *WorkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerResult.ProtoReflect.Descriptor instead.
 func (*WorkerResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{9}
+	return file_conclave_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WorkerResult) GetJobId() string {
@@ -1338,7 +1523,7 @@ type ArbiterDecision struct {
 
 func (x *ArbiterDecision) Reset() {
 	*x = ArbiterDecision{}
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1350,7 +1535,7 @@ func (x *ArbiterDecision) String() string {
 func (*ArbiterDecision) ProtoMessage() {}
 
 func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1363,7 +1548,7 @@ func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArbiterDecision.ProtoReflect.Descriptor instead.
 func (*ArbiterDecision) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{10}
+	return file_conclave_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ArbiterDecision) GetStrategy() string {
@@ -1474,7 +1659,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1671,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1684,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{11}
+	return file_conclave_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -1580,7 +1765,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1592,7 +1777,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1605,7 +1790,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{12}
+	return file_conclave_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -1667,7 +1852,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1679,7 +1864,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1692,7 +1877,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{13}
+	return file_conclave_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Retry) GetModel() string {
@@ -1765,7 +1950,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1777,7 +1962,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1790,7 +1975,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{14}
+	return file_conclave_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Failure) GetCode() string {
@@ -1832,7 +2017,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1844,7 +2029,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1857,7 +2042,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{15}
+	return file_conclave_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Problem) GetField() string {
@@ -1884,7 +2069,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1896,7 +2081,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1909,7 +2094,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{16}
+	return file_conclave_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -1943,7 +2128,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2140,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2153,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{17}
+	return file_conclave_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -2054,7 +2239,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2066,7 +2251,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2079,7 +2264,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{18}
+	return file_conclave_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Job) GetRequestId() string {
@@ -2218,7 +2403,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2230,7 +2415,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2243,7 +2428,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{19}
+	return file_conclave_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -2269,7 +2454,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2281,7 +2466,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2294,7 +2479,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -2315,7 +2500,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2512,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2525,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -2388,7 +2573,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2400,7 +2585,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2413,7 +2598,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -2585,7 +2770,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2597,7 +2782,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2610,7 +2795,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -2665,7 +2850,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2677,7 +2862,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2690,7 +2875,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Permit) GetJobId() string {
@@ -2755,7 +2940,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2767,7 +2952,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2780,7 +2965,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -2869,7 +3054,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2881,7 +3066,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2894,7 +3079,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -2909,7 +3094,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2921,7 +3106,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2934,7 +3119,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -2972,7 +3157,7 @@ type ConsensusInput struct {
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2984,7 +3169,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2997,7 +3182,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -3096,7 +3281,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3108,7 +3293,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3121,7 +3306,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Candidate) GetModel() string {
@@ -3205,7 +3390,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3217,7 +3402,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3230,7 +3415,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -3295,7 +3480,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3307,7 +3492,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3320,7 +3505,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Votes) GetCategory() string {
@@ -3358,7 +3543,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3370,7 +3555,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3383,7 +3568,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Reward) GetModel() string {
@@ -3431,7 +3616,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3443,7 +3628,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3456,7 +3641,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -3478,7 +3663,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3490,7 +3675,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3503,7 +3688,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -3541,7 +3726,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3553,7 +3738,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3566,7 +3751,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -3603,7 +3788,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3615,7 +3800,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3628,7 +3813,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -3661,7 +3846,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3673,7 +3858,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3686,7 +3871,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 type Flushed struct {
@@ -3701,7 +3886,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3713,7 +3898,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3726,7 +3911,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -3768,7 +3953,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3780,7 +3965,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3793,7 +3978,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -3894,7 +4079,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3906,7 +4091,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3919,7 +4104,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -3944,7 +4129,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3956,7 +4141,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3969,7 +4154,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -4009,7 +4194,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4021,7 +4206,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4034,7 +4219,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -4048,7 +4233,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x95\x05\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x05\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -4067,7 +4252,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\x11client_request_id\x18\f \x01(\tR\x0fclientRequestId\x12\x1b\n" +
 	"\x06quorum\x18\r \x01(\tH\x05R\x06quorum\x88\x01\x01\x12\"\n" +
 	"\n" +
-	"quorum_tau\x18\x0e \x01(\x01H\x06R\tquorumTau\x88\x01\x01B\v\n" +
+	"quorum_tau\x18\x0e \x01(\x01H\x06R\tquorumTau\x88\x01\x01\x12+\n" +
+	"\vprogress_to\x18\x0f \x01(\v2\n" +
+	".actor.PIDR\n" +
+	"progressToB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
@@ -4075,7 +4263,32 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0e_min_responsesB\x17\n" +
 	"\x15_quorum_grace_secondsB\t\n" +
 	"\a_quorumB\r\n" +
-	"\v_quorum_tau\"\xf0\t\n" +
+	"\v_quorum_tau\"\xe4\x03\n" +
+	"\bProgress\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05event\x18\x02 \x01(\tR\x05event\x12\x1d\n" +
+	"\n" +
+	"elapsed_ms\x18\x03 \x01(\x01R\telapsedMs\x12\x1a\n" +
+	"\bcategory\x18\x04 \x01(\tR\bcategory\x12\x1e\n" +
+	"\n" +
+	"confidence\x18\x05 \x01(\x01R\n" +
+	"confidence\x12\x1c\n" +
+	"\tblueprint\x18\x06 \x01(\tR\tblueprint\x12\x16\n" +
+	"\x06models\x18\a \x03(\tR\x06models\x12\x14\n" +
+	"\x05model\x18\b \x01(\tR\x05model\x12\x1a\n" +
+	"\bprovider\x18\t \x01(\tR\bprovider\x12\x16\n" +
+	"\x06worker\x18\n" +
+	" \x01(\tR\x06worker\x12\x18\n" +
+	"\aattempt\x18\v \x01(\x05R\aattempt\x12\x16\n" +
+	"\x06status\x18\f \x01(\tR\x06status\x12\x1d\n" +
+	"\n" +
+	"latency_ms\x18\r \x01(\x01R\tlatencyMs\x12\x1d\n" +
+	"\n" +
+	"error_kind\x18\x0e \x01(\tR\terrorKind\x12\x19\n" +
+	"\bdelay_ms\x18\x0f \x01(\x01R\adelayMs\x12\x1a\n" +
+	"\bstrategy\x18\x10 \x01(\tR\bstrategy\x12!\n" +
+	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xf0\t\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -4474,112 +4687,114 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 46)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
-	(*Execution)(nil),             // 2: conclave.v1.Execution
-	(*QuorumOutcome)(nil),         // 3: conclave.v1.QuorumOutcome
-	(*Classification)(nil),        // 4: conclave.v1.Classification
-	(*Signal)(nil),                // 5: conclave.v1.Signal
-	(*Blueprint)(nil),             // 6: conclave.v1.Blueprint
-	(*Selection)(nil),             // 7: conclave.v1.Selection
-	(*Pick)(nil),                  // 8: conclave.v1.Pick
-	(*Skip)(nil),                  // 9: conclave.v1.Skip
-	(*WorkerResult)(nil),          // 10: conclave.v1.WorkerResult
-	(*ArbiterDecision)(nil),       // 11: conclave.v1.ArbiterDecision
-	(*Phases)(nil),                // 12: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 13: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 14: conclave.v1.Retry
-	(*Failure)(nil),               // 15: conclave.v1.Failure
-	(*Problem)(nil),               // 16: conclave.v1.Problem
-	(*Usage)(nil),                 // 17: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 18: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 19: conclave.v1.Job
-	(*Dispatch)(nil),              // 20: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 21: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 22: conclave.v1.JobStarted
-	(*JobResult)(nil),             // 23: conclave.v1.JobResult
-	(*Acquire)(nil),               // 24: conclave.v1.Acquire
-	(*Permit)(nil),                // 25: conclave.v1.Permit
-	(*Outcome)(nil),               // 26: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 27: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 28: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 29: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 30: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 31: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 32: conclave.v1.Votes
-	(*Reward)(nil),                // 33: conclave.v1.Reward
-	(*GetExecution)(nil),          // 34: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 35: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 36: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 37: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 38: conclave.v1.Flush
-	(*Flushed)(nil),               // 39: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 40: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 41: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 42: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 43: conclave.v1.AgentHello
-	nil,                           // 44: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 45: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 46: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 47: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 48: actor.PID
+	(*Progress)(nil),              // 2: conclave.v1.Progress
+	(*Execution)(nil),             // 3: conclave.v1.Execution
+	(*QuorumOutcome)(nil),         // 4: conclave.v1.QuorumOutcome
+	(*Classification)(nil),        // 5: conclave.v1.Classification
+	(*Signal)(nil),                // 6: conclave.v1.Signal
+	(*Blueprint)(nil),             // 7: conclave.v1.Blueprint
+	(*Selection)(nil),             // 8: conclave.v1.Selection
+	(*Pick)(nil),                  // 9: conclave.v1.Pick
+	(*Skip)(nil),                  // 10: conclave.v1.Skip
+	(*WorkerResult)(nil),          // 11: conclave.v1.WorkerResult
+	(*ArbiterDecision)(nil),       // 12: conclave.v1.ArbiterDecision
+	(*Phases)(nil),                // 13: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 14: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 15: conclave.v1.Retry
+	(*Failure)(nil),               // 16: conclave.v1.Failure
+	(*Problem)(nil),               // 17: conclave.v1.Problem
+	(*Usage)(nil),                 // 18: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 19: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 20: conclave.v1.Job
+	(*Dispatch)(nil),              // 21: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 22: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 23: conclave.v1.JobStarted
+	(*JobResult)(nil),             // 24: conclave.v1.JobResult
+	(*Acquire)(nil),               // 25: conclave.v1.Acquire
+	(*Permit)(nil),                // 26: conclave.v1.Permit
+	(*Outcome)(nil),               // 27: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 28: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 29: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 30: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 31: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 32: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 33: conclave.v1.Votes
+	(*Reward)(nil),                // 34: conclave.v1.Reward
+	(*GetExecution)(nil),          // 35: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 36: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 37: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 38: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 39: conclave.v1.Flush
+	(*Flushed)(nil),               // 40: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 41: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 42: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 43: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 44: conclave.v1.AgentHello
+	nil,                           // 45: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 46: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 47: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 48: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 49: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	46, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	47, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	47, // 2: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	47, // 3: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	46, // 4: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
-	4,  // 5: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
-	6,  // 6: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
-	7,  // 7: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
-	10, // 8: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
-	11, // 9: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	12, // 10: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	13, // 11: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	14, // 12: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	15, // 13: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	13, // 14: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	47, // 15: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	47, // 16: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	17, // 17: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
-	3,  // 18: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
-	5,  // 19: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	8,  // 20: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	44, // 21: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	9,  // 22: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	17, // 23: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	17, // 24: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	16, // 25: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	47, // 26: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	19, // 27: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	48, // 28: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	17, // 29: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	18, // 30: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	47, // 31: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	48, // 32: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	18, // 33: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 34: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 35: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	30, // 36: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	47, // 37: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	11, // 38: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	2,  // 39: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	45, // 40: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	13, // 41: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	41, // 42: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	42, // 43: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	23, // 44: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	21, // 45: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	43, // 46: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	19, // 47: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	47, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	48, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	49, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	48, // 3: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	48, // 4: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	47, // 5: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	5,  // 6: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
+	7,  // 7: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
+	8,  // 8: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
+	11, // 9: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
+	12, // 10: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
+	13, // 11: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	14, // 12: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	15, // 13: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	16, // 14: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	14, // 15: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	48, // 16: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	48, // 17: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	18, // 18: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	4,  // 19: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
+	6,  // 20: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	9,  // 21: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	45, // 22: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	10, // 23: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	18, // 24: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	18, // 25: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	17, // 26: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	48, // 27: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	20, // 28: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	49, // 29: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	18, // 30: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	19, // 31: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	48, // 32: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	49, // 33: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	19, // 34: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 35: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 36: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	31, // 37: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	48, // 38: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	12, // 39: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	3,  // 40: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	46, // 41: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	14, // 42: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	42, // 43: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	43, // 44: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	24, // 45: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	22, // 46: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	44, // 47: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	20, // 48: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -4588,10 +4803,10 @@ func file_conclave_proto_init() {
 		return
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[1].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[18].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[35].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[39].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[2].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[19].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[36].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[40].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -4604,7 +4819,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   45,
+			NumMessages:   46,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -10,6 +10,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -32,6 +33,8 @@ which models to ask.
 
 Usage:
   conclave serve [flags]     run the control plane (the embedded default needs no configuration)
+  conclave route [flags] "TASK"
+                             send a task to a running Conclave and watch each model answer
   conclave eval [flags]      measure routing quality on replayed benchmark answers (report in reports/eval)
   conclave worker            the agent on a worker host (started over SSH by a controller)
   conclave migrate up|down|status
@@ -71,6 +74,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return serve(ctx, args[1:], stdout, stderr)
 	case "eval":
 		return evaluate(ctx, args[1:], stdout, stderr)
+	case "route":
+		return routeCommand(ctx, args[1:], os.Stdin, stdout, stderr)
 	case "worker":
 		return worker(ctx, args[1:], strings.NewReader(""), stdout, stderr)
 	case "migrate":
@@ -132,6 +137,16 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
+	// The debug address is out before the API's: whoever waits for the one line finds both.
+	if cfg.DebugListen != "" {
+		dbg, err := debugServer(cfg.DebugListen, stdout, log)
+		if err != nil {
+			_ = ln.Close()
+			_ = eng.Shutdown(context.Background())
+			return err
+		}
+		defer dbg.Close()
+	}
 	log.Info("conclave listening", zap.String("event", "server_listening"), zap.String("address", "http://"+ln.Addr().String()),
 		zap.Bool("auth", cfg.APIToken.Set()), zap.String("version", version), zap.String("node_id", cfg.NodeID))
 	fmt.Fprintf(stdout, "conclave listening on http://%s\n", ln.Addr())
@@ -163,4 +178,24 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	}
 	<-served
 	return err
+}
+
+// debugServer serves pprof on its own listener, apart from the API and its token: the configuration
+// keeps it on loopback, and it is off unless asked for.
+func debugServer(addr string, stdout io.Writer, log *zap.Logger) (*http.Server, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("debug listen: %w", err)
+	}
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	log.Info("debug listener serving pprof", zap.String("event", "debug_listening"), zap.String("address", "http://"+ln.Addr().String()))
+	fmt.Fprintf(stdout, "pprof on http://%s/debug/pprof/\n", ln.Addr())
+	return srv, nil
 }

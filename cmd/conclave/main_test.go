@@ -163,15 +163,20 @@ func TestEvalCommand(t *testing.T) {
 	}
 }
 
-// TestTheAddressIsPrintedAtEveryLogLevel starts the server with only errors logged: it still says where
-// it listens.
-func TestTheAddressIsPrintedAtEveryLogLevel(t *testing.T) {
+// serving runs `conclave serve` with args until the test ends and returns what it printed once the
+// listen address is out, and the address.
+func serving(t *testing.T, args ...string) (*lockedBuffer, string) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	out, logs := &lockedBuffer{}, &lockedBuffer{}
 	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"serve", "--listen", "127.0.0.1:0", "--log-level", "error"}, out, logs)
-	}()
+	go func() { done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), out, logs) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
 	pattern := regexp.MustCompile(`conclave listening on (http://127\.0\.0\.1:\d+)`)
 	deadline := time.Now().Add(30 * time.Second)
 	var m []string
@@ -181,14 +186,50 @@ func TestTheAddressIsPrintedAtEveryLogLevel(t *testing.T) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	resp, err := http.Get(m[1] + "/healthz")
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("the printed address does not answer: %v", err)
+	return out, m[1]
+}
+
+func get(t *testing.T, url string) int {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
 	}
 	resp.Body.Close()
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
+	return resp.StatusCode
+}
+
+// TestTheAddressIsPrintedAtEveryLogLevel starts the server with only errors logged: it still says where
+// it listens.
+func TestTheAddressIsPrintedAtEveryLogLevel(t *testing.T) {
+	_, addr := serving(t, "--log-level", "error")
+	if status := get(t, addr+"/healthz"); status != http.StatusOK {
+		t.Fatalf("the printed address answers %d", status)
+	}
+}
+
+// TestPprofOnlyOnTheDebugListener: pprof is off by default, and when asked for it is served on its own
+// loopback listener, never on the API's.
+func TestPprofOnlyOnTheDebugListener(t *testing.T) {
+	out, addr := serving(t, "--debug-listen", "127.0.0.1:0")
+	if status := get(t, addr+"/debug/pprof/"); status != http.StatusNotFound {
+		t.Fatalf("the API serves pprof: %d", status)
+	}
+	m := regexp.MustCompile(`pprof on (http://127\.0\.0\.1:\d+)/debug/pprof/`).FindStringSubmatch(out.String())
+	if m == nil {
+		t.Fatalf("no debug address printed: %q", out.String())
+	}
+	if status := get(t, m[1]+"/debug/pprof/goroutine?debug=1"); status != http.StatusOK {
+		t.Fatalf("the debug listener answers %d", status)
+	}
+	_, plain := serving(t)
+	if status := get(t, plain+"/debug/pprof/"); status != http.StatusNotFound {
+		t.Fatalf("pprof without --debug-listen: %d", status)
+	}
+	var stdout, stderr bytes.Buffer
+	if err := run(context.Background(), []string{"serve", "--debug-listen", "0.0.0.0:6060"}, &stdout, &stderr); err == nil ||
+		!strings.Contains(err.Error(), "loopback") {
+		t.Fatalf("a debug listener beyond loopback was accepted: %v", err)
 	}
 }
 
@@ -214,5 +255,44 @@ func TestClassificationCanPickEveryBlueprint(t *testing.T) {
 	}
 	if want := fmt.Sprintf("one of the %d blueprints", len(set.Names())); !strings.Contains(string(readme), want) {
 		t.Errorf("the README does not say %q", want)
+	}
+}
+
+// TestRouteCommand sends tasks to a running server: the live view shows each model's status and the
+// answer, --json prints the response, flags become request fields, and a refusal is an error.
+func TestRouteCommand(t *testing.T) {
+	_, addr := serving(t, "--sim-latency-scale", "0")
+	const task = "A warehouse robot must choose a route.\nA) north aisle\nB) south aisle\nC) loading dock"
+	var out, errs bytes.Buffer
+	if err := run(context.Background(), []string{"route", "--server", addr, task, "--category", "general", "--workers", "3", "--min-responses", "2"}, &out, &errs); err != nil {
+		t.Fatalf("%v: %s", err, errs.String())
+	}
+	text := out.String()
+	for _, want := range []string{"classified as general", "blueprint general, ", "asking 3 models", "waiting on ", "answered in ", "consensus (", "answer ("} {
+		if !strings.Contains(text, want) {
+			t.Fatalf("the live view lacks %q:\n%s", want, text)
+		}
+	}
+	out.Reset()
+	if err := run(context.Background(), []string{"route", "--json", "--server", addr, "--workers", "2", "--min-responses", "1", "--metadata", `{"answer_kind":"choice"}`, task}, &out, &errs); err != nil {
+		t.Fatalf("%v: %s", err, errs.String())
+	}
+	var resp struct {
+		Answer    string `json:"answer"`
+		Blueprint struct {
+			Workers      int `json:"workers"`
+			MinResponses int `json:"min_responses"`
+		} `json:"blueprint"`
+	}
+	if err := json.Unmarshal(out.Bytes(), &resp); err != nil || resp.Answer == "" || resp.Blueprint.Workers != 2 || resp.Blueprint.MinResponses != 1 {
+		t.Fatalf("--json printed %s (%v)", out.String(), err)
+	}
+	out.Reset()
+	err := run(context.Background(), []string{"route", "--server", addr, "--category", "astrology", task}, &out, &errs)
+	if err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("an unknown category: %v\n%s", err, out.String())
+	}
+	if err := run(context.Background(), []string{"route", "--server", addr}, &out, &errs); err == nil {
+		t.Fatal("a missing task was accepted")
 	}
 }
