@@ -28,6 +28,8 @@ import (
 type Config struct {
 	// Listen is the HTTP address; binding anything but loopback requires APIToken.
 	Listen string `json:"listen"`
+	// EvalReport is the evaluation report the dashboard shows (GET /eval/report).
+	EvalReport string `json:"eval_report"`
 	// DebugListen, when set, is a loopback address serving pprof; empty (the default) serves none.
 	DebugListen string `json:"debug_listen"`
 	// APIToken, when set, is required as a bearer token on every endpoint but /healthz.
@@ -172,6 +174,7 @@ func Default() Config {
 	limits := maps.Clone(ratelimit.Defaults)
 	return Config{
 		Listen:                 "127.0.0.1:5000",
+		EvalReport:             "reports/eval/report.json",
 		LogLevel:               "info",
 		LogFormat:              "json",
 		Seed:                   1,
@@ -206,6 +209,8 @@ type setting struct {
 var settings = []setting{
 	{"listen", "CONCLAVE_LISTEN", "HTTP listen address; binding anything but loopback needs CONCLAVE_API_TOKEN",
 		func(c Config) string { return c.Listen }, func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"eval-report", "CONCLAVE_EVAL_REPORT", "evaluation report the dashboard shows",
+		func(c Config) string { return c.EvalReport }, func(c *Config, v string) error { c.EvalReport = v; return nil }},
 	{"debug-listen", "CONCLAVE_DEBUG_LISTEN", "loopback address of a debug listener serving pprof",
 		func(Config) string { return "off" }, func(c *Config, v string) error { c.DebugListen = v; return nil }},
 	{"log-level", "CONCLAVE_LOG_LEVEL", "log level: debug, info, warn or error",

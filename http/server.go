@@ -8,7 +8,9 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"io"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -20,6 +22,7 @@ import (
 	"github.com/conclave-ai/conclave/metrics"
 	"github.com/conclave-ai/conclave/secret"
 	"github.com/conclave-ai/conclave/store"
+	"github.com/conclave-ai/conclave/ui"
 	"github.com/conclave-ai/conclave/validation"
 	"github.com/julienschmidt/httprouter"
 	"go.uber.org/zap"
@@ -51,6 +54,9 @@ type Options struct {
 	Token secret.String
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64
+	// EvalReport is the evaluation report GET /eval/report serves (make eval writes
+	// reports/eval/report.json); read at each request, so a new evaluation shows at once.
+	EvalReport string
 	// StreamKeepAlive is how often a stream with nothing to say yet sends a comment; zero means
 	// DefaultStreamKeepAlive.
 	StreamKeepAlive time.Duration
@@ -94,6 +100,13 @@ func New(engine Engine, opts Options) *Server {
 	s.handle(http.MethodGet, "/workers", s.authed(s.workers))
 	s.handle(http.MethodGet, "/blueprints", s.authed(s.blueprints))
 	s.handle(http.MethodGet, "/metrics", s.authed(s.metricsHandler))
+	s.handle(http.MethodGet, "/eval/report", s.authed(s.evalReport))
+	// The dashboard's files hold no data: they load without the token, and ask for it to read the API.
+	dashboard := http.StripPrefix("/ui", ui.Handler())
+	s.handle(http.MethodGet, "/ui/*file", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { dashboard.ServeHTTP(w, r) })
+	s.handle(http.MethodGet, "/ui", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+		http.Redirect(w, r, "/ui/", http.StatusMovedPermanently)
+	})
 	s.handle(http.MethodGet, "/readyz", s.readyz) // says nothing secret: a load balancer probes it without the token
 	s.handle(http.MethodGet, "/healthz", s.healthz)
 	r := s.router
@@ -123,6 +136,35 @@ func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request, _ httpro
 	}
 	s.metrics.Handler().ServeHTTP(w, r)
 }
+
+// maxReportBytes bounds the evaluation report served.
+const maxReportBytes = 16 << 20
+
+func (s *Server) evalReport(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+	path := s.opts.EvalReport
+	if path == "" {
+		path = DefaultEvalReport
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		writeError(w, http.StatusNotFound, "not_found", "no evaluation report at "+path+" (make eval writes one)", nil)
+		return
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxReportBytes+1))
+	switch {
+	case err != nil:
+		writeError(w, http.StatusInternalServerError, "internal", "could not read the evaluation report: "+err.Error(), nil)
+	case len(raw) > maxReportBytes || !json.Valid(raw):
+		writeError(w, http.StatusInternalServerError, "internal", "the evaluation report at "+path+" is not JSON of at most 16 MiB", nil)
+	default:
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write(raw)
+	}
+}
+
+// DefaultEvalReport is where make eval writes its report, relative to the working directory.
+const DefaultEvalReport = "reports/eval/report.json"
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }

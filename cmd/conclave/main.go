@@ -133,7 +133,7 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 		return fmt.Errorf("listen: %w", err)
 	}
 	srv := &http.Server{
-		Handler:           httpapi.New(eng, httpapi.Options{Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, Log: log}),
+		Handler:           httpapi.New(eng, httpapi.Options{Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, Log: log, EvalReport: cfg.EvalReport}),
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 	}
