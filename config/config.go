@@ -28,6 +28,8 @@ import (
 type Config struct {
 	// Listen is the HTTP address; binding anything but loopback requires APIToken.
 	Listen string `json:"listen"`
+	// Remote is the protoactor remote endpoint where other nodes send RouteRequest messages.
+	Remote Remote `json:"remote"`
 	// EvalReport is the evaluation report the dashboard shows (GET /eval/report).
 	EvalReport string `json:"eval_report"`
 	// DebugListen, when set, is a loopback address serving pprof; empty (the default) serves none.
@@ -198,6 +200,13 @@ func Default() Config {
 	}
 }
 
+// Remote configures the remote endpoint.
+type Remote struct {
+	// Listen is its address ("host:port"); empty serves none. Beyond loopback it needs APIToken,
+	// which every remote request then carries.
+	Listen string `json:"listen"`
+}
+
 // setting is a value that a flag of `conclave serve` and an environment variable can set.
 type setting struct {
 	flag, env, usage string
@@ -209,6 +218,8 @@ type setting struct {
 var settings = []setting{
 	{"listen", "CONCLAVE_LISTEN", "HTTP listen address; binding anything but loopback needs CONCLAVE_API_TOKEN",
 		func(c Config) string { return c.Listen }, func(c *Config, v string) error { c.Listen = v; return nil }},
+	{"remote", "CONCLAVE_REMOTE", "address where other nodes send RouteRequest messages over protoactor remote (config remote.listen)",
+		func(Config) string { return "none" }, func(c *Config, v string) error { c.Remote.Listen = v; return nil }},
 	{"eval-report", "CONCLAVE_EVAL_REPORT", "evaluation report the dashboard shows",
 		func(c Config) string { return c.EvalReport }, func(c *Config, v string) error { c.EvalReport = v; return nil }},
 	{"debug-listen", "CONCLAVE_DEBUG_LISTEN", "loopback address of a debug listener serving pprof",
@@ -351,6 +362,13 @@ func (c Config) Validate() error {
 		bad("listen %q: %w", c.Listen, err)
 	} else if !IsLoopback(host) && !c.APIToken.Set() {
 		bad("listen %q is not a loopback address: set CONCLAVE_API_TOKEN to require a bearer token", c.Listen)
+	}
+	if c.Remote.Listen != "" {
+		if host, _, err := net.SplitHostPort(c.Remote.Listen); err != nil {
+			bad("remote.listen %q: %w", c.Remote.Listen, err)
+		} else if !IsLoopback(host) && !c.APIToken.Set() {
+			bad("remote.listen %q is not a loopback address: set CONCLAVE_API_TOKEN, which remote requests must then carry", c.Remote.Listen)
+		}
 	}
 	if c.DebugListen != "" {
 		// pprof has no authentication and tells a great deal: it is never served beyond the machine.

@@ -127,15 +127,9 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 		bad.Add("model", "is required: conclave/auto, conclave/<blueprint> or a model id (GET /v1/models lists them)")
 	} else if err := json.Unmarshal(raw, &out.model); err != nil || out.model == "" {
 		bad.Add("model", "must be a non-empty string")
-	} else if name, ok := strings.CutPrefix(out.model, modelPrefix); ok && out.model != autoModel {
-		if s.engine.Blueprints().Has(name) {
-			out.route.Category = name
-		} else if _, known := s.engine.Catalog().Get(out.model); known {
-			out.passthroughTo = out.model
-		} else {
-			unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(out.model, 128)))
-		}
-	} else if !ok {
+	} else if name, ours := strings.CutPrefix(out.model, modelPrefix); ours && s.engine.Blueprints().Has(name) {
+		out.route.Category = name
+	} else if out.model != autoModel {
 		if _, known := s.engine.Catalog().Get(out.model); known {
 			out.passthroughTo = out.model
 		} else {

@@ -22,6 +22,7 @@ import (
 	"github.com/conclave-ai/conclave/engine"
 	httpapi "github.com/conclave-ai/conclave/http"
 	"github.com/conclave-ai/conclave/logging"
+	"github.com/conclave-ai/conclave/node"
 	"go.uber.org/zap"
 )
 
@@ -146,6 +147,16 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 			return err
 		}
 		defer dbg.Close()
+	}
+	if cfg.Remote.Listen != "" {
+		ep, err := node.Start(eng.System(), cfg.Remote.Listen, eng, cfg.APIToken, log)
+		if err != nil {
+			_ = ln.Close()
+			_ = eng.Shutdown(context.Background())
+			return err
+		}
+		defer ep.Stop()
+		fmt.Fprintf(stdout, "remote endpoint on %s\n", ep.Addr())
 	}
 	log.Info("conclave listening", zap.String("event", "server_listening"), zap.String("address", "http://"+ln.Addr().String()),
 		zap.Bool("auth", cfg.APIToken.Set()), zap.String("version", version), zap.String("node_id", cfg.NodeID))

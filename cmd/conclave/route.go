@@ -22,6 +22,7 @@ type routeFlags struct {
 	timeout, quorumGrace, quorumTau          float64
 	workers, minResponses                    int
 	json                                     bool
+	remote, remoteListen                     string
 	fs                                       *flag.FlagSet
 }
 
@@ -51,6 +52,8 @@ Flags:`)
 	fs.Float64Var(&f.quorumTau, "quorum-tau", 0, "posterior at which an adaptive quorum stops (unset: the blueprint's)")
 	fs.StringVar(&f.meta, "metadata", "", `metadata as a JSON object, e.g. '{"answer_kind":"choice"}'`)
 	fs.BoolVar(&f.json, "json", false, "print the response as JSON instead of the live view")
+	fs.StringVar(&f.remote, "remote", "", "send the request as a protoactor remote message to the node at this address (its --remote) instead of over HTTP")
+	fs.StringVar(&f.remoteListen, "remote-listen", "127.0.0.1:0", "this client's own remote address, where the node sends progress and the answer")
 	return f
 }
 
@@ -134,6 +137,9 @@ func routeCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		return err
 	}
 	raw, _ := json.Marshal(body)
+	if f.remote != "" {
+		return f.routeRemote(raw, stdout)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(f.server, "/")+"/route-thompson", bytes.NewReader(raw))
 	if err != nil {
 		return fmt.Errorf("route: %w", err)
@@ -250,7 +256,12 @@ func watch(r io.Reader, out io.Writer, tty bool) error {
 		}
 		switch name {
 		case "answer":
-			return showAnswer(out, data)
+			var a answer
+			if err := json.Unmarshal([]byte(data), &a); err != nil {
+				return fmt.Errorf("route: the answer: %w", err)
+			}
+			a.show(out)
+			return nil
 		case "error":
 			var e struct {
 				Status int `json:"status"`
@@ -262,39 +273,43 @@ func watch(r io.Reader, out io.Writer, tty bool) error {
 			return fmt.Errorf("route: %d %s: %s", e.Status, e.Error.Code, e.Error.Message)
 		}
 		var p progressEvent
-		if json.Unmarshal([]byte(data), &p) != nil {
-			continue
-		}
-		switch name {
-		case "classified":
-			fmt.Fprintf(out, "classified as %s (confidence %.2f)\n", p.Category, p.Confidence)
-		case "selected":
-			fmt.Fprintf(out, "blueprint %s, %s, asking %d models\n", p.Blueprint, p.Strategy, len(p.Models))
-			for _, m := range p.Models {
-				v.set(m, "waiting")
-			}
-		case "dispatched":
-			if p.Attempt > 0 {
-				v.set(p.Model, "retried on "+p.Worker)
-			} else {
-				v.set(p.Model, "waiting on "+p.Worker)
-			}
-		case "reply":
-			v.set(p.Model, replyStatus(p))
-		case "retry":
-			v.set(p.Model, "retrying after "+strings.ReplaceAll(p.ErrorKind, "_", " "))
-		case "consensus":
-			if p.Chosen != "" {
-				fmt.Fprintf(out, "consensus (%s): %s's answer\n", p.Strategy, p.Chosen)
-			} else {
-				fmt.Fprintf(out, "consensus (%s)\n", p.Strategy)
-			}
+		if json.Unmarshal([]byte(data), &p) == nil {
+			v.step(name, p)
 		}
 	}
 	if err := sc.Err(); err != nil {
 		return fmt.Errorf("route: the stream broke: %w", err)
 	}
 	return errors.New("route: the stream ended without an answer")
+}
+
+// step shows one progress event.
+func (v *view) step(name string, p progressEvent) {
+	switch name {
+	case "classified":
+		fmt.Fprintf(v.out, "classified as %s (confidence %.2f)\n", p.Category, p.Confidence)
+	case "selected":
+		fmt.Fprintf(v.out, "blueprint %s, %s, asking %d models\n", p.Blueprint, p.Strategy, len(p.Models))
+		for _, m := range p.Models {
+			v.set(m, "waiting")
+		}
+	case "dispatched":
+		if p.Attempt > 0 {
+			v.set(p.Model, "retried on "+p.Worker)
+		} else {
+			v.set(p.Model, "waiting on "+p.Worker)
+		}
+	case "reply":
+		v.set(p.Model, replyStatus(p))
+	case "retry":
+		v.set(p.Model, "retrying after "+strings.ReplaceAll(p.ErrorKind, "_", " "))
+	case "consensus":
+		if p.Chosen != "" {
+			fmt.Fprintf(v.out, "consensus (%s): %s's answer\n", p.Strategy, p.Chosen)
+		} else {
+			fmt.Fprintf(v.out, "consensus (%s)\n", p.Strategy)
+		}
+	}
 }
 
 func replyStatus(p progressEvent) string {
@@ -314,23 +329,24 @@ func replyStatus(p progressEvent) string {
 	return p.Status
 }
 
-func showAnswer(out io.Writer, data string) error {
-	var a struct {
-		RequestID string  `json:"request_id"`
-		Answer    string  `json:"answer"`
-		Degraded  bool    `json:"degraded"`
-		Cost      float64 `json:"cost"`
-		Phases    struct {
-			TotalMs float64 `json:"total_ms"`
-		} `json:"phases"`
-		Responses []struct {
-			Contributed bool   `json:"contributed"`
-			Status      string `json:"status"`
-		} `json:"responses"`
-	}
-	if err := json.Unmarshal([]byte(data), &a); err != nil {
-		return fmt.Errorf("route: the answer: %w", err)
-	}
+// answer is what the live view shows of the response.
+type answer struct {
+	RequestID string  `json:"request_id"`
+	Answer    string  `json:"answer"`
+	Degraded  bool    `json:"degraded"`
+	Cost      float64 `json:"cost"`
+	Phases    struct {
+		TotalMs float64 `json:"total_ms"`
+	} `json:"phases"`
+	Responses []answered `json:"responses"`
+}
+
+type answered struct {
+	Contributed bool   `json:"contributed"`
+	Status      string `json:"status"`
+}
+
+func (a answer) show(out io.Writer) {
 	agreed, answered := 0, 0
 	for _, r := range a.Responses {
 		if r.Status == "ok" {
@@ -346,5 +362,4 @@ func showAnswer(out io.Writer, data string) error {
 	}
 	fmt.Fprintf(out, "\nanswer (%d of %d agree%s, %s, $%.4f, request %s):\n%s\n", agreed, answered, note,
 		time.Duration(a.Phases.TotalMs*float64(time.Millisecond)).Round(time.Millisecond), a.Cost, a.RequestID, a.Answer)
-	return nil
 }
