@@ -25,6 +25,9 @@ type Deps struct {
 	Log *zap.Logger
 	// Metrics take the records and breaker transitions; nil records nothing.
 	Metrics *metrics.Metrics
+	// BreakerOpened, when set, tells the other controllers that a provider breaker opened here, until
+	// then; it must not block.
+	BreakerOpened func(provider string, until time.Time)
 	// Clock is the time that breakers, rate limits and reliability read, so their behaviour can be
 	// tested exactly. Deadlines are wall-clock, because the timers that enforce them are.
 	Clock   clock.Clock

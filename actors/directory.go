@@ -29,15 +29,18 @@ import (
 // messaging hundreds of actors; updates go through the owning actor. It is built before the actors
 // start and not changed afterwards, except through the atomic snapshot pointers.
 type Directory struct {
-	Workers     []*WorkerRef
-	workers     map[string]*WorkerRef
-	Providers   []*ProviderRef
-	providers   map[string]*ProviderRef
-	Arms        *ArmBoard
-	Requests    *actor.PID
-	Bandit      *actor.PID
-	Recorder    *actor.PID
-	rotation    map[string]*atomic.Uint64
+	Workers   []*WorkerRef
+	workers   map[string]*WorkerRef
+	Providers []*ProviderRef
+	providers map[string]*ProviderRef
+	Arms      *ArmBoard
+	Requests  *actor.PID
+	Bandit    *actor.PID
+	Recorder  *actor.PID
+	rotation  map[string]*atomic.Uint64
+	// SharedRound, when set, takes a category's next turn of the rotation every controller shares
+	// (a Redis counter); an error falls back to the local one. Set before the first request.
+	SharedRound func(category string) (uint64, error)
 	requestSeqs atomic.Uint64
 }
 
@@ -229,8 +232,14 @@ func (d *Directory) WorkerSnapshots() []fleet.Snapshot {
 	return out
 }
 
-// NextRound returns the rotating-arbiter round for a category and advances it.
+// NextRound returns the rotating-arbiter round for a category and advances it: the rotation shared by
+// every controller when there is one and it answers, else this controller's own.
 func (d *Directory) NextRound(category string) uint64 {
+	if d.SharedRound != nil {
+		if n, err := d.SharedRound(category); err == nil {
+			return n
+		}
+	}
 	if r, ok := d.rotation[category]; ok {
 		return r.Add(1) - 1
 	}

@@ -123,6 +123,9 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 	case *messages.Outcome:
 		p.outcome(ctx, m)
 		p.serve(ctx)
+	case *messages.PeerBreakerOpened:
+		p.peerOpened(m)
+		p.serve(ctx)
 	case *messages.KeyChanged:
 		if p.disabled != "" {
 			p.disabled = ""
@@ -264,6 +267,9 @@ func (p *ProviderActor) start() {
 	settings.Clock = p.deps.Clock
 	settings.OnStateChange = func(t resilience.Transition) {
 		p.deps.Metrics.BreakerTransition(p.ref.Name, t.To.String())
+		if t.To == resilience.Open && p.deps.BreakerOpened != nil {
+			p.deps.BreakerOpened(p.ref.Name, t.At.Add(p.breaker.Settings().OpenFor))
+		}
 		p.log.Info("provider breaker transition", zap.String("event", "breaker_transition"),
 			zap.String("kind", "provider"), zap.Stringer("from", t.From), zap.Stringer("to", t.To), zap.Uint64("generation", t.Generation))
 	}
@@ -285,6 +291,26 @@ func (p *ProviderActor) start() {
 		}
 	}
 	p.modelsChanged = true
+	p.publish()
+}
+
+// peerOpened opens the breaker because another controller's opened: that controller saw the provider
+// fail, so this one stops calling it too, until the same time (at most its own open period, whatever
+// the other's clock says), and then half-opens on its own. An open breaker keeps its own period.
+func (p *ProviderActor) peerOpened(m *messages.PeerBreakerOpened) {
+	now := p.deps.Clock.Now()
+	s := p.breaker.Settings()
+	until := m.GetOpenUntil().AsTime()
+	if limit := now.Add(s.OpenFor); until.After(limit) {
+		until = limit
+	}
+	if !until.After(now) || p.breaker.State() == resilience.Open {
+		return
+	}
+	p.breaker = resilience.ResumeBreaker(s, resilience.Snapshot{State: resilience.Open, OpenUntil: until, Generation: p.breaker.Snapshot().Generation})
+	p.deps.Metrics.BreakerTransition(p.ref.Name, resilience.Open.String())
+	p.log.Warn("provider breaker opened by another controller", zap.String("event", "breaker_peer_open"), zap.String("node", m.Node),
+		zap.Time("open_until", until))
 	p.publish()
 }
 

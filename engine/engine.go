@@ -22,6 +22,7 @@ import (
 	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/classify"
 	"github.com/conclave-ai/conclave/clock"
+	"github.com/conclave-ai/conclave/cluster"
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/feedback"
 	"github.com/conclave-ai/conclave/fleet"
@@ -37,6 +38,7 @@ import (
 	"github.com/conclave-ai/conclave/supervisors"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // ErrShuttingDown is why the engine is not ready once its shutdown began.
@@ -71,8 +73,11 @@ type Engine struct {
 	blueprints *blueprints.Set
 	store      store.Store
 	spool      *spool.Spool
-	redis      *redis.Client     // REDIS_URL's, when set
-	transports []fleet.Transport // the fleet's, closed at shutdown
+	redis      *redis.Client // REDIS_URL's, when set
+	bus        *cluster.Bus  // what controllers tell each other through that Redis
+	// rotationLocal is true while the shared rotation cannot be reached.
+	rotationLocal atomic.Bool
+	transports    []fleet.Transport // the fleet's, closed at shutdown
 	// Sim is the simulated provider when the engine runs on it (nil otherwise); tests inject faults here.
 	Sim *providers.Sim
 	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
@@ -185,6 +190,9 @@ func New(opts Options) (*Engine, error) {
 			e.closeStore()
 			return nil, err
 		}
+		e.bus = cluster.New(e.redis, cfg.RedisPrefix, cfg.NodeID, log)
+		e.deps.BreakerOpened = e.publishOpened
+		dir.SharedRound = e.sharedRound
 	}
 
 	transport := opts.Transport
@@ -232,6 +240,9 @@ func New(opts Options) (*Engine, error) {
 		if u.discover > 0 {
 			e.background.Go(func() { e.discoverEvery(background, u.Name, u.discover) })
 		}
+	}
+	if e.bus != nil {
+		e.background.Go(func() { e.bus.Listen(background, e.peerOpened) })
 	}
 	for _, p := range e.LiveProviders() {
 		log.Info("provider live", zap.String("event", "provider_live"), zap.String("provider", p.Name), zap.String("kind", p.Kind),
@@ -455,6 +466,42 @@ func (e *Engine) Providers() []*actors.ProviderSnapshot {
 		out[i] = p.Snapshot()
 	}
 	return out
+}
+
+// publishOpened tells the other controllers that a provider breaker opened here. It runs on the
+// provider's actor, so the publication goes on in a goroutine of its own.
+func (e *Engine) publishOpened(provider string, until time.Time) {
+	go func() {
+		if err := e.bus.PublishOpened(provider, until); err != nil {
+			e.log.Warn("a breaker opening was not shared", zap.String("event", "breaker_share_failed"), zap.String("provider", provider), zap.Error(err))
+		}
+	}()
+}
+
+// roundTimeout bounds the shared rotation's call: past it, the request takes a local turn.
+const roundTimeout = 100 * time.Millisecond
+
+// sharedRound takes a turn of the rotation in Redis. It runs on the request's own coordinator, which it
+// may delay by at most roundTimeout; losing Redis is logged once, and so is finding it again.
+func (e *Engine) sharedRound(category string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
+	defer cancel()
+	n, err := e.bus.Turn(ctx, category)
+	if lost := err != nil; e.rotationLocal.Swap(lost) != lost {
+		if lost {
+			e.log.Warn("the rotating arbiter's turns are counted locally", zap.String("event", "rotation_local"), zap.Error(err))
+		} else {
+			e.log.Info("the rotating arbiter's turns are shared again", zap.String("event", "rotation_shared"))
+		}
+	}
+	return n, err
+}
+
+// peerOpened hands another controller's breaker opening to the provider's actor.
+func (e *Engine) peerOpened(o cluster.Opened) {
+	if ref := e.deps.Dir.Provider(o.Provider); ref != nil {
+		e.system.Root.Send(ref.PID, &messages.PeerBreakerOpened{Provider: o.Provider, OpenUntil: timestamppb.New(o.Until), Node: o.Node})
+	}
 }
 
 // Metrics returns the engine's metrics registry.
