@@ -50,9 +50,12 @@ func (a *ArmActor) Receive(ctx actor.Context) {
 }
 
 // reward sends a reward to its (model, category) arm and to the model's arm across all categories.
-func reward(ctx actor.Context, bandit *actor.PID, r *messages.Reward) {
+func reward(ctx actor.SenderContext, bandit *actor.PID, r *messages.Reward) {
 	ctx.Send(bandit, r)
 	if r.Category != AllCategories {
 		ctx.Send(bandit, &messages.Reward{Model: r.Model, Category: AllCategories, Reward: r.Reward, Reason: r.Reason, RequestId: r.RequestId})
 	}
 }
+
+// Reward sends a reward from outside the actors (another controller's, read from the store).
+func Reward(ctx actor.SenderContext, bandit *actor.PID, r *messages.Reward) { reward(ctx, bandit, r) }

@@ -99,6 +99,10 @@ type Config struct {
 	// MinConfidence is the classifier confidence below which a task counts as general.
 	MinConfidence          float64 `json:"min_confidence"`
 	ShutdownTimeoutSeconds float64 `json:"shutdown_timeout_seconds"`
+	// ArmsRefreshSeconds is how often a controller sharing PostgreSQL folds the other controllers'
+	// rewards into its arms: what one learns, the others use this much later (plus the recorder's
+	// flush, 50 ms).
+	ArmsRefreshSeconds float64 `json:"arms_refresh_seconds"`
 }
 
 // Breaker overrides a provider's circuit breakers: the provider's own, and the breaker each of its
@@ -197,6 +201,7 @@ func Default() Config {
 		Sharing:                10,
 		MinConfidence:          0.3,
 		ShutdownTimeoutSeconds: 30,
+		ArmsRefreshSeconds:     2,
 	}
 }
 
@@ -404,6 +409,7 @@ func (c Config) Validate() error {
 	between("retry rounds", float64(c.Retry.Rounds), 0, 10)
 	between("arbiter_timeout_seconds", c.ArbiterTimeoutSeconds, 0, 3600)
 	between("shutdown_timeout_seconds", c.ShutdownTimeoutSeconds, 0, 3600)
+	between("arms_refresh_seconds", c.ArmsRefreshSeconds, 0.05, 3600)
 	if len(c.RateLimits) > 64 || len(c.Breakers) > 64 {
 		bad("rate_limits and breakers may name at most 64 providers")
 	}

@@ -75,6 +75,9 @@ type Engine struct {
 	spool      *spool.Spool
 	redis      *redis.Client // REDIS_URL's, when set
 	bus        *cluster.Bus  // what controllers tell each other through that Redis
+	// peers is where the reading of other controllers' rewards stands; only the loop folding them
+	// moves it after the start.
+	peers *peerCursor
 	// rotationLocal is true while the shared rotation cannot be reached.
 	rotationLocal atomic.Bool
 	transports    []fleet.Transport // the fleet's, closed at shutdown
@@ -243,6 +246,10 @@ func New(opts Options) (*Engine, error) {
 	}
 	if e.bus != nil {
 		e.background.Go(func() { e.bus.Listen(background, e.peerOpened) })
+	}
+	if l, ok := e.store.(store.Learning); ok && e.peers != nil {
+		every := time.Duration(cfg.ArmsRefreshSeconds * float64(time.Second))
+		e.background.Go(func() { e.foldPeerRewards(background, l, every) })
 	}
 	for _, p := range e.LiveProviders() {
 		log.Info("provider live", zap.String("event", "provider_live"), zap.String("provider", p.Name), zap.String("kind", p.Kind),

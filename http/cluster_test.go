@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"net/http"
+	"path/filepath"
 	"sort"
 	"testing"
 	"time"
@@ -75,5 +76,39 @@ func TestTheRotationIsSharedAcrossControllers(t *testing.T) {
 		if r != i {
 			t.Fatalf("rounds %v: want 0 to 5, one each, across both controllers", rounds)
 		}
+	}
+}
+
+// What one controller learns, the others sharing its database use: their arms fold its rewards in, each
+// once, and keep their own.
+func TestAnArmLearnedThroughOneControllerIsVisibleInTheOthers(t *testing.T) {
+	db := newDatabase(t)
+	on := func(node string) func(*config.Config) {
+		return func(c *config.Config) {
+			withDatabase(db.url, filepath.Join(t.TempDir(), "spool"))(c)
+			c.NodeID, c.ArmsRefreshSeconds = node, 0.1
+		}
+	}
+	a, b := newTestbed(t, on("ctl-a")), newTestbed(t, on("ctl-b"))
+	model := cerebrasModels[0]
+	for range 4 {
+		if status, _, e := a.route(map[string]any{"task": mcq, "category": "testing", "models": []string{model}, "workers": 1, "min_responses": 1}); status != http.StatusOK {
+			t.Fatalf("a: %d %+v", status, e)
+		}
+	}
+	if status, _, e := b.route(map[string]any{"task": mcq, "category": "testing", "models": []string{model}, "workers": 1, "min_responses": 1}); status != http.StatusOK {
+		t.Fatalf("b: %d %+v", status, e)
+	}
+	// Each controller ends with all five rewards: its own, and the other's from the database.
+	for name, tb := range map[string]*testbed{"a": a, "b": b} {
+		waitFor(t, func() bool { return tb.engine.Arms().Arm("testing", model).Pulls == 5 })
+		if all := tb.engine.Arms().Arm("*", model); all.Pulls != 5 {
+			t.Fatalf("%s: the all-categories arm has %d pulls", name, all.Pulls)
+		}
+	}
+	// and no more: nothing is folded twice.
+	time.Sleep(300 * time.Millisecond)
+	if p := b.engine.Arms().Arm("testing", model).Pulls; p != 5 {
+		t.Fatalf("b: %d pulls after more refreshes", p)
 	}
 }

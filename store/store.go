@@ -55,7 +55,31 @@ type Store interface {
 // Learning is a store that also keeps what the bandit learned: the rewards of every record it
 // inserts and every feedback it sets, added to each arm atomically.
 type Learning interface {
-	LoadArms(ctx context.Context, o LoadOptions) ([]bandit.Arm, error)
+	// LoadArms returns every arm, and the position in the reward history they include: rewards after
+	// it are not in them.
+	LoadArms(ctx context.Context, o LoadOptions) (Learned, error)
+	// RewardsSince returns up to limit rewards after a position in the history, oldest first, leaving
+	// out those of one node (the caller's own, which its arms have already).
+	RewardsSince(ctx context.Context, after int64, notNode string, limit int) ([]Reward, error)
+}
+
+// Learned is what the store holds of the arms at one moment.
+type Learned struct {
+	Arms []bandit.Arm
+	// Through is the last reward of the history in the arms, and Recent the rewards in them among the
+	// last LoadOptions.Lookback before it: a reward numbered below Through can still commit after the
+	// arms were read, and is not among Recent then.
+	Through int64
+	Recent  []int64
+}
+
+// Reward is one reward of the history.
+type Reward struct {
+	ID                int64
+	Model, Category   string
+	Reward            float64
+	Reason, RequestID string
+	Node              string
 }
 
 // LoadOptions say how arms are rebuilt at start.
@@ -63,6 +87,8 @@ type LoadOptions struct {
 	Prior bandit.Prior
 	// Learning is the node's update rule: with a discount, arms are folded from their latest rewards.
 	Learning bandit.UpdateConfig
+	// Lookback is how far below Through rewards are listed in Recent.
+	Lookback int64
 }
 
 // Feedback is what a caller's feedback changed: the rewards it gave, and when.

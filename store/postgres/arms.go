@@ -11,15 +11,44 @@ import (
 type armKey struct{ model, category string }
 
 // LoadArms implements store.Learning: every arm's sums over the prior, with its recency (and, with a
-// discount, its evidence) folded from its latest rewards in the history.
-func (s *Store) LoadArms(ctx context.Context, o store.LoadOptions) ([]bandit.Arm, error) {
+// discount, its evidence) folded from its latest rewards in the history. Sums, history and its last
+// position are read in one snapshot, so a reward is in the arms or after Through, never both.
+func (s *Store) LoadArms(ctx context.Context, o store.LoadOptions) (store.Learned, error) {
+	tx, err := s.pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly})
+	if err != nil {
+		return store.Learned{}, classify(err)
+	}
+	defer tx.Rollback(ctx) //nolint:errcheck // read-only: nothing to undo
+	var through int64
+	if err := tx.QueryRow(ctx, `SELECT coalesce(max(id), 0) FROM learning.strategy_performance_history`).Scan(&through); err != nil {
+		return store.Learned{}, classify(err)
+	}
+	var recent []int64
+	rows, err := tx.Query(ctx, `SELECT id FROM learning.strategy_performance_history WHERE id > $1 ORDER BY id`, through-o.Lookback)
+	if err != nil {
+		return store.Learned{}, classify(err)
+	}
+	var id int64
+	if _, err := pgx.ForEachRow(rows, []any{&id}, func() error { recent = append(recent, id); return nil }); err != nil {
+		return store.Learned{}, classify(err)
+	}
+	arms, err := loadArms(ctx, tx, o)
+	return store.Learned{Arms: arms, Through: through, Recent: recent}, err
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+func loadArms(ctx context.Context, q querier, o store.LoadOptions) ([]bandit.Arm, error) {
 	type sums struct {
 		alpha, beta float64
 		pulls       int64
 	}
 	var keys []armKey
 	total := map[armKey]sums{}
-	rows, err := s.pool.Query(ctx, `SELECT model, category, alpha, beta, pulls FROM learning.strategy_performance ORDER BY model, category`)
+	rows, err := q.Query(ctx, `SELECT model, category, alpha, beta, pulls FROM learning.strategy_performance ORDER BY model, category`)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -36,7 +65,7 @@ func (s *Store) LoadArms(ctx context.Context, o store.LoadOptions) ([]bandit.Arm
 	if err := rows.Err(); err != nil {
 		return nil, classify(err)
 	}
-	latest, err := s.latestRewards(ctx, bandit.HistoryNeeded(o.Learning))
+	latest, err := latestRewards(ctx, q, bandit.HistoryNeeded(o.Learning))
 	if err != nil {
 		return nil, err
 	}
@@ -56,8 +85,8 @@ func (s *Store) LoadArms(ctx context.Context, o store.LoadOptions) ([]bandit.Arm
 
 // latestRewards reads the last n rewards of every arm, oldest first; an all-categories arm's are its
 // model's in every category.
-func (s *Store) latestRewards(ctx context.Context, n int) (map[armKey][]float64, error) {
-	rows, err := s.pool.Query(ctx, `
+func latestRewards(ctx context.Context, q querier, n int) (map[armKey][]float64, error) {
+	rows, err := q.Query(ctx, `
 SELECT s.model, s.category, h.id, h.reward FROM learning.strategy_performance s
 CROSS JOIN LATERAL (
     SELECT id, reward FROM learning.strategy_performance_history h
@@ -79,6 +108,23 @@ ORDER BY 1, 2, 3`, n)
 	var r float64
 	_, err = pgx.ForEachRow(rows, []any{&k.model, &k.category, &id, &r}, func() error {
 		out[k] = append(out[k], r)
+		return nil
+	})
+	return out, classify(err)
+}
+
+// RewardsSince implements store.Learning.
+func (s *Store) RewardsSince(ctx context.Context, after int64, notNode string, limit int) ([]store.Reward, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT id, model, category, reward, reason, request_id, node_id FROM learning.strategy_performance_history
+WHERE id > $1 AND node_id <> $2 ORDER BY id LIMIT $3`, after, notNode, limit)
+	if err != nil {
+		return nil, classify(err)
+	}
+	var out []store.Reward
+	var r store.Reward
+	_, err = pgx.ForEachRow(rows, []any{&r.ID, &r.Model, &r.Category, &r.Reward, &r.Reason, &r.RequestID, &r.Node}, func() error {
+		out = append(out, r)
 		return nil
 	})
 	return out, classify(err)

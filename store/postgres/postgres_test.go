@@ -301,10 +301,11 @@ func TestArmsComeBackAfterARestart(t *testing.T) {
 		}
 	}
 	s.Close()
-	arms, err := open(t, url).LoadArms(ctx, store.LoadOptions{Prior: bandit.DefaultPrior})
+	learned, err := open(t, url).LoadArms(ctx, store.LoadOptions{Prior: bandit.DefaultPrior})
 	if err != nil {
 		t.Fatal(err)
 	}
+	arms := learned.Arms
 	if len(arms) != len(want) {
 		t.Fatalf("%d arms, want %d", len(arms), len(want))
 	}
