@@ -265,7 +265,7 @@ func (c *CoordinatorActor) recordSelection() {
 func (c *CoordinatorActor) logSelection(picks []bandit.Pick, counts map[string]int, skipped []bandit.Skip, eligible int, replacing bool) {
 	c.log.Info("models selected", zap.String("event", "selection"), zap.String("policy", c.deps.Plan.Policy.String()), zap.Bool("replacement", replacing),
 		zap.Int("eligible", eligible), zap.Array("picks", picksField(picks)), zap.Object("skip_counts", countsField(counts)),
-		zap.Array("skipped", skipsField(skipped)), zap.Uint64("sequence", c.seq), zap.String("node_id", c.deps.NodeID))
+		zap.Array("skipped", skipsField(skipped)), zap.Uint64("sequence", c.seq))
 }
 
 // 5 ASSIGN

@@ -258,7 +258,7 @@ func New(opts Options) (*Engine, error) {
 	log.Info("conclave engine started", zap.String("event", "engine_started"), zap.Int("models", cat.Len()),
 		zap.Int("workers", len(workers)), zap.Strings("providers", cat.ProviderNames()), zap.Int("blueprints", len(categories)),
 		zap.String("blueprint_source", bps.Source()), zap.Int("blueprints_rejected", len(bps.Rejected())), zap.Uint64("seed", cfg.Seed),
-		zap.String("node_id", cfg.NodeID), zap.String("policy", policy.String()), zap.Float64("classifier_temperature", classifier.Temperature()))
+		zap.String("policy", policy.String()), zap.Float64("classifier_temperature", classifier.Temperature()))
 	return e, nil
 }
 

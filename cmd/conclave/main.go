@@ -123,6 +123,7 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 		return err
 	}
 	defer log.Sync()
+	log = log.With(zap.String("node_id", cfg.NodeID)) // every line says which controller wrote it
 
 	eng, err := engine.New(engine.Options{Config: cfg, Log: log})
 	if err != nil {
@@ -159,7 +160,7 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 		fmt.Fprintf(stdout, "remote endpoint on %s\n", ep.Addr())
 	}
 	log.Info("conclave listening", zap.String("event", "server_listening"), zap.String("address", "http://"+ln.Addr().String()),
-		zap.Bool("auth", cfg.APIToken.Set()), zap.String("version", version), zap.String("node_id", cfg.NodeID))
+		zap.Bool("auth", cfg.APIToken.Set()), zap.String("version", version))
 	fmt.Fprintf(stdout, "conclave listening on http://%s\n", ln.Addr())
 	for _, p := range eng.LiveProviders() {
 		fmt.Fprintf(stdout, "  provider %-12s %-10s %4d models  %s\n", p.Name, p.Kind, p.Models, p.BaseURL)

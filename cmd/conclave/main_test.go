@@ -168,9 +168,15 @@ func TestEvalCommand(t *testing.T) {
 // serving runs `conclave serve` with args until the test ends and returns what it printed once the
 // listen address is out, and the address.
 func serving(t *testing.T, args ...string) (*lockedBuffer, string) {
+	out, _, addr := servingWithLogs(t, args...)
+	return out, addr
+}
+
+// servingWithLogs is serving with the server's logs too.
+func servingWithLogs(t *testing.T, args ...string) (out, logs *lockedBuffer, addr string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	out, logs := &lockedBuffer{}, &lockedBuffer{}
+	out, logs = &lockedBuffer{}, &lockedBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...), out, logs) }()
 	t.Cleanup(func() {
@@ -188,7 +194,7 @@ func serving(t *testing.T, args ...string) (*lockedBuffer, string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	return out, m[1]
+	return out, logs, m[1]
 }
 
 func get(t *testing.T, url string) int {
@@ -207,6 +213,30 @@ func TestTheAddressIsPrintedAtEveryLogLevel(t *testing.T) {
 	_, addr := serving(t, "--log-level", "error")
 	if status := get(t, addr+"/healthz"); status != http.StatusOK {
 		t.Fatalf("the printed address answers %d", status)
+	}
+}
+
+// Every log line of a controller names it: logs of several controllers can be read together.
+func TestEveryLogLineCarriesTheNodeID(t *testing.T) {
+	_, logs, addr := servingWithLogs(t, "--node-id", "ctl-x", "--sim-latency-scale", "0")
+	resp, err := http.Post(addr+"/route-thompson", "application/json", strings.NewReader(`{"task": "Is 7 prime?\nA) yes\nB) no"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	lines := 0
+	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
+		var entry map[string]any
+		if json.Unmarshal([]byte(line), &entry) != nil {
+			continue
+		}
+		lines++
+		if entry["node_id"] != "ctl-x" {
+			t.Fatalf("a line without the node id: %s", line)
+		}
+	}
+	if lines < 5 {
+		t.Fatalf("%d log lines", lines)
 	}
 }
 
