@@ -99,6 +99,13 @@ type Config struct {
 	// MinConfidence is the classifier confidence below which a task counts as general.
 	MinConfidence          float64 `json:"min_confidence"`
 	ShutdownTimeoutSeconds float64 `json:"shutdown_timeout_seconds"`
+	// ReadTimeoutSeconds bounds reading a request, headers and body: a client sending a byte every few
+	// seconds is cut off. WriteTimeoutSeconds bounds the whole answer, a stream's included: it must
+	// exceed the longest request (timeout at most 3600 s).
+	ReadTimeoutSeconds  float64 `json:"read_timeout_seconds"`
+	WriteTimeoutSeconds float64 `json:"write_timeout_seconds"`
+	// MaxConnections bounds the HTTP connections held at once; more wait to be accepted.
+	MaxConnections int `json:"max_connections"`
 	// ArmsRefreshSeconds is how often a controller sharing PostgreSQL folds the other controllers'
 	// rewards into its arms: what one learns, the others use this much later (plus the recorder's
 	// flush, 50 ms).
@@ -202,8 +209,14 @@ func Default() Config {
 		MinConfidence:          0.3,
 		ShutdownTimeoutSeconds: 30,
 		ArmsRefreshSeconds:     2,
+		ReadTimeoutSeconds:     30,
+		WriteTimeoutSeconds:    3660,
+		MaxConnections:         4096,
 	}
 }
+
+// MinTokenLength is the shortest API token accepted.
+const MinTokenLength = 16
 
 // Remote configures the remote endpoint.
 type Remote struct {
@@ -362,6 +375,9 @@ func (c Config) Validate() error {
 			bad("%s must be between %g and %g, got %g", name, lo, hi, v)
 		}
 	}
+	if c.APIToken.Set() && len(c.APIToken.Reveal()) < MinTokenLength {
+		bad("CONCLAVE_API_TOKEN is shorter than %d characters: a short token is guessed", MinTokenLength)
+	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {
 		bad("listen %q: %w", c.Listen, err)
@@ -410,6 +426,9 @@ func (c Config) Validate() error {
 	between("arbiter_timeout_seconds", c.ArbiterTimeoutSeconds, 0, 3600)
 	between("shutdown_timeout_seconds", c.ShutdownTimeoutSeconds, 0, 3600)
 	between("arms_refresh_seconds", c.ArmsRefreshSeconds, 0.05, 3600)
+	between("read_timeout_seconds", c.ReadTimeoutSeconds, 1, 3600)
+	between("write_timeout_seconds", c.WriteTimeoutSeconds, 10, 7200)
+	between("max_connections", float64(c.MaxConnections), 1, 1_000_000)
 	if len(c.RateLimits) > 64 || len(c.Breakers) > 64 {
 		bad("rate_limits and breakers may name at most 64 providers")
 	}
@@ -550,6 +569,16 @@ func IsLoopback(host string) bool {
 	}
 	ip := net.ParseIP(host)
 	return ip != nil && ip.IsLoopback()
+}
+
+// ReadTimeout returns the request read timeout.
+func (c Config) ReadTimeout() time.Duration {
+	return time.Duration(c.ReadTimeoutSeconds * float64(time.Second))
+}
+
+// WriteTimeout returns the answer write timeout.
+func (c Config) WriteTimeout() time.Duration {
+	return time.Duration(c.WriteTimeoutSeconds * float64(time.Second))
 }
 
 // ArbiterTimeout returns the arbiter timeout as a duration.

@@ -48,7 +48,8 @@ func TestNonLoopbackNeedsAToken(t *testing.T) {
 		{"localhost", "localhost:5000", "", true},
 		{"all interfaces without a token", ":5000", "", false},
 		{"public address without a token", "10.1.2.3:5000", "", false},
-		{"public address with a token", "0.0.0.0:5000", "t0k3n", true},
+		{"public address with a token", "0.0.0.0:5000", "t0k3n-0123456789ab", true},
+		{"a token too short to resist guessing", "0.0.0.0:5000", "t0k3n", false},
 	}
 	for _, tt := range tests {
 		_, err := Load([]string{"--listen", tt.listen}, env(map[string]string{"CONCLAVE_API_TOKEN": tt.token}))

@@ -9,9 +9,12 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -57,6 +60,8 @@ type Options struct {
 	// EvalReport is the evaluation report GET /eval/report serves (make eval writes
 	// reports/eval/report.json); read at each request, so a new evaluation shows at once.
 	EvalReport string
+	// AuthFailureDelay overrides AuthFailureDelay; negative answers at once (tests).
+	AuthFailureDelay time.Duration
 	// StreamKeepAlive is how often a stream with nothing to say yet sends a comment; zero means
 	// DefaultStreamKeepAlive.
 	StreamKeepAlive time.Duration
@@ -71,6 +76,8 @@ type Server struct {
 	token   [sha256.Size]byte
 	router  *httprouter.Router
 	metrics *metrics.Metrics
+	// authFailures counts refused authentications, for the log's sampling.
+	authFailures atomic.Int64
 }
 
 // New returns the API over an engine.
@@ -109,6 +116,7 @@ func New(engine Engine, opts Options) *Server {
 	})
 	s.handle(http.MethodGet, "/readyz", s.readyz) // says nothing secret: a load balancer probes it without the token
 	s.handle(http.MethodGet, "/healthz", s.healthz)
+	s.handle(http.MethodHead, "/healthz", s.healthz)
 	r := s.router
 	r.NotFound = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+req.Method+" "+validation.Clip(req.URL.Path, 256), nil)
@@ -166,8 +174,49 @@ func (s *Server) evalReport(w http.ResponseWriter, _ *http.Request, _ httprouter
 // DefaultEvalReport is where make eval writes its report, relative to the working directory.
 const DefaultEvalReport = "reports/eval/report.json"
 
-// ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.router.ServeHTTP(w, r) }
+// ServeHTTP implements http.Handler. Without a token (the loopback default) only local pages and
+// local names reach the API: a web page elsewhere could otherwise drive it from the user's browser,
+// and a name rebound to 127.0.0.1 read its records.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if !s.opts.Token.Set() {
+		if why := foreignRequest(r); why != "" {
+			s.measured("refused", func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+				writeError(w, http.StatusForbidden, "forbidden", why, nil)
+			})(w, r, nil)
+			return
+		}
+	}
+	s.router.ServeHTTP(w, r)
+}
+
+// foreignRequest says why a request comes from beyond the machine, or "" when it does not: its Host
+// must be a loopback name, and its Origin, when it has one, a loopback page.
+func foreignRequest(r *http.Request) string {
+	if !loopbackHost(r.Host) {
+		return "without an API token only loopback names are served (Host " + validation.Clip(r.Host, 64) + "); set CONCLAVE_API_TOKEN to serve others"
+	}
+	if origin := r.Header.Get("Origin"); origin != "" {
+		u, err := url.Parse(origin)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !loopbackHost(u.Host) {
+			return "without an API token only pages on this machine may call the API (Origin " + validation.Clip(origin, 64) + ")"
+		}
+	}
+	return ""
+}
+
+// loopbackHost reports whether a host (with or without a port) names this machine's loopback.
+func loopbackHost(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
 
 // authed requires the bearer token when one is configured. Both sides are hashed before the
 // constant-time comparison, so neither the token's bytes nor its length leak through timing.
@@ -176,21 +225,41 @@ func (s *Server) authed(h httprouter.Handle) httprouter.Handle { return s.authed
 // errorWriter writes an error body in one of the API's shapes (Conclave's or OpenAI's).
 type errorWriter func(w http.ResponseWriter, status int, code, message string, details []*messages.Problem)
 
-// authedWith is authed answering refusals in the shape of writeErr.
+// authedWith is authed answering refusals in the shape of writeErr. The scheme is case-insensitive
+// (RFC 7235). A refusal is logged (the first, then one in every 100) and slowed by AuthFailureDelay, so
+// guessing costs time and floods no log.
 func (s *Server) authedWith(h httprouter.Handle, writeErr errorWriter) httprouter.Handle {
 	if !s.opts.Token.Set() {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		given, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		scheme, given, _ := strings.Cut(r.Header.Get("Authorization"), " ")
 		sum := sha256.Sum256([]byte(given))
-		if subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 || !ok {
+		if subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 || !strings.EqualFold(scheme, "Bearer") {
+			if n := s.authFailures.Add(1); n == 1 || n%100 == 0 {
+				s.log.Warn("authentication failed", zap.String("event", "auth_failed"), zap.String("remote", r.RemoteAddr),
+					zap.String("path", validation.Clip(r.URL.Path, 128)), zap.Int64("failures", n))
+			}
+			select {
+			case <-time.After(s.authDelay()):
+			case <-r.Context().Done():
+			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
 			writeErr(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required", nil)
 			return
 		}
 		h(w, r, p)
 	}
+}
+
+// AuthFailureDelay is how long a refused authentication waits before its answer.
+const AuthFailureDelay = 250 * time.Millisecond
+
+func (s *Server) authDelay() time.Duration {
+	if s.opts.AuthFailureDelay != 0 {
+		return max(s.opts.AuthFailureDelay, 0)
+	}
+	return AuthFailureDelay
 }
 
 func (s *Server) healthz(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {

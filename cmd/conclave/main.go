@@ -24,6 +24,7 @@ import (
 	"github.com/conclave-ai/conclave/logging"
 	"github.com/conclave-ai/conclave/node"
 	"go.uber.org/zap"
+	"golang.org/x/net/netutil"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -134,10 +135,16 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 		_ = eng.Shutdown(context.Background())
 		return fmt.Errorf("listen: %w", err)
 	}
+	// A client that trickles its request, or never reads its answer, holds a connection only so long;
+	// and only so many connections are held at once.
+	ln = netutil.LimitListener(ln, cfg.MaxConnections)
 	srv := &http.Server{
 		Handler:           httpapi.New(eng, httpapi.Options{Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, Log: log, EvalReport: cfg.EvalReport}),
 		ReadHeaderTimeout: 10 * time.Second,
+		ReadTimeout:       cfg.ReadTimeout(),
+		WriteTimeout:      cfg.WriteTimeout(),
 		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
 	}
 	// The debug address is out before the API's: whoever waits for the one line finds both.
 	if cfg.DebugListen != "" {

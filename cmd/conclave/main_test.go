@@ -6,8 +6,10 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -379,5 +381,42 @@ func TestRouteOverRemoteMessages(t *testing.T) {
 	}
 	if _, err := client("--token", "remote-token-0123456789", " \t"); err == nil || !strings.Contains(err.Error(), "400") {
 		t.Fatalf("an invisible task: %v", err)
+	}
+}
+
+// A client that trickles its body is cut off at the read timeout instead of holding its connection.
+func TestATricklingClientIsCutOff(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(path, []byte(`{"read_timeout_seconds": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := serving(t, "--config", path)
+	conn, err := net.Dial("tcp", strings.TrimPrefix(addr, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /route-thompson HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n{")
+	cut := false
+	for range 40 { // up to 10 s of a byte every 250 ms
+		time.Sleep(250 * time.Millisecond)
+		if _, err := conn.Write([]byte(" ")); err != nil {
+			cut = true
+			break
+		}
+	}
+	if !cut {
+		// The server may answer the read error before closing: a read sees the end either way.
+		_ = conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+		buf := make([]byte, 4096)
+		for {
+			if _, err := conn.Read(buf); err != nil {
+				cut = !errors.Is(err, os.ErrDeadlineExceeded)
+				break
+			}
+		}
+	}
+	if !cut {
+		t.Fatal("a client trickling its body kept its connection")
 	}
 }
