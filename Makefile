@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # SERVICES=1 makes PostgreSQL, Redis and sshd available first (installing them on a fresh Debian machine).
 SERVICES ?= 0
 
-.PHONY: build run test bench soak eval lint services proto
+.PHONY: build run test fuzz bench soak eval lint services proto
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/conclave
@@ -17,9 +17,19 @@ run: build
 services:
 	scripts/services.sh
 
+# test runs every test with the race detector, the fuzz targets' corpora among them, then each fuzz
+# target for FUZZTIME more (make fuzz FUZZTIME=10m for a long run).
+FUZZTIME ?= 5s
 test:
 	@if [ "$(SERVICES)" = 1 ]; then scripts/services.sh; fi
 	$(GO) test -race -count=1 ./...
+	$(MAKE) fuzz
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz='^FuzzRouteAndChatBodies$$' -fuzztime=$(FUZZTIME) ./http
+	$(GO) test -run='^$$' -fuzz='^FuzzReadFrame$$' -fuzztime=$(FUZZTIME) ./fleet
+	$(GO) test -run='^$$' -fuzz='^FuzzParseResponses$$' -fuzztime=$(FUZZTIME) ./providers
+	$(GO) test -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(FUZZTIME) ./config
 
 # bench runs the Go benchmarks (decision core, the whole pipeline, and dispatch over a real sshd to the
 # built worker: agent session against exec per job), then the load run: the real

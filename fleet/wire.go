@@ -49,9 +49,14 @@ func ReadFrame(r *bufio.Reader) (*messages.AgentFrame, error) {
 	if n > MaxFrameBytes {
 		return nil, ErrFrameTooLarge
 	}
-	raw := make([]byte, n)
-	if _, err := io.ReadFull(r, raw); err != nil {
+	// Read as the bytes come rather than allocating what the header claims: a peer announcing 64 MiB
+	// and sending nothing costs nothing.
+	raw, err := io.ReadAll(io.LimitReader(r, int64(n)))
+	if err != nil {
 		return nil, fmt.Errorf("frame cut short: %w", err)
+	}
+	if len(raw) != int(n) {
+		return nil, fmt.Errorf("frame cut short: %w", io.ErrUnexpectedEOF)
 	}
 	f := &messages.AgentFrame{}
 	if err := proto.Unmarshal(raw, f); err != nil {
