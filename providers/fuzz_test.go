@@ -29,9 +29,15 @@ func FuzzParseResponses(f *testing.F) {
 		status = 100 + (status%500+500)%500
 		now := func() time.Time { return time.Unix(1_700_000_000, 0) }
 		parsers := map[string]func() (Reply, error){
-			"openai":    func() (Reply, error) { return (&OpenAI{Provider: "groq", Profile: ProfileOf("groq"), Now: now}).ParseChat("m", status, h, []byte(body)) },
-			"anthropic": func() (Reply, error) { return (&Anthropic{Provider: "anthropic"}).ParseMessage("m", status, h, []byte(body)) },
-			"gemini":    func() (Reply, error) { return (&Gemini{Provider: "gemini"}).ParseGenerate("m", status, h, []byte(body)) },
+			"openai": func() (Reply, error) {
+				return (&OpenAI{Provider: "groq", Profile: ProfileOf("groq"), Now: now}).ParseChat("m", status, h, []byte(body))
+			},
+			"anthropic": func() (Reply, error) {
+				return (&Anthropic{Provider: "anthropic"}).ParseMessage("m", status, h, []byte(body))
+			},
+			"gemini": func() (Reply, error) {
+				return (&Gemini{Provider: "gemini"}).ParseGenerate("m", status, h, []byte(body))
+			},
 		}
 		for name, parse := range parsers {
 			reply, err := parse()
