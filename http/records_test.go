@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
+	"time"
 	"sync"
 	"testing"
 
@@ -150,7 +151,20 @@ func TestTheDatabaseGoingAwayLosesNoRecord(t *testing.T) {
 	}
 	proxy.Restore()
 	send(10)
-	waitFor(t, func() bool { return tb.logs.FilterField(zap.String("event", "store_available")).Len() == 1 })
+	// The spool is written back at the first replay after the database returns (one a second); on a
+	// loaded machine that can take a while. On failure the recorder's events say why.
+	deadline := time.Now().Add(30 * time.Second)
+	for tb.logs.FilterField(zap.String("event", "store_available")).Len() != 1 && time.Now().Before(deadline) {
+		time.Sleep(5 * time.Millisecond)
+	}
+	if tb.logs.FilterField(zap.String("event", "store_available")).Len() != 1 {
+		for _, e := range tb.logs.All() {
+			if ev, _ := e.ContextMap()["event"].(string); ev != "" && (strings.Contains(ev, "store") || strings.Contains(ev, "spool") || strings.Contains(ev, "record")) {
+				t.Logf("%s %s %v", e.Time.Format("15:04:05.000"), ev, e.ContextMap())
+			}
+		}
+		t.Fatal("no store_available")
+	}
 	waitFor(t, func() bool { return db.count(t, `SELECT count(*) FROM workflow.executions`) == 50 })
 	if n := db.count(t, `SELECT count(DISTINCT request_id) FROM workflow.executions WHERE request_id = ANY($1)`, ids); n != 50 {
 		t.Fatalf("%d of the 50 requests recorded", n)
