@@ -7,9 +7,9 @@ import (
 	"net/http"
 	"path/filepath"
 	"strings"
-	"time"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/internal/pgtest"
