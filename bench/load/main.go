@@ -73,6 +73,7 @@ func main() {
 	sustained := flag.Int("sustained", 0, "instead: send this many requests to the embedded default (faults and rate limits on) and tally the answers")
 	sustainedConns := flag.Int("sustained-concurrency", 32, "concurrency of the sustained run")
 	database := flag.String("database", "", "also run conclave recording to PostgreSQL: a fresh database is made from this URL's server and dropped after")
+	profile := flag.Bool("profile", true, "after the load run, profile conclave once more under the same load and print the CPU profile's top entries")
 	through := flag.Bool("passthrough", false, "instead: one model through the OpenAI adapter to a local mock, against calling the mock directly, at 1 connection")
 	flag.Parse()
 	if *through {
@@ -151,6 +152,63 @@ func main() {
 		raw, _ := json.MarshalIndent(results, "", "  ")
 		_ = os.WriteFile(*out, raw, 0o644)
 	}
+	if *profile {
+		levels := strings.Split(*levels, ",")
+		c, _ := strconv.Atoi(strings.TrimSpace(levels[len(levels)-1]))
+		if err := profileTop(*conclave, cfgPath, c, *duration, strings.TrimSuffix(*out, ".json")+"-cpu.pprof"); err != nil {
+			fail(fmt.Errorf("profile: %w", err))
+		}
+	}
+}
+
+// profileTop runs conclave (info logs) once more under the same load with its debug listener on,
+// takes a CPU profile of the server for the measured time, keeps it, and prints its top entries: where
+// the control plane's time goes, beside the figures above. This run's own figures are not reported (the
+// profiler costs CPU too).
+func profileTop(conclave, cfgPath string, concurrency int, duration time.Duration, keep string) error {
+	debug, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	url, _, stop, err := start(func(addr string) *exec.Cmd {
+		return exec.Command(conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "info", "--debug-listen", debug)
+	})
+	if err != nil {
+		return err
+	}
+	defer stop()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}, Timeout: time.Minute}
+	body := func(i int) []byte {
+		raw, _ := json.Marshal(map[string]string{"task": tasks[i%len(tasks)]})
+		return raw
+	}
+	load(client, url+"/route-thompson", body, concurrency, time.Second)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		load(client, url+"/route-thompson", body, concurrency, duration+time.Second)
+	}()
+	secs := max(int(duration.Seconds()), 1)
+	resp, err := http.Get(fmt.Sprintf("http://%s/debug/pprof/profile?seconds=%d", debug, secs))
+	if err != nil {
+		return err
+	}
+	raw, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	<-done
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(keep, raw, 0o644); err != nil {
+		return err
+	}
+	top, err := exec.Command("go", "tool", "pprof", "-top", "-nodecount=20", conclave, keep).Output()
+	if err != nil {
+		return fmt.Errorf("go tool pprof: %w", err)
+	}
+	fmt.Printf("\nCPU profile of conclave (info logs, c=%d, %d s; kept in %s), top entries:\n", concurrency, secs, keep)
+	fmt.Println(strings.TrimSpace(string(top)))
+	return nil
 }
 
 func fail(err error) {
