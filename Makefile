@@ -33,8 +33,8 @@ fuzz:
 
 # bench runs the Go benchmarks (decision core, the whole pipeline, and dispatch over a real sshd to the
 # built worker: agent session against exec per job), then the load run: the real
-# server against a bare net/http JSON handler, as separate processes, at concurrency 1 and 16; then the
-# passthrough run: one model through the OpenAI adapter to a local mock against calling the mock directly.
+# server against a bare net/http JSON handler, as separate processes, at concurrency 1 and 16, with the
+# top entries of a CPU profile of the server under that load; then the passthrough run: one model through the OpenAI adapter to a local mock against calling the mock directly.
 # The load run includes conclave recording to PostgreSQL (a database of its own on BENCH_DATABASE_URL's
 # server), for the recorder's effect on latency and CPU.
 BENCH_DATABASE_URL ?= postgres://conclave:conclave@127.0.0.1:5432/conclave_test?sslmode=disable
