@@ -184,7 +184,8 @@ func Route(system *actor.ActorSystem, addr string, req *messages.RouteRequest, t
 				progress(p)
 			}
 		}))
-		defer system.Root.Stop(pid)
+		// Poisoned, not stopped: the steps that came before the answer are told before Route returns.
+		defer func() { _ = system.Root.PoisonFuture(pid).Wait() }()
 		req.ProgressTo = pid
 	}
 	res, err := system.Root.RequestFuture(actor.NewPID(addr, RouteActor), &messages.RemoteRoute{Request: req, Token: token}, wait).Result()

@@ -34,10 +34,11 @@ func (f *routeFlags) routeRemote(body []byte, stdout io.Writer) error {
 	defer r.Shutdown(false)
 	v := &view{out: stdout, tty: isTerminal(stdout), status: map[string]string{}}
 	var progress func(*messages.Progress)
+	shown := func() {} // waits until every step is on the screen
 	if !f.json {
 		steps := make(chan *messages.Progress, 1024)
 		done := make(chan struct{})
-		defer func() { close(steps); <-done }()
+		shown = func() { close(steps); <-done }
 		go func() {
 			defer close(done)
 			for p := range steps {
@@ -54,6 +55,7 @@ func (f *routeFlags) routeRemote(body []byte, stdout io.Writer) error {
 		}
 	}
 	exec, err := node.Route(system, f.remote, req, f.token, remoteWait, progress)
+	shown()
 	if err != nil {
 		return fmt.Errorf("route: %w", err)
 	}
