@@ -206,6 +206,16 @@ func (r *RecorderActor) applyWrite(ctx actor.Context, m *batchWritten) {
 	r.writing = false
 	wasDown := r.down
 	r.down = m.down
+	// The store's coming and going is told first: a write can also fail in ways that return early
+	// below, and the change of state must be logged all the same.
+	switch {
+	case r.down && !wasDown:
+		n, _ := r.spool.Pending()
+		r.log.Error("the record store is unavailable: records go to the spool", zap.String("event", "store_unavailable"),
+			zap.String("spool", r.spool.Path()), zap.Int("spooled", n), zap.Error(m.err))
+	case wasDown && !r.down:
+		r.log.Info("the record store is back: the spool is written", zap.String("event", "store_available"), zap.Int("replayed", m.replayed))
+	}
 	var rejected *store.RejectedError
 	switch {
 	case m.spoolErr != nil:
@@ -246,14 +256,6 @@ func (r *RecorderActor) applyWrite(ctx actor.Context, m *batchWritten) {
 	}
 	if m.replayErr != nil && !errors.Is(m.replayErr, store.ErrUnavailable) {
 		r.log.Error("writing the spool back failed", zap.String("event", "spool_replay_failed"), zap.Error(m.replayErr))
-	}
-	switch {
-	case r.down && !wasDown:
-		n, _ := r.spool.Pending()
-		r.log.Error("the record store is unavailable: records go to the spool", zap.String("event", "store_unavailable"),
-			zap.String("spool", r.spool.Path()), zap.Int("spooled", n), zap.Error(m.err))
-	case wasDown && !r.down:
-		r.log.Info("the record store is back: the spool is written", zap.String("event", "store_available"), zap.Int("replayed", m.replayed))
 	}
 	if r.down {
 		r.wakeIn(ctx, replayInterval)
