@@ -44,7 +44,12 @@ type CoordinatorActor struct {
 	dispatchStart time.Time
 	undispatched  int // initial jobs not yet given their permit
 
-	answers        []*collect.Job // in candidate order
+	answers []*collect.Job // in candidate order
+	// round is the rotating arbiter's turn, taken off the actor while the models answer (it may ask
+	// Redis); waiting holds the consensus input when collection ends before the turn comes.
+	round          *uint64
+	waiting        *messages.ConsensusInput
+	waitingModels  []string
 	consensus      *actor.PID
 	consensusStart time.Time
 	answered       bool
@@ -52,6 +57,9 @@ type CoordinatorActor struct {
 
 // wake is the coordinator's one timer: a tick of the collection machine due at at.
 type wake struct{ at time.Time }
+
+// turnTaken brings the rotating arbiter's turn to the coordinator.
+type turnTaken struct{ round uint64 }
 
 // NewCoordinatorActor returns the producer of the coordinator of one request.
 func NewCoordinatorActor(deps *Deps, req *messages.RouteRequest, replyTo *actor.PID, seq uint64) actor.Producer {
@@ -86,6 +94,12 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 		}
 	case *messages.CancelRequest:
 		c.stop(ctx, resilience.Kind(m.Code))
+	case turnTaken:
+		c.round = &m.round
+		if in := c.waiting; in != nil {
+			c.waiting = nil
+			c.consult(ctx, in, c.waitingModels)
+		}
 	case *messages.ConsensusResult:
 		c.onConsensus(ctx, m)
 	case *actor.Stopping:
@@ -149,6 +163,12 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	}
 	c.machine = collect.New(cfg, initial, env{c}, c.rng)
 	c.dispatchStart, c.undispatched = time.Now(), len(initial)
+	if consensus.AsksArbiter(bp.Strategy) {
+		// The turn is taken now, off the actor (a shared rotation asks Redis), so that neither this
+		// actor nor the consensus waits on I/O.
+		self, root, dir, category := ctx.Self(), ctx.ActorSystem().Root, c.deps.Dir, p.Category
+		go func() { root.Send(self, turnTaken{round: dir.NextRound(category)}) }()
+	}
 	c.apply(ctx, c.machine.Start(c.dispatchStart))
 }
 
@@ -505,8 +525,17 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		in.Candidates = append(in.Candidates, cand)
 		models[i] = s.Model
 	}
+	c.consult(ctx, in, models)
+}
+
+// consult hands the answers to a consensus actor; a decision with an arbiter model waits for its turn.
+func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInput, models []string) {
 	if consensus.AsksArbiter(c.plan.Blueprint.Strategy) && len(in.Candidates) > 1 {
-		in.Round = c.deps.Dir.NextRound(c.plan.Category)
+		if c.round == nil {
+			c.waiting, c.waitingModels = in, models
+			return
+		}
+		in.Round = *c.round
 		in.ArbiterModel = consensus.ArbiterFor(models, in.Round)
 		for _, cd := range in.Candidates {
 			if cd.Model == in.ArbiterModel {
@@ -665,4 +694,17 @@ func (c *CoordinatorActor) assembleResults(r *messages.ConsensusResult) {
 		c.exec.Retries = append(c.exec.Retries, &messages.Retry{Model: rt.Model, Provider: rt.Provider, FromWorker: rt.FromWorker, ToWorker: rt.ToWorker,
 			Attempt: int32(rt.Attempt), Kind: string(rt.Kind), DelayMs: ms(rt.Delay), Outcome: rt.Outcome})
 	}
+}
+
+// ListenProgress spawns an actor in system that hands every Progress it receives to onProgress (which
+// must not block), and returns its PID for RouteRequest.progress_to with the function that ends it: that
+// function returns once every step already received is handed over, so the steps sent before a
+// request's answer are all told before the caller shows the answer.
+func ListenProgress(system *actor.ActorSystem, onProgress func(*messages.Progress)) (*actor.PID, func()) {
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		if p, ok := c.Message().(*messages.Progress); ok {
+			onProgress(p)
+		}
+	}))
+	return pid, func() { _ = system.Root.PoisonFuture(pid).Wait() }
 }

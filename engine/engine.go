@@ -385,15 +385,10 @@ func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 // dispatched, reply, retry, consensus), in order, before it returns. onProgress runs on an actor of its
 // own: it must not block.
 func (e *Engine) RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error) {
-	pid := e.system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if p, ok := c.Message().(*messages.Progress); ok {
-			onProgress(p)
-		}
-	}))
+	pid, told := actors.ListenProgress(e.system, onProgress)
 	req.ProgressTo = pid
 	exec, err := e.Route(ctx, req)
-	// Stopping after the messages already queued: every step is told before the answer.
-	_ = e.system.Root.PoisonFuture(pid).Wait()
+	told()
 	return exec, err
 }
 
@@ -488,8 +483,8 @@ func (e *Engine) publishOpened(provider string, until time.Time) {
 // roundTimeout bounds the shared rotation's call: past it, the request takes a local turn.
 const roundTimeout = 100 * time.Millisecond
 
-// sharedRound takes a turn of the rotation in Redis. It runs on the request's own coordinator, which it
-// may delay by at most roundTimeout; losing Redis is logged once, and so is finding it again.
+// sharedRound takes a turn of the rotation in Redis, in a goroutine the coordinator starts while its
+// models answer; losing Redis is logged once, and so is finding it again.
 func (e *Engine) sharedRound(category string) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
 	defer cancel()

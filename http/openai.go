@@ -3,10 +3,8 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"math"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 
@@ -172,7 +170,7 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 		}
 		if len(roles) == len(msgs) {
 			out.route.Task = renderTask(roles, texts)
-			if !visible(out.route.Task) {
+			if !validation.Visible(out.route.Task) {
 				bad.Add("messages", "must have at least one visible character")
 			}
 		}
@@ -195,12 +193,7 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 			bad.Add("n", "must be 1: Conclave answers with one consensus choice")
 		}
 	}
-	out.route.TimeoutSeconds = number(fields, "timeout", &bad, func(v float64) string {
-		if v <= 0 || v > 3600 {
-			return "must be greater than 0 and at most 3600 seconds"
-		}
-		return ""
-	})
+	out.route.TimeoutSeconds = number(fields, "timeout", &bad, validation.Timeout)
 	switch {
 	case len(bad) > 0:
 		return nil, http.StatusBadRequest, problems(append(bad, unknown...).Capped())
@@ -245,21 +238,12 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 	exec, err := s.engine.Route(r.Context(), req)
 	stream.quiet() // the keep-alives write through w: stop them before w changes
 	routed(w, exec)
-	switch {
-	case err != nil:
-		s.log.Error("request not routed", zap.String("event", "request_error"), zap.String("request_id", id), zap.Error(err))
-		exec = &messages.Execution{StatusCode: http.StatusInternalServerError, Error: &messages.Failure{Code: "internal", Message: err.Error()}}
-	case exec.StatusCode != http.StatusOK && exec.Error == nil:
-		exec.Error = &messages.Failure{Code: "internal", Message: "the request failed"}
-	}
-	if exec.StatusCode != http.StatusOK {
+	if exec = s.settle(id, exec, err); exec.StatusCode != http.StatusOK {
 		if stream.started() {
 			stream.fail(exec)
 			return
 		}
-		if ra := exec.Error.GetRetryAfterSeconds(); ra > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra))))
-		}
+		setRetryAfter(w, exec.Error)
 		writeOpenAIError(w, int(exec.StatusCode), exec.Error.Code, exec.Error.Message, exec.Error.Details)
 		return
 	}

@@ -50,13 +50,10 @@ func (s *Server) routeWithProgress(w http.ResponseWriter, r *http.Request, req *
 		})
 		done <- result{exec, err}
 	}()
-	st := &sseStream{w: w, flush: func() {}}
-	if f, ok := w.(http.Flusher); ok {
-		st.flush = f.Flush
-	}
+	st := newStream(w)
 	emit := func(p *messages.Progress) {
 		if raw, err := progressJSON.Marshal(p); err == nil {
-			st.write("event: " + p.Event + "\ndata: " + string(raw) + "\n\n")
+			st.send(p.Event, raw)
 		}
 	}
 	for {
@@ -70,28 +67,17 @@ func (s *Server) routeWithProgress(w http.ResponseWriter, r *http.Request, req *
 			if n := dropped.Load(); n > 0 {
 				s.log.Warn("progress events dropped", zap.String("event", "progress_dropped"), zap.String("request_id", req.RequestId), zap.Int64("dropped", n))
 			}
-			s.endProgress(w, st, res.exec, res.err)
+			s.endProgress(w, st, req, res.exec, res.err)
 			return
 		}
 	}
 }
 
-func (s *Server) endProgress(w http.ResponseWriter, st *sseStream, exec *messages.Execution, err error) {
+func (s *Server) endProgress(w http.ResponseWriter, st *sseStream, req *messages.RouteRequest, exec *messages.Execution, err error) {
 	routed(w, exec)
-	if err != nil {
-		s.log.Error("request not routed", zap.String("event", "request_error"), zap.String("request_id", exec.GetRequestId()), zap.Error(err))
-		exec = &messages.Execution{StatusCode: http.StatusInternalServerError, Error: &messages.Failure{Code: "internal", Message: err.Error()}}
-	}
-	if exec.StatusCode != http.StatusOK {
+	if exec = s.settle(req.RequestId, exec, err); exec.StatusCode != http.StatusOK {
 		e := exec.Error
-		if e == nil {
-			e = &messages.Failure{Code: "internal", Message: "the request failed"}
-		}
-		body := errorBody{Error: errorDetail{Code: e.Code, Message: e.Message, Details: clipProblems(e.Details), Retries: retryViews(exec.Retries)}}
-		if body.Error.Retries == nil {
-			body.Error.Retries = []retryView{}
-		}
-		st.named("error", map[string]any{"status": exec.StatusCode, "error": body.Error})
+		st.named("error", map[string]any{"status": exec.StatusCode, "error": errorBodyOf(e.Code, e.Message, e.Details, retryViews(exec.Retries)).Error})
 		return
 	}
 	st.named("answer", renderRoute(exec))

@@ -34,8 +34,11 @@ func (s *Server) handle(method, path string, h httprouter.Handle) {
 
 func (s *Server) measured(endpoint string, h httprouter.Handle) httprouter.Handle {
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		q := r.URL.Query().Get("pretty")
-		rw := &response{ResponseWriter: w, start: time.Now(), pretty: q == "1" || q == "true"}
+		rw := &response{ResponseWriter: w, start: time.Now()}
+		if r.URL.RawQuery != "" { // most requests have no query: none is parsed for them
+			q := r.URL.Query().Get("pretty")
+			rw.pretty = q == "1" || q == "true"
+		}
 		h(rw, r, p)
 		if !rw.wroteHeader {
 			rw.WriteHeader(http.StatusOK)

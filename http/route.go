@@ -10,10 +10,8 @@ import (
 	"mime"
 	"net/http"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
-	"unicode"
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
@@ -93,19 +91,9 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	routing(w)
 	exec, err := s.engine.Route(r.Context(), req)
 	routed(w, exec)
-	if err != nil {
-		s.log.Error("request not routed", zap.String("event", "request_error"), zap.String("request_id", id), zap.Error(err))
-		writeError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
-		return
-	}
-	if exec.StatusCode != http.StatusOK {
+	if exec = s.settle(id, exec, err); exec.StatusCode != http.StatusOK {
 		e := exec.Error
-		if e == nil {
-			e = &messages.Failure{Code: "internal", Message: "the request failed"}
-		}
-		if e.RetryAfterSeconds > 0 {
-			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(e.RetryAfterSeconds))))
-		}
+		setRetryAfter(w, e)
 		writeErrorWithRetries(w, int(exec.StatusCode), e.Code, e.Message, e.Details, retryViews(exec.Retries))
 		return
 	}
@@ -187,7 +175,7 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 		bad.Add("task", "is required")
 	} else if err := json.Unmarshal(raw, &req.Task); err != nil {
 		bad.Add("task", "must be a string")
-	} else if !visible(req.Task) {
+	} else if !validation.Visible(req.Task) {
 		bad.Add("task", "must have at least one visible character")
 	}
 	if raw, ok := fields["category"]; ok {
@@ -238,12 +226,7 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 	}
 	// timeout bounds the caller's wait (answer, retries and arbiter included); the blueprint's timeout
 	// stays each call's budget.
-	req.TimeoutSeconds = number(fields, "timeout", &bad, func(v float64) string {
-		if v <= 0 || v > 3600 {
-			return "must be greater than 0 and at most 3600 seconds"
-		}
-		return ""
-	})
+	req.TimeoutSeconds = number(fields, "timeout", &bad, validation.Timeout)
 	if raw, ok := fields["quorum"]; ok {
 		var q string
 		if err := json.Unmarshal(raw, &q); err != nil || (q != blueprints.FixedQuorum && q != blueprints.AdaptiveQuorum) {
@@ -304,17 +287,6 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 		return nil, http.StatusNotFound, problems(unknown.Capped())
 	}
 	return req, 0, nil
-}
-
-// visible reports whether a text has a character one can see: not only spaces, or format characters
-// such as zero-width spaces.
-func visible(text string) bool {
-	for _, r := range text {
-		if unicode.IsGraphic(r) && !unicode.IsSpace(r) {
-			return true
-		}
-	}
-	return false
 }
 
 // maxJSONDepth bounds the nesting of a body.

@@ -6,12 +6,14 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/consensus"
 	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/secret"
+	"go.uber.org/zap"
 )
 
 const mcq = "A warehouse robot must choose a route.\nA) north aisle\nB) south aisle\nC) loading dock\nD) freezer corridor"
@@ -277,6 +279,9 @@ func TestBearerToken(t *testing.T) {
 		{"wrong token", "/workers", "Bearer nope", 401},
 		{"wrong scheme", "/workers", "Basic s3cr3t-token-0123456", 401},
 		{"right token", "/workers", "Bearer s3cr3t-token-0123456", 200},
+		{"the scheme in lower case", "/workers", "bearer s3cr3t-token-0123456", 200},
+		{"the scheme in upper case", "/workers", "BEARER s3cr3t-token-0123456", 200},
+		{"the token in another case", "/workers", "Bearer S3CR3T-TOKEN-0123456", 401},
 		{"health needs none", "/healthz", "", 200},
 		{"readiness needs none: it tells nothing secret", "/readyz", "", 200},
 	}
@@ -285,6 +290,7 @@ func TestBearerToken(t *testing.T) {
 		if tt.header != "" {
 			req.Header.Set("Authorization", tt.header)
 		}
+		began := time.Now()
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatal(err)
@@ -293,6 +299,13 @@ func TestBearerToken(t *testing.T) {
 		if resp.StatusCode != tt.status {
 			t.Errorf("%s: %d, want %d", tt.desc, resp.StatusCode, tt.status)
 		}
+		// A refusal waits AuthFailureDelay on purpose: this bounds a sleep, not a speed.
+		if tt.status == http.StatusUnauthorized && time.Since(began) < 200*time.Millisecond {
+			t.Errorf("%s: refused without the delay", tt.desc)
+		}
+	}
+	if n := tb.logs.FilterField(zap.String("event", "auth_failed")).Len(); n != 1 {
+		t.Fatalf("%d auth_failed lines for 4 failures: the first is logged, then one in a hundred", n)
 	}
 	// The token never shows up in logs.
 	for _, e := range tb.logs.All() {

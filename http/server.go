@@ -9,10 +9,12 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -301,13 +303,35 @@ func writeError(w http.ResponseWriter, status int, code, message string, details
 }
 
 func writeErrorWithRetries(w http.ResponseWriter, status int, code, message string, details []*messages.Problem, retries []retryView) {
-	// Messages may quote the input: an error body stays small whatever came in.
-	message = validation.Clip(message, 1024)
-	details = clipProblems(details)
+	writeJSON(w, status, errorBodyOf(code, message, details, retries))
+}
+
+// errorBodyOf is an error body; messages may quote the input, so it stays small whatever came in.
+func errorBodyOf(code, message string, details []*messages.Problem, retries []retryView) errorBody {
 	if retries == nil {
 		retries = []retryView{}
 	}
-	writeJSON(w, status, errorBody{Error: errorDetail{Code: code, Message: message, Details: details, Retries: retries}})
+	return errorBody{Error: errorDetail{Code: code, Message: validation.Clip(message, 1024), Details: clipProblems(details), Retries: retries}}
+}
+
+// settle turns what the engine returned into the execution to answer with: an engine error is an
+// internal failure, and a failed execution always says why.
+func (s *Server) settle(id string, exec *messages.Execution, err error) *messages.Execution {
+	if err != nil {
+		s.log.Error("request not routed", zap.String("event", "request_error"), zap.String("request_id", id), zap.Error(err))
+		return &messages.Execution{RequestId: id, StatusCode: http.StatusInternalServerError, Error: &messages.Failure{Code: "internal", Message: err.Error()}}
+	}
+	if exec.StatusCode != http.StatusOK && exec.Error == nil {
+		exec.Error = &messages.Failure{Code: "internal", Message: "the request failed"}
+	}
+	return exec
+}
+
+// setRetryAfter tells a caller when to come back, when the failure knows.
+func setRetryAfter(w http.ResponseWriter, f *messages.Failure) {
+	if ra := f.GetRetryAfterSeconds(); ra > 0 {
+		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra))))
+	}
 }
 
 // clipProblems bounds a problem list and what each problem quotes.

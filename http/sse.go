@@ -27,12 +27,19 @@ type sseStream struct {
 	done  chan struct{}
 }
 
-// startStream returns a stream over w whose keep-alives start after the server's interval.
-func (s *Server) startStream(w http.ResponseWriter) *sseStream {
-	st := &sseStream{w: w, flush: func() {}, stop: make(chan struct{}), done: make(chan struct{})}
+// newStream returns a stream over w, without keep-alives.
+func newStream(w http.ResponseWriter) *sseStream {
+	st := &sseStream{w: w, flush: func() {}}
 	if f, ok := w.(http.Flusher); ok {
 		st.flush = f.Flush
 	}
+	return st
+}
+
+// startStream returns a stream over w whose keep-alives start after the server's interval.
+func (s *Server) startStream(w http.ResponseWriter) *sseStream {
+	st := newStream(w)
+	st.stop, st.done = make(chan struct{}), make(chan struct{})
 	every := s.opts.StreamKeepAlive
 	if every <= 0 {
 		every = DefaultStreamKeepAlive
@@ -106,7 +113,12 @@ func (st *sseStream) named(name string, v any) {
 	if err != nil {
 		name, b = "error", []byte(`{"status":500,"error":{"code":"internal","message":"could not encode the answer"}}`)
 	}
-	st.write("event: " + name + "\ndata: " + string(b) + "\n\n")
+	st.send(name, b)
+}
+
+// send writes one event of a name holding data.
+func (st *sseStream) send(name string, data []byte) {
+	st.write("event: " + name + "\ndata: " + string(data) + "\n\n")
 }
 
 // fail ends a begun stream with an OpenAI error event and no [DONE]: clients see an error, not an

@@ -14,12 +14,13 @@ import (
 	"net/http"
 	"strconv"
 	"time"
-	"unicode"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/secret"
+	"github.com/conclave-ai/conclave/validation"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -150,21 +151,12 @@ func check(req *messages.RouteRequest) *messages.Execution {
 		return refusal(nil, http.StatusBadRequest, "malformed_request", "the message holds no request")
 	case len(req.Task) > MaxTaskBytes:
 		return refusal(req, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the task exceeds %d bytes", MaxTaskBytes))
-	case !visible(req.Task):
+	case !validation.Visible(req.Task):
 		return refusal(req, http.StatusBadRequest, "malformed_request", "task: must have at least one visible character")
-	case req.TimeoutSeconds != nil && (*req.TimeoutSeconds <= 0 || *req.TimeoutSeconds > 3600):
-		return refusal(req, http.StatusBadRequest, "malformed_request", "timeout: must be greater than 0 and at most 3600 seconds")
+	case req.TimeoutSeconds != nil && validation.Timeout(*req.TimeoutSeconds) != "":
+		return refusal(req, http.StatusBadRequest, "malformed_request", "timeout: "+validation.Timeout(*req.TimeoutSeconds))
 	}
 	return nil
-}
-
-func visible(text string) bool {
-	for _, r := range text {
-		if unicode.IsGraphic(r) && !unicode.IsSpace(r) {
-			return true
-		}
-	}
-	return false
 }
 
 func refusal(req *messages.RouteRequest, status int, code, msg string) *messages.Execution {
@@ -179,13 +171,8 @@ var ErrNoAnswer = errors.New("the node did not answer")
 func Route(system *actor.ActorSystem, addr string, req *messages.RouteRequest, token string, wait time.Duration,
 	progress func(*messages.Progress)) (*messages.Execution, error) {
 	if progress != nil {
-		pid := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-			if p, ok := c.Message().(*messages.Progress); ok {
-				progress(p)
-			}
-		}))
-		// Poisoned, not stopped: the steps that came before the answer are told before Route returns.
-		defer func() { _ = system.Root.PoisonFuture(pid).Wait() }()
+		pid, told := actors.ListenProgress(system, progress)
+		defer told()
 		req.ProgressTo = pid
 	}
 	res, err := system.Root.RequestFuture(actor.NewPID(addr, RouteActor), &messages.RemoteRoute{Request: req, Token: token}, wait).Result()

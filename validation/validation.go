@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode"
 )
 
 // Problem is one rejected field.
@@ -75,4 +76,26 @@ func Clip(s string, n int) string {
 		return s
 	}
 	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// Visible reports whether a text has a character one can see: not only spaces, or format characters
+// such as zero-width spaces. A task without one is refused wherever it comes in.
+func Visible(text string) bool {
+	for _, r := range text {
+		if unicode.IsGraphic(r) && !unicode.IsSpace(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// MaxTimeoutSeconds bounds the wait a caller may ask for.
+const MaxTimeoutSeconds = 3600
+
+// Timeout says what is wrong with a caller's timeout in seconds, or returns "" when nothing is.
+func Timeout(seconds float64) string {
+	if seconds <= 0 || seconds > MaxTimeoutSeconds {
+		return fmt.Sprintf("must be greater than 0 and at most %d seconds", MaxTimeoutSeconds)
+	}
+	return ""
 }

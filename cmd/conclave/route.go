@@ -13,6 +13,9 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/conclave-ai/conclave/messages"
+	"google.golang.org/protobuf/encoding/protojson"
 )
 
 // routeFlags are the request's fields as flags, with where the request goes.
@@ -192,22 +195,6 @@ func isTerminal(w io.Writer) bool {
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
-// progressEvent is what the live view reads of a progress event.
-type progressEvent struct {
-	Category   string   `json:"category"`
-	Confidence float64  `json:"confidence"`
-	Blueprint  string   `json:"blueprint"`
-	Strategy   string   `json:"strategy"`
-	Models     []string `json:"models"`
-	Model      string   `json:"model"`
-	Worker     string   `json:"worker"`
-	Attempt    int      `json:"attempt"`
-	Status     string   `json:"status"`
-	LatencyMs  float64  `json:"latency_ms"`
-	ErrorKind  string   `json:"error_kind"`
-	Chosen     string   `json:"chosen_model"`
-}
-
 // view is the live per-model status, redrawn in place on a terminal, printed line by line elsewhere.
 type view struct {
 	out    io.Writer
@@ -272,9 +259,9 @@ func watch(r io.Reader, out io.Writer, tty bool) error {
 			_ = json.Unmarshal([]byte(data), &e)
 			return fmt.Errorf("route: %d %s: %s", e.Status, e.Error.Code, e.Error.Message)
 		}
-		var p progressEvent
-		if json.Unmarshal([]byte(data), &p) == nil {
-			v.step(name, p)
+		var p messages.Progress
+		if protojson.Unmarshal([]byte(data), &p) == nil {
+			v.step(name, &p)
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -284,7 +271,7 @@ func watch(r io.Reader, out io.Writer, tty bool) error {
 }
 
 // step shows one progress event.
-func (v *view) step(name string, p progressEvent) {
+func (v *view) step(name string, p *messages.Progress) {
 	switch name {
 	case "classified":
 		fmt.Fprintf(v.out, "classified as %s (confidence %.2f)\n", p.Category, p.Confidence)
@@ -304,15 +291,15 @@ func (v *view) step(name string, p progressEvent) {
 	case "retry":
 		v.set(p.Model, "retrying after "+strings.ReplaceAll(p.ErrorKind, "_", " "))
 	case "consensus":
-		if p.Chosen != "" {
-			fmt.Fprintf(v.out, "consensus (%s): %s's answer\n", p.Strategy, p.Chosen)
+		if p.ChosenModel != "" {
+			fmt.Fprintf(v.out, "consensus (%s): %s's answer\n", p.Strategy, p.ChosenModel)
 		} else {
 			fmt.Fprintf(v.out, "consensus (%s)\n", p.Strategy)
 		}
 	}
 }
 
-func replyStatus(p progressEvent) string {
+func replyStatus(p *messages.Progress) string {
 	switch p.Status {
 	case "ok":
 		return fmt.Sprintf("answered in %.1f s", p.LatencyMs/1000)

@@ -42,9 +42,7 @@ func (f *routeFlags) routeRemote(body []byte, stdout io.Writer) error {
 		go func() {
 			defer close(done)
 			for p := range steps {
-				v.step(p.Event, progressEvent{Category: p.Category, Confidence: p.Confidence, Blueprint: p.Blueprint, Strategy: p.Strategy,
-					Models: p.Models, Model: p.Model, Worker: p.Worker, Attempt: int(p.Attempt), Status: p.Status, LatencyMs: p.LatencyMs,
-					ErrorKind: p.ErrorKind, Chosen: p.ChosenModel})
+				v.step(p.Event, p)
 			}
 		}()
 		progress = func(p *messages.Progress) {
