@@ -32,6 +32,7 @@ type RecorderActor struct {
 	pending  map[string]*messages.Execution // queued or being written
 	judging  map[string]bool                // feedback being applied, to refuse a concurrent second one
 	awaiting map[string][]*feedbackAsk      // feedback on a record still on its way to the store
+	durable  map[string][]*actor.PID        // who waits for a record to be written
 	writing  bool
 	// down is true while the store is unreachable: records go through the spool.
 	down       bool
@@ -96,6 +97,7 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.log = r.deps.Log.With(zap.String("actor", "recorder"))
 		r.pending, r.judging, r.awaiting = map[string]*messages.Execution{}, map[string]bool{}, map[string][]*feedbackAsk{}
+		r.durable = map[string][]*actor.PID{}
 		if r.spool != nil {
 			if n, _ := r.spool.Pending(); n > 0 { // left by a run whose store was down: write it back first
 				r.down = true
@@ -162,6 +164,15 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 				zap.Array("updates", updatesField(m.updates)))
 		}
 		ctx.Send(m.ask.sender, m.result)
+	case *messages.AwaitRecord:
+		if _, ok := r.pending[m.RequestId]; !ok { // written already (a record comes before its wait)
+			ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId, Stored: true})
+			return
+		}
+		// Written now, not at the next tick: while one write is out, the records that wait meanwhile
+		// go together in the next (a group commit).
+		r.durable[m.RequestId] = append(r.durable[m.RequestId], ctx.Sender())
+		r.write(ctx)
 	case *messages.Flush:
 		r.flushers = append(r.flushers, ctx.Sender())
 		r.write(ctx)
@@ -259,6 +270,12 @@ func (r *RecorderActor) forget(ctx actor.Context, records []*messages.Execution,
 		if r.pending[rec.RequestId] == rec {
 			delete(r.pending, rec.RequestId)
 		}
+		// In the spool (failed is ErrUnavailable then) a record survives a crash as well as in the store.
+		stored := failed == nil || errors.Is(failed, store.ErrUnavailable)
+		for _, pid := range r.durable[rec.RequestId] {
+			ctx.Send(pid, &messages.RecordDurable{RequestId: rec.RequestId, Stored: stored})
+		}
+		delete(r.durable, rec.RequestId)
 		asks := r.awaiting[rec.RequestId]
 		delete(r.awaiting, rec.RequestId)
 		for _, ask := range asks {
@@ -328,6 +345,11 @@ func (r *RecorderActor) write(ctx actor.Context) {
 	}
 	now := r.deps.now()
 	replay := r.down && now.Sub(r.lastReplay) >= replayInterval
+	if r.down && !replay {
+		// Every write while the store is down must leave a tick for the next replay: without one, a
+		// recorder that receives nothing more would never try the store again.
+		r.wakeIn(ctx, r.lastReplay.Add(replayInterval).Sub(now))
+	}
 	if len(r.batch) == 0 && !replay {
 		r.answerFlushers(ctx, nil)
 		return

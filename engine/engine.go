@@ -378,7 +378,24 @@ func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 	if !ok {
 		return nil, fmt.Errorf("request %s: unexpected reply %T", req.RequestId, res)
 	}
+	if e.spool != nil { // a store that outlives the process: the answer waits for its record
+		e.awaitRecord(exec.RequestId)
+	}
 	return exec, nil
+}
+
+// DurableWait bounds how long an answer waits for its record to be written; past it the answer goes
+// out anyway, and the record follows when the store takes it.
+const DurableWait = 5 * time.Second
+
+// awaitRecord waits until a request's record is in the store or the spool, so that an answer given is
+// never an answer lost: a controller killed right after answering has written the record already.
+func (e *Engine) awaitRecord(id string) {
+	res, err := e.system.Root.RequestFuture(e.deps.Dir.Recorder, &messages.AwaitRecord{RequestId: id}, DurableWait).Result()
+	d, _ := res.(*messages.RecordDurable)
+	if err != nil || d == nil || !d.Stored {
+		e.log.Warn("an answer goes out before its record is written", zap.String("event", "record_not_durable"), zap.String("request_id", id), zap.Error(err))
+	}
 }
 
 // RouteWithProgress is Route telling onProgress each step as it happens (classified, selected,

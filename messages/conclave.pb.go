@@ -295,6 +295,105 @@ func (x *RemoteRoute) GetToken() string {
 	return ""
 }
 
+// AwaitRecord asks the recorder to answer, with RecordDurable, once a request's record is in the store
+// (or, while the store is down, in the spool): an answer goes out only once its record survives a crash.
+type AwaitRecord struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AwaitRecord) Reset() {
+	*x = AwaitRecord{}
+	mi := &file_conclave_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AwaitRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AwaitRecord) ProtoMessage() {}
+
+func (x *AwaitRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AwaitRecord.ProtoReflect.Descriptor instead.
+func (*AwaitRecord) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AwaitRecord) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type RecordDurable struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	RequestId string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// stored is false when the record could be kept nowhere (the spool refused it too).
+	Stored        bool `protobuf:"varint,2,opt,name=stored,proto3" json:"stored,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RecordDurable) Reset() {
+	*x = RecordDurable{}
+	mi := &file_conclave_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RecordDurable) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RecordDurable) ProtoMessage() {}
+
+func (x *RecordDurable) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RecordDurable.ProtoReflect.Descriptor instead.
+func (*RecordDurable) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *RecordDurable) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *RecordDurable) GetStored() bool {
+	if x != nil {
+		return x.Stored
+	}
+	return false
+}
+
 // PeerBreakerOpened tells a provider actor that another controller's breaker for its provider opened:
 // it opens too, until then, and half-opens on its own.
 type PeerBreakerOpened struct {
@@ -308,7 +407,7 @@ type PeerBreakerOpened struct {
 
 func (x *PeerBreakerOpened) Reset() {
 	*x = PeerBreakerOpened{}
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +419,7 @@ func (x *PeerBreakerOpened) String() string {
 func (*PeerBreakerOpened) ProtoMessage() {}
 
 func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +432,7 @@ func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerBreakerOpened.ProtoReflect.Descriptor instead.
 func (*PeerBreakerOpened) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{2}
+	return file_conclave_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PeerBreakerOpened) GetProvider() string {
@@ -386,7 +485,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -398,7 +497,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -411,7 +510,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{3}
+	return file_conclave_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Progress) GetRequestId() string {
@@ -576,7 +675,7 @@ type Execution struct {
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -588,7 +687,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -601,7 +700,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{4}
+	return file_conclave_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Execution) GetRequestId() string {
@@ -810,7 +909,7 @@ type QuorumOutcome struct {
 
 func (x *QuorumOutcome) Reset() {
 	*x = QuorumOutcome{}
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +921,7 @@ func (x *QuorumOutcome) String() string {
 func (*QuorumOutcome) ProtoMessage() {}
 
 func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +934,7 @@ func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumOutcome.ProtoReflect.Descriptor instead.
 func (*QuorumOutcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{5}
+	return file_conclave_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *QuorumOutcome) GetMode() string {
@@ -902,7 +1001,7 @@ type Classification struct {
 
 func (x *Classification) Reset() {
 	*x = Classification{}
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1013,7 @@ func (x *Classification) String() string {
 func (*Classification) ProtoMessage() {}
 
 func (x *Classification) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1026,7 @@ func (x *Classification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Classification.ProtoReflect.Descriptor instead.
 func (*Classification) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{6}
+	return file_conclave_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Classification) GetCategory() string {
@@ -1024,7 +1123,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1036,7 +1135,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1049,7 +1148,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{7}
+	return file_conclave_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Signal) GetCategory() string {
@@ -1082,7 +1181,7 @@ type Blueprint struct {
 
 func (x *Blueprint) Reset() {
 	*x = Blueprint{}
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1193,7 @@ func (x *Blueprint) String() string {
 func (*Blueprint) ProtoMessage() {}
 
 func (x *Blueprint) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1206,7 @@ func (x *Blueprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blueprint.ProtoReflect.Descriptor instead.
 func (*Blueprint) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{8}
+	return file_conclave_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Blueprint) GetName() string {
@@ -1180,7 +1279,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1192,7 +1291,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1205,7 +1304,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{9}
+	return file_conclave_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Selection) GetPolicy() string {
@@ -1259,7 +1358,7 @@ type Pick struct {
 
 func (x *Pick) Reset() {
 	*x = Pick{}
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1370,7 @@ func (x *Pick) String() string {
 func (*Pick) ProtoMessage() {}
 
 func (x *Pick) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1383,7 @@ func (x *Pick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pick.ProtoReflect.Descriptor instead.
 func (*Pick) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{10}
+	return file_conclave_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Pick) GetModel() string {
@@ -1354,7 +1453,7 @@ type Skip struct {
 
 func (x *Skip) Reset() {
 	*x = Skip{}
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1366,7 +1465,7 @@ func (x *Skip) String() string {
 func (*Skip) ProtoMessage() {}
 
 func (x *Skip) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1379,7 +1478,7 @@ func (x *Skip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Skip.ProtoReflect.Descriptor instead.
 func (*Skip) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{11}
+	return file_conclave_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Skip) GetModel() string {
@@ -1439,7 +1538,7 @@ type WorkerResult struct {
 
 func (x *WorkerResult) Reset() {
 	*x = WorkerResult{}
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1451,7 +1550,7 @@ func (x *WorkerResult) String() string {
 func (*WorkerResult) ProtoMessage() {}
 
 func (x *WorkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1464,7 +1563,7 @@ func (x *WorkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerResult.ProtoReflect.Descriptor instead.
 func (*WorkerResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{12}
+	return file_conclave_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WorkerResult) GetJobId() string {
@@ -1639,7 +1738,7 @@ type ArbiterDecision struct {
 
 func (x *ArbiterDecision) Reset() {
 	*x = ArbiterDecision{}
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1651,7 +1750,7 @@ func (x *ArbiterDecision) String() string {
 func (*ArbiterDecision) ProtoMessage() {}
 
 func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1664,7 +1763,7 @@ func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArbiterDecision.ProtoReflect.Descriptor instead.
 func (*ArbiterDecision) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{13}
+	return file_conclave_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *ArbiterDecision) GetStrategy() string {
@@ -1775,7 +1874,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1787,7 +1886,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1800,7 +1899,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{14}
+	return file_conclave_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -1881,7 +1980,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1893,7 +1992,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1906,7 +2005,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{15}
+	return file_conclave_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -1968,7 +2067,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1980,7 +2079,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1993,7 +2092,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{16}
+	return file_conclave_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Retry) GetModel() string {
@@ -2066,7 +2165,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2078,7 +2177,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2091,7 +2190,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{17}
+	return file_conclave_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Failure) GetCode() string {
@@ -2133,7 +2232,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2145,7 +2244,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2158,7 +2257,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{18}
+	return file_conclave_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Problem) GetField() string {
@@ -2185,7 +2284,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2197,7 +2296,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2210,7 +2309,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{19}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -2244,7 +2343,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2256,7 +2355,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2269,7 +2368,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -2355,7 +2454,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2367,7 +2466,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2380,7 +2479,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Job) GetRequestId() string {
@@ -2519,7 +2618,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2531,7 +2630,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2544,7 +2643,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -2570,7 +2669,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2582,7 +2681,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2595,7 +2694,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -2616,7 +2715,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2628,7 +2727,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2641,7 +2740,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -2689,7 +2788,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2701,7 +2800,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2714,7 +2813,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -2886,7 +2985,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2898,7 +2997,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2911,7 +3010,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -2966,7 +3065,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2978,7 +3077,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2991,7 +3090,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Permit) GetJobId() string {
@@ -3056,7 +3155,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3068,7 +3167,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3081,7 +3180,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -3170,7 +3269,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3281,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3294,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -3210,7 +3309,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3222,7 +3321,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3235,7 +3334,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -3273,7 +3372,7 @@ type ConsensusInput struct {
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3285,7 +3384,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3298,7 +3397,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -3397,7 +3496,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3409,7 +3508,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3422,7 +3521,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Candidate) GetModel() string {
@@ -3506,7 +3605,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3518,7 +3617,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3531,7 +3630,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -3596,7 +3695,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3608,7 +3707,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3621,7 +3720,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Votes) GetCategory() string {
@@ -3659,7 +3758,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3671,7 +3770,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3684,7 +3783,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Reward) GetModel() string {
@@ -3732,7 +3831,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3744,7 +3843,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3757,7 +3856,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -3779,7 +3878,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3791,7 +3890,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3804,7 +3903,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -3842,7 +3941,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3854,7 +3953,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3867,7 +3966,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -3904,7 +4003,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3916,7 +4015,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3929,7 +4028,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -3962,7 +4061,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3974,7 +4073,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3987,7 +4086,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 type Flushed struct {
@@ -4002,7 +4101,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4014,7 +4113,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4027,7 +4126,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -4069,7 +4168,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4081,7 +4180,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4094,7 +4193,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -4195,7 +4294,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4207,7 +4306,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4220,7 +4319,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -4245,7 +4344,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4257,7 +4356,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4270,7 +4369,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -4310,7 +4409,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4322,7 +4421,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4335,7 +4434,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -4382,7 +4481,14 @@ const file_conclave_proto_rawDesc = "" +
 	"\v_quorum_tau\"X\n" +
 	"\vRemoteRoute\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.conclave.v1.RouteRequestR\arequest\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\"~\n" +
+	"\x05token\x18\x02 \x01(\tR\x05token\",\n" +
+	"\vAwaitRecord\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\"F\n" +
+	"\rRecordDurable\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
+	"\x06stored\x18\x02 \x01(\bR\x06stored\"~\n" +
 	"\x11PeerBreakerOpened\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x129\n" +
 	"\n" +
@@ -4811,113 +4917,115 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 48)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
 	(*RemoteRoute)(nil),           // 2: conclave.v1.RemoteRoute
-	(*PeerBreakerOpened)(nil),     // 3: conclave.v1.PeerBreakerOpened
-	(*Progress)(nil),              // 4: conclave.v1.Progress
-	(*Execution)(nil),             // 5: conclave.v1.Execution
-	(*QuorumOutcome)(nil),         // 6: conclave.v1.QuorumOutcome
-	(*Classification)(nil),        // 7: conclave.v1.Classification
-	(*Signal)(nil),                // 8: conclave.v1.Signal
-	(*Blueprint)(nil),             // 9: conclave.v1.Blueprint
-	(*Selection)(nil),             // 10: conclave.v1.Selection
-	(*Pick)(nil),                  // 11: conclave.v1.Pick
-	(*Skip)(nil),                  // 12: conclave.v1.Skip
-	(*WorkerResult)(nil),          // 13: conclave.v1.WorkerResult
-	(*ArbiterDecision)(nil),       // 14: conclave.v1.ArbiterDecision
-	(*Phases)(nil),                // 15: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 16: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 17: conclave.v1.Retry
-	(*Failure)(nil),               // 18: conclave.v1.Failure
-	(*Problem)(nil),               // 19: conclave.v1.Problem
-	(*Usage)(nil),                 // 20: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 21: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 22: conclave.v1.Job
-	(*Dispatch)(nil),              // 23: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 24: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 25: conclave.v1.JobStarted
-	(*JobResult)(nil),             // 26: conclave.v1.JobResult
-	(*Acquire)(nil),               // 27: conclave.v1.Acquire
-	(*Permit)(nil),                // 28: conclave.v1.Permit
-	(*Outcome)(nil),               // 29: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 30: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 31: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 32: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 33: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 34: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 35: conclave.v1.Votes
-	(*Reward)(nil),                // 36: conclave.v1.Reward
-	(*GetExecution)(nil),          // 37: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 38: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 39: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 40: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 41: conclave.v1.Flush
-	(*Flushed)(nil),               // 42: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 43: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 44: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 45: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 46: conclave.v1.AgentHello
-	nil,                           // 47: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 48: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 49: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 50: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 51: actor.PID
+	(*AwaitRecord)(nil),           // 3: conclave.v1.AwaitRecord
+	(*RecordDurable)(nil),         // 4: conclave.v1.RecordDurable
+	(*PeerBreakerOpened)(nil),     // 5: conclave.v1.PeerBreakerOpened
+	(*Progress)(nil),              // 6: conclave.v1.Progress
+	(*Execution)(nil),             // 7: conclave.v1.Execution
+	(*QuorumOutcome)(nil),         // 8: conclave.v1.QuorumOutcome
+	(*Classification)(nil),        // 9: conclave.v1.Classification
+	(*Signal)(nil),                // 10: conclave.v1.Signal
+	(*Blueprint)(nil),             // 11: conclave.v1.Blueprint
+	(*Selection)(nil),             // 12: conclave.v1.Selection
+	(*Pick)(nil),                  // 13: conclave.v1.Pick
+	(*Skip)(nil),                  // 14: conclave.v1.Skip
+	(*WorkerResult)(nil),          // 15: conclave.v1.WorkerResult
+	(*ArbiterDecision)(nil),       // 16: conclave.v1.ArbiterDecision
+	(*Phases)(nil),                // 17: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 18: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 19: conclave.v1.Retry
+	(*Failure)(nil),               // 20: conclave.v1.Failure
+	(*Problem)(nil),               // 21: conclave.v1.Problem
+	(*Usage)(nil),                 // 22: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 23: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 24: conclave.v1.Job
+	(*Dispatch)(nil),              // 25: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 26: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 27: conclave.v1.JobStarted
+	(*JobResult)(nil),             // 28: conclave.v1.JobResult
+	(*Acquire)(nil),               // 29: conclave.v1.Acquire
+	(*Permit)(nil),                // 30: conclave.v1.Permit
+	(*Outcome)(nil),               // 31: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 32: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 33: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 34: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 35: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 36: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 37: conclave.v1.Votes
+	(*Reward)(nil),                // 38: conclave.v1.Reward
+	(*GetExecution)(nil),          // 39: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 40: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 41: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 42: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 43: conclave.v1.Flush
+	(*Flushed)(nil),               // 44: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 45: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 46: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 47: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 48: conclave.v1.AgentHello
+	nil,                           // 49: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 50: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 51: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 53: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	49, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	50, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	51, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	51, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	52, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	53, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
 	1,  // 3: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	50, // 4: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	50, // 5: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	50, // 6: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	49, // 7: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
-	7,  // 8: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
-	9,  // 9: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
-	10, // 10: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
-	13, // 11: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
-	14, // 12: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	15, // 13: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	16, // 14: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	17, // 15: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	18, // 16: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	16, // 17: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	50, // 18: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	50, // 19: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	20, // 20: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
-	6,  // 21: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
-	8,  // 22: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	11, // 23: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	47, // 24: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	12, // 25: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	20, // 26: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	20, // 27: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	19, // 28: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	50, // 29: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	22, // 30: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	51, // 31: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	20, // 32: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	21, // 33: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	50, // 34: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	51, // 35: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	21, // 36: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	52, // 4: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	52, // 5: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	52, // 6: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	51, // 7: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	9,  // 8: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
+	11, // 9: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
+	12, // 10: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
+	15, // 11: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
+	16, // 12: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
+	17, // 13: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	18, // 14: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	19, // 15: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	20, // 16: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	18, // 17: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	52, // 18: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	52, // 19: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	22, // 20: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	8,  // 21: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
+	10, // 22: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	13, // 23: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	49, // 24: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	14, // 25: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	22, // 26: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	22, // 27: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	21, // 28: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	52, // 29: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	24, // 30: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	53, // 31: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	22, // 32: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	23, // 33: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	52, // 34: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	53, // 35: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	23, // 36: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
 	0,  // 37: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
 	0,  // 38: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	33, // 39: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	50, // 40: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	14, // 41: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	5,  // 42: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	48, // 43: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	16, // 44: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	44, // 45: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	45, // 46: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	26, // 47: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	24, // 48: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	46, // 49: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	22, // 50: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	35, // 39: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	52, // 40: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	16, // 41: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	7,  // 42: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	50, // 43: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	18, // 44: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	46, // 45: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	47, // 46: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	28, // 47: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	26, // 48: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	48, // 49: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	24, // 50: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
 	51, // [51:51] is the sub-list for method output_type
 	51, // [51:51] is the sub-list for method input_type
 	51, // [51:51] is the sub-list for extension type_name
@@ -4931,10 +5039,10 @@ func file_conclave_proto_init() {
 		return
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[4].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[21].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[38].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[42].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[6].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[23].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[40].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[44].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -4947,7 +5055,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   48,
+			NumMessages:   50,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
