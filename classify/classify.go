@@ -110,7 +110,7 @@ type Classifier struct {
 	// far too sure of themselves; it is fitted on leave-one-out predictions of the training set.
 	temperature float64
 	keywords    map[uint64][]keywordHit
-	scratch     sync.Pool // *scratch
+	scratch     *sync.Pool // *scratch, shared by the classifiers of one trained model
 }
 
 type scratch struct {
@@ -154,14 +154,25 @@ type Scored struct {
 	Probability float64  `json:"probability"`
 }
 
-// New trains the shipped classifier on the training part of the embedded dataset.
+// New returns the shipped classifier, trained on the training part of the embedded dataset, with opts.
+// It is trained once per process: every classifier New returns shares the trained model.
 func New(opts Options) (*Classifier, error) {
+	trained, err := shipped()
+	if err != nil {
+		return nil, err
+	}
+	c := *trained
+	c.opts = opts.withDefaults()
+	return &c, nil
+}
+
+var shipped = sync.OnceValues(func() (*Classifier, error) {
 	train, _, err := Dataset()
 	if err != nil {
 		return nil, fmt.Errorf("classifier dataset: %w", err)
 	}
-	return Train(train, opts)
-}
+	return Train(train, Options{})
+})
 
 // Train fits a classifier on examples.
 func Train(examples []Example, opts Options) (*Classifier, error) {
@@ -171,7 +182,7 @@ func Train(examples []Example, opts Options) (*Classifier, error) {
 		index[c] = i
 	}
 	c := &Classifier{opts: opts.withDefaults(), vocab: map[uint64]int32{}, keywords: map[uint64][]keywordHit{}}
-	c.scratch.New = func() any { return &scratch{toks: make([]uint64, 0, 256), buf: make([]byte, 0, 64)} }
+	c.scratch = &sync.Pool{New: func() any { return &scratch{toks: make([]uint64, 0, 256), buf: make([]byte, 0, 64)} }}
 
 	docs := make([]int, k)
 	var counts [][]float64 // per vocab row, per category
@@ -257,20 +268,52 @@ func (c *Classifier) fitTemperature(exTokens [][]uint64, exClass []int, counts [
 		}
 		scores[i] = s
 	}
-	best, bestLoss := 1.0, math.Inf(1)
+	kws := make([][maxCategories]float64, n) // the keywords' part does not depend on the temperature
+	for i, toks := range exTokens {
+		kws[i] = c.keywordScores(toks, nil)
+	}
 	probs := make([]float64, k)
-	for t := 1.0; t <= 60; t += 0.5 {
-		loss := 0.0
+	loss := func(t float64) float64 {
+		sum := 0.0
 		for i, s := range scores {
-			kw := c.keywordScores(exTokens[i], nil)
+			kw := &kws[i]
 			for ci := range k {
 				probs[ci] = s[ci]/t + kw[ci]
 			}
 			softmax(probs)
-			loss -= math.Log(max(probs[exClass[i]], 1e-12))
+			sum -= math.Log(max(probs[exClass[i]], 1e-12))
 		}
-		if loss < bestLoss {
-			best, bestLoss = t, loss
+		return sum
+	}
+	return gridMinimum(temperatureGrid, loss)
+}
+
+// temperatureGrid is the temperatures tried: 1 to 60 by 0.5.
+var temperatureGrid = func() []float64 {
+	var g []float64
+	for t := 1.0; t <= 60; t += 0.5 {
+		g = append(g, t)
+	}
+	return g
+}()
+
+// gridMinimum returns the point of grid where f is least, by ternary search: the log-loss is unimodal
+// in the temperature, and a search evaluates it at about 20 points of the grid's 119 (training runs at
+// every start). Ties go to the smaller point.
+func gridMinimum(grid []float64, f func(float64) float64) float64 {
+	lo, hi := 0, len(grid)-1
+	for hi-lo > 2 {
+		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
+		if f(grid[m1]) <= f(grid[m2]) {
+			hi = m2
+		} else {
+			lo = m1
+		}
+	}
+	best, bestLoss := grid[lo], f(grid[lo])
+	for _, t := range grid[lo+1 : hi+1] {
+		if l := f(t); l < bestLoss {
+			best, bestLoss = t, l
 		}
 	}
 	return best

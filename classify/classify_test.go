@@ -3,15 +3,12 @@ package classify
 import (
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 )
 
-var shipped = sync.OnceValues(func() (*Classifier, error) { return New(Options{}) })
-
 func classifier(t testing.TB) *Classifier {
 	t.Helper()
-	c, err := shipped()
+	c, err := New(Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,5 +214,25 @@ func BenchmarkClassify(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		c.Classify(task)
+	}
+}
+
+func TestGridMinimum(t *testing.T) {
+	grid := temperatureGrid
+	for _, tc := range []struct {
+		desc string
+		f    func(float64) float64
+		want float64
+	}{
+		{"the least at the first point", func(t float64) float64 { return t }, 1},
+		{"the least at the last point", func(t float64) float64 { return -t }, 60},
+		{"the least inside", func(t float64) float64 { return (t - 17.5) * (t - 17.5) }, 17.5},
+		{"the least between two points goes to the nearer", func(t float64) float64 { return (t - 3.3) * (t - 3.3) }, 3.5},
+		{"a flat function gives the smallest point", func(float64) float64 { return 1 }, 1},
+		{"a loss falling steeply then flat", func(t float64) float64 { return 1/t + max(t-40, 0) }, 40},
+	} {
+		if got := gridMinimum(grid, tc.f); got != tc.want {
+			t.Errorf("%s: %v, want %v", tc.desc, got, tc.want)
+		}
 	}
 }
