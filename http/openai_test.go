@@ -1,3 +1,8 @@
+// The fuzzing build (make fuzz, -tags fuzz) leaves this file out: the libraries it checks against are
+// large, and the fuzzer would instrument them on every cold build.
+
+//go:build !fuzz
+
 package httpapi_test
 
 import (
