@@ -53,6 +53,20 @@ type CoordinatorActor struct {
 	consensus      *actor.PID
 	consensusStart time.Time
 	answered       bool
+	// jobLines counts the per-call lines logged (replies, retries, denied permits, replacements); past
+	// JobLogBudget they are counted instead, so no request logs without bound.
+	jobLines int
+}
+
+// JobLogBudget is the most per-call lines one request logs; the rest are counted in its collect_done
+// line (`lines_suppressed`), and the record still holds every call.
+const JobLogBudget = 64
+
+// jobLog logs a per-call line while the request's budget lasts.
+func (c *CoordinatorActor) jobLog(msg string, fields ...zap.Field) {
+	if c.jobLines++; c.jobLines <= JobLogBudget {
+		c.log.Info(msg, fields...)
+	}
 }
 
 // wake is the coordinator's one timer: a tick of the collection machine due at at.
@@ -283,7 +297,11 @@ func (c *CoordinatorActor) recordSelection() {
 }
 
 func (c *CoordinatorActor) logSelection(picks []bandit.Pick, counts map[string]int, skipped []bandit.Skip, eligible int, replacing bool) {
-	c.log.Info("models selected", zap.String("event", "selection"), zap.String("policy", c.deps.Plan.Policy.String()), zap.Bool("replacement", replacing),
+	log := c.log.Info
+	if replacing {
+		log = c.jobLog
+	}
+	log("models selected", zap.String("event", "selection"), zap.String("policy", c.deps.Plan.Policy.String()), zap.Bool("replacement", replacing),
 		zap.Int("eligible", eligible), zap.Array("picks", picksField(picks)), zap.Object("skip_counts", countsField(counts)),
 		zap.Array("skipped", skipsField(skipped)), zap.Uint64("sequence", c.seq))
 }
@@ -334,7 +352,7 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 		case collect.Retried:
 			rs := c.machine.Retries()
 			r := rs[len(rs)-1]
-			c.log.Info("retry", zap.String("event", "retry"), zap.String("model", r.Model), zap.String("provider", r.Provider),
+			c.jobLog("retry", zap.String("event", "retry"), zap.String("model", r.Model), zap.String("provider", r.Provider),
 				zap.String("from_worker", r.FromWorker), zap.Int("attempt", r.Attempt), zap.String("kind", string(r.Kind)),
 				zap.Duration("delay", r.Delay), zap.String("outcome", r.Outcome))
 			c.progress(ctx, &messages.Progress{Event: "retry", Model: r.Model, Provider: r.Provider, Worker: r.FromWorker, Attempt: int32(r.Attempt),
@@ -382,8 +400,11 @@ func (c *CoordinatorActor) dispatch(ctx actor.Context, j *collect.Job) {
 		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: ts(c.plan.CollectBy),
 		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt),
 	}})
-	c.log.Info("job dispatched", zap.String("event", "dispatch"), zap.Int("job", j.Seq), zap.String("model", j.Slot.Model),
-		zap.String("provider", j.Slot.Provider), zap.String("worker", j.Worker), zap.Int("attempt", j.Attempt), zap.Bool("probe", j.Probe))
+	// Debug: the assignment line names the workers, and each reply its worker and attempt.
+	if ce := c.log.Check(zap.DebugLevel, "job dispatched"); ce != nil {
+		ce.Write(zap.String("event", "dispatch"), zap.Int("job", j.Seq), zap.String("model", j.Slot.Model),
+			zap.String("provider", j.Slot.Provider), zap.String("worker", j.Worker), zap.Int("attempt", j.Attempt), zap.Bool("probe", j.Probe))
+	}
 	c.progress(ctx, &messages.Progress{Event: "dispatched", Model: j.Slot.Model, Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt)})
 }
 
@@ -391,7 +412,7 @@ func (c *CoordinatorActor) onPermit(ctx actor.Context, seq int, p *messages.Perm
 	if j := c.machine.Job(seq); j != nil {
 		j.Probe = p.Probe
 		if !p.Granted {
-			c.log.Info("permit denied", zap.String("event", "permit_denied"), zap.Int("job", seq), zap.String("model", j.Slot.Model),
+			c.jobLog("permit denied", zap.String("event", "permit_denied"), zap.Int("job", seq), zap.String("model", j.Slot.Model),
 				zap.String("provider", j.Slot.Provider), zap.String("reason", p.Reason), zap.Float64("retry_after_seconds", p.RetryAfterSeconds))
 		}
 	}
@@ -407,7 +428,7 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 		RetryAfter: seconds(r.RetryAfterSeconds), Ref: r}
 	effects := c.machine.Result(time.Now(), seq, reply)
 	if j := c.machine.Job(seq); j != nil && j.Record != nil && j.Record.Ref == r { // a reply that settled its call, not a late one
-		c.log.Info("reply received", zap.String("event", "reply"), zap.Int("job", seq), zap.String("model", r.Model),
+		c.jobLog("reply received", zap.String("event", "reply"), zap.Int("job", seq), zap.String("model", r.Model),
 			zap.String("provider", r.Provider), zap.String("worker", r.Worker), zap.String("status", string(j.Record.Status)),
 			zap.String("error_kind", string(j.Record.Kind)), zap.String("error_scope", r.ErrorScope), zap.Float64("latency_ms", r.LatencyMs),
 			zap.Int32("http_status", r.HttpStatus))
@@ -476,7 +497,8 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	}
 	c.log.Info("collection finished", zap.String("event", "collect_done"), zap.Int("ok", len(d.Answers)), zap.Int("min_responses", c.plan.Blueprint.MinResponses),
 		zap.Int("rounds", d.Rounds), zap.Int("asked", q.Asked), zap.Int("waves", q.Waves), zap.String("stopped", q.Stopped),
-		zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)))
+		zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)),
+		zap.Int("lines_suppressed", max(c.jobLines-JobLogBudget, 0)))
 	switch d.Failure {
 	case "":
 	case resilience.ClientClosed, resilience.ShuttingDown:
@@ -550,7 +572,7 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		in.Deadline = ts(deadline)
 	}
 	c.consensusStart = time.Now()
-	c.consensus = ctx.Spawn(Props(NewConsensusActor(c.deps, in)))
+	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in)))
 }
 
 func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusResult) {

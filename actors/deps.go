@@ -60,6 +60,8 @@ type Deps struct {
 	// Limiters makes each provider's limiter (Redis shared, with a local fallback); nil means local
 	// limiters.
 	Limiters ratelimit.Factory
+	// Dispatcher runs the actors' mailboxes; nil is protoactor's default.
+	Dispatcher *Pool
 }
 
 // limiter returns a provider's limiter.
@@ -117,11 +119,15 @@ func (d *Deps) Random(seq uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(d.Seed^h.Sum64(), seq))
 }
 
-// Props makes the props of every Conclave actor. They run on protoactor's default dispatcher, a
-// goroutine per busy mailbox: a mailbox keeps its goroutine for a whole batch of messages, so a fixed
-// pool under mailboxes lets a few busy ones starve the rest.
-func Props(producer actor.Producer, opts ...actor.PropsOption) *actor.Props {
-	return actor.PropsFromProducer(producer, opts...)
+// Props makes the props of every Conclave actor: on the Dispatcher when there is one, else on
+// protoactor's default (a goroutine per busy mailbox, as the pool but without keeping them). A fixed
+// pool under mailboxes would let a few busy ones starve the rest: a mailbox keeps its goroutine for a
+// whole batch of messages.
+func (d *Deps) Props(producer actor.Producer) *actor.Props {
+	if d.Dispatcher != nil {
+		return actor.PropsFromProducer(producer, actor.WithDispatcher(d.Dispatcher))
+	}
+	return actor.PropsFromProducer(producer)
 }
 
 func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }

@@ -35,7 +35,7 @@ func (ps picksField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 type skipsField []bandit.Skip
 
 func (ss skipsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, s := range ss {
+	for _, s := range ss[:min(len(ss), logListMax)] {
 		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
 			o.AddString("model", s.Model)
 			o.AddString("provider", s.Provider)
@@ -43,7 +43,7 @@ func (ss skipsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 			return nil
 		}))
 	}
-	return nil
+	return appendMore(enc, len(ss))
 }
 
 type countsField map[string]int
@@ -58,14 +58,29 @@ func (cs countsField) MarshalLogObject(o zapcore.ObjectEncoder) error {
 type rejectionsField []fleet.Rejection
 
 func (rs rejectionsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, r := range rs {
+	for _, r := range rs[:min(len(rs), logListMax)] {
 		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
 			o.AddString("worker", r.Worker)
 			o.AddString("reason", r.Reason)
 			return nil
 		}))
 	}
-	return nil
+	return appendMore(enc, len(rs))
+}
+
+// logListMax is the most entries a list of candidates (skipped models, rejected workers) shows in one
+// line; the record keeps more, and a fleet or catalog can be large.
+const logListMax = 20
+
+// appendMore ends a list of n entries cut at logListMax with {"more": the rest}.
+func appendMore(enc zapcore.ArrayEncoder, n int) error {
+	if n <= logListMax {
+		return nil
+	}
+	return enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+		o.AddInt("more", n-logListMax)
+		return nil
+	}))
 }
 
 type signalsField []classify.Signal

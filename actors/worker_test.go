@@ -51,7 +51,7 @@ func newWorkerHarness(t *testing.T, transport fleet.Transport) *workerHarness {
 			h.started <- m
 		}
 	}))
-	h.pid = system.Root.Spawn(Props(NewWorkerActor(deps, h.ref, transport)))
+	h.pid = system.Root.Spawn(deps.Props(NewWorkerActor(deps, h.ref, transport)))
 	t.Cleanup(func() {
 		_ = system.Root.PoisonFuture(h.pid).Wait()
 		_ = system.Root.PoisonFuture(h.inbox).Wait()

@@ -184,7 +184,8 @@ func New(opts Options) (*Engine, error) {
 		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: e.catalog, Policy: policy, OutputReserve: 1024,
 			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors},
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
-		Learning: bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
+		Dispatcher: actors.NewPool(mailboxThroughput, 10*time.Second),
+		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
 		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg),
 	}
 	e.deps.Metrics = metrics.New(e.metricsSource())
@@ -211,23 +212,24 @@ func New(opts Options) (*Engine, error) {
 	}
 	var fleetChildren, providerChildren []supervisors.Child
 	for _, w := range dir.Workers {
-		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: actors.Props(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
+		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: e.deps.Props(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
 	}
 	for _, p := range dir.Providers {
-		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: actors.Props(actors.NewProviderActor(e.deps, p))})
+		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: e.deps.Props(actors.NewProviderActor(e.deps, p))})
 	}
 	rootProps := supervisors.Static([]supervisors.Child{
 		{Name: actors.FleetName, Props: supervisors.Static(fleetChildren)},
 		{Name: actors.ProvidersName, Props: supervisors.Static(providerChildren)},
 		{Name: actors.BanditName, Props: supervisors.Bandit(e.deps)},
 		{Name: actors.RequestsName, Props: supervisors.Requests(e.deps)},
-		{Name: actors.RecorderName, Props: actors.Props(actors.NewRecorderActor(e.deps, e.store, e.spool))},
+		{Name: actors.RecorderName, Props: e.deps.Props(actors.NewRecorderActor(e.deps, e.store, e.spool))},
 	})
 	if e.root, err = e.system.Root.SpawnNamed(rootProps, actors.RootName); err != nil {
 		return nil, fmt.Errorf("start actor system: %w", err)
 	}
 	if err := e.waitReady(); err != nil {
 		e.system.Shutdown()
+		e.deps.Dispatcher.Stop()
 		return nil, err
 	}
 	var background context.Context
@@ -562,6 +564,13 @@ func (e *Engine) Directory() *actors.Directory { return e.deps.Dir }
 // System exposes the actor system, for tests that talk to actors directly.
 func (e *Engine) System() *actor.ActorSystem { return e.system }
 
+// mailboxThroughput is how many messages a mailbox processes before its goroutine yields: protoactor's
+// default.
+const mailboxThroughput = 300
+
+// Props makes props that run on the engine's dispatcher, as its own actors do.
+func (e *Engine) Props(producer actor.Producer) *actor.Props { return e.deps.Props(producer) }
+
 // Ready reports why the engine cannot serve, or nil: it needs a worker and a provider that take work.
 func (e *Engine) Ready() error {
 	if e.closing.Load() {
@@ -632,6 +641,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 			err = errors.Join(err, fmt.Errorf("stop actors: %w", perr))
 		}
 		e.system.Shutdown()
+		e.deps.Dispatcher.Stop()
 		err = errors.Join(err, e.closeStore())
 		for _, t := range e.transports {
 			err = errors.Join(err, t.Close())

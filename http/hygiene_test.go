@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/engine"
 	"github.com/conclave-ai/conclave/messages"
@@ -107,7 +106,7 @@ func TestHotMailboxesDoNotStarveARequest(t *testing.T) {
 	var stop atomic.Bool
 	var hot []*actor.PID
 	for i := 0; i < 8; i++ {
-		pid := sys.Root.Spawn(actors.Props(func() actor.Actor {
+		pid := sys.Root.Spawn(tb.engine.Props(func() actor.Actor {
 			return actor.ReceiveFunc(func(ctx actor.Context) {
 				if _, ok := ctx.Message().(string); ok && !stop.Load() {
 					ctx.Send(ctx.Self(), "again") // a mailbox that never runs dry

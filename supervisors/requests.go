@@ -29,7 +29,7 @@ type inflight struct {
 
 // Requests returns the props of the request supervisor.
 func Requests(deps *actors.Deps) *actor.Props {
-	return actors.Props(func() actor.Actor {
+	return deps.Props(func() actor.Actor {
 		return &requests{deps: deps, inflight: map[string]inflight{}, byRequest: map[string]*actor.PID{}}
 	})
 }
@@ -46,7 +46,7 @@ func (s *requests) Receive(ctx actor.Context) {
 			return
 		}
 		seq := s.deps.Dir.NextSequence()
-		props := actors.Props(actors.NewCoordinatorActor(s.deps, m, ctx.Sender(), seq))
+		props := s.deps.Props(actors.NewCoordinatorActor(s.deps, m, ctx.Sender(), seq))
 		pid, err := ctx.SpawnNamed(props, m.RequestId)
 		if err != nil {
 			ctx.Respond(&messages.Execution{RequestId: m.RequestId, StatusCode: http.StatusConflict,
@@ -92,14 +92,14 @@ func (s *requests) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 func Bandit(deps *actors.Deps) *actor.Props {
 	return OnDemand(func(_ actor.Context, msg any) (string, func() *actor.Props, bool) {
 		if _, ok := msg.(*messages.Votes); ok {
-			return actors.ReliabilityName, func() *actor.Props { return actors.Props(actors.NewReliabilityActor(deps)) }, true
+			return actors.ReliabilityName, func() *actor.Props { return deps.Props(actors.NewReliabilityActor(deps)) }, true
 		}
 		r, ok := msg.(*messages.Reward)
 		if !ok {
 			return "", nil, false
 		}
 		return actors.ArmName(r.Model, r.Category), func() *actor.Props {
-			return actors.Props(actors.NewArmActor(deps, r.Model, r.Category))
+			return deps.Props(actors.NewArmActor(deps, r.Model, r.Category))
 		}, true
 	})
 }

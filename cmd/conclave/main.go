@@ -119,11 +119,12 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	if err != nil {
 		return err
 	}
-	log, err := logging.New(cfg.LogLevel, cfg.LogFormat, logOut)
+	out := logging.Buffer(logOut)
+	defer out.Stop()
+	log, err := logging.New(cfg.LogLevel, cfg.LogFormat, out)
 	if err != nil {
 		return err
 	}
-	defer log.Sync()
 	log = log.With(zap.String("node_id", cfg.NodeID)) // every line says which controller wrote it
 
 	eng, err := engine.New(engine.Options{Config: cfg, Log: log})
