@@ -45,11 +45,15 @@ bench: build
 	$(GO) run ./bench/load --conclave $(BIN) --database '$(BENCH_DATABASE_URL)'
 	$(GO) run ./bench/load --conclave $(BIN) --passthrough
 
-# soak drives the embedded default as it ships (simulated faults, default rate limits) with 200,000
-# requests at 32 connections and tallies the answers: the only refusals should be rate limits' 503s with
-# Retry-After, and no provider breaker should be open at the end.
+# soak runs conclave for SOAK_DURATION under steady load through the whole pipeline (16 connections,
+# simulated faults on, limits raised, info logs) and prints its RSS and goroutines over the run, which
+# must stay flat after the warm-up; then it drives the embedded default as it ships (simulated faults,
+# default rate limits) with SOAK_REQUESTS requests at 32 connections and tallies the answers: the only
+# refusals should be rate limits' 503s with Retry-After, and no provider breaker should be open at the end.
+SOAK_DURATION ?= 30m
 SOAK_REQUESTS ?= 200000
 soak: build
+	$(GO) run ./bench/load --conclave $(BIN) --endurance $(SOAK_DURATION)
 	$(GO) run ./bench/load --conclave $(BIN) --sustained $(SOAK_REQUESTS) --sustained-concurrency 32
 
 # eval replays the shared dev data (recorded answers of public models to public benchmarks) through the

@@ -4,7 +4,8 @@
 // requests per second, latency p50/p99 and CPU time per request (the server process's user + system time
 // over the measured run divided by the requests it served), with ratios to the baseline measured in the
 // same run. With --sustained N it instead drives the embedded default as it ships, faults and rate
-// limits on, and tallies the answers (make soak).
+// limits on, and tallies the answers; with --endurance D it runs the whole pipeline under steady load
+// for D and samples the server's RSS and goroutines (both in make soak).
 package main
 
 import (
@@ -72,12 +73,19 @@ func main() {
 	out := flag.String("out", "reports/bench-load.json", "JSON report")
 	sustained := flag.Int("sustained", 0, "instead: send this many requests to the embedded default (faults and rate limits on) and tally the answers")
 	sustainedConns := flag.Int("sustained-concurrency", 32, "concurrency of the sustained run")
+	enduranceFor := flag.Duration("endurance", 0, "instead: run conclave this long under steady load through the whole pipeline (faults on, limits raised) and sample its RSS and goroutines")
 	database := flag.String("database", "", "also run conclave recording to PostgreSQL: a fresh database is made from this URL's server and dropped after")
 	profile := flag.Bool("profile", true, "after the load run, profile conclave once more under the same load and print the CPU profile's top entries")
 	through := flag.Bool("passthrough", false, "instead: one model through the OpenAI adapter to a local mock, against calling the mock directly, at 1 connection")
 	flag.Parse()
 	if *through {
 		if err := passthrough(*conclave, *warmup, *duration, *out); err != nil {
+			fail(err)
+		}
+		return
+	}
+	if *enduranceFor > 0 {
+		if err := endurance(*conclave, *enduranceFor, 16); err != nil {
 			fail(err)
 		}
 		return
@@ -218,15 +226,24 @@ func fail(err error) {
 
 // benchConfig writes the load run's configuration: zero simulated latency and faults, no rate limits.
 func benchConfig() (string, error) {
+	return writeConfig(map[string]any{
+		"sim":          map[string]any{"seed": 1, "latency_scale": 0, "faults": map[string]float64{"server_error_rate": 0, "timeout_rate": 0, "rate_limit_rate": 0}},
+		"rate_limits":  unlimited(),
+		"worker_slots": 64,
+	})
+}
+
+// unlimited lifts every provider's rate limits, so that load measures the control plane.
+func unlimited() map[string]any {
 	limits := map[string]any{}
 	for _, p := range []string{"openrouter", "anthropic", "gemini", "groq", "cerebras", "deepseek"} {
 		limits[p] = map[string]int{"requests_per_minute": 0, "tokens_per_minute": 0, "concurrency": 0}
 	}
-	cfg := map[string]any{
-		"sim":          map[string]any{"seed": 1, "latency_scale": 0, "faults": map[string]float64{"server_error_rate": 0, "timeout_rate": 0, "rate_limit_rate": 0}},
-		"rate_limits":  limits,
-		"worker_slots": 64,
-	}
+	return limits
+}
+
+// writeConfig writes a configuration file and returns its path.
+func writeConfig(cfg map[string]any) (string, error) {
 	f, err := os.CreateTemp("", "conclave-bench-*.json")
 	if err != nil {
 		return "", err

@@ -226,6 +226,10 @@ func TestEveryLogLineCarriesTheNodeID(t *testing.T) {
 		t.Fatal(err)
 	}
 	resp.Body.Close()
+	// The log is written through a buffer flushed every 100 ms: wait for the request's last line.
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), `"request_completed"`) && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
 	lines := 0
 	for _, line := range strings.Split(strings.TrimSpace(logs.String()), "\n") {
 		var entry map[string]any

@@ -1,0 +1,163 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// sample is the server process's memory and goroutines at one moment of an endurance run.
+type sample struct {
+	At         time.Duration
+	Requests   int64
+	RSSMiB     float64
+	Goroutines int
+}
+
+// endurance runs conclave for d under steady load through the whole pipeline (limits raised, the
+// simulated provider's faults on at their default rates, a millisecond-scale latency, info logs) and
+// samples its resident memory and goroutines, so that growth after the warm-up shows.
+func endurance(conclave string, d time.Duration, concurrency int) error {
+	cfg, err := writeConfig(map[string]any{
+		"sim":          map[string]any{"seed": 1, "latency_scale": 0.002},
+		"rate_limits":  unlimited(),
+		"worker_slots": 64,
+	})
+	if err != nil {
+		return err
+	}
+	defer os.Remove(cfg)
+	addr, err := freeAddr()
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(conclave, "serve", "--config", cfg, "--listen", addr, "--log-level", "info")
+	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	defer func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+	}()
+	url := "http://" + addr
+	if err := waitHealthy(url); err != nil {
+		return err
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}, Timeout: time.Minute}
+	var sent atomic.Int64
+	var mu sync.Mutex
+	tally := map[string]int{}
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for w := range concurrency {
+		wg.Go(func() {
+			for i := w; ; i += concurrency {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				body, _ := json.Marshal(map[string]string{"task": tasks[i%len(tasks)]})
+				key := "transport error"
+				if resp, err := client.Post(url+"/route-thompson", "application/json", bytes.NewReader(body)); err == nil {
+					_, _ = io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					key = strconv.Itoa(resp.StatusCode)
+				}
+				sent.Add(1)
+				mu.Lock()
+				tally[key]++
+				mu.Unlock()
+			}
+		})
+	}
+	every := max(d/30, 10*time.Second)
+	began := time.Now()
+	var samples []sample
+	for {
+		s, err := sampleOf(cmd.Process.Pid, url)
+		if err != nil {
+			close(stop)
+			wg.Wait()
+			return err
+		}
+		s.At, s.Requests = time.Since(began).Round(time.Second), sent.Load()
+		samples = append(samples, s)
+		fmt.Fprintf(os.Stderr, "endurance %8s  %9d requests  RSS %7.1f MiB  %5d goroutines\n", s.At, s.Requests, s.RSSMiB, s.Goroutines)
+		if time.Since(began) >= d {
+			break
+		}
+		time.Sleep(min(every, d-time.Since(began)))
+	}
+	close(stop)
+	wg.Wait()
+	reportEndurance(samples, tally, concurrency)
+	return nil
+}
+
+// reportEndurance prints the samples and the growth after the warm-up (the first fifth of the run).
+func reportEndurance(samples []sample, tally map[string]int, concurrency int) {
+	last := samples[len(samples)-1]
+	fmt.Printf("%d requests at concurrency %d in %s (%.0f req/s)\n\n", last.Requests, concurrency, last.At, float64(last.Requests)/last.At.Seconds())
+	fmt.Println("| answer | requests |\n|---|---:|")
+	keys := make([]string, 0, len(tally))
+	for k := range tally {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Printf("| %s | %d |\n", k, tally[k])
+	}
+	fmt.Println("\n| time | requests | RSS MiB | goroutines |\n|---:|---:|---:|---:|")
+	for _, s := range samples {
+		fmt.Printf("| %s | %d | %.1f | %d |\n", s.At, s.Requests, s.RSSMiB, s.Goroutines)
+	}
+	warm := samples[len(samples)/5]
+	var maxRSS float64
+	maxG := 0
+	for _, s := range samples[len(samples)/5:] {
+		maxRSS, maxG = max(maxRSS, s.RSSMiB), max(maxG, s.Goroutines)
+	}
+	fmt.Printf("\nafter the warm-up (from %s): RSS %.1f MiB then at most %.1f and %.1f at the end (%+.1f %%); goroutines %d then at most %d and %d at the end\n",
+		warm.At, warm.RSSMiB, maxRSS, last.RSSMiB, 100*(last.RSSMiB-warm.RSSMiB)/warm.RSSMiB, warm.Goroutines, maxG, last.Goroutines)
+}
+
+// sampleOf reads a process's resident memory from /proc and its goroutines from its /metrics.
+func sampleOf(pid int, url string) (sample, error) {
+	var s sample
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return s, fmt.Errorf("read the server's status: %w", err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			s.RSSMiB = kb / 1024
+		}
+	}
+	resp, err := http.Get(url + "/metrics")
+	if err != nil {
+		return s, fmt.Errorf("read the server's metrics: %w", err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		if rest, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
+			s.Goroutines, _ = strconv.Atoi(strings.TrimSpace(rest))
+		}
+	}
+	return s, sc.Err()
+}
