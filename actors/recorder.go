@@ -33,7 +33,10 @@ type RecorderActor struct {
 	judging  map[string]bool                // feedback being applied, to refuse a concurrent second one
 	awaiting map[string][]*feedbackAsk      // feedback on a record still on its way to the store
 	durable  map[string][]*actor.PID        // who waits for a record to be written
-	writing  bool
+	// refused holds the records dropped for a full queue until their wait comes (with a spool only:
+	// there every answer waits for its record), so the wait hears they are not kept.
+	refused map[string]bool
+	writing bool
 	// down is true while the store is unreachable: records go through the spool.
 	down       bool
 	lastReplay time.Time
@@ -97,7 +100,7 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		r.log = r.deps.Log.With(zap.String("actor", "recorder"))
 		r.pending, r.judging, r.awaiting = map[string]*messages.Execution{}, map[string]bool{}, map[string][]*feedbackAsk{}
-		r.durable = map[string][]*actor.PID{}
+		r.durable, r.refused = map[string][]*actor.PID{}, map[string]bool{}
 		if r.spool != nil {
 			if n, _ := r.spool.Pending(); n > 0 { // left by a run whose store was down: write it back first
 				r.down = true
@@ -110,6 +113,9 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		r.deps.Metrics.Execution(m)
 		if len(r.batch) >= RecorderQueue {
 			r.drop(1, errors.New("the recorder's queue is full"))
+			if r.spool != nil {
+				r.refused[m.RequestId] = true
+			}
 			return
 		}
 		r.batch = append(r.batch, m)
@@ -165,6 +171,11 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		}
 		ctx.Send(m.ask.sender, m.result)
 	case *messages.AwaitRecord:
+		if r.refused[m.RequestId] {
+			delete(r.refused, m.RequestId)
+			ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId})
+			return
+		}
 		if _, ok := r.pending[m.RequestId]; !ok { // written already (a record comes before its wait)
 			ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId, Stored: true})
 			return

@@ -336,6 +336,11 @@ func TestAFullSpoolKeepsAnsweringAndSaysSo(t *testing.T) {
 		ids = append(ids, ok.RequestID)
 	}
 	waitFor(t, func() bool { return tb.logs.FilterField(zap.String("event", "spool_full")).Len() > 0 })
+	// An answer whose record neither the database nor the spool took waited its bound, then went out and
+	// said so.
+	if tb.logs.FilterField(zap.String("event", "record_not_durable")).Len() == 0 {
+		t.Fatal("answers went out before their records were kept, unlogged")
+	}
 	// What the spool could not take waited in the recorder's queue: every record arrives.
 	proxy.Restore()
 	waitFor(t, func() bool {
