@@ -106,17 +106,21 @@ func main() {
 		fail(err)
 	}
 	defer os.Remove(cfgPath)
+	serve := func(level string) func(addr string) *exec.Cmd {
+		return func(addr string) *exec.Cmd {
+			return exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", level)
+		}
+	}
+	majority, rotating := sixWay("majority"), sixWay("rotating")
 	servers := []struct {
 		name string
 		cmd  func(addr string) *exec.Cmd
+		body func(int) []byte
 	}{
-		{"baseline net/http", func(addr string) *exec.Cmd { return exec.Command(self, "baseline", addr) }},
-		{"conclave (info logs)", func(addr string) *exec.Cmd {
-			return exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "info")
-		}},
-		{"conclave (warn logs)", func(addr string) *exec.Cmd {
-			return exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "warn")
-		}},
+		{"baseline net/http", func(addr string) *exec.Cmd { return exec.Command(self, "baseline", addr) }, majority},
+		{"majority×6 (info logs)", serve("info"), majority},
+		{"majority×6 (warn logs)", serve("warn"), majority},
+		{"rotating×6 (info logs)", serve("info"), rotating},
 	}
 	if *database != "" {
 		url, drop, err := benchDatabase(*conclave, *database)
@@ -132,12 +136,13 @@ func main() {
 		servers = append(servers, struct {
 			name string
 			cmd  func(addr string) *exec.Cmd
-		}{"conclave (info logs, PostgreSQL)", func(addr string) *exec.Cmd {
+			body func(int) []byte
+		}{"majority×6 (info, PostgreSQL)", func(addr string) *exec.Cmd {
 			cmd := exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "info",
 				"--spool-path", filepath.Join(spoolDir, addr+".spool"))
 			cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
 			return cmd
-		}})
+		}, majority})
 	}
 	var results []result
 	for _, level := range strings.Split(*levels, ",") {
@@ -146,12 +151,12 @@ func main() {
 			fail(err)
 		}
 		for _, s := range servers {
-			r, err := measure(s.name, s.cmd, c, *warmup, *duration)
+			r, err := measure(s.name, s.cmd, s.body, c, *warmup, *duration)
 			if err != nil {
 				fail(fmt.Errorf("%s at concurrency %d: %w", s.name, c, err))
 			}
 			results = append(results, r)
-			fmt.Fprintf(os.Stderr, "%-22s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  cpu %7.1f µs/req  (%d requests, %d errors)\n",
+			fmt.Fprintf(os.Stderr, "%-30s c=%-3d %8.0f req/s  p50 %7.3f ms  p99 %7.3f ms  cpu %7.1f µs/req  (%d requests, %d errors)\n",
 				r.Server, r.Concurrency, r.RPS, r.P50Ms, r.P99Ms, r.CPUPerReqUs, r.Requests, r.Errors)
 		}
 	}
@@ -169,7 +174,7 @@ func main() {
 	}
 }
 
-// profileTop runs conclave (info logs) once more under the same load with its debug listener on,
+// profileTop runs conclave (info logs, six-way majority) once more under the same load with its debug listener on,
 // takes a CPU profile of the server for the measured time, keeps it, and prints its top entries: where
 // the control plane's time goes, beside the figures above. This run's own figures are not reported (the
 // profiler costs CPU too).
@@ -186,10 +191,7 @@ func profileTop(conclave, cfgPath string, concurrency int, duration time.Duratio
 	}
 	defer stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}, Timeout: time.Minute}
-	body := func(i int) []byte {
-		raw, _ := json.Marshal(map[string]string{"task": tasks[i%len(tasks)]})
-		return raw
-	}
+	body := sixWay("majority")
 	load(client, url+"/route-thompson", body, concurrency, time.Second)
 	done := make(chan struct{})
 	go func() {
@@ -284,16 +286,20 @@ func start(command func(string) *exec.Cmd) (string, *exec.Cmd, func(), error) {
 	return url, cmd, stop, nil
 }
 
-func measure(name string, command func(string) *exec.Cmd, concurrency int, warmup, duration time.Duration) (result, error) {
+// sixWay is the body of request i: one of the tasks, asked of six models merged by strategy.
+func sixWay(strategy string) func(int) []byte {
+	return func(i int) []byte {
+		raw, _ := json.Marshal(map[string]any{"task": tasks[i%len(tasks)], "workers": 6, "min_responses": 6, "strategy": strategy})
+		return raw
+	}
+}
+
+func measure(name string, command func(string) *exec.Cmd, body func(int) []byte, concurrency int, warmup, duration time.Duration) (result, error) {
 	url, cmd, stop, err := start(command)
 	if err != nil {
 		return result{}, err
 	}
 	defer stop()
-	body := func(i int) []byte {
-		raw, _ := json.Marshal(map[string]string{"task": tasks[i%len(tasks)]})
-		return raw
-	}
 	return measureAt(name, url+"/route-thompson", body, concurrency, warmup, duration, cmd.Process.Pid)
 }
 
