@@ -268,10 +268,7 @@ func (r *RecorderActor) applyWrite(ctx actor.Context, m *batchWritten) {
 	if m.replayErr != nil && !errors.Is(m.replayErr, store.ErrUnavailable) {
 		r.log.Error("writing the spool back failed", zap.String("event", "spool_replay_failed"), zap.Error(m.replayErr))
 	}
-	if r.down {
-		r.wakeIn(ctx, replayInterval)
-	}
-	r.write(ctx)
+	r.write(ctx) // which, while the store is down, also leaves the tick for the next replay
 }
 
 // forget lets go of records that left the queue, and answers the feedback that waited on them: with

@@ -32,13 +32,7 @@ func New(level, format string, w io.Writer) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log format %q: want json or console", format)
 	}
-	var sink zapcore.WriteSyncer
-	if b, ok := w.(*zapcore.BufferedWriteSyncer); ok {
-		sink = b // locked already
-	} else {
-		sink = zapcore.Lock(zapcore.AddSync(w))
-	}
-	return zap.New(zapcore.NewCore(encoder, sink, lvl)), nil
+	return zap.New(zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
 }
 
 // Buffer returns w behind a buffer of 256 KiB flushed every 100 ms and when full: a server writes

@@ -9,12 +9,10 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 )
 
@@ -39,34 +37,24 @@ func endurance(conclave string, d time.Duration, concurrency int) error {
 		return err
 	}
 	defer os.Remove(cfg)
-	addr, err := freeAddr()
+	url, cmd, stop, err := start(func(addr string) *exec.Cmd {
+		return exec.Command(conclave, "serve", "--config", cfg, "--listen", addr, "--log-level", "info")
+	})
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(conclave, "serve", "--config", cfg, "--listen", addr, "--log-level", "info")
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	url := "http://" + addr
-	if err := waitHealthy(url); err != nil {
-		return err
-	}
+	defer stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}, Timeout: time.Minute}
 	var sent atomic.Int64
 	var mu sync.Mutex
 	tally := map[string]int{}
-	stop := make(chan struct{})
+	done := make(chan struct{})
 	var wg sync.WaitGroup
 	for w := range concurrency {
 		wg.Go(func() {
 			for i := w; ; i += concurrency {
 				select {
-				case <-stop:
+				case <-done:
 					return
 				default:
 				}
@@ -90,7 +78,7 @@ func endurance(conclave string, d time.Duration, concurrency int) error {
 	for {
 		s, err := sampleOf(cmd.Process.Pid, url)
 		if err != nil {
-			close(stop)
+			close(done)
 			wg.Wait()
 			return err
 		}
@@ -102,7 +90,7 @@ func endurance(conclave string, d time.Duration, concurrency int) error {
 		}
 		time.Sleep(min(every, d-time.Since(began)))
 	}
-	close(stop)
+	close(done)
 	wg.Wait()
 	reportEndurance(samples, tally, concurrency)
 	return nil
@@ -112,15 +100,7 @@ func endurance(conclave string, d time.Duration, concurrency int) error {
 func reportEndurance(samples []sample, tally map[string]int, concurrency int) {
 	last := samples[len(samples)-1]
 	fmt.Printf("%d requests at concurrency %d in %s (%.0f req/s)\n\n", last.Requests, concurrency, last.At, float64(last.Requests)/last.At.Seconds())
-	fmt.Println("| answer | requests |\n|---|---:|")
-	keys := make([]string, 0, len(tally))
-	for k := range tally {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		fmt.Printf("| %s | %d |\n", k, tally[k])
-	}
+	printTally(tally)
 	fmt.Println("\n| time | requests | RSS MiB | goroutines |\n|---:|---:|---:|---:|")
 	for _, s := range samples {
 		fmt.Printf("| %s | %d | %.1f | %d |\n", s.At, s.Requests, s.RSSMiB, s.Goroutines)

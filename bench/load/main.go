@@ -531,7 +531,18 @@ func soak(conclave string, n, concurrency int) error {
 	if err != nil {
 		return err
 	}
-	fmt.Printf("%d requests at concurrency %d in %s (%.0f req/s)\n\n| answer | requests |\n|---|---:|\n", n, concurrency, elapsed.Round(time.Second), float64(n)/elapsed.Seconds())
+	fmt.Printf("%d requests at concurrency %d in %s (%.0f req/s)\n\n", n, concurrency, elapsed.Round(time.Second), float64(n)/elapsed.Seconds())
+	printTally(tally)
+	fmt.Println("\n| provider | breaker | models out of the pool |\n|---|---|---:|")
+	for _, p := range view.Providers {
+		fmt.Printf("| %s | %s | %d |\n", p.Name, p.Breaker.State, len(p.Models))
+	}
+	return nil
+}
+
+// printTally prints how many requests got each answer, in the answers' order.
+func printTally(tally map[string]int) {
+	fmt.Println("| answer | requests |\n|---|---:|")
 	keys := make([]string, 0, len(tally))
 	for k := range tally {
 		keys = append(keys, k)
@@ -540,11 +551,6 @@ func soak(conclave string, n, concurrency int) error {
 	for _, k := range keys {
 		fmt.Printf("| %s | %d |\n", k, tally[k])
 	}
-	fmt.Println("\n| provider | breaker | models out of the pool |\n|---|---|---:|")
-	for _, p := range view.Providers {
-		fmt.Printf("| %s | %s | %d |\n", p.Name, p.Breaker.State, len(p.Models))
-	}
-	return nil
 }
 
 // mockCompletion is the mock provider's answer, the size of a short real one.
