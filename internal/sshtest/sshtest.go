@@ -276,7 +276,11 @@ func StartSSHD(t testing.TB, command string) *SSHD {
 		"Port " + port, "ListenAddress " + host, "HostKey " + d.HostKey.File, "PidFile " + filepath.Join(dir, "sshd.pid"),
 		"AuthorizedKeysFile " + filepath.Join(dir, "authorized_keys"), "StrictModes no", "UsePAM no", "PasswordAuthentication no",
 		"KbdInteractiveAuthentication no", "PubkeyAuthentication yes", "PermitRootLogin prohibit-password", "MaxSessions 10",
-		"LogLevel ERROR", "ClientAliveInterval 0", "",
+		"LogLevel ERROR", "ClientAliveInterval 0",
+		// Debian's bash sources the account's ~/.bashrc for a command run by sshd when it is the first
+		// shell level; a test machine's dotfiles (a pyenv rehash waiting up to 60 s on a lock left by a
+		// killed session) must not decide how long a test host takes to start its worker.
+		"SetEnv SHLVL=1", "",
 	}, "\n")
 	if err := os.WriteFile(d.config, []byte(cfg), 0o600); err != nil {
 		t.Fatal(err)
