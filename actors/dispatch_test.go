@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -48,4 +49,32 @@ func TestPoolGoroutinesEndWhenIdle(t *testing.T) {
 	p.Schedule(func() { close(ran) })
 	<-ran
 	goleak.VerifyNone(t, before) // retries until the idle goroutine has ended
+}
+
+// A steady trickle of batches keeps one goroutine busy, not a burst's worth: the most recently idle
+// goroutine takes each batch, and the others end.
+func TestPoolShrinksUnderATrickle(t *testing.T) {
+	p := NewPool(300, 20*time.Millisecond)
+	defer p.Stop()
+	base := runtime.NumGoroutine()
+	var running sync.WaitGroup
+	release := make(chan struct{})
+	const burst = 50
+	running.Add(burst)
+	for range burst {
+		p.Schedule(func() { running.Done(); <-release })
+	}
+	running.Wait()
+	close(release)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		ran := make(chan struct{})
+		p.Schedule(func() { close(ran) })
+		<-ran
+		if extra := runtime.NumGoroutine() - base; extra <= 3 {
+			return
+		} else if time.Now().After(deadline) {
+			t.Fatalf("%d pool goroutines still alive under a trickle of one batch at a time", extra)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

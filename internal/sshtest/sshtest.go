@@ -240,6 +240,7 @@ type SSHD struct {
 	KnownHosts string
 	HostKey    Key
 	cmd        *exec.Cmd
+	path       string
 	dir        string
 	config     string
 }
@@ -286,25 +287,55 @@ func StartSSHD(t testing.TB, command string) *SSHD {
 		t.Fatal(err)
 	}
 	d.KnownHosts = KnownHosts(t, dir, d.Addr, d.HostKey.Signer.PublicKey())
-	d.cmd = exec.Command(path, "-D", "-e", "-f", d.config)
+	d.path = path
+	if err := d.start(); err != nil {
+		t.Skip(err)
+	}
+	t.Cleanup(d.Kill)
+	return d
+}
+
+// start runs sshd on the configuration and waits until it listens.
+func (d *SSHD) start() error {
+	d.cmd = exec.Command(d.path, "-D", "-e", "-f", d.config)
 	var stderr bytes.Buffer
 	d.cmd.Stderr = &stderr
 	d.cmd.WaitDelay = time.Second // a session child holding its stderr cannot stall Kill
 	if err := d.cmd.Start(); err != nil {
-		t.Skipf("sshd does not start: %v", err)
+		return fmt.Errorf("sshd does not start: %w", err)
 	}
-	t.Cleanup(d.Kill)
 	for i := 0; ; i++ {
 		if c, err := net.DialTimeout("tcp", d.Addr, 100*time.Millisecond); err == nil {
 			c.Close()
-			break
+			return nil
 		}
 		if i > 100 {
-			t.Skipf("sshd is not listening on %s: %s", d.Addr, stderr.String())
+			return fmt.Errorf("sshd is not listening on %s: %s", d.Addr, stderr.String())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return d
+}
+
+// Restart starts a killed sshd again on the same address, keys and configuration: the host is back.
+func (d *SSHD) Restart() error {
+	d.Kill()
+	return d.start()
+}
+
+// Freeze stops sshd and every session it runs (SIGSTOP): the host stays reachable by TCP but silent,
+// as a hung machine. Thaw lets it go on.
+func (d *SSHD) Freeze() { d.signal(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen host (SIGCONT).
+func (d *SSHD) Thaw() { d.signal(syscall.SIGCONT) }
+
+func (d *SSHD) signal(sig syscall.Signal) {
+	if d.cmd.Process == nil || d.cmd.ProcessState != nil {
+		return
+	}
+	for _, pid := range append(descendants(d.cmd.Process.Pid), d.cmd.Process.Pid) {
+		syscall.Kill(pid, sig)
+	}
 }
 
 // Port returns the server's port.
@@ -317,12 +348,10 @@ func (d *SSHD) Port() int {
 // Kill kills sshd and every session it runs, as a host that died. Its per-connection processes
 // start sessions of their own, so they are found by parentage, not by process group.
 func (d *SSHD) Kill() {
-	if d.cmd.Process == nil {
-		return
+	if d.cmd.Process == nil || d.cmd.ProcessState != nil {
+		return // never started, or already killed
 	}
-	for _, pid := range append(descendants(d.cmd.Process.Pid), d.cmd.Process.Pid) {
-		syscall.Kill(pid, syscall.SIGKILL)
-	}
+	d.signal(syscall.SIGKILL)
 	d.cmd.Wait()
 }
 

@@ -53,6 +53,8 @@ type Server struct {
 	mu       sync.Mutex
 	requests []Request
 	queue    []Response
+	faults   []Response
+	nfault   int
 	answer   Answerer
 	// The model list, apart from the calls: listings, their failures to come, and the requests for them.
 	models   []Model
@@ -110,6 +112,14 @@ func (s *Server) Queue(rs ...Response) {
 	s.queue = append(s.queue, rs...)
 }
 
+// Fail makes every call get rs in turn, once the queue is empty, until Fail with none: a provider that
+// stays down.
+func (s *Server) Fail(rs ...Response) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.faults, s.nfault = append([]Response(nil), rs...), 0
+}
+
 // Requests returns every call the server was sent (readings of the model list apart).
 func (s *Server) Requests() []Request {
 	s.mu.Lock()
@@ -143,6 +153,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		s.requests = append(s.requests, req)
 		if queued = len(s.queue) > 0; queued {
 			resp, s.queue = s.queue[0], s.queue[1:]
+		} else if queued = len(s.faults) > 0; queued {
+			resp = s.faults[s.nfault%len(s.faults)]
+			s.nfault++
 		}
 	}
 	s.mu.Unlock()
