@@ -164,9 +164,9 @@ func (w world) Provider(name string) bandit.ProviderStatus {
 	return bandit.ProviderStatus{}
 }
 
-func (w world) Model(model, provider string) (bandit.SkipReason, time.Time) {
+func (w world) Model(model, provider string, now time.Time) (bandit.SkipReason, time.Time) {
 	if ref := w.dir.Provider(provider); ref != nil {
-		return ref.Snapshot().ModelStatus(model, w.clock.Now())
+		return ref.Snapshot().ModelStatus(model, now)
 	}
 	return 0, time.Time{}
 }

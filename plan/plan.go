@@ -49,8 +49,8 @@ type World interface {
 	TotalPulls(category string) int64
 	// Provider is a provider's status for selection.
 	Provider(name string) bandit.ProviderStatus
-	// Model says why a model cannot be called (removed, ejected, rate limited) and until when.
-	Model(model, provider string) (bandit.SkipReason, time.Time)
+	// Model says why a model cannot be called at now (removed, ejected, rate limited) and until when.
+	Model(model, provider string, now time.Time) (bandit.SkipReason, time.Time)
 	Workers() []fleet.Snapshot
 }
 
@@ -259,13 +259,15 @@ func (p *Plan) Assign(w World) *Failure {
 }
 
 func (p *Plan) query(w World, n int) bandit.Query {
+	now := w.Now() // once per selection, not once per candidate
 	status := map[string]bandit.ProviderStatus{}
 	for _, name := range p.s.Catalog.Load().ProviderNames() {
 		status[name] = w.Provider(name)
 	}
 	return bandit.Query{
 		N: n, ContextTokens: p.ContextTokens, Providers: status, Policy: p.s.Policy, TotalPulls: w.TotalPulls(p.Category),
-		Requested: p.requested, Unavailable: w.Model,
+		Requested: p.requested,
+		Unavailable: func(model, provider string) (bandit.SkipReason, time.Time) { return w.Model(model, provider, now) },
 	}
 }
 

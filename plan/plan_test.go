@@ -36,7 +36,7 @@ func (w *world) Release(*[]bandit.Candidate)                {}
 func (w *world) TotalPulls(string) int64                    { return 0 }
 func (w *world) Provider(name string) bandit.ProviderStatus { return w.providers[name] }
 func (w *world) Workers() []fleet.Snapshot                  { return w.workers }
-func (w *world) Model(m, _ string) (bandit.SkipReason, time.Time) {
+func (w *world) Model(m, _ string, _ time.Time) (bandit.SkipReason, time.Time) {
 	if r, ok := w.models[m]; ok {
 		return r, epoch.Add(20 * time.Second)
 	}
