@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -293,60 +292,105 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 const maxJSONDepth = 32
 
 // strictJSON checks that a body is one JSON value and nothing after it, with no key twice in any
-// object, nested at most maxJSONDepth deep; it returns the problem, or nil.
+// object, nested at most maxJSONDepth deep; it returns the problem, or nil. The standard library's
+// scanner checks the syntax without allocating; keys and depth are then read off the bytes it
+// accepted (json.Decoder.Token, which could do both, costs an allocation per token).
 func strictJSON(body []byte) *messages.Problem {
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.UseNumber()
-	if p := walkJSON(dec, "", 0); p != nil {
-		return p
+	if !json.Valid(body) {
+		var v any
+		msg := "the body must hold exactly one JSON object, with nothing after it"
+		if err := json.Unmarshal(body, &v); err != nil {
+			msg = "the body must be a JSON object: " + err.Error()
+		}
+		return &messages.Problem{Field: "body", Message: msg}
 	}
-	if _, err := dec.Token(); err != io.EOF {
-		return &messages.Problem{Field: "body", Message: "the body must hold exactly one JSON object, with nothing after it"}
-	}
-	return nil
+	return checkKeys(body)
 }
 
-func walkJSON(dec *json.Decoder, path string, depth int) *messages.Problem {
-	bodyProblem := func(msg string) *messages.Problem { return &messages.Problem{Field: "body", Message: msg} }
-	if depth > maxJSONDepth {
-		return bodyProblem(fmt.Sprintf("the body nests deeper than %d levels", maxJSONDepth))
-	}
-	tok, err := dec.Token()
-	if err != nil {
-		return bodyProblem("the body must be a JSON object: " + err.Error())
-	}
-	switch tok {
-	case json.Delim('{'):
-		seen := map[string]bool{}
-		for dec.More() {
-			key, err := dec.Token()
-			if err != nil {
-				return bodyProblem("the body must be a JSON object: " + err.Error())
-			}
-			name := key.(string)
-			field := name
-			if path != "" {
-				field = path + "." + name
-			}
-			if seen[name] {
-				return &messages.Problem{Field: field, Message: "appears twice"}
-			}
-			seen[name] = true
-			if p := walkJSON(dec, field, depth+1); p != nil {
-				return p
-			}
+// container is an object or array open while checkKeys reads a body.
+type container struct {
+	path   string          // the field the container is, as problems name it
+	object bool            // an object, whose strings alternate between key and value
+	key    bool            // the next string in the object is a key
+	seen   map[string]bool // the object's keys so far
+}
+
+// checkKeys finds a key twice in one object, or a value nested deeper than maxJSONDepth, in a body
+// json.Valid accepted.
+func checkKeys(body []byte) *messages.Problem {
+	var stack []container
+	value := func() *messages.Problem { // a value starts at the current depth
+		if len(stack) > maxJSONDepth {
+			return &messages.Problem{Field: "body", Message: fmt.Sprintf("the body nests deeper than %d levels", maxJSONDepth)}
 		}
-	case json.Delim('['):
-		for dec.More() {
-			if p := walkJSON(dec, path, depth+1); p != nil {
-				return p
-			}
-		}
-	default:
 		return nil
 	}
-	if _, err := dec.Token(); err != nil { // the closing delimiter
-		return bodyProblem("the body must be a JSON object: " + err.Error())
+	path := func() string {
+		if len(stack) == 0 {
+			return ""
+		}
+		return stack[len(stack)-1].path
+	}
+	var last string // the last key read: the path of the value after it
+	for i := 0; i < len(body); i++ {
+		switch c := body[i]; c {
+		case '{', '[':
+			if p := value(); p != nil {
+				return p
+			}
+			field := path()
+			if n := len(stack); n > 0 && stack[n-1].object {
+				field = last
+			}
+			stack = append(stack, container{path: field, object: c == '{', key: c == '{'})
+		case '}', ']':
+			stack = stack[:len(stack)-1]
+		case ',':
+			if n := len(stack); stack[n-1].object {
+				stack[n-1].key = true
+			}
+		case '"':
+			end := i + 1
+			escaped := false
+			for ; body[end] != '"'; end++ {
+				if body[end] == '\\' {
+					escaped = true
+					end++
+				}
+			}
+			raw := body[i : end+1]
+			i = end
+			top := len(stack) - 1
+			if top >= 0 && stack[top].object && stack[top].key {
+				name := string(raw[1 : len(raw)-1])
+				if escaped {
+					_ = json.Unmarshal(raw, &name) // valid JSON: its keys unquote
+				}
+				field := name
+				if stack[top].path != "" {
+					field = stack[top].path + "." + name
+				}
+				if stack[top].seen == nil {
+					stack[top].seen = map[string]bool{}
+				}
+				if stack[top].seen[name] {
+					return &messages.Problem{Field: field, Message: "appears twice"}
+				}
+				stack[top].seen[name], stack[top].key, last = true, false, field
+				continue
+			}
+			if p := value(); p != nil {
+				return p
+			}
+		case ' ', '\t', '\n', '\r', ':':
+		default: // a number, true, false or null: skip to its end
+			if p := value(); p != nil {
+				return p
+			}
+			for i+1 < len(body) && !strings.ContainsRune(",]} \t\n\r", rune(body[i+1])) {
+				i++
+			}
+		}
 	}
 	return nil
 }
