@@ -266,7 +266,7 @@ func (p *Plan) query(w World, n int) bandit.Query {
 	}
 	return bandit.Query{
 		N: n, ContextTokens: p.ContextTokens, Providers: status, Policy: p.s.Policy, TotalPulls: w.TotalPulls(p.Category),
-		Requested: p.requested,
+		Requested:   p.requested,
 		Unavailable: func(model, provider string) (bandit.SkipReason, time.Time) { return w.Model(model, provider, now) },
 	}
 }
