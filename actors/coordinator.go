@@ -355,8 +355,10 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 			c.jobLog("retry", zap.String("event", "retry"), zap.String("model", r.Model), zap.String("provider", r.Provider),
 				zap.String("from_worker", r.FromWorker), zap.Int("attempt", r.Attempt), zap.String("kind", string(r.Kind)),
 				zap.Duration("delay", r.Delay), zap.String("outcome", r.Outcome))
-			c.progress(ctx, &messages.Progress{Event: "retry", Model: r.Model, Provider: r.Provider, Worker: r.FromWorker, Attempt: int32(r.Attempt),
-				ErrorKind: string(r.Kind), DelayMs: ms(r.Delay), Status: r.Outcome})
+			c.progress(ctx, func() *messages.Progress {
+				return &messages.Progress{Event: "retry", Model: r.Model, Provider: r.Provider, Worker: r.FromWorker, Attempt: int32(r.Attempt),
+					ErrorKind: string(r.Kind), DelayMs: ms(r.Delay), Status: r.Outcome}
+			})
 		case collect.Finish:
 			c.finishCollection(ctx)
 			return
@@ -365,10 +367,12 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 }
 
 // progress tells the request's progress_to, when it has one, what just happened.
-func (c *CoordinatorActor) progress(ctx actor.Context, p *messages.Progress) {
+// progress tells the request's listener, if it has one, of a step; the step is built only then.
+func (c *CoordinatorActor) progress(ctx actor.Context, step func() *messages.Progress) {
 	if c.req.ProgressTo == nil {
 		return
 	}
+	p := step()
 	p.RequestId, p.ElapsedMs = c.req.RequestId, ms(time.Since(c.began))
 	ctx.Send(c.req.ProgressTo, p)
 }
@@ -378,13 +382,17 @@ func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
 	switch phase {
 	case &c.exec.Phases.ClassifyMs:
 		cls := c.exec.Classification
-		c.progress(ctx, &messages.Progress{Event: "classified", Category: cls.Category, Confidence: cls.Confidence})
+		c.progress(ctx, func() *messages.Progress {
+			return &messages.Progress{Event: "classified", Category: cls.Category, Confidence: cls.Confidence}
+		})
 	case &c.exec.Phases.SelectMs:
-		p := &messages.Progress{Event: "selected", Blueprint: c.plan.Blueprint.Name, Strategy: string(c.plan.Blueprint.Strategy)}
-		for _, pick := range c.plan.Selection.Picks {
-			p.Models = append(p.Models, pick.Model)
-		}
-		c.progress(ctx, p)
+		c.progress(ctx, func() *messages.Progress {
+			p := &messages.Progress{Event: "selected", Blueprint: c.plan.Blueprint.Name, Strategy: string(c.plan.Blueprint.Strategy)}
+			for _, pick := range c.plan.Selection.Picks {
+				p.Models = append(p.Models, pick.Model)
+			}
+			return p
+		})
 	}
 }
 
@@ -405,7 +413,9 @@ func (c *CoordinatorActor) dispatch(ctx actor.Context, j *collect.Job) {
 		ce.Write(zap.String("event", "dispatch"), zap.Int("job", j.Seq), zap.String("model", j.Slot.Model),
 			zap.String("provider", j.Slot.Provider), zap.String("worker", j.Worker), zap.Int("attempt", j.Attempt), zap.Bool("probe", j.Probe))
 	}
-	c.progress(ctx, &messages.Progress{Event: "dispatched", Model: j.Slot.Model, Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt)})
+	c.progress(ctx, func() *messages.Progress {
+		return &messages.Progress{Event: "dispatched", Model: j.Slot.Model, Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt)}
+	})
 }
 
 func (c *CoordinatorActor) onPermit(ctx actor.Context, seq int, p *messages.Permit) {
@@ -432,8 +442,10 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 			zap.String("provider", r.Provider), zap.String("worker", r.Worker), zap.String("status", string(j.Record.Status)),
 			zap.String("error_kind", string(j.Record.Kind)), zap.String("error_scope", r.ErrorScope), zap.Float64("latency_ms", r.LatencyMs),
 			zap.Int32("http_status", r.HttpStatus))
-		c.progress(ctx, &messages.Progress{Event: "reply", Model: r.Model, Provider: r.Provider, Worker: r.Worker, Attempt: int32(j.Attempt),
-			Status: string(j.Record.Status), LatencyMs: r.LatencyMs, ErrorKind: string(j.Record.Kind)})
+		c.progress(ctx, func() *messages.Progress {
+			return &messages.Progress{Event: "reply", Model: r.Model, Provider: r.Provider, Worker: r.Worker, Attempt: int32(j.Attempt),
+				Status: string(j.Record.Status), LatencyMs: r.LatencyMs, ErrorKind: string(j.Record.Kind)}
+		})
 	}
 	c.apply(ctx, effects)
 }
@@ -588,7 +600,9 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 		zap.String("arbiter", r.Decision.Arbiter), zap.Int32("chosen", r.Decision.Chosen), zap.Float64s("scores", r.Decision.Scores),
 		zap.Bools("contributed", r.Contributed), zap.Strings("agreement", r.Decision.Agreement), zap.Strings("disagreement", r.Decision.Disagreement),
 		zap.String("arbiter_error", r.Decision.ArbiterError), zap.Bool("degraded", c.exec.Degraded))
-	c.progress(ctx, &messages.Progress{Event: "consensus", Strategy: r.Decision.Strategy, ChosenModel: r.Decision.ChosenModel})
+	c.progress(ctx, func() *messages.Progress {
+		return &messages.Progress{Event: "consensus", Strategy: r.Decision.Strategy, ChosenModel: r.Decision.ChosenModel}
+	})
 
 	c.respond(ctx, r)
 }
