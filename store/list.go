@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -71,22 +72,16 @@ func Summarize(e *messages.Execution, feedback bool) Summary {
 	return s
 }
 
-// Matches reports whether a record passes the filter (the cursor aside).
-func (f Filter) Matches(e *messages.Execution) bool {
-	at := e.GetReceivedAt().AsTime()
+// Matches reports whether a record, by its summary, passes the filter (the cursor aside).
+func (f Filter) Matches(s Summary) bool {
 	switch {
-	case f.Category != "" && e.GetClassification().GetCategory() != f.Category,
-		f.Outcome != "" && Outcome(e) != f.Outcome,
-		!f.Since.IsZero() && at.Before(f.Since),
-		!f.Until.IsZero() && !at.Before(f.Until):
+	case f.Category != "" && s.Category != f.Category,
+		f.Outcome != "" && s.Outcome != f.Outcome,
+		!f.Since.IsZero() && s.ReceivedAt.Before(f.Since),
+		!f.Until.IsZero() && !s.ReceivedAt.Before(f.Until):
 		return false
 	case f.Model != "":
-		for _, r := range e.Results {
-			if r.Model == f.Model {
-				return true
-			}
-		}
-		return false
+		return slices.Contains(s.Models, f.Model)
 	}
 	return true
 }

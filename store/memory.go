@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"slices"
 	"sync"
 
@@ -11,7 +12,9 @@ import (
 
 // Memory keeps the most recent records up to a number of records and a number of bytes, forgetting the
 // oldest first: a flood of large tasks cannot grow it past its byte budget. Nothing survives the
-// process. It is safe for concurrent use.
+// process. It is safe for concurrent use. Records are held encoded, beside their summaries: thousands
+// of decoded records are a heap of pointers every garbage collection would mark again, and that
+// marking cost the server a tenth of its CPU under load.
 type Memory struct {
 	mu       sync.RWMutex
 	queue    []*entry // oldest first, from head on
@@ -23,8 +26,8 @@ type Memory struct {
 }
 
 type entry struct {
-	rec      *messages.Execution
-	size     int64
+	raw      []byte  // the record, encoded
+	summary  Summary // what listing reads; Feedback says whether the record has any
 	feedback *Feedback
 }
 
@@ -49,20 +52,23 @@ func NewMemory(records int, maxBytes int64) *Memory {
 
 // Insert implements Store.
 func (m *Memory) Insert(_ context.Context, records []*messages.Execution) error {
-	sizes := make([]int64, len(records))
+	entries := make([]*entry, len(records))
 	for i, r := range records {
-		sizes[i] = int64(proto.Size(r))
+		raw, err := proto.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("memory store: encode record %s: %w", r.RequestId, err)
+		}
+		entries[i] = &entry{raw: raw, summary: Summarize(r, false)}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	for i, r := range records {
-		if _, ok := m.byID[r.RequestId]; ok {
+	for _, e := range entries {
+		if _, ok := m.byID[e.summary.RequestID]; ok {
 			continue
 		}
-		e := &entry{rec: r, size: sizes[i]}
 		m.queue = append(m.queue, e)
-		m.byID[r.RequestId] = e
-		m.bytes += sizes[i]
+		m.byID[e.summary.RequestID] = e
+		m.bytes += int64(len(e.raw))
 		for n := len(m.queue) - m.head; n > 1 && (n > m.records || m.bytes > m.maxBytes); n-- {
 			m.evict()
 		}
@@ -74,8 +80,8 @@ func (m *Memory) evict() {
 	old := m.queue[m.head]
 	m.queue[m.head] = nil
 	m.head++
-	m.bytes -= old.size
-	delete(m.byID, old.rec.RequestId)
+	m.bytes -= int64(len(old.raw))
+	delete(m.byID, old.summary.RequestID)
 	if m.head > 1024 && m.head*2 > len(m.queue) { // compact once the dead prefix dominates
 		m.queue = append(m.queue[:0], m.queue[m.head:]...)
 		m.head = 0
@@ -85,11 +91,20 @@ func (m *Memory) evict() {
 // Get implements Store.
 func (m *Memory) Get(_ context.Context, id string) (*messages.Execution, error) {
 	m.mu.RLock()
-	defer m.mu.RUnlock()
-	if e, ok := m.byID[id]; ok {
-		return WithFeedback(e.rec, e.feedback), nil
+	e, ok := m.byID[id]
+	var fb *Feedback
+	if ok {
+		fb = e.feedback
 	}
-	return nil, ErrNotFound
+	m.mu.RUnlock()
+	if !ok {
+		return nil, ErrNotFound
+	}
+	rec := &messages.Execution{}
+	if err := proto.Unmarshal(e.raw, rec); err != nil {
+		return nil, fmt.Errorf("memory store: decode record %s: %w", id, err)
+	}
+	return WithFeedback(rec, fb), nil
 }
 
 // SetFeedback implements Store.
@@ -100,10 +115,10 @@ func (m *Memory) SetFeedback(_ context.Context, id string, fb Feedback) (bool, e
 	switch {
 	case !ok:
 		return false, ErrNotFound
-	case e.feedback != nil || len(e.rec.Feedback) > 0:
+	case e.summary.Feedback:
 		return false, nil
 	}
-	e.feedback = &fb
+	e.feedback, e.summary.Feedback = &fb, true
 	return true, nil
 }
 
@@ -114,19 +129,17 @@ func (m *Memory) List(_ context.Context, f Filter) (Page, error) {
 		return Page{}, err
 	}
 	m.mu.RLock()
-	var hits []*entry
+	var hits []Summary
 	for _, e := range m.queue[m.head:] {
-		if f.Matches(e.rec) && (!hasAfter || after.Before(e.rec.GetReceivedAt().AsTime(), e.rec.RequestId)) {
-			hits = append(hits, e)
+		if s := e.summary; f.Matches(s) && (!hasAfter || after.Before(s.ReceivedAt, s.RequestID)) {
+			s.Models = slices.Clone(s.Models) // the caller's to keep
+			hits = append(hits, s)
 		}
 	}
-	page := Page{Records: []Summary{}}
-	slices.SortFunc(hits, func(a, b *entry) int { return newestFirst(a.rec, b.rec) })
-	n := f.PageSize()
-	for _, e := range hits[:min(n, len(hits))] {
-		page.Records = append(page.Records, Summarize(e.rec, e.feedback != nil))
-	}
 	m.mu.RUnlock()
+	slices.SortFunc(hits, newestFirst)
+	n := f.PageSize()
+	page := Page{Records: append([]Summary{}, hits[:min(n, len(hits))]...)}
 	if len(hits) > n {
 		last := page.Records[n-1]
 		page.Next = Cursor{ReceivedAt: last.ReceivedAt, RequestID: last.RequestID}.Encode()
@@ -134,14 +147,14 @@ func (m *Memory) List(_ context.Context, f Filter) (Page, error) {
 	return page, nil
 }
 
-func newestFirst(a, b *messages.Execution) int {
-	if c := b.GetReceivedAt().AsTime().Compare(a.GetReceivedAt().AsTime()); c != 0 {
+func newestFirst(a, b Summary) int {
+	if c := b.ReceivedAt.Compare(a.ReceivedAt); c != 0 {
 		return c
 	}
 	switch {
-	case a.RequestId > b.RequestId:
+	case a.RequestID > b.RequestID:
 		return -1
-	case a.RequestId < b.RequestId:
+	case a.RequestID < b.RequestID:
 		return 1
 	}
 	return 0

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/messages"
+	"google.golang.org/protobuf/proto"
 )
 
 func TestMemoryKeepsTheMostRecent(t *testing.T) {
@@ -89,5 +90,31 @@ func TestMemoryIsBoundedByBytes(t *testing.T) {
 	m.Insert(ctx, []*messages.Execution{{RequestId: "huge", Task: huge}})
 	if _, err := m.Get(ctx, "huge"); err != nil || m.Len() != 1 {
 		t.Fatalf("huge record: %v, %d held", err, m.Len())
+	}
+}
+
+// A record comes back as it went in, whole, and neither the inserted record nor the one read is the
+// stored one: changing either leaves the store's as it was.
+func TestMemoryHoldsRecordsByValue(t *testing.T) {
+	m := NewMemory(0, 0)
+	ctx := context.Background()
+	in := &messages.Execution{RequestId: "a", Answer: "B", Classification: &messages.Classification{Category: "general"},
+		Results: []*messages.WorkerResult{{Model: "m1", Text: "The answer is (B)."}, {Model: "m2", ErrorKind: "host_timeout"}}}
+	want := proto.Clone(in)
+	if err := m.Insert(ctx, []*messages.Execution{in}); err != nil {
+		t.Fatal(err)
+	}
+	in.Answer, in.Results[0].Text = "changed", "changed"
+	got, err := m.Get(ctx, "a")
+	if err != nil || !proto.Equal(got, want) {
+		t.Fatalf("read %v (%v), want %v", got, err, want)
+	}
+	got.Results[1].Model = "changed"
+	if again, _ := m.Get(ctx, "a"); !proto.Equal(again, want) {
+		t.Fatalf("a change to a read record reached the store: %v", again)
+	}
+	page, err := m.List(ctx, Filter{Model: "m2"})
+	if err != nil || len(page.Records) != 1 || page.Records[0].Category != "general" || len(page.Records[0].Models) != 2 {
+		t.Fatalf("listing by model: %+v (%v)", page, err)
 	}
 }
