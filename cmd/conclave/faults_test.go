@@ -45,19 +45,19 @@ type faultRow struct {
 	noAlternative bool
 }
 
-// outcome is what one request got.
+// outcome is what one request got: an answer, or an error getting none.
 type outcome struct {
 	status int
 	code   string   // the error's code, for failures
 	id     string   // X-Request-ID
 	calls  []string // the error kinds of the answer's failed calls
-	err    error    // the request did not get an outcome at all
+	err    error    // the request got no answer at all
 }
 
 // TestFaultMatrixUnderLoad runs the built binary against a real PostgreSQL, a real Redis (both through
-// proxies that can cut them), three real sshd worker hosts running the built worker agent and four
+// proxies that can cut them), three real sshd worker hosts running the built worker agent and five
 // local providers in three wire formats, at a steady request rate, and injects every row of the
-// specification's error table in turn. Each phase counts the answers; every outcome the pipeline gave
+// specification's error table in turn. Each phase counts the answers; every answer the pipeline gave
 // must have its record in PostgreSQL at the end, and the server's goroutines and RSS are read at the
 // start and the end. make soak runs it (CONCLAVE_FAULT_PHASE sets each phase's length, 10 s by default).
 func TestFaultMatrixUnderLoad(t *testing.T) {
@@ -138,7 +138,7 @@ func TestFaultMatrixUnderLoad(t *testing.T) {
 	write(t, filepath.Join(bpDir, "general.json"), `{"name": "general", "description": "Anything else.", "workers": 4, "timeout_seconds": 3, "strategy": "majority", "min_responses": 2}`)
 	configFor := func(name, blueprints string) string {
 		raw, _ := json.Marshal(map[string]any{
-			"redis_prefix": prefix, "fleet": fleetPath, "blueprints_dir": blueprints, "secrets_file": "",
+			"redis_prefix": prefix, "fleet": fleetPath, "blueprints_dir": blueprints,
 			"retry": map[string]any{"scale": 0.05, "rounds": 1},
 			"providers": map[string]any{
 				"alpha": provider("openai", alpha.URL+"/v1", "a-1", "a-2"), "beta": provider("anthropic", beta.URL, "b-1", "b-2"),
@@ -294,7 +294,7 @@ func TestFaultMatrixUnderLoad(t *testing.T) {
 		for _, a := range got {
 			switch {
 			case a.err != nil:
-				t.Errorf("%s: a request got no outcome: %v", row.name, a.err)
+				t.Errorf("%s: a request got no answer: %v", row.name, a.err)
 			case row.noAlternative && a.status != http.StatusOK && a.status != http.StatusServiceUnavailable:
 				t.Errorf("%s: status %d %s, want 200 or 503", row.name, a.status, a.code)
 			case !row.noAlternative && a.status != http.StatusOK:
@@ -318,7 +318,7 @@ func TestFaultMatrixUnderLoad(t *testing.T) {
 			recovered := time.Now()
 			for send(ctlA, steady(0)).status != http.StatusOK {
 				if time.Since(recovered) > 90*time.Second {
-					t.Fatalf("%s: no outcome 90 s after the fault ended", row.name)
+					t.Fatalf("%s: no answer 90 s after the fault ended", row.name)
 				}
 				time.Sleep(250 * time.Millisecond)
 			}
@@ -326,7 +326,7 @@ func TestFaultMatrixUnderLoad(t *testing.T) {
 		}
 	}
 
-	// Every outcome the pipeline gave has its record, once the spool has gone back to the database.
+	// Every answer the pipeline gave has its record, once the spool has gone back to the database.
 	conn, err := pgx.Connect(context.Background(), db.Reveal())
 	if err != nil {
 		t.Fatal(err)
