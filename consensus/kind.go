@@ -55,11 +55,15 @@ func keyOf(kind Kind, text string) string {
 			return n
 		}
 		lower := strings.ToLower(text)
-		if m := letterInText.FindStringSubmatch(lower); m != nil {
-			return m[1]
+		if mentionsAnswer(lower) {
+			if m := letterInText.FindStringSubmatch(lower); m != nil {
+				return m[1]
+			}
 		}
-		if m := letterAlone.FindStringSubmatch(lower); m != nil {
-			return m[1]
+		if strings.IndexByte(lower, '(') >= 0 {
+			if m := letterAlone.FindStringSubmatch(lower); m != nil {
+				return m[1]
+			}
 		}
 		return n
 	case Number:
