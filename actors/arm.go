@@ -49,13 +49,21 @@ func (a *ArmActor) Receive(ctx actor.Context) {
 	}
 }
 
-// reward sends a reward to its (model, category) arm and to the model's arm across all categories.
-func reward(ctx actor.SenderContext, bandit *actor.PID, r *messages.Reward) {
-	ctx.Send(bandit, r)
-	if r.Category != AllCategories {
-		ctx.Send(bandit, &messages.Reward{Model: r.Model, Category: AllCategories, Reward: r.Reward, Reason: r.Reason, RequestId: r.RequestId})
+// rewards sends rewards to their (model, category) arms and to their models' arms across all
+// categories, in one message to the bandit supervisor.
+func rewards(ctx actor.SenderContext, bandit *actor.PID, rs ...*messages.Reward) {
+	if len(rs) == 0 {
+		return
 	}
+	batch := &messages.Rewards{Rewards: make([]*messages.Reward, 0, 2*len(rs))}
+	for _, r := range rs {
+		batch.Rewards = append(batch.Rewards, r)
+		if r.Category != AllCategories {
+			batch.Rewards = append(batch.Rewards, &messages.Reward{Model: r.Model, Category: AllCategories, Reward: r.Reward, Reason: r.Reason, RequestId: r.RequestId})
+		}
+	}
+	ctx.Send(bandit, batch)
 }
 
 // Reward sends a reward from outside the actors (another controller's, read from the store).
-func Reward(ctx actor.SenderContext, bandit *actor.PID, r *messages.Reward) { reward(ctx, bandit, r) }
+func Reward(ctx actor.SenderContext, bandit *actor.PID, r *messages.Reward) { rewards(ctx, bandit, r) }

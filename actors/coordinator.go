@@ -635,12 +635,15 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	if r == nil || r.Unjudged { // no consensus, or one that judged nobody: only faults are penalised
 		judge = func(feedback.Call) (float64, string, bool) { return 0, "", false }
 	}
-	for _, u := range feedback.Rewards(calls, judge) {
+	updates := feedback.Rewards(calls, judge)
+	sent := make([]*messages.Reward, 0, len(updates))
+	for _, u := range updates {
 		arm := c.deps.Dir.Arms.Arm(c.plan.Category, u.Model)
-		reward(ctx, c.deps.Dir.Bandit, &messages.Reward{Model: u.Model, Category: c.plan.Category, Reward: u.Reward, Reason: u.Reason, RequestId: c.req.RequestId})
+		sent = append(sent, &messages.Reward{Model: u.Model, Category: c.plan.Category, Reward: u.Reward, Reason: u.Reason, RequestId: c.req.RequestId})
 		c.exec.BanditUpdates = append(c.exec.BanditUpdates, &messages.BanditUpdate{Model: u.Model, Category: c.plan.Category, Reward: u.Reward,
 			Reason: u.Reason, AlphaBefore: arm.Alpha, BetaBefore: arm.Beta})
 	}
+	rewards(ctx, c.deps.Dir.Bandit, sent...)
 	c.exec.Phases.FeedbackMs = ms(time.Since(t))
 	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", c.plan.Category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
 }

@@ -163,9 +163,11 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 	case *feedbackDone:
 		delete(r.judging, m.ask.req.RequestId)
 		if m.result.Status == http.StatusOK {
-			for _, u := range m.updates {
-				reward(ctx, r.deps.Dir.Bandit, &messages.Reward{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason, RequestId: m.ask.req.RequestId})
+			sent := make([]*messages.Reward, len(m.updates))
+			for i, u := range m.updates {
+				sent[i] = &messages.Reward{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason, RequestId: m.ask.req.RequestId}
 			}
+			rewards(ctx, r.deps.Dir.Bandit, sent...)
 			r.log.Info("feedback applied", zap.String("event", "feedback"), zap.String("request_id", m.ask.req.RequestId),
 				zap.Array("updates", updatesField(m.updates)))
 		}

@@ -3821,6 +3821,51 @@ func (x *Reward) GetRequestId() string {
 	return ""
 }
 
+// Rewards are one request's rewards, sent together: the bandit supervisor hands each to its arm.
+type Rewards struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rewards       []*Reward              `protobuf:"bytes,1,rep,name=rewards,proto3" json:"rewards,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Rewards) Reset() {
+	*x = Rewards{}
+	mi := &file_conclave_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Rewards) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Rewards) ProtoMessage() {}
+
+func (x *Rewards) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Rewards.ProtoReflect.Descriptor instead.
+func (*Rewards) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *Rewards) GetRewards() []*Reward {
+	if x != nil {
+		return x.Rewards
+	}
+	return nil
+}
+
 // GetExecution asks the recorder for a record; the reply is an ExecutionLookup.
 type GetExecution struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3831,7 +3876,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +3888,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +3901,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -3878,7 +3923,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3890,7 +3935,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3903,7 +3948,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -3941,7 +3986,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3953,7 +3998,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3966,7 +4011,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -4003,7 +4048,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4015,7 +4060,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4028,7 +4073,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -4061,7 +4106,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4073,7 +4118,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4086,7 +4131,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 type Flushed struct {
@@ -4101,7 +4146,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4113,7 +4158,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4126,7 +4171,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -4168,7 +4213,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4180,7 +4225,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4193,7 +4238,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -4294,7 +4339,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4306,7 +4351,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4319,7 +4364,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -4344,7 +4389,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4356,7 +4401,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4369,7 +4414,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{46}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -4409,7 +4454,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4421,7 +4466,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4434,7 +4479,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{47}
+	return file_conclave_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -4854,7 +4899,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\x06reward\x18\x03 \x01(\x01R\x06reward\x12\x16\n" +
 	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x05 \x01(\tR\trequestId\"-\n" +
+	"request_id\x18\x05 \x01(\tR\trequestId\"8\n" +
+	"\aRewards\x12-\n" +
+	"\arewards\x18\x01 \x03(\v2\x13.conclave.v1.RewardR\arewards\"-\n" +
 	"\fGetExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"\x7f\n" +
@@ -4917,7 +4964,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 50)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
@@ -4958,31 +5005,32 @@ var file_conclave_proto_goTypes = []any{
 	(*ConsensusResult)(nil),       // 36: conclave.v1.ConsensusResult
 	(*Votes)(nil),                 // 37: conclave.v1.Votes
 	(*Reward)(nil),                // 38: conclave.v1.Reward
-	(*GetExecution)(nil),          // 39: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 40: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 41: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 42: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 43: conclave.v1.Flush
-	(*Flushed)(nil),               // 44: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 45: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 46: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 47: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 48: conclave.v1.AgentHello
-	nil,                           // 49: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 50: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 51: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 52: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 53: actor.PID
+	(*Rewards)(nil),               // 39: conclave.v1.Rewards
+	(*GetExecution)(nil),          // 40: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 41: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 42: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 43: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 44: conclave.v1.Flush
+	(*Flushed)(nil),               // 45: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 46: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 47: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 48: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 49: conclave.v1.AgentHello
+	nil,                           // 50: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 51: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 52: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 54: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	51, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	52, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	53, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	52, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	53, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	54, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
 	1,  // 3: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	52, // 4: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	52, // 5: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	52, // 6: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	51, // 7: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	53, // 4: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	53, // 5: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	53, // 6: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	52, // 7: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
 	9,  // 8: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
 	11, // 9: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
 	12, // 10: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
@@ -4993,44 +5041,45 @@ var file_conclave_proto_depIdxs = []int32{
 	19, // 15: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
 	20, // 16: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
 	18, // 17: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	52, // 18: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	52, // 19: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	53, // 18: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	53, // 19: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
 	22, // 20: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
 	8,  // 21: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
 	10, // 22: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
 	13, // 23: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	49, // 24: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	50, // 24: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
 	14, // 25: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
 	22, // 26: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
 	22, // 27: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
 	21, // 28: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	52, // 29: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	53, // 29: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
 	24, // 30: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	53, // 31: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	54, // 31: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
 	22, // 32: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
 	23, // 33: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	52, // 34: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	53, // 35: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	53, // 34: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	54, // 35: conclave.v1.Acquire.reply_to:type_name -> actor.PID
 	23, // 36: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
 	0,  // 37: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
 	0,  // 38: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
 	35, // 39: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	52, // 40: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	53, // 40: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
 	16, // 41: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	7,  // 42: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	50, // 43: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	18, // 44: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	46, // 45: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	47, // 46: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	28, // 47: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	26, // 48: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	48, // 49: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	24, // 50: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	51, // [51:51] is the sub-list for method output_type
-	51, // [51:51] is the sub-list for method input_type
-	51, // [51:51] is the sub-list for extension type_name
-	51, // [51:51] is the sub-list for extension extendee
-	0,  // [0:51] is the sub-list for field type_name
+	38, // 42: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	7,  // 43: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	51, // 44: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	18, // 45: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	47, // 46: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	48, // 47: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	28, // 48: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	26, // 49: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	49, // 50: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	24, // 51: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -5041,8 +5090,8 @@ func file_conclave_proto_init() {
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[6].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[23].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[40].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[44].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[41].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[45].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -5055,7 +5104,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   50,
+			NumMessages:   51,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

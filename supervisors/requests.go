@@ -101,5 +101,15 @@ func Bandit(deps *actors.Deps) *actor.Props {
 		return actors.ArmName(r.Model, r.Category), func() *actor.Props {
 			return deps.Props(actors.NewArmActor(deps, r.Model, r.Category))
 		}, true
+	}, func(msg any) ([]any, bool) {
+		batch, ok := msg.(*messages.Rewards)
+		if !ok {
+			return nil, false
+		}
+		parts := make([]any, len(batch.Rewards))
+		for i, r := range batch.Rewards {
+			parts[i] = r
+		}
+		return parts, true
 	})
 }

@@ -64,14 +64,19 @@ type Router func(ctx actor.Context, msg any) (name string, props func() *actor.P
 // onDemand spawns a child on the first message routed to it and forwards that message and later ones.
 type onDemand struct {
 	route    Router
+	split    Splitter
 	children map[string]*actor.PID
 	stopping bool
 }
 
+// Splitter breaks a batch into the messages it carries, each routed on its own; ok is false for a
+// message that is not a batch.
+type Splitter func(msg any) (parts []any, ok bool)
+
 // OnDemand returns the props of a supervisor that creates children as messages for them arrive (the
-// bandit's arms), restarting a child that crashes.
-func OnDemand(route Router) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &onDemand{route: route, children: map[string]*actor.PID{}} },
+// bandit's arms), restarting a child that crashes; split, when set, unpacks batches first.
+func OnDemand(route Router, split Splitter) *actor.Props {
+	return actor.PropsFromProducer(func() actor.Actor { return &onDemand{route: route, split: split, children: map[string]*actor.PID{}} },
 		actor.WithSupervisor(restart()))
 }
 
@@ -90,18 +95,36 @@ func (s *onDemand) Receive(ctx actor.Context) {
 			}
 		}
 	default:
-		name, props, ok := s.route(ctx, m)
-		if !ok || s.stopping {
-			return
-		}
-		pid, exists := s.children[name]
-		if !exists {
-			var err error
-			if pid, err = ctx.SpawnNamed(props(), name); err != nil {
-				panic("supervisor: spawn " + name + ": " + err.Error())
+		if s.split != nil {
+			if parts, ok := s.split(m); ok {
+				for _, part := range parts {
+					if pid := s.child(ctx, part); pid != nil {
+						ctx.Send(pid, part)
+					}
+				}
+				return
 			}
-			s.children[name] = pid
 		}
-		ctx.Forward(pid)
+		if pid := s.child(ctx, m); pid != nil {
+			ctx.Forward(pid)
+		}
 	}
+}
+
+// child returns the child a message goes to, spawning it on its first message; nil when the message
+// has no child or the supervisor is stopping.
+func (s *onDemand) child(ctx actor.Context, msg any) *actor.PID {
+	name, props, ok := s.route(ctx, msg)
+	if !ok || s.stopping {
+		return nil
+	}
+	pid, exists := s.children[name]
+	if !exists {
+		var err error
+		if pid, err = ctx.SpawnNamed(props(), name); err != nil {
+			panic("supervisor: spawn " + name + ": " + err.Error())
+		}
+		s.children[name] = pid
+	}
+	return pid
 }
