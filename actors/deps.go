@@ -130,6 +130,16 @@ func (d *Deps) Props(producer actor.Producer) *actor.Props {
 	return actor.PropsFromProducer(producer)
 }
 
+// run runs fn on a goroutine of the Dispatcher when there is one (a job's call reuses a goroutine whose
+// stack has grown), else on a goroutine of its own.
+func (d *Deps) run(fn func()) {
+	if d.Dispatcher != nil {
+		d.Dispatcher.Schedule(fn)
+		return
+	}
+	go fn()
+}
+
 func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

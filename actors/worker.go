@@ -191,12 +191,12 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	ctx.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds()})
 	call := fleet.CallOf(job)
 	self, root, transport := ctx.Self(), ctx.ActorSystem().Root, w.transport
-	go func() {
+	w.deps.run(func() {
 		defer cancel()
 		began := time.Now()
 		reply, err := runCall(jobCtx, transport, call)
 		root.Send(self, &jobDone{result: fleet.ResultOf(copyIdentity(result), reply, err, time.Since(began))})
-	}()
+	})
 }
 
 // runCall calls the transport, turning a panic in it into an internal error: Conclave's own fault, which
