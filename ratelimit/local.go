@@ -2,18 +2,27 @@ package ratelimit
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/conclave-ai/conclave/clock"
 )
 
-// event is one reservation in the window: a request and its tokens, at its time. A phantom event is
-// capacity the provider's headers said was spent; it holds no slot.
+// event is one reservation in the window: its tokens, at its time (since the limiter's origin). A
+// phantom event is capacity the provider's headers said was spent; it holds no slot. Events hold no
+// pointers: a busy minute is hundreds of thousands of them, which the garbage collector then need
+// not mark.
 type event struct {
-	id     string
-	at     time.Time
+	at     time.Duration
 	tokens int
+}
+
+// slot is a call in flight: the end of its lease, and where its event is (base-relative), so that its
+// release can correct the tokens it reserved.
+type slot struct {
+	until time.Time
+	event int64
 }
 
 // Local is a sliding-window limiter counting this process's calls: it remembers each call of the last
@@ -23,11 +32,12 @@ type Local struct {
 	mu      sync.Mutex
 	limits  Limits
 	clock   clock.Clock
-	events  []*event // oldest first, from head on
+	origin  time.Time
+	events  []event // oldest first, from head on
 	head    int
-	byID    map[string]*event
-	tokens  int                  // sum of the live events' tokens
-	slots   map[string]time.Time // calls in flight, with the end of their lease
+	base    int64           // the number of events dropped from the front of events
+	tokens  int             // sum of the live events' tokens
+	slots   map[string]slot // calls in flight
 	lease   time.Duration
 	blocked time.Time // the provider's own word: no call until then
 }
@@ -40,7 +50,8 @@ func NewLocal(l Limits, c clock.Clock, lease time.Duration) *Local {
 	if lease <= 0 {
 		lease = DefaultLease
 	}
-	return &Local{limits: l, clock: clock.Or(c), byID: map[string]*event{}, slots: map[string]time.Time{}, lease: lease}
+	c = clock.Or(c)
+	return &Local{limits: l, clock: c, origin: c.Now(), slots: map[string]slot{}, lease: lease}
 }
 
 // Limits returns the configured limits.
@@ -49,32 +60,29 @@ func (w *Local) Limits() Limits { return w.limits }
 // NeverBlocks marks Local as a limiter that answers at once (see Immediate).
 func (w *Local) NeverBlocks() {}
 
+func (w *Local) since(t time.Time) time.Duration { return t.Sub(w.origin) }
+
 func (w *Local) prune(now time.Time) {
-	cut := now.Add(-Window)
-	for w.head < len(w.events) && !w.events[w.head].at.After(cut) {
-		e := w.events[w.head]
-		w.tokens -= e.tokens
-		if w.byID[e.id] == e {
-			delete(w.byID, e.id)
-		}
-		w.events[w.head] = nil
+	cut := w.since(now) - Window
+	for w.head < len(w.events) && w.events[w.head].at <= cut {
+		w.tokens -= w.events[w.head].tokens
 		w.head++
 	}
 	// Compact once the dead prefix dominates, so each event is copied O(1) times on average.
 	if w.head > 64 && w.head*2 > len(w.events) {
 		n := copy(w.events, w.events[w.head:])
-		clear(w.events[n:])
 		w.events = w.events[:n]
+		w.base += int64(w.head)
 		w.head = 0
 	}
-	for id, until := range w.slots {
-		if !now.Before(until) {
+	for id, s := range w.slots {
+		if !now.Before(s.until) {
 			delete(w.slots, id)
 		}
 	}
 }
 
-func (w *Local) live() []*event { return w.events[w.head:] }
+func (w *Local) live() []event { return w.events[w.head:] }
 
 // Reserve implements Limiter.
 func (w *Local) Reserve(_ context.Context, id string, estimate int) (Decision, error) {
@@ -91,11 +99,9 @@ func (w *Local) Reserve(_ context.Context, id string, estimate int) (Decision, e
 	if reason, wait, ok := w.room(now, estimate); !ok {
 		return Decision{Reason: reason, RetryAfter: wait, At: now, Usage: w.usage(now)}, nil
 	}
-	e := &event{id: id, at: now, tokens: estimate}
-	w.events = append(w.events, e)
-	w.byID[id] = e
+	w.slots[id] = slot{until: now.Add(w.lease), event: w.base + int64(len(w.events))}
+	w.events = append(w.events, event{at: w.since(now), tokens: estimate})
 	w.tokens += estimate
-	w.slots[id] = now.Add(w.lease)
 	return Decision{Allowed: true, At: now, Usage: w.usage(now)}, nil
 }
 
@@ -107,15 +113,15 @@ func (w *Local) room(now time.Time, tokens int) (string, time.Duration, bool) {
 	if l := w.limits.Concurrency; l > 0 && len(w.slots) >= l {
 		return ReasonConcurrency, 0, false // a slot comes back when a call ends, or its lease does
 	}
-	live := w.live()
+	live, at := w.live(), w.since(now)
 	if l := w.limits.RequestsPerMinute; l > 0 && len(live) >= l {
-		return ReasonRequests, max(live[len(live)-l].at.Add(Window).Sub(now), time.Millisecond), false
+		return ReasonRequests, max(live[len(live)-l].at+Window-at, time.Millisecond), false
 	}
 	if l := w.limits.TokensPerMinute; l > 0 && w.tokens+tokens > l {
 		need := w.tokens + tokens - l // wait until enough of the oldest events leave the window
 		for _, e := range live {
 			if need -= e.tokens; need <= 0 {
-				return ReasonTokens, max(e.at.Add(Window).Sub(now), time.Millisecond), false
+				return ReasonTokens, max(e.at+Window-at, time.Millisecond), false
 			}
 		}
 		return ReasonTokens, Window, false
@@ -128,10 +134,13 @@ func (w *Local) Release(_ context.Context, id string, actual int) (Usage, error)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.clock.Now()
-	delete(w.slots, id)
-	if e, ok := w.byID[id]; ok && actual >= 0 {
-		w.tokens += actual - e.tokens
-		e.tokens = actual
+	if s, ok := w.slots[id]; ok {
+		delete(w.slots, id)
+		// Its event may have left the window already (a call longer than the window).
+		if i := s.event - w.base; actual >= 0 && i >= int64(w.head) && i < int64(len(w.events)) {
+			w.tokens += actual - w.events[i].tokens
+			w.events[i].tokens = actual
+		}
 	}
 	w.prune(now)
 	return w.usage(now), nil
@@ -157,17 +166,22 @@ func (w *Local) Observe(_ context.Context, u Upstream) (Usage, error) {
 	return w.usage(now), nil
 }
 
-// phantom adds spent capacity that leaves the window at at+Window, keeping the events in time order.
+// phantom adds spent capacity that leaves the window at at+Window, keeping the events in time order;
+// the slots of the events after it follow them.
 func (w *Local) phantom(at time.Time, tokens int) {
-	e := &event{at: at, tokens: tokens}
+	e := event{at: w.since(at), tokens: tokens}
 	i := len(w.events)
-	for i > w.head && w.events[i-1].at.After(at) {
+	for i > w.head && w.events[i-1].at > e.at {
 		i--
 	}
-	w.events = append(w.events, nil)
-	copy(w.events[i+1:], w.events[i:])
-	w.events[i] = e
+	w.events = slices.Insert(w.events, i, e)
 	w.tokens += tokens
+	for id, s := range w.slots {
+		if s.event >= w.base+int64(i) {
+			s.event++
+			w.slots[id] = s
+		}
+	}
 }
 
 // Usage implements Limiter.

@@ -198,3 +198,31 @@ func TestFailoverCountsLocallyWhileTheSharedLimiterIsDown(t *testing.T) {
 		t.Fatalf("slots left: shared %d, local %d", su.InFlight, lu.InFlight)
 	}
 }
+
+// A call's release corrects the tokens of its own event, even after capacity the provider reported was
+// placed before it in the window, and each event leaves the window a minute after its own time.
+func TestReleaseCorrectsItsOwnEventAroundPhantoms(t *testing.T) {
+	clk := clock.NewFake(epoch)
+	w := NewLocal(Limits{TokensPerMinute: 1000}, clk, 0)
+	clk.Advance(10 * time.Second)
+	reserve(t, w, "a", 100)
+	reserve(t, w, "b", 200)
+	w.mu.Lock()
+	w.phantom(epoch.Add(5*time.Second), 50) // reported spent at 5 s: it goes before a and b
+	w.mu.Unlock()
+	if _, err := w.Release(bg, "a", 30); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Release(bg, "b", 20); err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		after  time.Duration
+		tokens int
+	}{{0, 100}, {56 * time.Second, 50}, {5 * time.Second, 0}} { // at 10 s, 66 s and 71 s
+		clk.Advance(step.after)
+		if u, _ := w.Usage(bg); u.Tokens != step.tokens {
+			t.Fatalf("at %v: %d tokens in the window, want %d", clk.Now().Sub(epoch), u.Tokens, step.tokens)
+		}
+	}
+}
