@@ -216,7 +216,7 @@ func TestHostFaultsNeverCloseAHalfOpenProvider(t *testing.T) {
 		backend.set(m, serverError(m))
 	}
 	tb.route(body)
-	if state := tb.providerState("groq"); state != "open" {
+	if state := tb.settledState("groq", "open"); state != "open" {
 		t.Fatalf("groq breaker %s after every model failed, want open", state)
 	}
 	for _, m := range groqModels {
@@ -237,7 +237,7 @@ func TestHostFaultsNeverCloseAHalfOpenProvider(t *testing.T) {
 	if status, _, bad := tb.route(body); status != http.StatusOK {
 		t.Fatalf("status %d: %+v", status, bad)
 	}
-	if state := tb.providerState("groq"); state != "closed" {
+	if state := tb.settledState("groq", "closed"); state != "closed" {
 		t.Fatalf("groq breaker %s after a good probe, want closed", state)
 	}
 }
@@ -389,7 +389,7 @@ func TestWaitCurable503sCarryRetryAfter(t *testing.T) {
 	}
 	tb.route(map[string]any{"task": mcq, "category": "general", "models": models, "workers": len(models), "min_responses": 1})
 	for _, p := range allProviders {
-		if state := tb.providerState(p); state != "open" {
+		if state := tb.settledState(p, "open"); state != "open" {
 			t.Fatalf("%s breaker %s after all its models failed", p, state)
 		}
 	}

@@ -145,7 +145,7 @@ func TestServerErrorStormOpensTheBreakerAndRecovers(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("status %d: %+v", status, bad)
 	}
-	if state := tb.providerState("groq"); state != "open" {
+	if state := tb.settledState("groq", "open"); state != "open" {
 		t.Fatalf("groq breaker %s after the storm, want open", state)
 	}
 	retried := 0
@@ -201,7 +201,7 @@ func TestServerErrorStormOpensTheBreakerAndRecovers(t *testing.T) {
 	if probes != 1 || refused != 2 {
 		t.Fatalf("half-open: %d calls went through, %d were refused; want 1 and 2", probes, refused)
 	}
-	if state := tb.providerState("groq"); state != "closed" {
+	if state := tb.settledState("groq", "closed"); state != "closed" {
 		t.Fatalf("groq breaker %s after a good probe, want closed", state)
 	}
 	status, resp, _ = tb.route(body)
@@ -214,6 +214,15 @@ func TestServerErrorStormOpensTheBreakerAndRecovers(t *testing.T) {
 	if status != http.StatusOK || groq != 3 {
 		t.Fatalf("after recovery %d groq answers (status %d), want 3", groq, status)
 	}
+}
+
+// settledState waits up to 10 s for a provider's breaker to reach want and returns its state: the
+// provider's actor settles a request's last call just after the coordinator answers.
+func (tb *testbed) settledState(name, want string) string {
+	for deadline := time.Now().Add(10 * time.Second); tb.providerState(name) != want && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+	return tb.providerState(name)
 }
 
 func (tb *testbed) providerState(name string) string {
