@@ -132,7 +132,6 @@ func (m *Memory) List(_ context.Context, f Filter) (Page, error) {
 	var hits []Summary
 	for _, e := range m.queue[m.head:] {
 		if s := e.summary; f.Matches(s) && (!hasAfter || after.Before(s.ReceivedAt, s.RequestID)) {
-			s.Models = slices.Clone(s.Models) // the caller's to keep
 			hits = append(hits, s)
 		}
 	}
@@ -140,6 +139,9 @@ func (m *Memory) List(_ context.Context, f Filter) (Page, error) {
 	slices.SortFunc(hits, newestFirst)
 	n := f.PageSize()
 	page := Page{Records: append([]Summary{}, hits[:min(n, len(hits))]...)}
+	for i := range page.Records {
+		page.Records[i].Models = slices.Clone(page.Records[i].Models) // the caller's to keep; the page's alone
+	}
 	if len(hits) > n {
 		last := page.Records[n-1]
 		page.Next = Cursor{ReceivedAt: last.ReceivedAt, RequestID: last.RequestID}.Encode()
