@@ -2,12 +2,9 @@ package httpapi_test
 
 import (
 	"fmt"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -16,47 +13,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/sshtest"
 	"github.com/conclave-ai/conclave/providers/providertest"
 	"go.uber.org/zap"
-	"gopkg.in/yaml.v3"
 )
-
-// fleetHost is a host entry: a real sshd, or an address where a fault waits.
-type fleetHost struct {
-	name, mode string
-	sshd       *sshtest.SSHD
-	addr       string // for a host that is not a real sshd
-}
-
-func writeFleet(t *testing.T, known []string, hosts []fleetHost, key string) string {
-	t.Helper()
-	dir := t.TempDir()
-	var lines []string
-	for _, k := range known {
-		raw, err := os.ReadFile(k)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines = append(lines, strings.TrimSpace(string(raw)))
-	}
-	knownFile := filepath.Join(dir, "known_hosts")
-	os.WriteFile(knownFile, []byte(strings.Join(lines, "\n")+"\n"), 0o600)
-	f := fleet.File{KnownHosts: knownFile}
-	for _, h := range hosts {
-		addr, user := h.addr, "conclave"
-		if h.sshd != nil {
-			addr, user = h.sshd.Addr, h.sshd.User
-		}
-		host, port, _ := net.SplitHostPort(addr)
-		p, _ := strconv.Atoi(port)
-		f.Hosts = append(f.Hosts, fleet.Host{Name: h.name, Address: host, Port: p, User: user, KeyFile: key, Tier: 1, Slots: 8, Mode: h.mode})
-	}
-	raw, err := yaml.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	path := filepath.Join(dir, "fleet.yaml")
-	os.WriteFile(path, raw, 0o600)
-	return path
-}
 
 // newSSHD starts a real sshd whose sessions run the project's worker binary.
 func newSSHD(t *testing.T, bin string) *sshtest.SSHD {
@@ -74,8 +31,8 @@ func TestRequestsRunOnRealSSHHosts(t *testing.T) {
 	// Both sshd instances take one client key: the fleet's.
 	os.WriteFile(filepath.Join(filepath.Dir(execHost.Client.File), "authorized_keys"),
 		[]byte(fmt.Sprintf("command=%q,restrict %s\n", bin+" worker", agentHost.Client.Authorized())), 0o600)
-	path := writeFleet(t, []string{agentHost.KnownHosts, execHost.KnownHosts},
-		[]fleetHost{{name: "gpu-01", mode: fleet.ModeAgent, sshd: agentHost}, {name: "cpu-01", mode: fleet.ModeExec, sshd: execHost}}, agentHost.Client.File)
+	path := sshtest.WriteFleet(t, []string{agentHost.KnownHosts, execHost.KnownHosts},
+		[]sshtest.FleetHost{{Name: "gpu-01", Mode: fleet.ModeAgent, SSHD: agentHost}, {Name: "cpu-01", Mode: fleet.ModeExec, SSHD: execHost}}, agentHost.Client.File)
 	tb := newTestbed(t, withFleet(path))
 	seen := map[string]bool{}
 	for i := range 6 {
@@ -121,13 +78,13 @@ func TestHostFaultsFallToTheOtherWorkers(t *testing.T) {
 		[]byte(fmt.Sprintf("command=%q,restrict %s\n", "sleep 3600", good.Client.Authorized())), 0o600)
 	// known_hosts has another key for "changed": its key changed.
 	other := sshtest.KnownHosts(t, t.TempDir(), changed.Addr, sshtest.NewKey(t, t.TempDir(), "other").Signer.PublicKey())
-	path := writeFleet(t, []string{good.KnownHosts, dying.KnownHosts, other, hanging.KnownHosts}, []fleetHost{
-		{name: "good", mode: fleet.ModeAgent, sshd: good},
-		{name: "dying", mode: fleet.ModeAgent, sshd: dying},
-		{name: "changed-key", mode: fleet.ModeAgent, sshd: changed},
-		{name: "hanging", mode: fleet.ModeAgent, sshd: hanging},
-		{name: "refusing", mode: fleet.ModeAgent, addr: sshtest.Refused(t)},
-		{name: "silent", mode: fleet.ModeAgent, addr: sshtest.Silent(t)},
+	path := sshtest.WriteFleet(t, []string{good.KnownHosts, dying.KnownHosts, other, hanging.KnownHosts}, []sshtest.FleetHost{
+		{Name: "good", Mode: fleet.ModeAgent, SSHD: good},
+		{Name: "dying", Mode: fleet.ModeAgent, SSHD: dying},
+		{Name: "changed-key", Mode: fleet.ModeAgent, SSHD: changed},
+		{Name: "hanging", Mode: fleet.ModeAgent, SSHD: hanging},
+		{Name: "refusing", Mode: fleet.ModeAgent, Addr: sshtest.Refused(t)},
+		{Name: "silent", Mode: fleet.ModeAgent, Addr: sshtest.Silent(t)},
 	}, good.Client.File)
 	tb := newTestbed(t, func(c *config.Config) {
 		withFleet(path)(c)
@@ -173,7 +130,7 @@ func TestHostFaultsFallToTheOtherWorkers(t *testing.T) {
 func TestAKeyTravelsToItsProviderOnlyInsideSSH(t *testing.T) {
 	bin := sshtest.BuildConclave(t, t.TempDir())
 	host := newSSHD(t, bin)
-	path := writeFleet(t, []string{host.KnownHosts}, []fleetHost{{name: "gpu-01", mode: fleet.ModeAgent, sshd: host}}, host.Client.File)
+	path := sshtest.WriteFleet(t, []string{host.KnownHosts}, []sshtest.FleetHost{{Name: "gpu-01", Mode: fleet.ModeAgent, SSHD: host}}, host.Client.File)
 	local := providertest.New(providertest.OpenAI, nil)
 	defer local.Close()
 	t.Setenv("FLEET_LOCAL_KEY", localKey)
@@ -200,8 +157,8 @@ func TestSSHDKilledMidRequest(t *testing.T) {
 	good, dying := newSSHD(t, bin), newSSHD(t, bin)
 	os.WriteFile(filepath.Join(filepath.Dir(dying.Client.File), "authorized_keys"),
 		[]byte(fmt.Sprintf("command=%q,restrict %s\n", bin+" worker", good.Client.Authorized())), 0o600)
-	path := writeFleet(t, []string{good.KnownHosts, dying.KnownHosts},
-		[]fleetHost{{name: "good", mode: fleet.ModeAgent, sshd: good}, {name: "dying", mode: fleet.ModeAgent, sshd: dying}}, good.Client.File)
+	path := sshtest.WriteFleet(t, []string{good.KnownHosts, dying.KnownHosts},
+		[]sshtest.FleetHost{{Name: "good", Mode: fleet.ModeAgent, SSHD: good}, {Name: "dying", Mode: fleet.ModeAgent, SSHD: dying}}, good.Client.File)
 	tb := newTestbed(t, func(c *config.Config) {
 		withFleet(path)(c)
 		c.Sim.LatencyScale = 4 // tier 2 calls last about 2 s: long enough to be cut

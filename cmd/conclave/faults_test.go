@@ -8,7 +8,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -25,7 +24,6 @@ import (
 	"github.com/conclave-ai/conclave/internal/sshtest"
 	"github.com/conclave-ai/conclave/providers/providertest"
 	"github.com/jackc/pgx/v5"
-	"gopkg.in/yaml.v3"
 )
 
 // faultRow is one row of the specification's error table, injected while the load runs.
@@ -80,36 +78,17 @@ func TestFaultMatrixUnderLoad(t *testing.T) {
 	// Three worker hosts taking one client key.
 	var hosts []*sshtest.SSHD
 	var known []string
-	for range 3 {
+	var entries []sshtest.FleetHost
+	for i := range 3 {
 		h := sshtest.StartSSHD(t, bin+" worker")
-		hosts = append(hosts, h)
-		raw, err := os.ReadFile(h.KnownHosts)
-		if err != nil {
-			t.Fatal(err)
-		}
-		known = append(known, strings.TrimSpace(string(raw)))
+		hosts, known = append(hosts, h), append(known, h.KnownHosts)
+		entries = append(entries, sshtest.FleetHost{Name: fmt.Sprintf("host-%d", i+1), Mode: fleet.ModeAgent, SSHD: h, Slots: 32})
 	}
 	key := hosts[0].Client
-	f := fleet.File{KnownHosts: filepath.Join(dir, "known_hosts")}
-	for i, h := range hosts {
-		if i > 0 {
-			authorized := fmt.Sprintf("command=%q,restrict %s\n", bin+" worker", key.Authorized())
-			if err := os.WriteFile(filepath.Join(filepath.Dir(h.Client.File), "authorized_keys"), []byte(authorized), 0o600); err != nil {
-				t.Fatal(err)
-			}
-		}
-		host, port, _ := net.SplitHostPort(h.Addr)
-		p, _ := strconv.Atoi(port)
-		f.Hosts = append(f.Hosts, fleet.Host{Name: fmt.Sprintf("host-%d", i+1), Address: host, Port: p, User: h.User, KeyFile: key.File,
-			Tier: 1, Slots: 32, Mode: fleet.ModeAgent})
+	for _, h := range hosts[1:] {
+		write(t, filepath.Join(filepath.Dir(h.Client.File), "authorized_keys"), fmt.Sprintf("command=%q,restrict %s\n", bin+" worker", key.Authorized()))
 	}
-	write(t, f.KnownHosts, strings.Join(known, "\n")+"\n")
-	fleetRaw, err := yaml.Marshal(f)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fleetPath := filepath.Join(dir, "fleet.yaml")
-	write(t, fleetPath, string(fleetRaw))
+	fleetPath := sshtest.WriteFleet(t, known, entries, key.File)
 
 	// Providers: alpha (OpenAI-compatible), beta (Anthropic Messages), gamma (Gemini), and two more
 	// OpenAI-compatible ones whose faults end them: delta's one model will be unknown (404, it leaves the

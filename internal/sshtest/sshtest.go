@@ -23,8 +23,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/fleet"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
+	"gopkg.in/yaml.v3"
 )
 
 // Key is a key pair with its private key written to a file only its owner reads.
@@ -384,4 +386,53 @@ func descendants(pid int) []int {
 		}
 	}
 	return out
+}
+
+// FleetHost is a worker host of a fleet file: a real sshd, or an address where a fault waits.
+type FleetHost struct {
+	Name, Mode string
+	SSHD       *SSHD
+	Addr       string // for a host that is not a real sshd
+	Slots      int    // 8 when zero
+}
+
+// WriteFleet writes a fleet file naming hosts, all reached with the key file, beside a known_hosts file
+// joining the known ones, and returns the fleet file's path.
+func WriteFleet(t testing.TB, known []string, hosts []FleetHost, key string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var lines []string
+	for _, k := range known {
+		raw, err := os.ReadFile(k)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(lines, strings.TrimSpace(string(raw)))
+	}
+	f := fleet.File{KnownHosts: filepath.Join(dir, "known_hosts")}
+	if err := os.WriteFile(f.KnownHosts, []byte(strings.Join(lines, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hosts {
+		addr, user := h.Addr, "conclave"
+		if h.SSHD != nil {
+			addr, user = h.SSHD.Addr, h.SSHD.User
+		}
+		host, port, _ := net.SplitHostPort(addr)
+		p, _ := strconv.Atoi(port)
+		slots := h.Slots
+		if slots == 0 {
+			slots = 8
+		}
+		f.Hosts = append(f.Hosts, fleet.Host{Name: h.Name, Address: host, Port: p, User: user, KeyFile: key, Tier: 1, Slots: slots, Mode: h.Mode})
+	}
+	raw, err := yaml.Marshal(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "fleet.yaml")
+	if err := os.WriteFile(path, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
