@@ -17,6 +17,7 @@ import (
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/validation"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // CoordinatorActor runs one request through steps 2 to 10 of the pipeline. It is a thin shell: the
@@ -53,6 +54,9 @@ type CoordinatorActor struct {
 	consensus      *actor.PID
 	consensusStart time.Time
 	answered       bool
+	// jobIDs are the jobs' names, by number.
+	jobIDs      []string
+	collectByTS *timestamppb.Timestamp
 	// jobLines counts the per-call lines logged (replies, retries, denied permits, replacements); past
 	// JobLogBudget they are counted instead, so no request logs without bound.
 	jobLines int
@@ -329,8 +333,24 @@ func (e env) Replace(n int, tried map[string]bool) []collect.Assignment {
 	return out
 }
 
+// collectBy is the end of collection as a message field: one for every message of the request, since
+// messages are never changed once sent.
+func (c *CoordinatorActor) collectBy() *timestamppb.Timestamp {
+	if c.collectByTS == nil {
+		c.collectByTS = ts(c.plan.CollectBy)
+	}
+	return c.collectByTS
+}
+
+// jobID names a job across the actors: the request's id and the job's number, made once.
 func (c *CoordinatorActor) jobID(j *collect.Job) string {
-	return c.req.RequestId + "/" + strconv.Itoa(j.Seq)
+	for len(c.jobIDs) <= j.Seq {
+		c.jobIDs = append(c.jobIDs, "")
+	}
+	if c.jobIDs[j.Seq] == "" {
+		c.jobIDs[j.Seq] = c.req.RequestId + "/" + strconv.Itoa(j.Seq)
+	}
+	return c.jobIDs[j.Seq]
 }
 
 // apply interprets the collection machine's effects.
@@ -340,7 +360,7 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 		switch e.Kind {
 		case collect.Acquire:
 			ctx.Send(c.deps.Dir.Provider(j.Slot.Provider).PID, &messages.Acquire{JobId: c.jobID(j), Model: j.Slot.Model,
-				Tokens: int32(c.plan.ContextTokens), Deadline: ts(c.plan.CollectBy), ReplyTo: ctx.Self()})
+				Tokens: int32(c.plan.ContextTokens), Deadline: c.collectBy(), ReplyTo: ctx.Self()})
 		case collect.Dispatch:
 			c.dispatch(ctx, j)
 		case collect.Settle:
@@ -405,7 +425,7 @@ func (c *CoordinatorActor) dispatch(ctx actor.Context, j *collect.Job) {
 	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
 	ctx.Send(c.deps.Dir.Worker(j.Worker).PID, &messages.Dispatch{ReplyTo: ctx.Self(), Job: &messages.Job{
 		RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
-		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: ts(c.plan.CollectBy),
+		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
 		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt),
 	}})
 	// Debug: the assignment line names the workers, and each reply its worker and attempt.
@@ -438,10 +458,16 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 		RetryAfter: seconds(r.RetryAfterSeconds), Ref: r}
 	effects := c.machine.Result(time.Now(), seq, reply)
 	if j := c.machine.Job(seq); j != nil && j.Record != nil && j.Record.Ref == r { // a reply that settled its call, not a late one
-		c.jobLog("reply received", zap.String("event", "reply"), zap.Int("job", seq), zap.String("model", r.Model),
-			zap.String("provider", r.Provider), zap.String("worker", r.Worker), zap.String("status", string(j.Record.Status)),
-			zap.String("error_kind", string(j.Record.Kind)), zap.String("error_scope", r.ErrorScope), zap.Float64("latency_ms", r.LatencyMs),
-			zap.Int32("http_status", r.HttpStatus))
+		// An answer is summarised in collect_done's calls; a failed call has a line of its own.
+		if j.Record.Status != collect.OK {
+			c.jobLog("reply received", zap.String("event", "reply"), zap.Int("job", seq), zap.String("model", r.Model),
+				zap.String("provider", r.Provider), zap.String("worker", r.Worker), zap.String("status", string(j.Record.Status)),
+				zap.String("error_kind", string(j.Record.Kind)), zap.String("error_scope", r.ErrorScope), zap.Float64("latency_ms", r.LatencyMs),
+				zap.Int32("http_status", r.HttpStatus))
+		} else if ce := c.log.Check(zap.DebugLevel, "reply received"); ce != nil {
+			ce.Write(zap.String("event", "reply"), zap.Int("job", seq), zap.String("model", r.Model), zap.String("provider", r.Provider),
+				zap.String("worker", r.Worker), zap.String("status", string(j.Record.Status)), zap.Float64("latency_ms", r.LatencyMs))
+		}
 		c.progress(ctx, func() *messages.Progress {
 			return &messages.Progress{Event: "reply", Model: r.Model, Provider: r.Provider, Worker: r.Worker, Attempt: int32(j.Attempt),
 				Status: string(j.Record.Status), LatencyMs: r.LatencyMs, ErrorKind: string(j.Record.Kind)}
@@ -510,7 +536,7 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	c.log.Info("collection finished", zap.String("event", "collect_done"), zap.Int("ok", len(d.Answers)), zap.Int("min_responses", c.plan.Blueprint.MinResponses),
 		zap.Int("rounds", d.Rounds), zap.Int("asked", q.Asked), zap.Int("waves", q.Waves), zap.String("stopped", q.Stopped),
 		zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)),
-		zap.Int("lines_suppressed", max(c.jobLines-JobLogBudget, 0)))
+		zap.Array("calls", callsField(c.machine.Records())), zap.Int("lines_suppressed", max(c.jobLines-JobLogBudget, 0)))
 	switch d.Failure {
 	case "":
 	case resilience.ClientClosed, resilience.ShuttingDown:

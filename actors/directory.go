@@ -44,15 +44,26 @@ type Directory struct {
 	requestSeqs atomic.Uint64
 }
 
-// WorkerRef is a worker actor's address and published snapshot.
+// WorkerRef is a worker actor's address and published state: a snapshot of its breaker and
+// connection, replaced when they change, and its job counters, which change with every job and are
+// published by themselves.
 type WorkerRef struct {
 	Spec fleet.WorkerSpec
 	PID  *actor.PID
 	snap atomic.Pointer[fleet.Snapshot]
+	// inFlight and queued are the jobs running and waiting for a slot; completed and failed count the
+	// jobs finished. Only the worker's actor writes them.
+	inFlight, queued  atomic.Int32
+	completed, failed atomic.Int64
 }
 
 // Snapshot returns the worker's latest published state.
-func (w *WorkerRef) Snapshot() fleet.Snapshot { return *w.snap.Load() }
+func (w *WorkerRef) Snapshot() fleet.Snapshot {
+	s := *w.snap.Load()
+	s.InFlight, s.Queued = int(w.inFlight.Load()), int(w.queued.Load())
+	s.Completed, s.Failed = w.completed.Load(), w.failed.Load()
+	return s
+}
 
 // ProviderRef is a provider actor's address and published snapshot.
 type ProviderRef struct {
@@ -116,7 +127,7 @@ const (
 // Status is what model selection needs of the snapshot at now: a breaker whose open period has passed
 // admits a probe, so it no longer counts as open.
 func (s *ProviderSnapshot) Status(now time.Time) bandit.ProviderStatus {
-	st := bandit.ProviderStatus{RateLimitUse: s.RateLimitUse, Disabled: s.Disabled != ""}
+	st := bandit.ProviderStatus{RateLimitUse: s.RateLimitUse, Disabled: s.Disabled != "", ModelsOut: len(s.Models) > 0}
 	if s.Breaker.State == resilience.Open && now.Before(s.Breaker.OpenUntil) {
 		st.BreakerOpen, st.Until = true, s.Breaker.OpenUntil
 	} else if s.RateLimitUse >= 1 {

@@ -3,6 +3,7 @@ package actors
 import (
 	"github.com/conclave-ai/conclave/bandit"
 	"github.com/conclave-ai/conclave/classify"
+	"github.com/conclave-ai/conclave/collect"
 	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap/zapcore"
@@ -19,8 +20,8 @@ func (ps picksField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 			o.AddString("model", p.Model)
 			o.AddString("provider", p.Provider)
 			o.AddFloat64("sampled", p.Sampled)
-			o.AddFloat64("score", p.Score)
-			if p.Deprioritised {
+			if p.Deprioritised { // else the score is the sampled value
+				o.AddFloat64("score", p.Score)
 				o.AddBool("deprioritised", true)
 			}
 			if p.Explored {
@@ -44,6 +45,28 @@ func (ss skipsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 		}))
 	}
 	return appendMore(enc, len(ss))
+}
+
+// callsField summarises a request's settled calls: model, worker, status and latency, with the error's
+// kind for a call that failed.
+type callsField []*collect.Record
+
+func (cs callsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, r := range cs[:min(len(cs), logListMax)] {
+		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+			o.AddString("model", r.Job.Slot.Model)
+			o.AddString("worker", r.Job.Worker)
+			o.AddString("status", string(r.Status))
+			if r.Kind != "" {
+				o.AddString("error_kind", string(r.Kind))
+			}
+			if res, ok := r.Ref.(*messages.JobResult); ok {
+				o.AddFloat64("latency_ms", res.LatencyMs)
+			}
+			return nil
+		}))
+	}
+	return appendMore(enc, len(cs))
 }
 
 type countsField map[string]int

@@ -25,9 +25,11 @@ type ProviderActor struct {
 	log     *zap.Logger
 	breaker *resilience.Breaker
 	spread  resilience.Spread
-	// limiter is called off the actor (it may be Redis); its answers come back as messages.
-	limiter ratelimit.Limiter
-	usage   ratelimit.Usage
+	// limiter is called off the actor (it may be Redis), its answers coming back as messages, unless
+	// it is immediate: it never blocks, and is called in place.
+	limiter   ratelimit.Limiter
+	immediate bool
+	usage     ratelimit.Usage
 	// reserving is the acquisition whose reservation is out; only one is, so acquisitions are served
 	// in order. Until limitedUntil (or, with waitRelease, until a call of this provider ends), the
 	// limiter has said no and is not asked again.
@@ -45,6 +47,8 @@ type ProviderActor struct {
 	wake     func()
 	wakeAt   time.Time
 	hours    [24]hourBucket
+	// publishedAt is when the last snapshot was published (wall clock).
+	publishedAt time.Time
 }
 
 // modelState is what the provider knows of one of its models.
@@ -162,15 +166,20 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 	}
 }
 
-// askLimiter runs a limiter call that answers with usage off the actor (in it, for a limiter that
-// never blocks, with the answer still coming as a message).
+// askLimiter runs a limiter call that answers with usage off the actor, its answer coming back as a
+// message; a limiter that never blocks is called in place.
 func (p *ProviderActor) askLimiter(ctx actor.Context, released bool, call func(context.Context) (ratelimit.Usage, error)) {
-	self, root, log := ctx.Self(), ctx.ActorSystem().Root, p.log
-	if ratelimit.Immediate(p.limiter) {
-		u, _ := call(context.Background())
-		ctx.Send(self, &limiterUsage{usage: u, released: released})
+	if p.immediate {
+		// Answered in place: the caller serves the waiting acquisitions (or publishes) next.
+		p.usage, _ = call(context.Background())
+		if released {
+			p.waitRelease = false
+		} else {
+			p.publish()
+		}
 		return
 	}
+	self, root, log := ctx.Self(), ctx.ActorSystem().Root, p.log
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), limiterTimeout)
 		defer cancel()
@@ -195,27 +204,39 @@ func (p *ProviderActor) onReserved(ctx actor.Context, m *reserved) {
 		return
 	}
 	p.reserving = nil
-	p.usage = m.decision.Usage
-	m2 := p.model(r.a.Model)
-	if r.withdrawn || !m.decision.Allowed || m.err != nil {
+	if r.withdrawn {
+		p.usage = m.decision.Usage
 		p.breaker.Release(r.ticket)
-		m2.breaker.Release(r.modelTicket)
-		if r.withdrawn && m.decision.Allowed {
+		p.model(r.a.Model).breaker.Release(r.modelTicket)
+		if m.decision.Allowed && m.err == nil {
 			p.releaseSlot(ctx, m.jobID, 0)
 		}
+		return
+	}
+	if !p.settleReservation(ctx, r, m.decision, m.err) {
+		p.dropWaiting(r.a.JobId)
+	}
+}
+
+// settleReservation applies the limiter's answer to a reservation: a grant leases the permit, a
+// refusal gives the breaker tickets back. It reports whether the acquisition still waits.
+func (p *ProviderActor) settleReservation(ctx actor.Context, r *reservation, d ratelimit.Decision, err error) bool {
+	p.usage = d.Usage
+	if !d.Allowed || err != nil {
+		p.breaker.Release(r.ticket)
+		p.model(r.a.Model).breaker.Release(r.modelTicket)
 	}
 	switch {
-	case r.withdrawn:
-	case errors.Is(m.err, ratelimit.ErrTooLarge):
-		p.dropWaiting(r.a.JobId)
+	case errors.Is(err, ratelimit.ErrTooLarge):
 		p.deny(ctx, r.a, string(resilience.RequestTooLarge), 0)
-	case m.err != nil:
+		return false
+	case err != nil:
 		// The limiter failed (a fallback too): ask again shortly rather than admit unchecked.
-		p.log.Warn("rate limiter unavailable", zap.String("event", "limiter_error"), zap.Error(m.err))
+		p.log.Warn("rate limiter unavailable", zap.String("event", "limiter_error"), zap.Error(err))
 		p.limitedUntil = time.Now().Add(100 * time.Millisecond)
 		p.wakeBy(ctx, p.limitedUntil)
-	case !m.decision.Allowed:
-		d := m.decision
+		return true
+	case !d.Allowed:
 		if d.RetryAfter > 0 {
 			p.limitedUntil = time.Now().Add(d.RetryAfter)
 			p.wakeBy(ctx, p.limitedUntil)
@@ -227,10 +248,10 @@ func (p *ProviderActor) onReserved(ctx actor.Context, m *reserved) {
 		}
 		p.log.Debug("rate limited", zap.String("event", "rate_limited"), zap.String("reason", d.Reason),
 			zap.Duration("retry_after", d.RetryAfter), zap.Int("waiting", len(p.waiting)))
-	default:
-		p.dropWaiting(r.a.JobId)
-		p.grant(ctx, r)
+		return true
 	}
+	p.grant(ctx, r)
+	return false
 }
 
 // grant leases a permit whose reservation the limiter took.
@@ -277,6 +298,7 @@ func (p *ProviderActor) start() {
 	p.breaker = resilience.ResumeBreaker(settings, prev.Breaker)
 	p.spread = resilience.NewSpread(p.breaker.Settings().Threshold)
 	p.limiter = p.deps.limiter(p.ref.Name)
+	p.immediate = ratelimit.Immediate(p.limiter)
 	p.leases = map[string]lease{}
 	p.models = map[string]*modelState{}
 	for id, st := range prev.Models {
@@ -389,7 +411,16 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			p.refuse(ctx, a, "model_", err, m.breaker, clk)
 			continue
 		}
-		p.reserve(ctx, &reservation{a: a, ticket: ticket, modelTicket: modelTicket})
+		r := &reservation{a: a, ticket: ticket, modelTicket: modelTicket}
+		if p.immediate {
+			d, err := p.limiter.Reserve(context.Background(), a.JobId, int(a.Tokens))
+			if p.settleReservation(ctx, r, d, err) {
+				limited = true
+				kept = append(kept, a)
+			}
+			continue
+		}
+		p.reserve(ctx, r)
 		limited = true
 		kept = append(kept, a)
 	}
@@ -401,15 +432,10 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 	p.publish()
 }
 
-// reserve asks the limiter for an acquisition, off the actor.
+// reserve asks a limiter that may block for an acquisition, off the actor.
 func (p *ProviderActor) reserve(ctx actor.Context, r *reservation) {
 	p.reserving = r
 	self, root, limiter, id, tokens := ctx.Self(), ctx.ActorSystem().Root, p.limiter, r.a.JobId, int(r.a.Tokens)
-	if ratelimit.Immediate(limiter) {
-		d, err := limiter.Reserve(context.Background(), id, tokens)
-		ctx.Send(self, &reserved{jobID: id, decision: d, err: err})
-		return
-	}
 	go func() {
 		c, cancel := context.WithTimeout(context.Background(), limiterTimeout)
 		defer cancel()
@@ -636,7 +662,7 @@ func (p *ProviderActor) publish() {
 		}
 	}
 	u := p.usage
-	snap := &ProviderSnapshot{
+	snap := ProviderSnapshot{
 		Name:         p.ref.Name,
 		Breaker:      p.breaker.Snapshot(),
 		Limits:       p.deps.RateLimits[p.ref.Name],
@@ -662,8 +688,25 @@ func (p *ProviderActor) publish() {
 	if p.modelsChanged {
 		snap.Models = p.outOfPool(now)
 		p.modelsChanged = false
+	} else if wall := time.Now(); !decisionsDiffer(prev, &snap) && wall.Sub(p.publishedAt) < StatsEvery {
+		return // only the counters moved: they wait for the next publication
 	}
-	p.ref.snap.Store(snap)
+	p.publishedAt = time.Now()
+	published := snap // only a snapshot that is published leaves the stack
+	p.ref.snap.Store(&published)
+}
+
+// StatsEvery is how often at most a provider publishes a snapshot in which only its counters moved
+// (calls, tokens and calls in flight, reliability): a request changes them several times, and
+// publishing a snapshot for each was a fifth of the provider's cost. What selection decides on is
+// published at once; the counters at the latest with the next usage refresh.
+const StatsEvery = 100 * time.Millisecond
+
+// decisionsDiffer reports whether two snapshots differ in what selection and admission read: the
+// breaker, the limits' use, when a full limit has room, a disabled key, waiting acquisitions.
+func decisionsDiffer(a, b *ProviderSnapshot) bool {
+	return a.Breaker != b.Breaker || a.RateLimitUse != b.RateLimitUse || !a.RoomAt.Equal(b.RoomAt) || a.Disabled != b.Disabled ||
+		a.Waiting != b.Waiting || a.SharedLimits != b.SharedLimits
 }
 
 // outOfPool lists the models out of the pool at now, and why.

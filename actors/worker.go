@@ -26,10 +26,12 @@ type WorkerActor struct {
 	breaker   *resilience.Breaker
 	running   map[string]*runningJob
 	queue     []*messages.Dispatch
-	completed int64
-	failed    int64
 	health    fleet.Health
 	healthErr string
+	// watchAt is when the watchdog next looks for silent hosts: the earliest end of a running job's
+	// budget and grace. One timer serves every job, since budgets end in about the order jobs start.
+	watchAt   time.Time
+	stopWatch func()
 }
 
 // transportHealth is what the transport said of its connection.
@@ -45,20 +47,20 @@ type healthReporter interface {
 
 // runningJob is a job out on the host.
 type runningJob struct {
-	base      *messages.JobResult // the result's identity, for results the actor makes itself
+	job       *messages.Job
 	replyTo   *actor.PID
 	ticket    resilience.Ticket
 	cancel    context.CancelFunc
-	watchdog  func()
-	cancelled bool // its sender no longer wants it
+	silentAt  time.Time // its budget and grace are over: the host has not returned it
+	cancelled bool      // its sender no longer wants it
 }
 
 // jobDone carries a finished call back to its worker actor. It stays local to the worker's node, so it
 // is a plain struct.
 type jobDone struct{ result *messages.JobResult }
 
-// hostSilent is the watchdog of a running job: its budget and grace are over.
-type hostSilent struct{ jobID string }
+// watchdog is the worker's timer: look for running jobs whose host stayed silent past at.
+type watchdog struct{ at time.Time }
 
 // NewWorkerActor returns the producer of a worker actor.
 func NewWorkerActor(deps *Deps, ref *WorkerRef, transport fleet.Transport) actor.Producer {
@@ -79,7 +81,7 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 		}
 		prev := w.ref.Snapshot()
 		w.breaker = resilience.ResumeBreaker(settings, prev.Breaker)
-		w.completed, w.failed, w.health, w.healthErr = prev.Completed, prev.Failed, prev.Transport, prev.TransportError
+		w.health, w.healthErr = prev.Transport, prev.TransportError
 		if h, ok := w.transport.(healthReporter); ok {
 			self, root := ctx.Self(), ctx.ActorSystem().Root
 			h.OnHealth(func(health fleet.Health, err error) { root.Send(self, &transportHealth{health: health, err: err}) })
@@ -116,25 +118,53 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 		w.publish()
 	case *jobDone:
 		w.finish(ctx, m.result)
-	case hostSilent:
-		if r, ok := w.running[m.jobID]; ok {
-			r.cancel()
-			res := copyIdentity(r.base)
-			res.ErrorKind, res.ErrorMessage = string(resilience.HostTimeout), "the worker host did not return the call within its budget"
-			w.finish(ctx, res)
+	case watchdog:
+		if m.at.Equal(w.watchAt) {
+			w.stopWatch, w.watchAt = nil, time.Time{}
+			w.silentHosts(ctx)
 		}
 	case *actor.Restarting:
 		w.failAll(ctx, "the worker restarted after a crash")
 	case *actor.Stopping:
 		for _, r := range w.running {
 			r.cancel()
-			r.watchdog()
 		}
+		w.unwatch()
 	}
 }
 
-func copyIdentity(r *messages.JobResult) *messages.JobResult {
-	return &messages.JobResult{JobId: r.JobId, RequestId: r.RequestId, Kind: r.Kind, Model: r.Model, Provider: r.Provider, Worker: r.Worker, Attempt: r.Attempt}
+// silentHosts answers the running jobs past their budget and grace as host timeouts, and sets the
+// watchdog for the next.
+func (w *WorkerActor) silentHosts(ctx actor.Context) {
+	now := time.Now()
+	for _, r := range w.running {
+		if !now.Before(r.silentAt) {
+			r.cancel()
+			res := w.identity(r.job)
+			res.ErrorKind, res.ErrorMessage = string(resilience.HostTimeout), "the worker host did not return the call within its budget"
+			w.finish(ctx, res)
+		}
+	}
+	for _, r := range w.running {
+		w.watch(ctx, r.silentAt)
+	}
+}
+
+// watch makes sure the watchdog looks no later than at.
+func (w *WorkerActor) watch(ctx actor.Context, at time.Time) {
+	if !w.watchAt.IsZero() && !at.Before(w.watchAt) {
+		return
+	}
+	w.unwatch()
+	w.watchAt = at
+	w.stopWatch = w.deps.Timers.SendOnce(max(time.Until(at), 0), ctx.Self(), watchdog{at: at})
+}
+
+func (w *WorkerActor) unwatch() {
+	if w.stopWatch != nil {
+		w.stopWatch()
+		w.stopWatch, w.watchAt = nil, time.Time{}
+	}
 }
 
 // failAll answers every queued and running job as an internal fault: a crashed worker lost them, and
@@ -146,14 +176,15 @@ func (w *WorkerActor) failAll(ctx actor.Context, why string) {
 	}
 	for id, r := range w.running {
 		r.cancel()
-		r.watchdog()
-		fail(r.replyTo, copyIdentity(r.base))
+		fail(r.replyTo, w.identity(r.job))
 		delete(w.running, id)
 	}
 	for _, d := range w.queue {
 		fail(d.ReplyTo, w.identity(d.Job))
 	}
 	w.queue = nil
+	w.unwatch()
+	w.publish()
 }
 
 func (w *WorkerActor) identity(job *messages.Job) *messages.JobResult {
@@ -165,9 +196,9 @@ func (w *WorkerActor) identity(job *messages.Job) *messages.JobResult {
 // time it has.
 func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	job := d.Job
-	result := w.identity(job)
 	ticket, err := w.breaker.Allow()
 	if err != nil {
+		result := w.identity(job)
 		result.ErrorKind, result.ErrorMessage = string(resilience.WorkerUnavailable), "worker breaker open: "+err.Error()
 		ctx.Send(d.ReplyTo, result)
 		return
@@ -177,6 +208,7 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	if budget <= 0 {
 		// Its deadline passed while it waited in the queue: the call was never made.
 		w.breaker.Release(ticket)
+		result := w.identity(job)
 		result.ErrorKind, result.ErrorMessage = string(resilience.NotSent), "the deadline passed while the job waited for a free slot"
 		ctx.Send(d.ReplyTo, result)
 		return
@@ -185,17 +217,17 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 		budget = min(budget, t)
 	}
 	jobCtx, cancel := context.WithDeadline(context.Background(), now.Add(budget))
-	r := &runningJob{base: result, replyTo: d.ReplyTo, ticket: ticket, cancel: cancel}
-	r.watchdog = w.deps.Timers.SendOnce(budget+w.deps.hostGrace(budget), ctx.Self(), hostSilent{jobID: job.JobId})
+	r := &runningJob{job: job, replyTo: d.ReplyTo, ticket: ticket, cancel: cancel, silentAt: now.Add(budget + w.deps.hostGrace(budget))}
 	w.running[job.JobId] = r
+	w.watch(ctx, r.silentAt)
 	ctx.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds()})
 	call := fleet.CallOf(job)
-	self, root, transport := ctx.Self(), ctx.ActorSystem().Root, w.transport
+	self, root, transport, result := ctx.Self(), ctx.ActorSystem().Root, w.transport, w.identity(job)
 	w.deps.run(func() {
 		defer cancel()
 		began := time.Now()
 		reply, err := runCall(jobCtx, transport, call)
-		root.Send(self, &jobDone{result: fleet.ResultOf(copyIdentity(result), reply, err, time.Since(began))})
+		root.Send(self, &jobDone{result: fleet.ResultOf(result, reply, err, time.Since(began))})
 	})
 }
 
@@ -218,7 +250,6 @@ func (w *WorkerActor) finish(ctx actor.Context, res *messages.JobResult) {
 		return
 	}
 	delete(w.running, res.JobId)
-	r.watchdog()
 	kind := resilience.Kind(res.ErrorKind)
 	if res.Ok {
 		kind = ""
@@ -230,9 +261,9 @@ func (w *WorkerActor) finish(ctx actor.Context, res *messages.JobResult) {
 			zap.String("provider", res.Provider), zap.Float64("latency_ms", res.LatencyMs))
 	}
 	if res.Ok {
-		w.completed++
+		w.ref.completed.Add(1)
 	} else {
-		w.failed++
+		w.ref.failed.Add(1)
 	}
 	ctx.Send(r.replyTo, res)
 	for len(w.queue) > 0 && len(w.running) < max(w.ref.Spec.Slots, 1) {
@@ -258,10 +289,15 @@ func effect(e resilience.Effect) messages.Effect {
 	return messages.Effect_EFFECT_NEUTRAL
 }
 
+// publish sets the worker's job counters and, when its breaker or its connection changed, a new
+// snapshot.
 func (w *WorkerActor) publish() {
-	w.ref.snap.Store(&fleet.Snapshot{
-		Name: w.ref.Spec.Name, Tier: w.ref.Spec.Tier, Slots: w.ref.Spec.Slots,
-		InFlight: len(w.running), Queued: len(w.queue), Breaker: w.breaker.Snapshot(),
-		Completed: w.completed, Failed: w.failed, Transport: w.health, TransportError: w.healthErr,
-	})
+	w.ref.inFlight.Store(int32(len(w.running)))
+	w.ref.queued.Store(int32(len(w.queue)))
+	prev, breaker := w.ref.snap.Load(), w.breaker.Snapshot()
+	if prev.Breaker == breaker && prev.Transport == w.health && prev.TransportError == w.healthErr {
+		return
+	}
+	w.ref.snap.Store(&fleet.Snapshot{Name: w.ref.Spec.Name, Tier: w.ref.Spec.Tier, Slots: w.ref.Spec.Slots, Breaker: breaker,
+		Transport: w.health, TransportError: w.healthErr})
 }

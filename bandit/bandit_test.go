@@ -302,7 +302,8 @@ func TestSelectProperties(t *testing.T) {
 
 		eligible := map[string]bool{}
 		for i := range cands {
-			if reason, _ := q.reject(&cands[i], q.Providers[cands[i].Provider]); reason == 0 {
+			status, known := q.Providers[cands[i].Provider]
+			if reason, _ := q.reject(&cands[i], status, known); reason == 0 {
 				eligible[cands[i].Model] = true
 			}
 		}

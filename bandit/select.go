@@ -26,6 +26,9 @@ type ProviderStatus struct {
 	// Until is when an open breaker admits a probe or an exhausted limit has room again; zero when
 	// neither applies or it is not known.
 	Until time.Time
+	// ModelsOut says some of the provider's models are out of the pool: Query.Unavailable is asked
+	// about its models only then (and about those of providers the query does not know).
+	ModelsOut bool
 }
 
 // Policy is a selection policy. Thompson Sampling is the production policy; the others are baselines
@@ -166,8 +169,8 @@ func RateLimitDamping(use float64) float64 {
 }
 
 // reject runs the eligibility filters in order and returns the first reason to skip c, or 0, with when
-// the reason passes.
-func (q *Query) reject(c *Candidate, status ProviderStatus) (SkipReason, time.Time) {
+// the reason passes. known says the query holds c's provider's status.
+func (q *Query) reject(c *Candidate, status ProviderStatus, known bool) (SkipReason, time.Time) {
 	switch {
 	case len(q.Requested) > 0 && !q.Requested[c.Model]:
 		return NotRequested, time.Time{}
@@ -181,7 +184,7 @@ func (q *Query) reject(c *Candidate, status ProviderStatus) (SkipReason, time.Ti
 		return BreakerOpen, status.Until
 	case status.RateLimitUse >= 1:
 		return RateLimitExhausted, status.Until
-	case q.Unavailable != nil:
+	case q.Unavailable != nil && (status.ModelsOut || !known):
 		return q.Unavailable(c.Model, c.Provider)
 	}
 	return 0, time.Time{}
@@ -197,10 +200,11 @@ func Select(rng *rand.Rand, cands []Candidate, q Query) Selection {
 	if q.Policy == UCB1 {
 		logTotal = math.Log(float64(q.TotalPulls) + 1)
 	}
+	var statuses providerStatuses
 	for i := range cands {
 		c := &cands[i]
-		status := q.Providers[c.Provider]
-		if reason, until := q.reject(c, status); reason != 0 {
+		status, known := statuses.get(q.Providers, c.Provider)
+		if reason, until := q.reject(c, status, known); reason != 0 {
 			sel.Skipped = append(sel.Skipped, Skip{Model: c.Model, Provider: c.Provider, Reason: reason, Until: until})
 			continue
 		}
@@ -220,12 +224,37 @@ func Select(rng *rand.Rand, cands []Candidate, q Query) Selection {
 			v = rng.Float64()
 		}
 		damp := RateLimitDamping(status.RateLimitUse)
-		insertTop(&sel.Picks, n, Pick{Model: c.Model, Provider: c.Provider, Sampled: v, Score: v * damp, Deprioritised: damp < 1, Alpha: c.Alpha, Beta: c.Beta})
+		if score := v * damp; len(sel.Picks) < n || score >= sel.Picks[n-1].Score { // most candidates miss the top n
+			insertTop(&sel.Picks, n, Pick{Model: c.Model, Provider: c.Provider, Sampled: v, Score: score, Deprioritised: damp < 1, Alpha: c.Alpha, Beta: c.Beta})
+		}
 	}
 	if q.Policy == EpsilonGreedy {
 		explore(rng, cands, &q, &sel)
 	}
 	return sel
+}
+
+// providerStatuses remembers the statuses of the few providers a selection meets, so that each of
+// its candidates costs a comparison of names instead of a map lookup.
+type providerStatuses struct {
+	names    [8]string
+	statuses [8]ProviderStatus
+	known    [8]bool
+	n        int
+}
+
+func (ps *providerStatuses) get(all map[string]ProviderStatus, name string) (ProviderStatus, bool) {
+	for i := range ps.n {
+		if ps.names[i] == name {
+			return ps.statuses[i], ps.known[i]
+		}
+	}
+	st, known := all[name]
+	if ps.n < len(ps.names) {
+		ps.names[ps.n], ps.statuses[ps.n], ps.known[ps.n] = name, st, known
+		ps.n++
+	}
+	return st, known
 }
 
 // insertTop keeps picks sorted by descending score (then model id) and at most n long.
@@ -280,7 +309,8 @@ func explore(rng *rand.Rand, cands []Candidate, q *Query, sel *Selection) {
 			if picked[c.Model] {
 				continue
 			}
-			if reason, _ := q.reject(c, q.Providers[c.Provider]); reason != 0 {
+			status, known := q.Providers[c.Provider]
+			if reason, _ := q.reject(c, status, known); reason != 0 {
 				continue
 			}
 			seen++

@@ -381,11 +381,7 @@ func (c *Classifier) Classify(task string) Result {
 	}
 	softmax(s)
 
-	order := make([]int, k)
-	for i := range order {
-		order[i] = i
-	}
-	sort.Slice(order, func(a, b int) bool { return s[order[a]] > s[order[b]] })
+	order := top3(s)
 	best := Categories[order[0]]
 	r := Result{
 		Category:   best,
@@ -394,6 +390,7 @@ func (c *Classifier) Classify(task string) Result {
 		Signals:    signals,
 		Metadata:   ExtractMetadata(task),
 	}
+	r.Alternatives = make([]Scored, 0, 2)
 	for _, i := range order[1:3] {
 		r.Alternatives = append(r.Alternatives, Scored{Category: Categories[i], Probability: s[i]})
 	}
@@ -403,6 +400,21 @@ func (c *Classifier) Classify(task string) Result {
 	r.LowConfidence = r.Confidence < c.opts.LowConfidence
 	r.Priority = PriorityOf(r.Category)
 	return r
+}
+
+// top3 returns the indices of the three highest scores, highest first; equal scores keep their order.
+func top3(s []float64) [3]int {
+	top := [3]int{-1, -1, -1}
+	for i, x := range s {
+		for k := range top {
+			if top[k] < 0 || x > s[top[k]] {
+				copy(top[k+1:], top[k:2])
+				top[k] = i
+				break
+			}
+		}
+	}
+	return top
 }
 
 func softmax(s []float64) {

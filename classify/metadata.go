@@ -109,20 +109,28 @@ func detectLanguage(task string) (lang string, code bool) {
 	return lang, fenced || lang != ""
 }
 
-// mayNameFile reports whether task could hold a match of filePattern: a dot after a name's character
-// and before a letter. Most tasks hold none, and the pattern costs microseconds to fail.
+// fileExtensions are the extensions filePattern knows.
+var fileExtensions = strings.Split("go|py|ts|tsx|js|jsx|mjs|java|kt|rs|c|h|cc|cpp|hpp|rb|cs|php|sql|sh|bash|swift|scala|ex|exs|hs|lua|dart|r|m|tf|yaml|yml", "|")
+
+// mayNameFile reports whether task could hold a match of filePattern: a name's character, a dot and one
+// of the extensions ending a word. Most tasks hold none, and the pattern costs microseconds to fail.
 func mayNameFile(task string) bool {
 	for i := 1; i+1 < len(task); i++ {
-		if task[i] != '.' {
+		if task[i] != '.' || !(wordByte(task[i-1]) || task[i-1] == '/' || task[i-1] == '-' || task[i-1] == '.') {
 			continue
 		}
-		before, after := task[i-1], task[i+1]
-		name := before == '_' || before == '/' || before == '-' || before == '.' || '0' <= before && before <= '9' || 'a' <= before && before <= 'z' || 'A' <= before && before <= 'Z'
-		if name && ('a' <= after && after <= 'z' || 'A' <= after && after <= 'Z') {
-			return true
+		for _, ext := range fileExtensions {
+			if end := i + 1 + len(ext); strings.HasPrefix(task[i+1:], ext) && (end == len(task) || !wordByte(task[end])) {
+				return true
+			}
 		}
 	}
 	return false
+}
+
+// wordByte is an ASCII byte of \w.
+func wordByte(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
 }
 
 func syntaxLanguage(task string) string {

@@ -8,6 +8,7 @@ package collect
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -127,7 +128,7 @@ type Slot struct {
 	Model    string
 	Provider string
 	attempts int
-	used     map[string]bool // workers already tried
+	used     []string // workers already tried
 	state    slotState
 	retryAt  time.Time
 	avoid    bool // the retry goes to another worker
@@ -313,7 +314,7 @@ func JobSeq(id string) (int, bool) {
 }
 
 func (m *Machine) newSlot(a Assignment) *Slot {
-	s := &Slot{Index: len(m.slots), Model: a.Model, Provider: a.Provider, used: map[string]bool{}, retry: -1}
+	s := &Slot{Index: len(m.slots), Model: a.Model, Provider: a.Provider, retry: -1}
 	m.slots = append(m.slots, s)
 	m.tried[a.Model] = true
 	return s
@@ -331,7 +332,9 @@ func (m *Machine) Start(now time.Time) []Effect {
 func (m *Machine) startJob(s *Slot, worker string) *Job {
 	j := &Job{Seq: len(m.jobs), Slot: s, Worker: worker, Attempt: s.attempts}
 	s.attempts++
-	s.used[worker] = true
+	if !slices.Contains(s.used, worker) {
+		s.used = append(s.used, worker)
+	}
 	s.state = slotPending
 	if s.retry >= 0 {
 		m.retries[s.retry].ToWorker = worker
@@ -448,7 +451,10 @@ func (m *Machine) Tick(now time.Time) []Effect {
 		}
 		var avoid map[string]bool
 		if s.avoid {
-			avoid = s.used
+			avoid = make(map[string]bool, len(s.used))
+			for _, w := range s.used {
+				avoid[w] = true
+			}
 		}
 		worker, ok := m.env.Worker(avoid)
 		if !ok {

@@ -175,7 +175,7 @@ func Decide(in Input) (Result, error) {
 	r.Strategy = in.Strategy
 	r.Weighted = b.weighted
 	r.Support = b.support
-	r.Contributed = b.contributed(r.Answer)
+	r.Contributed = b.contributed(r.Answer, r.Chosen)
 	r.Agreement, r.Disagreement = b.points(r.Chosen)
 	if v != nil && r.Arbiter == in.Arbiter && (len(v.Agreement) > 0 || len(v.Disagreement) > 0) {
 		r.Agreement, r.Disagreement = nonNil(v.Agreement), nonNil(v.Disagreement)
@@ -220,10 +220,12 @@ type ballot struct {
 
 func newBallot(resps []Response, qualityFromAgreement bool, kind Kind, quality []float64) *ballot {
 	n := len(resps)
-	b := &ballot{kind: kind, resps: resps, docs: make([]analysed, n), sim: make([][]float64, n), weighted: make([]float64, n), support: make([]float64, n)}
+	b := &ballot{kind: kind, resps: resps, docs: make([]analysed, n), sim: make([][]float64, n)}
+	cells := make([]float64, n*n+2*n) // the similarity matrix, then the weighted scores and the support
+	b.weighted, b.support = cells[n*n:n*n+n:n*n+n], cells[n*n+n:]
 	for i, r := range resps {
 		b.docs[i] = analyse(r.Text, kind)
-		b.sim[i] = make([]float64, n)
+		b.sim[i] = cells[i*n : (i+1)*n : (i+1)*n]
 		b.sim[i][i] = 1
 	}
 	for i := 0; i < n; i++ {
@@ -418,9 +420,15 @@ func (b *ballot) pairwise(in Input) Result {
 	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: scores, Arbiter: arbiter}
 }
 
-// contributed marks the responses at least ContributionThreshold similar to the final answer.
-func (b *ballot) contributed(answer string) []bool {
-	a := analyse(answer, b.kind)
+// contributed marks the responses at least ContributionThreshold similar to the final answer, which is
+// most often the chosen response's own text.
+func (b *ballot) contributed(answer string, chosen int) []bool {
+	var a analysed
+	if chosen >= 0 && chosen < len(b.resps) && answer == b.resps[chosen].Text {
+		a = b.docs[chosen]
+	} else {
+		a = analyse(answer, b.kind)
+	}
 	out := make([]bool, len(b.resps))
 	for i := range b.docs {
 		out[i] = similarity(&a, &b.docs[i]) >= ContributionThreshold

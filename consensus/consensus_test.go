@@ -358,3 +358,37 @@ func BenchmarkLocalArbiter6x300Words(b *testing.B) {
 		}
 	}
 }
+
+// benchFreeText is six answers of five sentences in the shape of a plan, most sentences shared by a
+// majority and some each answer's own: the shape the simulated models give a free-text task.
+func benchFreeText() []Response {
+	shared := []string{"Start with the billing schema, then look at the replicas.", "The main risk lies in the cutover when the traffic changes.",
+		"Keep the writes separate from the reads.", "Measure the latency before tuning the queries.", "Document how the service depends on the database."}
+	own := []string{"Prefer a simple dump over a clever replication.", "Check the indexes against the queries first.",
+		"Treat the old cluster as the source of truth for the migration.", "Keep the quarters separate from the tenants."}
+	resps := make([]Response, 6)
+	for i := range resps {
+		var b strings.Builder
+		for k, s := range shared {
+			if (i+k)%4 == 3 {
+				s = own[(i+k)%len(own)]
+			}
+			if k > 0 {
+				b.WriteByte(' ')
+			}
+			b.WriteString(s)
+		}
+		resps[i] = Response{Model: fmt.Sprintf("m%d", i), Text: b.String(), Capability: 0.9, Recency: 0.7, Reliability: 0.95, Learned: 0.5 + float64(i)/20}
+	}
+	return resps
+}
+
+func BenchmarkMajority6FreeText(b *testing.B) {
+	in := Input{Strategy: blueprints.Majority, Responses: benchFreeText(), QualityFromAgreement: true}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Decide(in); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -1,8 +1,8 @@
 package consensus
 
 import (
-	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -25,7 +25,7 @@ func (b *ballot) points(chosen int) (agreement, disagreement []string) {
 			for k, i := range members {
 				names[k] = b.resps[i].Model
 			}
-			point := fmt.Sprintf("%q from %d of %d: %s", b.docs[members[0]].key, len(members), n, strings.Join(names, ", "))
+			point := strconv.Quote(b.docs[members[0]].key) + " from " + strconv.Itoa(len(members)) + " of " + strconv.Itoa(n) + ": " + strings.Join(names, ", ")
 			if g == groupOf[chosen] {
 				agreement = append(agreement, point)
 			} else if len(disagreement) < maxPoints {
@@ -35,44 +35,68 @@ func (b *ballot) points(chosen int) (agreement, disagreement []string) {
 		return agreement, disagreement
 	}
 
+	// A claim's words are a range of one shared array; its sources are counted as the responses are
+	// read in order, so a response already counted is the last one.
 	type claim struct {
-		text     string
-		words    []uint64
-		sources  []int
-		response int
+		text        string
+		from, to    int
+		sources     int
+		last, first int
 	}
 	var claims []claim
+	var texts []string
+	words := make([]uint64, 0, 256)
 	for i, r := range b.resps {
-		for _, s := range splitClaims(r.Text) {
-			w := wordSet(s)
+		texts = appendClaims(texts[:0], r.Text)
+		for _, s := range texts {
+			from := len(words)
+			words = appendWordHashes(words, s)
+			slices.Sort(words[from:])
+			words = words[:from+len(slices.Compact(words[from:]))]
+			w := words[from:]
 			if len(w) < 3 {
+				words = words[:from]
 				continue
 			}
 			merged := false
 			for k := range claims {
-				if jaccard(claims[k].words, w) >= claimOverlap {
-					if !slices.Contains(claims[k].sources, i) {
-						claims[k].sources = append(claims[k].sources, i)
+				c := &claims[k]
+				if overlaps(words[c.from:c.to], w) {
+					if c.last != i {
+						c.sources, c.last = c.sources+1, i
 					}
 					merged = true
 					break
 				}
 			}
-			if !merged {
-				claims = append(claims, claim{text: s, words: w, sources: []int{i}, response: i})
+			if merged {
+				words = words[:from]
+			} else {
+				claims = append(claims, claim{text: s, from: from, to: len(words), sources: 1, last: i, first: i})
 			}
 		}
 	}
 	majority := n/2 + 1
+	of := " of " + strconv.Itoa(n) + ")"
 	for _, c := range claims {
 		switch {
-		case n > 1 && len(c.sources) >= majority && len(agreement) < maxPoints:
-			agreement = append(agreement, fmt.Sprintf("%s (%d of %d)", c.text, len(c.sources), n))
-		case n > 1 && len(c.sources) == 1 && len(disagreement) < maxPoints:
-			disagreement = append(disagreement, fmt.Sprintf("%s (only %s)", c.text, b.resps[c.response].Model))
+		case n > 1 && c.sources >= majority && len(agreement) < maxPoints:
+			agreement = append(agreement, c.text+" ("+strconv.Itoa(c.sources)+of)
+		case n > 1 && c.sources == 1 && len(disagreement) < maxPoints:
+			disagreement = append(disagreement, c.text+" (only "+b.resps[c.first].Model+")")
 		}
 	}
 	return agreement, disagreement
+}
+
+// overlaps reports whether two claims' word sets state the same point: a Jaccard overlap of at least
+// claimOverlap. Sets too different in size cannot, and are not compared word by word.
+func overlaps(a, b []uint64) bool {
+	small, large := min(len(a), len(b)), max(len(a), len(b))
+	if float64(small) < claimOverlap*float64(large) {
+		return false
+	}
+	return jaccard(a, b) >= claimOverlap
 }
 
 func (b *ballot) allShort() bool {
@@ -87,10 +111,10 @@ func (b *ballot) allShort() bool {
 // maxClaimsPerResponse bounds the work on long answers.
 const maxClaimsPerResponse = 12
 
-func splitClaims(text string) []string {
-	var out []string
-	start := 0
-	for i := 0; i <= len(text) && len(out) < maxClaimsPerResponse; i++ {
+// appendClaims appends the claims of text: its sentences and list items, without their bullets.
+func appendClaims(out []string, text string) []string {
+	start, found := 0, 0
+	for i := 0; i <= len(text) && found < maxClaimsPerResponse; i++ {
 		end := i == len(text)
 		if !end {
 			c := text[i]
@@ -100,17 +124,12 @@ func splitClaims(text string) []string {
 			s := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(text[start:i]), "-*•0123456789.) "))
 			if s != "" {
 				out = append(out, s)
+				found++
 			}
 			start = i + 1
 		}
 	}
 	return out
-}
-
-func wordSet(s string) []uint64 {
-	set := appendWordHashes(make([]uint64, 0, 16), s)
-	slices.Sort(set)
-	return slices.Compact(set)
 }
 
 func jaccard(a, b []uint64) float64 {

@@ -1,7 +1,6 @@
 package consensus
 
 import (
-	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -12,8 +11,6 @@ import (
 // shortWords is the length (in words, after normalisation) up to which an answer is categorical: two
 // such answers agree exactly when their normal forms are equal.
 const shortWords = 4
-
-var hashSeed = maphash.MakeSeed()
 
 // term is a hashed word with its count in a text.
 type term struct {
@@ -54,6 +51,7 @@ func analyse(text string, kind Kind) analysed {
 		}
 	}
 	slices.Sort(hashes)
+	a.terms = make([]term, 0, len(hashes))
 	for _, h := range hashes {
 		if n := len(a.terms); n > 0 && a.terms[n-1].hash == h {
 			a.terms[n-1].count++
@@ -68,35 +66,44 @@ func analyse(text string, kind Kind) analysed {
 	return a
 }
 
-// appendWordHashes appends the hash of every lower-cased word (a run of letters and digits) of text.
+// appendWordHashes appends the hash of every lower-cased word (a run of letters and digits) of text:
+// FNV-1a over the word's lower-cased bytes, computed as the text is read, without copying the word.
 func appendWordHashes(dst []uint64, text string) []uint64 {
-	var buf [64]byte
-	word := buf[:0]
-	for i := 0; i <= len(text); {
-		inWord := false
-		if i < len(text) {
-			if c := text[i]; c < utf8.RuneSelf {
-				i++
-				switch {
-				case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
-					word, inWord = append(word, c), true
-				case 'A' <= c && c <= 'Z':
-					word, inWord = append(word, c+'a'-'A'), true
-				}
-			} else {
-				r, size := utf8.DecodeRuneInString(text[i:])
-				i += size
-				if unicode.IsLetter(r) || unicode.IsDigit(r) {
-					word, inWord = utf8.AppendRune(word, unicode.ToLower(r)), true
-				}
-			}
-		} else {
+	const offset, prime = 14695981039346656037, 1099511628211
+	h, inWord := uint64(offset), false
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
 			i++
+			switch {
+			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+			case 'A' <= c && c <= 'Z':
+				c += 'a' - 'A'
+			default:
+				if inWord {
+					dst, h, inWord = append(dst, h), offset, false
+				}
+				continue
+			}
+			h, inWord = (h^uint64(c))*prime, true
+			continue
 		}
-		if !inWord && len(word) > 0 {
-			dst = append(dst, maphash.Bytes(hashSeed, word))
-			word = word[:0]
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+			if inWord {
+				dst, h, inWord = append(dst, h), offset, false
+			}
+			continue
 		}
+		var buf [utf8.UTFMax]byte
+		for _, b := range buf[:utf8.EncodeRune(buf[:], unicode.ToLower(r))] {
+			h = (h ^ uint64(b)) * prime
+		}
+		inWord = true
+	}
+	if inWord {
+		dst = append(dst, h)
 	}
 	return dst
 }

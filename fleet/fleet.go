@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"time"
 
 	"github.com/conclave-ai/conclave/providers"
@@ -140,9 +139,14 @@ func Assign(workers []Snapshot, n int, heavy bool, now time.Time, exclude func(s
 	}
 	out := make([]string, n)
 	for i := range out {
-		sort.SliceStable(candidates, func(a, b int) bool { return less(candidates[a], candidates[b], heavy) })
-		out[i] = candidates[0].Name
-		candidates[0].InFlight++
+		best := 0
+		for c := 1; c < len(candidates); c++ {
+			if less(candidates[c], candidates[best], heavy) {
+				best = c
+			}
+		}
+		out[i] = candidates[best].Name
+		candidates[best].InFlight++
 	}
 	return out, rejected, nil
 }

@@ -440,22 +440,35 @@ func integer(fields map[string]json.RawMessage, name string, bad *validation.Err
 
 // The response of POST /route-thompson.
 type routeResponse struct {
-	RequestID       string             `json:"request_id"`
-	ClientRequestID string             `json:"client_request_id,omitempty"`
-	Category        string             `json:"category"`
-	Confidence      float64            `json:"confidence"`
-	Blueprint       blueprintView      `json:"blueprint"`
-	Answer          string             `json:"answer"`
-	Consensus       consensusView      `json:"consensus"`
-	Responses       []responseView     `json:"responses"`
-	Phases          map[string]float64 `json:"phases"`
-	Retries         []retryView        `json:"retries"`
-	Degraded        bool               `json:"degraded"`
+	RequestID       string         `json:"request_id"`
+	ClientRequestID string         `json:"client_request_id,omitempty"`
+	Category        string         `json:"category"`
+	Confidence      float64        `json:"confidence"`
+	Blueprint       blueprintView  `json:"blueprint"`
+	Answer          string         `json:"answer"`
+	Consensus       consensusView  `json:"consensus"`
+	Responses       []responseView `json:"responses"`
+	Phases          *phasesView    `json:"phases"`
+	Retries         []retryView    `json:"retries"`
+	Degraded        bool           `json:"degraded"`
 	// Usage and Cost (US dollars) sum every call the request made, the arbiter's included.
 	Usage usageView `json:"usage"`
 	Cost  float64   `json:"cost"`
 	// Quorum says how many of the selected models were asked, in how many waves, and why asking stopped.
 	Quorum *quorumView `json:"quorum,omitempty"`
+}
+
+// phasesView is each phase's time, its fields in the order of their names.
+type phasesView struct {
+	AssignMs    float64 `json:"assign_ms"`
+	BlueprintMs float64 `json:"blueprint_ms"`
+	ClassifyMs  float64 `json:"classify_ms"`
+	CollectMs   float64 `json:"collect_ms"`
+	ConsensusMs float64 `json:"consensus_ms"`
+	DispatchMs  float64 `json:"dispatch_ms"`
+	FeedbackMs  float64 `json:"feedback_ms"`
+	SelectMs    float64 `json:"select_ms"`
+	TotalMs     float64 `json:"total_ms"`
 }
 
 type quorumView struct {
@@ -565,10 +578,8 @@ func renderRoute(e *messages.Execution) routeResponse {
 			Usage: viewUsage(r.Usage), Cost: r.Cost}
 	}
 	if p := e.Phases; p != nil {
-		resp.Phases = map[string]float64{
-			"classify_ms": p.ClassifyMs, "blueprint_ms": p.BlueprintMs, "select_ms": p.SelectMs, "assign_ms": p.AssignMs,
-			"dispatch_ms": p.DispatchMs, "collect_ms": p.CollectMs, "consensus_ms": p.ConsensusMs, "feedback_ms": p.FeedbackMs, "total_ms": p.TotalMs,
-		}
+		resp.Phases = &phasesView{ClassifyMs: p.ClassifyMs, BlueprintMs: p.BlueprintMs, SelectMs: p.SelectMs, AssignMs: p.AssignMs,
+			DispatchMs: p.DispatchMs, CollectMs: p.CollectMs, ConsensusMs: p.ConsensusMs, FeedbackMs: p.FeedbackMs, TotalMs: p.TotalMs}
 	}
 	return resp
 }

@@ -205,19 +205,20 @@ func TestReadOnlyViews(t *testing.T) {
 			} `json:"arms"`
 		} `json:"models"`
 	}
-	tb.do(http.MethodGet, "/models", nil, &models)
-	if len(models.Models) < 200 {
-		t.Fatalf("%d models", len(models.Models))
-	}
-	found := false
-	for _, m := range models.Models {
-		if a, ok := m.Arms["general"]; ok && m.ID == "deepseek-chat" {
-			found = a.Alpha+a.Beta == 3 && a.Mean == a.Alpha/(a.Alpha+a.Beta)
+	// The reward reaches its arm's actor after the answer: the listing shows it soon after.
+	rewarded := func() bool {
+		tb.do(http.MethodGet, "/models", nil, &models)
+		if len(models.Models) < 200 {
+			t.Fatalf("%d models", len(models.Models))
 		}
+		for _, m := range models.Models {
+			if a, ok := m.Arms["general"]; ok && m.ID == "deepseek-chat" {
+				return a.Alpha+a.Beta == 3 && a.Mean == a.Alpha/(a.Alpha+a.Beta)
+			}
+		}
+		return false
 	}
-	if !found {
-		t.Fatal("the rewarded arm is not listed with alpha + beta = 3")
-	}
+	waitFor(t, rewarded)
 	var byCategory struct {
 		Models []struct {
 			Arms map[string]any `json:"arms"`
@@ -322,11 +323,19 @@ func TestEveryDecisionIsLoggedWithTheRequestID(t *testing.T) {
 		t.Fatalf("status %d", status)
 	}
 	events := map[string]int{}
+	var calls []any
 	for _, e := range tb.logs.All() {
 		fields := e.ContextMap()
 		if fields["request_id"] == resp.RequestID {
 			events[fmt.Sprint(fields["event"])]++
+			if fields["event"] == "collect_done" {
+				calls, _ = fields["calls"].([]any)
+			}
 		}
+	}
+	// collect_done summarises every call; an answer's own reply line is a debug line.
+	if len(calls) != resp.Blueprint.Workers {
+		t.Errorf("collect_done lists %d calls for %d workers: %v", len(calls), resp.Blueprint.Workers, calls)
 	}
 	for _, name := range []string{"request_received", "classification", "blueprint", "selection", "assignment", "dispatch", "reply",
 		"collect_done", "arbiter", "consensus", "bandit_updates", "request_completed"} {

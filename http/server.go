@@ -4,6 +4,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"crypto/subtle"
@@ -16,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -276,16 +278,33 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request, _ httprouter.Par
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
 }
 
+// writeJSON writes v as the whole body, encoded first into a pooled buffer so that the answer goes out
+// with its Content-Length in one write rather than in chunks.
 func writeJSON(w http.ResponseWriter, status int, v any) {
-	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(status)
-	enc := json.NewEncoder(w)
+	buf := bodies.Get().(*bytes.Buffer)
+	defer bodies.Put(buf)
+	buf.Reset()
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	if isPretty(w) {
 		enc.SetIndent("", "  ")
 	}
 	_ = enc.Encode(v)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+	if buf.Cap() > maxPooledBody {
+		*buf = bytes.Buffer{} // a rare large answer does not stay in the pool
+	}
 }
+
+// bodies pools the buffers answers are encoded into.
+var bodies = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledBody is the largest buffer kept for the next answer.
+const maxPooledBody = 64 << 10
 
 type errorBody struct {
 	Error errorDetail `json:"error"`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -22,7 +23,7 @@ func New(level, format string, w io.Writer) (*zap.Logger, error) {
 	}
 	enc := zap.NewProductionEncoderConfig()
 	enc.TimeKey = "ts"
-	enc.EncodeTime = zapcore.ISO8601TimeEncoder
+	enc.EncodeTime = ISO8601
 	var encoder zapcore.Encoder
 	switch format {
 	case "json", "":
@@ -32,8 +33,41 @@ func New(level, format string, w io.Writer) (*zap.Logger, error) {
 	default:
 		return nil, fmt.Errorf("log format %q: want json or console", format)
 	}
-	return zap.New(zapcore.NewCore(encoder, zapcore.Lock(zapcore.AddSync(w)), lvl)), nil
+	var sink zapcore.WriteSyncer
+	if b, ok := w.(*zapcore.BufferedWriteSyncer); ok {
+		sink = b // it locks its buffer itself
+	} else {
+		sink = zapcore.Lock(zapcore.AddSync(w))
+	}
+	return zap.New(zapcore.NewCore(encoder, sink, lvl)), nil
 }
+
+// ISO8601 encodes a time as zap's ISO8601TimeEncoder does ("2006-01-02T15:04:05.000Z0700"), but
+// formats the date and the second only once per second: a server writes many lines a second, and
+// formatting each time by its layout was a fifth of a line's cost.
+func ISO8601(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
+	sec := t.Unix()
+	c := isoSecond.Load()
+	if c == nil || c.sec != sec || c.loc != t.Location() {
+		c = &isoCache{sec: sec, loc: t.Location(), date: t.Format("2006-01-02T15:04:05"), zone: t.Format("Z0700")}
+		isoSecond.Store(c)
+	}
+	ms := t.Nanosecond() / int(time.Millisecond)
+	var buf [40]byte
+	b := append(buf[:0], c.date...)
+	b = append(b, '.', byte('0'+ms/100), byte('0'+ms/10%10), byte('0'+ms%10))
+	b = append(b, c.zone...)
+	enc.AppendByteString(b)
+}
+
+// isoCache is the formatted second of the latest line.
+type isoCache struct {
+	sec        int64
+	loc        *time.Location
+	date, zone string
+}
+
+var isoSecond atomic.Pointer[isoCache]
 
 // Buffer returns w behind a buffer of 256 KiB flushed every 100 ms and when full: a server writes
 // about twenty lines per request, and one write each would cost a system call. Stop flushes it and

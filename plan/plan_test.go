@@ -32,10 +32,14 @@ func (w *world) Candidates(string) *[]bandit.Candidate {
 	}
 	return &out
 }
-func (w *world) Release(*[]bandit.Candidate)                {}
-func (w *world) TotalPulls(string) int64                    { return 0 }
-func (w *world) Provider(name string) bandit.ProviderStatus { return w.providers[name] }
-func (w *world) Workers() []fleet.Snapshot                  { return w.workers }
+func (w *world) Release(*[]bandit.Candidate) {}
+func (w *world) TotalPulls(string) int64     { return 0 }
+func (w *world) Provider(name string) bandit.ProviderStatus {
+	s := w.providers[name]
+	s.ModelsOut = len(w.models) > 0 // Model answers for every provider's models
+	return s
+}
+func (w *world) Workers() []fleet.Snapshot { return w.workers }
 func (w *world) Model(m, _ string, _ time.Time) (bandit.SkipReason, time.Time) {
 	if r, ok := w.models[m]; ok {
 		return r, epoch.Add(20 * time.Second)

@@ -5,10 +5,9 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
-	"hash/fnv"
-	"io"
 	"math"
 	"math/rand/v2"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -138,15 +137,13 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 		return Reply{}, &resilience.Error{Kind: resilience.RequestTooLarge, Provider: m.Provider, Model: m.ID, Status: 413,
 			Err: fmt.Errorf("prompt of %d tokens exceeds the context window of %d", inTokens, m.ContextWindow)}
 	}
-	h := fnv.New64a()
 	var num [8]byte
 	binary.LittleEndian.PutUint64(num[:], s.cfg.Seed^uint64(call.Attempt)<<48)
-	h.Write(num[:])
-	for _, part := range append([]string{m.ID, call.Kind, call.Task}, call.Candidates...) {
-		io.WriteString(h, part)
-		h.Write([]byte{0})
+	h := fnvOffset.bytes(num[:]).string(m.ID).byte(0).string(call.Kind).byte(0).string(call.Task).byte(0)
+	for _, part := range call.Candidates {
+		h = h.string(part).byte(0)
 	}
-	rng := rand.New(rand.NewPCG(h.Sum64(), s.cfg.Seed^0x9E3779B97F4A7C15))
+	rng := rand.New(rand.NewPCG(uint64(h), s.cfg.Seed^0x9E3779B97F4A7C15))
 
 	f := s.faultFor(m.Provider)
 	latency := time.Duration(0)
@@ -344,15 +341,16 @@ func jaccard(a, b map[string]bool) float64 {
 	return 0
 }
 
-var templates = []string{
-	"Start with %s, then look at %s.",
-	"The main risk lies in %s when %s changes.",
-	"Keep %s separate from %s.",
-	"Measure %s before tuning %s.",
-	"Document how %s depends on %s.",
-	"Prefer a simple %s over a clever %s.",
-	"Check %s against %s first.",
-	"Treat %s as the source of truth for %s.",
+// templates are the sentences of simulated free-text answers, each around two words of the task.
+var templates = [][3]string{
+	{"Start with ", ", then look at ", "."},
+	{"The main risk lies in ", " when ", " changes."},
+	{"Keep ", " separate from ", "."},
+	{"Measure ", " before tuning ", "."},
+	{"Document how ", " depends on ", "."},
+	{"Prefer a simple ", " over a clever ", "."},
+	{"Check ", " against ", " first."},
+	{"Treat ", " as the source of truth for ", "."},
 }
 
 // refCache remembers the reference answers of recent tasks: every model asked the same task needs it.
@@ -370,9 +368,7 @@ var refCache struct {
 // reference is the simulated world's best answer to a free-text task: five sentences about its words.
 // The slice is shared and must not be modified.
 func reference(task string) []string {
-	h := fnv.New64a()
-	io.WriteString(h, task)
-	sum := h.Sum64()
+	sum := uint64(fnvOffset.string(task))
 	slot := sum % uint64(len(refCache.entries))
 	refCache.Lock()
 	e := refCache.entries[slot]
@@ -389,9 +385,7 @@ func reference(task string) []string {
 
 func computeReference(task string) []string {
 	words := contentWords(task)
-	h := fnv.New64a()
-	h.Write([]byte(task))
-	seed := h.Sum64()
+	seed := uint64(fnvOffset.string(task))
 	out := make([]string, 5)
 	for i := range out {
 		out[i] = sentence(seed+uint64(i)*0x9E3779B97F4A7C15, words)
@@ -401,7 +395,8 @@ func computeReference(task string) []string {
 
 func sentence(seed uint64, words []string) string {
 	r := rand.New(rand.NewPCG(seed, 17))
-	return fmt.Sprintf(templates[r.IntN(len(templates))], words[r.IntN(len(words))], words[r.IntN(len(words))])
+	t := templates[r.IntN(len(templates))]
+	return t[0] + words[r.IntN(len(words))] + t[1] + words[r.IntN(len(words))] + t[2]
 }
 
 func contentWords(task string) []string {
@@ -418,11 +413,31 @@ func contentWords(task string) []string {
 }
 
 func unitHash(seed uint64, parts ...string) float64 {
-	h := fnv.New64a()
-	fmt.Fprintf(h, "%d", seed)
+	var num [20]byte
+	h := fnvOffset.bytes(strconv.AppendUint(num[:0], seed, 10))
 	for _, p := range parts {
-		h.Write([]byte{0})
-		h.Write([]byte(p))
+		h = h.byte(0).string(p)
 	}
-	return float64(h.Sum64()>>11) / (1 << 53)
+	return float64(uint64(h)>>11) / (1 << 53)
+}
+
+// fnv64 is a running 64-bit FNV-1a hash, kept in a value so that hashing a string allocates nothing.
+type fnv64 uint64
+
+const fnvOffset fnv64 = 14695981039346656037
+
+func (h fnv64) byte(b byte) fnv64 { return (h ^ fnv64(b)) * 1099511628211 }
+
+func (h fnv64) string(s string) fnv64 {
+	for i := 0; i < len(s); i++ {
+		h = h.byte(s[i])
+	}
+	return h
+}
+
+func (h fnv64) bytes(b []byte) fnv64 {
+	for _, c := range b {
+		h = h.byte(c)
+	}
+	return h
 }
