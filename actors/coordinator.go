@@ -95,12 +95,17 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.start(ctx)
-	case *messages.Permit:
+	case *messages.Permit: // a refusal: a grant comes from the worker the provider dispatched the job to
 		if seq, ok := collect.JobSeq(m.JobId); ok {
-			c.onPermit(ctx, seq, m)
+			c.onPermit(ctx, now, seq, m)
+		}
+	case *messages.JobQueued:
+		if seq, ok := collect.JobSeq(m.JobId); ok {
+			c.granted(ctx, now, seq, m.Probe)
 		}
 	case *messages.JobStarted:
 		if seq, ok := collect.JobSeq(m.JobId); ok {
+			c.granted(ctx, now, seq, m.Probe)
 			c.apply(ctx, c.machine.Started(now, seq, seconds(m.BudgetSeconds)))
 		}
 	case *messages.JobResult:
@@ -262,7 +267,7 @@ func (c *CoordinatorActor) recordClassification() {
 	if r.LowConfidence && !cls.Explicit {
 		c.log.Info("low confidence classification", zap.String("event", "low_confidence_classification"),
 			zap.String("category", p.Category), zap.String("best", string(r.Best)), zap.Float64("confidence", r.Confidence),
-			zap.Any("alternatives", r.Alternatives))
+			zap.Array("alternatives", alternativesField(r.Alternatives)))
 	}
 }
 
@@ -344,6 +349,9 @@ func (c *CoordinatorActor) collectBy() *timestamppb.Timestamp {
 
 // jobID names a job across the actors: the request's id and the job's number, made once.
 func (c *CoordinatorActor) jobID(j *collect.Job) string {
+	if c.jobIDs == nil {
+		c.jobIDs = make([]string, 0, 2*len(c.plan.Selection.Picks))
+	}
 	for len(c.jobIDs) <= j.Seq {
 		c.jobIDs = append(c.jobIDs, "")
 	}
@@ -359,10 +367,12 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 		j := e.Job
 		switch e.Kind {
 		case collect.Acquire:
+			// The provider dispatches the job itself once it grants the permit.
 			ctx.Send(c.deps.Dir.Provider(j.Slot.Provider).PID, &messages.Acquire{JobId: c.jobID(j), Model: j.Slot.Model,
-				Tokens: int32(c.plan.ContextTokens), Deadline: c.collectBy(), ReplyTo: ctx.Self()})
+				Tokens: int32(c.plan.ContextTokens), Deadline: c.collectBy(), ReplyTo: ctx.Self(),
+				Dispatch: &messages.Dispatch{ReplyTo: ctx.Self(), Job: c.job(j)}, DispatchTo: c.deps.Dir.Worker(j.Worker).PID})
 		case collect.Dispatch:
-			c.dispatch(ctx, j)
+			c.dispatched(ctx, j)
 		case collect.Settle:
 			ctx.Send(c.deps.Dir.Provider(j.Slot.Provider).PID, c.outcome(j, e.Record))
 		case collect.Cancel:
@@ -416,18 +426,22 @@ func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
 	}
 }
 
-func (c *CoordinatorActor) dispatch(ctx actor.Context, j *collect.Job) {
+// job is the call a job makes, as its worker runs it.
+func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
+	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
+	return &messages.Job{RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
+		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
+		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt)}
+}
+
+// dispatched notes a job its provider dispatched: the first word from its worker says the permit was
+// granted.
+func (c *CoordinatorActor) dispatched(ctx actor.Context, j *collect.Job) {
 	if j.Initial {
 		if c.undispatched--; c.undispatched == 0 {
 			c.exec.Phases.DispatchMs = ms(time.Since(c.dispatchStart))
 		}
 	}
-	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
-	ctx.Send(c.deps.Dir.Worker(j.Worker).PID, &messages.Dispatch{ReplyTo: ctx.Self(), Job: &messages.Job{
-		RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
-		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
-		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt),
-	}})
 	// Debug: the assignment line names the workers, and each reply its worker and attempt.
 	if ce := c.log.Check(zap.DebugLevel, "job dispatched"); ce != nil {
 		ce.Write(zap.String("event", "dispatch"), zap.Int("job", j.Seq), zap.String("model", j.Slot.Model),
@@ -438,15 +452,24 @@ func (c *CoordinatorActor) dispatch(ctx actor.Context, j *collect.Job) {
 	})
 }
 
-func (c *CoordinatorActor) onPermit(ctx actor.Context, seq int, p *messages.Permit) {
-	if j := c.machine.Job(seq); j != nil {
-		j.Probe = p.Probe
-		if !p.Granted {
-			c.jobLog("permit denied", zap.String("event", "permit_denied"), zap.Int("job", seq), zap.String("model", j.Slot.Model),
-				zap.String("provider", j.Slot.Provider), zap.String("reason", p.Reason), zap.Float64("retry_after_seconds", p.RetryAfterSeconds))
-		}
+func (c *CoordinatorActor) onPermit(ctx actor.Context, now time.Time, seq int, p *messages.Permit) {
+	if p.Granted {
+		c.granted(ctx, now, seq, p.Probe)
+		return
 	}
-	c.apply(ctx, c.machine.Permit(time.Now(), seq, collect.Permit{Granted: p.Granted, Reason: p.Reason, RetryAfter: seconds(p.RetryAfterSeconds)}))
+	if j := c.machine.Job(seq); j != nil {
+		c.jobLog("permit denied", zap.String("event", "permit_denied"), zap.Int("job", seq), zap.String("model", j.Slot.Model),
+			zap.String("provider", j.Slot.Provider), zap.String("reason", p.Reason), zap.Float64("retry_after_seconds", p.RetryAfterSeconds))
+	}
+	c.apply(ctx, c.machine.Permit(now, seq, collect.Permit{Reason: p.Reason, RetryAfter: seconds(p.RetryAfterSeconds)}))
+}
+
+// granted applies a job's permit, once: the machine takes a grant only while the job waits for it.
+func (c *CoordinatorActor) granted(ctx actor.Context, now time.Time, seq int, probe bool) {
+	if j := c.machine.Job(seq); j != nil && probe {
+		j.Probe = true
+	}
+	c.apply(ctx, c.machine.Permit(now, seq, collect.Permit{Granted: true}))
 }
 
 func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
@@ -454,9 +477,11 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 	if !ok {
 		return
 	}
+	now := time.Now()
+	c.granted(ctx, now, seq, false) // a result the worker gave without starting the call (its breaker is open)
 	reply := collect.Reply{OK: r.Ok, Text: r.Text, Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope),
 		RetryAfter: seconds(r.RetryAfterSeconds), Ref: r}
-	effects := c.machine.Result(time.Now(), seq, reply)
+	effects := c.machine.Result(now, seq, reply)
 	if j := c.machine.Job(seq); j != nil && j.Record != nil && j.Record.Ref == r { // a reply that settled its call, not a late one
 		// An answer is summarised in collect_done's calls; a failed call has a line of its own.
 		if j.Record.Status != collect.OK {
@@ -476,10 +501,13 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 	c.apply(ctx, effects)
 }
 
-// outcome is the message that settles a job's permit with its provider.
+// outcome is the message that settles a job's permit with its provider. A job settled while it waited
+// for its permit may have been dispatched by the provider meanwhile: it is stopped.
 func (c *CoordinatorActor) outcome(j *collect.Job, rec *collect.Record) *messages.Outcome {
 	r, _ := rec.Ref.(*messages.JobResult)
-	return settlement(c.jobID(j), j.Slot.Model, rec.Verdict, rec.RetryAfter, r)
+	o := settlement(c.jobID(j), j.Slot.Model, rec.Verdict, rec.RetryAfter, r)
+	o.Stop = rec.WaitedForPermit
+	return o
 }
 
 // arm keeps the one timer of the coordinator set for the machine's next due moment.

@@ -119,6 +119,19 @@ func (ss signalsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 	return nil
 }
 
+type alternativesField []classify.Scored
+
+func (as alternativesField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
+	for _, a := range as {
+		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
+			o.AddString("category", string(a.Category))
+			o.AddFloat64("probability", a.Probability)
+			return nil
+		}))
+	}
+	return nil
+}
+
 type updatesField []*messages.BanditUpdate
 
 func (us updatesField) MarshalLogArray(enc zapcore.ArrayEncoder) error {

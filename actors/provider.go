@@ -63,6 +63,8 @@ type lease struct {
 	until       time.Time
 	ticket      resilience.Ticket
 	modelTicket resilience.Ticket
+	// worker is where the provider dispatched the call itself, or nil.
+	worker *actor.PID
 }
 
 // DefaultLeaseGrace is how long after a permit's deadline its outcome may still arrive before the
@@ -262,9 +264,20 @@ func (p *ProviderActor) grant(ctx actor.Context, r *reservation) {
 		until = a.Deadline.AsTime()
 	}
 	until = until.Add(p.deps.leaseGrace())
-	p.leases[a.JobId] = lease{model: a.Model, until: until, ticket: r.ticket, modelTicket: r.modelTicket}
+	probe := r.ticket.Probe() || r.modelTicket.Probe()
+	l := lease{model: a.Model, until: until, ticket: r.ticket, modelTicket: r.modelTicket}
+	if d := a.Dispatch; d != nil && a.DispatchTo != nil {
+		// The asker hears of the grant from the worker: one message less per call.
+		l.worker = a.DispatchTo
+		if probe {
+			d = &messages.Dispatch{Job: d.Job, ReplyTo: d.ReplyTo, Probe: true}
+		}
+		ctx.Send(a.DispatchTo, d)
+	} else {
+		ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Granted: true, Probe: probe})
+	}
+	p.leases[a.JobId] = l
 	p.wakeBy(ctx, until)
-	ctx.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Granted: true, Probe: r.ticket.Probe() || r.modelTicket.Probe()})
 }
 
 func (p *ProviderActor) dropWaiting(jobID string) {
@@ -513,6 +526,11 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 		return // expired, or given back already
 	}
 	delete(p.leases, o.JobId)
+	if o.Stop && l.worker != nil {
+		// Its asker stopped waiting before hearing the job had started: after the dispatch, so the
+		// worker gets the two in order.
+		ctx.Send(l.worker, &messages.CancelJob{JobId: o.JobId})
+	}
 	tokens := -1
 	if o.Tokens > 0 {
 		tokens = int(o.Tokens)

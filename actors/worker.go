@@ -102,6 +102,7 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 			w.start(ctx, m)
 		} else {
 			w.queue = append(w.queue, m)
+			ctx.Send(m.ReplyTo, &messages.JobQueued{JobId: m.Job.JobId, Probe: m.Probe})
 		}
 		w.publish()
 	case *messages.CancelJob:
@@ -220,7 +221,7 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	r := &runningJob{job: job, replyTo: d.ReplyTo, ticket: ticket, cancel: cancel, silentAt: now.Add(budget + w.deps.hostGrace(budget))}
 	w.running[job.JobId] = r
 	w.watch(ctx, r.silentAt)
-	ctx.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds()})
+	ctx.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds(), Probe: d.Probe})
 	call := fleet.CallOf(job)
 	self, root, transport, result := ctx.Self(), ctx.ActorSystem().Root, w.transport, w.identity(job)
 	w.deps.run(func() {

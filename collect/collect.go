@@ -267,6 +267,9 @@ type Machine struct {
 	finished bool
 	done     Done
 	out      []Effect
+	// spareSlots and spareJobs are allocated ahead for the initial assignments.
+	spareSlots []Slot
+	spareJobs  []Job
 }
 
 // New returns a machine for the initial assignments; Start dispatches them.
@@ -281,6 +284,9 @@ func New(cfg Config, initial []Assignment, env Env, rng *rand.Rand) *Machine {
 			m.tried[r.Model] = true // replacements never take a model a later wave will ask
 		}
 	}
+	// The initial slots and their first jobs are allocated together: most requests need no others.
+	m.slots, m.jobs = make([]*Slot, 0, len(m.initial)), make([]*Job, 0, len(m.initial))
+	m.spareSlots, m.spareJobs = make([]Slot, len(m.initial)), make([]Job, len(m.initial))
 	for _, a := range m.initial {
 		m.newSlot(a)
 	}
@@ -314,7 +320,11 @@ func JobSeq(id string) (int, bool) {
 }
 
 func (m *Machine) newSlot(a Assignment) *Slot {
-	s := &Slot{Index: len(m.slots), Model: a.Model, Provider: a.Provider, retry: -1}
+	s := new(Slot)
+	if n := len(m.spareSlots); n > 0 {
+		s, m.spareSlots = &m.spareSlots[0], m.spareSlots[1:]
+	}
+	*s = Slot{Index: len(m.slots), Model: a.Model, Provider: a.Provider, retry: -1}
 	m.slots = append(m.slots, s)
 	m.tried[a.Model] = true
 	return s
@@ -330,7 +340,11 @@ func (m *Machine) Start(now time.Time) []Effect {
 }
 
 func (m *Machine) startJob(s *Slot, worker string) *Job {
-	j := &Job{Seq: len(m.jobs), Slot: s, Worker: worker, Attempt: s.attempts}
+	j := new(Job)
+	if n := len(m.spareJobs); n > 0 {
+		j, m.spareJobs = &m.spareJobs[0], m.spareJobs[1:]
+	}
+	*j = Job{Seq: len(m.jobs), Slot: s, Worker: worker, Attempt: s.attempts}
 	s.attempts++
 	if !slices.Contains(s.used, worker) {
 		s.used = append(s.used, worker)

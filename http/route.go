@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -309,10 +310,40 @@ func strictJSON(body []byte) *messages.Problem {
 
 // container is an object or array open while checkKeys reads a body.
 type container struct {
-	path   string          // the field the container is, as problems name it
-	object bool            // an object, whose strings alternate between key and value
-	key    bool            // the next string in the object is a key
-	seen   map[string]bool // the object's keys so far
+	path   string // the field the container is, as problems name it
+	object bool   // an object, whose strings alternate between key and value
+	key    bool   // the next string in the object is a key
+	// names are the object's keys so far, while they are few (read in place from the body); seen holds
+	// them once they are many, so that a body of many keys costs no more than a map per object.
+	names [][]byte
+	seen  map[string]bool
+}
+
+// maxListedKeys is how many keys of an object checkKeys compares one by one before it keeps a map.
+const maxListedKeys = 16
+
+// add records an object's key, reporting whether it was there already.
+func (c *container) add(name []byte) bool {
+	if c.seen == nil {
+		for _, n := range c.names {
+			if bytes.Equal(n, name) {
+				return true
+			}
+		}
+		if len(c.names) < maxListedKeys {
+			c.names = append(c.names, name)
+			return false
+		}
+		c.seen = make(map[string]bool, 2*maxListedKeys)
+		for _, n := range c.names {
+			c.seen[string(n)] = true
+		}
+	}
+	if c.seen[string(name)] {
+		return true
+	}
+	c.seen[string(name)] = true
+	return false
 }
 
 // checkKeys finds a key twice in one object, or a value nested deeper than maxJSONDepth, in a body
@@ -331,7 +362,15 @@ func checkKeys(body []byte) *messages.Problem {
 		}
 		return stack[len(stack)-1].path
 	}
-	var last string // the last key read: the path of the value after it
+	// The last key read names the value after it: its path is made only when a problem or a nested
+	// container needs it.
+	var last []byte
+	lastPath := func() string {
+		if p := path(); p != "" {
+			return p + "." + string(last)
+		}
+		return string(last)
+	}
 	for i := 0; i < len(body); i++ {
 		switch c := body[i]; c {
 		case '{', '[':
@@ -340,7 +379,7 @@ func checkKeys(body []byte) *messages.Problem {
 			}
 			field := path()
 			if n := len(stack); n > 0 && stack[n-1].object {
-				field = last
+				field = lastPath()
 			}
 			stack = append(stack, container{path: field, object: c == '{', key: c == '{'})
 		case '}', ']':
@@ -362,21 +401,16 @@ func checkKeys(body []byte) *messages.Problem {
 			i = end
 			top := len(stack) - 1
 			if top >= 0 && stack[top].object && stack[top].key {
-				name := string(raw[1 : len(raw)-1])
+				name := raw[1 : len(raw)-1]
 				if escaped {
-					_ = json.Unmarshal(raw, &name) // valid JSON: its keys unquote
+					var unquoted string
+					_ = json.Unmarshal(raw, &unquoted) // valid JSON: its keys unquote
+					name = []byte(unquoted)
 				}
-				field := name
-				if stack[top].path != "" {
-					field = stack[top].path + "." + name
+				last, stack[top].key = name, false
+				if stack[top].add(name) {
+					return &messages.Problem{Field: lastPath(), Message: "appears twice"}
 				}
-				if stack[top].seen == nil {
-					stack[top].seen = map[string]bool{}
-				}
-				if stack[top].seen[name] {
-					return &messages.Problem{Field: field, Message: "appears twice"}
-				}
-				stack[top].seen[name], stack[top].key, last = true, false, field
 				continue
 			}
 			if p := value(); p != nil {

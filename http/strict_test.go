@@ -1,12 +1,22 @@
 package httpapi
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
 
 func TestStrictJSON(t *testing.T) {
 	nested := func(n int) string { return strings.Repeat(`{"a":`, n) + "1" + strings.Repeat("}", n) }
+	// many is an object of n distinct keys k0, k1, ..., then the extra members.
+	many := func(n int, extra string) string {
+		var b strings.Builder
+		b.WriteString("{")
+		for i := range n {
+			fmt.Fprintf(&b, `"k%d":%d,`, i, i)
+		}
+		return b.String() + extra + "}"
+	}
 	tests := []struct {
 		desc, body string
 		field      string // the problem's field; empty: accepted
@@ -25,6 +35,10 @@ func TestStrictJSON(t *testing.T) {
 		{"a second value", `{"task": "x"} 1`, "body"},
 		{"not JSON", `{"task": }`, "body"},
 		{"empty", ``, "body"},
+		{"many keys", many(40, `"last":1`), ""},
+		{"a duplicate among many keys, of an early one", many(40, `"k1":2`), "k1"},
+		{"a duplicate among many keys, of a late one", many(40, `"k39":2`), "k39"},
+		{"a duplicate among few keys, then many", `{"k3":0,` + many(40, `"z":1`)[1:], "k3"},
 		{"as deep as allowed", nested(maxJSONDepth), ""},
 		{"deeper than allowed", nested(maxJSONDepth + 1), "body"},
 		{"an array deeper than allowed", `{"a":` + strings.Repeat("[", maxJSONDepth+1) + strings.Repeat("]", maxJSONDepth+1) + `}`, "body"},

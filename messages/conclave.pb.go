@@ -2609,9 +2609,11 @@ func (x *Job) GetTask() string {
 }
 
 type Dispatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
-	ReplyTo       *actor.PID             `protobuf:"bytes,2,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Job     *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	ReplyTo *actor.PID             `protobuf:"bytes,2,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	// probe marks a call its provider admitted as a half-open probe; JobStarted says it again.
+	Probe         bool `protobuf:"varint,3,opt,name=probe,proto3" json:"probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2658,6 +2660,13 @@ func (x *Dispatch) GetReplyTo() *actor.PID {
 		return x.ReplyTo
 	}
 	return nil
+}
+
+func (x *Dispatch) GetProbe() bool {
+	if x != nil {
+		return x.Probe
+	}
+	return false
 }
 
 type CancelJob struct {
@@ -2709,6 +2718,7 @@ type JobStarted struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	BudgetSeconds float64                `protobuf:"fixed64,2,opt,name=budget_seconds,json=budgetSeconds,proto3" json:"budget_seconds,omitempty"`
+	Probe         bool                   `protobuf:"varint,3,opt,name=probe,proto3" json:"probe,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2757,6 +2767,67 @@ func (x *JobStarted) GetBudgetSeconds() float64 {
 	return 0
 }
 
+func (x *JobStarted) GetProbe() bool {
+	if x != nil {
+		return x.Probe
+	}
+	return false
+}
+
+// JobQueued tells a job's sender that its worker holds the job until a slot frees: the permit was
+// granted, the call is not made yet.
+type JobQueued struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Probe         bool                   `protobuf:"varint,2,opt,name=probe,proto3" json:"probe,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JobQueued) Reset() {
+	*x = JobQueued{}
+	mi := &file_conclave_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JobQueued) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JobQueued) ProtoMessage() {}
+
+func (x *JobQueued) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JobQueued.ProtoReflect.Descriptor instead.
+func (*JobQueued) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *JobQueued) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *JobQueued) GetProbe() bool {
+	if x != nil {
+		return x.Probe
+	}
+	return false
+}
+
 type JobResult struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	JobId             string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -2788,7 +2859,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2800,7 +2871,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2813,7 +2884,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -2973,19 +3044,24 @@ func (x *JobResult) GetProviderLatencyMs() float64 {
 // Acquire asks a provider actor for a permit to call one of its models: a breaker check and a
 // rate-limit reservation. The reply is a Permit.
 type Acquire struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Model         string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
-	Tokens        int32                  `protobuf:"varint,3,opt,name=tokens,proto3" json:"tokens,omitempty"`
-	Deadline      *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
-	ReplyTo       *actor.PID             `protobuf:"bytes,5,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	JobId    string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Model    string                 `protobuf:"bytes,2,opt,name=model,proto3" json:"model,omitempty"`
+	Tokens   int32                  `protobuf:"varint,3,opt,name=tokens,proto3" json:"tokens,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	ReplyTo  *actor.PID             `protobuf:"bytes,5,opt,name=reply_to,json=replyTo,proto3" json:"reply_to,omitempty"`
+	// dispatch, when set, is the job to start once the permit is granted: the provider hands it to the
+	// worker at dispatch_to instead of answering with a Permit, and the worker's JobStarted (or its
+	// result) tells the asker the permit was granted. A refusal is still a Permit.
+	Dispatch      *Dispatch  `protobuf:"bytes,6,opt,name=dispatch,proto3" json:"dispatch,omitempty"`
+	DispatchTo    *actor.PID `protobuf:"bytes,7,opt,name=dispatch_to,json=dispatchTo,proto3" json:"dispatch_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3073,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3086,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -3048,6 +3124,20 @@ func (x *Acquire) GetReplyTo() *actor.PID {
 	return nil
 }
 
+func (x *Acquire) GetDispatch() *Dispatch {
+	if x != nil {
+		return x.Dispatch
+	}
+	return nil
+}
+
+func (x *Acquire) GetDispatchTo() *actor.PID {
+	if x != nil {
+		return x.DispatchTo
+	}
+	return nil
+}
+
 type Permit struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -3065,7 +3155,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3077,7 +3167,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3090,7 +3180,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Permit) GetJobId() string {
@@ -3149,13 +3239,16 @@ type Outcome struct {
 	// without credits); disabled_because says which.
 	DisableProvider bool   `protobuf:"varint,16,opt,name=disable_provider,json=disableProvider,proto3" json:"disable_provider,omitempty"`
 	DisabledBecause string `protobuf:"bytes,17,opt,name=disabled_because,json=disabledBecause,proto3" json:"disabled_because,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// stop says the asker settled the call without its result (collection ended first): a job the
+	// provider dispatched for it is cancelled.
+	Stop          bool `protobuf:"varint,18,opt,name=stop,proto3" json:"stop,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3167,7 +3260,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3180,7 +3273,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -3260,6 +3353,13 @@ func (x *Outcome) GetDisabledBecause() string {
 	return ""
 }
 
+func (x *Outcome) GetStop() bool {
+	if x != nil {
+		return x.Stop
+	}
+	return false
+}
+
 // KeyChanged tells a provider actor that its key changed: a provider disabled for its key is enabled.
 type KeyChanged struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -3269,7 +3369,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3281,7 +3381,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3294,7 +3394,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -3309,7 +3409,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3321,7 +3421,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3334,7 +3434,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -3372,7 +3472,7 @@ type ConsensusInput struct {
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3384,7 +3484,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3397,7 +3497,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -3496,7 +3596,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3508,7 +3608,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3521,7 +3621,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Candidate) GetModel() string {
@@ -3605,7 +3705,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3617,7 +3717,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3630,7 +3730,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -3695,7 +3795,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3707,7 +3807,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3720,7 +3820,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Votes) GetCategory() string {
@@ -3758,7 +3858,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3770,7 +3870,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3783,7 +3883,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Reward) GetModel() string {
@@ -3831,7 +3931,7 @@ type Rewards struct {
 
 func (x *Rewards) Reset() {
 	*x = Rewards{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3843,7 +3943,7 @@ func (x *Rewards) String() string {
 func (*Rewards) ProtoMessage() {}
 
 func (x *Rewards) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3856,7 +3956,7 @@ func (x *Rewards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewards.ProtoReflect.Descriptor instead.
 func (*Rewards) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Rewards) GetRewards() []*Reward {
@@ -3876,7 +3976,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3888,7 +3988,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3901,7 +4001,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -3923,7 +4023,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3935,7 +4035,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3948,7 +4048,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -3986,7 +4086,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3998,7 +4098,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4011,7 +4111,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -4048,7 +4148,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4060,7 +4160,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4073,7 +4173,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -4106,7 +4206,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4118,7 +4218,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4131,7 +4231,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 type Flushed struct {
@@ -4146,7 +4246,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4158,7 +4258,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4171,7 +4271,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -4213,7 +4313,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4225,7 +4325,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4238,7 +4338,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -4339,7 +4439,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4351,7 +4451,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4364,7 +4464,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{46}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -4389,7 +4489,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4401,7 +4501,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4414,7 +4514,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{47}
+	return file_conclave_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -4454,7 +4554,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4466,7 +4566,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4479,7 +4579,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{48}
+	return file_conclave_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -4777,17 +4877,22 @@ const file_conclave_proto_rawDesc = "" +
 	"\rresponse_name\x18\x10 \x01(\tR\fresponseName\x12%\n" +
 	"\x0eupstream_model\x18\x11 \x01(\tR\rupstreamModel\x12\x12\n" +
 	"\x04task\x18\x12 \x01(\tR\x04taskB\x0e\n" +
-	"\f_temperature\"U\n" +
+	"\f_temperature\"k\n" +
 	"\bDispatch\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.conclave.v1.JobR\x03job\x12%\n" +
 	"\breply_to\x18\x02 \x01(\v2\n" +
-	".actor.PIDR\areplyTo\"\"\n" +
+	".actor.PIDR\areplyTo\x12\x14\n" +
+	"\x05probe\x18\x03 \x01(\bR\x05probe\"\"\n" +
 	"\tCancelJob\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"J\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"`\n" +
 	"\n" +
 	"JobStarted\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12%\n" +
-	"\x0ebudget_seconds\x18\x02 \x01(\x01R\rbudgetSeconds\"\xd3\x05\n" +
+	"\x0ebudget_seconds\x18\x02 \x01(\x01R\rbudgetSeconds\x12\x14\n" +
+	"\x05probe\x18\x03 \x01(\bR\x05probe\"8\n" +
+	"\tJobQueued\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
+	"\x05probe\x18\x02 \x01(\bR\x05probe\"\xd3\x05\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
@@ -4817,20 +4922,24 @@ const file_conclave_proto_rawDesc = "" +
 	"\fserved_model\x18\x13 \x01(\tR\vservedModel\x12\x12\n" +
 	"\x04cost\x18\x14 \x01(\x01R\x04cost\x12.\n" +
 	"\x13upstream_request_id\x18\x15 \x01(\tR\x11upstreamRequestId\x12.\n" +
-	"\x13provider_latency_ms\x18\x16 \x01(\x01R\x11providerLatencyMs\"\xad\x01\n" +
+	"\x13provider_latency_ms\x18\x16 \x01(\x01R\x11providerLatencyMs\"\x8d\x02\n" +
 	"\aAcquire\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
 	"\x06tokens\x18\x03 \x01(\x05R\x06tokens\x126\n" +
 	"\bdeadline\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12%\n" +
 	"\breply_to\x18\x05 \x01(\v2\n" +
-	".actor.PIDR\areplyTo\"\xa9\x01\n" +
+	".actor.PIDR\areplyTo\x121\n" +
+	"\bdispatch\x18\x06 \x01(\v2\x15.conclave.v1.DispatchR\bdispatch\x12+\n" +
+	"\vdispatch_to\x18\a \x01(\v2\n" +
+	".actor.PIDR\n" +
+	"dispatchTo\"\xa9\x01\n" +
 	"\x06Permit\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\agranted\x18\x02 \x01(\bR\agranted\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05probe\x18\x05 \x01(\bR\x05probe\x12.\n" +
-	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSecondsJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\b\x10\t\"\x82\x04\n" +
+	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSecondsJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\b\x10\t\"\x96\x04\n" +
 	"\aOutcome\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x129\n" +
@@ -4843,7 +4952,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\x16block_provider_seconds\x18\x0e \x01(\x01R\x14blockProviderSeconds\x12!\n" +
 	"\fremove_model\x18\x0f \x01(\bR\vremoveModel\x12)\n" +
 	"\x10disable_provider\x18\x10 \x01(\bR\x0fdisableProvider\x12)\n" +
-	"\x10disabled_because\x18\x11 \x01(\tR\x0fdisabledBecauseJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\t\x10\n" +
+	"\x10disabled_because\x18\x11 \x01(\tR\x0fdisabledBecause\x12\x12\n" +
+	"\x04stop\x18\x12 \x01(\bR\x04stopJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\t\x10\n" +
 	"J\x04\b\n" +
 	"\x10\v\"\f\n" +
 	"\n" +
@@ -4964,7 +5074,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 51)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
@@ -4994,43 +5104,44 @@ var file_conclave_proto_goTypes = []any{
 	(*Dispatch)(nil),              // 25: conclave.v1.Dispatch
 	(*CancelJob)(nil),             // 26: conclave.v1.CancelJob
 	(*JobStarted)(nil),            // 27: conclave.v1.JobStarted
-	(*JobResult)(nil),             // 28: conclave.v1.JobResult
-	(*Acquire)(nil),               // 29: conclave.v1.Acquire
-	(*Permit)(nil),                // 30: conclave.v1.Permit
-	(*Outcome)(nil),               // 31: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 32: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 33: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 34: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 35: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 36: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 37: conclave.v1.Votes
-	(*Reward)(nil),                // 38: conclave.v1.Reward
-	(*Rewards)(nil),               // 39: conclave.v1.Rewards
-	(*GetExecution)(nil),          // 40: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 41: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 42: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 43: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 44: conclave.v1.Flush
-	(*Flushed)(nil),               // 45: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 46: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 47: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 48: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 49: conclave.v1.AgentHello
-	nil,                           // 50: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 51: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 52: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 53: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 54: actor.PID
+	(*JobQueued)(nil),             // 28: conclave.v1.JobQueued
+	(*JobResult)(nil),             // 29: conclave.v1.JobResult
+	(*Acquire)(nil),               // 30: conclave.v1.Acquire
+	(*Permit)(nil),                // 31: conclave.v1.Permit
+	(*Outcome)(nil),               // 32: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 33: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 34: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 35: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 36: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 37: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 38: conclave.v1.Votes
+	(*Reward)(nil),                // 39: conclave.v1.Reward
+	(*Rewards)(nil),               // 40: conclave.v1.Rewards
+	(*GetExecution)(nil),          // 41: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 42: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 43: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 44: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 45: conclave.v1.Flush
+	(*Flushed)(nil),               // 46: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 47: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 48: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 49: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 50: conclave.v1.AgentHello
+	nil,                           // 51: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 52: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 53: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 54: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 55: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	52, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	53, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	54, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	53, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	54, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	55, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
 	1,  // 3: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	53, // 4: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	53, // 5: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	53, // 6: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	52, // 7: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	54, // 4: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	54, // 5: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	54, // 6: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	53, // 7: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
 	9,  // 8: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
 	11, // 9: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
 	12, // 10: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
@@ -5041,45 +5152,47 @@ var file_conclave_proto_depIdxs = []int32{
 	19, // 15: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
 	20, // 16: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
 	18, // 17: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	53, // 18: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	53, // 19: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	54, // 18: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	54, // 19: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
 	22, // 20: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
 	8,  // 21: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
 	10, // 22: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
 	13, // 23: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	50, // 24: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	51, // 24: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
 	14, // 25: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
 	22, // 26: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
 	22, // 27: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
 	21, // 28: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	53, // 29: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	54, // 29: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
 	24, // 30: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	54, // 31: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	55, // 31: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
 	22, // 32: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
 	23, // 33: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	53, // 34: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	54, // 35: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	23, // 36: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 37: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 38: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	35, // 39: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	53, // 40: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	16, // 41: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	38, // 42: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
-	7,  // 43: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	51, // 44: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	18, // 45: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	47, // 46: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	48, // 47: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	28, // 48: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	26, // 49: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	49, // 50: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	24, // 51: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	52, // [52:52] is the sub-list for method output_type
-	52, // [52:52] is the sub-list for method input_type
-	52, // [52:52] is the sub-list for extension type_name
-	52, // [52:52] is the sub-list for extension extendee
-	0,  // [0:52] is the sub-list for field type_name
+	54, // 34: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	55, // 35: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	25, // 36: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
+	55, // 37: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
+	23, // 38: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 39: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 40: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	36, // 41: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	54, // 42: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	16, // 43: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	39, // 44: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	7,  // 45: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	52, // 46: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	18, // 47: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	48, // 48: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	49, // 49: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	29, // 50: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	26, // 51: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	50, // 52: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	24, // 53: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	54, // [54:54] is the sub-list for method output_type
+	54, // [54:54] is the sub-list for method input_type
+	54, // [54:54] is the sub-list for extension type_name
+	54, // [54:54] is the sub-list for extension extendee
+	0,  // [0:54] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -5090,8 +5203,8 @@ func file_conclave_proto_init() {
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[6].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[23].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[41].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[45].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[42].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[46].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -5104,7 +5217,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   51,
+			NumMessages:   52,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -82,12 +82,16 @@ type Metrics struct {
 	mu         sync.Mutex
 	models     map[string]bool
 	categories map[string]bool
+
+	callsMu   sync.RWMutex
+	callCache map[callKey]*callInstruments
 }
 
 // New returns metrics on a registry of their own, with the Go runtime and process collectors, reading
 // gauges from src at scrape time.
 func New(src Source) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}, categories: map[string]bool{}, providerOf: src.ProviderOf}
+	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}, categories: map[string]bool{}, providerOf: src.ProviderOf,
+		callCache: map[callKey]*callInstruments{}}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conclave_http_requests_total", Help: "HTTP requests answered, by endpoint, status code and task category.",
 	}, []string{"endpoint", "code", "category"})
@@ -176,12 +180,22 @@ func (m *Metrics) Execution(e *messages.Execution) {
 		return
 	}
 	for _, r := range e.Results {
-		model := m.model(r.Model)
-		m.calls.WithLabelValues(r.Provider, model, r.Status, r.ErrorKind).Inc()
-		if r.Status == "ok" {
-			m.callSeconds.WithLabelValues(r.Provider).Observe(r.LatencyMs / 1000)
+		in := m.instruments(callKey{provider: r.Provider, model: r.Model, status: r.Status, errorKind: r.ErrorKind})
+		in.calls.Inc()
+		if in.seconds != nil {
+			in.seconds.Observe(r.LatencyMs / 1000)
 		}
-		m.usage(r.Provider, model, r.Usage, r.Cost)
+		if u := r.Usage; u != nil {
+			if u.InputTokens > 0 {
+				in.input.Add(float64(u.InputTokens))
+			}
+			if u.OutputTokens > 0 {
+				in.output.Add(float64(u.OutputTokens))
+			}
+		}
+		if r.Cost > 0 {
+			in.cost.Add(r.Cost)
+		}
 	}
 	if d := e.Decision; d != nil && d.Arbiter != "" && d.ArbiterUsage != nil && m.providerOf != nil {
 		m.usage(m.providerOf(d.Arbiter), m.model(d.Arbiter), d.ArbiterUsage, d.ArbiterCost)
@@ -195,6 +209,45 @@ func (m *Metrics) Execution(e *messages.Execution) {
 		m.quorum.WithLabelValues("complete").Inc()
 	}
 }
+
+// callKey is one kind of call: its provider, model (before bounding), outcome and error type.
+type callKey struct{ provider, model, status, errorKind string }
+
+// callInstruments are the instruments one kind of call counts on, resolved once: a request records
+// several calls, and resolving five label sets for each cost more than the counting.
+type callInstruments struct {
+	calls, input, output, cost prometheus.Counter
+	seconds                    prometheus.Observer // answers only
+}
+
+// instruments returns a kind of call's instruments. They are as many as the label sets they resolve
+// to, and the model label is bounded, so the cache is bounded too.
+func (m *Metrics) instruments(k callKey) *callInstruments {
+	m.callsMu.RLock()
+	in, ok := m.callCache[k]
+	m.callsMu.RUnlock()
+	if ok {
+		return in
+	}
+	model := m.model(k.model)
+	in = &callInstruments{calls: m.calls.WithLabelValues(k.provider, model, k.status, k.errorKind),
+		input: m.tokens.WithLabelValues(k.provider, model, "input"), output: m.tokens.WithLabelValues(k.provider, model, "output"),
+		cost: m.cost.WithLabelValues(k.provider, model)}
+	if k.status == "ok" {
+		in.seconds = m.callSeconds.WithLabelValues(k.provider)
+	}
+	m.callsMu.Lock()
+	if model == Other && len(m.callCache) >= maxCachedCalls {
+		m.callsMu.Unlock()
+		return in // past the bound, a model's calls are resolved each time rather than kept
+	}
+	m.callCache[k] = in
+	m.callsMu.Unlock()
+	return in
+}
+
+// maxCachedCalls bounds the kinds of call whose instruments are kept.
+const maxCachedCalls = 16 << 10
 
 func (m *Metrics) usage(provider, model string, u *messages.Usage, cost float64) {
 	if u != nil {

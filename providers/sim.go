@@ -230,10 +230,10 @@ func answer(rng *rand.Rand, skill float64, task string) string {
 		}
 		return "The answer is (" + pick + ")."
 	}
-	ref := reference(task)
-	var words []string
+	t := reference(task)
 	var b strings.Builder
-	for i, s := range ref {
+	b.Grow(320)
+	for i, s := range t.ref {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
@@ -241,10 +241,7 @@ func answer(rng *rand.Rand, skill float64, task string) string {
 			b.WriteString(s)
 			continue
 		}
-		if words == nil {
-			words = contentWords(task)
-		}
-		b.WriteString(sentence(rng.Uint64(), words))
+		b.WriteString(sentence(rng.Uint64(), t.words))
 	}
 	return b.String()
 }
@@ -265,7 +262,7 @@ func (s *Sim) judge(rng *rand.Rand, skill float64, call Call) string {
 			}
 		}
 	} else {
-		ref := wordSet(strings.Join(reference(call.Task), " "))
+		ref := wordSet(strings.Join(reference(call.Task).ref, " "))
 		best := -1.0
 		for i, c := range call.Candidates {
 			if overlap := jaccard(wordSet(c), ref); overlap > best {
@@ -353,44 +350,48 @@ var templates = [][3]string{
 	{"Treat ", " as the source of truth for ", "."},
 }
 
-// refCache remembers the reference answers of recent tasks: every model asked the same task needs it.
-// It keys them by the task's hash and length, not the task itself, so that it never holds on to a large
-// task after its request is done.
+// refCache remembers the reference answers of recent tasks, with their words: every model asked the
+// same task needs them. It keys them by the task's hash and length, not the task itself, so that it
+// never holds on to a large task after its request is done.
 var refCache struct {
 	sync.Mutex
 	entries [256]struct {
 		hash uint64
 		size int
-		ref  []string
+		task *simTask
 	}
 }
 
-// reference is the simulated world's best answer to a free-text task: five sentences about its words.
-// The slice is shared and must not be modified.
-func reference(task string) []string {
+// simTask is what the simulated world derives from a free-text task: its content words and its
+// reference answer of five sentences about them. Both are shared and must not be modified.
+type simTask struct {
+	words, ref []string
+}
+
+// reference is the simulated world's view of a free-text task.
+func reference(task string) *simTask {
 	sum := uint64(fnvOffset.string(task))
 	slot := sum % uint64(len(refCache.entries))
 	refCache.Lock()
 	e := refCache.entries[slot]
 	refCache.Unlock()
-	if e.hash == sum && e.size == len(task) && e.ref != nil {
-		return e.ref
+	if e.hash == sum && e.size == len(task) && e.task != nil {
+		return e.task
 	}
-	ref := computeReference(task)
+	t := computeReference(task)
 	refCache.Lock()
-	refCache.entries[slot].hash, refCache.entries[slot].size, refCache.entries[slot].ref = sum, len(task), ref
+	refCache.entries[slot].hash, refCache.entries[slot].size, refCache.entries[slot].task = sum, len(task), t
 	refCache.Unlock()
-	return ref
+	return t
 }
 
-func computeReference(task string) []string {
-	words := contentWords(task)
+func computeReference(task string) *simTask {
+	t := &simTask{words: contentWords(task), ref: make([]string, 5)}
 	seed := uint64(fnvOffset.string(task))
-	out := make([]string, 5)
-	for i := range out {
-		out[i] = sentence(seed+uint64(i)*0x9E3779B97F4A7C15, words)
+	for i := range t.ref {
+		t.ref[i] = sentence(seed+uint64(i)*0x9E3779B97F4A7C15, t.words)
 	}
-	return out
+	return t
 }
 
 func sentence(seed uint64, words []string) string {

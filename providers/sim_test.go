@@ -174,7 +174,7 @@ func TestSimJudgeReturnsAVerdict(t *testing.T) {
 func TestFreeTextAgreementFollowsSkill(t *testing.T) {
 	sim, _ := newTestSim(t, SimConfig{Seed: 4})
 	task := "Propose a caching strategy for the inventory service under heavy read traffic"
-	ref := strings.Join(reference(task), " ")
+	ref := strings.Join(reference(task).ref, " ")
 	strong, _ := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: "claude-sonnet-4-5-20250929", Provider: "anthropic", Task: task, Category: "architecture"})
 	weak, _ := sim.Complete(context.Background(), Call{Kind: KindAnswer, Model: "llama-3.2-1b-preview", Provider: "groq", Task: task, Category: "architecture"})
 	if consensus.Similarity(strong.Text, ref) <= consensus.Similarity(weak.Text, ref) {

@@ -29,17 +29,19 @@ type slot struct {
 // minute, so the counts are exact rather than approximated by fixed buckets. It is safe for concurrent
 // use and never blocks.
 type Local struct {
-	mu      sync.Mutex
-	limits  Limits
-	clock   clock.Clock
-	origin  time.Time
-	events  []event // oldest first, from head on
-	head    int
-	base    int64           // the number of events dropped from the front of events
-	tokens  int             // sum of the live events' tokens
-	slots   map[string]slot // calls in flight
-	lease   time.Duration
-	blocked time.Time // the provider's own word: no call until then
+	mu     sync.Mutex
+	limits Limits
+	clock  clock.Clock
+	origin time.Time
+	events []event // oldest first, from head on
+	head   int
+	base   int64           // the number of events dropped from the front of events
+	tokens int             // sum of the live events' tokens
+	slots  map[string]slot // calls in flight
+	// firstExpiry is no later than the first lease of slots to end (zero: none is held).
+	firstExpiry time.Time
+	lease       time.Duration
+	blocked     time.Time // the provider's own word: no call until then
 }
 
 // DefaultLease is how long a concurrency slot is held when its call never releases it.
@@ -75,9 +77,15 @@ func (w *Local) prune(now time.Time) {
 		w.base += int64(w.head)
 		w.head = 0
 	}
+	if len(w.slots) == 0 || now.Before(w.firstExpiry) {
+		return // no lease is over: the slots need not be read
+	}
+	w.firstExpiry = time.Time{}
 	for id, s := range w.slots {
 		if !now.Before(s.until) {
 			delete(w.slots, id)
+		} else if w.firstExpiry.IsZero() || s.until.Before(w.firstExpiry) {
+			w.firstExpiry = s.until
 		}
 	}
 }
@@ -99,7 +107,11 @@ func (w *Local) Reserve(_ context.Context, id string, estimate int) (Decision, e
 	if reason, wait, ok := w.room(now, estimate); !ok {
 		return Decision{Reason: reason, RetryAfter: wait, At: now, Usage: w.usage(now)}, nil
 	}
-	w.slots[id] = slot{until: now.Add(w.lease), event: w.base + int64(len(w.events))}
+	until := now.Add(w.lease)
+	w.slots[id] = slot{until: until, event: w.base + int64(len(w.events))}
+	if w.firstExpiry.IsZero() || until.Before(w.firstExpiry) {
+		w.firstExpiry = until
+	}
 	w.events = append(w.events, event{at: w.since(now), tokens: estimate})
 	w.tokens += estimate
 	return Decision{Allowed: true, At: now, Usage: w.usage(now)}, nil
