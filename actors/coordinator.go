@@ -290,16 +290,27 @@ func (c *CoordinatorActor) recordSelection() {
 	sel := c.plan.Selection
 	counts := sel.SkipCounts()
 	skipped := c.plan.SkipsToRecord()
-	rec := &messages.Selection{Policy: c.deps.Plan.Policy.String(), Eligible: int32(sel.Eligible), SkipCounts: map[string]int32{}}
-	for reason, n := range counts {
-		rec.SkipCounts[reason] = int32(n)
+	rec := &messages.Selection{Policy: c.deps.Plan.Policy.String(), Eligible: int32(sel.Eligible)}
+	if len(counts) > 0 {
+		rec.SkipCounts = make(map[string]int32, len(counts))
+		for reason, n := range counts {
+			rec.SkipCounts[reason] = int32(n)
+		}
 	}
-	for _, s := range skipped {
-		rec.Skipped = append(rec.Skipped, &messages.Skip{Model: s.Model, Provider: s.Provider, Reason: s.Reason.String()})
+	if len(skipped) > 0 {
+		rec.Skipped = make([]*messages.Skip, len(skipped))
+		skips := make([]messages.Skip, len(skipped)) // one allocation for the list
+		for i, s := range skipped {
+			skips[i] = messages.Skip{Model: s.Model, Provider: s.Provider, Reason: s.Reason.String()}
+			rec.Skipped[i] = &skips[i]
+		}
 	}
-	for _, p := range sel.Picks {
-		rec.Picks = append(rec.Picks, &messages.Pick{Model: p.Model, Provider: p.Provider, Sampled: p.Sampled, Score: p.Score,
-			Deprioritised: p.Deprioritised, Explored: p.Explored, Alpha: p.Alpha, Beta: p.Beta})
+	rec.Picks = make([]*messages.Pick, len(sel.Picks))
+	picks := make([]messages.Pick, len(sel.Picks))
+	for i, p := range sel.Picks {
+		picks[i] = messages.Pick{Model: p.Model, Provider: p.Provider, Sampled: p.Sampled, Score: p.Score,
+			Deprioritised: p.Deprioritised, Explored: p.Explored, Alpha: p.Alpha, Beta: p.Beta}
+		rec.Picks[i] = &picks[i]
 	}
 	c.exec.Selection = rec
 	c.logSelection(sel.Picks, counts, skipped, sel.Eligible, false)
@@ -326,7 +337,9 @@ type env struct{ c *CoordinatorActor }
 
 func (e env) Worker(avoid map[string]bool) (string, bool) { return e.c.plan.Worker(e.c.world, avoid) }
 
-func (e env) ProviderDown(provider string) bool { return e.c.world.Provider(provider).BreakerOpen }
+func (e env) ProviderDown(provider string) bool {
+	return e.c.world.Provider(provider, e.c.world.Now()).BreakerOpen
+}
 
 func (e env) Replace(n int, tried map[string]bool) []collect.Assignment {
 	picks, workers := e.c.plan.Replace(e.c.world, n, tried, e.c.rng)
@@ -665,11 +678,11 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 // when the request failed before one), faults of the model penalised either way.
 func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResult) {
 	t := time.Now()
-	index := c.answerIndex()
-	var calls []feedback.Call
-	for _, rec := range c.machine.Records() {
+	records := c.machine.Records()
+	calls := make([]feedback.Call, 0, len(records))
+	for _, rec := range records {
 		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout}
-		if i, ok := index[rec.Job]; ok && r != nil && rec.Status == collect.OK {
+		if i, ok := c.answerOf(rec.Job); ok && r != nil && rec.Status == collect.OK {
 			call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
 			if len(r.Groups) > 0 { // a reliability-weighted vote: the scores are posteriors
 				call.Posterior = &r.Decision.Scores[i]
@@ -702,12 +715,14 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", c.plan.Category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
 }
 
-func (c *CoordinatorActor) answerIndex() map[*collect.Job]int {
-	index := make(map[*collect.Job]int, len(c.answers))
-	for i, j := range c.answers {
-		index[j] = i
+// answerOf is a job's place among the answers handed to the consensus, if it gave one.
+func (c *CoordinatorActor) answerOf(j *collect.Job) (int, bool) {
+	for i, a := range c.answers {
+		if a == j {
+			return i, true
+		}
 	}
-	return index
+	return 0, false
 }
 
 // fail answers with a failure; the record is kept like any other.
@@ -762,10 +777,13 @@ func addUsage(sum, u *messages.Usage) *messages.Usage {
 
 // assembleResults writes the calls, their usage and cost, and the retry history into the record.
 func (c *CoordinatorActor) assembleResults(r *messages.ConsensusResult) {
-	index := c.answerIndex()
-	for _, rec := range c.machine.Records() {
+	records := c.machine.Records()
+	results := make([]messages.WorkerResult, len(records)) // one allocation for the list
+	c.exec.Results = make([]*messages.WorkerResult, 0, len(records))
+	for k, rec := range records {
 		j := rec.Job
-		wr := &messages.WorkerResult{JobId: c.jobID(j), Model: j.Slot.Model, Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt),
+		wr := &results[k]
+		*wr = messages.WorkerResult{JobId: c.jobID(j), Model: j.Slot.Model, Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt),
 			Status: string(rec.Status), ErrorKind: string(rec.Kind), ErrorScope: rec.Scope.String(), BudgetMs: ms(j.Budget)}
 		if res, ok := rec.Ref.(*messages.JobResult); ok {
 			wr.Text, wr.LatencyMs, wr.ErrorMessage, wr.HttpStatus, wr.Usage = res.Text, res.LatencyMs, res.ErrorMessage, res.HttpStatus, res.Usage
@@ -774,7 +792,7 @@ func (c *CoordinatorActor) assembleResults(r *messages.ConsensusResult) {
 			c.exec.Cost += res.Cost
 			c.exec.Usage = addUsage(c.exec.Usage, res.Usage)
 		}
-		if i, ok := index[j]; ok && r != nil && rec.Status == collect.OK {
+		if i, ok := c.answerOf(j); ok && r != nil && rec.Status == collect.OK {
 			wr.WeightedScore, wr.Contributed = r.Weighted[i], r.Contributed[i]
 		}
 		c.exec.Results = append(c.exec.Results, wr)

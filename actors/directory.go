@@ -168,9 +168,9 @@ func (w world) Release(buf *[]bandit.Candidate)  { w.dir.Arms.Release(buf) }
 func (w world) TotalPulls(category string) int64 { return w.dir.Arms.TotalPulls(category) }
 func (w world) Workers() []fleet.Snapshot        { return w.dir.WorkerSnapshots() }
 
-func (w world) Provider(name string) bandit.ProviderStatus {
+func (w world) Provider(name string, now time.Time) bandit.ProviderStatus {
 	if ref := w.dir.Provider(name); ref != nil {
-		return ref.Snapshot().Status(w.clock.Now())
+		return ref.Snapshot().Status(now)
 	}
 	return bandit.ProviderStatus{}
 }
@@ -275,6 +275,8 @@ type ArmBoard struct {
 	// arm in a category; zero keeps categories independent.
 	sharing float64
 	scratch sync.Pool // *[]bandit.Candidate, reused by selections
+	// cells hold every arm's values for selection, side by side per category.
+	cells *armCells
 	// estimates are the reliability estimator's latest, nil until its first vote; votesSent and
 	// votesObserved count the votes sent to it and taken in, so that a replay can wait for them.
 	estimates     atomic.Pointer[reliability.View]
@@ -286,12 +288,26 @@ type ArmBoard struct {
 // board.
 type armLayout struct {
 	models []catalog.Model
-	active []armSlots // per model of models
-	slots  map[string]armSlots
+	active []*armSlots // per model of models
+	slots  map[string]*armSlots
 }
 
-// armSlots are one model's publication slots, by category index.
-type armSlots []atomic.Pointer[bandit.Arm]
+// armSlots are one model's publication slots, by category index, and the column of its cells.
+type armSlots struct {
+	arms []atomic.Pointer[bandit.Arm]
+	col  int
+}
+
+// newSlots makes the slots of a model new to the board; the board's mutex is held.
+func (b *ArmBoard) newSlots() *armSlots {
+	return &armSlots{arms: make([]atomic.Pointer[bandit.Arm], len(b.categories)), col: b.cells.add()}
+}
+
+// store publishes an arm in its slot and its cell.
+func (b *ArmBoard) store(s *armSlots, ci int, a bandit.Arm) {
+	s.arms[ci].Store(&a)
+	b.cells.cell(s.col, ci).store(a)
+}
 
 // AllCategories names the arm that pools a model's outcomes in every category.
 const AllCategories = "*"
@@ -304,11 +320,12 @@ const DefaultSharing = 10
 // empirical-Bayes prior a model's overall record lends its category arms (see Candidates).
 func NewArmBoard(models []catalog.Model, categories []string, prior bandit.Prior, sharing float64) *ArmBoard {
 	categories = append(append([]string(nil), categories...), AllCategories)
-	b := &ArmBoard{categories: map[string]int{}, prior: prior, sharing: sharing, pulls: make([]atomic.Int64, len(categories))}
+	b := &ArmBoard{categories: map[string]int{}, prior: prior, sharing: sharing, pulls: make([]atomic.Int64, len(categories)),
+		cells: newArmCells(len(categories))}
 	for i, c := range categories {
 		b.categories[c] = i
 	}
-	b.layout.Store(&armLayout{slots: map[string]armSlots{}})
+	b.layout.Store(&armLayout{slots: map[string]*armSlots{}})
 	b.SetModels(models)
 	return b
 }
@@ -319,12 +336,12 @@ func (b *ArmBoard) SetModels(models []catalog.Model) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old := b.layout.Load()
-	next := &armLayout{models: slices.Clone(models), active: make([]armSlots, len(models)), slots: make(map[string]armSlots, len(old.slots)+len(models))}
+	next := &armLayout{models: slices.Clone(models), active: make([]*armSlots, len(models)), slots: make(map[string]*armSlots, len(old.slots)+len(models))}
 	maps.Copy(next.slots, old.slots)
 	for i, m := range models {
 		s, ok := next.slots[m.ID]
 		if !ok {
-			s = make(armSlots, len(b.categories))
+			s = b.newSlots()
 			next.slots[m.ID] = s
 		}
 		next.active[i] = s
@@ -346,7 +363,7 @@ func (b *ArmBoard) Handle(category, model string) *atomic.Pointer[bandit.Arm] {
 	if !ok1 || !ok2 {
 		return nil
 	}
-	return &s[ci]
+	return &s.arms[ci]
 }
 
 // Arm returns an arm's published state, or the prior.
@@ -361,9 +378,11 @@ func (b *ArmBoard) Arm(category, model string) bandit.Arm {
 
 // Publish stores an arm's new state; only the arm's actor calls it.
 func (b *ArmBoard) Publish(a bandit.Arm) {
-	if h := b.Handle(a.Category, a.Model); h != nil {
-		h.Store(&a)
-		b.pulls[b.categories[a.Category]].Add(1)
+	ci, ok1 := b.categories[a.Category]
+	s, ok2 := b.layout.Load().slots[a.Model]
+	if ok1 && ok2 {
+		b.store(s, ci, a)
+		b.pulls[ci].Add(1)
 	}
 }
 
@@ -402,7 +421,7 @@ func (b *ArmBoard) appendCandidates(category string, dst []bandit.Candidate) []b
 	for i, m := range l.models {
 		c := bandit.Candidate{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: b.prior.Alpha, Beta: b.prior.Beta}
 		if ok && category != AllCategories {
-			c.Alpha, c.Beta, c.Pulls = b.pooled(l.active[i], ci, all)
+			c.Alpha, c.Beta, c.Pulls = b.pooled(l.active[i].col, ci, all)
 			if est != nil {
 				// The estimator's refitted accuracy, worth the answers it rests on, replaces the arm's
 				// running credit; models it has not seen in the category keep their arms.
@@ -418,17 +437,19 @@ func (b *ArmBoard) appendCandidates(category string, dst []bandit.Candidate) []b
 }
 
 // pooled is a model's arm in a category with the loan of its overall record (see appendCandidates).
-func (b *ArmBoard) pooled(s armSlots, ci, all int) (alpha, beta float64, pulls int64) {
+func (b *ArmBoard) pooled(col, ci, all int) (alpha, beta float64, pulls int64) {
 	alpha, beta = b.prior.Alpha, b.prior.Beta
-	if g := s[all].Load(); g != nil && b.sharing > 0 {
-		w := math.Min(float64(g.Pulls), b.sharing)
-		alpha += w * g.Mean()
-		beta += w * (1 - g.Mean())
+	if b.sharing > 0 {
+		if ga, gb, gp, ok := b.cells.cell(col, all).load(); ok {
+			w, mean := math.Min(float64(gp), b.sharing), ga/(ga+gb)
+			alpha += w * mean
+			beta += w * (1 - mean)
+		}
 	}
-	if a := s[ci].Load(); a != nil {
-		alpha += a.Alpha - b.prior.Alpha
-		beta += a.Beta - b.prior.Beta
-		pulls = a.Pulls
+	if a, bt, p, ok := b.cells.cell(col, ci).load(); ok {
+		alpha += a - b.prior.Alpha
+		beta += bt - b.prior.Beta
+		pulls = p
 	}
 	return alpha, beta, pulls
 }
@@ -446,7 +467,7 @@ func (b *ArmBoard) Accuracy(category, model string) float64 {
 	if !ok || !known {
 		return b.prior.Alpha / (b.prior.Alpha + b.prior.Beta)
 	}
-	alpha, beta, _ := b.pooled(s, ci, b.categories[AllCategories])
+	alpha, beta, _ := b.pooled(s.col, ci, b.categories[AllCategories])
 	return alpha / (alpha + beta)
 }
 
@@ -473,7 +494,7 @@ func (b *ArmBoard) Published() []bandit.Arm {
 	l := b.layout.Load()
 	for _, c := range cats {
 		for _, s := range l.active {
-			if a := s[b.categories[c]].Load(); a != nil {
+			if a := s.arms[b.categories[c]].Load(); a != nil {
 				out = append(out, *a)
 			}
 		}
@@ -495,11 +516,10 @@ func (b *ArmBoard) Seed(arms []bandit.Arm) {
 		}
 		s, ok := next.slots[a.Model]
 		if !ok {
-			s = make(armSlots, len(b.categories))
+			s = b.newSlots()
 			next.slots[a.Model] = s
 		}
-		a := a
-		s[ci].Store(&a)
+		b.store(s, ci, a)
 		b.pulls[ci].Add(a.Pulls)
 	}
 	b.layout.Store(next)

@@ -193,10 +193,25 @@ func (p *ProviderActor) askLimiter(ctx actor.Context, released bool, call func(c
 	}()
 }
 
-// releaseSlot gives a call's reservation back to the limiter, with the tokens it used (-1: unknown).
-func (p *ProviderActor) releaseSlot(ctx actor.Context, jobID string, tokens int) {
+// releaseSlot gives a call's reservation back to the limiter, with the tokens it used (-1: unknown),
+// then tells it what the provider said of its limits (words).
+func (p *ProviderActor) releaseSlot(ctx actor.Context, jobID string, tokens int, words ...ratelimit.Upstream) {
+	if p.immediate {
+		p.usage, _ = p.limiter.Release(context.Background(), jobID, tokens)
+		for _, w := range words {
+			p.usage, _ = p.limiter.Observe(context.Background(), w)
+		}
+		p.waitRelease = false
+		return
+	}
 	lim := p.limiter
-	p.askLimiter(ctx, true, func(c context.Context) (ratelimit.Usage, error) { return lim.Release(c, jobID, tokens) })
+	p.askLimiter(ctx, true, func(c context.Context) (ratelimit.Usage, error) {
+		u, err := lim.Release(c, jobID, tokens)
+		for _, w := range words {
+			u, err = lim.Observe(c, w)
+		}
+		return u, err
+	})
 }
 
 // onReserved applies the limiter's answer to the reservation out.
@@ -259,9 +274,11 @@ func (p *ProviderActor) settleReservation(ctx actor.Context, r *reservation, d r
 // grant leases a permit whose reservation the limiter took.
 func (p *ProviderActor) grant(ctx actor.Context, r *reservation) {
 	a := r.a
-	until := time.Now().Add(time.Minute)
+	var until time.Time
 	if a.Deadline != nil {
 		until = a.Deadline.AsTime()
+	} else {
+		until = time.Now().Add(time.Minute)
 	}
 	until = until.Add(p.deps.leaseGrace())
 	probe := r.ticket.Probe() || r.modelTicket.Probe()
@@ -442,7 +459,7 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 	if !next.IsZero() {
 		p.wakeBy(ctx, next)
 	}
-	p.publish()
+	p.publishAt(clk, now)
 }
 
 // reserve asks a limiter that may block for an acquisition, off the actor.
@@ -536,16 +553,6 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 		tokens = int(o.Tokens)
 	}
 	var words []ratelimit.Upstream // what the provider said of its limits, observed after the release
-	defer func() {
-		lim, id := p.limiter, o.JobId
-		p.askLimiter(ctx, true, func(c context.Context) (ratelimit.Usage, error) {
-			u, err := lim.Release(c, id, tokens)
-			for _, w := range words {
-				u, err = lim.Observe(c, w)
-			}
-			return u, err
-		})
-	}()
 	m := p.model(l.model)
 	now := p.deps.now()
 	if rl := o.RateLimit; rl != nil {
@@ -589,8 +596,9 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 		p.log.Warn("model removed from the pool", zap.String("event", "model_removed"), zap.String("model", l.model))
 	}
 	if o.ProviderEffect != messages.Effect_EFFECT_NEUTRAL || o.ModelEffect != messages.Effect_EFFECT_NEUTRAL {
-		p.count(o.ProviderEffect == messages.Effect_EFFECT_FAILURE || o.ModelEffect == messages.Effect_EFFECT_FAILURE)
+		p.count(now, o.ProviderEffect == messages.Effect_EFFECT_FAILURE || o.ModelEffect == messages.Effect_EFFECT_FAILURE)
 	}
+	p.releaseSlot(ctx, o.JobId, tokens, words...)
 }
 
 // holdFor holds back this actor's acquisitions for the block the provider's word asks for, at once:
@@ -657,8 +665,8 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-func (p *ProviderActor) count(fault bool) {
-	hour := p.deps.now().Unix() / 3600
+func (p *ProviderActor) count(now time.Time, fault bool) {
+	hour := now.Unix() / 3600
 	b := &p.hours[hour%24]
 	if b.hour != hour {
 		*b = hourBucket{hour: hour}
@@ -669,8 +677,10 @@ func (p *ProviderActor) count(fault bool) {
 	}
 }
 
-func (p *ProviderActor) publish() {
-	now := p.deps.now()
+func (p *ProviderActor) publish() { p.publishAt(p.deps.now(), time.Now()) }
+
+// publishAt publishes the snapshot at now on the injected clock, wall being the time on the real one.
+func (p *ProviderActor) publishAt(now, wall time.Time) {
 	hour := now.Unix() / 3600
 	var calls, faults int64
 	for _, b := range p.hours {
@@ -706,10 +716,10 @@ func (p *ProviderActor) publish() {
 	if p.modelsChanged {
 		snap.Models = p.outOfPool(now)
 		p.modelsChanged = false
-	} else if wall := time.Now(); !decisionsDiffer(prev, &snap) && wall.Sub(p.publishedAt) < StatsEvery {
+	} else if !decisionsDiffer(prev, &snap) && wall.Sub(p.publishedAt) < StatsEvery {
 		return // only the counters moved: they wait for the next publication
 	}
-	p.publishedAt = time.Now()
+	p.publishedAt = wall
 	published := snap // only a snapshot that is published leaves the stack
 	p.ref.snap.Store(&published)
 }

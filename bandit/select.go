@@ -147,6 +147,9 @@ type Selection struct {
 
 // SkipCounts summarises the skip reasons.
 func (s Selection) SkipCounts() map[string]int {
+	if len(s.Skipped) == 0 {
+		return nil
+	}
 	counts := make(map[string]int, 4)
 	for _, sk := range s.Skipped {
 		counts[sk.Reason.String()]++

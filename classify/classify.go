@@ -110,6 +110,9 @@ type Classifier struct {
 	// far too sure of themselves; it is fitted on leave-one-out predictions of the training set.
 	temperature float64
 	keywords    map[uint64][]keywordHit
+	// keywordBits has the bit of every keyword's hash set, so that a token that is no keyword is
+	// known without a map lookup.
+	keywordBits [64]uint64
 	scratch     *sync.Pool // *scratch, shared by the classifiers of one trained model
 }
 
@@ -234,6 +237,7 @@ func Train(examples []Example, opts Options) (*Classifier, error) {
 				return nil, fmt.Errorf("keyword %q of %s has more than two significant words", p, cat)
 			}
 			c.keywords[h] = append(c.keywords[h], keywordHit{category: index[cat], phrase: p})
+			c.keywordBits[h>>6%uint64(len(c.keywordBits))] |= 1 << (h & 63)
 		}
 	}
 	c.temperature = c.fitTemperature(exTokens, exClass, counts, totals, docs)
@@ -329,6 +333,9 @@ func distinct(toks []uint64) []uint64 {
 // keywordScores adds keywordWeight per matched keyword to its category and appends the signals.
 func (c *Classifier) keywordScores(toks []uint64, signals *[]Signal) (kw [maxCategories]float64) {
 	for _, h := range toks {
+		if c.keywordBits[h>>6%uint64(len(c.keywordBits))]&(1<<(h&63)) == 0 {
+			continue // no keyword hashes here: most tokens are none
+		}
 		for _, hit := range c.keywords[h] {
 			kw[hit.category] += keywordWeight
 			if signals != nil && !hasSignal(*signals, hit.phrase) {

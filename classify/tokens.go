@@ -61,6 +61,18 @@ func appendTokens(dst []uint64, text string, buf []byte) ([]uint64, []byte) {
 		buf = buf[:0]
 	}
 	for i := 0; i < len(text); {
+		if c := text[i]; c < utf8.RuneSelf { // ASCII, most of any task: no rune to decode
+			i++
+			switch {
+			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+				buf = append(buf, c)
+			case 'A' <= c && c <= 'Z':
+				buf = append(buf, c+'a'-'A')
+			default:
+				flush()
+			}
+			continue
+		}
 		r, size := utf8.DecodeRuneInString(text[i:])
 		i += size
 		if unicode.IsLetter(r) || unicode.IsDigit(r) {

@@ -47,8 +47,8 @@ type World interface {
 	Release(*[]bandit.Candidate)
 	// TotalPulls is the number of rewards a category's arms received (for UCB1).
 	TotalPulls(category string) int64
-	// Provider is a provider's status for selection.
-	Provider(name string) bandit.ProviderStatus
+	// Provider is a provider's status for selection at now.
+	Provider(name string, now time.Time) bandit.ProviderStatus
 	// Model says why a model cannot be called at now (removed, ejected, rate limited) and until when.
 	Model(model, provider string, now time.Time) (bandit.SkipReason, time.Time)
 	Workers() []fleet.Snapshot
@@ -262,7 +262,7 @@ func (p *Plan) query(w World, n int) bandit.Query {
 	now := w.Now() // once per selection, not once per candidate
 	status := map[string]bandit.ProviderStatus{}
 	for _, name := range p.s.Catalog.Load().ProviderNames() {
-		status[name] = w.Provider(name)
+		status[name] = w.Provider(name, now)
 	}
 	return bandit.Query{
 		N: n, ContextTokens: p.ContextTokens, Providers: status, Policy: p.s.Policy, TotalPulls: w.TotalPulls(p.Category),

@@ -161,6 +161,9 @@ func (b *Breaker) State() State {
 
 // Allow asks to make one call. It returns a ticket to pass to Record, or ErrOpen / ErrProbeInFlight.
 func (b *Breaker) Allow() (Ticket, error) {
+	if b.state == Closed { // a closed breaker admits every call, whatever the time
+		return Ticket{generation: b.generation}, nil
+	}
 	now := b.s.Clock.Now()
 	b.expire(now)
 	switch b.state {
@@ -183,6 +186,10 @@ func (b *Breaker) Allow() (Ticket, error) {
 // Record reports the outcome of a call admitted by Allow. Outcomes from an earlier generation are
 // dropped; it reports whether the outcome was counted.
 func (b *Breaker) Record(t Ticket, success bool) bool {
+	if b.state == Closed && success && t.generation == b.generation { // no time to read: nothing ages or trips
+		b.run = 0
+		return true
+	}
 	now := b.s.Clock.Now()
 	b.expire(now)
 	if t.generation != b.generation {
@@ -249,11 +256,17 @@ func TicketFrom(generation uint64, probe bool) Ticket {
 
 // Snapshot returns an immutable view of the breaker.
 func (b *Breaker) Snapshot() Snapshot {
-	now := b.s.Clock.Now()
-	b.expire(now)
+	// The time matters only to an open breaker (its period may be over) and to errors in the window.
+	var now time.Time
+	if b.state == Open || len(b.errs) > 0 {
+		now = b.s.Clock.Now()
+		b.expire(now)
+	}
 	snap := Snapshot{Name: b.s.Name, State: b.state, Generation: b.generation}
 	if b.state == Closed {
-		snap.ErrorsInWindow = b.errorsSince(now.Add(-b.s.Window))
+		if len(b.errs) > 0 {
+			snap.ErrorsInWindow = b.errorsSince(now.Add(-b.s.Window))
+		}
 		if b.s.Consecutive {
 			snap.ErrorsInWindow = b.run
 		}
