@@ -42,3 +42,11 @@ func TestMatchersFollowTheirPatterns(t *testing.T) {
 		}
 	}
 }
+
+func TestTrimBulletIsTrimLeft(t *testing.T) {
+	for _, s := range []string{"", "- a", "* b", "• c", "12. d", "3) e", "•• -1. f", " \tg", "-•\t- h", "•", "x • y", "\u2022x", "\u2023x"} {
+		if got, want := trimBullet(s), strings.TrimLeft(s, "-*•0123456789.) "); got != want {
+			t.Errorf("trimBullet(%q) = %q, want %q", s, got, want)
+		}
+	}
+}

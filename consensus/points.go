@@ -46,6 +46,10 @@ func (b *ballot) points(chosen int) (agreement, disagreement []string) {
 	var claims []claim
 	var texts []string
 	words := make([]uint64, 0, 256)
+	// A claim whose words are exactly an earlier claim's merges into it: no claim before that one can
+	// overlap them, or the earlier claim would have merged into it. Answers repeat one another's
+	// sentences, so most claims are found here instead of by comparing them with every claim.
+	exact := make(map[uint64]int)
 	for i, r := range b.resps {
 		texts = appendClaims(texts[:0], r.Text)
 		for _, s := range texts {
@@ -58,22 +62,27 @@ func (b *ballot) points(chosen int) (agreement, disagreement []string) {
 				words = words[:from]
 				continue
 			}
-			merged := false
-			for k := range claims {
-				c := &claims[k]
-				if overlaps(words[c.from:c.to], w) {
-					if c.last != i {
-						c.sources, c.last = c.sources+1, i
-					}
-					merged = true
-					break
+			key := setHash(w)
+			k, found := exact[key]
+			if found && !slices.Equal(words[claims[k].from:claims[k].to], w) {
+				found = false // two sets of one hash: compare as any other
+			}
+			for j := 0; !found && j < len(claims); j++ {
+				if overlaps(words[claims[j].from:claims[j].to], w) {
+					k, found = j, true
 				}
 			}
-			if merged {
+			if found {
+				if c := &claims[k]; c.last != i {
+					c.sources, c.last = c.sources+1, i
+				}
 				words = words[:from]
-			} else {
-				claims = append(claims, claim{text: s, from: from, to: len(words), sources: 1, last: i, first: i})
+				continue
 			}
+			if _, taken := exact[key]; !taken {
+				exact[key] = len(claims)
+			}
+			claims = append(claims, claim{text: s, from: from, to: len(words), sources: 1, last: i, first: i})
 		}
 	}
 	majority := n/2 + 1
@@ -87,6 +96,31 @@ func (b *ballot) points(chosen int) (agreement, disagreement []string) {
 		}
 	}
 	return agreement, disagreement
+}
+
+// trimBullet drops a list item's bullet or number: what strings.TrimLeft(s, "-*•0123456789.) ") does,
+// without building its set of characters on every call.
+func trimBullet(s string) string {
+	for len(s) > 0 {
+		switch c := s[0]; {
+		case c == '-' || c == '*' || c == '.' || c == ')' || c == ' ' || '0' <= c && c <= '9':
+			s = s[1:]
+		case strings.HasPrefix(s, "•"):
+			s = s[len("•"):]
+		default:
+			return s
+		}
+	}
+	return s
+}
+
+// setHash hashes a sorted set of word hashes.
+func setHash(w []uint64) uint64 {
+	h := uint64(len(w))
+	for _, x := range w {
+		h = (h ^ x) * 0x9E3779B97F4A7C15
+	}
+	return h
 }
 
 // overlaps reports whether two claims' word sets state the same point: a Jaccard overlap of at least
@@ -121,7 +155,7 @@ func appendClaims(out []string, text string) []string {
 			end = c == '\n' || ((c == '.' || c == '!' || c == '?') && (i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n'))
 		}
 		if end {
-			s := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(text[start:i]), "-*•0123456789.) "))
+			s := strings.TrimSpace(trimBullet(strings.TrimSpace(text[start:i])))
 			if s != "" {
 				out = append(out, s)
 				found++
