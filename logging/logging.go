@@ -47,22 +47,25 @@ func New(level, format string, w io.Writer) (*zap.Logger, error) {
 // formatting each by its layout was a fifth of a line's cost.
 func ISO8601(t time.Time, enc zapcore.PrimitiveArrayEncoder) {
 	ms := t.UnixMilli()
-	c := isoLatest.Load()
+	slot := &isoCache[uint64(ms)%uint64(len(isoCache))]
+	c := slot.Load()
 	if c == nil || c.ms != ms || c.loc != t.Location() {
-		c = &isoCache{ms: ms, loc: t.Location(), s: t.Format("2006-01-02T15:04:05.000Z0700")}
-		isoLatest.Store(c)
+		c = &isoTime{ms: ms, loc: t.Location(), s: t.Format("2006-01-02T15:04:05.000Z0700")}
+		slot.Store(c)
 	}
 	enc.AppendString(c.s)
 }
 
-// isoCache is the formatted millisecond of the latest line.
-type isoCache struct {
+// isoTime is one formatted millisecond.
+type isoTime struct {
 	ms  int64
 	loc *time.Location
 	s   string
 }
 
-var isoLatest atomic.Pointer[isoCache]
+// isoCache holds recent formatted milliseconds by their value modulo its size: a line's time and the
+// times it carries (a request's deadline) keep their own entries.
+var isoCache [16]atomic.Pointer[isoTime]
 
 // Buffer returns w behind a buffer of 256 KiB flushed every 100 ms and when full: a server writes
 // about twenty lines per request, and one write each would cost a system call. Stop flushes it and

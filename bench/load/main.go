@@ -449,6 +449,31 @@ func report(results []result) {
 		fmt.Printf("| %s | %d | %.0f | %.3f | %.3f | %.1f | %.1f× | %.2f× |\n", r.Server, r.Concurrency, r.RPS, r.P50Ms, r.P99Ms,
 			r.CPUPerReqUs, r.CPUPerReqUs/b.CPUPerReqUs, r.RPS/b.RPS)
 	}
+	for _, r := range results {
+		if r.Server == targetServer && r.Concurrency == targetConcurrency {
+			b := base[r.Concurrency]
+			fmt.Printf("\nTargets (%s, c=%d): CPU %.1f µs/req (target ≤ %d: %s), %.1f× the baseline (target ≤ %d×: %s), %.0f req/s (target ≥ %d: %s)\n",
+				r.Server, r.Concurrency, r.CPUPerReqUs, targetCPU, met(r.CPUPerReqUs <= targetCPU), r.CPUPerReqUs/b.CPUPerReqUs, targetRatio,
+				met(r.CPUPerReqUs/b.CPUPerReqUs <= targetRatio), r.RPS, targetRPS, met(r.RPS >= targetRPS))
+		}
+	}
+}
+
+// The overhead targets the load run is read against.
+const (
+	targetServer      = "majority×6 (info logs)"
+	targetConcurrency = 16
+	targetCPU         = 150    // µs of server CPU per request
+	targetRatio       = 8      // times the bare handler's CPU per request
+	targetRPS         = 10_000 // requests per second
+	targetPassthrough = 60     // µs of server CPU per request beyond the mock's own
+)
+
+func met(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "not met"
 }
 
 // soak runs the embedded default as it ships (simulated faults, default rate limits and breakers) under
@@ -654,6 +679,13 @@ func passthrough(conclave string, warmup, duration time.Duration, out string) er
 		}
 		fmt.Printf("| %s | %.0f | %.3f | %.3f | %s | %s | %.1f | %s |\n", r.Server, r.RPS, r.P50Ms, r.P99Ms, added, server, r.UpstreamCPUPerReqUs,
 			ratio(r, base))
+	}
+	for _, r := range results {
+		if r.Server != base.Server {
+			beyond := r.CPUPerReqUs - r.UpstreamCPUPerReqUs
+			fmt.Printf("Target (%s): %.1f µs of server CPU per request beyond the mock's own (target ≤ %d: %s)\n", r.Server, beyond,
+				targetPassthrough, met(beyond <= targetPassthrough))
+		}
 	}
 	raw, _ := json.MarshalIndent(results, "", "  ")
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
