@@ -289,7 +289,10 @@ func (t *SSH) drop(c *ssh.Client, why error) {
 	}
 }
 
-// openSession opens a session within the session timeout and a slot under MaxSessions.
+// openSession opens a session within the session timeout and a slot under MaxSessions. A session the
+// server refuses (it still counts sessions whose command is ending) is asked for again, a little later
+// each time, until the session timeout: the connection itself is fine, and dropping it would fail
+// every job on it.
 func (t *SSH) openSession(ctx context.Context, c *ssh.Client) (*ssh.Session, func(), error) {
 	select {
 	case t.sessions <- struct{}{}:
@@ -301,23 +304,41 @@ func (t *SSH) openSession(ctx context.Context, c *ssh.Client) (*ssh.Session, fun
 		s   *ssh.Session
 		err error
 	}
-	ch := make(chan opened, 1)
-	go func() { s, err := c.NewSession(); ch <- opened{s, err} }()
-	select {
-	case o := <-ch:
-		if o.err != nil {
+	timeout := time.NewTimer(t.o.SessionTimeout)
+	defer timeout.Stop()
+	for wait := time.Millisecond; ; wait = min(2*wait, 100*time.Millisecond) {
+		ch := make(chan opened, 1)
+		go func() { s, err := c.NewSession(); ch <- opened{s, err} }()
+		var refused error
+		select {
+		case o := <-ch:
+			var oce *ssh.OpenChannelError
+			if o.err == nil {
+				return o.s, release, nil
+			}
+			if !errors.As(o.err, &oce) {
+				release()
+				t.drop(c, o.err)
+				return nil, nil, t.hostError(o.err, "session")
+			}
+			refused = o.err
+		case <-timeout.C:
 			release()
-			t.drop(c, o.err)
-			return nil, nil, t.hostError(o.err, "session")
+			t.drop(c, context.DeadlineExceeded)
+			return nil, nil, t.hostError(context.DeadlineExceeded, "session open")
+		case <-ctx.Done():
+			release()
+			return nil, nil, ctx.Err()
 		}
-		return o.s, release, nil
-	case <-time.After(t.o.SessionTimeout):
-		release()
-		t.drop(c, context.DeadlineExceeded)
-		return nil, nil, t.hostError(context.DeadlineExceeded, "session open")
-	case <-ctx.Done():
-		release()
-		return nil, nil, ctx.Err()
+		select {
+		case <-time.After(wait):
+		case <-timeout.C:
+			release()
+			return nil, nil, t.hostError(refused, "session")
+		case <-ctx.Done():
+			release()
+			return nil, nil, ctx.Err()
+		}
 	}
 }
 
@@ -585,8 +606,23 @@ func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob) (*messages.Jo
 	if err != nil {
 		return nil, err
 	}
-	defer release()
-	defer s.Close()
+	// The server counts a session until its command has exited, after the answer: the slot is held as
+	// long (AgentGrace at most), or more sessions would be asked for than the server allows.
+	var ended chan struct{} // closed when the agent exits; nil while it has not started
+	defer func() {
+		e := ended
+		go func() {
+			if e != nil {
+				select {
+				case <-e:
+				case <-time.After(AgentGrace):
+					_ = s.Signal(ssh.SIGKILL)
+				}
+			}
+			s.Close()
+			release()
+		}()
+	}()
 	stdin, err1 := s.StdinPipe()
 	stdout, err2 := s.StdoutPipe()
 	if err := errors.Join(err1, err2); err != nil {
@@ -595,6 +631,8 @@ func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob) (*messages.Jo
 	if err := s.Start(t.host.Command); err != nil {
 		return nil, t.hostError(err, "start the agent")
 	}
+	ended = make(chan struct{})
+	go func() { _ = s.Wait(); close(ended) }()
 	type answer struct {
 		res *messages.JobResult
 		err error

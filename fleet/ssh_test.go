@@ -149,6 +149,36 @@ func TestExecModeRunsEachJobInItsOwnSession(t *testing.T) {
 	}
 }
 
+// A host that refuses a session for a while (sshd counts a session until its command has ended) gets
+// the job again on the same connection: the refusal fails no other job in flight.
+func TestARefusedSessionIsAskedAgainOnTheSameConnection(t *testing.T) {
+	h := newHost(t, false)
+	h.server.MaxSessions.Store(2)
+	tr, _ := h.transport(t, fleet.ModeExec)
+	var health []fleet.Health
+	var mu sync.Mutex
+	tr.OnHealth(func(s fleet.Health, _ error) { mu.Lock(); health = append(health, s); mu.Unlock() })
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if reply, err := tr.Run(ctx, call(i)); err != nil || reply.Text == "" {
+				t.Errorf("job %d: %+v %v", i, reply, err)
+			}
+		})
+	}
+	wg.Wait()
+	if h.server.Refused.Load() == 0 {
+		t.Fatal("no session was refused: the test asked for too few at once")
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(health) != 1 || health[0] != fleet.Connected {
+		t.Fatalf("health %v: a refused session dropped the connection", health)
+	}
+}
+
 func TestAJobPastItsDeadlineEnds(t *testing.T) {
 	h := newHost(t, false)
 	tr, _ := h.transport(t, fleet.ModeAgent, func(o *fleet.SSHOptions) {

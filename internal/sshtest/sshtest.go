@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -79,6 +80,12 @@ type Handler func(command string, stdin io.Reader, stdout io.Writer)
 type Server struct {
 	Addr    string
 	HostKey Key
+	// MaxSessions, when positive, refuses a session while that many are open, as sshd does ("no more
+	// sessions"), a session counting until its command has ended.
+	MaxSessions atomic.Int32
+	// Refused counts the sessions refused.
+	Refused atomic.Int32
+	open    atomic.Int32
 	ln      net.Listener
 	wg      sync.WaitGroup
 	mu      sync.Mutex
@@ -133,11 +140,18 @@ func (s *Server) serve(c net.Conn, cfg *ssh.ServerConfig, handler Handler) {
 			nc.Reject(ssh.UnknownChannelType, "only sessions")
 			continue
 		}
+		if max := s.MaxSessions.Load(); max > 0 && s.open.Load() >= max {
+			s.Refused.Add(1)
+			nc.Reject(ssh.ConnectionFailed, "no more sessions")
+			continue
+		}
 		ch, requests, err := nc.Accept()
 		if err != nil {
 			continue
 		}
+		s.open.Add(1)
 		go func() {
+			defer s.open.Add(-1)
 			defer ch.Close()
 			for req := range requests {
 				if req.Type != "exec" {
