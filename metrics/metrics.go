@@ -83,15 +83,16 @@ type Metrics struct {
 	models     map[string]bool
 	categories map[string]bool
 
-	callsMu   sync.RWMutex
-	callCache map[callKey]*callInstruments
+	callsMu      sync.RWMutex
+	callCache    map[callKey]*callInstruments
+	requestCache map[requestKey]requestInstruments
 }
 
 // New returns metrics on a registry of their own, with the Go runtime and process collectors, reading
 // gauges from src at scrape time.
 func New(src Source) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}, categories: map[string]bool{}, providerOf: src.ProviderOf,
-		callCache: map[callKey]*callInstruments{}}
+		callCache: map[callKey]*callInstruments{}, requestCache: map[requestKey]requestInstruments{}}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conclave_http_requests_total", Help: "HTTP requests answered, by endpoint, status code and task category.",
 	}, []string{"endpoint", "code", "category"})
@@ -159,11 +160,35 @@ func (m *Metrics) Request(endpoint string, code int, category string, took time.
 	if m == nil {
 		return
 	}
-	if category != "" {
-		category = m.bounded(m.categories, MaxCategories, category)
+	k := requestKey{endpoint: endpoint, code: code, category: category}
+	m.callsMu.RLock()
+	in, ok := m.requestCache[k]
+	m.callsMu.RUnlock()
+	if !ok {
+		if category != "" {
+			category = m.bounded(m.categories, MaxCategories, category)
+		}
+		in = requestInstruments{count: m.requests.WithLabelValues(endpoint, strconv.Itoa(code), category), duration: m.duration.WithLabelValues(endpoint)}
+		m.callsMu.Lock()
+		if len(m.requestCache) < maxCachedCalls { // endpoints are patterns, codes few, categories bounded
+			m.requestCache[k] = in
+		}
+		m.callsMu.Unlock()
 	}
-	m.requests.WithLabelValues(endpoint, strconv.Itoa(code), category).Inc()
-	m.duration.WithLabelValues(endpoint).Observe(took.Seconds())
+	in.count.Inc()
+	in.duration.Observe(took.Seconds())
+}
+
+// requestKey is one kind of answered request; requestInstruments are its instruments, resolved once.
+type requestKey struct {
+	endpoint string
+	code     int
+	category string
+}
+
+type requestInstruments struct {
+	count    prometheus.Counter
+	duration prometheus.Observer
 }
 
 // Overhead records a routed request's time in Conclave itself.
