@@ -2,6 +2,7 @@ package actors
 
 import (
 	"math"
+	"runtime"
 	"sync/atomic"
 
 	"github.com/conclave-ai/conclave/bandit"
@@ -10,7 +11,8 @@ import (
 // armCell holds what selection reads of one arm (alpha, beta, pulls) in place, beside the cells of
 // the other models' arms in the same category: a selection reads every model's arm, and following a
 // pointer per arm to memory scattered over the heap cost more than drawing from the arms. A cell is a
-// sequence lock: its arm's actor alone writes it, and a reader retries a read that overlapped a write.
+// sequence lock: a writer makes the sequence odd while it writes (its arm's actor is the only one, but
+// a second would wait its turn), and a reader retries a read that overlapped a write.
 type armCell struct {
 	seq         atomic.Uint64 // even when still, odd while written; zero: never written (the prior)
 	alpha, beta atomic.Uint64 // float64 bits
@@ -19,7 +21,10 @@ type armCell struct {
 
 func (c *armCell) store(a bandit.Arm) {
 	s := c.seq.Load()
-	c.seq.Store(s + 1)
+	for s&1 == 1 || !c.seq.CompareAndSwap(s, s+1) {
+		runtime.Gosched() // another writer is between its stores
+		s = c.seq.Load()
+	}
 	c.alpha.Store(math.Float64bits(a.Alpha))
 	c.beta.Store(math.Float64bits(a.Beta))
 	c.pulls.Store(a.Pulls)
@@ -34,7 +39,8 @@ func (c *armCell) load() (alpha, beta float64, pulls int64, ok bool) {
 			return 0, 0, 0, false
 		}
 		if s&1 == 1 {
-			continue // its writer is between two stores
+			runtime.Gosched() // its writer is between two stores
+			continue
 		}
 		alpha, beta, pulls = math.Float64frombits(c.alpha.Load()), math.Float64frombits(c.beta.Load()), c.pulls.Load()
 		if c.seq.Load() == s {

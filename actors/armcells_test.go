@@ -59,3 +59,25 @@ func TestArmCellsGrowWithoutMoving(t *testing.T) {
 		t.Fatalf("the first model's arm reads %v", a)
 	}
 }
+
+// Writers of one cell take turns: readers never see a torn arm and never wait for ever.
+func TestArmCellWritersTakeTurns(t *testing.T) {
+	var c armCell
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for n := 1; n <= 5000; n++ {
+				v := float64(w*10000 + n)
+				c.store(bandit.Arm{Alpha: v, Beta: 2 * v, Pulls: int64(v)})
+				if alpha, beta, pulls, ok := c.load(); !ok || beta != 2*alpha || pulls != int64(alpha) {
+					t.Errorf("torn read: %v %v %d %v", alpha, beta, pulls, ok)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if s := c.seq.Load(); s&1 == 1 || s != 2*4*5000 {
+		t.Fatalf("sequence %d after 20000 writes", s)
+	}
+}

@@ -362,14 +362,8 @@ func (c *CoordinatorActor) collectBy() *timestamppb.Timestamp {
 
 // jobID names a job across the actors: the request's id and the job's number, made once.
 func (c *CoordinatorActor) jobID(j *collect.Job) string {
-	if c.jobIDs == nil {
-		c.jobIDs = make([]string, 0, 2*len(c.plan.Selection.Picks))
-	}
-	for len(c.jobIDs) <= j.Seq {
-		c.jobIDs = append(c.jobIDs, "")
-	}
-	if c.jobIDs[j.Seq] == "" {
-		c.jobIDs[j.Seq] = c.req.RequestId + "/" + strconv.Itoa(j.Seq)
+	for len(c.jobIDs) <= j.Seq { // jobs are numbered in the order they are made
+		c.jobIDs = append(c.jobIDs, c.req.RequestId+"/"+strconv.Itoa(len(c.jobIDs)))
 	}
 	return c.jobIDs[j.Seq]
 }

@@ -171,14 +171,9 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 // askLimiter runs a limiter call that answers with usage off the actor, its answer coming back as a
 // message; a limiter that never blocks is called in place.
 func (p *ProviderActor) askLimiter(ctx actor.Context, released bool, call func(context.Context) (ratelimit.Usage, error)) {
-	if p.immediate {
-		// Answered in place: the caller serves the waiting acquisitions (or publishes) next.
+	if p.immediate { // a refresh: releases of an immediate limiter are made in place (releaseSlot)
 		p.usage, _ = call(context.Background())
-		if released {
-			p.waitRelease = false
-		} else {
-			p.publish()
-		}
+		p.publish()
 		return
 	}
 	self, root, log := ctx.Self(), ctx.ActorSystem().Root, p.log
