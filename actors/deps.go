@@ -140,6 +140,33 @@ func (d *Deps) run(fn func()) {
 	go fn()
 }
 
+// alarm is an actor's one timer, set for the earliest moment asked of it: a message to the actor then.
+type alarm struct {
+	at     time.Time
+	cancel func()
+}
+
+// by makes sure msg reaches self no later than at.
+func (a *alarm) by(timers *scheduler.TimerScheduler, self *actor.PID, at time.Time, msg any) {
+	if !a.at.IsZero() && !at.Before(a.at) {
+		return
+	}
+	a.stop()
+	a.at = at
+	a.cancel = timers.SendOnce(max(time.Until(at), 0), self, msg)
+}
+
+// rang forgets the timer whose message came.
+func (a *alarm) rang() { a.at, a.cancel = time.Time{}, nil }
+
+// stop cancels the timer.
+func (a *alarm) stop() {
+	if a.cancel != nil {
+		a.cancel()
+		a.at, a.cancel = time.Time{}, nil
+	}
+}
+
 func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

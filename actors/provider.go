@@ -44,8 +44,7 @@ type ProviderActor struct {
 	disabled string
 	waiting  []*messages.Acquire
 	leases   map[string]lease
-	wake     func()
-	wakeAt   time.Time
+	wake     alarm
 	hours    [24]hourBucket
 	// publishedAt is when the last snapshot was published (wall clock).
 	publishedAt time.Time
@@ -139,7 +138,7 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 			p.publish()
 		}
 	case wakeUp:
-		p.wake, p.wakeAt = nil, time.Time{}
+		p.wake.rang()
 		p.expireLeases(ctx)
 		p.serve(ctx)
 		p.rearm(ctx)
@@ -159,9 +158,7 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		lim := p.limiter
 		p.askLimiter(ctx, false, func(c context.Context) (ratelimit.Usage, error) { return lim.Usage(c) })
 	case *actor.Stopping:
-		if p.wake != nil {
-			p.wake()
-		}
+		p.wake.stop()
 		if p.refresh != nil {
 			p.refresh()
 		}
@@ -485,14 +482,7 @@ func (p *ProviderActor) refuse(ctx actor.Context, a *messages.Acquire, prefix st
 
 // wakeBy makes sure the actor wakes up no later than at.
 func (p *ProviderActor) wakeBy(ctx actor.Context, at time.Time) {
-	if !p.wakeAt.IsZero() && !at.Before(p.wakeAt) {
-		return
-	}
-	if p.wake != nil {
-		p.wake()
-	}
-	p.wakeAt = at
-	p.wake = p.deps.Timers.SendOnce(max(time.Until(at), 0), ctx.Self(), wakeUp{})
+	p.wake.by(p.deps.Timers, ctx.Self(), at, wakeUp{})
 }
 
 // rearm keeps a wake-up pending for the earliest lease.

@@ -28,10 +28,9 @@ type WorkerActor struct {
 	queue     []*messages.Dispatch
 	health    fleet.Health
 	healthErr string
-	// watchAt is when the watchdog next looks for silent hosts: the earliest end of a running job's
+	// watch is when the watchdog next looks for silent hosts: the earliest end of a running job's
 	// budget and grace. One timer serves every job, since budgets end in about the order jobs start.
-	watchAt   time.Time
-	stopWatch func()
+	watch alarm
 }
 
 // transportHealth is what the transport said of its connection.
@@ -120,8 +119,8 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 	case *jobDone:
 		w.finish(ctx, m.result)
 	case watchdog:
-		if m.at.Equal(w.watchAt) {
-			w.stopWatch, w.watchAt = nil, time.Time{}
+		if m.at.Equal(w.watch.at) { // not a timer cancelled after it fired
+			w.watch.rang()
 			w.silentHosts(ctx)
 		}
 	case *actor.Restarting:
@@ -130,7 +129,7 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 		for _, r := range w.running {
 			r.cancel()
 		}
-		w.unwatch()
+		w.watch.stop()
 	}
 }
 
@@ -147,25 +146,13 @@ func (w *WorkerActor) silentHosts(ctx actor.Context) {
 		}
 	}
 	for _, r := range w.running {
-		w.watch(ctx, r.silentAt)
+		w.watchBy(ctx, r.silentAt)
 	}
 }
 
-// watch makes sure the watchdog looks no later than at.
-func (w *WorkerActor) watch(ctx actor.Context, at time.Time) {
-	if !w.watchAt.IsZero() && !at.Before(w.watchAt) {
-		return
-	}
-	w.unwatch()
-	w.watchAt = at
-	w.stopWatch = w.deps.Timers.SendOnce(max(time.Until(at), 0), ctx.Self(), watchdog{at: at})
-}
-
-func (w *WorkerActor) unwatch() {
-	if w.stopWatch != nil {
-		w.stopWatch()
-		w.stopWatch, w.watchAt = nil, time.Time{}
-	}
+// watchBy makes sure the watchdog looks no later than at.
+func (w *WorkerActor) watchBy(ctx actor.Context, at time.Time) {
+	w.watch.by(w.deps.Timers, ctx.Self(), at, watchdog{at: at})
 }
 
 // failAll answers every queued and running job as an internal fault: a crashed worker lost them, and
@@ -184,7 +171,7 @@ func (w *WorkerActor) failAll(ctx actor.Context, why string) {
 		fail(d.ReplyTo, w.identity(d.Job))
 	}
 	w.queue = nil
-	w.unwatch()
+	w.watch.stop()
 	w.publish()
 }
 
@@ -220,7 +207,7 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	jobCtx, cancel := context.WithDeadline(context.Background(), now.Add(budget))
 	r := &runningJob{job: job, replyTo: d.ReplyTo, ticket: ticket, cancel: cancel, silentAt: now.Add(budget + w.deps.hostGrace(budget))}
 	w.running[job.JobId] = r
-	w.watch(ctx, r.silentAt)
+	w.watchBy(ctx, r.silentAt)
 	ctx.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds(), Probe: d.Probe})
 	call := fleet.CallOf(job)
 	self, root, transport, result := ctx.Self(), ctx.ActorSystem().Root, w.transport, w.identity(job)
