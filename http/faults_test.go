@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -36,10 +37,20 @@ func TestTimeoutStormAnswers503AndKeepsTheRecord(t *testing.T) {
 	if bad.Error.Code != "no_responses" || len(bad.Error.Retries) == 0 {
 		t.Fatalf("error %+v: want no_responses with the retry history", bad.Error)
 	}
+	timedOut := 0
 	for _, r := range bad.Error.Retries {
-		if r.Kind != "upstream_timeout" {
+		switch {
+		case r.Kind == "upstream_timeout":
+			timedOut++
+		case r.Kind == "" && strings.HasPrefix(r.Outcome, "quorum round"):
+			// A model asked in place of one whose provider's breaker the storm opened: it failed
+			// nothing before, so its entry names no kind.
+		default:
 			t.Fatalf("retry %+v of a timeout storm", r)
 		}
+	}
+	if timedOut == 0 {
+		t.Fatalf("no retry of a timed-out call: %+v", bad.Error.Retries)
 	}
 	id := resp.Header.Get("X-Request-ID")
 	rec := tb.record(id)
