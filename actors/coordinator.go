@@ -40,8 +40,7 @@ type CoordinatorActor struct {
 	// audit marks an adaptive request that asks every model.
 	audit bool
 
-	wakeAt        time.Time
-	cancelWake    func()
+	due           alarm // the collection machine's next due moment
 	dispatchStart time.Time
 	undispatched  int // initial jobs not yet given their permit
 
@@ -111,8 +110,8 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	case *messages.JobResult:
 		c.onResult(ctx, m)
 	case wake:
-		if m.at.Equal(c.wakeAt) {
-			c.cancelWake, c.wakeAt = nil, time.Time{}
+		if m.at.Equal(c.due.at) { // not a timer cancelled after it fired
+			c.due.rang()
 			c.apply(ctx, c.machine.Tick(now))
 		}
 	case *messages.CancelRequest:
@@ -126,7 +125,7 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	case *messages.ConsensusResult:
 		c.onConsensus(ctx, m)
 	case *actor.Stopping:
-		c.stopWake()
+		c.due.stop()
 	}
 }
 
@@ -335,7 +334,7 @@ func (c *CoordinatorActor) recordAssignment() {
 // env answers the collection machine's questions from the plan and the published snapshots.
 type env struct{ c *CoordinatorActor }
 
-func (e env) Worker(avoid map[string]bool) (string, bool) { return e.c.plan.Worker(e.c.world, avoid) }
+func (e env) Worker(avoid []string) (string, bool) { return e.c.plan.Worker(e.c.world, avoid) }
 
 func (e env) ProviderDown(provider string) bool {
 	return e.c.world.Provider(provider, e.c.world.Now()).BreakerOpen
@@ -385,7 +384,7 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 		case collect.Cancel:
 			ctx.Send(c.deps.Dir.Worker(j.Worker).PID, &messages.CancelJob{JobId: c.jobID(j)})
 		case collect.Wake:
-			c.arm(ctx, e.At)
+			c.due.set(c.deps.Timers, ctx.Self(), e.At, wake{at: e.At})
 		case collect.Retried:
 			rs := c.machine.Retries()
 			r := rs[len(rs)-1]
@@ -517,20 +516,6 @@ func (c *CoordinatorActor) outcome(j *collect.Job, rec *collect.Record) *message
 	return o
 }
 
-// arm keeps the one timer of the coordinator set for the machine's next due moment.
-func (c *CoordinatorActor) arm(ctx actor.Context, at time.Time) {
-	c.stopWake()
-	c.wakeAt = at
-	c.cancelWake = c.deps.Timers.SendOnce(max(time.Until(at), 0), ctx.Self(), wake{at: at})
-}
-
-func (c *CoordinatorActor) stopWake() {
-	if c.cancelWake != nil {
-		c.cancelWake()
-		c.cancelWake = nil
-	}
-}
-
 // stop ends the request for a reason outside it: its caller left, or the shutdown timeout ended.
 func (c *CoordinatorActor) stop(ctx actor.Context, kind resilience.Kind) {
 	if c.machine == nil {
@@ -553,7 +538,7 @@ func stopMessage(kind resilience.Kind) string {
 
 // finishCollection hands the answers to a consensus actor, or fails the request when there are none.
 func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
-	c.stopWake()
+	c.due.stop()
 	d := c.machine.Done()
 	q, mode := d.Quorum, blueprints.FixedQuorum
 	if c.plan.Blueprint.Adaptive() {
@@ -733,7 +718,7 @@ func (c *CoordinatorActor) fail(ctx actor.Context, kind resilience.Kind, message
 // answer finds it), then the answer, then stop. Nothing changes the record afterwards.
 func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResult) {
 	c.answered = true
-	c.stopWake()
+	c.due.stop()
 	status := 200
 	if c.exec.Error != nil {
 		status = resilience.StatusOf(resilience.Kind(c.exec.Error.Code))

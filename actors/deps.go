@@ -148,9 +148,13 @@ type alarm struct {
 
 // by makes sure msg reaches self no later than at.
 func (a *alarm) by(timers *scheduler.TimerScheduler, self *actor.PID, at time.Time, msg any) {
-	if !a.at.IsZero() && !at.Before(a.at) {
-		return
+	if a.at.IsZero() || at.Before(a.at) {
+		a.set(timers, self, at, msg)
 	}
+}
+
+// set sends msg to self at at, instead of whatever the alarm was set for.
+func (a *alarm) set(timers *scheduler.TimerScheduler, self *actor.PID, at time.Time, msg any) {
 	a.stop()
 	a.at = at
 	a.cancel = timers.SendOnce(max(time.Until(at), 0), self, msg)

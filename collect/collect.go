@@ -67,7 +67,7 @@ const (
 // Env answers the machine's questions about the world at the moment of an event, from snapshots.
 type Env interface {
 	// Worker picks a worker for a retry, avoiding those in avoid when any other can take it.
-	Worker(avoid map[string]bool) (string, bool)
+	Worker(avoid []string) (string, bool)
 	// Replace selects up to n models in place of failed ones, none of those in tried.
 	Replace(n int, tried map[string]bool) []Assignment
 	// ProviderDown reports whether a provider's breaker is open.
@@ -463,12 +463,9 @@ func (m *Machine) Tick(now time.Time) []Effect {
 		if s.state != slotWaiting || now.Before(s.retryAt) {
 			continue
 		}
-		var avoid map[string]bool
+		var avoid []string
 		if s.avoid {
-			avoid = make(map[string]bool, len(s.used))
-			for _, w := range s.used {
-				avoid[w] = true
-			}
+			avoid = s.used
 		}
 		worker, ok := m.env.Worker(avoid)
 		if !ok {

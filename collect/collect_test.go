@@ -20,12 +20,12 @@ type env struct {
 	noWorker     bool
 }
 
-func (e *env) Worker(avoid map[string]bool) (string, bool) {
+func (e *env) Worker(avoid []string) (string, bool) {
 	if e.noWorker {
 		return "", false
 	}
 	for _, w := range []string{"w1", "w2", "w3"} {
-		if !avoid[w] {
+		if !slices.Contains(avoid, w) {
 			return w, true
 		}
 	}

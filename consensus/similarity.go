@@ -6,6 +6,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/conclave-ai/conclave/internal/fnv1a"
 )
 
 // shortWords is the length (in words, after normalisation) up to which an answer is categorical: two
@@ -69,8 +71,7 @@ func analyse(text string, kind Kind) analysed {
 // appendWordHashes appends the hash of every lower-cased word (a run of letters and digits) of text:
 // FNV-1a over the word's lower-cased bytes, computed as the text is read, without copying the word.
 func appendWordHashes(dst []uint64, text string) []uint64 {
-	const offset, prime = 14695981039346656037, 1099511628211
-	h, inWord := uint64(offset), false
+	h, inWord := fnv1a.Offset, false
 	for i := 0; i < len(text); {
 		c := text[i]
 		if c < utf8.RuneSelf {
@@ -81,29 +82,26 @@ func appendWordHashes(dst []uint64, text string) []uint64 {
 				c += 'a' - 'A'
 			default:
 				if inWord {
-					dst, h, inWord = append(dst, h), offset, false
+					dst, h, inWord = append(dst, uint64(h)), fnv1a.Offset, false
 				}
 				continue
 			}
-			h, inWord = (h^uint64(c))*prime, true
+			h, inWord = h.AddByte(c), true
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])
 		i += size
 		if !unicode.IsLetter(r) && !unicode.IsDigit(r) {
 			if inWord {
-				dst, h, inWord = append(dst, h), offset, false
+				dst, h, inWord = append(dst, uint64(h)), fnv1a.Offset, false
 			}
 			continue
 		}
 		var buf [utf8.UTFMax]byte
-		for _, b := range buf[:utf8.EncodeRune(buf[:], unicode.ToLower(r))] {
-			h = (h ^ uint64(b)) * prime
-		}
-		inWord = true
+		h, inWord = h.AddBytes(buf[:utf8.EncodeRune(buf[:], unicode.ToLower(r))]), true
 	}
 	if inWord {
-		dst = append(dst, h)
+		dst = append(dst, uint64(h))
 	}
 	return dst
 }

@@ -583,6 +583,22 @@ func (t *SSH) runAgent(ctx context.Context, job *messages.AgentJob) (*messages.J
 	}
 }
 
+// closeExec closes an exec session and frees its slot once its agent has exited (AgentGrace at most,
+// then it is killed): the server counts a session until its command has exited, after the answer, and
+// more sessions would otherwise be asked for than it allows. A session whose agent never started
+// ends at once.
+func closeExec(s *ssh.Session, release func()) {
+	exited := make(chan struct{})
+	go func() { _ = s.Wait(); close(exited) }()
+	select {
+	case <-exited:
+	case <-time.After(AgentGrace):
+		_ = s.Signal(ssh.SIGKILL)
+	}
+	s.Close()
+	release()
+}
+
 // AgentGrace is how long past a job's deadline, or its cancellation, its agent has to answer.
 const AgentGrace = 500 * time.Millisecond
 
@@ -606,23 +622,7 @@ func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob) (*messages.Jo
 	if err != nil {
 		return nil, err
 	}
-	// The server counts a session until its command has exited, after the answer: the slot is held as
-	// long (AgentGrace at most), or more sessions would be asked for than the server allows.
-	var ended chan struct{} // closed when the agent exits; nil while it has not started
-	defer func() {
-		e := ended
-		go func() {
-			if e != nil {
-				select {
-				case <-e:
-				case <-time.After(AgentGrace):
-					_ = s.Signal(ssh.SIGKILL)
-				}
-			}
-			s.Close()
-			release()
-		}()
-	}()
+	defer func() { go closeExec(s, release) }()
 	stdin, err1 := s.StdinPipe()
 	stdout, err2 := s.StdoutPipe()
 	if err := errors.Join(err1, err2); err != nil {
@@ -631,8 +631,6 @@ func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob) (*messages.Jo
 	if err := s.Start(t.host.Command); err != nil {
 		return nil, t.hostError(err, "start the agent")
 	}
-	ended = make(chan struct{})
-	go func() { _ = s.Wait(); close(ended) }()
 	type answer struct {
 		res *messages.JobResult
 		err error

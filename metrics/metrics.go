@@ -83,8 +83,8 @@ type Metrics struct {
 	models     map[string]bool
 	categories map[string]bool
 
-	callsMu      sync.RWMutex
-	callCache    map[callKey]*callInstruments
+	resolvedMu   sync.RWMutex // guards callCache and requestCache
+	callCache    map[callKey]callInstruments
 	requestCache map[requestKey]requestInstruments
 }
 
@@ -92,7 +92,7 @@ type Metrics struct {
 // gauges from src at scrape time.
 func New(src Source) *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}, categories: map[string]bool{}, providerOf: src.ProviderOf,
-		callCache: map[callKey]*callInstruments{}, requestCache: map[requestKey]requestInstruments{}}
+		callCache: map[callKey]callInstruments{}, requestCache: map[requestKey]requestInstruments{}}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conclave_http_requests_total", Help: "HTTP requests answered, by endpoint, status code and task category.",
 	}, []string{"endpoint", "code", "category"})
@@ -160,26 +160,17 @@ func (m *Metrics) Request(endpoint string, code int, category string, took time.
 	if m == nil {
 		return
 	}
-	k := requestKey{endpoint: endpoint, code: code, category: category}
-	m.callsMu.RLock()
-	in, ok := m.requestCache[k]
-	m.callsMu.RUnlock()
-	if !ok {
+	in := resolved(&m.resolvedMu, m.requestCache, requestKey{endpoint: endpoint, code: code, category: category}, func() requestInstruments {
 		if category != "" {
 			category = m.bounded(m.categories, MaxCategories, category)
 		}
-		in = requestInstruments{count: m.requests.WithLabelValues(endpoint, strconv.Itoa(code), category), duration: m.duration.WithLabelValues(endpoint)}
-		m.callsMu.Lock()
-		if len(m.requestCache) < maxCachedCalls { // endpoints are patterns, codes few, categories bounded
-			m.requestCache[k] = in
-		}
-		m.callsMu.Unlock()
-	}
+		return requestInstruments{count: m.requests.WithLabelValues(endpoint, strconv.Itoa(code), category), duration: m.duration.WithLabelValues(endpoint)}
+	})
 	in.count.Inc()
 	in.duration.Observe(took.Seconds())
 }
 
-// requestKey is one kind of answered request; requestInstruments are its instruments, resolved once.
+// requestKey is one kind of answered request; requestInstruments are its instruments.
 type requestKey struct {
 	endpoint string
 	code     int
@@ -205,25 +196,23 @@ func (m *Metrics) Execution(e *messages.Execution) {
 		return
 	}
 	for _, r := range e.Results {
-		in := m.instruments(callKey{provider: r.Provider, model: r.Model, status: r.Status, errorKind: r.ErrorKind})
+		in := resolved(&m.resolvedMu, m.callCache, callKey{provider: r.Provider, model: r.Model, status: r.Status, errorKind: r.ErrorKind},
+			func() callInstruments {
+				model := m.model(r.Model)
+				in := callInstruments{calls: m.calls.WithLabelValues(r.Provider, model, r.Status, r.ErrorKind), usage: m.usage(r.Provider, model)}
+				if r.Status == "ok" {
+					in.seconds = m.callSeconds.WithLabelValues(r.Provider)
+				}
+				return in
+			})
 		in.calls.Inc()
 		if in.seconds != nil {
 			in.seconds.Observe(r.LatencyMs / 1000)
 		}
-		if u := r.Usage; u != nil {
-			if u.InputTokens > 0 {
-				in.input.Add(float64(u.InputTokens))
-			}
-			if u.OutputTokens > 0 {
-				in.output.Add(float64(u.OutputTokens))
-			}
-		}
-		if r.Cost > 0 {
-			in.cost.Add(r.Cost)
-		}
+		in.usage.add(r.Usage, r.Cost)
 	}
 	if d := e.Decision; d != nil && d.Arbiter != "" && d.ArbiterUsage != nil && m.providerOf != nil {
-		m.usage(m.providerOf(d.Arbiter), m.model(d.Arbiter), d.ArbiterUsage, d.ArbiterCost)
+		m.usage(m.providerOf(d.Arbiter), m.model(d.Arbiter)).add(d.ArbiterUsage, d.ArbiterCost)
 	}
 	switch {
 	case e.StatusCode != http.StatusOK:
@@ -235,58 +224,60 @@ func (m *Metrics) Execution(e *messages.Execution) {
 	}
 }
 
-// callKey is one kind of call: its provider, model (before bounding), outcome and error type.
+// callKey is one kind of call: its provider, model (before bounding), outcome and error type;
+// callInstruments are what it counts on.
 type callKey struct{ provider, model, status, errorKind string }
 
-// callInstruments are the instruments one kind of call counts on, resolved once: a request records
-// several calls, and resolving five label sets for each cost more than the counting.
 type callInstruments struct {
-	calls, input, output, cost prometheus.Counter
-	seconds                    prometheus.Observer // answers only
+	calls   prometheus.Counter
+	seconds prometheus.Observer // answers only
+	usage   usageCounters
 }
 
-// instruments returns a kind of call's instruments. They are as many as the label sets they resolve
-// to, and the model label is bounded, so the cache is bounded too.
-func (m *Metrics) instruments(k callKey) *callInstruments {
-	m.callsMu.RLock()
-	in, ok := m.callCache[k]
-	m.callsMu.RUnlock()
-	if ok {
-		return in
-	}
-	model := m.model(k.model)
-	in = &callInstruments{calls: m.calls.WithLabelValues(k.provider, model, k.status, k.errorKind),
-		input: m.tokens.WithLabelValues(k.provider, model, "input"), output: m.tokens.WithLabelValues(k.provider, model, "output"),
-		cost: m.cost.WithLabelValues(k.provider, model)}
-	if k.status == "ok" {
-		in.seconds = m.callSeconds.WithLabelValues(k.provider)
-	}
-	m.callsMu.Lock()
-	if model == Other && len(m.callCache) >= maxCachedCalls {
-		m.callsMu.Unlock()
-		return in // past the bound, a model's calls are resolved each time rather than kept
-	}
-	m.callCache[k] = in
-	m.callsMu.Unlock()
-	return in
+// usageCounters count one model's tokens and cost.
+type usageCounters struct{ input, output, cost prometheus.Counter }
+
+// usage resolves the usage counters of a provider's model (its label already bounded).
+func (m *Metrics) usage(provider, model string) usageCounters {
+	return usageCounters{input: m.tokens.WithLabelValues(provider, model, "input"), output: m.tokens.WithLabelValues(provider, model, "output"),
+		cost: m.cost.WithLabelValues(provider, model)}
 }
 
-// maxCachedCalls bounds the kinds of call whose instruments are kept.
-const maxCachedCalls = 16 << 10
-
-func (m *Metrics) usage(provider, model string, u *messages.Usage, cost float64) {
+func (c usageCounters) add(u *messages.Usage, cost float64) {
 	if u != nil {
 		if u.InputTokens > 0 {
-			m.tokens.WithLabelValues(provider, model, "input").Add(float64(u.InputTokens))
+			c.input.Add(float64(u.InputTokens))
 		}
 		if u.OutputTokens > 0 {
-			m.tokens.WithLabelValues(provider, model, "output").Add(float64(u.OutputTokens))
+			c.output.Add(float64(u.OutputTokens))
 		}
 	}
 	if cost > 0 {
-		m.cost.WithLabelValues(provider, model).Add(cost)
+		c.cost.Add(cost)
 	}
 }
+
+// resolved returns the instruments kept for k, resolving them with resolve the first time: a request
+// records several calls, and resolving their label sets each time cost more than the counting. Past
+// maxResolved kinds (labels are bounded, keys less so) they are resolved each time instead of kept.
+func resolved[K comparable, V any](mu *sync.RWMutex, kept map[K]V, k K, resolve func() V) V {
+	mu.RLock()
+	v, ok := kept[k]
+	mu.RUnlock()
+	if ok {
+		return v
+	}
+	v = resolve()
+	mu.Lock()
+	if len(kept) < maxResolved {
+		kept[k] = v
+	}
+	mu.Unlock()
+	return v
+}
+
+// maxResolved bounds the kinds of call, and of request, whose instruments are kept.
+const maxResolved = 16 << 10
 
 // BreakerTransition counts a provider breaker entering a state.
 func (m *Metrics) BreakerTransition(provider, to string) {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/conclave-ai/conclave/bandit"
@@ -291,8 +292,8 @@ func (p *Plan) Replace(w World, n int, tried map[string]bool, rng *rand.Rand) ([
 }
 
 // Worker assigns one worker to a retry, avoiding the workers in avoid when any other can take it.
-func (p *Plan) Worker(w World, avoid map[string]bool) (string, bool) {
-	exclude := func(name string) bool { return avoid[name] }
+func (p *Plan) Worker(w World, avoid []string) (string, bool) {
+	exclude := func(name string) bool { return slices.Contains(avoid, name) }
 	workers, _, err := fleet.Assign(w.Workers(), 1, p.Heavy, w.Now(), exclude)
 	if err != nil && len(avoid) > 0 {
 		workers, _, err = fleet.Assign(w.Workers(), 1, p.Heavy, w.Now(), nil) // the same worker beats none

@@ -14,6 +14,7 @@ import (
 
 	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/classify"
+	"github.com/conclave-ai/conclave/internal/fnv1a"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
 )
@@ -139,9 +140,9 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 	}
 	var num [8]byte
 	binary.LittleEndian.PutUint64(num[:], s.cfg.Seed^uint64(call.Attempt)<<48)
-	h := fnvOffset.bytes(num[:]).string(m.ID).byte(0).string(call.Kind).byte(0).string(call.Task).byte(0)
+	h := fnv1a.Offset.AddBytes(num[:]).AddString(m.ID).AddByte(0).AddString(call.Kind).AddByte(0).AddString(call.Task).AddByte(0)
 	for _, part := range call.Candidates {
-		h = h.string(part).byte(0)
+		h = h.AddString(part).AddByte(0)
 	}
 	rng := rand.New(rand.NewPCG(uint64(h), s.cfg.Seed^0x9E3779B97F4A7C15))
 
@@ -370,7 +371,7 @@ type simTask struct {
 
 // reference is the simulated world's view of a free-text task.
 func reference(task string) *simTask {
-	sum := uint64(fnvOffset.string(task))
+	sum := uint64(fnv1a.Offset.AddString(task))
 	slot := sum % uint64(len(refCache.entries))
 	refCache.Lock()
 	e := refCache.entries[slot]
@@ -387,7 +388,7 @@ func reference(task string) *simTask {
 
 func computeReference(task string) *simTask {
 	t := &simTask{words: contentWords(task), ref: make([]string, 5)}
-	seed := uint64(fnvOffset.string(task))
+	seed := uint64(fnv1a.Offset.AddString(task))
 	for i := range t.ref {
 		t.ref[i] = sentence(seed+uint64(i)*0x9E3779B97F4A7C15, t.words)
 	}
@@ -415,30 +416,9 @@ func contentWords(task string) []string {
 
 func unitHash(seed uint64, parts ...string) float64 {
 	var num [20]byte
-	h := fnvOffset.bytes(strconv.AppendUint(num[:0], seed, 10))
+	h := fnv1a.Offset.AddBytes(strconv.AppendUint(num[:0], seed, 10))
 	for _, p := range parts {
-		h = h.byte(0).string(p)
+		h = h.AddByte(0).AddString(p)
 	}
 	return float64(uint64(h)>>11) / (1 << 53)
-}
-
-// fnv64 is a running 64-bit FNV-1a hash, kept in a value so that hashing a string allocates nothing.
-type fnv64 uint64
-
-const fnvOffset fnv64 = 14695981039346656037
-
-func (h fnv64) byte(b byte) fnv64 { return (h ^ fnv64(b)) * 1099511628211 }
-
-func (h fnv64) string(s string) fnv64 {
-	for i := 0; i < len(s); i++ {
-		h = h.byte(s[i])
-	}
-	return h
-}
-
-func (h fnv64) bytes(b []byte) fnv64 {
-	for _, c := range b {
-		h = h.byte(c)
-	}
-	return h
 }
