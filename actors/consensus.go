@@ -13,10 +13,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// ConsensusActor merges one request's answers. For the rotating strategy it first asks the arbiter model
-// for a verdict through a worker, like any other call (permit, dispatch, result), and falls back to the
-// local arbiter when the model cannot be reached or does not answer before the request's deadline. It
-// replies to its parent, the coordinator, and stops; stopped early, it gives its permit back.
+// ConsensusActor merges the answers of one request whose strategy asks an arbiter model (rotating,
+// pairwise): it asks the arbiter for a verdict through a worker, like any other call (permit, dispatch,
+// result), and falls back to the local arbiter when the model cannot be reached or does not answer
+// before the request's deadline. It replies to its parent, the coordinator, and stops; stopped early,
+// it gives its permit back. The other strategies are decided by a DeciderActor.
 type ConsensusActor struct {
 	deps       *Deps
 	in         *messages.ConsensusInput
@@ -124,7 +125,7 @@ func (a *ConsensusActor) settle(ctx actor.Context, v resilience.Verdict, r *mess
 func (a *ConsensusActor) arbiterJob() *messages.Job {
 	strategy := blueprints.Strategy(a.in.Strategy)
 	kind, _ := consensus.ParseKind(a.in.AnswerKind)
-	resps := a.responses()
+	resps := responses(a.in)
 	weights := consensus.Weights(resps, kind)
 	judged := make([]consensus.Judged, len(resps))
 	texts := make([]string, len(resps))
@@ -140,9 +141,10 @@ func (a *ConsensusActor) arbiterJob() *messages.Job {
 		Deadline: a.in.Deadline, TimeoutSeconds: time.Until(a.in.Deadline.AsTime()).Seconds()}
 }
 
-func (a *ConsensusActor) responses() []consensus.Response {
-	resps := make([]consensus.Response, len(a.in.Candidates))
-	for i, c := range a.in.Candidates {
+// responses are the candidates of in as the strategies read them.
+func responses(in *messages.ConsensusInput) []consensus.Response {
+	resps := make([]consensus.Response, len(in.Candidates))
+	for i, c := range in.Candidates {
 		resps[i] = consensus.Response{Model: c.Model, Provider: c.Provider, Worker: c.Worker, Text: c.Text,
 			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability, Accuracy: c.Accuracy, Learned: c.Learned}
 	}
@@ -164,33 +166,61 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 		a.cancel()
 		a.cancel = nil
 	}
-	resps := a.responses()
-	kind, _ := consensus.ParseKind(a.in.AnswerKind)
-	in := consensus.Input{Strategy: blueprints.Strategy(a.in.Strategy), Responses: resps, Round: a.in.Round, QualityFromAgreement: true, Kind: kind}
-	if a.verdict != nil {
-		in.Arbiter, in.Verdict = a.in.ArbiterModel, a.verdict
-	}
-	reply := &messages.ConsensusResult{}
-	r, err := consensus.Decide(in)
-	if err != nil {
-		reply.Failure = err.Error()
-	} else {
-		reply.Answer = r.Answer
-		reply.Contributed = r.Contributed
-		reply.Weighted = r.Weighted
-		reply.Unjudged = r.Unjudged
-		for _, g := range r.Groups {
-			reply.Groups = append(reply.Groups, int32(g))
-		}
-		reply.Decision = &messages.ArbiterDecision{Strategy: string(r.Strategy), Arbiter: r.Arbiter, Chosen: int32(r.Chosen),
-			ChosenModel: resps[r.Chosen].Model, Scores: r.Scores, Agreement: r.Agreement, Disagreement: r.Disagreement,
-			Round: a.in.Round, ArbiterError: a.arbiterErr, ArbiterLatencyMs: a.latency, ArbiterUsage: a.usage, ArbiterCost: a.cost, Synthesis: r.Synthesis}
-		if a.in.ArbiterModel != "" {
-			a.deps.Log.Info("arbiter consulted", zap.String("event", "arbiter"), zap.String("request_id", a.in.RequestId),
-				zap.String("arbiter_model", a.in.ArbiterModel), zap.String("decided_by", r.Arbiter), zap.String("error", a.arbiterErr),
-				zap.Float64("latency_ms", a.latency), zap.Duration("waited", time.Since(a.asked)))
-		}
+	reply := decision(a.in, a.verdict)
+	if d := reply.Decision; d != nil && a.in.ArbiterModel != "" {
+		d.ArbiterError, d.ArbiterLatencyMs, d.ArbiterUsage, d.ArbiterCost = a.arbiterErr, a.latency, a.usage, a.cost
+		a.deps.Log.Info("arbiter consulted", zap.String("event", "arbiter"), zap.String("request_id", a.in.RequestId),
+			zap.String("arbiter_model", a.in.ArbiterModel), zap.String("decided_by", d.Arbiter), zap.String("error", a.arbiterErr),
+			zap.Float64("latency_ms", a.latency), zap.Duration("waited", time.Since(a.asked)))
 	}
 	ctx.Send(ctx.Parent(), reply)
 	ctx.Stop(ctx.Self())
+}
+
+// decision merges the answers of in, with the arbiter model's verdict when there is one. A panic in
+// the strategies is the request's failure, not the actor's: a shared decider keeps serving.
+func decision(in *messages.ConsensusInput, verdict *consensus.Verdict) (reply *messages.ConsensusResult) {
+	reply = &messages.ConsensusResult{}
+	defer func() {
+		if v := recover(); v != nil {
+			reply = &messages.ConsensusResult{Failure: fmt.Sprintf("%s: the strategy panicked: %v", resilience.Internal, v)}
+		}
+	}()
+	resps := responses(in)
+	kind, _ := consensus.ParseKind(in.AnswerKind)
+	cin := consensus.Input{Strategy: blueprints.Strategy(in.Strategy), Responses: resps, Round: in.Round, QualityFromAgreement: true, Kind: kind}
+	if verdict != nil {
+		cin.Arbiter, cin.Verdict = in.ArbiterModel, verdict
+	}
+	r, err := consensus.Decide(cin)
+	if err != nil {
+		reply.Failure = err.Error()
+		return reply
+	}
+	reply.Answer, reply.Contributed, reply.Weighted, reply.Unjudged = r.Answer, r.Contributed, r.Weighted, r.Unjudged
+	if len(r.Groups) > 0 {
+		reply.Groups = make([]int32, len(r.Groups))
+		for i, g := range r.Groups {
+			reply.Groups[i] = int32(g)
+		}
+	}
+	reply.Decision = &messages.ArbiterDecision{Strategy: string(r.Strategy), Arbiter: r.Arbiter, Chosen: int32(r.Chosen),
+		ChosenModel: resps[r.Chosen].Model, Scores: r.Scores, Agreement: r.Agreement, Disagreement: r.Disagreement,
+		Round: in.Round, Synthesis: r.Synthesis}
+	return reply
+}
+
+// DeciderActor merges the answers of requests whose strategy asks no arbiter model: a decision made
+// in one turn, without I/O, so one long-lived actor serves many requests instead of an actor spawned
+// for each. It answers the sender of each ConsensusInput.
+type DeciderActor struct{}
+
+// NewDeciderActor returns the producer of a decider.
+func NewDeciderActor() actor.Producer { return func() actor.Actor { return DeciderActor{} } }
+
+// Receive implements actor.Actor.
+func (DeciderActor) Receive(ctx actor.Context) {
+	if in, ok := ctx.Message().(*messages.ConsensusInput); ok {
+		ctx.Respond(decision(in, nil))
+	}
 }

@@ -608,7 +608,8 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	c.consult(ctx, in, models)
 }
 
-// consult hands the answers to a consensus actor; a decision with an arbiter model waits for its turn.
+// consult hands the answers to a consensus actor: one of its own when it asks an arbiter model (after
+// waiting for its turn), a shared decider otherwise.
 func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInput, models []string) {
 	if consensus.AsksArbiter(c.plan.Blueprint.Strategy) && len(in.Candidates) > 1 {
 		if c.round == nil {
@@ -630,6 +631,11 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		in.Deadline = ts(deadline)
 	}
 	c.consensusStart = time.Now()
+	if in.ArbiterModel == "" {
+		ds := c.deps.Dir.Deciders
+		ctx.Request(ds[c.seq%uint64(len(ds))], in)
+		return
+	}
 	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in)))
 }
 

@@ -1,10 +1,13 @@
 package consensus
 
 import (
+	"hash/fnv"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
+	"unicode"
 )
 
 // The patterns the hand-written matchers of Normalize follow, as regular expressions: the reference
@@ -49,4 +52,56 @@ func TestTrimBulletIsTrimLeft(t *testing.T) {
 			t.Errorf("trimBullet(%q) = %q, want %q", s, got, want)
 		}
 	}
+}
+
+// The claims and word hashes the scanners find are those of a byte-by-byte reading, on texts built at
+// random from the bytes that end claims and words, bullets, numbers and letters outside ASCII.
+func TestScannersFollowAPlainReading(t *testing.T) {
+	pieces := []string{".", "!", "?", "\n", " ", "  ", "- ", "• ", "1. ", "3)", "a", "Word", "x.y", "3.5", "É", "ß", "日本", "\t", "é.", "\xff"}
+	rng := rand.New(rand.NewPCG(3, 4))
+	for range 100_000 {
+		var b strings.Builder
+		for n := rng.IntN(24); n >= 0; n-- {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		s := b.String()
+		if got, want := appendClaims(nil, s), plainClaims(s); !slices.Equal(got, want) {
+			t.Fatalf("appendClaims(%q) = %q, a plain reading gives %q", s, got, want)
+		}
+		if got, want := appendWordHashes(nil, s), plainWordHashes(s); !slices.Equal(got, want) {
+			t.Fatalf("appendWordHashes(%q) = %x, a plain reading gives %x", s, got, want)
+		}
+	}
+}
+
+// plainClaims reads claims one byte at a time: the reference for appendClaims.
+func plainClaims(text string) []string {
+	var out []string
+	start := 0
+	for i := 0; i <= len(text) && len(out) < maxClaimsPerResponse; i++ {
+		end := i == len(text)
+		if !end {
+			c := text[i]
+			end = c == '\n' || ((c == '.' || c == '!' || c == '?') && (i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n'))
+		}
+		if end {
+			if s := strings.TrimSpace(strings.TrimLeft(strings.TrimSpace(text[start:i]), "-*•0123456789.) ")); s != "" {
+				out = append(out, s)
+			}
+			start = i + 1
+		}
+	}
+	return out
+}
+
+// plainWordHashes hashes the lower-cased words strings.FieldsFunc finds: the reference for
+// appendWordHashes.
+func plainWordHashes(text string) []uint64 {
+	var out []uint64
+	for _, w := range strings.FieldsFunc(text, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }) {
+		h := fnv.New64a()
+		h.Write([]byte(strings.ToLower(w)))
+		out = append(out, h.Sum64())
+	}
+	return out
 }

@@ -145,22 +145,39 @@ func (b *ballot) allShort() bool {
 // maxClaimsPerResponse bounds the work on long answers.
 const maxClaimsPerResponse = 12
 
-// appendClaims appends the claims of text: its sentences and list items, without their bullets.
+// appendClaims appends the claims of text: its sentences and list items, without their bullets. A
+// claim ends at a line break, or at '.', '!' or '?' followed by a space, a line break or the end. The
+// next of each of those bytes is found by IndexByte and kept until passed, so the text is scanned once.
 func appendClaims(out []string, text string) []string {
+	next := [4]int{-2, -2, -2, -2} // the next '\n', '.', '!', '?' at or after i; -1 when there is none
 	start, found := 0, 0
-	for i := 0; i <= len(text) && found < maxClaimsPerResponse; i++ {
-		end := i == len(text)
-		if !end {
-			c := text[i]
-			end = c == '\n' || ((c == '.' || c == '!' || c == '?') && (i+1 == len(text) || text[i+1] == ' ' || text[i+1] == '\n'))
-		}
-		if end {
-			s := strings.TrimSpace(trimBullet(strings.TrimSpace(text[start:i])))
-			if s != "" {
-				out = append(out, s)
-				found++
+	for i := 0; i < len(text) && found < maxClaimsPerResponse; {
+		end := len(text)
+		for k, c := range [4]byte{'\n', '.', '!', '?'} {
+			if next[k] != -1 && next[k] < i {
+				if j := strings.IndexByte(text[i:], c); j >= 0 {
+					next[k] = i + j
+				} else {
+					next[k] = -1
+				}
 			}
-			start = i + 1
+			if next[k] >= 0 && next[k] < end {
+				end = next[k]
+			}
+		}
+		if end < len(text) && text[end] != '\n' && end+1 < len(text) && text[end+1] != ' ' && text[end+1] != '\n' {
+			i = end + 1 // a '.' inside a word or a number: not the end of a claim
+			continue
+		}
+		if s := strings.TrimSpace(trimBullet(strings.TrimSpace(text[start:end]))); s != "" {
+			out = append(out, s)
+			found++
+		}
+		start, i = end+1, end+1
+	}
+	if start < len(text) && found < maxClaimsPerResponse {
+		if s := strings.TrimSpace(trimBullet(strings.TrimSpace(text[start:]))); s != "" {
+			out = append(out, s)
 		}
 	}
 	return out

@@ -76,17 +76,11 @@ func appendWordHashes(dst []uint64, text string) []uint64 {
 		c := text[i]
 		if c < utf8.RuneSelf {
 			i++
-			switch {
-			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
-			case 'A' <= c && c <= 'Z':
-				c += 'a' - 'A'
-			default:
-				if inWord {
-					dst, h, inWord = append(dst, uint64(h)), fnv1a.Offset, false
-				}
-				continue
+			if l := wordByte[c]; l != 0 {
+				h, inWord = h.AddByte(l), true
+			} else if inWord {
+				dst, h, inWord = append(dst, uint64(h)), fnv1a.Offset, false
 			}
-			h, inWord = h.AddByte(c), true
 			continue
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])
@@ -105,6 +99,17 @@ func appendWordHashes(dst []uint64, text string) []uint64 {
 	}
 	return dst
 }
+
+// wordByte maps an ASCII byte of a word to its lower case, and any other ASCII byte to 0.
+var wordByte = func() (t [utf8.RuneSelf]byte) {
+	for c := byte('0'); c <= '9'; c++ {
+		t[c] = c
+	}
+	for c := byte('a'); c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = c, c
+	}
+	return t
+}()
 
 // similarity in [0, 1]: exact agreement of normal forms when either answer is categorical, otherwise
 // the cosine of the word-count vectors (a bag-of-words overlap that is cheap, deterministic and good

@@ -27,7 +27,18 @@ func BenchmarkRouteLogged(b *testing.B) {
 	benchmarkRoute(b, log)
 }
 
-func benchmarkRoute(b *testing.B, log *zap.Logger) {
+// BenchmarkRouteMajority6 is the load run's request (six models, all six awaited, majority vote)
+// through the actors, logged at info, without HTTP.
+func BenchmarkRouteMajority6(b *testing.B) {
+	log, err := logging.New("info", "json", io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	six, strategy := int32(6), "majority"
+	benchmarkRoute(b, log, func(r *messages.RouteRequest) { r.Workers, r.MinResponses, r.Strategy = &six, &six, &strategy })
+}
+
+func benchmarkRoute(b *testing.B, log *zap.Logger, shape ...func(*messages.RouteRequest)) {
 	cfg := config.Default()
 	cfg.Sim.LatencyScale = 0
 	cfg.Sim.Faults = providers.Fault{}
@@ -47,7 +58,11 @@ func benchmarkRoute(b *testing.B, log *zap.Logger) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: fmt.Sprint("b", i), Task: tasks[i%len(tasks)]})
+		req := &messages.RouteRequest{RequestId: fmt.Sprint("b", i), Task: tasks[i%len(tasks)]}
+		for _, s := range shape {
+			s(req)
+		}
+		exec, err := e.Route(context.Background(), req)
 		if err != nil || exec.StatusCode != 200 {
 			b.Fatal(err, exec.GetError())
 		}

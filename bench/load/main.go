@@ -22,6 +22,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -76,6 +77,7 @@ func main() {
 	enduranceFor := flag.Duration("endurance", 0, "instead: run conclave this long under steady load through the whole pipeline (faults on, limits raised) and sample its RSS and goroutines")
 	database := flag.String("database", "", "also run conclave recording to PostgreSQL: a fresh database is made from this URL's server and dropped after")
 	profile := flag.Bool("profile", true, "after the load run, profile conclave once more under the same load and print the CPU profile's top entries")
+	only := flag.String("only", "", "run only the rows whose names start with one of these comma-separated prefixes (the baseline always runs)")
 	through := flag.Bool("passthrough", false, "instead: one model through the OpenAI adapter to a local mock, against calling the mock directly, at 1 connection")
 	flag.Parse()
 	if *through {
@@ -112,16 +114,20 @@ func main() {
 		}
 	}
 	majority, rotating := sixWay("majority"), sixWay("rotating")
-	servers := []struct {
+	type row struct {
 		name string
 		cmd  func(addr string) *exec.Cmd
 		body func(int) []byte
-	}{
+	}
+	servers := []row{
 		{"baseline net/http", func(addr string) *exec.Cmd { return exec.Command(self, "baseline", addr) }, majority},
 		{"majority×6 (info logs)", serve("info"), majority},
 		{"majority×6 (warn logs)", serve("warn"), majority},
 		{"rotating×6 (info logs)", serve("info"), rotating},
 	}
+	servers = slices.DeleteFunc(servers, func(s row) bool {
+		return *only != "" && s.name != "baseline net/http" && !slices.ContainsFunc(strings.Split(*only, ","), func(p string) bool { return strings.HasPrefix(s.name, p) })
+	})
 	if *database != "" {
 		url, drop, err := benchDatabase(*conclave, *database)
 		if err != nil {
@@ -133,11 +139,7 @@ func main() {
 			fail(err)
 		}
 		defer os.RemoveAll(spoolDir)
-		servers = append(servers, struct {
-			name string
-			cmd  func(addr string) *exec.Cmd
-			body func(int) []byte
-		}{"majority×6 (info, PostgreSQL)", func(addr string) *exec.Cmd {
+		servers = append(servers, row{"majority×6 (info, PostgreSQL)", func(addr string) *exec.Cmd {
 			cmd := exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "info",
 				"--spool-path", filepath.Join(spoolDir, addr+".spool"))
 			cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
