@@ -68,11 +68,13 @@ REPLAY ?= ../shared/data/replay
 eval: build
 	./$(BIN) eval --data $(REPLAY) --seeds 1,2,3 --out reports/eval
 
-# proto regenerates messages/*.pb.go; it needs protoc (Debian: protobuf-compiler) and protoc-gen-go
-# (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12).
+# proto regenerates messages/*.pb.go; it needs protoc (Debian: protobuf-compiler), protoc-gen-go
+# (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12) and protoc-gen-go-vtproto
+# (go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0).
 proto:
 	protoc -I messages -I "$$($(GO) list -m -f '{{.Dir}}' github.com/asynkron/protoactor-go)/actor" -I /usr/include \
-		--go_out=. --go_opt=module=github.com/conclave-ai/conclave messages/conclave.proto
+		--go_out=. --go_opt=module=github.com/conclave-ai/conclave \
+		--go-vtproto_out=. --go-vtproto_opt=module=github.com/conclave-ai/conclave,features=marshal+unmarshal+size messages/conclave.proto
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' | grep -v '\.pb\.go$$')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/conclave-ai/conclave/messages"
-	"google.golang.org/protobuf/proto"
 )
 
 // Memory keeps the most recent records up to a number of records and a number of bytes, forgetting the
@@ -54,7 +53,7 @@ func NewMemory(records int, maxBytes int64) *Memory {
 func (m *Memory) Insert(_ context.Context, records []*messages.Execution) error {
 	entries := make([]*entry, len(records))
 	for i, r := range records {
-		raw, err := proto.Marshal(r)
+		raw, err := r.MarshalVT()
 		if err != nil {
 			return fmt.Errorf("memory store: encode record %s: %w", r.RequestId, err)
 		}
@@ -101,7 +100,7 @@ func (m *Memory) Get(_ context.Context, id string) (*messages.Execution, error) 
 		return nil, ErrNotFound
 	}
 	rec := &messages.Execution{}
-	if err := proto.Unmarshal(e.raw, rec); err != nil {
+	if err := rec.UnmarshalVT(e.raw); err != nil {
 		return nil, fmt.Errorf("memory store: decode record %s: %w", id, err)
 	}
 	return WithFeedback(rec, fb), nil

@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"google.golang.org/protobuf/proto"
 )
 
 // Store is the PostgreSQL store. It is safe for concurrent use.
@@ -254,7 +253,7 @@ func (s *Store) Get(ctx context.Context, id string) (*messages.Execution, error)
 		return nil, classify(err)
 	}
 	rec := &messages.Execution{}
-	if err := proto.Unmarshal(raw, rec); err != nil {
+	if err := rec.UnmarshalVT(raw); err != nil {
 		return nil, fmt.Errorf("record %s: %w", id, err)
 	}
 	if fb != nil {

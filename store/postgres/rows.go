@@ -7,7 +7,6 @@ import (
 
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/store"
-	"google.golang.org/protobuf/proto"
 )
 
 // columns is a batch of records laid out as one array per column, for INSERT ... SELECT FROM unnest:
@@ -84,7 +83,7 @@ func texts(ss []string) []string {
 
 // add lays out one record. received is its time of arrival, or now for a record without one.
 func (c *columns) add(e *messages.Execution, now time.Time) error {
-	raw, err := proto.Marshal(e)
+	raw, err := e.MarshalVT()
 	if err != nil {
 		return err
 	}

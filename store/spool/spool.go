@@ -16,7 +16,6 @@ import (
 	"sync"
 
 	"github.com/conclave-ai/conclave/messages"
-	"google.golang.org/protobuf/proto"
 )
 
 // ErrFull is returned by Append when the records would take the spool past its size limit; none of
@@ -106,7 +105,7 @@ func readFrame(r io.Reader) ([]byte, error) {
 func (s *Spool) Append(records []*messages.Execution) error {
 	var buf []byte
 	for _, r := range records {
-		payload, err := proto.Marshal(r)
+		payload, err := r.MarshalVT()
 		if err != nil {
 			return fmt.Errorf("spool: encode %s: %w", r.RequestId, err)
 		}
@@ -144,7 +143,7 @@ func (s *Spool) Peek(n int) ([]*messages.Execution, int64, error) {
 			return nil, 0, fmt.Errorf("spool %s at %d: %w", s.path, off, err)
 		}
 		rec := &messages.Execution{}
-		if err := proto.Unmarshal(payload, rec); err != nil {
+		if err := rec.UnmarshalVT(payload); err != nil {
 			return nil, 0, fmt.Errorf("spool %s at %d: %w", s.path, off, err)
 		}
 		out = append(out, rec)
