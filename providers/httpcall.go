@@ -146,9 +146,9 @@ func tooLarge(msg string) bool {
 func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 	u := ratelimit.Upstream{RemainingRequests: -1, RemainingTokens: -1}
 	found := false
-	num := func(names ...string) (int64, bool) {
+	num := func(names []string) (int64, bool) {
 		for _, n := range names {
-			if v := h.Get(n); v != "" {
+			if v := headerValue(h, n); v != "" {
 				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
 					found = true
 					return int64(f), true
@@ -157,9 +157,9 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 		}
 		return 0, false
 	}
-	reset := func(names ...string) time.Duration {
+	reset := func(names []string) time.Duration {
 		for _, n := range names {
-			if v := h.Get(n); v != "" {
+			if v := headerValue(h, n); v != "" {
 				if d, ok := parseReset(v, now); ok {
 					found = true
 					return d
@@ -168,25 +168,25 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 		}
 		return 0
 	}
-	if v, ok := num("x-ratelimit-limit-requests", "x-ratelimit-limit-requests-day", "anthropic-ratelimit-requests-limit", "x-ratelimit-limit"); ok {
+	if v, ok := num(limitRequestsHeaders); ok {
 		u.LimitRequests = v
 	}
-	if v, ok := num("x-ratelimit-remaining-requests", "x-ratelimit-remaining-requests-day", "anthropic-ratelimit-requests-remaining", "x-ratelimit-remaining"); ok {
+	if v, ok := num(remainingRequestsHeaders); ok {
 		u.RemainingRequests = v
 	}
-	u.ResetRequests = reset("x-ratelimit-reset-requests", "x-ratelimit-reset-requests-day", "anthropic-ratelimit-requests-reset", "x-ratelimit-reset")
-	if v, ok := num("x-ratelimit-limit-tokens", "x-ratelimit-limit-tokens-minute", "anthropic-ratelimit-tokens-limit"); ok {
+	u.ResetRequests = reset(resetRequestsHeaders)
+	if v, ok := num(limitTokensHeaders); ok {
 		u.LimitTokens = v
 	}
-	if v, ok := num("x-ratelimit-remaining-tokens", "x-ratelimit-remaining-tokens-minute", "anthropic-ratelimit-tokens-remaining"); ok {
+	if v, ok := num(remainingTokensHeaders); ok {
 		u.RemainingTokens = v
 	}
-	u.ResetTokens = reset("x-ratelimit-reset-tokens", "x-ratelimit-reset-tokens-minute", "anthropic-ratelimit-tokens-reset")
-	if v := h.Get("retry-after-ms"); v != "" {
+	u.ResetTokens = reset(resetTokensHeaders)
+	if v := headerValue(h, retryAfterMsHeader); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
 			u.RetryAfter, found = time.Duration(ms*float64(time.Millisecond)), true
 		}
-	} else if v := h.Get("Retry-After"); v != "" {
+	} else if v := headerValue(h, "Retry-After"); v != "" {
 		if d, ok := resilience.ParseRetryAfter(v, now); ok {
 			u.RetryAfter, found = d, true
 		}
@@ -195,6 +195,36 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 		return nil
 	}
 	return &u
+}
+
+// The rate-limit headers each provider may send, in their canonical form: the answer's header map is
+// read directly, as Header.Get would after canonicalising each name on every call.
+var (
+	limitRequestsHeaders = canonicalHeaders("x-ratelimit-limit-requests", "x-ratelimit-limit-requests-day",
+		"anthropic-ratelimit-requests-limit", "x-ratelimit-limit")
+	remainingRequestsHeaders = canonicalHeaders("x-ratelimit-remaining-requests", "x-ratelimit-remaining-requests-day",
+		"anthropic-ratelimit-requests-remaining", "x-ratelimit-remaining")
+	resetRequestsHeaders = canonicalHeaders("x-ratelimit-reset-requests", "x-ratelimit-reset-requests-day",
+		"anthropic-ratelimit-requests-reset", "x-ratelimit-reset")
+	limitTokensHeaders     = canonicalHeaders("x-ratelimit-limit-tokens", "x-ratelimit-limit-tokens-minute", "anthropic-ratelimit-tokens-limit")
+	remainingTokensHeaders = canonicalHeaders("x-ratelimit-remaining-tokens", "x-ratelimit-remaining-tokens-minute", "anthropic-ratelimit-tokens-remaining")
+	resetTokensHeaders     = canonicalHeaders("x-ratelimit-reset-tokens", "x-ratelimit-reset-tokens-minute", "anthropic-ratelimit-tokens-reset")
+	retryAfterMsHeader     = http.CanonicalHeaderKey("retry-after-ms")
+)
+
+func canonicalHeaders(names ...string) []string {
+	for i, n := range names {
+		names[i] = http.CanonicalHeaderKey(n)
+	}
+	return names
+}
+
+// headerValue is h.Get(name) for a name already canonical.
+func headerValue(h http.Header, name string) string {
+	if vs := h[name]; len(vs) > 0 {
+		return vs[0]
+	}
+	return ""
 }
 
 // parseReset reads a reset: a duration ("6m0s", "20ms"), seconds ("1.5"), an RFC 3339 time, or epoch
