@@ -1,6 +1,7 @@
 package logging
 
 import (
+	"bytes"
 	"testing"
 	"time"
 
@@ -37,3 +38,29 @@ type stringArray struct {
 
 func (a *stringArray) AppendString(s string)     { a.s = s }
 func (a *stringArray) AppendByteString(b []byte) { a.s = string(b) }
+
+// syncCounter is a file-like writer that counts the times it is forced to disk.
+type syncCounter struct {
+	bytes.Buffer
+	syncs int
+}
+
+func (s *syncCounter) Sync() error { s.syncs++; return nil }
+
+// The buffer's flushes write the lines out without forcing the file to disk.
+func TestBufferFlushesWithoutSyncingTheFile(t *testing.T) {
+	out := &syncCounter{}
+	b := Buffer(out)
+	if _, err := b.Write([]byte("line\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "line\n" || out.syncs != 0 {
+		t.Fatalf("wrote %q with %d syncs, want the line and no sync", out.String(), out.syncs)
+	}
+}
