@@ -15,20 +15,26 @@ import (
 type picksField []bandit.Pick
 
 func (ps picksField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, p := range ps {
-		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
-			o.AddString("model", p.Model)
-			o.AddString("provider", p.Provider)
-			o.AddFloat64("sampled", p.Sampled)
-			if p.Deprioritised { // else the score is the sampled value
-				o.AddFloat64("score", p.Score)
-				o.AddBool("deprioritised", true)
-			}
-			if p.Explored {
-				o.AddBool("explored", true)
-			}
-			return nil
-		}))
+	for i := range ps {
+		_ = enc.AppendObject((*pickObject)(&ps[i]))
+	}
+	return nil
+}
+
+// pickObject and the other element types are pointers into the list they come from: an element
+// encodes without a closure allocated for it.
+type pickObject bandit.Pick
+
+func (p *pickObject) MarshalLogObject(o zapcore.ObjectEncoder) error {
+	o.AddString("model", p.Model)
+	o.AddString("provider", p.Provider)
+	o.AddFloat64("sampled", p.Sampled)
+	if p.Deprioritised { // else the score is the sampled value
+		o.AddFloat64("score", p.Score)
+		o.AddBool("deprioritised", true)
+	}
+	if p.Explored {
+		o.AddBool("explored", true)
 	}
 	return nil
 }
@@ -36,15 +42,19 @@ func (ps picksField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 type skipsField []bandit.Skip
 
 func (ss skipsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, s := range ss[:min(len(ss), logListMax)] {
-		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
-			o.AddString("model", s.Model)
-			o.AddString("provider", s.Provider)
-			o.AddString("reason", s.Reason.String())
-			return nil
-		}))
+	for i := range ss[:min(len(ss), logListMax)] {
+		_ = enc.AppendObject((*skipObject)(&ss[i]))
 	}
 	return appendMore(enc, len(ss))
+}
+
+type skipObject bandit.Skip
+
+func (s *skipObject) MarshalLogObject(o zapcore.ObjectEncoder) error {
+	o.AddString("model", s.Model)
+	o.AddString("provider", s.Provider)
+	o.AddString("reason", s.Reason.String())
+	return nil
 }
 
 // callsField summarises a request's settled calls: model, worker, status and latency, with the error's
@@ -53,20 +63,24 @@ type callsField []*collect.Record
 
 func (cs callsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 	for _, r := range cs[:min(len(cs), logListMax)] {
-		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
-			o.AddString("model", r.Job.Slot.Model)
-			o.AddString("worker", r.Job.Worker)
-			o.AddString("status", string(r.Status))
-			if r.Kind != "" {
-				o.AddString("error_kind", string(r.Kind))
-			}
-			if res, ok := r.Ref.(*messages.JobResult); ok {
-				o.AddFloat64("latency_ms", res.LatencyMs)
-			}
-			return nil
-		}))
+		_ = enc.AppendObject((*callObject)(r))
 	}
 	return appendMore(enc, len(cs))
+}
+
+type callObject collect.Record
+
+func (r *callObject) MarshalLogObject(o zapcore.ObjectEncoder) error {
+	o.AddString("model", r.Job.Slot.Model)
+	o.AddString("worker", r.Job.Worker)
+	o.AddString("status", string(r.Status))
+	if r.Kind != "" {
+		o.AddString("error_kind", string(r.Kind))
+	}
+	if res, ok := r.Ref.(*messages.JobResult); ok {
+		o.AddFloat64("latency_ms", res.LatencyMs)
+	}
+	return nil
 }
 
 type countsField map[string]int
@@ -81,14 +95,18 @@ func (cs countsField) MarshalLogObject(o zapcore.ObjectEncoder) error {
 type rejectionsField []fleet.Rejection
 
 func (rs rejectionsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, r := range rs[:min(len(rs), logListMax)] {
-		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
-			o.AddString("worker", r.Worker)
-			o.AddString("reason", r.Reason)
-			return nil
-		}))
+	for i := range rs[:min(len(rs), logListMax)] {
+		_ = enc.AppendObject((*rejectionObject)(&rs[i]))
 	}
 	return appendMore(enc, len(rs))
+}
+
+type rejectionObject fleet.Rejection
+
+func (r *rejectionObject) MarshalLogObject(o zapcore.ObjectEncoder) error {
+	o.AddString("worker", r.Worker)
+	o.AddString("reason", r.Reason)
+	return nil
 }
 
 // logListMax is the most entries a list of candidates (skipped models, rejected workers) shows in one
@@ -109,26 +127,34 @@ func appendMore(enc zapcore.ArrayEncoder, n int) error {
 type signalsField []classify.Signal
 
 func (ss signalsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, s := range ss {
-		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
-			o.AddString("category", string(s.Category))
-			o.AddString("keyword", s.Keyword)
-			return nil
-		}))
+	for i := range ss {
+		_ = enc.AppendObject((*signalObject)(&ss[i]))
 	}
+	return nil
+}
+
+type signalObject classify.Signal
+
+func (s *signalObject) MarshalLogObject(o zapcore.ObjectEncoder) error {
+	o.AddString("category", string(s.Category))
+	o.AddString("keyword", s.Keyword)
 	return nil
 }
 
 type alternativesField []classify.Scored
 
 func (as alternativesField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
-	for _, a := range as {
-		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
-			o.AddString("category", string(a.Category))
-			o.AddFloat64("probability", a.Probability)
-			return nil
-		}))
+	for i := range as {
+		_ = enc.AppendObject((*alternativeObject)(&as[i]))
 	}
+	return nil
+}
+
+type alternativeObject classify.Scored
+
+func (a *alternativeObject) MarshalLogObject(o zapcore.ObjectEncoder) error {
+	o.AddString("category", string(a.Category))
+	o.AddFloat64("probability", a.Probability)
 	return nil
 }
 
@@ -136,14 +162,18 @@ type updatesField []*messages.BanditUpdate
 
 func (us updatesField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 	for _, u := range us {
-		_ = enc.AppendObject(zapcore.ObjectMarshalerFunc(func(o zapcore.ObjectEncoder) error {
-			o.AddString("model", u.Model)
-			o.AddFloat64("reward", u.Reward)
-			o.AddString("reason", u.Reason)
-			o.AddFloat64("alpha_before", u.AlphaBefore)
-			o.AddFloat64("beta_before", u.BetaBefore)
-			return nil
-		}))
+		_ = enc.AppendObject((*updateObject)(u))
 	}
+	return nil
+}
+
+type updateObject messages.BanditUpdate
+
+func (u *updateObject) MarshalLogObject(o zapcore.ObjectEncoder) error {
+	o.AddString("model", u.Model)
+	o.AddFloat64("reward", u.Reward)
+	o.AddString("reason", u.Reason)
+	o.AddFloat64("alpha_before", u.AlphaBefore)
+	o.AddFloat64("beta_before", u.BetaBefore)
 	return nil
 }
