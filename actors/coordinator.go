@@ -90,20 +90,20 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	if c.answered {
 		return // the record is handed over: nothing may change it
 	}
-	now := time.Now()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.start(ctx)
 	case *messages.Permit: // a refusal: a grant comes from the worker the provider dispatched the job to
 		if seq, ok := collect.JobSeq(m.JobId); ok {
-			c.onPermit(ctx, now, seq, m)
+			c.onPermit(ctx, time.Now(), seq, m)
 		}
 	case *messages.JobQueued:
 		if seq, ok := collect.JobSeq(m.JobId); ok {
-			c.granted(ctx, now, seq, m.Probe)
+			c.granted(ctx, time.Now(), seq, m.Probe)
 		}
 	case *messages.JobStarted:
 		if seq, ok := collect.JobSeq(m.JobId); ok {
+			now := time.Now()
 			c.granted(ctx, now, seq, m.Probe)
 			c.apply(ctx, c.machine.Started(now, seq, seconds(m.BudgetSeconds)))
 		}
@@ -112,7 +112,7 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	case wake:
 		if m.at.Equal(c.due.at) { // not a timer cancelled after it fired
 			c.due.rang()
-			c.apply(ctx, c.machine.Tick(now))
+			c.apply(ctx, c.machine.Tick(time.Now()))
 		}
 	case *messages.CancelRequest:
 		c.stop(ctx, resilience.Kind(m.Code))
