@@ -57,7 +57,7 @@ func TestTrimBulletIsTrimLeft(t *testing.T) {
 // The claims and word hashes the scanners find are those of a byte-by-byte reading, on texts built at
 // random from the bytes that end claims and words, bullets, numbers and letters outside ASCII.
 func TestScannersFollowAPlainReading(t *testing.T) {
-	pieces := []string{".", "!", "?", "\n", " ", "  ", "- ", "• ", "1. ", "3)", "a", "Word", "x.y", "3.5", "É", "ß", "日本", "\t", "é.", "\xff"}
+	pieces := []string{".", "!", "?", "\n", " ", "  ", "- ", "• ", "1. ", "3)", "a", "Word", "x.y", "3.5", "É", "ß", "日本", "\t", "é.", "\xff", "Z9", "0q", "_", "@", "AZaz09"}
 	rng := rand.New(rand.NewPCG(3, 4))
 	for range 100_000 {
 		var b strings.Builder
