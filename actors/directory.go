@@ -204,7 +204,6 @@ func NewDirectory(system *actor.ActorSystem, workers []fleet.WorkerSpec, provide
 		rotation:  map[string]*atomic.Uint64{},
 	}
 	for i := range runtime.GOMAXPROCS(0) { // one per core
-
 		d.Deciders = append(d.Deciders, pid(ConsensusName+"/"+strconv.Itoa(i)))
 	}
 	for _, w := range workers {
