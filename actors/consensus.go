@@ -44,10 +44,6 @@ func NewConsensusActor(deps *Deps, in *messages.ConsensusInput) actor.Producer {
 func (a *ConsensusActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if a.in.ArbiterModel == "" {
-			a.decide(ctx)
-			return
-		}
 		a.jobID = a.in.RequestId + "/arbiter"
 		a.asked = time.Now()
 		deadline := a.in.Deadline.AsTime()
@@ -167,7 +163,7 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 		a.cancel = nil
 	}
 	reply := decision(a.in, a.verdict)
-	if d := reply.Decision; d != nil && a.in.ArbiterModel != "" {
+	if d := reply.Decision; d != nil {
 		d.ArbiterError, d.ArbiterLatencyMs, d.ArbiterUsage, d.ArbiterCost = a.arbiterErr, a.latency, a.usage, a.cost
 		a.deps.Log.Info("arbiter consulted", zap.String("event", "arbiter"), zap.String("request_id", a.in.RequestId),
 			zap.String("arbiter_model", a.in.ArbiterModel), zap.String("decided_by", d.Arbiter), zap.String("error", a.arbiterErr),

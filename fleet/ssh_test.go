@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -109,29 +110,45 @@ func logText(logs *observer.ObservedLogs) string {
 	return b.String()
 }
 
-func TestJobsShareOneAgentSession(t *testing.T) {
-	h := newHost(t, false)
-	tr, logs := h.transport(t, fleet.ModeAgent)
-	var health []fleet.Health
+// recordHealth keeps what tr reports of its connection; the function it returns reads the reports so far.
+func recordHealth(tr *fleet.SSH) func() []fleet.Health {
 	var mu sync.Mutex
+	var health []fleet.Health
 	tr.OnHealth(func(s fleet.Health, _ error) { mu.Lock(); health = append(health, s); mu.Unlock() })
+	return func() []fleet.Health {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(health)
+	}
+}
+
+// inParallel runs n jobs on tr at once, each within 10 s, and fails t for each that errs or whose reply
+// is not ok.
+func inParallel(t *testing.T, tr *fleet.SSH, n int, ok func(providers.Reply) bool) {
+	t.Helper()
 	var wg sync.WaitGroup
-	for i := range 20 {
+	for i := range n {
 		wg.Go(func() {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			reply, err := tr.Run(ctx, call(i))
-			if err != nil || reply.Text == "" || reply.Cost != 0.5 {
+			if reply, err := tr.Run(ctx, call(i)); err != nil || !ok(reply) {
 				t.Errorf("job %d: %+v %v", i, reply, err)
 			}
 		})
 	}
 	wg.Wait()
+}
+
+func TestJobsShareOneAgentSession(t *testing.T) {
+	h := newHost(t, false)
+	tr, logs := h.transport(t, fleet.ModeAgent)
+	health := recordHealth(tr)
+	inParallel(t, tr, 20, func(r providers.Reply) bool { return r.Text != "" && r.Cost == 0.5 })
 	if n := h.execs.Load(); n != 1 {
 		t.Fatalf("%d sessions for 20 jobs, want one", n)
 	}
-	if len(health) != 1 || health[0] != fleet.Connected {
-		t.Fatalf("health %v", health)
+	if got := health(); len(got) != 1 || got[0] != fleet.Connected {
+		t.Fatalf("health %v", got)
 	}
 	assertNoKey(t, logText(logs), logText(h.logs))
 }
@@ -155,27 +172,13 @@ func TestARefusedSessionIsAskedAgainOnTheSameConnection(t *testing.T) {
 	h := newHost(t, false)
 	h.server.MaxSessions.Store(2)
 	tr, _ := h.transport(t, fleet.ModeExec)
-	var health []fleet.Health
-	var mu sync.Mutex
-	tr.OnHealth(func(s fleet.Health, _ error) { mu.Lock(); health = append(health, s); mu.Unlock() })
-	var wg sync.WaitGroup
-	for i := range 8 {
-		wg.Go(func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-			defer cancel()
-			if reply, err := tr.Run(ctx, call(i)); err != nil || reply.Text == "" {
-				t.Errorf("job %d: %+v %v", i, reply, err)
-			}
-		})
-	}
-	wg.Wait()
+	health := recordHealth(tr)
+	inParallel(t, tr, 8, func(r providers.Reply) bool { return r.Text != "" })
 	if h.server.Refused.Load() == 0 {
 		t.Fatal("no session was refused: the test asked for too few at once")
 	}
-	mu.Lock()
-	defer mu.Unlock()
-	if len(health) != 1 || health[0] != fleet.Connected {
-		t.Fatalf("health %v: a refused session dropped the connection", health)
+	if got := health(); len(got) != 1 || got[0] != fleet.Connected {
+		t.Fatalf("health %v: a refused session dropped the connection", got)
 	}
 }
 
@@ -263,9 +266,7 @@ func TestALostConnectionFailsItsJobsAndTheNextDials(t *testing.T) {
 		sim, _ := json.Marshal(providers.SimConfig{Seed: 7, LatencyScale: 100})
 		o.Setup = &messages.AgentSetup{Sim: string(sim)}
 	})
-	var mu sync.Mutex
-	var health []fleet.Health
-	tr.OnHealth(func(s fleet.Health, _ error) { mu.Lock(); health = append(health, s); mu.Unlock() })
+	health := recordHealth(tr)
 	done := make(chan error, 1)
 	go func() { _, err := tr.Run(context.Background(), call(1)); done <- err }()
 	for h.execs.Load() == 0 {
@@ -281,9 +282,7 @@ func TestALostConnectionFailsItsJobsAndTheNextDials(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	tr.Run(ctx, call(2)) // dials again (and times out on the slow model)
-	mu.Lock()
-	defer mu.Unlock()
-	if got := fmt.Sprint(health); got != "[connected reconnecting connected]" {
+	if got := fmt.Sprint(health()); got != "[connected reconnecting connected]" {
 		t.Fatalf("health %s", got)
 	}
 }

@@ -148,7 +148,7 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 	found := false
 	num := func(names []string) (int64, bool) {
 		for _, n := range names {
-			if v := headerValue(h, n); v != "" {
+			if v := h.Get(n); v != "" {
 				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
 					found = true
 					return int64(f), true
@@ -159,7 +159,7 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 	}
 	reset := func(names []string) time.Duration {
 		for _, n := range names {
-			if v := headerValue(h, n); v != "" {
+			if v := h.Get(n); v != "" {
 				if d, ok := parseReset(v, now); ok {
 					found = true
 					return d
@@ -182,11 +182,11 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 		u.RemainingTokens = v
 	}
 	u.ResetTokens = reset(resetTokensHeaders)
-	if v := headerValue(h, retryAfterMsHeader); v != "" {
+	if v := h.Get(retryAfterMsHeader); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
 			u.RetryAfter, found = time.Duration(ms*float64(time.Millisecond)), true
 		}
-	} else if v := headerValue(h, "Retry-After"); v != "" {
+	} else if v := h.Get("Retry-After"); v != "" {
 		if d, ok := resilience.ParseRetryAfter(v, now); ok {
 			u.RetryAfter, found = d, true
 		}
@@ -197,8 +197,8 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 	return &u
 }
 
-// The rate-limit headers each provider may send, in their canonical form: the answer's header map is
-// read directly, as Header.Get would after canonicalising each name on every call.
+// The rate-limit headers each provider may send, in their canonical form: Header.Get takes a canonical
+// name as it is, where it canonicalised (and allocated) a lower-case one on every answer.
 var (
 	limitRequestsHeaders = canonicalHeaders("x-ratelimit-limit-requests", "x-ratelimit-limit-requests-day",
 		"anthropic-ratelimit-requests-limit", "x-ratelimit-limit")
@@ -217,14 +217,6 @@ func canonicalHeaders(names ...string) []string {
 		names[i] = http.CanonicalHeaderKey(n)
 	}
 	return names
-}
-
-// headerValue is h.Get(name) for a name already canonical.
-func headerValue(h http.Header, name string) string {
-	if vs := h[name]; len(vs) > 0 {
-		return vs[0]
-	}
-	return ""
 }
 
 // parseReset reads a reset: a duration ("6m0s", "20ms"), seconds ("1.5"), an RFC 3339 time, or epoch

@@ -45,6 +45,9 @@ var tasks = []string{
 	"Classify the sentiment of these reviews as positive, negative or neutral: 'Great battery', 'Broke in a week', 'It is a phone'.",
 }
 
+// baselineRow names the bare net/http handler's row, which every load run measures.
+const baselineRow = "baseline net/http"
+
 type result struct {
 	Server      string  `json:"server"`
 	Concurrency int     `json:"concurrency"`
@@ -120,13 +123,13 @@ func main() {
 		body func(int) []byte
 	}
 	servers := []row{
-		{"baseline net/http", func(addr string) *exec.Cmd { return exec.Command(self, "baseline", addr) }, majority},
-		{"majority×6 (info logs)", serve("info"), majority},
+		{baselineRow, func(addr string) *exec.Cmd { return exec.Command(self, "baseline", addr) }, majority},
+		{targetServer, serve("info"), majority},
 		{"majority×6 (warn logs)", serve("warn"), majority},
 		{"rotating×6 (info logs)", serve("info"), rotating},
 	}
 	servers = slices.DeleteFunc(servers, func(s row) bool {
-		return *only != "" && s.name != "baseline net/http" && !slices.ContainsFunc(strings.Split(*only, ","), func(p string) bool { return strings.HasPrefix(s.name, p) })
+		return *only != "" && s.name != baselineRow && !slices.ContainsFunc(strings.Split(*only, ","), func(p string) bool { return strings.HasPrefix(s.name, p) })
 	})
 	if *database != "" {
 		url, drop, err := benchDatabase(*conclave, *database)
