@@ -720,8 +720,8 @@ func (c *CoordinatorActor) fail(ctx actor.Context, kind resilience.Kind, message
 	c.respond(ctx, nil)
 }
 
-// respond is step 10: the record to the recorder first (so a caller who asks for it right after the
-// answer finds it), then the answer, then stop. Nothing changes the record afterwards.
+// respond is step 10: the record to the metrics and the recorder first (so a caller who scrapes or asks
+// for it right after the answer finds it), then the answer, then stop. Nothing changes the record afterwards.
 func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResult) {
 	c.answered = true
 	c.due.stop()
@@ -736,6 +736,7 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	}
 	c.exec.CompletedAt = ts(c.deps.now())
 	c.exec.Phases.TotalMs = ms(time.Since(c.began))
+	c.deps.Metrics.Execution(c.exec)
 	ctx.Send(c.deps.Dir.Recorder, c.exec)
 	ctx.Send(c.replyTo, c.exec)
 	fields := []zap.Field{zap.String("event", "request_completed"), zap.Int("status", status), zap.String("category", c.plan.Category),

@@ -110,7 +110,6 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 			}
 		}
 	case *messages.Execution:
-		r.deps.Metrics.Execution(m)
 		if len(r.batch) >= RecorderQueue {
 			r.drop(1, errors.New("the recorder's queue is full"))
 			if r.spool != nil {
