@@ -424,3 +424,47 @@ func TestATricklingClientIsCutOff(t *testing.T) {
 		t.Fatal("a client trickling its body kept its connection")
 	}
 }
+
+// Past max_connections a new connection waits to be accepted: it is answered once a held one closes.
+func TestConnectionsPastTheLimitWait(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(path, []byte(`{"max_connections": 2}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, addr := serving(t, "--config", path)
+	host := strings.TrimPrefix(addr, "http://")
+	dial := func() net.Conn {
+		conn, err := net.Dial("tcp", host)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		return conn
+	}
+	// Two connections that have sent half a request hold both places; each is answered once complete.
+	held := []net.Conn{dial(), dial()}
+	for _, c := range held {
+		fmt.Fprint(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n")
+	}
+	third := dial()
+	fmt.Fprint(third, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+	answered := make(chan string, 1)
+	go func() {
+		line, _ := bufio.NewReader(third).ReadString('\n')
+		answered <- line
+	}()
+	select {
+	case line := <-answered:
+		t.Fatalf("a third connection was served past max_connections 2: %q", line)
+	case <-time.After(time.Second):
+	}
+	held[0].Close()
+	select {
+	case line := <-answered:
+		if !strings.HasPrefix(line, "HTTP/1.1 200") {
+			t.Fatalf("the waiting connection got %q", line)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting connection was not served after a held one closed")
+	}
+}
