@@ -16,12 +16,15 @@ import (
 	"time"
 )
 
-// sample is the server process's memory and goroutines at one moment of an endurance run.
+// sample is the server process's memory and goroutines at one moment of an endurance run. HeapGoalMiB
+// is the heap size at which the next collection starts: a fixed multiple (GOGC) of the heap the last one
+// found live, so it shows live growth without the collector's headroom that RSS keeps.
 type sample struct {
-	At         time.Duration
-	Requests   int64
-	RSSMiB     float64
-	Goroutines int
+	At          time.Duration
+	Requests    int64
+	RSSMiB      float64
+	HeapGoalMiB float64
+	Goroutines  int
 }
 
 // endurance runs conclave for d under steady load through the whole pipeline (limits raised, the
@@ -84,7 +87,8 @@ func endurance(conclave string, d time.Duration, concurrency int) error {
 		}
 		s.At, s.Requests = time.Since(began).Round(time.Second), sent.Load()
 		samples = append(samples, s)
-		fmt.Fprintf(os.Stderr, "endurance %8s  %9d requests  RSS %7.1f MiB  %5d goroutines\n", s.At, s.Requests, s.RSSMiB, s.Goroutines)
+		fmt.Fprintf(os.Stderr, "endurance %8s  %9d requests  RSS %7.1f MiB  heap goal %7.1f MiB  %5d goroutines\n",
+			s.At, s.Requests, s.RSSMiB, s.HeapGoalMiB, s.Goroutines)
 		if time.Since(began) >= d {
 			break
 		}
@@ -101,21 +105,24 @@ func reportEndurance(samples []sample, tally map[string]int, concurrency int) {
 	last := samples[len(samples)-1]
 	fmt.Printf("%d requests at concurrency %d in %s (%.0f req/s)\n\n", last.Requests, concurrency, last.At, float64(last.Requests)/last.At.Seconds())
 	printTally(tally)
-	fmt.Println("\n| time | requests | RSS MiB | goroutines |\n|---:|---:|---:|---:|")
+	fmt.Println("\n| time | requests | RSS MiB | heap goal MiB | goroutines |\n|---:|---:|---:|---:|---:|")
 	for _, s := range samples {
-		fmt.Printf("| %s | %d | %.1f | %d |\n", s.At, s.Requests, s.RSSMiB, s.Goroutines)
+		fmt.Printf("| %s | %d | %.1f | %.1f | %d |\n", s.At, s.Requests, s.RSSMiB, s.HeapGoalMiB, s.Goroutines)
 	}
 	warm := samples[len(samples)/5]
-	var maxRSS float64
+	var maxRSS, maxGoal float64
 	maxG := 0
 	for _, s := range samples[len(samples)/5:] {
-		maxRSS, maxG = max(maxRSS, s.RSSMiB), max(maxG, s.Goroutines)
+		maxRSS, maxGoal, maxG = max(maxRSS, s.RSSMiB), max(maxGoal, s.HeapGoalMiB), max(maxG, s.Goroutines)
 	}
-	fmt.Printf("\nafter the warm-up (from %s): RSS %.1f MiB then at most %.1f and %.1f at the end (%+.1f %%); goroutines %d then at most %d and %d at the end\n",
-		warm.At, warm.RSSMiB, maxRSS, last.RSSMiB, 100*(last.RSSMiB-warm.RSSMiB)/warm.RSSMiB, warm.Goroutines, maxG, last.Goroutines)
+	growth := func(from, to float64) float64 { return 100 * (to - from) / from }
+	fmt.Printf("\nafter the warm-up (from %s): RSS %.1f MiB then at most %.1f and %.1f at the end (%+.1f %%); "+
+		"heap goal %.1f MiB then at most %.1f and %.1f at the end (%+.1f %%); goroutines %d then at most %d and %d at the end\n",
+		warm.At, warm.RSSMiB, maxRSS, last.RSSMiB, growth(warm.RSSMiB, last.RSSMiB),
+		warm.HeapGoalMiB, maxGoal, last.HeapGoalMiB, growth(warm.HeapGoalMiB, last.HeapGoalMiB), warm.Goroutines, maxG, last.Goroutines)
 }
 
-// sampleOf reads a process's resident memory from /proc and its goroutines from its /metrics.
+// sampleOf reads a process's resident memory from /proc, and its heap goal and goroutines from its /metrics.
 func sampleOf(pid int, url string) (sample, error) {
 	var s sample
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
@@ -137,6 +144,10 @@ func sampleOf(pid int, url string) (sample, error) {
 	for sc.Scan() {
 		if rest, ok := strings.CutPrefix(sc.Text(), "go_goroutines "); ok {
 			s.Goroutines, _ = strconv.Atoi(strings.TrimSpace(rest))
+		}
+		if rest, ok := strings.CutPrefix(sc.Text(), "go_memstats_next_gc_bytes "); ok {
+			b, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			s.HeapGoalMiB = b / (1 << 20)
 		}
 	}
 	return s, sc.Err()
