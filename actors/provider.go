@@ -448,6 +448,11 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 	}
 	clear(p.waiting[len(kept):])
 	p.waiting = kept
+	if len(kept) > 0 && now.Before(p.limitedUntil) {
+		// The window's next free moment: set when the limiter said no, but a wake-up that came first
+		// (a lease's end, a deadline) has taken the alarm since.
+		next = soonest(next, p.limitedUntil)
+	}
 	if !next.IsZero() {
 		p.wakeBy(ctx, next)
 	}

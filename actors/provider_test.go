@@ -141,6 +141,23 @@ func TestProviderActorBlocksAtTheLimitUntilRoomReturns(t *testing.T) {
 	}
 }
 
+// A wait for the window's next free moment survives an earlier wake-up: here a lease that expires
+// before the window frees, whose wake-up must not leave the waiting call to its own deadline.
+func TestProviderActorAsksAgainWhenTheWindowFrees(t *testing.T) {
+	h := newProviderHarness(t, ratelimit.Limits{RequestsPerMinute: 1})
+	h.acquire("a", 100*time.Millisecond) // its lease, and the actor's wake-up, end at 150 ms
+	if p := h.permit(); !p.Granted {
+		t.Fatalf("first permit %v", p)
+	}
+	h.clock.Advance(ratelimit.Window - 300*time.Millisecond) // the window frees 300 ms from now
+	h.acquire("w", time.Minute)
+	h.noPermit(20 * time.Millisecond)
+	h.clock.Advance(time.Second)
+	if p := h.permit(); !p.Granted || p.JobId != "w" {
+		t.Fatalf("permit %v once the window had room", p)
+	}
+}
+
 func TestProviderActorBreakerAndProbe(t *testing.T) {
 	h := newProviderHarness(t, ratelimit.Limits{})
 	for _, job := range []string{"a", "b"} {
