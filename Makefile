@@ -49,10 +49,11 @@ bench: build
 # hosts at 40 requests/s, every row of the specification's error table injected in turn for
 # FAULT_PHASE each, counting the answers per row; every answer must have its record at the end. Then it
 # runs conclave for SOAK_DURATION under steady load through the whole pipeline (16 connections,
-# simulated faults on, limits raised, info logs) and prints its RSS, heap goal and goroutines over the run, which
-# must stay flat after the warm-up; then it drives the embedded default as it ships (simulated faults,
-# default rate limits) with SOAK_REQUESTS requests at 32 connections and tallies the answers: the only
-# refusals should be rate limits' 503s with Retry-After, and no provider breaker should be open at the end.
+# simulated faults on, limits raised, info logs) and prints its RSS, heap goal and goroutines over the
+# run, which must stay flat after the warm-up; then it drives the embedded default as it ships
+# (simulated faults, default rate limits) with SOAK_REQUESTS requests at 32 connections and tallies the
+# answers: the only refusals should be rate limits' 503s with Retry-After, and no provider breaker
+# should be open at the end.
 SOAK_DURATION ?= 30m
 SOAK_REQUESTS ?= 200000
 FAULT_PHASE ?= 10s

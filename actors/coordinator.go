@@ -720,8 +720,9 @@ func (c *CoordinatorActor) fail(ctx actor.Context, kind resilience.Kind, message
 	c.respond(ctx, nil)
 }
 
-// respond is step 10: the record to the metrics and the recorder first (so a caller who scrapes or asks
-// for it right after the answer finds it), then the answer, then stop. Nothing changes the record afterwards.
+// respond is step 10: the record to the metrics and the recorder first (so a caller who scrapes or
+// asks for it right after the answer finds it), then the answer, then stop. Nothing changes the record
+// afterwards.
 func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResult) {
 	c.answered = true
 	c.due.stop()

@@ -243,17 +243,12 @@ func (p *ProviderActor) settleReservation(ctx actor.Context, r *reservation, d r
 		// The limiter failed (a fallback too): ask again shortly rather than admit unchecked.
 		p.log.Warn("rate limiter unavailable", zap.String("event", "limiter_error"), zap.Error(err))
 		p.limitedUntil = time.Now().Add(100 * time.Millisecond)
-		p.wakeBy(ctx, p.limitedUntil)
 		return true
 	case !d.Allowed:
 		if d.RetryAfter > 0 {
 			p.limitedUntil = time.Now().Add(d.RetryAfter)
-			p.wakeBy(ctx, p.limitedUntil)
 		} else {
 			p.waitRelease = true // a slot comes back when one of this provider's calls ends
-		}
-		if r.a.Deadline != nil {
-			p.wakeBy(ctx, r.a.Deadline.AsTime())
 		}
 		p.log.Debug("rate limited", zap.String("event", "rate_limited"), zap.String("reason", d.Reason),
 			zap.Duration("retry_after", d.RetryAfter), zap.Int("waiting", len(p.waiting)))
@@ -439,6 +434,9 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			if p.settleReservation(ctx, r, d, err) {
 				limited = true
 				kept = append(kept, a)
+				if a.Deadline != nil {
+					next = soonest(next, a.Deadline.AsTime())
+				}
 			}
 			continue
 		}
@@ -449,8 +447,9 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 	clear(p.waiting[len(kept):])
 	p.waiting = kept
 	if len(kept) > 0 && now.Before(p.limitedUntil) {
-		// The window's next free moment: set when the limiter said no, but a wake-up that came first
-		// (a lease's end, a deadline) has taken the alarm since.
+		// The window's next free moment, set wherever the limiter or the provider said no: the wake-up
+		// for it is made here, on every pass, so that one that comes first (a lease's end, a
+		// deadline) cannot leave the waiting acquisitions to their deadlines.
 		next = soonest(next, p.limitedUntil)
 	}
 	if !next.IsZero() {
@@ -548,7 +547,7 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 	if rl := o.RateLimit; rl != nil {
 		if u := fleet.UpstreamOf(rl); !u.PerModel {
 			words = append(words, u)
-			p.holdFor(ctx, u)
+			p.holdFor(u)
 		} else if wait := u.Exhausted(); wait > 0 { // the model's own limits, spent until their reset
 			m.blockedUntil = later(m.blockedUntil, now.Add(wait))
 			p.modelsChanged = true
@@ -572,7 +571,7 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 	if o.BlockProviderSeconds > 0 {
 		w := ratelimit.Upstream{RetryAfter: seconds(o.BlockProviderSeconds), RemainingRequests: -1, RemainingTokens: -1}
 		words = append(words, w)
-		p.holdFor(ctx, w)
+		p.holdFor(w)
 	}
 	if o.DisableProvider && p.disabled == "" {
 		p.disabled = o.DisabledBecause
@@ -593,10 +592,9 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 
 // holdFor holds back this actor's acquisitions for the block the provider's word asks for, at once:
 // the limiter hears of it after the call's release.
-func (p *ProviderActor) holdFor(ctx actor.Context, u ratelimit.Upstream) {
+func (p *ProviderActor) holdFor(u ratelimit.Upstream) {
 	if wait := u.Exhausted(); wait > 0 {
 		p.limitedUntil = later(p.limitedUntil, time.Now().Add(wait))
-		p.wakeBy(ctx, p.limitedUntil)
 	}
 }
 

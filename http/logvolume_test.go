@@ -18,10 +18,8 @@ func TestARequestsLogsAreBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	var models []string
-	for _, m := range cat.All() {
-		if len(models) < 64 {
-			models = append(models, m.ID)
-		}
+	for _, m := range cat.All()[:64] {
+		models = append(models, m.ID)
 	}
 	enc := zapcore.NewJSONEncoder(zap.NewProductionEncoderConfig())
 	for _, tc := range []struct {
