@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"testing"
 
+	"github.com/conclave-ai/conclave/internal/testenv"
 	"github.com/conclave-ai/conclave/providers"
 )
 
@@ -157,10 +156,7 @@ func TestParseRuns(t *testing.T) {
 
 // TestSharedDevData runs a short evaluation on the real recorded data when it is beside the project.
 func TestSharedDevData(t *testing.T) {
-	dir := filepath.Join("..", "..", "shared", "data", "replay")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("shared replay data not found at %s: skipping", dir)
-	}
+	dir := testenv.SharedDir(t, "data", "replay")
 	data, err := providers.LoadReplay(dir, []string{"gsm"})
 	if err != nil {
 		t.Fatal(err)
@@ -186,10 +182,7 @@ func TestSharedDevData(t *testing.T) {
 // TestScoringAgreesWithTheData checks the scoring against the replay data's own verdict on every
 // recorded answer: the kinds keep CRUXEval's spaces and brackets, compare numbers by value, and letters.
 func TestScoringAgreesWithTheData(t *testing.T) {
-	dir := filepath.Join("..", "..", "shared", "data", "replay")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("shared replay data not found at %s: skipping", dir)
-	}
+	dir := testenv.SharedDir(t, "data", "replay")
 	data, err := providers.LoadReplay(dir, DefaultDatasets)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conclave-ai/conclave/internal/testenv"
 	"gopkg.in/yaml.v3"
 )
 
@@ -14,7 +15,7 @@ import (
 // forced-command authorized_keys line for every host.
 func TestTheDeploymentsKeysMakeAFleet(t *testing.T) {
 	if _, err := exec.LookPath("ssh-keygen"); err != nil {
-		t.Skip("ssh-keygen is not installed (run scripts/services.sh)")
+		testenv.Missing(t, "ssh-keygen is not installed (run scripts/services.sh)")
 	}
 	dir := t.TempDir()
 	out, err := exec.Command("../deploy/keys.sh", dir).CombinedOutput()

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/conclave-ai/conclave/internal/testenv"
 	"github.com/conclave-ai/conclave/providers/providertest"
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
@@ -33,13 +34,15 @@ var specs = struct {
 	validators map[string]validator.Validator
 	models     map[string]*v3.Document
 	err        error
-}{dir: filepath.Join("..", "..", "shared", "specs")}
+}{}
 
 // specValidator returns the validator of one specification file, skipping the test where the
 // specifications are absent.
 func specValidator(t *testing.T, file string) validator.Validator {
 	t.Helper()
+	dir := testenv.SharedDir(t, "specs")
 	specs.once.Do(func() {
+		specs.dir = dir
 		specs.validators, specs.models = map[string]validator.Validator{}, map[string]*v3.Document{}
 		for f, paths := range map[string][]string{"openai.openapi.yaml": {"/chat/completions", "/models"}, "anthropic.openapi.json": {"/v1/messages", "/v1/models"}} {
 			raw, err := os.ReadFile(filepath.Join(specs.dir, f))
@@ -69,9 +72,6 @@ func specValidator(t *testing.T, file string) validator.Validator {
 			specs.models[f] = &model.Model
 		}
 	})
-	if os.IsNotExist(specs.err) {
-		t.Skipf("provider specifications not found at %s: skipping the contract tests", specs.dir)
-	}
 	if specs.err != nil {
 		t.Fatal(specs.err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/testenv"
 	"github.com/conclave-ai/conclave/resilience"
 )
 
@@ -115,10 +116,7 @@ func TestLoadReplayFiles(t *testing.T) {
 
 // TestSharedReplayData checks the loader against the real recorded data when it is beside the project.
 func TestSharedReplayData(t *testing.T) {
-	dir := filepath.Join("..", "..", "shared", "data", "replay")
-	if _, err := os.Stat(dir); err != nil {
-		t.Skipf("shared replay data not found at %s: skipping", dir)
-	}
+	dir := testenv.SharedDir(t, "data", "replay")
 	d, err := LoadReplay(dir, []string{"gsm", "crux"})
 	if err != nil {
 		t.Fatal(err)

@@ -16,6 +16,7 @@ import (
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/engine"
 	httpapi "github.com/conclave-ai/conclave/http"
+	"github.com/conclave-ai/conclave/internal/testenv"
 	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/secret"
@@ -115,7 +116,7 @@ func listed(base string) bool {
 func TestDashboardInHeadlessChromium(t *testing.T) {
 	browser, err := exec.LookPath("chromium")
 	if err != nil {
-		t.Skip("chromium is not installed (run scripts/services.sh)")
+		testenv.Missing(t, "chromium is not installed (run scripts/services.sh)")
 	}
 	base := server(t)
 	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(browser), chromedp.NoSandbox,

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/netproxy"
+	"github.com/conclave-ai/conclave/internal/testenv"
 	"github.com/conclave-ai/conclave/migrations"
 	"github.com/conclave-ai/conclave/secret"
 	"github.com/jackc/pgx/v5"
@@ -38,7 +39,7 @@ func New(t testing.TB, migrated bool) secret.String {
 	base := BaseURL()
 	admin, err := pgx.Connect(ctx, base)
 	if err != nil {
-		t.Skipf("PostgreSQL is not reachable at %s (run scripts/services.sh, or set CONCLAVE_TEST_DATABASE_URL): %v", redact(base), err)
+		testenv.Missing(t, "PostgreSQL is not reachable at %s (run scripts/services.sh, or set CONCLAVE_TEST_DATABASE_URL): %v", redact(base), err)
 	}
 	defer admin.Close(ctx)
 	var b [6]byte

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/netproxy"
+	"github.com/conclave-ai/conclave/internal/testenv"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -40,7 +41,7 @@ func New(t testing.TB) (*redis.Client, string) {
 	defer cancel()
 	if err := c.Ping(ctx).Err(); err != nil {
 		c.Close()
-		t.Skipf("Redis is not reachable at %s (run scripts/services.sh, or set CONCLAVE_TEST_REDIS_URL): %v", o.Addr, err)
+		testenv.Missing(t, "Redis is not reachable at %s (run scripts/services.sh, or set CONCLAVE_TEST_REDIS_URL): %v", o.Addr, err)
 	}
 	var b [6]byte
 	rand.Read(b[:])

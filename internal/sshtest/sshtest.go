@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/internal/testenv"
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/knownhosts"
 	"gopkg.in/yaml.v3"
@@ -268,7 +269,7 @@ func StartSSHD(t testing.TB, command string) *SSHD {
 	path, err := exec.LookPath("sshd")
 	if err != nil {
 		if _, e := os.Stat("/usr/sbin/sshd"); e != nil {
-			t.Skip("sshd is not installed (run scripts/services.sh)")
+			testenv.Missing(t, "sshd is not installed (run scripts/services.sh)")
 		}
 		path = "/usr/sbin/sshd"
 	}
@@ -305,7 +306,7 @@ func StartSSHD(t testing.TB, command string) *SSHD {
 	d.KnownHosts = KnownHosts(t, dir, d.Addr, d.HostKey.Signer.PublicKey())
 	d.path = path
 	if err := d.start(); err != nil {
-		t.Skip(err)
+		testenv.Missing(t, "sshd does not start: %v", err)
 	}
 	t.Cleanup(d.Kill)
 	return d
