@@ -218,12 +218,23 @@ func Default() Config {
 // MinTokenLength is the shortest API token accepted.
 const MinTokenLength = 16
 
-// Remote configures the remote endpoint.
+// Remote configures the remote listener, where other nodes send route requests over protoactor
+// remote (gRPC). Beyond loopback it needs APIToken, which authenticates every message, and TLS, unless
+// Insecure says to go without them.
 type Remote struct {
-	// Listen is its address ("host:port"); empty serves none. Beyond loopback it needs APIToken,
-	// which every remote request then carries.
+	// Listen is its address ("host:port"); empty serves none.
 	Listen string `json:"listen"`
+	// TLSCert and TLSKey are the node's PEM certificate and key; TLSCA, when set, is the CA that signs
+	// its peers' certificates, and makes TLS mutual.
+	TLSCert string `json:"tls_cert"`
+	TLSKey  string `json:"tls_key"`
+	TLSCA   string `json:"tls_ca"`
+	// Insecure lets a listener beyond loopback start without a token or TLS (a warning says so).
+	Insecure bool `json:"insecure"`
 }
+
+// TLS reports whether the remote listener has TLS.
+func (r Remote) TLS() bool { return r.TLSCert != "" && r.TLSKey != "" }
 
 // setting is a value that a flag of `conclave serve` and an environment variable can set.
 type setting struct {
@@ -238,6 +249,14 @@ var settings = []setting{
 		func(c Config) string { return c.Listen }, func(c *Config, v string) error { c.Listen = v; return nil }},
 	{"remote", "CONCLAVE_REMOTE", "address where other nodes send RouteRequest messages over protoactor remote (config remote.listen)",
 		func(Config) string { return "none" }, func(c *Config, v string) error { c.Remote.Listen = v; return nil }},
+	{"remote-tls-cert", "CONCLAVE_REMOTE_TLS_CERT", "PEM certificate of the remote listener, for serving and for dialing (config remote.tls_cert)",
+		func(Config) string { return "none" }, func(c *Config, v string) error { c.Remote.TLSCert = v; return nil }},
+	{"remote-tls-key", "CONCLAVE_REMOTE_TLS_KEY", "PEM key of that certificate (config remote.tls_key)",
+		func(Config) string { return "none" }, func(c *Config, v string) error { c.Remote.TLSKey = v; return nil }},
+	{"remote-tls-ca", "CONCLAVE_REMOTE_TLS_CA", "PEM CA that signs the peers' certificates: mutual TLS (config remote.tls_ca)",
+		func(Config) string { return "none" }, func(c *Config, v string) error { c.Remote.TLSCA = v; return nil }},
+	{"remote-insecure", "CONCLAVE_REMOTE_INSECURE", "let a remote listener beyond loopback start without a token or TLS (config remote.insecure)",
+		func(Config) string { return "false" }, func(c *Config, v string) (err error) { c.Remote.Insecure, err = strconv.ParseBool(v); return err }},
 	{"eval-report", "CONCLAVE_EVAL_REPORT", "evaluation report the dashboard shows",
 		func(c Config) string { return c.EvalReport }, func(c *Config, v string) error { c.EvalReport = v; return nil }},
 	{"debug-listen", "CONCLAVE_DEBUG_LISTEN", "loopback address of a debug listener serving pprof",
@@ -384,13 +403,7 @@ func (c Config) Validate() error {
 	} else if !IsLoopback(host) && !c.APIToken.Set() {
 		bad("listen %q is not a loopback address: set CONCLAVE_API_TOKEN to require a bearer token", c.Listen)
 	}
-	if c.Remote.Listen != "" {
-		if host, _, err := net.SplitHostPort(c.Remote.Listen); err != nil {
-			bad("remote.listen %q: %w", c.Remote.Listen, err)
-		} else if !IsLoopback(host) && !c.APIToken.Set() {
-			bad("remote.listen %q is not a loopback address: set CONCLAVE_API_TOKEN, which remote requests must then carry", c.Remote.Listen)
-		}
-	}
+	errs = append(errs, c.Remote.validate(c.APIToken.Set())...)
 	if c.DebugListen != "" {
 		// pprof has no authentication and tells a great deal: it is never served beyond the machine.
 		if host, _, err := net.SplitHostPort(c.DebugListen); err != nil {
@@ -450,6 +463,54 @@ func (c Config) Validate() error {
 		bad("log_format must be json or console, got %q", c.LogFormat)
 	}
 	return errors.Join(errs...)
+}
+
+// validate checks the remote listener: TLS files come as a certificate with its key, and beyond
+// loopback the listener needs the token and TLS unless Insecure says otherwise.
+func (r Remote) validate(token bool) []error {
+	var errs []error
+	if (r.TLSCert == "") != (r.TLSKey == "") {
+		errs = append(errs, errors.New("remote.tls_cert and remote.tls_key go together"))
+	}
+	if r.TLSCA != "" && !r.TLS() {
+		errs = append(errs, errors.New("remote.tls_ca needs remote.tls_cert and remote.tls_key: mutual TLS needs a certificate of this node's"))
+	}
+	if r.Listen == "" {
+		return errs
+	}
+	host, _, err := net.SplitHostPort(r.Listen)
+	if err != nil {
+		return append(errs, fmt.Errorf("remote.listen %q: %w", r.Listen, err))
+	}
+	if IsLoopback(host) || r.Insecure {
+		return errs
+	}
+	if !token {
+		errs = append(errs, fmt.Errorf("remote.listen %q is not a loopback address: set CONCLAVE_API_TOKEN, which authenticates every remote message (or remote.insecure: true)", r.Listen))
+	}
+	if !r.TLS() {
+		errs = append(errs, fmt.Errorf("remote.listen %q is not a loopback address: set remote.tls_cert and remote.tls_key (and remote.tls_ca for mutual TLS), or remote.insecure: true", r.Listen))
+	}
+	return errs
+}
+
+// Exposed lists what a remote listener goes without beyond loopback, when Insecure lets it: "token",
+// "tls". Empty on loopback, and when it has both.
+func (r Remote) Exposed(token bool) []string {
+	if r.Listen == "" {
+		return nil
+	}
+	if host, _, err := net.SplitHostPort(r.Listen); err != nil || IsLoopback(host) {
+		return nil
+	}
+	var out []string
+	if !token {
+		out = append(out, "token")
+	}
+	if !r.TLS() {
+		out = append(out, "tls")
+	}
+	return out
 }
 
 func betweenErr(name string, v, lo, hi float64) error {

@@ -241,12 +241,12 @@ func (x *RouteRequest) GetProgressTo() *actor.PID {
 	return nil
 }
 
-// RemoteRoute is a route request from another node: the request, and the bearer token the node's API
-// requires (empty on loopback without one). The answer is the Execution, as over HTTP.
+// RemoteRoute is a route request from another node, the one message a node's remote listener takes.
+// It is authenticated by its envelope's header, never by a field of its own (see node.AuthHeader). The
+// answer is the Execution, as over HTTP.
 type RemoteRoute struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Request       *RouteRequest          `protobuf:"bytes,1,opt,name=request,proto3" json:"request,omitempty"`
-	Token         string                 `protobuf:"bytes,2,opt,name=token,proto3" json:"token,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -286,13 +286,6 @@ func (x *RemoteRoute) GetRequest() *RouteRequest {
 		return x.Request
 	}
 	return nil
-}
-
-func (x *RemoteRoute) GetToken() string {
-	if x != nil {
-		return x.Token
-	}
-	return ""
 }
 
 // AwaitRecord asks the recorder to answer, with RecordDurable, once a request's record is in the store
@@ -4623,10 +4616,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0e_min_responsesB\x17\n" +
 	"\x15_quorum_grace_secondsB\t\n" +
 	"\a_quorumB\r\n" +
-	"\v_quorum_tau\"X\n" +
+	"\v_quorum_tau\"O\n" +
 	"\vRemoteRoute\x123\n" +
-	"\arequest\x18\x01 \x01(\v2\x19.conclave.v1.RouteRequestR\arequest\x12\x14\n" +
-	"\x05token\x18\x02 \x01(\tR\x05token\",\n" +
+	"\arequest\x18\x01 \x01(\v2\x19.conclave.v1.RouteRequestR\arequestJ\x04\b\x02\x10\x03R\x05token\",\n" +
 	"\vAwaitRecord\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\"F\n" +

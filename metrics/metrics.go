@@ -76,6 +76,7 @@ type Metrics struct {
 	cost        *prometheus.CounterVec
 	transitions *prometheus.CounterVec
 	quorum      *prometheus.CounterVec
+	refused     *prometheus.CounterVec
 
 	providerOf func(string) string
 
@@ -123,7 +124,10 @@ func New(src Source) *Metrics {
 	m.quorum = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conclave_quorum_outcomes_total", Help: "Routed requests by quorum outcome: complete, degraded (fewer answers than min_responses) or failed.",
 	}, []string{"outcome"})
-	m.reg.MustRegister(m.requests, m.duration, m.overhead, m.calls, m.callSeconds, m.tokens, m.cost, m.transitions, m.quorum,
+	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_remote_refused_total", Help: "Messages and connections the remote listener refused before delivery, by reason.",
+	}, []string{"reason"})
+	m.reg.MustRegister(m.requests, m.duration, m.overhead, m.calls, m.callSeconds, m.tokens, m.cost, m.transitions, m.quorum, m.refused,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &snapshots{src: src, m: m})
 	for _, o := range []string{"complete", "degraded", "failed"} {
 		m.quorum.WithLabelValues(o)
@@ -180,6 +184,15 @@ type requestKey struct {
 type requestInstruments struct {
 	count    prometheus.Counter
 	duration prometheus.Observer
+}
+
+// RemoteRefused counts a message or connection the remote listener refused. Reasons are the few the
+// listener names, so the label stays bounded.
+func (m *Metrics) RemoteRefused(reason string) {
+	if m == nil {
+		return
+	}
+	m.refused.WithLabelValues(reason).Inc()
 }
 
 // Overhead records a routed request's time in Conclave itself.

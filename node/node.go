@@ -1,76 +1,129 @@
-// Package node owns a controller's place among other nodes: the protoactor remote endpoint (gRPC)
-// where actors of other processes send RouteRequest messages and get the same Execution an HTTP caller
-// gets, and the client side that sends them. Authentication is the API's bearer token, carried in the
-// message: a node listening beyond loopback must have one.
+// Package node owns a controller's door to other nodes: the protoactor remote listener (gRPC) where
+// other processes send RemoteRoute messages and get the same Execution an HTTP caller gets, and the
+// client side that sends them. The listener runs an actor system of its own whose only actor is the
+// route gateway, behind a gate that authenticates every inbound envelope before protoactor reads it;
+// the engine's actors live in another system that has no network address at all.
 package node
 
 import (
 	"context"
-	"crypto/sha256"
-	"crypto/subtle"
 	"errors"
 	"fmt"
 	"net"
-	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
-	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/logging"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/secret"
-	"github.com/conclave-ai/conclave/validation"
-	"github.com/google/uuid"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
-// RouteActor is the name of the actor that answers route requests on every node.
+// RouteActor is the name of the gateway that answers route requests on every node: the one actor a
+// remote peer can reach.
 const RouteActor = "route"
 
-// Router is the pipeline behind the endpoint.
+// Router is the pipeline behind the gateway. onProgress, when set, hears each step of the request in
+// order before RouteWithProgress returns.
 type Router interface {
-	Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error)
+	RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error)
 }
 
-// MaxTaskBytes bounds a remote request's task, as the HTTP body limit bounds an HTTP one.
-const MaxTaskBytes = 1 << 20
+// Options configure a remote listener.
+type Options struct {
+	// Addr is "host:port" (port 0 for any).
+	Addr string
+	// Token, when set, authenticates every inbound message (see AuthHeader) and signs every answer.
+	Token secret.String
+	TLS   TLSFiles
+	Log   *zap.Logger
+	// Refused counts one refused message or connection by its reason; nil counts nothing.
+	Refused func(reason string)
+	// MaxInflight bounds the remote requests running at once; zero means DefaultMaxInflight.
+	MaxInflight int
+	// Now is the clock authentication reads; nil is the wall clock.
+	Now func() time.Time
+}
 
-// Endpoint is a started remote endpoint.
-type Endpoint struct {
+// DefaultMaxInflight bounds the remote requests running at once unless Options say otherwise; more
+// are answered 503 overloaded.
+const DefaultMaxInflight = 1024
+
+// Listener is a started remote listener.
+type Listener struct {
+	system *actor.ActorSystem
 	remote *remote.Remote
 	addr   string
 }
 
-// Addr is the address other nodes reach the endpoint at.
-func (e *Endpoint) Addr() string { return e.addr }
+// Addr is the address other nodes reach the listener at.
+func (l *Listener) Addr() string { return l.addr }
 
-// Stop stops serving.
-func (e *Endpoint) Stop() { e.remote.Shutdown(true) }
+// Stop stops serving: the gRPC server, then the listener's actor system.
+func (l *Listener) Stop() {
+	l.remote.Shutdown(true)
+	l.system.Shutdown()
+}
 
-// Start starts protoactor remote on addr ("host:port", port 0 for any) in system, and the route actor.
-// A token is required unless the address is loopback.
-func Start(system *actor.ActorSystem, addr string, router Router, token secret.String, log *zap.Logger) (*Endpoint, error) {
-	r, err := StartRemote(system, addr)
+// Listen starts a remote listener in an actor system of its own, with the route gateway its only
+// reachable actor.
+func Listen(router Router, opts Options) (*Listener, error) {
+	log := opts.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	now := opts.Now
+	if now == nil {
+		now = time.Now
+	}
+	refusals := newRefusals(log, opts.Refused, now)
+	serverCreds, dialCreds, err := opts.TLS.credentials(refusals.refuse)
 	if err != nil {
 		return nil, err
 	}
-	a := &routeActor{router: router, log: log, tokenSet: token.Set()}
-	if a.tokenSet {
-		a.token = sha256.Sum256([]byte(token.Reveal()))
+	key := tokenKey(opts.Token)
+	gate := &Gate{Key: key, Types: map[protoreflect.FullName]bool{proto.MessageName(&messages.RemoteRoute{}): true},
+		Target: func(id string) bool { return id == RouteActor }, NeedSender: true, Now: now}
+	system := actor.NewActorSystem(logging.ActorLogger(log))
+	r, err := startRemote(system, opts.Addr, append(serverCreds, gate.Interceptors(refusals.refuse)...), dialCreds)
+	if err != nil {
+		system.Shutdown()
+		return nil, err
 	}
-	if _, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return a }), RouteActor); err != nil {
+	gate.Local = system.Address()
+	maxInflight := opts.MaxInflight
+	if maxInflight <= 0 {
+		maxInflight = DefaultMaxInflight
+	}
+	g := &gateway{router: router, log: log, key: key, now: now, maxInflight: int64(maxInflight), local: system.Address()}
+	if _, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), RouteActor); err != nil {
 		r.Shutdown(false)
-		return nil, fmt.Errorf("remote route actor: %w", err)
+		system.Shutdown()
+		return nil, fmt.Errorf("remote route gateway: %w", err)
 	}
-	ep := &Endpoint{remote: r, addr: system.Address()}
-	log.Info("remote endpoint listening", zap.String("event", "remote_listening"), zap.String("address", ep.addr), zap.Bool("auth", a.tokenSet))
-	return ep, nil
+	l := &Listener{system: system, remote: r, addr: system.Address()}
+	log.Info("remote listener started", zap.String("event", "remote_listening"), zap.String("address", l.addr),
+		zap.Bool("auth", len(key) > 0), zap.Bool("tls", opts.TLS.Enabled()), zap.Bool("mutual_tls", opts.TLS.CA != ""))
+	return l, nil
 }
 
-// StartRemote starts protoactor remote in system on addr ("host:port", port 0 for any), turning its refusal to listen into an error.
-func StartRemote(system *actor.ActorSystem, addr string) (r *remote.Remote, err error) {
+// tokenKey is the key that authenticates messages: the token's bytes, or nil without one.
+func tokenKey(token secret.String) []byte {
+	if !token.Set() {
+		return nil
+	}
+	return []byte(token.Reveal())
+}
+
+// startRemote starts protoactor remote in system on addr ("host:port", port 0 for any) with the given
+// gRPC options, turning its refusal to listen into an error.
+func startRemote(system *actor.ActorSystem, addr string, server []grpc.ServerOption, dial []grpc.DialOption) (r *remote.Remote, err error) {
 	host, portText, err := net.SplitHostPort(addr)
 	if err != nil {
 		return nil, fmt.Errorf("remote address %q: %w", addr, err)
@@ -93,95 +146,60 @@ func StartRemote(system *actor.ActorSystem, addr string) (r *remote.Remote, err 
 			r, err = nil, fmt.Errorf("remote listen: %v", p)
 		}
 	}()
-	r = remote.NewRemote(system, remote.Configure(host, port))
+	r = remote.NewRemote(system, remote.Configure(host, port, remote.WithServerOptions(server...), remote.WithDialOptions(dial...)))
 	r.Start()
 	return r, nil
 }
 
-// routeActor answers RemoteRoute messages: each request runs in a goroutine of its own, as an HTTP
-// handler does, and its Execution goes back to the sender.
-type routeActor struct {
-	router   Router
-	log      *zap.Logger
-	token    [sha256.Size]byte
-	tokenSet bool
-}
-
-func (a *routeActor) Receive(ctx actor.Context) {
-	m, ok := ctx.Message().(*messages.RemoteRoute)
-	if !ok {
-		return
-	}
-	sender := ctx.Sender()
-	if sender == nil {
-		return // nobody to answer
-	}
-	req := m.GetRequest()
-	if a.tokenSet {
-		sum := sha256.Sum256([]byte(m.Token))
-		if subtle.ConstantTimeCompare(sum[:], a.token[:]) != 1 {
-			a.log.Warn("remote request refused", zap.String("event", "remote_unauthorized"), zap.String("from", sender.Address))
-			ctx.Send(sender, refusal(req, http.StatusUnauthorized, "unauthorized", "a valid token is required"))
-			return
-		}
-	}
-	if problem := check(req); problem != nil {
-		ctx.Send(sender, problem)
-		return
-	}
-	// The server names the request, as over HTTP: the caller's id is kept beside it.
-	req.ClientRequestId, req.RequestId = req.GetRequestId(), uuid.NewString()
-	req.ReceivedAt = timestamppb.Now()
-	a.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", req.RequestId),
-		zap.String("endpoint", "remote"), zap.String("from", sender.Address), zap.Int("task_bytes", len(req.Task)))
-	system := ctx.ActorSystem()
-	go func() {
-		exec, err := a.router.Route(context.Background(), req)
+// send delivers msg to a remote actor, signed with key when there is one.
+func send(system *actor.ActorSystem, key []byte, now time.Time, to *actor.PID, sender *actor.PID, msg proto.Message) error {
+	env := &actor.MessageEnvelope{Message: msg, Sender: sender}
+	if len(key) > 0 {
+		auth, err := Sign(key, now, to.Id, sender, msg)
 		if err != nil {
-			exec = refusal(req, http.StatusInternalServerError, "internal", err.Error())
+			return err
 		}
-		system.Root.Send(sender, exec)
-	}()
-}
-
-// check refuses what the pipeline cannot take; everything else it checks itself, as for HTTP.
-func check(req *messages.RouteRequest) *messages.Execution {
-	switch {
-	case req == nil:
-		return refusal(nil, http.StatusBadRequest, "malformed_request", "the message holds no request")
-	case len(req.Task) > MaxTaskBytes:
-		return refusal(req, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the task exceeds %d bytes", MaxTaskBytes))
-	case !validation.Visible(req.Task):
-		return refusal(req, http.StatusBadRequest, "malformed_request", "task: must have at least one visible character")
-	case req.TimeoutSeconds != nil && validation.Timeout(*req.TimeoutSeconds) != "":
-		return refusal(req, http.StatusBadRequest, "malformed_request", "timeout: "+validation.Timeout(*req.TimeoutSeconds))
+		env.SetHeader(AuthHeader, auth)
 	}
+	system.Root.Send(to, env)
 	return nil
-}
-
-func refusal(req *messages.RouteRequest, status int, code, msg string) *messages.Execution {
-	return &messages.Execution{RequestId: req.GetRequestId(), StatusCode: int32(status), Error: &messages.Failure{Code: code, Message: msg}}
 }
 
 // ErrNoAnswer is returned when a node does not answer within the wait.
 var ErrNoAnswer = errors.New("the node did not answer")
 
-// Route sends a request to the node at addr from system (which must have remote started) and waits
-// for its Execution. progress, when set, receives the request's steps as they happen.
-func Route(system *actor.ActorSystem, addr string, req *messages.RouteRequest, token string, wait time.Duration,
-	progress func(*messages.Progress)) (*messages.Execution, error) {
-	if progress != nil {
-		pid, told := actors.ListenProgress(system, progress)
-		defer told()
-		req.ProgressTo = pid
+// refusals counts what a gate refuses and logs it: the first refusal, then at most one line every
+// RefusalLogEvery with the count since, never one line per message.
+type refusals struct {
+	log    *zap.Logger
+	count  func(reason string)
+	now    func() time.Time
+	total  atomic.Int64
+	logged atomic.Int64 // total at the last line
+	last   atomic.Int64 // unix nanoseconds of the last line
+}
+
+// RefusalLogEvery is how often at most a remote listener logs its refusals.
+const RefusalLogEvery = 10 * time.Second
+
+func newRefusals(log *zap.Logger, count func(string), now func() time.Time) *refusals {
+	return &refusals{log: log, count: count, now: now}
+}
+
+func (r *refusals) refuse(reason, from string) {
+	if r.count != nil {
+		r.count(reason)
 	}
-	res, err := system.Root.RequestFuture(actor.NewPID(addr, RouteActor), &messages.RemoteRoute{Request: req, Token: token}, wait).Result()
-	if err != nil {
-		return nil, fmt.Errorf("%w at %s: %v", ErrNoAnswer, addr, err)
+	n := r.total.Add(1)
+	t := r.now().UnixNano()
+	last := r.last.Load()
+	if n > 1 && t-last < int64(RefusalLogEvery) {
+		return
 	}
-	exec, ok := res.(*messages.Execution)
-	if !ok {
-		return nil, fmt.Errorf("node %s answered %T", addr, res)
+	if !r.last.CompareAndSwap(last, t) {
+		return // another refusal is logging this turn
 	}
-	return exec, nil
+	since := n - r.logged.Swap(n)
+	r.log.Warn("remote message refused", zap.String("event", "remote_refused"), zap.String("reason", reason), zap.String("from", from),
+		zap.Int64("refused", n), zap.Int64("since_last_line", since))
 }

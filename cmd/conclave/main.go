@@ -158,8 +158,13 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 		}
 		defer dbg.Close()
 	}
-	if cfg.Remote.Listen != "" {
-		ep, err := node.Start(eng.System(), cfg.Remote.Listen, eng, cfg.APIToken, log)
+	if r := cfg.Remote; r.Listen != "" {
+		if exposed := r.Exposed(cfg.APIToken.Set()); len(exposed) > 0 {
+			log.Warn("the remote listener is reachable beyond loopback without protection, as remote.insecure allows",
+				zap.String("event", "remote_insecure"), zap.String("address", r.Listen), zap.Strings("without", exposed))
+		}
+		ep, err := node.Listen(eng, node.Options{Addr: r.Listen, Token: cfg.APIToken, Log: log, Refused: eng.Metrics().RemoteRefused,
+			TLS: node.TLSFiles{Cert: r.TLSCert, Key: r.TLSKey, CA: r.TLSCA}})
 		if err != nil {
 			_ = ln.Close()
 			_ = eng.Shutdown(context.Background())

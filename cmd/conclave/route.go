@@ -26,6 +26,7 @@ type routeFlags struct {
 	workers, minResponses                    int
 	json                                     bool
 	remote, remoteListen                     string
+	tlsCert, tlsKey, tlsCA                   string
 	fs                                       *flag.FlagSet
 }
 
@@ -57,6 +58,9 @@ Flags:`)
 	fs.BoolVar(&f.json, "json", false, "print the response as JSON instead of the live view")
 	fs.StringVar(&f.remote, "remote", "", "send the request as a protoactor remote message to the node at this address (its --remote) instead of over HTTP")
 	fs.StringVar(&f.remoteListen, "remote-listen", "127.0.0.1:0", "this client's own remote address, where the node sends progress and the answer")
+	fs.StringVar(&f.tlsCert, "remote-tls-cert", os.Getenv("CONCLAVE_REMOTE_TLS_CERT"), "PEM certificate of this client, for dialing the node and for its answers (CONCLAVE_REMOTE_TLS_CERT)")
+	fs.StringVar(&f.tlsKey, "remote-tls-key", os.Getenv("CONCLAVE_REMOTE_TLS_KEY"), "PEM key of that certificate (CONCLAVE_REMOTE_TLS_KEY)")
+	fs.StringVar(&f.tlsCA, "remote-tls-ca", os.Getenv("CONCLAVE_REMOTE_TLS_CA"), "PEM CA that signs the node's certificate: mutual TLS (CONCLAVE_REMOTE_TLS_CA)")
 	return f
 }
 
@@ -139,10 +143,10 @@ func routeCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if err != nil {
 		return err
 	}
-	raw, _ := json.Marshal(body)
 	if f.remote != "" {
-		return f.routeRemote(raw, stdout)
+		return f.routeRemote(ctx, body, stdout)
 	}
+	raw, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(f.server, "/")+"/route-thompson", bytes.NewReader(raw))
 	if err != nil {
 		return fmt.Errorf("route: %w", err)

@@ -1,37 +1,46 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/logging"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/node"
+	"github.com/conclave-ai/conclave/secret"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 )
 
-// remoteWait is the longest the command waits for a node's answer: the longest request a blueprint
-// allows, and some.
-const remoteWait = 15 * time.Minute
+// remoteWait is the longest the command waits for a node's answer without --timeout: the longest
+// request a blueprint allows, and some. With --timeout it waits that long and remoteMargin more.
+const (
+	remoteWait   = 15 * time.Minute
+	remoteMargin = 5 * time.Second
+)
 
 // routeRemote sends the request as a protoactor remote message, as a workflow engine written in Go
 // would: this command is such a node, with an actor system and a remote endpoint of its own.
-func (f *routeFlags) routeRemote(body []byte, stdout io.Writer) error {
+func (f *routeFlags) routeRemote(ctx context.Context, body map[string]any, stdout io.Writer) error {
+	// The flags' JSON body and the message share their field names, but for the timeout.
+	if t, ok := body["timeout"]; ok {
+		delete(body, "timeout")
+		body["timeout_seconds"] = t
+	}
+	raw, _ := json.Marshal(body)
 	req := &messages.RouteRequest{}
-	// The flags' JSON body and the message share their field names.
-	if err := (protojson.UnmarshalOptions{}).Unmarshal(body, req); err != nil {
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(raw, req); err != nil {
 		return fmt.Errorf("route: %w", err)
 	}
 	req.RequestId = f.requestID
-	system := actor.NewActorSystem(logging.ActorLogger(zap.NewNop())) // the command's output is the view
-	r, err := node.StartRemote(system, f.remoteListen)
+	client, err := node.NewClient(node.ClientOptions{Listen: f.remoteListen, Token: secret.String(f.token), Log: zap.NewNop(), // the command's output is the view
+		TLS: node.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsCA}})
 	if err != nil {
-		return err
+		return fmt.Errorf("route: %w", err)
 	}
-	defer r.Shutdown(false)
+	defer client.Close()
 	v := &view{out: stdout, tty: isTerminal(stdout), status: map[string]string{}}
 	var progress func(*messages.Progress)
 	shown := func() {} // waits until every step is on the screen
@@ -52,7 +61,11 @@ func (f *routeFlags) routeRemote(body []byte, stdout io.Writer) error {
 			}
 		}
 	}
-	exec, err := node.Route(system, f.remote, req, f.token, remoteWait, progress)
+	wait := remoteWait
+	if req.TimeoutSeconds != nil {
+		wait = time.Duration(*req.TimeoutSeconds*float64(time.Second)) + remoteMargin
+	}
+	exec, err := client.Route(ctx, f.remote, req, wait, progress)
 	shown()
 	if err != nil {
 		return fmt.Errorf("route: %w", err)
