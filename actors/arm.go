@@ -1,8 +1,6 @@
 package actors
 
 import (
-	"fmt"
-
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/bandit"
 	"github.com/conclave-ai/conclave/messages"
@@ -33,9 +31,10 @@ func (a *ArmActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.arm = a.deps.Dir.Arms.Arm(a.category, a.model)
 	case *messages.Reward:
-		if m.Model != a.model || m.Category != a.category {
-			// Routing put a reward on the wrong arm: a bug, left to supervision.
-			panic(fmt.Sprintf("arm %s/%s got the reward of %s/%s", a.category, a.model, m.Category, m.Model))
+		if why := checkArmReward(m, a.model, a.category); why != "" {
+			// Another arm's reward, or no reward at all: applying it would corrupt this arm.
+			a.deps.Drop(KindArm, why, m)
+			return
 		}
 		before := a.arm
 		a.arm = a.arm.Update(m.Reward, a.deps.Learning)
@@ -46,6 +45,8 @@ func (a *ArmActor) Receive(ctx actor.Context) {
 				zap.Float64("alpha_before", before.Alpha), zap.Float64("beta_before", before.Beta),
 				zap.Float64("alpha", a.arm.Alpha), zap.Float64("beta", a.arm.Beta), zap.Float64("recency", a.arm.Recency))
 		}
+	default:
+		a.deps.unknown(KindArm, m)
 	}
 }
 

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -48,9 +49,19 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 		a.asked = time.Now()
 		deadline := a.in.Deadline.AsTime()
 		a.cancel = a.deps.Timers.SendOnce(max(time.Until(deadline), 0), ctx.Self(), arbiterDeadline{})
+		if why := a.unreachable(); why != "" {
+			a.settled = true // nothing was asked
+			a.arbiterErr = why
+			a.decide(ctx)
+			return
+		}
 		ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, &messages.Acquire{JobId: a.jobID, Model: a.in.ArbiterModel,
 			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, ReplyTo: ctx.Self()})
 	case *messages.Permit:
+		if why := checkArbiterPermit(m, a.jobID); why != "" {
+			a.deps.Drop(KindConsensus, why, m)
+			return
+		}
 		if a.decided {
 			return // the acquisition was withdrawn when the decision was made
 		}
@@ -62,8 +73,12 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 		}
 		ctx.Send(a.deps.Dir.Worker(a.in.ArbiterWorker).PID, &messages.Dispatch{ReplyTo: ctx.Self(), Job: a.arbiterJob()})
 	case *messages.JobResult:
-		if a.decided || m.JobId != a.jobID {
+		if why := checkJobResult(m, ""); why != "" || m.JobId != a.jobID {
+			a.deps.Drop(KindConsensus, cmp.Or(why, DropWrongTarget), m)
 			return
+		}
+		if a.decided {
+			return // came after the decision: the call was given back already
 		}
 		a.latency, a.usage, a.cost = m.LatencyMs, m.Usage, m.Cost
 		kind := resilience.Kind(m.ErrorKind)
@@ -80,6 +95,8 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 			a.verdict = &v
 		}
 		a.decide(ctx)
+	case *messages.JobStarted, *messages.JobQueued:
+		// The worker's word that the arbiter's call started or waits for a slot: its result will tell.
 	case arbiterDeadline:
 		a.cancel = nil
 		if !a.decided {
@@ -91,7 +108,21 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 		if a.cancel != nil {
 			a.cancel()
 		}
+	default:
+		a.deps.unknown(KindConsensus, m)
 	}
+}
+
+// unreachable says why the arbiter cannot be asked at all (its provider's or its worker's actor is
+// stopped for good), or "": the local arbiter decides at once instead of waiting for the deadline.
+func (a *ConsensusActor) unreachable() string {
+	if p := a.deps.Dir.Provider(a.in.ArbiterProvider); p == nil || p.Stopped() != "" {
+		return "the arbiter's provider is stopped"
+	}
+	if w := a.deps.Dir.Worker(a.in.ArbiterWorker); w == nil || w.Stopped() != "" {
+		return "the arbiter's worker is stopped"
+	}
+	return ""
 }
 
 // withdraw gives back the arbiter's permit (or its waiting acquisition) unused and stops its call.
@@ -134,7 +165,7 @@ func (a *ConsensusActor) arbiterJob() *messages.Job {
 	return &messages.Job{RequestId: a.in.RequestId, JobId: a.jobID, Kind: providers.KindArbiter, Model: a.in.ArbiterModel, UpstreamModel: upstream,
 		Provider: a.in.ArbiterProvider, System: system, Prompt: prompt, Task: a.in.Task, Candidates: texts, Category: a.in.Category,
 		MaxTokens: int32(maxTokens), Temperature: &zero, ResponseSchema: string(consensus.VerdictSchema(strategy)), ResponseName: "verdict_" + a.in.Strategy,
-		Deadline: a.in.Deadline, TimeoutSeconds: time.Until(a.in.Deadline.AsTime()).Seconds()}
+		Deadline: a.in.Deadline, TimeoutSeconds: max(time.Until(a.in.Deadline.AsTime()).Seconds(), 0)}
 }
 
 // responses are the candidates of in as the strategies read them.
@@ -209,14 +240,27 @@ func decision(in *messages.ConsensusInput, verdict *consensus.Verdict) (reply *m
 // DeciderActor merges the answers of requests whose strategy asks no arbiter model: a decision made
 // in one turn, without I/O, so one long-lived actor serves many requests instead of an actor spawned
 // for each. It answers the sender of each ConsensusInput.
-type DeciderActor struct{}
+type DeciderActor struct{ deps *Deps }
 
 // NewDeciderActor returns the producer of a decider.
-func NewDeciderActor() actor.Producer { return func() actor.Actor { return DeciderActor{} } }
+func NewDeciderActor(deps *Deps) actor.Producer {
+	return func() actor.Actor { return DeciderActor{deps: deps} }
+}
 
 // Receive implements actor.Actor.
-func (DeciderActor) Receive(ctx actor.Context) {
-	if in, ok := ctx.Message().(*messages.ConsensusInput); ok {
+func (d DeciderActor) Receive(ctx actor.Context) {
+	switch in := ctx.Message().(type) {
+	case *messages.ConsensusInput:
+		if why := checkConsensusInput(in, ctx.Sender() != nil, d.deps.catalog()); why != "" {
+			d.deps.Drop(KindConsensus, why, in)
+			if ctx.Sender() != nil {
+				// Its asker waits for no deadline: it hears at once that nothing was decided.
+				ctx.Respond(&messages.ConsensusResult{Failure: "malformed consensus input: " + why})
+			}
+			return
+		}
 		ctx.Respond(decision(in, nil))
+	default:
+		d.deps.unknown(KindConsensus, in)
 	}
 }

@@ -59,6 +59,8 @@ type CoordinatorActor struct {
 	// jobLines counts the per-call lines logged (replies, retries, denied permits, replacements); past
 	// JobLogBudget they are counted instead, so no request logs without bound.
 	jobLines int
+	// consulting is true while the request waits for its consensus answer.
+	consulting bool
 }
 
 // JobLogBudget is the most per-call lines one request logs; the rest are counted in its collect_done
@@ -90,23 +92,29 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	if c.answered {
 		return // the record is handed over: nothing may change it
 	}
+	if why := c.check(ctx.Message()); why != "" {
+		c.deps.Drop(KindCoordinator, why, ctx.Message())
+		if _, ok := ctx.Message().(*messages.ConsensusResult); ok && c.consulting {
+			// The answer it waited for is unusable, and no other comes: the request fails now.
+			c.consulting = false
+			c.fail(ctx, resilience.Internal, "consensus answered a malformed result ("+why+")", 0, nil)
+		}
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		c.start(ctx)
 	case *messages.Permit: // a refusal: a grant comes from the worker the provider dispatched the job to
-		if seq, ok := collect.JobSeq(m.JobId); ok {
-			c.onPermit(ctx, time.Now(), seq, m)
-		}
+		seq, _ := jobOf(m.JobId, c.req.RequestId)
+		c.onPermit(ctx, time.Now(), seq, m)
 	case *messages.JobQueued:
-		if seq, ok := collect.JobSeq(m.JobId); ok {
-			c.granted(ctx, time.Now(), seq, m.Probe)
-		}
+		seq, _ := jobOf(m.JobId, c.req.RequestId)
+		c.granted(ctx, time.Now(), seq, m.Probe)
 	case *messages.JobStarted:
-		if seq, ok := collect.JobSeq(m.JobId); ok {
-			now := time.Now()
-			c.granted(ctx, now, seq, m.Probe)
-			c.apply(ctx, c.machine.Started(now, seq, seconds(m.BudgetSeconds)))
-		}
+		seq, _ := jobOf(m.JobId, c.req.RequestId)
+		now := time.Now()
+		c.granted(ctx, now, seq, m.Probe)
+		c.apply(ctx, c.machine.Started(now, seq, seconds(m.BudgetSeconds)))
 	case *messages.JobResult:
 		c.onResult(ctx, m)
 	case wake:
@@ -124,9 +132,60 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 		}
 	case *messages.ConsensusResult:
 		c.onConsensus(ctx, m)
+	case *actor.DeadLetterResponse:
+		// The decider asked is gone (stopped for good after repeated crashes): no answer will come.
+		c.consulting = false
+		c.fail(ctx, resilience.Internal, "the consensus could not be reached: its decider is stopped", 0, nil)
 	case *actor.Stopping:
 		c.due.stop()
+	default:
+		c.deps.unknown(KindCoordinator, m)
 	}
+}
+
+// check says why a message is dropped, or "": what a job's message says must be of this request's
+// jobs (and, for a result, of the job's model); a consensus answer, or a dead letter, must answer the
+// consensus asked; nothing about the calls is taken before the calls are planned.
+func (c *CoordinatorActor) check(msg any) string {
+	switch m := msg.(type) {
+	case *messages.Permit:
+		return c.jobCheck(checkPermit(m, c.req.RequestId), m.GetJobId())
+	case *messages.JobQueued:
+		return c.jobCheck(checkJobQueued(m, c.req.RequestId), m.GetJobId())
+	case *messages.JobStarted:
+		return c.jobCheck(checkJobStarted(m, c.req.RequestId), m.GetJobId())
+	case *messages.JobResult:
+		why := c.jobCheck(checkJobResult(m, c.req.RequestId), m.GetJobId())
+		if why == "" {
+			if seq, _ := jobOf(m.JobId, c.req.RequestId); c.machine.Job(seq).Slot.Model != m.Model {
+				return DropWrongTarget
+			}
+		}
+		return why
+	case *messages.CancelRequest:
+		return checkCancelRequest(m, c.req.RequestId)
+	case *messages.ConsensusResult:
+		if !c.consulting {
+			return DropUnexpected
+		}
+		return checkConsensusResult(m, len(c.answers))
+	case *actor.DeadLetterResponse:
+		if !c.consulting {
+			return DropUnexpected
+		}
+	}
+	return ""
+}
+
+// jobCheck adds to a job message's own check that the job exists: the machine made it.
+func (c *CoordinatorActor) jobCheck(why, jobID string) string {
+	if why != "" {
+		return why
+	}
+	if seq, _ := jobOf(jobID, c.req.RequestId); c.machine == nil || c.machine.Job(seq) == nil {
+		return DropWrongTarget
+	}
+	return ""
 }
 
 func (c *CoordinatorActor) start(ctx actor.Context) {
@@ -337,7 +396,8 @@ type env struct{ c *CoordinatorActor }
 func (e env) Worker(avoid []string) (string, bool) { return e.c.plan.Worker(e.c.world, avoid) }
 
 func (e env) ProviderDown(provider string) bool {
-	return e.c.world.Provider(provider, e.c.world.Now()).BreakerOpen
+	st := e.c.world.Provider(provider, e.c.world.Now())
+	return st.BreakerOpen || st.Stopped
 }
 
 func (e env) Replace(n int, tried map[string]bool) []collect.Assignment {
@@ -373,6 +433,9 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 		j := e.Job
 		switch e.Kind {
 		case collect.Acquire:
+			if c.unreachable(ctx, j) {
+				continue
+			}
 			// The provider dispatches the job itself once it grants the permit.
 			ctx.Send(c.deps.Dir.Provider(j.Slot.Provider).PID, &messages.Acquire{JobId: c.jobID(j), Model: j.Slot.Model,
 				Tokens: int32(c.plan.ContextTokens), Deadline: c.collectBy(), ReplyTo: ctx.Self(),
@@ -380,9 +443,13 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 		case collect.Dispatch:
 			c.dispatched(ctx, j)
 		case collect.Settle:
-			ctx.Send(c.deps.Dir.Provider(j.Slot.Provider).PID, c.outcome(j, e.Record))
+			if p := c.deps.Dir.Provider(j.Slot.Provider); p.Stopped() == "" {
+				ctx.Send(p.PID, c.outcome(j, e.Record))
+			}
 		case collect.Cancel:
-			ctx.Send(c.deps.Dir.Worker(j.Worker).PID, &messages.CancelJob{JobId: c.jobID(j)})
+			if w := c.deps.Dir.Worker(j.Worker); w.Stopped() == "" {
+				ctx.Send(w.PID, &messages.CancelJob{JobId: c.jobID(j)})
+			}
 		case collect.Wake:
 			c.due.set(c.deps.Timers, ctx.Self(), e.At, wake{at: e.At})
 		case collect.Retried:
@@ -402,7 +469,24 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 	}
 }
 
-// progress tells the request's progress_to, when it has one, what just happened.
+// unreachable answers a job whose provider or worker actor is stopped for good (after the job was
+// planned) on their behalf, through the actor's own mailbox: a refused permit, or a result that sends
+// the job to another worker. It reports whether it did.
+func (c *CoordinatorActor) unreachable(ctx actor.Context, j *collect.Job) bool {
+	id := c.jobID(j)
+	if c.deps.Dir.Provider(j.Slot.Provider).Stopped() != "" {
+		ctx.Send(ctx.Self(), &messages.Permit{JobId: id, Reason: PermitProviderStopped})
+		return true
+	}
+	if c.deps.Dir.Worker(j.Worker).Stopped() != "" {
+		ctx.Send(ctx.Self(), &messages.JobResult{JobId: id, RequestId: c.req.RequestId, Kind: providers.KindAnswer, Model: j.Slot.Model,
+			Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt), ErrorKind: string(resilience.WorkerUnavailable),
+			ErrorMessage: "the worker is stopped"})
+		return true
+	}
+	return false
+}
+
 // progress tells the request's listener, if it has one, of a step; the step is built only then.
 func (c *CoordinatorActor) progress(ctx actor.Context, step func() *messages.Progress) {
 	if c.req.ProgressTo == nil {
@@ -479,10 +563,7 @@ func (c *CoordinatorActor) granted(ctx actor.Context, now time.Time, seq int, pr
 }
 
 func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
-	seq, ok := collect.JobSeq(r.JobId)
-	if !ok {
-		return
-	}
+	seq, _ := jobOf(r.JobId, c.req.RequestId)
 	now := time.Now()
 	c.granted(ctx, now, seq, false) // a result the worker gave without starting the call (its breaker is open)
 	reply := collect.Reply{OK: r.Ok, Text: r.Text, Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope),
@@ -631,6 +712,7 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		in.Deadline = ts(deadline)
 	}
 	c.consensusStart = time.Now()
+	c.consulting = true
 	if in.ArbiterModel == "" {
 		ds := c.deps.Dir.Deciders
 		ctx.Request(ds[c.seq%uint64(len(ds))], in)
@@ -640,7 +722,7 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 }
 
 func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusResult) {
-	c.consensus = nil
+	c.consensus, c.consulting = nil, false
 	c.exec.Phases.ConsensusMs = ms(time.Since(c.consensusStart))
 	if r.Failure != "" {
 		c.fail(ctx, resilience.Internal, "consensus failed: "+r.Failure, 0, nil)
@@ -797,11 +879,36 @@ func (c *CoordinatorActor) assembleResults(r *messages.ConsensusResult) {
 // ListenProgress spawns an actor in system that hands every Progress it receives to onProgress (which
 // must not block), and returns its PID for RouteRequest.progress_to with the function that ends it: that
 // function returns once every step already received is handed over, so the steps sent before a
-// request's answer are all told before the caller shows the answer.
+// request's answer are all told before the caller shows the answer. A malformed step is not handed
+// over.
 func ListenProgress(system *actor.ActorSystem, onProgress func(*messages.Progress)) (*actor.PID, func()) {
+	return listenProgress(system, "", onProgress, nil)
+}
+
+// ListenProgress is ListenProgress for the request requestID of this engine: the steps of other
+// requests and malformed ones are not handed over, and are counted.
+func (d *Deps) ListenProgress(system *actor.ActorSystem, requestID string, onProgress func(*messages.Progress)) (*actor.PID, func()) {
+	return listenProgress(system, requestID, onProgress, d)
+}
+
+func listenProgress(system *actor.ActorSystem, requestID string, onProgress func(*messages.Progress), deps *Deps) (*actor.PID, func()) {
+	drop := func(reason string, msg any) {
+		if deps != nil {
+			deps.Drop(KindProgress, reason, msg)
+		}
+	}
 	pid := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		if p, ok := c.Message().(*messages.Progress); ok {
+		switch p := c.Message().(type) {
+		case *messages.Progress:
+			if why := checkProgress(p, requestID); why != "" {
+				drop(why, p)
+				return
+			}
 			onProgress(p)
+		default:
+			if !Lifecycle(p) {
+				drop(DropUnknownMessage, p)
+			}
 		}
 	}))
 	return pid, func() { _ = system.Root.PoisonFuture(pid).Wait() }

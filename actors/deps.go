@@ -62,6 +62,17 @@ type Deps struct {
 	Limiters ratelimit.Factory
 	// Dispatcher runs the actors' mailboxes; nil is protoactor's default.
 	Dispatcher *Pool
+	// Middleware wraps the receive of every actor made by Props; tests make an actor crash with it.
+	// Production sets none.
+	Middleware []actor.ReceiverMiddleware
+}
+
+// catalog is the live catalog, or nil when there is none (then every model is unknown).
+func (d *Deps) catalog() *catalog.Catalog {
+	if d.Catalog == nil {
+		return nil
+	}
+	return d.Catalog.Load()
 }
 
 // limiter returns a provider's limiter.
@@ -124,10 +135,14 @@ func (d *Deps) Random(seq uint64) *rand.Rand {
 // pool under mailboxes would let a few busy ones starve the rest: a mailbox keeps its goroutine for a
 // whole batch of messages.
 func (d *Deps) Props(producer actor.Producer) *actor.Props {
-	if d.Dispatcher != nil {
-		return actor.PropsFromProducer(producer, actor.WithDispatcher(d.Dispatcher))
+	var opts []actor.PropsOption
+	if len(d.Middleware) > 0 {
+		opts = append(opts, actor.WithReceiverMiddleware(d.Middleware...))
 	}
-	return actor.PropsFromProducer(producer)
+	if d.Dispatcher != nil {
+		opts = append(opts, actor.WithDispatcher(d.Dispatcher))
+	}
+	return actor.PropsFromProducer(producer, opts...)
 }
 
 // run runs fn on a goroutine of the Dispatcher when there is one (a job's call reuses a goroutine whose

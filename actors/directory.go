@@ -47,6 +47,9 @@ type Directory struct {
 	// (a Redis counter); an error falls back to the local one. Set before the first request.
 	SharedRound func(category string) (uint64, error)
 	requestSeqs atomic.Uint64
+	// drops counts the messages actors dropped; stopped holds the actors stopped for good.
+	drops   drops
+	stopped stoppedActors
 }
 
 // WorkerRef is a worker actor's address and published state: a snapshot of its breaker and
@@ -60,6 +63,8 @@ type WorkerRef struct {
 	// jobs finished. Only the worker's actor writes them.
 	inFlight, queued  atomic.Int32
 	completed, failed atomic.Int64
+	// stopped is why its supervisor stopped the actor for good, or nil.
+	stopped atomic.Pointer[string]
 }
 
 // Snapshot returns the worker's latest published state.
@@ -67,6 +72,7 @@ func (w *WorkerRef) Snapshot() fleet.Snapshot {
 	s := *w.snap.Load()
 	s.InFlight, s.Queued = int(w.inFlight.Load()), int(w.queued.Load())
 	s.Completed, s.Failed = w.completed.Load(), w.failed.Load()
+	s.Stopped = w.Stopped()
 	return s
 }
 
@@ -75,10 +81,20 @@ type ProviderRef struct {
 	Name string
 	PID  *actor.PID
 	snap atomic.Pointer[ProviderSnapshot]
+	// stopped is why its supervisor stopped the actor for good, or nil.
+	stopped atomic.Pointer[string]
 }
 
-// Snapshot returns the provider's latest published state.
-func (p *ProviderRef) Snapshot() *ProviderSnapshot { return p.snap.Load() }
+// Snapshot returns the provider's latest published state, stopped when its actor is.
+func (p *ProviderRef) Snapshot() *ProviderSnapshot {
+	s := p.snap.Load()
+	if r := p.stopped.Load(); r != nil && s.Stopped == "" {
+		c := *s
+		c.Stopped = *r
+		return &c
+	}
+	return s
+}
 
 // ProviderSnapshot is an immutable view of a provider, published by its actor.
 type ProviderSnapshot struct {
@@ -107,6 +123,9 @@ type ProviderSnapshot struct {
 	Models map[string]ModelState `json:"models,omitempty"`
 	// Disabled, when not empty, says why the provider takes no call until its key changes.
 	Disabled string `json:"disabled,omitempty"`
+	// Stopped, when not empty, is the last crash of the provider's actor, which its supervisor stopped
+	// for good after too many: the provider takes no call until Conclave restarts.
+	Stopped string `json:"stopped,omitempty"`
 }
 
 // LimitUse is the share of each limit in use, in [0, 1].
@@ -132,7 +151,7 @@ const (
 // Status is what model selection needs of the snapshot at now: a breaker whose open period has passed
 // admits a probe, so it no longer counts as open.
 func (s *ProviderSnapshot) Status(now time.Time) bandit.ProviderStatus {
-	st := bandit.ProviderStatus{RateLimitUse: s.RateLimitUse, Disabled: s.Disabled != "", ModelsOut: len(s.Models) > 0}
+	st := bandit.ProviderStatus{RateLimitUse: s.RateLimitUse, Disabled: s.Disabled != "", Stopped: s.Stopped != "", ModelsOut: len(s.Models) > 0}
 	if s.Breaker.State == resilience.Open && now.Before(s.Breaker.OpenUntil) {
 		st.BreakerOpen, st.Until = true, s.Breaker.OpenUntil
 	} else if s.RateLimitUse >= 1 {
@@ -358,11 +377,21 @@ func (b *ArmBoard) SetModels(models []catalog.Model) {
 	b.layout.Store(next)
 }
 
+// Slots is how many models the board keeps arms for: every model ever in the catalog or seeded from
+// the store. Reading an arm, or a reward for a name outside the catalog, never adds one.
+func (b *ArmBoard) Slots() int { return len(b.layout.Load().slots) }
+
 // Models returns the board's models.
 func (b *ArmBoard) Models() []catalog.Model { return b.layout.Load().models }
 
 // Prior returns the prior arms start from.
 func (b *ArmBoard) Prior() bandit.Prior { return b.prior }
+
+// HasCategory reports whether the board has arms for a category: a blueprint's, or AllCategories.
+func (b *ArmBoard) HasCategory(category string) bool {
+	_, ok := b.categories[category]
+	return ok
+}
 
 // Handle returns the publication slot of an arm, or nil for a model never on the board or an unknown
 // category.

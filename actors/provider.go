@@ -10,6 +10,7 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/validation"
 	"go.uber.org/zap"
 )
 
@@ -119,16 +120,29 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		p.start()
 		p.refresh = p.deps.Timers.SendOnce(UsageRefresh, ctx.Self(), refreshUsage{})
 	case *messages.Acquire:
-		if m.ReplyTo == nil {
-			// A bug in the sender, not an expected failure: let supervision restart this actor.
-			panic("provider: acquire without a reply address")
+		if why := p.checkAcquire(m); why != "" {
+			p.deps.Drop(KindProvider, why, m)
+			if why == DropUnknownModel || why == DropOtherProvider {
+				// Well formed but for a model this provider does not serve (one discovery just took out of
+				// the catalog): its asker is told so, rather than left waiting for its deadline.
+				p.deny(ctx, m, PermitModelUnknown, 0)
+			}
+			return
 		}
 		p.waiting = append(p.waiting, m)
 		p.serve(ctx)
 	case *messages.Outcome:
+		if why := p.checkOutcome(m); why != "" {
+			p.deps.Drop(KindProvider, why, m)
+			return
+		}
 		p.outcome(ctx, m)
 		p.serve(ctx)
 	case *messages.PeerBreakerOpened:
+		if why := checkPeerOpened(m, p.ref.Name); why != "" {
+			p.deps.Drop(KindProvider, why, m)
+			return
+		}
 		p.peerOpened(m)
 		p.serve(ctx)
 	case *messages.KeyChanged:
@@ -162,7 +176,49 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		if p.refresh != nil {
 			p.refresh()
 		}
+		// Stopped for good after repeated crashes (at shutdown nobody waits): the acquisitions still
+		// waiting are refused, so their askers go elsewhere instead of waiting for their deadlines.
+		for _, a := range p.waiting {
+			p.deny(ctx, a, PermitProviderStopped, 0)
+		}
+		p.waiting = nil
+	default:
+		p.deps.unknown(KindProvider, m)
 	}
+}
+
+// Refusals of a provider actor that name no breaker or limit.
+const (
+	// PermitModelUnknown refuses an acquisition for a model that is not in the catalog, or not this
+	// provider's.
+	PermitModelUnknown = "model_unknown"
+	// PermitProviderStopped refuses an acquisition whose provider actor is stopped for good.
+	PermitProviderStopped = "provider_stopped"
+)
+
+// checkAcquire checks an acquisition (see checkAcquire) and that the actor holds no lease of its job: a
+// second grant of one job would replace the first one's lease and leak its tickets. A twin still
+// waiting is found when its turn comes (serve), without a scan of the queue for every acquisition.
+func (p *ProviderActor) checkAcquire(m *messages.Acquire) string {
+	if why := checkAcquire(m, p.ref.Name, p.deps.catalog(), time.Now()); why != "" {
+		return why
+	}
+	if _, held := p.leases[m.JobId]; held {
+		return DropDuplicate
+	}
+	return ""
+}
+
+// checkOutcome checks an outcome (see checkOutcome) and, for a lease the actor holds, that it names the
+// lease's model.
+func (p *ProviderActor) checkOutcome(o *messages.Outcome) string {
+	if why := checkOutcome(o); why != "" {
+		return why
+	}
+	if l, held := p.leases[o.JobId]; held && o.Model != "" && o.Model != l.model {
+		return DropWrongTarget
+	}
+	return ""
 }
 
 // askLimiter runs a limiter call that answers with usage off the actor, its answer coming back as a
@@ -389,6 +445,10 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			kept = append(kept, a)
 			continue
 		}
+		if _, held := p.leases[a.JobId]; held {
+			p.deps.Drop(KindProvider, DropDuplicate, a) // its twin was granted first
+			continue
+		}
 		if a.Deadline != nil && !now.Before(a.Deadline.AsTime()) {
 			p.deny(ctx, a, "rate_limited", p.usage.RoomIn)
 			continue
@@ -574,7 +634,7 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 		p.holdFor(w)
 	}
 	if o.DisableProvider && p.disabled == "" {
-		p.disabled = o.DisabledBecause
+		p.disabled = validation.Clip(o.DisabledBecause, maxDisabledBecause)
 		if p.disabled == "" {
 			p.disabled = "its key was refused"
 		}
@@ -589,6 +649,10 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 	}
 	p.releaseSlot(ctx, o.JobId, tokens, words...)
 }
+
+// maxDisabledBecause bounds the reason a disabled provider publishes and logs (the provider's own
+// message, which may be long).
+const maxDisabledBecause = 1024
 
 // holdFor holds back this actor's acquisitions for the block the provider's word asks for, at once:
 // the limiter hears of it after the call's release.

@@ -12,6 +12,7 @@ import (
 	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/logging"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/metrics"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
 	"go.uber.org/zap"
@@ -26,6 +27,7 @@ type providerHarness struct {
 	permits chan *messages.Permit
 	inbox   *actor.PID
 	clock   *clock.Fake
+	deps    *Deps
 }
 
 func newProviderHarness(t *testing.T, limits ratelimit.Limits) *providerHarness {
@@ -35,14 +37,17 @@ func newProviderHarness(t *testing.T, limits ratelimit.Limits) *providerHarness 
 	dir := NewDirectory(system, []fleet.WorkerSpec{}, []string{"groq"}, NewArmBoard(nil, nil, bandit.DefaultPrior, 0), nil)
 	deps := &Deps{Log: zap.NewNop(), Clock: clk, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root), LeaseGrace: 50 * time.Millisecond,
 		Breakers:   map[string]resilience.Settings{"groq": {Threshold: 2, Window: time.Minute, OpenFor: 10 * time.Second}},
-		RateLimits: map[string]ratelimit.Limits{"groq": limits}}
+		RateLimits: map[string]ratelimit.Limits{"groq": limits}, Middleware: []actor.ReceiverMiddleware{crashOn},
+		Catalog: testCatalog(t, "groq", "m", "ma", "mb", "m1", "m2", "sync-model", "busy", "gone-model", "gone", "other", "bad", "good", "elsewhere:x"),
+		Metrics: metrics.New(metrics.Source{})}
 	h := &providerHarness{t: t, system: system, ref: dir.Provider("groq"), permits: make(chan *messages.Permit, 100), clock: clk}
 	h.inbox = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if p, ok := ctx.Message().(*messages.Permit); ok {
 			h.permits <- p
 		}
 	}))
-	h.pid = system.Root.Spawn(actor.PropsFromProducer(NewProviderActor(deps, h.ref)))
+	h.deps = deps
+	h.pid = system.Root.Spawn(deps.Props(NewProviderActor(deps, h.ref)))
 	t.Cleanup(func() {
 		_ = system.Root.PoisonFuture(h.pid).Wait()
 		_ = system.Root.PoisonFuture(h.inbox).Wait()
@@ -284,7 +289,7 @@ func TestProviderActorRestartKeepsItsState(t *testing.T) {
 	if before.State != resilience.Open {
 		t.Fatalf("breaker %+v", before)
 	}
-	h.system.Root.Send(h.pid, &messages.Acquire{JobId: "crash", Model: "m"}) // no reply address: a bug, the actor restarts
+	h.system.Root.Send(h.pid, crash{"a bug"}) // the actor restarts
 	waitUntil(t, func() bool { return h.ref.Snapshot().Breaker.Generation > before.Generation })
 	after := h.ref.Snapshot()
 	if after.Breaker.State != resilience.Open || !after.Breaker.OpenUntil.Equal(before.OpenUntil) || after.Models["gone"].Reason != ModelRemoved {

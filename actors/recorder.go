@@ -96,6 +96,10 @@ func NewRecorderActor(deps *Deps, s store.Store, sp *spool.Spool) actor.Producer
 
 // Receive implements actor.Actor.
 func (r *RecorderActor) Receive(ctx actor.Context) {
+	if why := r.check(ctx); why != "" {
+		r.deps.Drop(KindRecorder, why, ctx.Message())
+		return
+	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		r.log = r.deps.Log.With(zap.String("actor", "recorder"))
@@ -192,7 +196,28 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		if r.tick != nil {
 			r.tick()
 		}
+	default:
+		r.deps.unknown(KindRecorder, m)
 	}
+}
+
+// check says why the recorder drops a message, or "": a record needs its id; a question needs someone
+// to answer (an answer to nobody would be sent to a nil address) and the id it asks about.
+func (r *RecorderActor) check(ctx actor.Context) string {
+	asker := ctx.Sender() != nil
+	switch m := ctx.Message().(type) {
+	case *messages.Execution:
+		return checkExecution(m)
+	case *messages.GetExecution:
+		return checkAsk(asker, m.GetRequestId(), true)
+	case *messages.RecordFeedback:
+		return checkAsk(asker, m.GetRequestId(), true)
+	case *messages.AwaitRecord:
+		return checkAsk(asker, m.GetRequestId(), true)
+	case *messages.Flush:
+		return checkAsk(asker, "", false)
+	}
+	return ""
 }
 
 // wakeIn makes sure a flush tick comes within d.

@@ -30,8 +30,13 @@ func (a *ReliabilityActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.est = reliability.New(a.deps.Reliability)
 	case *messages.Votes:
-		// Counted even when Observe fails: a vote the estimator lost must not keep Settle waiting.
+		// Counted even when Observe fails or the vote is dropped: a vote the estimator lost must not keep
+		// Settle waiting.
 		defer a.deps.Dir.Arms.VoteObserved()
+		if why := CheckVotes(m, a.deps.catalog(), a.deps.Dir.Arms); why != "" {
+			a.deps.Drop(KindReliability, why, m)
+			return
+		}
 		votes := make([]reliability.Vote, len(m.Models))
 		for i, model := range m.Models {
 			votes[i] = reliability.Vote{Model: model, Group: int(m.Groups[i])}
@@ -41,5 +46,7 @@ func (a *ReliabilityActor) Receive(ctx actor.Context) {
 		if ce := a.deps.Log.Check(zap.DebugLevel, "reliability observed"); ce != nil {
 			ce.Write(zap.String("event", "reliability_observed"), zap.String("category", m.Category), zap.Int("votes", len(votes)), zap.Bool("refit", refit))
 		}
+	default:
+		a.deps.unknown(KindReliability, m)
 	}
 }

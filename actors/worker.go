@@ -93,9 +93,16 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 		}
 		w.publish()
 	case *messages.Dispatch:
-		if m.Job == nil || m.ReplyTo == nil {
-			// A bug in the sender, not an expected failure: let supervision restart this actor.
-			panic("worker: dispatch without a job or a reply address")
+		if why := w.checkDispatch(m); why != "" {
+			w.deps.Drop(KindWorker, why, m)
+			if why == DropUnknownModel || why == DropOtherProvider {
+				// Well formed but for a model the catalog no longer holds as its provider's: the call is
+				// not made, and its asker hears so rather than waiting for its deadline.
+				res := w.identity(m.Job)
+				res.ErrorKind, res.ErrorMessage = string(resilience.NotSent), "the model is not in the catalog as this provider's"
+				ctx.Send(m.ReplyTo, res)
+			}
+			return
 		}
 		if len(w.running) < max(w.ref.Spec.Slots, 1) {
 			w.start(ctx, m)
@@ -105,6 +112,10 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 		}
 		w.publish()
 	case *messages.CancelJob:
+		if why := checkCancelJob(m); why != "" {
+			w.deps.Drop(KindWorker, why, m)
+			return
+		}
 		if r, ok := w.running[m.JobId]; ok {
 			r.cancelled = true
 			r.cancel() // its call returns cancelled
@@ -126,11 +137,25 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 	case *actor.Restarting:
 		w.failAll(ctx, "the worker restarted after a crash")
 	case *actor.Stopping:
-		for _, r := range w.running {
-			r.cancel()
-		}
-		w.watch.stop()
+		// Stopped for good after repeated crashes (at shutdown no job runs): its jobs are answered as
+		// Conclave's fault, so that their coordinators retry them elsewhere at once.
+		w.failAll(ctx, "the worker stopped")
+	default:
+		w.deps.unknown(KindWorker, m)
 	}
+}
+
+// checkDispatch checks a job (see checkDispatch) and that the worker runs no job of its id: a second
+// job of one id would take the first one's place and its answer. A twin still queued is found when it
+// starts, without a scan of the queue for every job.
+func (w *WorkerActor) checkDispatch(d *messages.Dispatch) string {
+	if why := checkDispatch(d, w.deps.catalog(), time.Now()); why != "" {
+		return why
+	}
+	if _, running := w.running[d.Job.JobId]; running {
+		return DropDuplicate
+	}
+	return ""
 }
 
 // silentHosts answers the running jobs past their budget and grace as host timeouts, and sets the
@@ -184,6 +209,10 @@ func (w *WorkerActor) identity(job *messages.Job) *messages.JobResult {
 // time it has.
 func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	job := d.Job
+	if _, running := w.running[job.JobId]; running {
+		w.deps.Drop(KindWorker, DropDuplicate, d) // its twin started first
+		return
+	}
 	ticket, err := w.breaker.Allow()
 	if err != nil {
 		result := w.identity(job)

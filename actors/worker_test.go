@@ -12,6 +12,7 @@ import (
 	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/logging"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/metrics"
 	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/resilience"
 	"go.uber.org/zap"
@@ -34,6 +35,7 @@ type workerHarness struct {
 	inbox   *actor.PID
 	results chan *messages.JobResult
 	started chan *messages.JobStarted
+	deps    *Deps
 }
 
 func newWorkerHarness(t *testing.T, transport fleet.Transport) *workerHarness {
@@ -41,8 +43,9 @@ func newWorkerHarness(t *testing.T, transport fleet.Transport) *workerHarness {
 	system := actor.NewActorSystem(logging.ActorLogger(zap.NewNop()))
 	spec := fleet.WorkerSpec{Name: "w", Tier: 1, Slots: 1}
 	dir := NewDirectory(system, []fleet.WorkerSpec{spec}, nil, NewArmBoard(nil, nil, bandit.DefaultPrior, 0), nil)
-	deps := &Deps{Log: zap.NewNop(), Clock: clock.Real{}, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root)}
-	h := &workerHarness{t: t, system: system, ref: dir.Workers[0], results: make(chan *messages.JobResult, 10), started: make(chan *messages.JobStarted, 10)}
+	deps := &Deps{Log: zap.NewNop(), Clock: clock.Real{}, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root),
+		Catalog: testCatalog(t, "p", "m", "q:n"), Middleware: []actor.ReceiverMiddleware{crashOn}, Metrics: metrics.New(metrics.Source{})}
+	h := &workerHarness{t: t, system: system, ref: dir.Workers[0], deps: deps, results: make(chan *messages.JobResult, 10), started: make(chan *messages.JobStarted, 10)}
 	h.inbox = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {
 		case *messages.JobResult:
@@ -61,7 +64,7 @@ func newWorkerHarness(t *testing.T, transport fleet.Transport) *workerHarness {
 }
 
 func (h *workerHarness) dispatch(id string, timeout time.Duration) {
-	h.system.Root.Send(h.pid, &messages.Dispatch{ReplyTo: h.inbox, Job: &messages.Job{JobId: id, Model: "m", Provider: "p",
+	h.system.Root.Send(h.pid, &messages.Dispatch{ReplyTo: h.inbox, Job: &messages.Job{JobId: id, Kind: providers.KindAnswer, Model: "m", Provider: "p",
 		Deadline: ts(time.Now().Add(time.Minute)), TimeoutSeconds: timeout.Seconds()}})
 }
 
@@ -102,8 +105,8 @@ func TestWorkerReportsTheBudgetOfEachCall(t *testing.T) {
 func TestRestartedWorkerFailsItsQueuedAndRunningJobs(t *testing.T) {
 	h := newWorkerHarness(t, transportFunc(blockUntilCancelled))
 	h.dispatch("running", time.Minute)
-	h.dispatch("queued", time.Minute)               // one slot: this one waits
-	h.system.Root.Send(h.pid, &messages.Dispatch{}) // a malformed dispatch crashes the worker
+	h.dispatch("queued", time.Minute) // one slot: this one waits
+	h.system.Root.Send(h.pid, crash{"a bug"})
 	got := map[string]string{}
 	for i := 0; i < 2; i++ {
 		r := h.result()

@@ -157,6 +157,12 @@ func TestSelectFiltersRecordWhy(t *testing.T) {
 			wantSkips: map[string]SkipReason{"b": BreakerOpen, "c": RateLimitExhausted},
 		},
 		{
+			desc:      "a stopped provider is skipped before its breaker is read",
+			q:         Query{N: 10, Providers: map[string]ProviderStatus{"anthropic": {Stopped: true, BreakerOpen: true}}},
+			wantPicks: []string{"a", "c", "d", "e"},
+			wantSkips: map[string]SkipReason{"b": ProviderStopped},
+		},
+		{
 			desc:      "explicit models list",
 			q:         Query{N: 10, Requested: map[string]bool{"c": true, "e": true}},
 			wantPicks: []string{"c", "e"},

@@ -21,6 +21,9 @@ type ProviderStatus struct {
 	BreakerOpen bool
 	// Disabled: the provider refused its key (or its account); it takes no call until the key changes.
 	Disabled bool
+	// Stopped: the provider's actor crashed past its restart limit; it takes no call until Conclave
+	// restarts.
+	Stopped bool
 	// RateLimitUse is the highest share in [0, 1] of any of the provider's rate limits in use.
 	RateLimitUse float64
 	// Until is when an open breaker admits a probe or an exhausted limit has room again; zero when
@@ -98,10 +101,11 @@ const (
 	ModelEjected
 	ModelRateLimited
 	ProviderDisabled
+	ProviderStopped
 )
 
 var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted",
-	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled"}
+	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled", "provider_stopped"}
 
 func (r SkipReason) String() string {
 	if int(r) < len(skipNames) && r > 0 {
@@ -181,6 +185,8 @@ func (q *Query) reject(c *Candidate, status ProviderStatus, known bool) (SkipRea
 		return AlreadyTried, time.Time{}
 	case c.ContextWindow < q.ContextTokens:
 		return ContextTooSmall, time.Time{}
+	case status.Stopped:
+		return ProviderStopped, time.Time{}
 	case status.Disabled:
 		return ProviderDisabled, time.Time{}
 	case status.BreakerOpen:

@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +62,8 @@ type Options struct {
 	Store store.Store
 	// KeyPoll is how often the secrets file is read again for changed keys; zero means KeyPollInterval.
 	KeyPoll time.Duration
+	// Middleware wraps the receive of every actor below the supervisors (tests make one crash with it).
+	Middleware []actor.ReceiverMiddleware
 }
 
 // Engine is a running Conclave.
@@ -187,7 +190,7 @@ func New(opts Options) (*Engine, error) {
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
 		Dispatcher: actors.NewPool(mailboxThroughput, 10*time.Second),
 		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
-		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg),
+		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), Middleware: opts.Middleware,
 	}
 	e.deps.Metrics = metrics.New(e.metricsSource())
 	if cfg.RedisURL.Set() {
@@ -220,15 +223,15 @@ func New(opts Options) (*Engine, error) {
 	}
 	var deciders []supervisors.Child
 	for _, pid := range dir.Deciders {
-		deciders = append(deciders, supervisors.Child{Name: path.Base(pid.Id), Props: e.deps.Props(actors.NewDeciderActor())})
+		deciders = append(deciders, supervisors.Child{Name: path.Base(pid.Id), Props: e.deps.Props(actors.NewDeciderActor(e.deps))})
 	}
-	rootProps := supervisors.Static([]supervisors.Child{
-		{Name: actors.FleetName, Props: supervisors.Static(fleetChildren)},
-		{Name: actors.ProvidersName, Props: supervisors.Static(providerChildren)},
+	rootProps := supervisors.Static(e.deps, []supervisors.Child{
+		{Name: actors.FleetName, Props: supervisors.Static(e.deps, fleetChildren)},
+		{Name: actors.ProvidersName, Props: supervisors.Static(e.deps, providerChildren)},
 		{Name: actors.BanditName, Props: supervisors.Bandit(e.deps)},
 		{Name: actors.RequestsName, Props: supervisors.Requests(e.deps)},
 		{Name: actors.RecorderName, Props: e.deps.Props(actors.NewRecorderActor(e.deps, e.store, e.spool))},
-		{Name: actors.ConsensusName, Props: supervisors.Static(deciders)},
+		{Name: actors.ConsensusName, Props: supervisors.Static(e.deps, deciders)},
 	})
 	if e.root, err = e.system.Root.SpawnNamed(rootProps, actors.RootName); err != nil {
 		return nil, fmt.Errorf("start actor system: %w", err)
@@ -410,7 +413,7 @@ func (e *Engine) awaitRecord(id string) {
 // dispatched, reply, retry, consensus), in order, before it returns. onProgress runs on an actor of its
 // own: it must not block.
 func (e *Engine) RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error) {
-	pid, told := actors.ListenProgress(e.system, onProgress)
+	pid, told := e.deps.ListenProgress(e.system, req.RequestId, onProgress)
 	req.ProgressTo = pid
 	exec, err := e.Route(ctx, req)
 	told()
@@ -558,6 +561,7 @@ func (e *Engine) metricsSource() metrics.Source {
 			m, _ := e.catalog.Load().Get(model)
 			return m.Provider
 		},
+		Stopped: func() map[string]int { return e.deps.Dir.StoppedCounts() },
 	}
 }
 
@@ -577,10 +581,14 @@ const mailboxThroughput = 300
 // Props makes props that run on the engine's dispatcher, as its own actors do.
 func (e *Engine) Props(producer actor.Producer) *actor.Props { return e.deps.Props(producer) }
 
-// Ready reports why the engine cannot serve, or nil: it needs a worker and a provider that take work.
+// Ready reports why the engine cannot serve, or nil: it needs every actor running (none stopped for
+// good after repeated crashes), and a worker and a provider that take work.
 func (e *Engine) Ready() error {
 	if e.closing.Load() {
 		return ErrShuttingDown
+	}
+	if stopped := e.deps.Dir.Stopped(); len(stopped) > 0 {
+		return stoppedError(stopped)
 	}
 	now := e.deps.Clock.Now()
 	worker := false
@@ -596,6 +604,23 @@ func (e *Engine) Ready() error {
 		}
 	}
 	return errors.New("all providers down")
+}
+
+// maxNamedStopped bounds the stopped actors readiness names; the rest are counted.
+const maxNamedStopped = 10
+
+// stoppedError names the actors stopped for good, by path only: /readyz answers it to anyone, and a
+// panic's reason may quote what the actor held (the reason is in the log and GET /providers, /workers).
+func stoppedError(stopped []actors.StoppedActor) error {
+	paths := make([]string, 0, min(len(stopped), maxNamedStopped))
+	for _, s := range stopped[:min(len(stopped), maxNamedStopped)] {
+		paths = append(paths, s.Path)
+	}
+	more := ""
+	if n := len(stopped) - len(paths); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return fmt.Errorf("actors stopped after repeated crashes: %s%s", strings.Join(paths, ", "), more)
 }
 
 // Shutdown stops taking requests and waits for those in flight. Requests still running when ctx is

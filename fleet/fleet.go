@@ -96,12 +96,15 @@ type Snapshot struct {
 	// and TransportError the last failure.
 	Transport      Health `json:"transport,omitempty"`
 	TransportError string `json:"transport_error,omitempty"`
+	// Stopped, when not empty, is the last crash of the worker's actor, which its supervisor stopped for
+	// good after too many: the worker takes no job until Conclave restarts.
+	Stopped string `json:"stopped,omitempty"`
 }
 
-// Available reports whether the worker takes jobs at now: its breaker is not open, or its open period
-// has passed (so the breaker admits a probe).
+// Available reports whether the worker takes jobs at now: its actor runs and its breaker is not open,
+// or its open period has passed (so the breaker admits a probe).
 func (s Snapshot) Available(now time.Time) bool {
-	return s.Breaker.State != resilience.Open || !now.Before(s.Breaker.OpenUntil)
+	return s.Stopped == "" && (s.Breaker.State != resilience.Open || !now.Before(s.Breaker.OpenUntil))
 }
 
 func (s Snapshot) load() float64 {
@@ -118,8 +121,8 @@ type Rejection struct {
 var ErrNoWorkers = errors.New("all workers offline")
 
 // Assign maps n jobs to workers. Heavy tasks go to the lowest tier with a free slot (tier 1 first);
-// light tasks spread evenly, each to the least loaded worker. Workers with an open breaker, and those
-// excluded (the workers a retry must avoid), are rejected with the reason recorded. When every
+// light tasks spread evenly, each to the least loaded worker. Workers with an open breaker or a stopped
+// actor, and those excluded (the workers a retry must avoid), are rejected with the reason recorded. When every
 // remaining worker is full the least loaded still gets the job, which queues on it.
 func Assign(workers []Snapshot, n int, heavy bool, now time.Time, exclude func(string) bool) ([]string, []Rejection, error) {
 	var candidates []Snapshot
@@ -128,6 +131,8 @@ func Assign(workers []Snapshot, n int, heavy bool, now time.Time, exclude func(s
 		switch {
 		case exclude != nil && exclude(w.Name):
 			rejected = append(rejected, Rejection{w.Name, "excluded"})
+		case w.Stopped != "":
+			rejected = append(rejected, Rejection{w.Name, "stopped"})
 		case !w.Available(now):
 			rejected = append(rejected, Rejection{w.Name, "breaker_open"})
 		default:

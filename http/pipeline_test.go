@@ -201,7 +201,7 @@ func TestBestModelsComeToDominate(t *testing.T) {
 }
 
 func TestCrashedActorsAreRestarted(t *testing.T) {
-	tb := newTestbed(t, nil)
+	tb := newTestbed(t, nil, withCrashes())
 	sys, dir := tb.engine.System(), tb.engine.Directory()
 	body := map[string]any{"task": mcq, "category": "general", "models": []string{"deepseek-chat"}, "strategy": "majority"}
 	if status, _, _ := tb.route(body); status != http.StatusOK {
@@ -212,12 +212,12 @@ func TestCrashedActorsAreRestarted(t *testing.T) {
 	if err := tb.engine.Settle(context.Background(), "general", 1); err != nil {
 		t.Fatal(err)
 	}
-	// A malformed dispatch crashes a worker; a misrouted reward crashes an arm.
+	// A bug crashes a worker and an arm.
 	worker := dir.Workers[0]
 	before := worker.Snapshot().Completed
-	sys.Root.Send(worker.PID, &messages.Dispatch{})
+	sys.Root.Send(worker.PID, crash{"a worker's bug"})
 	armPID := actor.NewPID(sys.Address(), actors.RootName+"/"+actors.BanditName+"/"+actors.ArmName("deepseek-chat", "general"))
-	sys.Root.Send(armPID, &messages.Reward{Model: "someone-else", Category: "general", Reward: 1})
+	sys.Root.Send(armPID, crash{"an arm's bug"})
 
 	waitFor(t, func() bool { return tb.logs.FilterMessage("[ACTOR] Recovering").Len() >= 2 })
 

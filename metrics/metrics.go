@@ -61,6 +61,8 @@ type Source struct {
 	Arms      func() []Arm
 	// ProviderOf names a model's provider, for calls whose record names only the model (the arbiter's).
 	ProviderOf func(model string) string
+	// Stopped counts, by actor kind, the actors a supervisor stopped for good after repeated crashes.
+	Stopped func() map[string]int
 }
 
 // Metrics holds the registry and its instruments. A nil *Metrics records nothing, so code that runs
@@ -77,6 +79,7 @@ type Metrics struct {
 	transitions *prometheus.CounterVec
 	quorum      *prometheus.CounterVec
 	refused     *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
 
 	providerOf func(string) string
 
@@ -127,7 +130,11 @@ func New(src Source) *Metrics {
 	m.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conclave_remote_refused_total", Help: "Messages and connections the remote listener refused before delivery, by reason.",
 	}, []string{"reason"})
-	m.reg.MustRegister(m.requests, m.duration, m.overhead, m.calls, m.callSeconds, m.tokens, m.cost, m.transitions, m.quorum, m.refused,
+	m.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_actor_messages_dropped_total",
+		Help: "Messages an actor dropped instead of acting on them (a missing reply address, an unknown model, an impossible field), by actor kind and reason.",
+	}, []string{"actor", "reason"})
+	m.reg.MustRegister(m.requests, m.duration, m.overhead, m.calls, m.callSeconds, m.tokens, m.cost, m.transitions, m.quorum, m.refused, m.dropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &snapshots{src: src, m: m})
 	for _, o := range []string{"complete", "degraded", "failed"} {
 		m.quorum.WithLabelValues(o)
@@ -300,6 +307,15 @@ func (m *Metrics) BreakerTransition(provider, to string) {
 	m.transitions.WithLabelValues(provider, to).Inc()
 }
 
+// ActorMessageDropped counts a message an actor of a kind dropped, and why. Both labels are the
+// actors' own constants, never a message's content, so the series stay few.
+func (m *Metrics) ActorMessageDropped(actor, reason string) {
+	if m == nil {
+		return
+	}
+	m.dropped.WithLabelValues(actor, reason).Inc()
+}
+
 // snapshots collects the gauges from the published state at scrape time: nothing to keep in step.
 type snapshots struct {
 	src Source
@@ -315,13 +331,21 @@ var (
 		[]string{"category", labelModel}, nil)
 	pullsDesc = prometheus.NewDesc("conclave_arm_pulls", "Rewards the top arms of each category received.",
 		[]string{"category", labelModel}, nil)
+	stoppedDesc = prometheus.NewDesc("conclave_actors_stopped",
+		"Actors a supervisor stopped for good after repeated crashes, by actor kind; the provider and worker rows are always there.",
+		[]string{"actor"}, nil)
 )
+
+// alwaysStopped are the kinds whose conclave_actors_stopped row exists at zero, so that an alert can
+// compare it without waiting for a first stop.
+var alwaysStopped = []string{"provider", "worker"}
 
 func (s *snapshots) Describe(ch chan<- *prometheus.Desc) {
 	ch <- breakerDesc
 	ch <- limitDesc
 	ch <- armDesc
 	ch <- pullsDesc
+	ch <- stoppedDesc
 }
 
 func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
@@ -337,6 +361,17 @@ func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, p.RequestsUse, p.Name, "requests")
 			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, p.TokensUse, p.Name, "tokens")
 			ch <- prometheus.MustNewConstMetric(limitDesc, prometheus.GaugeValue, p.ConcurrencyUse, p.Name, "concurrency")
+		}
+	}
+	if s.src.Stopped != nil {
+		stopped := s.src.Stopped()
+		for _, kind := range alwaysStopped {
+			if _, ok := stopped[kind]; !ok {
+				ch <- prometheus.MustNewConstMetric(stoppedDesc, prometheus.GaugeValue, 0, kind)
+			}
+		}
+		for kind, n := range stopped {
+			ch <- prometheus.MustNewConstMetric(stoppedDesc, prometheus.GaugeValue, float64(n), kind)
 		}
 	}
 	if s.src.Arms != nil {

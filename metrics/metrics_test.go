@@ -57,4 +57,42 @@ func TestANilMetricsRecordsNothing(t *testing.T) {
 	m.Overhead(0)
 	m.Execution(&messages.Execution{})
 	m.BreakerTransition("p", "open")
+	m.ActorMessageDropped("provider", "no_reply_to")
+}
+
+func TestDroppedMessagesAndStoppedActorsAreExported(t *testing.T) {
+	stopped := map[string]int{}
+	m := New(Source{Stopped: func() map[string]int { return stopped }})
+	m.ActorMessageDropped("provider", "no_reply_to")
+	m.ActorMessageDropped("provider", "no_reply_to")
+	if v := testutil.ToFloat64(m.dropped.WithLabelValues("provider", "no_reply_to")); v != 2 {
+		t.Fatalf("dropped %v", v)
+	}
+	tests := []struct {
+		desc    string
+		stopped map[string]int
+		want    string
+	}{
+		{"providers and workers are at zero before any stop", map[string]int{}, "provider=0 worker=0"},
+		{"a stopped arm adds its kind", map[string]int{"arm": 2}, "arm=2 provider=0 worker=0"},
+		{"a stopped provider counts", map[string]int{"provider": 1}, "provider=1 worker=0"},
+	}
+	for _, tt := range tests {
+		stopped = tt.stopped
+		families, err := m.Registry().Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, f := range families {
+			if f.GetName() == "conclave_actors_stopped" {
+				for _, s := range f.GetMetric() {
+					got = append(got, fmt.Sprintf("%s=%v", s.GetLabel()[0].GetValue(), s.GetGauge().GetValue()))
+				}
+			}
+		}
+		if strings.Join(got, " ") != tt.want {
+			t.Errorf("%s: %v, want %s", tt.desc, got, tt.want)
+		}
+	}
 }

@@ -322,11 +322,14 @@ func (p *Plan) SkipsToRecord() []bandit.Skip {
 func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 	counts := sel.SkipCounts()
 	var soonest time.Time
-	limited, down, disabled := 0, 0, 0
+	limited, down, disabled, stopped := 0, 0, 0, 0
 	for _, s := range sel.Skipped {
 		switch s.Reason {
 		case bandit.ProviderDisabled:
 			disabled++
+			continue
+		case bandit.ProviderStopped:
+			stopped++
 			continue
 		case bandit.RateLimitExhausted, bandit.ModelRateLimited:
 			limited++
@@ -344,6 +347,10 @@ func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 		wait = time.Second // the window is moving: come back in a second
 	}
 	switch {
+	case stopped > 0 && limited+down+disabled == 0:
+		// No wait cures it: the actors stay stopped until Conclave restarts.
+		return &Failure{Kind: resilience.AllProvidersDown, Err: fmt.Errorf("no eligible model: the providers of %d models are stopped "+
+			"after repeated crashes (GET /providers says why)", stopped)}
 	case disabled > 0 && limited+down == 0:
 		return &Failure{Kind: resilience.InvalidAPIKey, Err: fmt.Errorf("no eligible model: the providers of %d models refused their keys (or asked for payment); "+
 			"they take calls again once their keys change", disabled)}

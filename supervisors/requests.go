@@ -41,6 +41,13 @@ func (s *requests) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		s.stopping = true // see onDemand: no new children while the old ones stop
 	case *messages.RouteRequest:
+		if why := actors.CheckRouteRequest(m, ctx.Sender() != nil); why != "" {
+			s.deps.Drop(actors.KindRequests, why, m)
+			if ctx.Sender() != nil { // nobody else would answer it before its deadline
+				ctx.Respond(failed(m.GetRequestId(), resilience.MalformedRequest, "the request is malformed ("+why+")"))
+			}
+			return
+		}
 		if s.stopping {
 			ctx.Respond(failed(m.RequestId, resilience.ShuttingDown, "conclave is shutting down"))
 			return
@@ -56,6 +63,10 @@ func (s *requests) Receive(ctx actor.Context) {
 		s.inflight[pid.Id] = inflight{requestID: m.RequestId, replyTo: ctx.Sender()}
 		s.byRequest[m.RequestId] = pid
 	case *messages.CancelRequest:
+		if why := actors.CheckCancel(m); why != "" {
+			s.deps.Drop(actors.KindRequests, why, m)
+			return
+		}
 		if m.RequestId == "" {
 			for _, pid := range s.byRequest {
 				ctx.Send(pid, m)
@@ -67,6 +78,10 @@ func (s *requests) Receive(ctx actor.Context) {
 		if f, ok := s.inflight[m.Who.Id]; ok {
 			delete(s.byRequest, f.requestID)
 			delete(s.inflight, m.Who.Id)
+		}
+	default:
+		if !actors.Lifecycle(m) {
+			s.deps.Drop(actors.KindRequests, actors.DropUnknownMessage, m)
 		}
 	}
 }
@@ -88,19 +103,26 @@ func (s *requests) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 }
 
 // Bandit returns the props of the bandit supervisor: an arm actor per (model, category), spawned on its
-// first reward.
+// first reward, and the reliability estimator. Only a catalog model and a category of the arm board
+// have an arm, so the arm actors are bounded by the catalog times the categories: a reward for any
+// other name is dropped and counted.
 func Bandit(deps *actors.Deps) *actor.Props {
-	return OnDemand(func(_ actor.Context, msg any) (string, func() *actor.Props, bool) {
-		if _, ok := msg.(*messages.Votes); ok {
-			return actors.ReliabilityName, func() *actor.Props { return deps.Props(actors.NewReliabilityActor(deps)) }, true
+	return OnDemand(deps, actors.KindBandit, func(_ actor.Context, msg any) (string, func() *actor.Props, string) {
+		switch m := msg.(type) {
+		case *messages.Votes:
+			if why := actors.CheckVotes(m, deps.Catalog.Load(), deps.Dir.Arms); why != "" {
+				return "", nil, why
+			}
+			return actors.ReliabilityName, func() *actor.Props { return deps.Props(actors.NewReliabilityActor(deps)) }, ""
+		case *messages.Reward:
+			if why := actors.CheckRewardRoute(m, deps.Catalog.Load(), deps.Dir.Arms); why != "" {
+				return "", nil, why
+			}
+			return actors.ArmName(m.Model, m.Category), func() *actor.Props {
+				return deps.Props(actors.NewArmActor(deps, m.Model, m.Category))
+			}, ""
 		}
-		r, ok := msg.(*messages.Reward)
-		if !ok {
-			return "", nil, false
-		}
-		return actors.ArmName(r.Model, r.Category), func() *actor.Props {
-			return deps.Props(actors.NewArmActor(deps, r.Model, r.Category))
-		}, true
+		return "", nil, actors.DropUnknownMessage
 	}, func(msg any) ([]any, bool) {
 		batch, ok := msg.(*messages.Rewards)
 		if !ok {
@@ -111,5 +133,10 @@ func Bandit(deps *actors.Deps) *actor.Props {
 			parts[i] = r
 		}
 		return parts, true
+	}, func(msg any) {
+		if _, ok := msg.(*messages.Votes); ok {
+			// Its sender counted it as sent: a vote dropped here must not keep Settle waiting.
+			deps.Dir.Arms.VoteObserved()
+		}
 	})
 }

@@ -92,9 +92,10 @@ func Visible(text string) bool {
 // MaxTimeoutSeconds bounds the wait a caller may ask for.
 const MaxTimeoutSeconds = 3600
 
-// Timeout says what is wrong with a caller's timeout in seconds, or returns "" when nothing is.
+// Timeout says what is wrong with a caller's timeout in seconds, or returns "" when nothing is. NaN is
+// wrong too (a protobuf double can carry it, JSON cannot), hence the comparison written as what holds.
 func Timeout(seconds float64) string {
-	if seconds <= 0 || seconds > MaxTimeoutSeconds {
+	if !(seconds > 0 && seconds <= MaxTimeoutSeconds) {
 		return fmt.Sprintf("must be greater than 0 and at most %d seconds", MaxTimeoutSeconds)
 	}
 	return ""

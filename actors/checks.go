@@ -1,0 +1,542 @@
+package actors
+
+import (
+	"math"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/collect"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/validation"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// What every actor checks before it acts on a message. A message no sender of Conclave's could have
+// made (no reply address where an answer is due, a model the catalog does not hold, an empty id, a
+// count below zero or past any real one, a reward outside [0, 1], a missing time) is dropped: counted
+// and logged by Deps.Drop, never a panic, and it changes no state, so no message can crash an actor or
+// grow its memory. The checks are pure: each returns why a message is dropped, or "".
+
+// Why a message is dropped: the reason label of conclave_actor_messages_dropped_total.
+const (
+	DropNoReplyTo       = "no_reply_to"      // no address for the answer it asks
+	DropNoJobID         = "no_job_id"        // an empty job id
+	DropNoRequestID     = "no_request_id"    // an empty request id
+	DropUnknownModel    = "unknown_model"    // a model the live catalog does not hold
+	DropOtherProvider   = "other_provider"   // a model of another provider
+	DropUnknownCategory = "unknown_category" // a category with no blueprint
+	DropBadCount        = "bad_count"        // a count or token figure below zero or past any real one
+	DropBadNumber       = "bad_number"       // a time span or score that is NaN, infinite, negative or absurd
+	DropBadReward       = "bad_reward"       // a reward outside [0, 1]
+	DropNoTime          = "no_time"          // a timestamp missing where it is required
+	DropBadTime         = "bad_time"         // a timestamp that is invalid, or too far ahead
+	DropMalformed       = "malformed"        // another impossible field
+	DropWrongTarget     = "wrong_target"     // meant for another actor (another arm, provider or request)
+	DropDuplicate       = "duplicate_job"    // a job id the actor already holds
+	DropUnexpected      = "unexpected"       // an answer to nothing the actor asked
+	DropUnknownMessage  = "unknown_message"  // a type the actor does not take
+	DropActorStopped    = "actor_stopped"    // for a child its supervisor stopped for good
+	DropSpawnFailed     = "spawn_failed"     // its child could not be started
+)
+
+// Bounds past which a figure is absurd: no request of Conclave's comes near them.
+const (
+	// MaxIDBytes bounds a job or request id (a request id is a UUID; a job id, the request's and a
+	// number).
+	MaxIDBytes = 256
+	// MaxTokens bounds a token figure: two orders of magnitude above the largest context window.
+	MaxTokens = 1 << 27
+	// MaxSeconds bounds a time span (a budget, a block, a Retry-After): a week.
+	MaxSeconds = 7 * 24 * 3600
+	// MaxAhead bounds how far ahead a deadline may be.
+	MaxAhead = MaxSeconds * time.Second
+	// MaxAttempt bounds a job's attempt number.
+	MaxAttempt = 1000
+	// MaxVotes and MaxCandidates bound the answers of one prompt handed to the estimator or a decider.
+	MaxVotes      = 1024
+	MaxCandidates = 1024
+	// maxKindBytes bounds an error kind's name (they are short identifiers).
+	maxKindBytes = 64
+)
+
+// badSeconds reports a time span in seconds that is not a real one.
+func badSeconds(s float64) bool {
+	return math.IsNaN(s) || math.IsInf(s, 0) || s < 0 || s > MaxSeconds
+}
+
+func badMs(ms float64) bool { return badSeconds(ms / 1000) }
+
+// finite reports a number that is neither NaN nor infinite.
+func finite(xs ...float64) bool {
+	for _, x := range xs {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkDeadline checks a required deadline: present, valid, and at most MaxAhead after now (a passed
+// one is valid: its asker is answered that it passed).
+func checkDeadline(t *timestamppb.Timestamp, now time.Time) string {
+	switch {
+	case t == nil:
+		return DropNoTime
+	case t.CheckValid() != nil, t.AsTime().After(now.Add(MaxAhead)):
+		return DropBadTime
+	}
+	return ""
+}
+
+func checkID(id, empty string) string {
+	switch {
+	case id == "":
+		return empty
+	case len(id) > MaxIDBytes:
+		return DropMalformed
+	}
+	return ""
+}
+
+// knownModel reports whether the live catalog holds a model. A nil catalog holds none.
+func knownModel(cat *catalog.Catalog, model string) bool {
+	if cat == nil || model == "" {
+		return false
+	}
+	_, ok := cat.Get(model)
+	return ok
+}
+
+// checkModel checks that a model is in the live catalog and is provider's.
+func checkModel(cat *catalog.Catalog, provider, model string) string {
+	if !knownModel(cat, model) {
+		return DropUnknownModel
+	}
+	if m, _ := cat.Get(model); m.Provider != provider {
+		return DropOtherProvider
+	}
+	return ""
+}
+
+// checkAcquire checks an acquisition sent to provider's actor. The model is checked last, so that an
+// acquisition dropped only for its model is otherwise well formed and its asker can be told.
+func checkAcquire(m *messages.Acquire, provider string, cat *catalog.Catalog, now time.Time) string {
+	switch {
+	case m == nil:
+		return DropMalformed
+	case m.ReplyTo == nil:
+		return DropNoReplyTo
+	case m.Tokens < 0 || m.Tokens > MaxTokens:
+		return DropBadCount
+	}
+	if r := checkID(m.JobId, DropNoJobID); r != "" {
+		return r
+	}
+	if r := checkDeadline(m.Deadline, now); r != "" {
+		return r
+	}
+	if m.Dispatch != nil || m.DispatchTo != nil {
+		// The job the provider hands its worker once it grants the permit: the same job and model.
+		switch {
+		case m.DispatchTo == nil:
+			return DropNoReplyTo
+		case m.Dispatch.GetJob().GetJobId() != m.JobId || m.Dispatch.GetJob().GetModel() != m.Model:
+			return DropMalformed
+		}
+		if r := checkDispatch(m.Dispatch, cat, now); r != "" {
+			return r
+		}
+	}
+	return checkModel(cat, provider, m.Model)
+}
+
+// checkOutcome checks the settlement of a permit.
+func checkOutcome(o *messages.Outcome) string {
+	switch {
+	case o == nil:
+		return DropMalformed
+	case o.Tokens < 0 || o.Tokens > MaxTokens:
+		return DropBadCount
+	case !validEffect(o.ProviderEffect) || !validEffect(o.ModelEffect):
+		return DropMalformed
+	case badSeconds(o.BlockModelSeconds) || badSeconds(o.BlockProviderSeconds):
+		return DropBadNumber
+	}
+	if r := checkID(o.JobId, DropNoJobID); r != "" {
+		return r
+	}
+	return checkRateLimit(o.RateLimit)
+}
+
+func validEffect(e messages.Effect) bool {
+	return e == messages.Effect_EFFECT_NEUTRAL || e == messages.Effect_EFFECT_SUCCESS || e == messages.Effect_EFFECT_FAILURE
+}
+
+// checkRateLimit checks what a reply says of its provider's limits (nil says nothing); -1 is an
+// unknown count.
+func checkRateLimit(rl *messages.RateLimitInfo) string {
+	if rl == nil {
+		return ""
+	}
+	for _, n := range []int64{rl.LimitRequests, rl.RemainingRequests, rl.LimitTokens, rl.RemainingTokens} {
+		if n < -1 || n > 1<<40 {
+			return DropBadCount
+		}
+	}
+	if badSeconds(rl.ResetRequestsSeconds) || badSeconds(rl.ResetTokensSeconds) {
+		return DropBadNumber
+	}
+	return ""
+}
+
+// checkPeerOpened checks another controller's breaker opening, sent to provider's actor.
+func checkPeerOpened(m *messages.PeerBreakerOpened, provider string) string {
+	switch {
+	case m == nil:
+		return DropMalformed
+	case m.Provider != provider:
+		return DropWrongTarget
+	case m.OpenUntil == nil:
+		return DropNoTime
+	case m.OpenUntil.CheckValid() != nil:
+		return DropBadTime
+	}
+	return ""
+}
+
+// checkDispatch checks a job sent to a worker: its answer's address, its identity, its model (in the
+// catalog, and its provider's), its limits and its deadline.
+func checkDispatch(d *messages.Dispatch, cat *catalog.Catalog, now time.Time) string {
+	switch {
+	case d == nil || d.Job == nil:
+		return DropMalformed
+	case d.ReplyTo == nil:
+		return DropNoReplyTo
+	}
+	j := d.Job
+	if r := checkID(j.JobId, DropNoJobID); r != "" {
+		return r
+	}
+	switch {
+	case len(j.RequestId) > MaxIDBytes:
+		return DropMalformed
+	case j.Kind != providers.KindAnswer && j.Kind != providers.KindArbiter:
+		return DropMalformed
+	case j.MaxTokens < 0 || j.MaxTokens > MaxTokens, j.Attempt < 0 || j.Attempt > MaxAttempt:
+		return DropBadCount
+	case badSeconds(j.TimeoutSeconds), j.Temperature != nil && (!finite(*j.Temperature) || *j.Temperature < 0):
+		return DropBadNumber
+	}
+	if r := checkDeadline(j.Deadline, now); r != "" {
+		return r
+	}
+	return checkModel(cat, j.Provider, j.Model)
+}
+
+// checkCancelJob checks a job's cancellation.
+func checkCancelJob(m *messages.CancelJob) string {
+	if m == nil {
+		return DropMalformed
+	}
+	return checkID(m.JobId, DropNoJobID)
+}
+
+// checkReward checks a reward's own fields: a model, a category and a value in [0, 1].
+func checkReward(r *messages.Reward) string {
+	switch {
+	case r == nil:
+		return DropMalformed
+	case r.Model == "":
+		return DropUnknownModel
+	case r.Category == "":
+		return DropUnknownCategory
+	case !finite(r.Reward) || r.Reward < 0 || r.Reward > 1:
+		return DropBadReward
+	}
+	return ""
+}
+
+// checkArmReward checks a reward sent to the arm of (model, category).
+func checkArmReward(r *messages.Reward, model, category string) string {
+	if why := checkReward(r); why != "" {
+		return why
+	}
+	if r.Model != model || r.Category != category {
+		return DropWrongTarget
+	}
+	return ""
+}
+
+// CheckRewardRoute checks a reward the bandit supervisor is to route to its arm, spawning the arm on
+// its first reward: only a catalog model and a category of the board have an arm, so the arms are
+// bounded by the catalog times the categories, whatever names rewards carry.
+func CheckRewardRoute(r *messages.Reward, cat *catalog.Catalog, board *ArmBoard) string {
+	if why := checkReward(r); why != "" {
+		return why
+	}
+	switch {
+	case !knownModel(cat, r.Model):
+		return DropUnknownModel
+	case !board.HasCategory(r.Category):
+		return DropUnknownCategory
+	}
+	return ""
+}
+
+// CheckVotes checks a reliability-weighted vote: a blueprint's category, a group per catalog model, each
+// group an answer of the prompt (or -1, none).
+func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *ArmBoard) string {
+	switch {
+	case v == nil:
+		return DropMalformed
+	case v.Category == AllCategories || !board.HasCategory(v.Category):
+		return DropUnknownCategory
+	case len(v.Models) != len(v.Groups):
+		return DropMalformed
+	case len(v.Models) > MaxVotes:
+		return DropBadCount
+	}
+	for i, m := range v.Models {
+		if !knownModel(cat, m) {
+			return DropUnknownModel
+		}
+		if g := v.Groups[i]; g < -1 || int(g) >= len(v.Models) {
+			return DropMalformed
+		}
+	}
+	return ""
+}
+
+// checkConsensusInput checks the answers handed to a decider: who to answer, the request, a strategy
+// decided without an arbiter model, and candidates from the catalog with real numbers.
+func checkConsensusInput(in *messages.ConsensusInput, hasSender bool, cat *catalog.Catalog) string {
+	switch {
+	case in == nil:
+		return DropMalformed
+	case !hasSender:
+		return DropNoReplyTo
+	case len(in.Candidates) == 0 || len(in.Candidates) > MaxCandidates:
+		return DropBadCount
+	case !blueprints.Strategy(in.Strategy).Valid() || in.ArbiterModel != "":
+		return DropMalformed
+	}
+	if r := checkID(in.RequestId, DropNoRequestID); r != "" {
+		return r
+	}
+	for _, c := range in.Candidates {
+		switch {
+		case c == nil:
+			return DropMalformed
+		case !knownModel(cat, c.Model):
+			return DropUnknownModel
+		case !finite(c.Capability, c.Recency, c.Reliability, c.Accuracy, c.Learned):
+			return DropBadNumber
+		}
+	}
+	return ""
+}
+
+// checkConsensusResult checks a consensus answer to n candidates: a failure, or a decision with a score,
+// a weight and a verdict for each.
+func checkConsensusResult(r *messages.ConsensusResult, n int) string {
+	switch {
+	case r == nil:
+		return DropMalformed
+	case r.Failure != "":
+		return ""
+	case r.Decision == nil, len(r.Contributed) < n, len(r.Weighted) < n, len(r.Decision.Scores) < n,
+		len(r.Groups) != 0 && len(r.Groups) != n, r.Decision.Chosen < 0 || int(r.Decision.Chosen) >= max(n, 1):
+		return DropMalformed
+	case !finite(r.Weighted...) || !finite(r.Decision.Scores...):
+		return DropBadNumber
+	}
+	return ""
+}
+
+// jobOf is the number of a job of request requestID, from its id ("<request id>/<number>").
+func jobOf(jobID, requestID string) (int, bool) {
+	rest, ok := strings.CutPrefix(jobID, requestID+"/")
+	if !ok || rest == "" || strings.IndexByte(rest, '/') >= 0 {
+		return 0, false
+	}
+	seq, ok := collect.JobSeq(jobID)
+	return seq, ok && seq >= 0
+}
+
+// permitReasons are the refusals a provider actor answers with.
+var permitReasons = map[string]bool{
+	"rate_limited": true, "provider_disabled": true, "model_removed": true, "model_rate_limited": true, "probe_in_flight": true,
+	"model_probe_in_flight": true, "breaker_open": true, "model_ejected": true, string(resilience.RequestTooLarge): true,
+	PermitModelUnknown: true, PermitProviderStopped: true,
+}
+
+// checkPermit checks a provider's answer to one of requestID's acquisitions.
+func checkPermit(p *messages.Permit, requestID string) string {
+	switch {
+	case p == nil:
+		return DropMalformed
+	case !p.Granted && !permitReasons[p.Reason]:
+		return DropMalformed
+	case badSeconds(p.RetryAfterSeconds):
+		return DropBadNumber
+	}
+	if _, ok := jobOf(p.JobId, requestID); !ok {
+		return DropWrongTarget
+	}
+	return ""
+}
+
+// checkArbiterPermit checks a provider's answer to a consensus actor's acquisition of job jobID.
+func checkArbiterPermit(p *messages.Permit, jobID string) string {
+	switch {
+	case p == nil, !p.Granted && !permitReasons[p.Reason]:
+		return DropMalformed
+	case p.JobId != jobID:
+		return DropWrongTarget
+	}
+	return ""
+}
+
+// checkJobStarted checks a worker's word that one of requestID's jobs started, with its budget.
+func checkJobStarted(m *messages.JobStarted, requestID string) string {
+	switch {
+	case m == nil:
+		return DropMalformed
+	case badSeconds(m.BudgetSeconds):
+		return DropBadNumber
+	}
+	if _, ok := jobOf(m.JobId, requestID); !ok {
+		return DropWrongTarget
+	}
+	return ""
+}
+
+// checkJobQueued checks a worker's word that one of requestID's jobs waits for a slot.
+func checkJobQueued(m *messages.JobQueued, requestID string) string {
+	if m == nil {
+		return DropMalformed
+	}
+	if _, ok := jobOf(m.JobId, requestID); !ok {
+		return DropWrongTarget
+	}
+	return ""
+}
+
+// checkJobResult checks the result of one of requestID's jobs (requestID empty: any job's).
+func checkJobResult(r *messages.JobResult, requestID string) string {
+	switch {
+	case r == nil:
+		return DropMalformed
+	case badMs(r.LatencyMs), badMs(r.ProviderLatencyMs), badSeconds(r.RetryAfterSeconds), !finite(r.Cost) || r.Cost < 0:
+		return DropBadNumber
+	case r.Usage != nil && (r.Usage.InputTokens < 0 || r.Usage.OutputTokens < 0), r.Attempt < 0:
+		return DropBadCount
+	case len(r.ErrorKind) > maxKindBytes:
+		return DropMalformed
+	}
+	if requestID != "" {
+		if _, ok := jobOf(r.JobId, requestID); !ok {
+			return DropWrongTarget
+		}
+	} else if r.JobId == "" {
+		return DropNoJobID
+	}
+	return checkRateLimit(r.RateLimit)
+}
+
+// checkCancelRequest checks a request's cancellation, sent to the coordinator of requestID: its code is
+// one the request can end with, and it is for this request (or for all, at shutdown).
+func checkCancelRequest(m *messages.CancelRequest, requestID string) string {
+	switch {
+	case m == nil:
+		return DropMalformed
+	case m.Code != string(resilience.ClientClosed) && m.Code != string(resilience.ShuttingDown):
+		return DropMalformed
+	case m.RequestId != "" && m.RequestId != requestID:
+		return DropWrongTarget
+	}
+	return ""
+}
+
+// CheckCancel checks a cancellation sent to the request supervisor: a code a request can end with,
+// and all requests cancelled at once only by the shutdown.
+func CheckCancel(m *messages.CancelRequest) string {
+	switch {
+	case m == nil:
+		return DropMalformed
+	case m.Code != string(resilience.ClientClosed) && m.Code != string(resilience.ShuttingDown):
+		return DropMalformed
+	case m.RequestId == "" && m.Code != string(resilience.ShuttingDown):
+		return DropNoRequestID
+	}
+	return ""
+}
+
+// CheckRouteRequest checks a request the request supervisor is to run: whom to answer, an id fit to
+// name an actor and its jobs, a task, a real timeout.
+func CheckRouteRequest(m *messages.RouteRequest, hasSender bool) string {
+	switch {
+	case m == nil:
+		return DropMalformed
+	case !hasSender:
+		return DropNoReplyTo
+	}
+	if r := checkID(m.RequestId, DropNoRequestID); r != "" {
+		return r
+	}
+	switch {
+	case strings.ContainsAny(m.RequestId, "/$"): // a path separator, or protoactor's prefix of generated names
+		return DropMalformed
+	case m.Task == "":
+		return DropMalformed
+	case m.TimeoutSeconds != nil && validation.Timeout(*m.TimeoutSeconds) != "":
+		return DropBadNumber
+	case m.ReceivedAt != nil && m.ReceivedAt.CheckValid() != nil:
+		return DropBadTime
+	}
+	return ""
+}
+
+// checkAsk checks a question to the recorder: someone to answer and, when it concerns one record, its
+// id (withID false: a flush).
+func checkAsk(hasSender bool, requestID string, withID bool) string {
+	if !hasSender {
+		return DropNoReplyTo
+	}
+	if withID {
+		return checkID(requestID, DropNoRequestID)
+	}
+	return ""
+}
+
+// checkExecution checks a record handed to the recorder.
+func checkExecution(e *messages.Execution) string {
+	if e == nil {
+		return DropMalformed
+	}
+	return checkID(e.RequestId, DropNoRequestID)
+}
+
+// progressEvents are the steps a coordinator tells a request's listener.
+var progressEvents = map[string]bool{"classified": true, "selected": true, "dispatched": true, "reply": true, "retry": true, "consensus": true}
+
+// checkProgress checks a step told to the listener of requestID (empty: of any request).
+func checkProgress(p *messages.Progress, requestID string) string {
+	switch {
+	case p == nil:
+		return DropMalformed
+	case requestID != "" && p.RequestId != requestID:
+		return DropWrongTarget
+	case !progressEvents[p.Event]:
+		return DropMalformed
+	case badMs(p.ElapsedMs), badMs(p.LatencyMs), badMs(p.DelayMs), !finite(p.Confidence):
+		return DropBadNumber
+	case p.Attempt < 0 || p.Attempt > MaxAttempt:
+		return DropBadCount
+	}
+	return ""
+}
