@@ -63,6 +63,8 @@ type Source struct {
 	ProviderOf func(model string) string
 	// Stopped counts, by actor kind, the actors a supervisor stopped for good after repeated crashes.
 	Stopped func() map[string]int
+	// Actors counts the processes of the engine's actor system (actors and waiting futures).
+	Actors func() int
 }
 
 // Metrics holds the registry and its instruments. A nil *Metrics records nothing, so code that runs
@@ -334,6 +336,9 @@ var (
 	stoppedDesc = prometheus.NewDesc("conclave_actors_stopped",
 		"Actors a supervisor stopped for good after repeated crashes, by actor kind; the provider and worker rows are always there.",
 		[]string{"actor"}, nil)
+	actorsDesc = prometheus.NewDesc("conclave_actors",
+		"Processes of the engine's actor system: its actors, one per worker, provider, arm and running request among them, and the futures waiting on them.",
+		nil, nil)
 )
 
 // alwaysStopped are the kinds whose conclave_actors_stopped row exists at zero, so that an alert can
@@ -346,6 +351,7 @@ func (s *snapshots) Describe(ch chan<- *prometheus.Desc) {
 	ch <- armDesc
 	ch <- pullsDesc
 	ch <- stoppedDesc
+	ch <- actorsDesc
 }
 
 func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
@@ -373,6 +379,9 @@ func (s *snapshots) Collect(ch chan<- prometheus.Metric) {
 		for kind, n := range stopped {
 			ch <- prometheus.MustNewConstMetric(stoppedDesc, prometheus.GaugeValue, float64(n), kind)
 		}
+	}
+	if s.src.Actors != nil {
+		ch <- prometheus.MustNewConstMetric(actorsDesc, prometheus.GaugeValue, float64(s.src.Actors()))
 	}
 	if s.src.Arms != nil {
 		for _, a := range TopByCategory(s.src.Arms(), TopArms) {

@@ -2,12 +2,12 @@ package node
 
 import (
 	"errors"
-	"maps"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/conclave-ai/conclave/internal/remotetest"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -39,23 +39,7 @@ type wire struct {
 
 func (w wire) batch(t *testing.T) *remote.MessageBatch {
 	t.Helper()
-	data, err := proto.Marshal(w.msg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	name := w.typeName
-	if name == "" {
-		name = string(proto.MessageName(w.msg))
-	}
-	b := &remote.MessageBatch{TypeNames: []string{name}, Targets: []*actor.PID{w.target},
-		Envelopes: []*remote.MessageEnvelope{{MessageData: data}}}
-	if w.sender != nil {
-		b.Senders = []*actor.PID{w.sender}
-		b.Envelopes[0].Sender = 1
-	}
-	if w.header != nil {
-		b.Envelopes[0].MessageHeader = &remote.MessageHeader{HeaderData: maps.Clone(w.header)}
-	}
+	b := remotetest.Batch(t, remotetest.Envelope{Msg: w.msg, TypeName: w.typeName, Target: w.target, Sender: w.sender, Header: w.header})
 	if w.edit != nil {
 		w.edit(b)
 	}

@@ -65,9 +65,11 @@ type Listener struct {
 // Addr is the address other nodes reach the listener at.
 func (l *Listener) Addr() string { return l.addr }
 
-// Stop stops serving: the gRPC server, then the listener's actor system.
+// Stop stops serving: the gRPC server, which closes every connection, then the listener's actor
+// system. protoactor's graceful shutdown is not used: it tells each inbound connection's reader to
+// leave on a channel that the reader closes when its peer leaves first, a race that can panic.
 func (l *Listener) Stop() {
-	l.remote.Shutdown(true)
+	l.remote.Shutdown(false)
 	l.system.Shutdown()
 }
 

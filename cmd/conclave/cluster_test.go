@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -31,17 +32,26 @@ type controller struct {
 // startController runs the built binary as one controller sharing the test's database and Redis.
 func startController(t *testing.T, bin, name string, env []string, config string) *controller {
 	t.Helper()
-	cmd := exec.Command(bin, "serve", "--listen", "127.0.0.1:0", "--remote", "127.0.0.1:0", "--node-id", name, "--config", config, "--log-level", "warn")
+	c := serveProcess(t, bin, env, io.Discard, "--remote", "127.0.0.1:0", "--node-id", name, "--config", config, "--log-level", "warn")
+	c.name = name
+	return c
+}
+
+// serveProcess runs `conclave serve` from the built binary on loopback with args, its logs going to
+// logs, and waits until it says where it listens.
+func serveProcess(t *testing.T, bin string, env []string, logs io.Writer, args ...string) *controller {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = io.Discard
+	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	c := &controller{name: name, cmd: cmd}
+	c := &controller{cmd: cmd}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
 	lines := bufio.NewScanner(stdout)
 	listening := regexp.MustCompile(`conclave listening on (http://\S+)`)
@@ -54,8 +64,8 @@ func startController(t *testing.T, bin, name string, env []string, config string
 			c.http = m[1]
 		}
 	}
-	if c.http == "" || c.remote == "" {
-		t.Fatalf("%s did not start", name)
+	if c.http == "" || (c.remote == "" && slices.Contains(args, "--remote")) {
+		t.Fatalf("conclave serve %q did not start", args)
 	}
 	go func() { _, _ = io.Copy(io.Discard, stdout) }()
 	return c

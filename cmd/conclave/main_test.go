@@ -12,7 +12,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -22,7 +21,6 @@ import (
 
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/classify"
-	"github.com/conclave-ai/conclave/internal/sshtest"
 )
 
 func TestVersionAndUsage(t *testing.T) {
@@ -332,60 +330,6 @@ func TestRouteCommand(t *testing.T) {
 	}
 	if err := run(context.Background(), []string{"route", "--server", addr}, &out, &errs); err == nil {
 		t.Fatal("a missing task was accepted")
-	}
-}
-
-// TestRouteOverRemoteMessages: a controller started with --remote answers RouteRequest messages from
-// another node (the built command in a process of its own, with its own actor system) like HTTP
-// requests, progress included; with a token configured, a message without it is refused.
-func TestRouteOverRemoteMessages(t *testing.T) {
-	bin := sshtest.BuildConclave(t, t.TempDir())
-	t.Setenv("CONCLAVE_API_TOKEN", "remote-token-0123456789")
-	out, _ := serving(t, "--remote", "127.0.0.1:0", "--sim-latency-scale", "0")
-	m := regexp.MustCompile(`remote endpoint on (127\.0\.0\.1:\d+)`).FindStringSubmatch(out.String())
-	if m == nil {
-		t.Fatalf("no remote address printed: %q", out.String())
-	}
-	const task = "Which is larger?\nA) 2^10\nB) 10^3"
-	client := func(args ...string) (string, error) {
-		cmd := exec.Command(bin, append([]string{"route", "--remote", m[1]}, args...)...)
-		cmd.Env = append(os.Environ(), "CONCLAVE_API_TOKEN=")
-		var stdout, stderr bytes.Buffer
-		cmd.Stdout, cmd.Stderr = &stdout, &stderr
-		err := cmd.Run()
-		if err != nil {
-			err = fmt.Errorf("%w: %s", err, stderr.String())
-		}
-		return stdout.String(), err
-	}
-	text, err := client("--token", "remote-token-0123456789", "--category", "general", "--workers", "3", task)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{"blueprint general", "asking 3 models", "answered in ", "answer ("} {
-		if !strings.Contains(text, want) {
-			t.Fatalf("the remote live view lacks %q:\n%s", want, text)
-		}
-	}
-	text, err = client("--json", "--token", "remote-token-0123456789", "--request-id", "wf-7", task)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var exec struct {
-		RequestID       string `json:"request_id"`
-		ClientRequestID string `json:"client_request_id"`
-		Answer          string `json:"answer"`
-		NodeID          string `json:"node_id"`
-	}
-	if err := json.Unmarshal([]byte(text), &exec); err != nil || exec.Answer == "" || exec.ClientRequestID != "wf-7" || exec.RequestID == "wf-7" || exec.NodeID == "" {
-		t.Fatalf("remote --json: %s (%v)", text, err)
-	}
-	// A message without the token is dropped at the gate: no answer comes.
-	if _, err := client("--timeout", "1", task); err == nil || !strings.Contains(err.Error(), "did not answer") {
-		t.Fatalf("a message without the token: %v", err)
-	}
-	if _, err := client("--token", "remote-token-0123456789", " \t"); err == nil || !strings.Contains(err.Error(), "400") {
-		t.Fatalf("an invisible task: %v", err)
 	}
 }
 
