@@ -3,6 +3,7 @@ package config
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -59,6 +60,56 @@ func TestNonLoopbackNeedsAToken(t *testing.T) {
 		if err != nil && !strings.Contains(err.Error(), "CONCLAVE_API_TOKEN") {
 			t.Errorf("%s: the error does not say how to fix it: %v", tt.desc, err)
 		}
+	}
+}
+
+func TestARemoteListenerBeyondLoopbackNeedsATokenAndTLS(t *testing.T) {
+	const token = "t0k3n-0123456789ab"
+	tls := []string{"--remote-tls-cert", "node.pem", "--remote-tls-key", "node-key.pem"}
+	for _, tc := range []struct {
+		desc  string
+		args  []string
+		env   map[string]string
+		file  string
+		want  string // in the error; empty when the configuration loads
+		naked []string
+	}{
+		{desc: "loopback, without either", args: []string{"--remote", "127.0.0.1:7001"}},
+		{desc: "beyond loopback, with both", args: append([]string{"--remote", "0.0.0.0:7001"}, tls...), env: map[string]string{"CONCLAVE_API_TOKEN": token}},
+		{desc: "beyond loopback, without TLS", args: []string{"--remote", "0.0.0.0:7001"}, env: map[string]string{"CONCLAVE_API_TOKEN": token}, want: "remote.tls_cert"},
+		{desc: "beyond loopback, without a token", args: append([]string{"--remote", "10.0.0.1:7001"}, tls...), want: "CONCLAVE_API_TOKEN"},
+		{desc: "beyond loopback, insecure by the file", file: `{"remote": {"listen": "0.0.0.0:7001", "insecure": true}}`, naked: []string{"token", "tls"}},
+		{desc: "beyond loopback, insecure by the environment", env: map[string]string{"CONCLAVE_REMOTE": "0.0.0.0:7001", "CONCLAVE_REMOTE_INSECURE": "true",
+			"CONCLAVE_API_TOKEN": token}, naked: []string{"tls"}},
+		{desc: "TLS from the environment", env: map[string]string{"CONCLAVE_REMOTE": "0.0.0.0:7001", "CONCLAVE_API_TOKEN": token,
+			"CONCLAVE_REMOTE_TLS_CERT": "a.pem", "CONCLAVE_REMOTE_TLS_KEY": "a-key.pem", "CONCLAVE_REMOTE_TLS_CA": "ca.pem"}},
+		{desc: "TLS from the file", file: `{"remote": {"listen": "0.0.0.0:7001", "tls_cert": "a.pem", "tls_key": "a-key.pem", "tls_ca": "ca.pem"}}`,
+			env: map[string]string{"CONCLAVE_API_TOKEN": token}},
+		{desc: "a certificate without its key", args: []string{"--remote", "127.0.0.1:7001", "--remote-tls-cert", "a.pem"}, want: "go together"},
+		{desc: "a CA without a certificate", args: []string{"--remote", "127.0.0.1:7001", "--remote-tls-ca", "ca.pem"}, want: "mutual TLS"},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			e := map[string]string{}
+			for k, v := range tc.env {
+				e[k] = v
+			}
+			if tc.file != "" {
+				path := filepath.Join(t.TempDir(), "conclave.json")
+				if err := os.WriteFile(path, []byte(tc.file), 0o600); err != nil {
+					t.Fatal(err)
+				}
+				e["CONCLAVE_CONFIG"] = path
+			}
+			cfg, err := Load(tc.args, env(e))
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatal(err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("got %v: want an error naming %s", err, tc.want)
+			case err == nil && !slices.Equal(cfg.Remote.Exposed(cfg.APIToken.Set()), tc.naked):
+				t.Fatalf("exposed %v: want %v", cfg.Remote.Exposed(cfg.APIToken.Set()), tc.naked)
+			}
+		})
 	}
 }
 
