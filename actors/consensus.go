@@ -49,7 +49,7 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 		deadline := a.in.Deadline.AsTime()
 		a.cancel = a.deps.Timers.SendOnce(max(time.Until(deadline), 0), ctx.Self(), arbiterDeadline{})
 		ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, &messages.Acquire{JobId: a.jobID, Model: a.in.ArbiterModel,
-			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, ReplyTo: ctx.Self()})
+			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, QueueBy: a.in.QueueBy, ReplyTo: ctx.Self()})
 	case *messages.Permit:
 		if a.decided {
 			return // the acquisition was withdrawn when the decision was made
