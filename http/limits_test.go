@@ -26,7 +26,7 @@ const groqModel = "llama-3.1-8b-instant"
 func withRedis(url, prefix string, groq ratelimit.Limits) func(*config.Config) {
 	return func(c *config.Config) {
 		c.RedisURL, c.RedisPrefix = secret.String(url), prefix
-		c.RateLimits["groq"] = groq
+		c.RateLimits.Providers["groq"] = groq
 	}
 }
 
@@ -159,7 +159,7 @@ func TestAProviderAtItsLimitShedsAtOnce(t *testing.T) {
 	limited := simBackend(t)
 	limited.SetFault("groq", providers.Fault{RateLimitRate: 1, RetryAfter: 10 * time.Minute, ProviderWide: true})
 	tb := newTestbed(t, func(c *config.Config) {
-		c.RateLimits["groq"] = ratelimit.Limits{RequestsPerMinute: 100, Concurrency: 1}
+		c.RateLimits.Providers["groq"] = ratelimit.Limits{RequestsPerMinute: 100, Concurrency: 1}
 	},
 		withBackend(limited))
 	type answer struct {
