@@ -53,14 +53,18 @@ bench: build
 # run, which must stay flat after the warm-up; then it drives the embedded default as it ships
 # (simulated faults, default rate limits) with SOAK_REQUESTS requests at 32 connections and tallies the
 # answers: the only refusals should be rate limits' 503s with Retry-After, and no provider breaker
-# should be open at the end.
+# should be open at the end. Last, the overload run: the embedded default as it ships, 128 connections
+# for OVERLOAD_FOR, far beyond its rate limits; it prints the answers by status with their p50, p99 and
+# longest times, and fails when any answer took longer than max_queue_seconds (5 s) + 1 s.
 SOAK_DURATION ?= 30m
 SOAK_REQUESTS ?= 200000
 FAULT_PHASE ?= 10s
+OVERLOAD_FOR ?= 20s
 soak: build
 	CONCLAVE_FAULT_PHASE=$(FAULT_PHASE) $(GO) test -tags soak -count=1 -timeout 30m -run '^TestFaultMatrixUnderLoad$$' -v ./cmd/conclave
 	$(GO) run ./bench/load --conclave $(BIN) --endurance $(SOAK_DURATION)
 	$(GO) run ./bench/load --conclave $(BIN) --sustained $(SOAK_REQUESTS) --sustained-concurrency 32
+	$(GO) run ./bench/load --conclave $(BIN) --overload $(OVERLOAD_FOR) --overload-concurrency 128
 
 # eval replays the shared dev data (recorded answers of public models to public benchmarks) through the
 # real pipeline under seeds 1, 2 and 3 and writes reports/eval/report.{json,md,svg}: every figure as its

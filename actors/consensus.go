@@ -56,7 +56,7 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 			return
 		}
 		ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, &messages.Acquire{JobId: a.jobID, Model: a.in.ArbiterModel,
-			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, ReplyTo: ctx.Self()})
+			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, QueueBy: a.in.QueueBy, ReplyTo: ctx.Self()})
 	case *messages.Permit:
 		if why := checkArbiterPermit(m, a.jobID); why != "" {
 			a.deps.Drop(KindConsensus, why, m)

@@ -56,6 +56,7 @@ type CoordinatorActor struct {
 	// jobIDs are the jobs' names, by number.
 	jobIDs      []string
 	collectByTS *timestamppb.Timestamp
+	queueByTS   *timestamppb.Timestamp
 	// jobLines counts the per-call lines logged (replies, retries, denied permits, replacements); past
 	// JobLogBudget they are counted instead, so no request logs without bound.
 	jobLines int
@@ -230,7 +231,7 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	// 6 DISPATCH (a permit from each provider, then the job to its worker) and 7 COLLECT
 	bp := p.Blueprint
 	cfg := collect.Config{MinResponses: bp.MinResponses, QuorumGrace: bp.QuorumGrace(), CallTimeout: bp.Timeout(), CollectBy: p.CollectBy,
-		FaultAfter: p.FaultAfter, Rounds: c.deps.Plan.Rounds, RetryScale: c.deps.RetryScale}
+		QueueBy: p.QueueBy, FaultAfter: p.FaultAfter, Rounds: c.deps.Plan.Rounds, RetryScale: c.deps.RetryScale}
 	initial := make([]collect.Assignment, len(p.Selection.Picks))
 	for i, pick := range p.Selection.Picks {
 		initial[i] = collect.Assignment{Model: pick.Model, Provider: pick.Provider, Worker: p.Workers[i]}
@@ -419,6 +420,14 @@ func (c *CoordinatorActor) collectBy() *timestamppb.Timestamp {
 	return c.collectByTS
 }
 
+// queueBy is the request's bound on waiting for rate limits as a message field, made once.
+func (c *CoordinatorActor) queueBy() *timestamppb.Timestamp {
+	if c.queueByTS == nil {
+		c.queueByTS = ts(c.plan.QueueBy)
+	}
+	return c.queueByTS
+}
+
 // jobID names a job across the actors: the request's id and the job's number, made once.
 func (c *CoordinatorActor) jobID(j *collect.Job) string {
 	for len(c.jobIDs) <= j.Seq { // jobs are numbered in the order they are made
@@ -438,7 +447,7 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 			}
 			// The provider dispatches the job itself once it grants the permit.
 			ctx.Send(c.deps.Dir.Provider(j.Slot.Provider).PID, &messages.Acquire{JobId: c.jobID(j), Model: j.Slot.Model,
-				Tokens: int32(c.plan.ContextTokens), Deadline: c.collectBy(), ReplyTo: ctx.Self(),
+				Tokens: int32(c.plan.ContextTokens), Deadline: c.collectBy(), QueueBy: c.queueBy(), ReplyTo: ctx.Self(),
 				Dispatch: &messages.Dispatch{ReplyTo: ctx.Self(), Job: c.job(j)}, DispatchTo: c.deps.Dir.Worker(j.Worker).PID})
 		case collect.Dispatch:
 			c.dispatched(ctx, j)
@@ -644,7 +653,8 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		c.fail(ctx, d.Failure, stopMessage(d.Failure), 0, nil)
 		return
 	case resilience.RateLimited:
-		c.fail(ctx, d.Failure, "every call waited for a provider's rate limit until the deadline", d.RetryAfter, nil)
+		c.fail(ctx, d.Failure, "every call met a provider's rate limit with no room before the request's queue bound "+
+			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter, nil)
 		return
 	case resilience.InvalidAPIKey, resilience.PaymentRequired:
 		c.fail(ctx, d.Failure, "the provider refused its key or its account; it takes no call until its key changes", 0, nil)
@@ -710,6 +720,8 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 			deadline = c.plan.Deadline
 		}
 		in.Deadline = ts(deadline)
+		// Its permit waits for rate limits no longer than the request's calls did.
+		in.QueueBy = c.queueBy()
 	}
 	c.consensusStart = time.Now()
 	c.consulting = true

@@ -52,6 +52,9 @@ type Deps struct {
 	HostGrace time.Duration
 	// LeaseGrace overrides DefaultLeaseGrace.
 	LeaseGrace time.Duration
+	// MaxQueue bounds how long an acquisition without a bound of its own (queue_by) waits for its
+	// provider's rate limits (rate_limits.max_queue_seconds); zero means ratelimit.DefaultMaxQueue.
+	MaxQueue time.Duration
 	// Breakers and ModelBreakers configure each provider actor's breaker and its models' breakers,
 	// RateLimits its limits (missing providers get the defaults).
 	Breakers      map[string]resilience.Settings
@@ -112,6 +115,13 @@ func (d *Deps) leaseGrace() time.Duration {
 		return d.LeaseGrace
 	}
 	return DefaultLeaseGrace
+}
+
+func (d *Deps) maxQueue() time.Duration {
+	if d.MaxQueue > 0 {
+		return d.MaxQueue
+	}
+	return ratelimit.DefaultMaxQueue
 }
 
 func (d *Deps) hostGrace(budget time.Duration) time.Duration {

@@ -12,6 +12,7 @@ import (
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/validation"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // ProviderActor owns one provider's circuit breaker, a breaker per model (outlier ejection), the
@@ -33,7 +34,8 @@ type ProviderActor struct {
 	usage     ratelimit.Usage
 	// reserving is the acquisition whose reservation is out; only one is, so acquisitions are served
 	// in order. Until limitedUntil (or, with waitRelease, until a call of this provider ends), the
-	// limiter has said no and is not asked again.
+	// limiter has said no and is not asked again. An acquisition waits for that only until its queue
+	// bound (ratelimit.Queue).
 	reserving    *reservation
 	limitedUntil time.Time
 	waitRelease  bool
@@ -43,7 +45,7 @@ type ProviderActor struct {
 	modelsChanged bool
 	// disabled, when not empty, is why the provider takes no call until its key changes.
 	disabled string
-	waiting  []*messages.Acquire
+	waiting  []waiter
 	leases   map[string]lease
 	wake     alarm
 	hours    [24]hourBucket
@@ -56,6 +58,12 @@ type modelState struct {
 	breaker      *resilience.Breaker
 	blockedUntil time.Time // its own 429, until its reset
 	removed      bool      // the provider does not know it
+}
+
+// waiter is an acquisition in the queue, with the latest moment it may wait for the rate limits.
+type waiter struct {
+	a     *messages.Acquire
+	bound time.Time
 }
 
 type lease struct {
@@ -129,7 +137,8 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 			}
 			return
 		}
-		p.waiting = append(p.waiting, m)
+		now := time.Now()
+		p.waiting = append(p.waiting, waiter{a: m, bound: ratelimit.QueueBound(now, p.deps.maxQueue(), timeOf(m.QueueBy), timeOf(m.Deadline))})
 		p.serve(ctx)
 	case *messages.Outcome:
 		if why := p.checkOutcome(m); why != "" {
@@ -179,7 +188,7 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		// Stopped for good after repeated crashes (at shutdown nobody waits): the acquisitions still
 		// waiting are refused, so their askers go elsewhere instead of waiting for their deadlines.
 		for _, a := range p.waiting {
-			p.deny(ctx, a, PermitProviderStopped, 0)
+			p.deny(ctx, a.a, PermitProviderStopped, 0)
 		}
 		p.waiting = nil
 	default:
@@ -341,8 +350,8 @@ func (p *ProviderActor) grant(ctx actor.Context, r *reservation) {
 }
 
 func (p *ProviderActor) dropWaiting(jobID string) {
-	for i, a := range p.waiting {
-		if a.JobId == jobID {
+	for i, w := range p.waiting {
+		if w.a.JobId == jobID {
 			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
 			return
 		}
@@ -432,17 +441,31 @@ func (p *ProviderActor) model(id string) *modelState {
 
 // serve answers waiting acquisitions in arrival order. A refusal (a removed or ejected model, the
 // provider's breaker) is answered at once. An acquisition for a model blocked by its own 429 waits for
-// the model's reset when its deadline allows, without holding up the others. The rest go to the
-// limiter one at a time, in order; while it says no, they wait for the window's next free moment.
+// the model's reset when its queue bound allows, without holding up the others. The rest go to the
+// limiter one at a time, in order; while it says no, they wait for the window's next free moment, each
+// only while that comes by its queue bound: past it, or when the window frees later, it is refused at
+// once with the wait (ratelimit.Queue), so that overload is shed instead of held.
 func (p *ProviderActor) serve(ctx actor.Context) {
 	now := time.Now() // deadlines and leases are wall-clock; breakers, blocks and limits read the injected clock
 	clk := p.deps.now()
 	var next time.Time
 	limited := p.reserving != nil || p.waitRelease || now.Before(p.limitedUntil)
+	// queue decides for an acquisition the limits hold back: it waits (kept, with its wake-up) or is
+	// refused with reason.
+	queue := func(w waiter, free time.Time, reason string) bool {
+		q := ratelimit.Queue(now, free, w.bound)
+		if q.Refuse {
+			p.deny(ctx, w.a, reason, q.RetryAfter)
+			return false
+		}
+		next = soonest(next, q.Until)
+		return true
+	}
 	kept := p.waiting[:0]
-	for _, a := range p.waiting {
+	for _, w := range p.waiting {
+		a := w.a
 		if p.reserving != nil && p.reserving.a == a {
-			kept = append(kept, a)
+			kept = append(kept, w)
 			continue
 		}
 		if _, held := p.leases[a.JobId]; held {
@@ -462,18 +485,13 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			p.deny(ctx, a, "model_removed", 0)
 			continue
 		case clk.Before(m.blockedUntil):
-			wait := m.blockedUntil.Sub(clk)
-			if a.Deadline != nil && now.Add(wait).After(a.Deadline.AsTime()) {
-				p.deny(ctx, a, "model_rate_limited", wait)
-				continue
+			if queue(w, now.Add(m.blockedUntil.Sub(clk)), "model_rate_limited") {
+				kept = append(kept, w)
 			}
-			kept = append(kept, a)
-			next = soonest(next, now.Add(wait))
 			continue
 		case limited:
-			kept = append(kept, a)
-			if a.Deadline != nil {
-				next = soonest(next, a.Deadline.AsTime())
+			if queue(w, p.windowFree(now), "rate_limited") {
+				kept = append(kept, w)
 			}
 			continue
 		}
@@ -493,16 +511,15 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			d, err := p.limiter.Reserve(context.Background(), a.JobId, int(a.Tokens))
 			if p.settleReservation(ctx, r, d, err) {
 				limited = true
-				kept = append(kept, a)
-				if a.Deadline != nil {
-					next = soonest(next, a.Deadline.AsTime())
+				if queue(w, p.windowFree(now), "rate_limited") {
+					kept = append(kept, w)
 				}
 			}
 			continue
 		}
 		p.reserve(ctx, r)
 		limited = true
-		kept = append(kept, a)
+		kept = append(kept, w)
 	}
 	clear(p.waiting[len(kept):])
 	p.waiting = kept
@@ -516,6 +533,15 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 		p.wakeBy(ctx, next)
 	}
 	p.publishAt(clk, now)
+}
+
+// windowFree is the rate window's next free moment as far as this actor knows it (wall clock), or
+// zero when no time is known: a reservation is out, or a concurrency slot comes back when a call ends.
+func (p *ProviderActor) windowFree(now time.Time) time.Time {
+	if now.Before(p.limitedUntil) {
+		return p.limitedUntil
+	}
+	return time.Time{}
 }
 
 // reserve asks a limiter that may block for an acquisition, off the actor.
@@ -581,8 +607,8 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 	if r := p.reserving; r != nil && r.a.JobId == o.JobId {
 		r.withdrawn = true // its reservation is given back when the limiter answers
 	}
-	for i, a := range p.waiting {
-		if a.JobId == o.JobId {
+	for i, w := range p.waiting {
+		if w.a.JobId == o.JobId {
 			p.waiting = append(p.waiting[:i], p.waiting[i+1:]...)
 			return
 		}
@@ -700,6 +726,14 @@ func record(b *resilience.Breaker, t resilience.Ticket, e messages.Effect) {
 	default:
 		b.Release(t)
 	}
+}
+
+// timeOf is a message's time, zero when it has none.
+func timeOf(t *timestamppb.Timestamp) time.Time {
+	if t == nil {
+		return time.Time{}
+	}
+	return t.AsTime()
 }
 
 // soonest is the earlier of two times, a zero time being no time at all.

@@ -30,7 +30,7 @@ type providerHarness struct {
 	deps    *Deps
 }
 
-func newProviderHarness(t *testing.T, limits ratelimit.Limits) *providerHarness {
+func newProviderHarness(t *testing.T, limits ratelimit.Limits, change ...func(*Deps)) *providerHarness {
 	t.Helper()
 	system := actor.NewActorSystem(logging.ActorLogger(zap.NewNop()))
 	clk := clock.NewFake(time.Now())
@@ -40,6 +40,9 @@ func newProviderHarness(t *testing.T, limits ratelimit.Limits) *providerHarness 
 		RateLimits: map[string]ratelimit.Limits{"groq": limits}, Middleware: []actor.ReceiverMiddleware{crashOn},
 		Catalog: testCatalog(t, "groq", "m", "ma", "mb", "m1", "m2", "sync-model", "busy", "gone-model", "gone", "other", "bad", "good", "elsewhere:x"),
 		Metrics: metrics.New(metrics.Source{})}
+	for _, c := range change {
+		c(deps)
+	}
 	h := &providerHarness{t: t, system: system, ref: dir.Provider("groq"), permits: make(chan *messages.Permit, 100), clock: clk}
 	h.inbox = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		if p, ok := ctx.Message().(*messages.Permit); ok {
@@ -62,6 +65,15 @@ func (h *providerHarness) acquire(job string, deadline time.Duration) {
 
 func (h *providerHarness) acquireModel(job, model string, deadline time.Duration) {
 	h.system.Root.Send(h.pid, &messages.Acquire{JobId: job, Model: model, Tokens: 10, Deadline: ts(time.Now().Add(deadline)), ReplyTo: h.inbox})
+}
+
+// acquireBy asks for a permit whose request stops waiting for rate limits at queueBy (zero: unset).
+func (h *providerHarness) acquireBy(job, model string, deadline time.Duration, queueBy time.Time) {
+	a := &messages.Acquire{JobId: job, Model: model, Tokens: 10, Deadline: ts(time.Now().Add(deadline)), ReplyTo: h.inbox}
+	if !queueBy.IsZero() {
+		a.QueueBy = ts(queueBy)
+	}
+	h.system.Root.Send(h.pid, a)
 }
 
 func (h *providerHarness) settle(job, model string, provider, modelEffect messages.Effect) {
@@ -311,5 +323,81 @@ func waitUntil(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10 s")
 		}
 		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Overload is shed, not held: an acquisition waits for the rate limits only while their window opens
+// by its queue bound (the request's, max_queue_seconds from its arrival, or its deadline), and is
+// refused at once, with the wait, when it opens later. Each permit must come within the harness's
+// 10 s, so a refusal that came only when a one-minute window freed would fail the test.
+func TestProviderActorShedsWhatItCannotAdmitInTime(t *testing.T) {
+	tests := []struct {
+		desc     string
+		limits   ratelimit.Limits
+		maxQueue time.Duration
+		// fill takes what the limits allow before the acquisition.
+		fill     func(h *providerHarness)
+		deadline time.Duration
+		queueBy  time.Duration // from now; zero: unset
+		// held says the permit must not come at once (it waits until its bound).
+		held     bool
+		granted  bool
+		reason   string
+		min, max float64 // retry_after_seconds
+	}{
+		{"the window frees after max_queue_seconds: refused at once with the wait", ratelimit.Limits{RequestsPerMinute: 1}, 0,
+			func(h *providerHarness) { h.call("a", "m", success, success) }, time.Hour, 0, false, false, "rate_limited", 55, 61},
+		{"the window frees after the request's queue bound", ratelimit.Limits{RequestsPerMinute: 1}, time.Hour,
+			func(h *providerHarness) { h.call("a", "m", success, success) }, time.Hour, 2 * time.Second, false, false, "rate_limited", 55, 61},
+		{"the window frees after the deadline", ratelimit.Limits{RequestsPerMinute: 1}, time.Hour,
+			func(h *providerHarness) { h.call("a", "m", success, success) }, time.Second, 0, false, false, "rate_limited", 55, 61},
+		{"no known moment (concurrency): it waits until its bound, then hears to come back in a second", ratelimit.Limits{Concurrency: 1},
+			300 * time.Millisecond, func(h *providerHarness) { h.acquire("a", time.Minute); h.permit() }, time.Hour, 0, true, false, "rate_limited", 1, 1},
+		{"the request's bound is past and the provider is full: refused at once", ratelimit.Limits{Concurrency: 1}, 0,
+			func(h *providerHarness) { h.acquire("a", time.Minute); h.permit() }, time.Hour, -time.Second, false, false, "rate_limited", 1, 1},
+		{"the request's bound is past but the provider has room: granted", ratelimit.Limits{Concurrency: 2}, 0,
+			func(h *providerHarness) { h.acquire("a", time.Minute); h.permit() }, time.Hour, -time.Second, false, true, "", 0, 0},
+		{"the model's own block lasts beyond the bound: refused at once with the block", ratelimit.Limits{}, 0,
+			func(h *providerHarness) {
+				h.acquire("a", time.Minute)
+				h.permit()
+				h.system.Root.Send(h.pid, &messages.Outcome{JobId: "a", Model: "m", BlockModelSeconds: 20})
+			}, time.Hour, 0, false, false, "model_rate_limited", 20, 20},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			h := newProviderHarness(t, tt.limits, func(d *Deps) { d.MaxQueue = tt.maxQueue })
+			tt.fill(h)
+			var queueBy time.Time
+			if tt.queueBy != 0 {
+				queueBy = time.Now().Add(tt.queueBy)
+			}
+			h.acquireBy("x", "m", tt.deadline, queueBy)
+			if tt.held {
+				h.noPermit(50 * time.Millisecond)
+			}
+			p := h.permit()
+			if p.JobId != "x" || p.Granted != tt.granted || p.Reason != tt.reason || p.RetryAfterSeconds < tt.min || p.RetryAfterSeconds > tt.max {
+				t.Fatalf("permit %v, want granted %v, reason %q, retry after %g-%g s", p, tt.granted, tt.reason, tt.min, tt.max)
+			}
+			if snap := h.ref.Snapshot(); snap.Breaker.State != resilience.Closed || snap.Faults24h != 0 {
+				t.Fatalf("snapshot %+v: a refusal for a rate limit blames nobody", snap)
+			}
+			waitUntil(t, func() bool { return h.ref.Snapshot().Waiting == 0 }) // nothing left in the queue
+		})
+	}
+}
+
+// A model blocked for less than the queue bound is waited for, then admitted.
+func TestProviderActorWaitsForAModelBlockThatEndsInTime(t *testing.T) {
+	h := newProviderHarness(t, ratelimit.Limits{})
+	h.acquire("a", time.Minute)
+	h.permit()
+	h.system.Root.Send(h.pid, &messages.Outcome{JobId: "a", Model: "m", BlockModelSeconds: 0.2})
+	h.acquire("b", time.Minute)
+	h.noPermit(20 * time.Millisecond)
+	h.clock.Advance(time.Second) // the block is over on the limits' clock; the wake-up comes on the wall's
+	if p := h.permit(); !p.Granted || p.JobId != "b" {
+		t.Fatalf("permit %v once the block ended", p)
 	}
 }

@@ -26,6 +26,10 @@ type Config struct {
 	CallTimeout time.Duration
 	// CollectBy ends collection at the latest; no call runs past it.
 	CollectBy time.Time
+	// QueueBy ends the waiting for rate limits (the request's receipt plus max_queue_seconds): a call
+	// refused for a rate limit, or answered 429, is retried only when its wait ends before it. Zero
+	// means CollectBy.
+	QueueBy time.Time
 	// FaultAfter is how long a call to a provider must have had before its timeout is a fault; nil
 	// means CallTimeout.
 	FaultAfter func(provider string) time.Duration
@@ -197,7 +201,8 @@ type Retry struct {
 	Attempt int
 	Kind    resilience.Kind
 	Delay   time.Duration
-	// Outcome is scheduled, skipped: deadline, or quorum round N.
+	// Outcome is scheduled, skipped: deadline, skipped: max_queue_seconds (a rate limit's wait ends
+	// after the request's queue bound), or quorum round N.
 	Outcome string
 }
 
@@ -512,8 +517,22 @@ func (m *Machine) retryAfterFailure(j *Job, kind resilience.Kind, retryAfter tim
 		m.note(s, j.Worker, j.Attempt+1, kind, delay, "skipped: deadline")
 		return
 	}
+	if kind == resilience.RateLimited && !now.Add(delay).Before(m.queueBy()) {
+		// The limit's window opens too late for the request: retrying would wait into the same wall.
+		// The slot fails, and a quorum round may ask a model whose provider has room.
+		m.note(s, j.Worker, j.Attempt+1, kind, delay, "skipped: max_queue_seconds")
+		return
+	}
 	s.state, s.retryAt, s.avoid = slotWaiting, now.Add(delay), p.Target == resilience.OtherWorker
 	s.retry = m.note(s, j.Worker, j.Attempt+1, kind, delay, "scheduled")
+}
+
+// queueBy is when the request stops waiting for rate limits.
+func (m *Machine) queueBy() time.Time {
+	if m.cfg.QueueBy.IsZero() || m.cfg.CollectBy.Before(m.cfg.QueueBy) {
+		return m.cfg.CollectBy
+	}
+	return m.cfg.QueueBy
 }
 
 // delay is the wait before retry number attempt: the upstream's own Retry-After as given, otherwise the
@@ -562,6 +581,11 @@ func (m *Machine) endRound(now time.Time) {
 	m.round++
 	missing := m.cfg.MinResponses - m.ok
 	delay := m.delay(resilience.PolicyFor(resilience.UpstreamTimeout), m.round-1, 0)
+	if m.onlyRateLimited() {
+		// The backoff gives failed models time to recover; calls held back by rate limits failed for
+		// want of room, not of the model, and the request has no time to lose waiting for none.
+		delay = 0
+	}
 	if !now.Add(delay).Before(m.cfg.CollectBy) {
 		m.finish(now, "")
 		return
@@ -597,6 +621,33 @@ func (m *Machine) endRound(now time.Time) {
 		s.retry = m.note(s, from, s.attempts, kind, delay, outcome)
 	}
 }
+
+// onlyRateLimited reports whether every failed call of the request failed for a rate limit.
+func (m *Machine) onlyRateLimited() bool {
+	failed := false
+	for _, s := range m.slots {
+		if s.state != slotFailed {
+			continue
+		}
+		if last := lastRecord(s, m.jobs); last == nil || !last.rateLimited() {
+			return false
+		}
+		failed = true
+	}
+	return failed
+}
+
+// rateLimited reports whether a call ended for a rate limit: it waited for its permit until the end,
+// was refused one for the provider's or the model's limit, or was answered 429.
+func (r *Record) rateLimited() bool {
+	return r.WaitedForPermit || r.Kind == permitRateLimited || r.Kind == permitModelRateLimited || r.Kind == resilience.RateLimited
+}
+
+// The records' kinds of permits refused for rate limits.
+const (
+	permitRateLimited      resilience.Kind = "permit_rate_limited"
+	permitModelRateLimited resilience.Kind = "permit_model_rate_limited"
+)
 
 // nextWave decides an adaptive quorum at the end of a wave: settled answers (or nothing left to ask)
 // end it; otherwise the next wave is asked at once, and nextWave reports true.
@@ -685,10 +736,10 @@ func (m *Machine) finish(now time.Time, kind resilience.Kind) {
 	m.emit(Effect{Kind: Finish, At: now})
 }
 
-// nothing explains a collection without an answer: when every call waited for a permit or was refused
-// one for a rate limit, the rate limits are why (and a wait cures it); when every call was refused for
-// one reason the caller must hear (a refused key or account, a model not found, a task too large),
-// that reason; otherwise nothing came back.
+// nothing explains a collection without an answer: when every call waited for a permit, was refused
+// one for a rate limit or was answered 429, the rate limits are why (and a wait cures it); when every
+// call was refused for one reason the caller must hear (a refused key or account, a model not found,
+// a task too large), that reason; otherwise nothing came back.
 func (m *Machine) nothing() (resilience.Kind, time.Duration) {
 	if len(m.records) == 0 {
 		return resilience.NoResponses, 0
@@ -696,7 +747,7 @@ func (m *Machine) nothing() (resilience.Kind, time.Duration) {
 	wait, limited := time.Duration(0), true
 	refusal := m.records[0].Kind
 	for _, r := range m.records {
-		if !r.WaitedForPermit && r.Kind != "permit_rate_limited" && r.Kind != "permit_model_rate_limited" {
+		if !r.rateLimited() {
 			limited = false
 		}
 		if r.Kind != refusal {

@@ -525,3 +525,121 @@ func TestAnAdaptiveQuorumCutByTheDeadlineSaysSo(t *testing.T) {
 		t.Fatalf("fixed quorum %+v", q)
 	}
 }
+
+func TestRateLimitWaitsEndAtTheQueueBound(t *testing.T) {
+	queueBy := epoch.Add(5 * time.Second)
+	tests := []struct {
+		desc    string
+		queueBy time.Time
+		at      time.Duration // when the event comes, from the start
+		event   func(h *harness)
+		outcome string // of the retry decided
+		delay   time.Duration
+	}{
+		{"a window that frees after the queue bound is not waited for", queueBy, 0,
+			func(h *harness) { h.deny(0, "rate_limited", 20*time.Second) }, "skipped: max_queue_seconds", 20 * time.Second},
+		{"a window that frees after the end of collection, too", queueBy, 0,
+			func(h *harness) { h.deny(0, "rate_limited", time.Minute) }, "skipped: deadline", time.Minute},
+		{"a window that frees before the queue bound is waited for", queueBy, 0,
+			func(h *harness) { h.deny(0, "rate_limited", 2*time.Second) }, "scheduled", 2 * time.Second},
+		{"the model's own limit alike", queueBy, 0,
+			func(h *harness) { h.deny(0, "model_rate_limited", 10*time.Second) }, "skipped: max_queue_seconds", 10 * time.Second},
+		{"a 429 whose Retry-After ends after the bound", queueBy, 0,
+			func(h *harness) {
+				h.run(0, 10*time.Second)
+				h.fail(0, resilience.RateLimited, resilience.ScopeModel, 6*time.Second)
+			},
+			"skipped: max_queue_seconds", 6 * time.Second},
+		{"a 429 whose Retry-After ends before it", queueBy, 0,
+			func(h *harness) {
+				h.run(0, 10*time.Second)
+				h.fail(0, resilience.RateLimited, resilience.ScopeModel, 3*time.Second)
+			},
+			"scheduled", 3 * time.Second},
+		{"late in the request, a short wait passes the bound too", queueBy, 4500 * time.Millisecond,
+			func(h *harness) { h.deny(0, "rate_limited", time.Second) }, "skipped: max_queue_seconds", time.Second},
+		{"no queue bound: the end of collection", time.Time{}, 0,
+			func(h *harness) { h.deny(0, "rate_limited", 20*time.Second) }, "scheduled", 20 * time.Second},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.QueueBy = tt.queueBy })
+			h.now = h.now.Add(tt.at)
+			tt.event(h)
+			r := h.m.Retries()[0]
+			if r.Outcome != tt.outcome || r.Delay != tt.delay || r.Kind != resilience.RateLimited {
+				t.Fatalf("retry %+v, want %s after %v", r, tt.outcome, tt.delay)
+			}
+			if waiting := h.m.Slots()[0].state == slotWaiting; waiting != (tt.outcome == "scheduled") {
+				t.Fatalf("slot waiting %v after %s", waiting, r.Outcome)
+			}
+			if rec := h.record(0); rec.Verdict.Provider != resilience.Neutral || rec.Verdict.Model != resilience.Neutral || rec.Verdict.Arm != resilience.NoReward {
+				t.Fatalf("a rate limit blamed someone: %+v", rec.Verdict)
+			}
+		})
+	}
+	t.Run("other failures keep to the end of collection", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.QueueBy = queueBy })
+		h.now = h.now.Add(4500 * time.Millisecond)
+		h.run(0, 10*time.Second)
+		h.fail(0, resilience.ProviderUnavailable, 0, 0)
+		if r := h.m.Retries()[0]; r.Outcome != "scheduled" || !h.now.Add(r.Delay).After(queueBy) {
+			t.Fatalf("retry %+v of a 5xx past the queue bound", r)
+		}
+	})
+}
+
+func TestEveryModelAtItsLimitEndsTheRequestAtOnce(t *testing.T) {
+	tests := []struct {
+		desc         string
+		replacements []Assignment
+		// round is the replacement round's retry, when there is one.
+		round bool
+	}{
+		{"no other model has room: rate_limited at once", nil, false},
+		{"a model with room is asked at once in their place", []Assignment{{Model: "r1", Provider: "p3", Worker: "w3"}}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.QueueBy = epoch.Add(5 * time.Second) })
+			h.env.replacements = tt.replacements
+			h.deny(0, "rate_limited", 40*time.Second)
+			h.deny(1, "rate_limited", time.Minute)
+			last := h.deny(2, "model_rate_limited", 10*time.Second)
+			if !tt.round {
+				if !h.finished() {
+					t.Fatalf("effects %s: the request waits for windows that open too late", kinds(h.all))
+				}
+				d := h.m.Done()
+				if d.Failure != resilience.RateLimited || d.RetryAfter != time.Minute || len(d.Answers) != 0 {
+					t.Fatalf("done %+v: want rate_limited with the longest wait", d)
+				}
+				for _, rec := range h.m.Records() {
+					if rec.Status != NotSent || rec.Verdict != (resilience.Verdict{}) {
+						t.Fatalf("record %+v: a refusal for a rate limit blames nobody", rec)
+					}
+				}
+				return
+			}
+			r := h.m.Retries()[len(h.m.Retries())-1]
+			if r.Outcome != "quorum round 1" || r.Model != "r1" || r.Delay != 0 {
+				t.Fatalf("round %+v: want the replacement at once", r)
+			}
+			if w := last[len(last)-1]; w.Kind != Wake || !w.At.Equal(h.now) {
+				t.Fatalf("effects %s: want a wake now", kinds(last))
+			}
+			if got := kinds(h.advance(0)); !strings.HasPrefix(got, "acquire3") {
+				t.Fatalf("at once: %s", got)
+			}
+		})
+	}
+	t.Run("a round in place of other failures keeps its backoff", func(t *testing.T) {
+		h := newHarness(t, func(c *Config) { c.QueueBy = epoch.Add(5 * time.Second) })
+		h.deny(0, "breaker_open", 10*time.Second)
+		h.deny(1, "breaker_open", 10*time.Second)
+		h.deny(2, "rate_limited", time.Minute)
+		if r := h.m.Retries()[len(h.m.Retries())-1]; r.Outcome != "quorum round 1" || r.Delay < time.Second {
+			t.Fatalf("round %+v", r)
+		}
+	})
+}

@@ -70,12 +70,12 @@ type Config struct {
 	Workers          int   `json:"workers"`
 	// Fleet, when set, is a fleet file: jobs go to its worker hosts over SSH instead of the in-process
 	// workers. DevInsecureHostKeys skips verifying their keys (development only).
-	Fleet               string                      `json:"fleet"`
-	DevInsecureHostKeys bool                        `json:"dev_insecure_host_keys"`
-	WorkerSlots         int                         `json:"worker_slots"`
-	Sim                 providers.SimConfig         `json:"sim"`
-	RateLimits          map[string]ratelimit.Limits `json:"rate_limits"`
-	Breakers            map[string]Breaker          `json:"breakers"`
+	Fleet               string              `json:"fleet"`
+	DevInsecureHostKeys bool                `json:"dev_insecure_host_keys"`
+	WorkerSlots         int                 `json:"worker_slots"`
+	Sim                 providers.SimConfig `json:"sim"`
+	RateLimits          RateLimits          `json:"rate_limits"`
+	Breakers            map[string]Breaker  `json:"breakers"`
 	// Providers turns real providers on: the named ones by their name, your own with their kind, base
 	// URL and models. With none, the simulated provider serves the whole catalog.
 	Providers map[string]Provider `json:"providers"`
@@ -200,7 +200,7 @@ func Default() Config {
 		Workers:                8,
 		WorkerSlots:            16,
 		Sim:                    providers.SimConfig{Seed: 1, LatencyScale: 0.05, Faults: providers.Fault{ServerErrorRate: 0.01, RateLimitRate: 0.005}},
-		RateLimits:             limits,
+		RateLimits:             RateLimits{Providers: limits, MaxQueueSeconds: ratelimit.DefaultMaxQueue.Seconds()},
 		Retry:                  Retry{Scale: 1, Rounds: 3},
 		ArbiterTimeoutSeconds:  10,
 		Policy:                 "thompson",
@@ -290,6 +290,12 @@ var settings = []setting{
 		func(Config) string { return "false" }, func(c *Config, v string) (err error) { c.DevInsecureHostKeys, err = strconv.ParseBool(v); return err }},
 	{"spool-path", "CONCLAVE_SPOOL_PATH", "file where records wait while PostgreSQL is unreachable",
 		func(Config) string { return "spool-<node id>.records in the user's cache directory" }, func(c *Config, v string) error { c.SpoolPath = v; return nil }},
+	{"max-queue-seconds", "CONCLAVE_MAX_QUEUE_SECONDS", "longest a request waits for providers' rate limits before 503 rate_limited with Retry-After (config rate_limits.max_queue_seconds)",
+		func(c Config) string { return strconv.FormatFloat(c.RateLimits.MaxQueueSeconds, 'g', -1, 64) },
+		func(c *Config, v string) (err error) {
+			c.RateLimits.MaxQueueSeconds, err = strconv.ParseFloat(v, 64)
+			return err
+		}},
 	{"max-body-bytes", "CONCLAVE_MAX_BODY_BYTES", "largest accepted request body; larger ones get 413",
 		func(c Config) string { return strconv.FormatInt(c.MaxBodyBytes, 10) },
 		func(c *Config, v string) (err error) { c.MaxBodyBytes, err = strconv.ParseInt(v, 10, 64); return err }},
@@ -442,15 +448,16 @@ func (c Config) Validate() error {
 	between("read_timeout_seconds", c.ReadTimeoutSeconds, 1, 3600)
 	between("write_timeout_seconds", c.WriteTimeoutSeconds, 10, 7200)
 	between("max_connections", float64(c.MaxConnections), 1, 1_000_000)
-	if len(c.RateLimits) > 64 || len(c.Breakers) > 64 {
+	if len(c.RateLimits.Providers) > 64 || len(c.Breakers) > 64 {
 		bad("rate_limits and breakers may name at most 64 providers")
 	}
 	for name, b := range c.Breakers {
 		errs = append(errs, b.validate("breakers "+name)...)
 	}
-	for name, l := range c.RateLimits {
+	for name, l := range c.RateLimits.Providers {
 		errs = append(errs, validLimits("rate_limits "+name, l)...)
 	}
+	between("rate_limits max_queue_seconds", c.RateLimits.MaxQueueSeconds, MinQueueSeconds, MaxQueueSeconds)
 	if len(c.Providers) > 64 {
 		bad("providers may name at most 64 providers")
 	}
@@ -556,6 +563,8 @@ func (p Provider) validate(name string) []error {
 		bad("a provider's name is lower-case letters, digits, '-' and '_'")
 	case name == "sim" || name == providers.ReplayProvider:
 		bad("%q is reserved for the simulated and replayed providers", name)
+	case name == maxQueueKey:
+		bad("%q is reserved: it is a key of rate_limits", name)
 	}
 	kind := p.Kind
 	if kind == "" {
@@ -640,6 +649,11 @@ func (c Config) ReadTimeout() time.Duration {
 // WriteTimeout returns the answer write timeout.
 func (c Config) WriteTimeout() time.Duration {
 	return time.Duration(c.WriteTimeoutSeconds * float64(time.Second))
+}
+
+// MaxQueue returns rate_limits.max_queue_seconds as a duration.
+func (c Config) MaxQueue() time.Duration {
+	return time.Duration(c.RateLimits.MaxQueueSeconds * float64(time.Second))
 }
 
 // ArbiterTimeout returns the arbiter timeout as a duration.

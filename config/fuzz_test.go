@@ -16,6 +16,7 @@ func FuzzLoad(f *testing.F) {
 		`{"remote": {"listen": "10.0.0.1:7001"}, "debug_listen": ":6060", "arms_refresh_seconds": 0}`,
 		`{"providers": {"x": {"kind": "openai", "base_url": "http://[::1]:80", "models": ["a"]}}}`,
 		`{"listne": 1}`, `[]`, `{"sim": {"latency_scale": 1e308}}`,
+		`{"rate_limits": {"groq": {"concurrency": 2}, "max_queue_seconds": 2.5}}`, `{"rate_limits": {"max_queue_seconds": -0}}`, `{"rate_limits": null}`,
 	} {
 		f.Add([]byte(seed))
 	}

@@ -42,8 +42,8 @@ func benchmarkRoute(b *testing.B, log *zap.Logger, shape ...func(*messages.Route
 	cfg := config.Default()
 	cfg.Sim.LatencyScale = 0
 	cfg.Sim.Faults = providers.Fault{}
-	for p := range cfg.RateLimits {
-		cfg.RateLimits[p] = ratelimit.Limits{}
+	for p := range cfg.RateLimits.Providers {
+		cfg.RateLimits.Providers[p] = ratelimit.Limits{}
 	}
 	e, err := New(Options{Config: cfg, Log: log})
 	if err != nil {

@@ -186,11 +186,11 @@ func New(opts Options) (*Engine, error) {
 	e.deps = &actors.Deps{
 		Log: log, Clock: clock.Or(opts.Clock), Catalog: e.catalog, Dir: dir,
 		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: e.catalog, Policy: policy, OutputReserve: 1024,
-			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors},
+			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue()},
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
 		Dispatcher: actors.NewPool(mailboxThroughput, 10*time.Second),
 		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
-		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), Middleware: opts.Middleware,
+		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: opts.Middleware,
 	}
 	e.deps.Metrics = metrics.New(e.metricsSource())
 	if cfg.RedisURL.Set() {
@@ -288,7 +288,7 @@ func providerBreakers(cfg config.Config) map[string]config.Breaker {
 
 // providerLimits are the configured rate limits, a provider's own block over the rate_limits map.
 func providerLimits(cfg config.Config) map[string]ratelimit.Limits {
-	return overProviders(cfg, cfg.RateLimits, func(p config.Provider) *ratelimit.Limits { return p.RateLimit })
+	return overProviders(cfg, cfg.RateLimits.Providers, func(p config.Provider) *ratelimit.Limits { return p.RateLimit })
 }
 
 // overProviders lays each provider's own setting (own, when set) over a map of settings by provider.

@@ -18,8 +18,8 @@ import (
 func newEngine(t *testing.T, seed uint64, change ...func(*config.Config)) *Engine {
 	t.Helper()
 	cfg := config.Default()
-	for p := range cfg.RateLimits { // far above what the tests send
-		cfg.RateLimits[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
+	for p := range cfg.RateLimits.Providers { // far above what the tests send
+		cfg.RateLimits.Providers[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
 	}
 	cfg.Seed, cfg.Sim.Seed = seed, seed
 	cfg.NodeID = "node-a"

@@ -113,8 +113,8 @@ func (g gated) Complete(ctx context.Context, call providers.Call) (providers.Rep
 // A coordinator takes only what concerns its own request's jobs, and keeps serving after the rest.
 func TestACoordinatorDropsWhatIsNotItsOwn(t *testing.T) {
 	cfg := config.Default()
-	for p := range cfg.RateLimits {
-		cfg.RateLimits[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
+	for p := range cfg.RateLimits.Providers {
+		cfg.RateLimits.Providers[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
 	}
 	cfg.Sim.LatencyScale, cfg.Sim.Faults = 0, providers.Fault{}
 	cat, err := catalog.Embedded()

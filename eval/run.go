@@ -82,7 +82,7 @@ func newEngine(items []item, run Run, opts Options) (*engine.Engine, error) {
 	if run.Reward == "gold" || run.Reward == "feedback" {
 		cfg.Reward = "external" // the truth, or the judge's scores, come back through the feedback API
 	}
-	cfg.RateLimits = map[string]ratelimit.Limits{}
+	cfg.RateLimits.Providers = map[string]ratelimit.Limits{}
 	cfg.WorkerSlots = 64
 	// Replayed providers have nothing to recover from: the backoff schedule shrinks to microseconds so
 	// quorum retries cost no wall time (their count and order are unchanged).

@@ -22,8 +22,8 @@ func BenchmarkHTTPRoute(b *testing.B) {
 	cfg := config.Default()
 	cfg.Sim.LatencyScale = 0
 	cfg.Sim.Faults = providers.Fault{}
-	for p := range cfg.RateLimits {
-		cfg.RateLimits[p] = ratelimit.Limits{}
+	for p := range cfg.RateLimits.Providers {
+		cfg.RateLimits.Providers[p] = ratelimit.Limits{}
 	}
 	log, _ := logging.New("info", "json", io.Discard)
 	e, err := engine.New(engine.Options{Config: cfg, Log: log})

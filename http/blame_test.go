@@ -78,7 +78,7 @@ func TestJobsNeverSentAreNotSent(t *testing.T) {
 		config func(*config.Config)
 	}{
 		{"queued on a busy worker", func(c *config.Config) { c.Workers, c.WorkerSlots = 1, 1 }},
-		{"waiting for a permit", func(c *config.Config) { c.RateLimits["groq"] = ratelimit.Limits{Concurrency: 1} }},
+		{"waiting for a permit", func(c *config.Config) { c.RateLimits.Providers["groq"] = ratelimit.Limits{Concurrency: 1} }},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

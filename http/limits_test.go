@@ -2,7 +2,9 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -10,6 +12,7 @@ import (
 
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/internal/redistest"
+	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/ratelimit/redislimit"
 	"github.com/conclave-ai/conclave/secret"
@@ -23,7 +26,7 @@ const groqModel = "llama-3.1-8b-instant"
 func withRedis(url, prefix string, groq ratelimit.Limits) func(*config.Config) {
 	return func(c *config.Config) {
 		c.RedisURL, c.RedisPrefix = secret.String(url), prefix
-		c.RateLimits["groq"] = groq
+		c.RateLimits.Providers["groq"] = groq
 	}
 }
 
@@ -145,4 +148,68 @@ func TestACallLargerThanTheTokenLimitIs413(t *testing.T) {
 	if resp.StatusCode != http.StatusRequestEntityTooLarge {
 		t.Fatalf("status %d: %s", resp.StatusCode, raw)
 	}
+}
+
+// TestAProviderAtItsLimitShedsAtOnce: every model the request may ask is groq's, groq takes one call at
+// a time, and its first call is answered 429 for the whole provider with a ten-minute Retry-After. The
+// two calls waiting for groq's slot are refused at once (the window frees long after the request's
+// max_queue_seconds), so the request gets 503 rate_limited with Retry-After without waiting: held for
+// the window instead, it would outlast the test's 30 s. A rate limit blames nobody.
+func TestAProviderAtItsLimitShedsAtOnce(t *testing.T) {
+	limited := simBackend(t)
+	limited.SetFault("groq", providers.Fault{RateLimitRate: 1, RetryAfter: 10 * time.Minute, ProviderWide: true})
+	tb := newTestbed(t, func(c *config.Config) {
+		c.RateLimits.Providers["groq"] = ratelimit.Limits{RequestsPerMinute: 100, Concurrency: 1}
+	},
+		withBackend(limited))
+	type answer struct {
+		resp *http.Response
+		bad  errorResponse
+	}
+	done := make(chan answer, 1)
+	go func() {
+		var a answer
+		// The caller would wait 15 minutes: only the queue bound can make the answer quick.
+		a.resp, _ = tb.do(http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "category": "general", "models": groqModels,
+			"workers": len(groqModels), "min_responses": 1, "timeout": 900}, &a.bad)
+		done <- a
+	}()
+	var a answer
+	select {
+	case a = <-done:
+	case <-time.After(30 * time.Second):
+		tb.srv.CloseClientConnections() // the caller leaves, which stops the request
+		t.Fatal("no answer within 30 s: the request waits for a window that frees in ten minutes")
+	}
+	if a.resp.StatusCode != http.StatusServiceUnavailable || a.bad.Error.Code != "rate_limited" {
+		t.Fatalf("answer %d %+v, want 503 rate_limited", a.resp.StatusCode, a.bad.Error)
+	}
+	if ra, _ := strconv.Atoi(a.resp.Header.Get("Retry-After")); ra < 590 || ra > 600 {
+		t.Fatalf("Retry-After %q, want the ten minutes until groq's window frees", a.resp.Header.Get("Retry-After"))
+	}
+	rec := tb.record(a.resp.Header.Get("X-Request-ID"))
+	if rec["status_code"] != 503.0 {
+		t.Fatalf("record status %v", rec["status_code"])
+	}
+	statuses := map[string]int{}
+	for _, r := range tb.results(a.resp.Header.Get("X-Request-ID")) {
+		statuses[fmt.Sprint(r["status"], " ", r["error_kind"])]++
+	}
+	// The first call met the 429; the two that waited for its slot were refused, as was the first
+	// model's retry in a quorum round.
+	if statuses["error rate_limited"] != 1 || statuses["not_sent permit_rate_limited"] != 3 || len(statuses) != 2 {
+		t.Fatalf("calls %v", statuses)
+	}
+	skipped := 0
+	for _, r := range a.bad.Error.Retries {
+		if r.Outcome == "skipped: max_queue_seconds" {
+			skipped++
+		}
+	}
+	if skipped == 0 {
+		t.Fatalf("retries %+v: no retry was skipped for the queue bound", a.bad.Error.Retries)
+	}
+	tb.assertNoBreakerMoved()
+	tb.assertNoArmLearned()
+	tb.waitIdle("groq")
 }

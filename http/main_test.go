@@ -52,8 +52,8 @@ func withBackend(b providers.Backend) option {
 // about rate limits sets its own.
 func testConfig() config.Config {
 	cfg := config.Default()
-	for p := range cfg.RateLimits {
-		cfg.RateLimits[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
+	for p := range cfg.RateLimits.Providers {
+		cfg.RateLimits.Providers[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
 	}
 	return cfg
 }

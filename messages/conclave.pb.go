@@ -3046,8 +3046,12 @@ type Acquire struct {
 	// dispatch, when set, is the job to start once the permit is granted: the provider hands it to the
 	// worker at dispatch_to instead of answering with a Permit, and the worker's JobStarted (or its
 	// result) tells the asker the permit was granted. A refusal is still a Permit.
-	Dispatch      *Dispatch  `protobuf:"bytes,6,opt,name=dispatch,proto3" json:"dispatch,omitempty"`
-	DispatchTo    *actor.PID `protobuf:"bytes,7,opt,name=dispatch_to,json=dispatchTo,proto3" json:"dispatch_to,omitempty"`
+	Dispatch   *Dispatch  `protobuf:"bytes,6,opt,name=dispatch,proto3" json:"dispatch,omitempty"`
+	DispatchTo *actor.PID `protobuf:"bytes,7,opt,name=dispatch_to,json=dispatchTo,proto3" json:"dispatch_to,omitempty"`
+	// queue_by, when set, is the latest moment the acquisition may wait for the provider's rate limits
+	// (its request's receipt plus max_queue_seconds): a window that frees later is refused at once, with
+	// the wait. Unset, it may wait max_queue_seconds from its arrival. Never past the deadline.
+	QueueBy       *timestamppb.Timestamp `protobuf:"bytes,8,opt,name=queue_by,json=queueBy,proto3" json:"queue_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3131,12 +3135,20 @@ func (x *Acquire) GetDispatchTo() *actor.PID {
 	return nil
 }
 
+func (x *Acquire) GetQueueBy() *timestamppb.Timestamp {
+	if x != nil {
+		return x.QueueBy
+	}
+	return nil
+}
+
 type Permit struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	JobId   string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	Granted bool                   `protobuf:"varint,2,opt,name=granted,proto3" json:"granted,omitempty"`
-	// reason, when not granted, is breaker_open, probe_in_flight, rate_limited (the deadline passed while
-	// waiting for room), model_removed, model_ejected, model_probe_in_flight or model_rate_limited.
+	// reason, when not granted, is breaker_open, probe_in_flight, rate_limited (the window has no room
+	// before the acquisition's queue bound or deadline), model_removed, model_ejected,
+	// model_probe_in_flight or model_rate_limited.
 	Reason string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
 	// probe marks the provider's (or the model's) half-open probe.
 	Probe bool `protobuf:"varint,5,opt,name=probe,proto3" json:"probe,omitempty"`
@@ -3459,8 +3471,10 @@ type ConsensusInput struct {
 	ArbiterWorker   string                 `protobuf:"bytes,9,opt,name=arbiter_worker,json=arbiterWorker,proto3" json:"arbiter_worker,omitempty"`
 	Deadline        *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	AnswerKind      string                 `protobuf:"bytes,11,opt,name=answer_kind,json=answerKind,proto3" json:"answer_kind,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// queue_by is the arbiter's acquisition's queue_by: the request's bound on waiting for rate limits.
+	QueueBy       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=queue_by,json=queueBy,proto3" json:"queue_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsensusInput) Reset() {
@@ -3568,6 +3582,13 @@ func (x *ConsensusInput) GetAnswerKind() string {
 		return x.AnswerKind
 	}
 	return ""
+}
+
+func (x *ConsensusInput) GetQueueBy() *timestamppb.Timestamp {
+	if x != nil {
+		return x.QueueBy
+	}
+	return nil
 }
 
 type Candidate struct {
@@ -4914,7 +4935,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\fserved_model\x18\x13 \x01(\tR\vservedModel\x12\x12\n" +
 	"\x04cost\x18\x14 \x01(\x01R\x04cost\x12.\n" +
 	"\x13upstream_request_id\x18\x15 \x01(\tR\x11upstreamRequestId\x12.\n" +
-	"\x13provider_latency_ms\x18\x16 \x01(\x01R\x11providerLatencyMs\"\x8d\x02\n" +
+	"\x13provider_latency_ms\x18\x16 \x01(\x01R\x11providerLatencyMs\"\xc4\x02\n" +
 	"\aAcquire\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -4925,7 +4946,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\bdispatch\x18\x06 \x01(\v2\x15.conclave.v1.DispatchR\bdispatch\x12+\n" +
 	"\vdispatch_to\x18\a \x01(\v2\n" +
 	".actor.PIDR\n" +
-	"dispatchTo\"\xa9\x01\n" +
+	"dispatchTo\x125\n" +
+	"\bqueue_by\x18\b \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\"\xa9\x01\n" +
 	"\x06Permit\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x18\n" +
 	"\agranted\x18\x02 \x01(\bR\agranted\x12\x16\n" +
@@ -4953,7 +4975,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\x99\x03\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xd0\x03\n" +
 	"\x0eConsensusInput\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -4970,7 +4992,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\bdeadline\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vanswer_kind\x18\v \x01(\tR\n" +
-	"answerKind\"\xfb\x01\n" +
+	"answerKind\x125\n" +
+	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\"\xfb\x01\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -5164,27 +5187,29 @@ var file_conclave_proto_depIdxs = []int32{
 	55, // 35: conclave.v1.Acquire.reply_to:type_name -> actor.PID
 	25, // 36: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
 	55, // 37: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
-	23, // 38: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 39: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 40: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	36, // 41: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	54, // 42: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	16, // 43: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	39, // 44: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
-	7,  // 45: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	52, // 46: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	18, // 47: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	48, // 48: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	49, // 49: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	29, // 50: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	26, // 51: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	50, // 52: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	24, // 53: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	54, // [54:54] is the sub-list for method output_type
-	54, // [54:54] is the sub-list for method input_type
-	54, // [54:54] is the sub-list for extension type_name
-	54, // [54:54] is the sub-list for extension extendee
-	0,  // [0:54] is the sub-list for field type_name
+	54, // 38: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
+	23, // 39: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 40: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 41: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	36, // 42: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	54, // 43: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	54, // 44: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
+	16, // 45: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	39, // 46: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	7,  // 47: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	52, // 48: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	18, // 49: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	48, // 50: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	49, // 51: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	29, // 52: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	26, // 53: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	50, // 54: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	24, // 55: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	56, // [56:56] is the sub-list for method output_type
+	56, // [56:56] is the sub-list for method input_type
+	56, // [56:56] is the sub-list for extension type_name
+	56, // [56:56] is the sub-list for extension extendee
+	0,  // [0:56] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }

@@ -17,6 +17,7 @@ import (
 	"github.com/conclave-ai/conclave/classify"
 	"github.com/conclave-ai/conclave/consensus"
 	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/validation"
 )
@@ -33,6 +34,9 @@ type Settings struct {
 	Rounds int
 	// ArbiterTimeout bounds the wait for an arbiter model's verdict.
 	ArbiterTimeout time.Duration
+	// MaxQueue bounds how long a request waits for providers' rate limits, from its receipt
+	// (rate_limits.max_queue_seconds); zero means ratelimit.DefaultMaxQueue.
+	MaxQueue time.Duration
 	// TimeoutFloors are, per provider, the least time a call must have had before its timeout counts as
 	// a fault, when that is longer than the blueprint's timeout.
 	TimeoutFloors map[string]time.Duration
@@ -93,7 +97,10 @@ type Plan struct {
 	// the arbiter its time before the deadline.
 	Deadline  time.Time
 	CollectBy time.Time
-	s         *Settings
+	// QueueBy is when the request stops waiting for rate limits: its receipt plus MaxQueue, at most
+	// CollectBy. A call whose provider's window frees later is refused at once.
+	QueueBy time.Time
+	s       *Settings
 	// requested is the request's models list, which replacements keep to as well.
 	requested map[string]bool
 }
@@ -220,6 +227,14 @@ func (p *Plan) deadlines(req Request, now time.Time) {
 	}
 	p.Deadline = start.Add(budget)
 	p.CollectBy = p.Deadline.Add(-reserve)
+	maxQueue := s.MaxQueue
+	if maxQueue <= 0 {
+		maxQueue = ratelimit.DefaultMaxQueue
+	}
+	p.QueueBy = start.Add(maxQueue)
+	if p.CollectBy.Before(p.QueueBy) {
+		p.QueueBy = p.CollectBy
+	}
 }
 
 // FaultAfter is how long a call to a provider must have had before its timeout counts as a fault: the

@@ -81,18 +81,20 @@ const mcq = "Which gas makes up most of Earth's atmosphere?\nA) Oxygen\nB) Nitro
 func TestDeadlines(t *testing.T) {
 	s, w := setup(t)
 	tests := []struct {
-		desc                string
-		req                 Request
-		deadline, collectBy time.Duration // from receipt
+		desc                         string
+		req                          Request
+		deadline, collectBy, queueBy time.Duration // from receipt
 	}{
-		{"the caller's timeout is the deadline", Request{Task: mcq, Category: "classification", Timeout: 2 * time.Second}, 2 * time.Second, 2 * time.Second},
+		{"the caller's timeout is the deadline", Request{Task: mcq, Category: "classification", Timeout: 2 * time.Second},
+			2 * time.Second, 2 * time.Second, 2 * time.Second},
 		{"rotating keeps a quarter of the timeout for its arbiter", Request{Task: mcq, Category: "code_review", Timeout: 8 * time.Second},
-			8 * time.Second, 6 * time.Second},
-		{"at most the arbiter's own timeout", Request{Task: mcq, Category: "code_review", Timeout: 100 * time.Second}, 100 * time.Second, 90 * time.Second},
+			8 * time.Second, 6 * time.Second, 5 * time.Second},
+		{"at most the arbiter's own timeout", Request{Task: mcq, Category: "code_review", Timeout: 100 * time.Second},
+			100 * time.Second, 90 * time.Second, 5 * time.Second},
 		{"without a timeout, the blueprint's bound: every round plus the arbiter", Request{Task: mcq, Category: "code_review"},
-			4*90*time.Second + 10*time.Second, 4 * 90 * time.Second},
+			4*90*time.Second + 10*time.Second, 4 * 90 * time.Second, 5 * time.Second},
 		{"one worker asks no arbiter", Request{Task: mcq, Category: "code_review", Overrides: blueprints.Overrides{Workers: ptr(1), MinResponses: ptr(1)}},
-			4 * 90 * time.Second, 4 * 90 * time.Second},
+			4 * 90 * time.Second, 4 * 90 * time.Second, 5 * time.Second},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -106,6 +108,9 @@ func TestDeadlines(t *testing.T) {
 			}
 			if got := p.CollectBy.Sub(epoch); got != tt.collectBy {
 				t.Fatalf("collection ends %v after receipt, want %v", got, tt.collectBy)
+			}
+			if got := p.QueueBy.Sub(epoch); got != tt.queueBy {
+				t.Fatalf("waiting for rate limits ends %v after receipt, want %v (max_queue_seconds, at most the end of collection)", got, tt.queueBy)
 			}
 		})
 	}

@@ -40,8 +40,8 @@ func artefacts(t *testing.T) string {
 // server is a real Conclave on the embedded default with some traffic and an evaluation report.
 func server(t *testing.T) string {
 	cfg := config.Default()
-	for p := range cfg.RateLimits {
-		cfg.RateLimits[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
+	for p := range cfg.RateLimits.Providers {
+		cfg.RateLimits.Providers[p] = ratelimit.Limits{RequestsPerMinute: 5000, Concurrency: 128}
 	}
 	cfg.Sim.LatencyScale, cfg.Sim.Faults = 0.02, providers.Fault{}
 	cfg.APIToken = secret.String(token)

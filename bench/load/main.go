@@ -5,7 +5,9 @@
 // over the measured run divided by the requests it served), with ratios to the baseline measured in the
 // same run. With --sustained N it instead drives the embedded default as it ships, faults and rate
 // limits on, and tallies the answers; with --endurance D it runs the whole pipeline under steady load
-// for D and samples the server's RSS and goroutines (both in make soak).
+// for D and samples the server's RSS and goroutines; with --overload D it drives the embedded default
+// with 128 connections for D and checks that every answer comes within max_queue_seconds + 1 s (all
+// three in make soak).
 package main
 
 import (
@@ -77,6 +79,9 @@ func main() {
 	out := flag.String("out", "reports/bench-load.json", "JSON report")
 	sustained := flag.Int("sustained", 0, "instead: send this many requests to the embedded default (faults and rate limits on) and tally the answers")
 	sustainedConns := flag.Int("sustained-concurrency", 32, "concurrency of the sustained run")
+	overloadFor := flag.Duration("overload", 0, "instead: drive the embedded default as it ships with --overload-concurrency connections this long and check that every answer comes within max_queue_seconds + 1 s")
+	overloadConns := flag.Int("overload-concurrency", 128, "connections of the overload run")
+	overloadLog := flag.String("overload-log", "", "keep the overload run's server log (info) in this file")
 	enduranceFor := flag.Duration("endurance", 0, "instead: run conclave this long under steady load through the whole pipeline (faults on, limits raised) and sample its RSS and goroutines")
 	database := flag.String("database", "", "also run conclave recording to PostgreSQL: a fresh database is made from this URL's server and dropped after")
 	profile := flag.Bool("profile", true, "after the load run, profile conclave once more under the same load and print the CPU profile's top entries")
@@ -91,6 +96,12 @@ func main() {
 	}
 	if *enduranceFor > 0 {
 		if err := endurance(*conclave, *enduranceFor, 16); err != nil {
+			fail(err)
+		}
+		return
+	}
+	if *overloadFor > 0 {
+		if err := overload(*conclave, *overloadFor, *overloadConns, *overloadLog); err != nil {
 			fail(err)
 		}
 		return
@@ -275,7 +286,12 @@ func start(command func(string) *exec.Cmd) (string, *exec.Cmd, func(), error) {
 		return "", nil, nil, err
 	}
 	cmd := command(addr)
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
+	if cmd.Stdout == nil {
+		cmd.Stdout = io.Discard
+	}
+	if cmd.Stderr == nil {
+		cmd.Stderr = io.Discard
+	}
 	if err := cmd.Start(); err != nil {
 		return "", nil, nil, err
 	}
