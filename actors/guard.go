@@ -206,6 +206,24 @@ func (w *WorkerRef) Stopped() string {
 	return ""
 }
 
+// Processes counts the processes registered in an actor system whose id starts with prefix (all of
+// them for ""): its actors, and the futures waiting on them.
+func Processes(system *actor.ActorSystem, prefix string) int {
+	n := 0
+	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
+		if prefix == "" {
+			n += bucket.Count()
+			continue
+		}
+		for _, id := range bucket.Keys() {
+			if strings.HasPrefix(id, prefix) {
+				n++
+			}
+		}
+	}
+	return n
+}
+
 // Lifecycle reports whether msg is one of protoactor's own (started, stopping, restarting, a child's
 // end, a receive timeout): every actor may get these, so they are never counted as unknown.
 func Lifecycle(msg any) bool {

@@ -562,17 +562,8 @@ func (e *Engine) metricsSource() metrics.Source {
 			return m.Provider
 		},
 		Stopped: func() map[string]int { return e.deps.Dir.StoppedCounts() },
-		Actors:  e.actorCount,
+		Actors:  func() int { return actors.Processes(e.system, "") },
 	}
-}
-
-// actorCount counts the processes registered in the engine's actor system.
-func (e *Engine) actorCount() int {
-	n := 0
-	for _, bucket := range e.system.ProcessRegistry.LocalPIDs.LocalPIDs {
-		n += bucket.Count()
-	}
-	return n
 }
 
 // Workers returns every worker's latest snapshot.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"testing"
 	"time"
 
@@ -19,19 +18,6 @@ import (
 	"github.com/conclave-ai/conclave/supervisors"
 	"go.uber.org/zap"
 )
-
-// under counts the live actors whose path starts with prefix.
-func under(system *actor.ActorSystem, prefix string) int {
-	n := 0
-	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
-		for _, id := range bucket.Keys() {
-			if strings.HasPrefix(id, prefix) {
-				n++
-			}
-		}
-	}
-	return n
-}
 
 func waitUntil(t *testing.T, cond func() bool) {
 	t.Helper()
@@ -58,7 +44,7 @@ func TestRewardsForInventedNamesSpawnNoArm(t *testing.T) {
 	e := newEngine(t, 1)
 	run(t, e, 3) // some arms exist
 	board := e.deps.Dir.Arms
-	arms, published, slots := under(e.system, actors.RootName+"/"+actors.BanditName+"/"), fmt.Sprint(board.Published()), board.Slots()
+	arms, published, slots := actors.Processes(e.system, actors.RootName+"/"+actors.BanditName+"/"), fmt.Sprint(board.Published()), board.Slots()
 	dropped := e.deps.Dir.Dropped(actors.KindBandit, actors.DropUnknownModel)
 	const invented = 10000
 	for i := range invented {
@@ -75,7 +61,7 @@ func TestRewardsForInventedNamesSpawnNoArm(t *testing.T) {
 	e.system.Root.Send(e.deps.Dir.Bandit, &messages.Votes{Category: "general", Models: []string{"invented-model-00001"}, Groups: []int32{0}})
 	pingBandit(t, e)
 
-	if got := under(e.system, actors.RootName+"/"+actors.BanditName+"/"); got != arms {
+	if got := actors.Processes(e.system, actors.RootName+"/"+actors.BanditName+"/"); got != arms {
 		t.Fatalf("%d arm actors after the invented rewards, %d before", got, arms)
 	}
 	if got := fmt.Sprint(board.Published()); got != published || board.Slots() != slots {

@@ -27,8 +27,6 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 const testToken = secret.String("remote-token-0123456789")
@@ -148,15 +146,7 @@ func TestNothingButAnAuthenticatedRouteRequestCrossesTheDoor(t *testing.T) {
 	core, logs := observer.New(zap.WarnLevel)
 	l, refused := listen(t, p, Options{Token: testToken, Log: zap.New(core)})
 	a := remotetest.Dial(t, l.Addr())
-	var msgs []proto.Message
-	descs := messages.File_conclave_proto.Messages()
-	for i := range descs.Len() {
-		mt, err := protoregistry.GlobalTypes.FindMessageByName(descs.Get(i).FullName())
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, mt.New().Interface())
-	}
+	msgs := remotetest.EveryMessage(t)
 	msgs = append(msgs, routeMsg, &messages.Rewards{Rewards: []*messages.Reward{{Model: "openai/gpt-4o", Category: "general", Reward: 1}}},
 		&messages.Acquire{Model: "openai/gpt-4o", JobId: "j"}, &actor.Stop{}, &actor.PoisonPill{}, &actor.Watch{Watcher: caller}, &actor.Terminated{Who: caller})
 	names := []string{RouteActor, "conclave", "conclave/fleet/worker-01", "conclave/providers/groq", "conclave/bandit", "conclave/recorder",

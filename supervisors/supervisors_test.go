@@ -2,7 +2,6 @@ package supervisors
 
 import (
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
@@ -76,19 +75,6 @@ func (tr *tree) ask(t *testing.T) {
 	if _, err := tr.system.Root.RequestFuture(tr.groq.PID, "ping", 10*time.Second).Result(); err != nil {
 		t.Fatalf("groq does not answer: %v", err)
 	}
-}
-
-// under counts the live actors whose path starts with prefix.
-func under(system *actor.ActorSystem, prefix string) int {
-	n := 0
-	for _, bucket := range system.ProcessRegistry.LocalPIDs.LocalPIDs {
-		for _, id := range bucket.Keys() {
-			if strings.HasPrefix(id, prefix) {
-				n++
-			}
-		}
-	}
-	return n
 }
 
 func waitUntil(t *testing.T, cond func() bool) {
@@ -184,7 +170,7 @@ func TestTheBanditSpawnsArmsOnlyForKnownNames(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	children := func() int { return under(tr.system, "bandit/") }
+	children := func() int { return actors.Processes(tr.system, "bandit/") }
 	tests := []struct {
 		desc   string
 		msg    any

@@ -22,8 +22,6 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/node"
 	"github.com/conclave-ai/conclave/providers/providertest"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/reflect/protoregistry"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -154,15 +152,7 @@ func TestTheRemoteDoorLetsOnlyAnAuthenticatedRouteRequestIn(t *testing.T) {
 	}
 	armsBefore, generalBefore, actorsBefore := api("/models"), api("/models?category=general"), metric("conclave_actors")
 
-	var msgs []proto.Message
-	descs := messages.File_conclave_proto.Messages()
-	for i := range descs.Len() {
-		mt, err := protoregistry.GlobalTypes.FindMessageByName(descs.Get(i).FullName())
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs = append(msgs, mt.New().Interface())
-	}
+	msgs := remotetest.EveryMessage(t)
 	msgs = append(msgs, &actor.Stop{}, &actor.PoisonPill{}, &actor.Terminated{Who: actor.NewPID("127.0.0.1:1", "x")}, &actor.Watch{Watcher: actor.NewPID("127.0.0.1:1", "x")},
 		&messages.Dispatch{Job: &messages.Job{JobId: "j1", Model: "local-a", Prompt: "spend the operator's key"}, ReplyTo: actor.NewPID("127.0.0.1:1", "sink")},
 		&messages.Acquire{JobId: "j2", Model: "local-a", Tokens: 10},

@@ -10,9 +10,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoregistry"
 )
 
 // Envelope is one message as protoactor's endpoint writer lays it out.
@@ -47,6 +49,21 @@ func Batch(t testing.TB, e Envelope) *remote.MessageBatch {
 		b.Envelopes[0].MessageHeader = &remote.MessageHeader{HeaderData: maps.Clone(e.Header)}
 	}
 	return b
+}
+
+// EveryMessage returns an empty message of every type Conclave's actors speak (messages/).
+func EveryMessage(t testing.TB) []proto.Message {
+	t.Helper()
+	var out []proto.Message
+	descs := messages.File_conclave_proto.Messages()
+	for i := range descs.Len() {
+		mt, err := protoregistry.GlobalTypes.FindMessageByName(descs.Get(i).FullName())
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, mt.New().Interface())
+	}
+	return out
 }
 
 // Peer is a connection to a listener that has introduced itself as a node would.
