@@ -247,7 +247,7 @@ type setting struct {
 var settings = []setting{
 	{"listen", "CONCLAVE_LISTEN", "HTTP listen address; binding anything but loopback needs CONCLAVE_API_TOKEN",
 		func(c Config) string { return c.Listen }, func(c *Config, v string) error { c.Listen = v; return nil }},
-	{"remote", "CONCLAVE_REMOTE", "address where other nodes send RouteRequest messages over protoactor remote (config remote.listen)",
+	{"remote", "CONCLAVE_REMOTE", "address where other nodes send route requests over protoactor remote (config remote.listen)",
 		func(Config) string { return "none" }, func(c *Config, v string) error { c.Remote.Listen = v; return nil }},
 	{"remote-tls-cert", "CONCLAVE_REMOTE_TLS_CERT", "PEM certificate of the remote listener, for serving and for dialing (config remote.tls_cert)",
 		func(Config) string { return "none" }, func(c *Config, v string) error { c.Remote.TLSCert = v; return nil }},
