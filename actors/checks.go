@@ -313,7 +313,7 @@ func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *ArmBoard) string
 
 // checkConsensusInput checks the answers handed to a decider: who to answer, the request, a strategy
 // decided without an arbiter model, and candidates from the catalog with real numbers.
-func checkConsensusInput(in *messages.ConsensusInput, hasSender bool, cat *catalog.Catalog) string {
+func checkConsensusInput(in *messages.ConsensusInput, hasSender bool) string {
 	switch {
 	case in == nil:
 		return DropMalformed
@@ -331,8 +331,9 @@ func checkConsensusInput(in *messages.ConsensusInput, hasSender bool, cat *catal
 		switch {
 		case c == nil:
 			return DropMalformed
-		case !knownModel(cat, c.Model):
-			return DropUnknownModel
+		case c.Model == "":
+			// Not the live catalog: a model discovery removed after it answered still has its vote.
+			return DropMalformed
 		case !finite(c.Capability, c.Recency, c.Reliability, c.Accuracy, c.Learned):
 			return DropBadNumber
 		}

@@ -202,7 +202,6 @@ func TestCheckVotes(t *testing.T) {
 }
 
 func TestCheckConsensus(t *testing.T) {
-	cat := checkCatalog(t)
 	goodIn := func() *messages.ConsensusInput {
 		return &messages.ConsensusInput{RequestId: "r", Category: "general", Strategy: "majority",
 			Candidates: []*messages.Candidate{{Model: "m", Text: "A", Reliability: 0.5}, {Model: "x", Text: "A"}}}
@@ -214,10 +213,11 @@ func TestCheckConsensus(t *testing.T) {
 		{"an unknown strategy", func(in *messages.ConsensusInput) { in.Strategy = "coin_toss" }, DropMalformed},
 		{"an arbiter model asked of a decider", func(in *messages.ConsensusInput) { in.ArbiterModel = "m" }, DropMalformed},
 		{"a missing answer", func(in *messages.ConsensusInput) { in.Candidates[1] = nil }, DropMalformed},
-		{"an invented model", func(in *messages.ConsensusInput) { in.Candidates[0].Model = "invented" }, DropUnknownModel},
+		{"a model the catalog no longer holds still votes", func(in *messages.ConsensusInput) { in.Candidates[0].Model = "removed-since" }, ""},
+		{"no model", func(in *messages.ConsensusInput) { in.Candidates[0].Model = "" }, DropMalformed},
 		{"a NaN reliability", func(in *messages.ConsensusInput) { in.Candidates[0].Reliability = math.NaN() }, DropBadNumber},
-	}, func(in *messages.ConsensusInput) string { return checkConsensusInput(in, true, cat) })
-	if got := checkConsensusInput(goodIn(), false, cat); got != DropNoReplyTo {
+	}, func(in *messages.ConsensusInput) string { return checkConsensusInput(in, true) })
+	if got := checkConsensusInput(goodIn(), false); got != DropNoReplyTo {
 		t.Errorf("answers for nobody: %q", got)
 	}
 

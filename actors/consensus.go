@@ -251,7 +251,7 @@ func NewDeciderActor(deps *Deps) actor.Producer {
 func (d DeciderActor) Receive(ctx actor.Context) {
 	switch in := ctx.Message().(type) {
 	case *messages.ConsensusInput:
-		if why := checkConsensusInput(in, ctx.Sender() != nil, d.deps.catalog()); why != "" {
+		if why := checkConsensusInput(in, ctx.Sender() != nil); why != "" {
 			d.deps.Drop(KindConsensus, why, in)
 			if ctx.Sender() != nil {
 				// Its asker waits for no deadline: it hears at once that nothing was decided.

@@ -243,8 +243,8 @@ func TestTheDeciderAnswersWhatItCannotDecide(t *testing.T) {
 	}
 	rows := []dropRow{
 		{"no answers", &messages.ConsensusInput{RequestId: "r", Strategy: "majority"}, DropBadCount, true},
-		{"an invented model", &messages.ConsensusInput{RequestId: "r", Strategy: "majority", Candidates: []*messages.Candidate{{Model: "invented"}}},
-			DropUnknownModel, true},
+		{"an answer without its model", &messages.ConsensusInput{RequestId: "r", Strategy: "majority", Candidates: []*messages.Candidate{{Text: "B"}}},
+			DropMalformed, true},
 		{"an arbiter model asked of a decider", &messages.ConsensusInput{RequestId: "r", Strategy: "rotating", ArbiterModel: "m",
 			Candidates: good.Candidates}, DropMalformed, true},
 		{"answers for nobody", good, DropNoReplyTo, false},

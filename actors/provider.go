@@ -449,7 +449,10 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 	now := time.Now() // deadlines and leases are wall-clock; breakers, blocks and limits read the injected clock
 	clk := p.deps.now()
 	var next time.Time
-	limited := p.reserving != nil || p.waitRelease || now.Before(p.limitedUntil)
+	// busy: the limiter is answering another acquisition, and the rest wait their turn (its answer
+	// serves them again); limited: the limiter or the provider said no, and they wait for the window,
+	// each only within its queue bound.
+	busy, limited := p.reserving != nil, p.waitRelease || now.Before(p.limitedUntil)
 	// queue decides for an acquisition the limits hold back: it waits (kept, with its wake-up) or is
 	// refused with reason.
 	queue := func(w waiter, free time.Time, reason string) bool {
@@ -494,6 +497,9 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 				kept = append(kept, w)
 			}
 			continue
+		case busy:
+			kept = append(kept, w)
+			continue
 		}
 		ticket, err := p.breaker.Allow()
 		if err != nil {
@@ -518,7 +524,7 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			continue
 		}
 		p.reserve(ctx, r)
-		limited = true
+		busy = true
 		kept = append(kept, w)
 	}
 	clear(p.waiting[len(kept):])

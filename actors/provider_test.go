@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -385,6 +386,44 @@ func TestProviderActorShedsWhatItCannotAdmitInTime(t *testing.T) {
 			}
 			waitUntil(t, func() bool { return h.ref.Snapshot().Waiting == 0 }) // nothing left in the queue
 		})
+	}
+}
+
+// slowLimiter is a limiter that does I/O (as Redis does): each reservation waits for the test to let
+// it answer.
+type slowLimiter struct {
+	ratelimit.Limiter
+	answer chan struct{}
+}
+
+func (l slowLimiter) Reserve(ctx context.Context, id string, estimate int) (ratelimit.Decision, error) {
+	select {
+	case <-l.answer:
+	case <-ctx.Done():
+		return ratelimit.Decision{}, ctx.Err()
+	}
+	return l.Limiter.Reserve(ctx, id, estimate)
+}
+
+// An acquisition waiting while the limiter answers another is waiting its turn, not for a rate limit:
+// past its queue bound, it is still served when the limiter has room.
+func TestWaitingForTheLimitersAnswerIsNotARateLimit(t *testing.T) {
+	answer := make(chan struct{})
+	h := newProviderHarness(t, ratelimit.Limits{RequestsPerMinute: 100}, func(d *Deps) {
+		d.Limiters = func(_ string, l ratelimit.Limits) ratelimit.Limiter {
+			return slowLimiter{Limiter: ratelimit.NewLocal(l, d.Clock, 0), answer: answer}
+		}
+	})
+	past := time.Now().Add(-time.Second)
+	h.acquireBy("a", "m", time.Minute, past)
+	h.acquireBy("b", "m", time.Minute, past)
+	h.noPermit(50 * time.Millisecond)
+	answer <- struct{}{}
+	answer <- struct{}{}
+	for range 2 {
+		if p := h.permit(); !p.Granted {
+			t.Fatalf("permit %v: want both granted", p)
+		}
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/providers/providertest"
+	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/conclave-ai/conclave/secret"
 )
@@ -238,6 +239,19 @@ func TestRateLimitHeaders(t *testing.T) {
 			func(t *testing.T, reqs, _ int64, rr, _, _ time.Duration) {
 				if reqs != 0 || rr != 15*time.Second {
 					t.Fatal(reqs, rr)
+				}
+			}},
+		{"a reset in epoch seconds", map[string]string{"X-RateLimit-Remaining": "0", "X-RateLimit-Reset": "1767225630"},
+			func(t *testing.T, reqs, _ int64, rr, _, _ time.Duration) {
+				if reqs != 0 || rr != 30*time.Second {
+					t.Fatal(reqs, rr)
+				}
+			}},
+		{"figures past any real limit are bounded", map[string]string{"x-ratelimit-remaining-requests": "1e30", "x-ratelimit-remaining-tokens": "-7",
+			"x-ratelimit-reset-requests": "876000h", "retry-after-ms": "1e15"},
+			func(t *testing.T, reqs, toks int64, rr, _, retry time.Duration) {
+				if reqs != ratelimit.MaxUpstreamCount || toks != -1 || rr != ratelimit.MaxUpstreamWait || retry != ratelimit.MaxUpstreamWait {
+					t.Fatal(reqs, toks, rr, retry)
 				}
 			}},
 		{"retry-after-ms beats Retry-After", map[string]string{"retry-after-ms": "1500", "Retry-After": "9"},

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strconv"
 	"strings"
@@ -149,9 +150,9 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 	num := func(names []string) (int64, bool) {
 		for _, n := range names {
 			if v := h.Get(n); v != "" {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil {
+				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && !math.IsNaN(f) {
 					found = true
-					return int64(f), true
+					return int64(min(max(f, -1), ratelimit.MaxUpstreamCount)), true
 				}
 			}
 		}
@@ -184,7 +185,7 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 	u.ResetTokens = reset(resetTokensHeaders)
 	if v := h.Get(retryAfterMsHeader); v != "" {
 		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			u.RetryAfter, found = time.Duration(ms*float64(time.Millisecond)), true
+			u.RetryAfter, found = time.Duration(min(ms, float64(ratelimit.MaxUpstreamWait.Milliseconds()))*float64(time.Millisecond)), true
 		}
 	} else if v := h.Get("Retry-After"); v != "" {
 		if d, ok := resilience.ParseRetryAfter(v, now); ok {
@@ -194,6 +195,7 @@ func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
 	if !found {
 		return nil
 	}
+	u = u.Bounded()
 	return &u
 }
 
@@ -219,18 +221,21 @@ func canonicalHeaders(names ...string) []string {
 	return names
 }
 
-// parseReset reads a reset: a duration ("6m0s", "20ms"), seconds ("1.5"), an RFC 3339 time, or epoch
-// milliseconds.
+// parseReset reads a reset: a duration ("6m0s", "20ms"), seconds ("1.5"), an RFC 3339 time, epoch
+// seconds or epoch milliseconds.
 func parseReset(v string, now time.Time) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if d, err := time.ParseDuration(v); err == nil {
 		return max(d, 0), true
 	}
-	if f, err := strconv.ParseFloat(v, 64); err == nil {
-		if f > 1e12 { // epoch milliseconds
+	if f, err := strconv.ParseFloat(v, 64); err == nil && !math.IsNaN(f) && !math.IsInf(f, 0) {
+		switch {
+		case f > 1e12: // epoch milliseconds
 			return max(time.UnixMilli(int64(f)).Sub(now), 0), true
+		case f > 1e9: // epoch seconds: no window lasts thirty years
+			return max(time.Unix(int64(f), 0).Sub(now), 0), true
 		}
-		return max(time.Duration(f*float64(time.Second)), 0), true
+		return time.Duration(min(max(f, 0), ratelimit.MaxUpstreamWait.Seconds()) * float64(time.Second)), true
 	}
 	if t, err := time.Parse(time.RFC3339, v); err == nil {
 		return max(t.Sub(now), 0), true

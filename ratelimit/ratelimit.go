@@ -117,6 +117,25 @@ type Upstream struct {
 	PerModel bool
 }
 
+// MaxUpstreamWait bounds any wait a provider's headers ask for, and MaxUpstreamCount any count they
+// give: a figure beyond them is a misread header (a reset in epoch seconds taken for a duration), and
+// carried on it would hold a provider for years.
+const (
+	MaxUpstreamWait  = 24 * time.Hour
+	MaxUpstreamCount = 1 << 40
+)
+
+// Bounded returns u with every wait within [0, MaxUpstreamWait] and every count within [-1,
+// MaxUpstreamCount].
+func (u Upstream) Bounded() Upstream {
+	wait := func(d time.Duration) time.Duration { return min(max(d, 0), MaxUpstreamWait) }
+	count := func(n int64) int64 { return min(max(n, -1), MaxUpstreamCount) }
+	u.ResetRequests, u.ResetTokens, u.RetryAfter = wait(u.ResetRequests), wait(u.ResetTokens), wait(u.RetryAfter)
+	u.RemainingRequests, u.RemainingTokens = count(u.RemainingRequests), count(u.RemainingTokens)
+	u.LimitRequests, u.LimitTokens = max(count(u.LimitRequests), 0), max(count(u.LimitTokens), 0)
+	return u
+}
+
 // Exhausted is how long the headers say no call will be taken: until the reset of a limit with nothing
 // remaining, or the Retry-After; zero when a call may go.
 func (u Upstream) Exhausted() time.Duration {

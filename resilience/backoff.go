@@ -1,6 +1,7 @@
 package resilience
 
 import (
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -44,13 +45,17 @@ func ParseRetryAfter(value string, now time.Time) (time.Duration, bool) {
 		return 0, false
 	}
 	if secs, err := strconv.ParseFloat(value, 64); err == nil {
-		if secs < 0 {
+		if !(secs >= 0) || math.IsInf(secs, 1) { // NaN and negative waits are no waits
 			return 0, false
 		}
-		return time.Duration(secs * float64(time.Second)), true
+		return min(time.Duration(min(secs, MaxRetryAfter.Seconds())*float64(time.Second)), MaxRetryAfter), true
 	}
 	if t, err := http.ParseTime(value); err == nil {
-		return max(t.Sub(now), 0), true
+		return min(max(t.Sub(now), 0), MaxRetryAfter), true
 	}
 	return 0, false
 }
+
+// MaxRetryAfter bounds the wait a Retry-After can ask for: longer is a misconfigured server, and would
+// hold a provider for as long.
+const MaxRetryAfter = 24 * time.Hour

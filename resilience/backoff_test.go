@@ -147,6 +147,10 @@ func TestParseRetryAfter(t *testing.T) {
 		{"", 0, false},
 		{"-1", 0, false},
 		{"soon", 0, false},
+		{"NaN", 0, false},
+		{"+Inf", 0, false},
+		{"1e12", MaxRetryAfter, true},
+		{now.Add(72 * time.Hour).Format(http.TimeFormat), MaxRetryAfter, true},
 	}
 	for _, tt := range tests {
 		got, ok := ParseRetryAfter(tt.value, now)
