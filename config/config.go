@@ -482,27 +482,35 @@ func (r Remote) validate(token bool) []error {
 	if r.TLSCA != "" && !r.TLS() {
 		errs = append(errs, errors.New("remote.tls_ca needs remote.tls_cert and remote.tls_key: mutual TLS needs a certificate of this node's"))
 	}
-	if r.Listen == "" {
-		return errs
-	}
-	host, _, err := net.SplitHostPort(r.Listen)
-	if err != nil {
+	if _, _, err := net.SplitHostPort(r.Listen); r.Listen != "" && err != nil {
 		return append(errs, fmt.Errorf("remote.listen %q: %w", r.Listen, err))
 	}
-	if IsLoopback(host) || r.Insecure {
+	if r.Insecure {
 		return errs
 	}
-	if !token {
-		errs = append(errs, fmt.Errorf("remote.listen %q is not a loopback address: set CONCLAVE_API_TOKEN, which authenticates every remote message (or remote.insecure: true)", r.Listen))
-	}
-	if !r.TLS() {
-		errs = append(errs, fmt.Errorf("remote.listen %q is not a loopback address: set remote.tls_cert and remote.tls_key (and remote.tls_ca for mutual TLS), or remote.insecure: true", r.Listen))
+	for _, missing := range r.Exposed(token) {
+		switch missing {
+		case ExposedToken:
+			errs = append(errs, fmt.Errorf("remote.listen %q is not a loopback address: set CONCLAVE_API_TOKEN, which authenticates every remote message (or remote.insecure: true)", r.Listen))
+		case ExposedTLS:
+			errs = append(errs, fmt.Errorf("remote.listen %q is not a loopback address: set remote.tls_cert and remote.tls_key (and remote.tls_ca for mutual TLS), or remote.insecure: true", r.Listen))
+		}
 	}
 	return errs
 }
 
-// Exposed lists what a remote listener goes without beyond loopback, when Insecure lets it: "token",
-// "tls". Empty on loopback, and when it has both.
+// What a remote listener beyond loopback may go without (Exposed).
+const (
+	ExposedToken = "token"
+	ExposedTLS   = "tls"
+	// ExposedClientCertificates: TLS without a CA, so that anyone may connect (and be refused
+	// message by message).
+	ExposedClientCertificates = "client_certificates"
+)
+
+// Exposed lists what a remote listener beyond loopback goes without: the token, TLS, client
+// certificates. Empty on loopback, and when it has them all. Only the token and TLS are required
+// (unless Insecure); the lack of client certificates is warned of.
 func (r Remote) Exposed(token bool) []string {
 	if r.Listen == "" {
 		return nil
@@ -512,10 +520,13 @@ func (r Remote) Exposed(token bool) []string {
 	}
 	var out []string
 	if !token {
-		out = append(out, "token")
+		out = append(out, ExposedToken)
 	}
-	if !r.TLS() {
-		out = append(out, "tls")
+	switch {
+	case !r.TLS():
+		out = append(out, ExposedTLS)
+	case r.TLSCA == "":
+		out = append(out, ExposedClientCertificates)
 	}
 	return out
 }

@@ -75,7 +75,8 @@ func TestARemoteListenerBeyondLoopbackNeedsATokenAndTLS(t *testing.T) {
 		naked []string
 	}{
 		{desc: "loopback, without either", args: []string{"--remote", "127.0.0.1:7001"}},
-		{desc: "beyond loopback, with both", args: append([]string{"--remote", "0.0.0.0:7001"}, tls...), env: map[string]string{"CONCLAVE_API_TOKEN": token}},
+		{desc: "beyond loopback, with both", args: append([]string{"--remote", "0.0.0.0:7001"}, tls...), env: map[string]string{"CONCLAVE_API_TOKEN": token},
+			naked: []string{"client_certificates"}},
 		{desc: "beyond loopback, without TLS", args: []string{"--remote", "0.0.0.0:7001"}, env: map[string]string{"CONCLAVE_API_TOKEN": token}, want: "remote.tls_cert"},
 		{desc: "beyond loopback, without a token", args: append([]string{"--remote", "10.0.0.1:7001"}, tls...), want: "CONCLAVE_API_TOKEN"},
 		{desc: "beyond loopback, insecure by the file", file: `{"remote": {"listen": "0.0.0.0:7001", "insecure": true}}`, naked: []string{"token", "tls"}},

@@ -33,6 +33,10 @@ const (
 	RefusedMethod = "method"
 	// RefusedTLS: a connection whose TLS handshake failed (no certificate the CA signed, among others).
 	RefusedTLS = "tls_handshake"
+	// RefusedConnections: a connection past MaxConnections.
+	RefusedConnections = "connections"
+	// RefusedReplayed: a route request whose authentication was seen already.
+	RefusedReplayed = "replayed"
 )
 
 // receiveMethod is protoactor remote's message stream, the only gRPC method a door serves.
@@ -50,18 +54,20 @@ type Gate struct {
 	Types map[protoreflect.FullName]bool
 	// Target says whether an actor may be addressed through the gate, by its name.
 	Target func(id string) bool
+	// Answers, when set, names the request whose answers an actor takes (the AuthHeader it was sent
+	// with): an answer is authenticated as answering it, so it cannot be replayed into another.
+	Answers func(id string) string
 	// NeedSender refuses envelopes without a sender: a request with nobody to answer.
 	NeedSender bool
 	// Local is the address of the system behind the gate. Admitted envelopes are delivered to the
 	// target's name here, whatever address they carried (never passed on to another node), and a
 	// sender may not claim it.
-	Local string
+	Local func() string
 	Now   func() time.Time
 }
 
-// Admit filters a batch in place, keeping the envelopes the gate admits (their authentication header
-// removed, their targets made local), and calls refused for each one it drops. It returns how many
-// it kept.
+// Admit filters a batch in place, keeping the envelopes the gate admits (their targets made local),
+// and calls refused for each one it drops. It returns how many it kept.
 func (g *Gate) Admit(b *remote.MessageBatch, refused func(reason string)) int {
 	kept := b.Envelopes[:0]
 	local := make(map[int32]bool)
@@ -79,8 +85,9 @@ func (g *Gate) Admit(b *remote.MessageBatch, refused func(reason string)) int {
 	}
 	clear(b.Envelopes[len(kept):])
 	b.Envelopes = kept
+	here := g.Local()
 	for i := range local {
-		b.Targets[i] = &actor.PID{Address: g.Local, Id: b.Targets[i].Id}
+		b.Targets[i] = &actor.PID{Address: here, Id: b.Targets[i].Id}
 	}
 	return len(kept)
 }
@@ -103,7 +110,7 @@ func (g *Gate) check(b *remote.MessageBatch, e *remote.MessageEnvelope) string {
 	var sender *actor.PID
 	if e.Sender > 0 {
 		sender = b.Senders[e.Sender-1]
-		if sender == nil || sender.Address == "" || sender.Address == g.Local || sender.Address == nonhost {
+		if sender == nil || sender.Address == "" || sender.Address == g.Local() || sender.Address == nonhost {
 			return RefusedSender
 		}
 	} else if g.NeedSender {
@@ -112,15 +119,22 @@ func (g *Gate) check(b *remote.MessageBatch, e *remote.MessageEnvelope) string {
 	if len(g.Key) == 0 {
 		return ""
 	}
+	// The header is read first: a message without a fresh one is refused before it is decoded.
+	a, err := readAuth(e.GetMessageHeader().GetHeaderData()[AuthHeader], g.Now())
+	if err != nil {
+		return RefusedAuth
+	}
 	msg, err := decode(name, e.MessageData)
 	if err != nil {
 		return RefusedMalformed
 	}
-	header := e.GetMessageHeader().GetHeaderData()
-	if err := Verify(g.Key, g.Now(), header[AuthHeader], target.Id, sender, msg); err != nil {
+	to := Addressed{Target: target.Id, Sender: sender}
+	if g.Answers != nil {
+		to.Answers = g.Answers(target.Id)
+	}
+	if a.verify(g.Key, to, msg) != nil {
 		return RefusedAuth
 	}
-	delete(header, AuthHeader)
 	return ""
 }
 

@@ -23,7 +23,7 @@ var (
 
 func serverGate(key []byte) *Gate {
 	return &Gate{Key: key, Types: map[protoreflect.FullName]bool{proto.MessageName(&messages.RemoteRoute{}): true},
-		Target: func(id string) bool { return id == RouteActor }, NeedSender: true, Local: here, Now: func() time.Time { return gateNow }}
+		Target: func(id string) bool { return id == RouteActor }, NeedSender: true, Local: func() string { return here }, Now: func() time.Time { return gateNow }}
 }
 
 // wire is one envelope as protoactor's endpoint writer lays it out: a batch of its own.
@@ -48,7 +48,7 @@ func (w wire) batch(t *testing.T) *remote.MessageBatch {
 
 func signed(t *testing.T, key []byte, at time.Time, target string, sender *actor.PID, msg proto.Message) map[string]string {
 	t.Helper()
-	auth, err := Sign(key, at, target, sender, msg)
+	auth, err := Sign(key, at, Addressed{Target: target, Sender: sender}, msg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +123,8 @@ func TestGateAdmitsOnlyAnAuthenticatedRouteRequest(t *testing.T) {
 				if got := b.Targets[b.Envelopes[0].Target]; got.Address != here || got.Id != RouteActor {
 					t.Fatalf("admitted to %v: want the local gateway", got)
 				}
-				if h := b.Envelopes[0].GetMessageHeader().GetHeaderData(); h[AuthHeader] != "" {
-					t.Fatal("the authentication header reached the actor")
+				if h := b.Envelopes[0].GetMessageHeader().GetHeaderData(); len(tc.gate.Key) > 0 && h[AuthHeader] == "" {
+					t.Fatal("the authentication header did not reach the gateway, which binds the answers to it")
 				}
 				return
 			}
@@ -167,29 +167,74 @@ func TestGateSortsAMixedBatch(t *testing.T) {
 
 func TestSignAndVerify(t *testing.T) {
 	msg := &messages.Progress{Event: "classified"}
-	auth, err := Sign(gateKey, gateNow, "progress-1", nil, msg)
+	to := Addressed{Target: "progress-1", Answers: "v1.1.request"}
+	auth, err := Sign(gateKey, gateNow, to, msg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := Verify(gateKey, gateNow.Add(time.Minute), auth, "progress-1", nil, msg); err != nil {
+	if err := Verify(gateKey, gateNow.Add(time.Minute), auth, to, msg); err != nil {
 		t.Fatalf("a fresh signature: %v", err)
 	}
 	for _, tc := range []struct {
 		desc   string
 		header string
-		target string
+		to     Addressed
 		now    time.Time
 		want   error
 	}{
-		{"none", "", "progress-1", gateNow, ErrNoAuth},
-		{"another target", auth, "progress-2", gateNow, ErrBadAuth},
-		{"stale", auth, "progress-1", gateNow.Add(MaxSkew + time.Second), ErrStaleAuth},
-		{"truncated", auth[:len(auth)-4], "progress-1", gateNow, ErrBadAuth},
-		{"another version", "v2" + auth[2:], "progress-1", gateNow, ErrBadAuth},
+		{"none", "", to, gateNow, ErrNoAuth},
+		{"another target", auth, Addressed{Target: "progress-2", Answers: to.Answers}, gateNow, ErrBadAuth},
+		{"an answer to another request", auth, Addressed{Target: to.Target, Answers: "v1.1.another"}, gateNow, ErrBadAuth},
+		{"a sender added", auth, Addressed{Target: to.Target, Answers: to.Answers, Sender: caller}, gateNow, ErrBadAuth},
+		{"stale", auth, to, gateNow.Add(MaxSkew + time.Second), ErrStaleAuth},
+		{"truncated", auth[:len(auth)-4], to, gateNow, ErrBadAuth},
+		{"another version", "v2" + auth[2:], to, gateNow, ErrBadAuth},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
-			if err := Verify(gateKey, tc.now, tc.header, tc.target, nil, msg); err == nil || !errors.Is(err, tc.want) {
+			if err := Verify(gateKey, tc.now, tc.header, tc.to, msg); err == nil || !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
+			}
+		})
+	}
+}
+
+// A client's gate takes an answer only for a request it waits on, and only signed as answering that
+// request: an answer captured on its way to another request is refused.
+func TestAClientsGateTakesOnlyAnswersToItsOwnRequests(t *testing.T) {
+	const request, other = "v1.1.the-request", "v1.1.another-request"
+	pending := map[string]string{"future$a": request, "progress-1": request}
+	gate := &Gate{Key: gateKey, Types: map[protoreflect.FullName]bool{proto.MessageName(&messages.Execution{}): true, proto.MessageName(&messages.Progress{}): true},
+		Target:  func(id string) bool { _, ok := pending[id]; return ok },
+		Answers: func(id string) string { return pending[id] },
+		Local:   func() string { return "127.0.0.1:41000" }, Now: func() time.Time { return gateNow }}
+	exec := &messages.Execution{RequestId: "r", StatusCode: 200, Answer: "4"}
+	answer := func(target, answers string, msg proto.Message) map[string]string {
+		auth, err := Sign(gateKey, gateNow, Addressed{Target: target, Answers: answers}, msg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return map[string]string{AuthHeader: auth}
+	}
+	for _, tc := range []struct {
+		desc   string
+		target string
+		msg    proto.Message
+		header map[string]string
+		want   string
+	}{
+		{"the answer to its request", "future$a", exec, answer("future$a", request, exec), ""},
+		{"a step of its request", "progress-1", &messages.Progress{Event: "classified"}, answer("progress-1", request, &messages.Progress{Event: "classified"}), ""},
+		{"an answer to another request", "future$a", exec, answer("future$a", other, exec), RefusedAuth},
+		{"an unsigned answer", "future$a", exec, nil, RefusedAuth},
+		{"an answer for a future that waits on nothing", "future$b", exec, answer("future$b", request, exec), RefusedTarget},
+		{"a request sent to a client", "future$a", routeMsg, answer("future$a", request, routeMsg), RefusedType},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			b := wire{msg: tc.msg, target: &actor.PID{Address: "127.0.0.1:41000", Id: tc.target}, header: tc.header}.batch(t)
+			var refused []string
+			kept := gate.Admit(b, func(r string) { refused = append(refused, r) })
+			if (tc.want == "" && kept != 1) || (tc.want != "" && (kept != 0 || len(refused) != 1 || refused[0] != tc.want)) {
+				t.Fatalf("kept %d, refused %v: want %q", kept, refused, tc.want)
 			}
 		})
 	}

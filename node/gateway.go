@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -27,14 +28,16 @@ const (
 
 // gateway answers RemoteRoute messages, which the gate lets through only with the token: each request
 // runs in a goroutine of its own, as an HTTP handler does, and its progress and Execution go back to
-// the sender, signed. The request reaches the engine as a method call, never as a message to one of
-// its actors, and its progress comes back through a listener the engine makes.
+// the sender, signed as answers to it. The request reaches the engine as a method call, never as a
+// message to one of its actors, and its progress comes back through a listener the engine makes.
 type gateway struct {
 	router      Router
 	log         *zap.Logger
 	key         []byte
 	now         func() time.Time
-	local       string
+	local       func() string
+	refused     func(reason string)
+	seen        *replays
 	maxInflight int64
 	inflight    atomic.Int64
 }
@@ -45,14 +48,20 @@ func (g *gateway) Receive(ctx actor.Context) {
 	if !ok || sender == nil {
 		return // the gate lets nothing else through; nothing to answer without a sender
 	}
+	// The gate checked the header; a request is taken once (see replays).
+	auth := ctx.MessageHeader().Get(AuthHeader)
+	if len(g.key) > 0 && !g.seen.first(auth, g.now()) {
+		g.refused(RefusedReplayed)
+		return
+	}
 	system := ctx.ActorSystem()
 	req := m.GetRequest()
 	reply := func(exec *messages.Execution) {
-		if err := send(system, g.key, g.now(), sender, nil, exec); err != nil {
+		if err := answer(system, g.key, g.now(), sender, auth, exec); err != nil {
 			g.log.Error("remote answer not sent", zap.String("event", "remote_answer_failed"), zap.String("request_id", exec.RequestId), zap.Error(err))
 		}
 	}
-	if problem := g.check(req); problem != nil {
+	if problem := g.check(req, sender); problem != nil {
 		reply(problem)
 		return
 	}
@@ -75,7 +84,7 @@ func (g *gateway) Receive(ctx actor.Context) {
 		defer g.inflight.Add(-1)
 		var onProgress func(*messages.Progress)
 		if progressTo != nil {
-			onProgress = func(p *messages.Progress) { _ = send(system, g.key, g.now(), progressTo, nil, p) }
+			onProgress = func(p *messages.Progress) { _ = answer(system, g.key, g.now(), progressTo, auth, p) }
 		}
 		exec, err := g.router.RouteWithProgress(context.Background(), req, onProgress)
 		if err != nil {
@@ -88,7 +97,7 @@ func (g *gateway) Receive(ctx actor.Context) {
 // check refuses what the pipeline cannot take, listing every problem; the rest (a category or a
 // model the engine does not know, overrides that contradict the blueprint) the pipeline checks itself,
 // as for HTTP.
-func (g *gateway) check(req *messages.RouteRequest) *messages.Execution {
+func (g *gateway) check(req *messages.RouteRequest, sender *actor.PID) *messages.Execution {
 	if req == nil {
 		return refusal(nil, http.StatusBadRequest, "malformed_request", "the message holds no request")
 	}
@@ -141,7 +150,16 @@ func (g *gateway) check(req *messages.RouteRequest) *messages.Execution {
 			bad.Add(n.field, fmt.Sprintf("must be between 1 and %d", blueprints.MaxWorkers))
 		}
 	}
-	if p := req.ProgressTo; p != nil && (p.Address == "" || p.Address == g.local || p.Address == nonhost || p.Id == "") {
+	if n := req.MinResponses; n != nil {
+		switch {
+		case req.Workers != nil && *n > *req.Workers:
+			bad.Add("min_responses", fmt.Sprintf("must not exceed workers (%d)", *req.Workers))
+		case len(req.Models) > 0 && int(*n) > len(req.Models):
+			bad.Add("min_responses", fmt.Sprintf("must not exceed the number of requested models (%d)", len(req.Models)))
+		}
+	}
+	// Progress goes where the answer goes: to the caller's own node, never to another address.
+	if p := req.ProgressTo; p != nil && (p.Address != sender.GetAddress() || p.Address == g.local() || p.Address == nonhost || p.Id == "") {
 		bad.Add("progress_to", "must name an actor of the caller's own node")
 	}
 	if len(bad) == 0 {
@@ -159,5 +177,41 @@ func refusal(req *messages.RouteRequest, status int, code, msg string) *messages
 		Error: &messages.Failure{Code: code, Message: msg}}
 }
 
-// signedTypes are the messages the gateway sends back; a client's gate takes only these.
+// answerTypes are the messages the gateway sends back; a client's gate takes only these.
 var answerTypes = []proto.Message{&messages.Execution{}, &messages.Progress{}}
+
+// replays remembers the authentication of every route request taken within MaxSkew, so that one
+// captured on its way (where the door runs without TLS) is not taken a second time. At most maxSeen
+// are kept: past that, the oldest are forgotten, and a replay of one of them within its five minutes
+// would be taken again; at the gateway's bound of requests in flight that takes over a thousand new
+// requests a second.
+type replays struct {
+	mu    sync.Mutex
+	seen  map[string]bool
+	order []seenAuth // oldest first
+}
+
+type seenAuth struct {
+	auth string
+	at   time.Time
+}
+
+const maxSeen = 1 << 18
+
+func newReplays() *replays { return &replays{seen: map[string]bool{}} }
+
+// first reports whether auth is seen for the first time at now, and remembers it.
+func (r *replays) first(auth string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for len(r.order) > 0 && (now.Sub(r.order[0].at) > 2*MaxSkew || len(r.order) >= maxSeen) {
+		delete(r.seen, r.order[0].auth)
+		r.order = r.order[1:]
+	}
+	if r.seen[auth] {
+		return false
+	}
+	r.seen[auth] = true
+	r.order = append(r.order, seenAuth{auth: auth, at: now})
+	return true
+}

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -241,15 +242,23 @@ func TestRefusalsAreLoggedFirstThenSampled(t *testing.T) {
 
 // gateway runs the gateway in an actor system without remote: what reaches it has crossed the gate.
 func gatewayFor(t *testing.T, p Router, maxInflight int64) (*actor.ActorSystem, *actor.PID) {
+	system, pid, _ := keyedGateway(t, p, maxInflight, nil)
+	return system, pid
+}
+
+// keyedGateway is a gateway whose requests were authenticated with key; it counts its refusals.
+func keyedGateway(t *testing.T, p Router, maxInflight int64, key []byte) (*actor.ActorSystem, *actor.PID, *refusalCounts) {
 	t.Helper()
 	system := actor.NewActorSystem(logging.ActorLogger(zap.NewNop()))
 	t.Cleanup(system.Shutdown)
-	g := &gateway{router: p, log: zap.NewNop(), now: time.Now, local: nonhost, maxInflight: maxInflight}
+	counts := &refusalCounts{}
+	g := &gateway{router: p, log: zap.NewNop(), now: time.Now, local: func() string { return nonhost }, maxInflight: maxInflight,
+		key: key, refused: counts.add, seen: newReplays()}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), RouteActor)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return system, pid
+	return system, pid, counts
 }
 
 func ask(t *testing.T, system *actor.ActorSystem, pid *actor.PID, req *messages.RouteRequest) *messages.Execution {
@@ -300,6 +309,51 @@ func TestTheGatewayChecksARequest(t *testing.T) {
 	if exec := ask(t, system, pid, &messages.RouteRequest{Task: "What is 2 + 2?", RequestId: "wf-1"}); exec.StatusCode != 200 ||
 		exec.ClientRequestId != "wf-1" || exec.RequestId == "wf-1" || exec.RequestId == "" {
 		t.Fatalf("a good request: %v", exec)
+	}
+}
+
+// A route request is taken once: the same authenticated message again (captured and replayed) is
+// refused without an answer.
+func TestARouteRequestIsTakenOnce(t *testing.T) {
+	p := &pipeline{}
+	system, pid, refused := keyedGateway(t, p, 8, gateKey)
+	send := func(auth string) (*messages.Execution, error) {
+		future := actor.NewFuture(system, time.Second)
+		env := &actor.MessageEnvelope{Message: routeMsg, Sender: future.PID()}
+		env.SetHeader(AuthHeader, auth)
+		system.Root.Send(pid, env)
+		res, err := future.Result()
+		if err != nil {
+			return nil, err
+		}
+		return res.(*messages.Execution), nil
+	}
+	first, err := Sign(gateKey, time.Now(), Addressed{Target: RouteActor, Sender: caller}, routeMsg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exec, err := send(first); err != nil || exec.StatusCode != 200 {
+		t.Fatalf("the request: %v %v", exec, err)
+	}
+	if _, err := send(first); err == nil {
+		t.Fatal("the replayed request was answered")
+	}
+	if len(p.reached()) != 1 || refused.get(RefusedReplayed) != 1 {
+		t.Fatalf("the pipeline got %q; %d replays refused", p.reached(), refused.get(RefusedReplayed))
+	}
+	second, _ := Sign(gateKey, time.Now().Add(time.Millisecond), Addressed{Target: RouteActor, Sender: caller}, routeMsg)
+	if exec, err := send(second); err != nil || exec.StatusCode != 200 {
+		t.Fatalf("the same task sent again, signed anew: %v %v", exec, err)
+	}
+}
+
+func TestReplaysForgetWhatIsPastTheSkew(t *testing.T) {
+	r := newReplays()
+	if !r.first("a", gateNow) || r.first("a", gateNow.Add(MaxSkew)) {
+		t.Fatal("a replay within the skew was taken")
+	}
+	if !r.first("a", gateNow.Add(2*MaxSkew+time.Second)) {
+		t.Fatal("an authentication past any skew is still remembered")
 	}
 }
 
@@ -389,5 +443,39 @@ func TestTLSFilesMustBeComplete(t *testing.T) {
 				t.Fatal("the listener started")
 			}
 		})
+	}
+}
+
+// A listener holds its connections to a number: one past it is closed unserved and counted, and a
+// place comes back when a connection closes.
+func TestConnectionsAreBounded(t *testing.T) {
+	refused := &refusalCounts{}
+	creds := &guardedCreds{TransportCredentials: insecure.NewCredentials(), max: 2, live: new(atomic.Int64),
+		refused: func(reason, _ string) { refused.add(reason) }}
+	var held []net.Conn
+	for i := range 3 {
+		a, b := net.Pipe()
+		defer b.Close()
+		conn, _, err := creds.ServerHandshake(a)
+		if i < 2 {
+			if err != nil {
+				t.Fatalf("connection %d: %v", i, err)
+			}
+			held = append(held, conn)
+		} else if err == nil || refused.get(RefusedConnections) != 1 {
+			t.Fatalf("the connection past the bound: %v, %d refused", err, refused.get(RefusedConnections))
+		}
+	}
+	held[0].Close()
+	held[0].Close() // twice gives one place back
+	a, b := net.Pipe()
+	defer b.Close()
+	if _, _, err := creds.Clone().ServerHandshake(a); err != nil {
+		t.Fatalf("after one closed: %v", err)
+	}
+	c, d := net.Pipe()
+	defer d.Close()
+	if _, _, err := creds.ServerHandshake(c); err == nil {
+		t.Fatal("a second place came back for one closed connection")
 	}
 }

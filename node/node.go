@@ -11,7 +11,7 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -20,7 +20,9 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/secret"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
@@ -85,34 +87,52 @@ func Listen(router Router, opts Options) (*Listener, error) {
 		now = time.Now
 	}
 	refusals := newRefusals(log, opts.Refused, now)
-	serverCreds, dialCreds, err := opts.TLS.credentials(refusals.refuse)
+	serverCreds, dialCreds, err := opts.TLS.credentials(MaxConnections, refusals.refuse)
 	if err != nil {
 		return nil, err
 	}
 	key := tokenKey(opts.Token)
-	gate := &Gate{Key: key, Types: map[protoreflect.FullName]bool{proto.MessageName(&messages.RemoteRoute{}): true},
-		Target: func(id string) bool { return id == RouteActor }, NeedSender: true, Now: now}
-	system := actor.NewActorSystem(logging.ActorLogger(log))
-	r, err := startRemote(system, opts.Addr, append(serverCreds, gate.Interceptors(refusals.refuse)...), dialCreds)
-	if err != nil {
-		system.Shutdown()
-		return nil, err
-	}
-	gate.Local = system.Address()
 	maxInflight := opts.MaxInflight
 	if maxInflight <= 0 {
 		maxInflight = DefaultMaxInflight
 	}
-	g := &gateway{router: router, log: log, key: key, now: now, maxInflight: int64(maxInflight), local: system.Address()}
+	system := actor.NewActorSystem(logging.ActorLogger(sampled(log)))
+	g := &gateway{router: router, log: log, key: key, now: now, maxInflight: int64(maxInflight), local: system.Address,
+		refused: func(reason string) { refusals.refuse(reason, "") }, seen: newReplays()}
+	// The gateway is there before the port opens, and the gate reads the address remote gives it then.
 	if _, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), RouteActor); err != nil {
-		r.Shutdown(false)
 		system.Shutdown()
 		return nil, fmt.Errorf("remote route gateway: %w", err)
+	}
+	gate := &Gate{Key: key, Types: map[protoreflect.FullName]bool{proto.MessageName(&messages.RemoteRoute{}): true},
+		Target: func(id string) bool { return id == RouteActor }, NeedSender: true, Local: system.Address, Now: now}
+	r, err := startRemote(system, opts.Addr, append(append(serverCreds, serverLimits...), gate.Interceptors(refusals.refuse)...), dialCreds)
+	if err != nil {
+		system.Shutdown()
+		return nil, err
 	}
 	l := &Listener{system: system, remote: r, addr: system.Address()}
 	log.Info("remote listener started", zap.String("event", "remote_listening"), zap.String("address", l.addr),
 		zap.Bool("auth", len(key) > 0), zap.Bool("tls", opts.TLS.Enabled()), zap.Bool("mutual_tls", opts.TLS.CA != ""))
 	return l, nil
+}
+
+// serverLimits bound what one peer may hold of a listener: protoactor needs one stream per peer,
+// frames no larger than a request, and a peer that pings more often than every 10 s is cut off.
+var serverLimits = []grpc.ServerOption{
+	grpc.MaxConcurrentStreams(4),
+	grpc.MaxRecvMsgSize(MaxTaskBytes + 1<<20),
+	grpc.ConnectionTimeout(10 * time.Second),
+	grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 10 * time.Second, PermitWithoutStream: true}),
+}
+
+// sampled bounds what protoactor logs of a listener's system: it writes a line for every stream a
+// peer opens and closes, which a peer without the token could otherwise turn into one line per
+// connection. At most three lines of a kind every ten seconds.
+func sampled(log *zap.Logger) *zap.Logger {
+	return log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+		return zapcore.NewSamplerWithOptions(c, 10*time.Second, 3, 0)
+	}))
 }
 
 // tokenKey is the key that authenticates messages: the token's bytes, or nil without one.
@@ -153,15 +173,26 @@ func startRemote(system *actor.ActorSystem, addr string, server []grpc.ServerOpt
 	return r, nil
 }
 
-// send delivers msg to a remote actor, signed with key when there is one.
-func send(system *actor.ActorSystem, key []byte, now time.Time, to *actor.PID, sender *actor.PID, msg proto.Message) error {
+// envelope wraps msg for a remote actor, signed with key when there is one, and returns it with its
+// authentication.
+func envelope(key []byte, now time.Time, to *actor.PID, answers string, sender *actor.PID, msg proto.Message) (*actor.MessageEnvelope, string, error) {
 	env := &actor.MessageEnvelope{Message: msg, Sender: sender}
-	if len(key) > 0 {
-		auth, err := Sign(key, now, to.Id, sender, msg)
-		if err != nil {
-			return err
-		}
-		env.SetHeader(AuthHeader, auth)
+	if len(key) == 0 {
+		return env, "", nil
+	}
+	auth, err := Sign(key, now, Addressed{Target: to.Id, Answers: answers, Sender: sender}, msg)
+	if err != nil {
+		return nil, "", err
+	}
+	env.SetHeader(AuthHeader, auth)
+	return env, auth, nil
+}
+
+// answer sends msg, signed as an answer to the request authenticated by answers.
+func answer(system *actor.ActorSystem, key []byte, now time.Time, to *actor.PID, answers string, msg proto.Message) error {
+	env, _, err := envelope(key, now, to, answers, nil, msg)
+	if err != nil {
+		return err
 	}
 	system.Root.Send(to, env)
 	return nil
@@ -170,15 +201,16 @@ func send(system *actor.ActorSystem, key []byte, now time.Time, to *actor.PID, s
 // ErrNoAnswer is returned when a node does not answer within the wait.
 var ErrNoAnswer = errors.New("the node did not answer")
 
-// refusals counts what a gate refuses and logs it: the first refusal, then at most one line every
+// refusals counts what a listener refuses and logs it: the first refusal, then at most one line every
 // RefusalLogEvery with the count since, never one line per message.
 type refusals struct {
-	log    *zap.Logger
-	count  func(reason string)
-	now    func() time.Time
-	total  atomic.Int64
-	logged atomic.Int64 // total at the last line
-	last   atomic.Int64 // unix nanoseconds of the last line
+	log   *zap.Logger
+	count func(reason string)
+	now   func() time.Time
+
+	mu            sync.Mutex
+	total, logged int64
+	last          time.Time
 }
 
 // RefusalLogEvery is how often at most a remote listener logs its refusals.
@@ -192,16 +224,16 @@ func (r *refusals) refuse(reason, from string) {
 	if r.count != nil {
 		r.count(reason)
 	}
-	n := r.total.Add(1)
-	t := r.now().UnixNano()
-	last := r.last.Load()
-	if n > 1 && t-last < int64(RefusalLogEvery) {
+	now := r.now()
+	r.mu.Lock()
+	r.total++
+	if r.total > 1 && now.Sub(r.last) < RefusalLogEvery {
+		r.mu.Unlock()
 		return
 	}
-	if !r.last.CompareAndSwap(last, t) {
-		return // another refusal is logging this turn
-	}
-	since := n - r.logged.Swap(n)
+	total, since := r.total, r.total-r.logged
+	r.last, r.logged = now, r.total
+	r.mu.Unlock()
 	r.log.Warn("remote message refused", zap.String("event", "remote_refused"), zap.String("reason", reason), zap.String("from", from),
-		zap.Int64("refused", n), zap.Int64("since_last_line", since))
+		zap.Int64("refused", total), zap.Int64("since_last_line", since))
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"sync"
+	"sync/atomic"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
@@ -15,9 +17,10 @@ import (
 
 // TLSFiles are the PEM files of a node's TLS: its certificate and key, and the CA that signs its peers'
 // certificates. Every node both listens (for requests, or for answers) and dials (to send them), so
-// its one certificate serves both ways and should allow server and client authentication. With a CA,
-// TLS is mutual: a peer without a certificate the CA signed cannot connect, and the peers' servers are
-// checked against it too; without one, peers' servers are checked against the system's roots.
+// its one certificate serves both ways: it should allow server and client authentication and name the
+// address others dial it at. With a CA, TLS is mutual: a peer without a certificate the CA signed
+// cannot connect, and the peers' listeners are checked against it too; without one, peers' listeners
+// are checked against the system's roots.
 type TLSFiles struct {
 	Cert, Key, CA string
 }
@@ -25,55 +28,78 @@ type TLSFiles struct {
 // Enabled reports whether TLS is configured.
 func (f TLSFiles) Enabled() bool { return f.Cert != "" || f.Key != "" || f.CA != "" }
 
-// credentials returns the gRPC options of a node with these files: its server's and its dialer's.
-// refused, when set, hears of every failed server handshake.
-func (f TLSFiles) credentials(refused func(reason, from string)) (server []grpc.ServerOption, dial []grpc.DialOption, err error) {
-	if !f.Enabled() {
-		return nil, []grpc.DialOption{grpc.WithTransportCredentials(insecure.NewCredentials())}, nil
-	}
-	if f.Cert == "" || f.Key == "" {
-		return nil, nil, errors.New("remote TLS needs both a certificate and its key")
-	}
-	cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
-	if err != nil {
-		return nil, nil, fmt.Errorf("remote TLS certificate: %w", err)
-	}
-	serverCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	clientCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
-	if f.CA != "" {
-		pem, err := os.ReadFile(f.CA)
+// MaxConnections bounds the connections a node's listener holds at once; more are closed at once.
+const MaxConnections = 1024
+
+// credentials returns the gRPC options of a node with these files: its server's and its dialer's. The
+// server holds at most maxConns connections; refused hears of each connection it closes unserved.
+func (f TLSFiles) credentials(maxConns int, refused func(reason, from string)) (server []grpc.ServerOption, dial []grpc.DialOption, err error) {
+	serverCreds, dialCreds := insecure.NewCredentials(), insecure.NewCredentials()
+	if f.Enabled() {
+		if f.Cert == "" || f.Key == "" {
+			return nil, nil, errors.New("remote TLS needs both a certificate and its key")
+		}
+		cert, err := tls.LoadX509KeyPair(f.Cert, f.Key)
 		if err != nil {
-			return nil, nil, fmt.Errorf("remote TLS CA: %w", err)
+			return nil, nil, fmt.Errorf("remote TLS certificate: %w", err)
 		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, nil, fmt.Errorf("remote TLS CA %s: no PEM certificate in it", f.CA)
+		serverCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		clientCfg := &tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}
+		if f.CA != "" {
+			pem, err := os.ReadFile(f.CA)
+			if err != nil {
+				return nil, nil, fmt.Errorf("remote TLS CA: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, nil, fmt.Errorf("remote TLS CA %s: no PEM certificate in it", f.CA)
+			}
+			serverCfg.ClientCAs, serverCfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
+			clientCfg.RootCAs = pool
 		}
-		serverCfg.ClientCAs, serverCfg.ClientAuth = pool, tls.RequireAndVerifyClientCert
-		clientCfg.RootCAs = pool
+		serverCreds, dialCreds = credentials.NewTLS(serverCfg), credentials.NewTLS(clientCfg)
 	}
-	var creds credentials.TransportCredentials = credentials.NewTLS(serverCfg)
-	if refused != nil {
-		creds = countedHandshakes{TransportCredentials: creds, refused: refused}
-	}
-	return []grpc.ServerOption{grpc.Creds(creds)}, []grpc.DialOption{grpc.WithTransportCredentials(credentials.NewTLS(clientCfg))}, nil
+	guarded := &guardedCreds{TransportCredentials: serverCreds, max: int64(maxConns), refused: refused, live: new(atomic.Int64)}
+	return []grpc.ServerOption{grpc.Creds(guarded)}, []grpc.DialOption{grpc.WithTransportCredentials(dialCreds)}, nil
 }
 
-// countedHandshakes reports the server handshakes that fail: a peer without the right certificate is
-// refused like a message without the right authentication.
-type countedHandshakes struct {
+// guardedCreds holds a listener's connections to a number, and reports the handshakes that fail: a
+// peer without the right certificate is refused like a message without the right authentication.
+type guardedCreds struct {
 	credentials.TransportCredentials
+	max     int64
+	live    *atomic.Int64
 	refused func(reason, from string)
 }
 
-func (c countedHandshakes) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+func (c *guardedCreds) ServerHandshake(conn net.Conn) (net.Conn, credentials.AuthInfo, error) {
+	from := conn.RemoteAddr().String()
+	if c.live.Add(1) > c.max {
+		c.live.Add(-1)
+		c.refused(RefusedConnections, from)
+		return nil, nil, fmt.Errorf("remote listener: %d connections held already", c.max)
+	}
 	out, info, err := c.TransportCredentials.ServerHandshake(conn)
 	if err != nil {
-		c.refused(RefusedTLS, conn.RemoteAddr().String())
+		c.live.Add(-1)
+		c.refused(RefusedTLS, from)
+		return nil, nil, err
 	}
-	return out, info, err
+	return &countedConn{Conn: out, live: c.live}, info, nil
 }
 
-func (c countedHandshakes) Clone() credentials.TransportCredentials {
-	return countedHandshakes{TransportCredentials: c.TransportCredentials.Clone(), refused: c.refused}
+func (c *guardedCreds) Clone() credentials.TransportCredentials {
+	return &guardedCreds{TransportCredentials: c.TransportCredentials.Clone(), max: c.max, live: c.live, refused: c.refused}
+}
+
+// countedConn gives its place back when it closes, once.
+type countedConn struct {
+	net.Conn
+	live *atomic.Int64
+	once sync.Once
+}
+
+func (c *countedConn) Close() error {
+	c.once.Do(func() { c.live.Add(-1) })
+	return c.Conn.Close()
 }

@@ -160,7 +160,8 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	}
 	if r := cfg.Remote; r.Listen != "" {
 		if exposed := r.Exposed(cfg.APIToken.Set()); len(exposed) > 0 {
-			log.Warn("the remote listener is reachable beyond loopback without protection, as remote.insecure allows",
+			// Without the token or TLS only when remote.insecure says so; without client certificates, anyone may connect.
+			log.Warn("the remote listener is reachable beyond loopback without some of its protections",
 				zap.String("event", "remote_insecure"), zap.String("address", r.Listen), zap.Strings("without", exposed))
 		}
 		ep, err := node.Listen(eng, node.Options{Addr: r.Listen, Token: cfg.APIToken, Log: log, Refused: eng.Metrics().RemoteRefused,

@@ -177,7 +177,7 @@ func TestTheRemoteDoorLetsOnlyAnAuthenticatedRouteRequestIn(t *testing.T) {
 		}
 	}
 	// A route request signed with another token, and one that is not signed the way the node signs.
-	wrong, err := node.Sign([]byte("another-token-0123456789"), time.Now(), node.RouteActor, sender, msgs[len(msgs)-2])
+	wrong, err := node.Sign([]byte("another-token-0123456789"), time.Now(), node.Addressed{Target: node.RouteActor, Sender: sender}, msgs[len(msgs)-2])
 	if err != nil {
 		t.Fatal(err)
 	}
