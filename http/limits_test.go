@@ -195,9 +195,9 @@ func TestAProviderAtItsLimitShedsAtOnce(t *testing.T) {
 	for _, r := range tb.results(a.resp.Header.Get("X-Request-ID")) {
 		statuses[fmt.Sprint(r["status"], " ", r["error_kind"])]++
 	}
-	// The first call met the 429; the two that waited for its slot were refused, as was the first
-	// model's retry in a quorum round.
-	if statuses["error rate_limited"] != 1 || statuses["not_sent permit_rate_limited"] != 3 || len(statuses) != 2 {
+	// The first call met the 429; the calls that waited for its slot, and any quorum round's, were
+	// refused for the rate limit: nothing else happened to them (how many there are follows timing).
+	if statuses["error rate_limited"] != 1 || statuses["not_sent permit_rate_limited"] < 1 || len(statuses) != 2 {
 		t.Fatalf("calls %v", statuses)
 	}
 	skipped := 0
