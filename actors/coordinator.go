@@ -2,6 +2,7 @@ package actors
 
 import (
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"time"
 
@@ -528,9 +529,12 @@ func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
 // job is the call a job makes, as its worker runs it.
 func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
 	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
+	if n := c.req.GetAsk().GetSampling().MaxTokens; n != nil {
+		maxTokens = int(*n) // the caller's limit, whatever the reserve
+	}
 	return &messages.Job{RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
 		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
-		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt)}
+		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask}
 }
 
 // dispatched notes a job its provider dispatched: the first word from its worker says the permit was
@@ -844,6 +848,16 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	ctx.Stop(ctx.Self())
 }
 
+// union adds the names of more that names lacks, in order.
+func union(names, more []string) []string {
+	for _, n := range more {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
 func addUsage(sum, u *messages.Usage) *messages.Usage {
 	if u == nil {
 		return sum
@@ -869,12 +883,16 @@ func (c *CoordinatorActor) assembleResults(r *messages.ConsensusResult) {
 		if res, ok := rec.Ref.(*messages.JobResult); ok {
 			wr.Text, wr.LatencyMs, wr.ErrorMessage, wr.HttpStatus, wr.Usage = res.Text, res.LatencyMs, res.ErrorMessage, res.HttpStatus, res.Usage
 			wr.FinishReason, wr.ServedModel, wr.Cost, wr.UpstreamRequestId = res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId
-			wr.ProviderLatencyMs = res.ProviderLatencyMs
+			wr.ProviderLatencyMs, wr.ToolCalls, wr.DroppedParameters = res.ProviderLatencyMs, res.ToolCalls, res.DroppedParameters
 			c.exec.Cost += res.Cost
 			c.exec.Usage = addUsage(c.exec.Usage, res.Usage)
+			c.exec.DroppedParameters = union(c.exec.DroppedParameters, res.DroppedParameters)
 		}
 		if i, ok := c.answerOf(j); ok && r != nil && rec.Status == collect.OK {
 			wr.WeightedScore, wr.Contributed = r.Weighted[i], r.Contributed[i]
+			if d := r.Decision; d != nil && int(d.Chosen) == i {
+				c.exec.FinishReason, c.exec.ToolCalls = wr.FinishReason, wr.ToolCalls
+			}
 		}
 		c.exec.Results = append(c.exec.Results, wr)
 	}

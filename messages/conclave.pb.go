@@ -101,7 +101,16 @@ type RouteRequest struct {
 	Quorum    *string  `protobuf:"bytes,13,opt,name=quorum,proto3,oneof" json:"quorum,omitempty"`
 	QuorumTau *float64 `protobuf:"fixed64,14,opt,name=quorum_tau,json=quorumTau,proto3,oneof" json:"quorum_tau,omitempty"`
 	// progress_to, when set, receives a Progress message at each step of the request.
-	ProgressTo    *actor.PID `protobuf:"bytes,15,opt,name=progress_to,json=progressTo,proto3" json:"progress_to,omitempty"`
+	ProgressTo *actor.PID `protobuf:"bytes,15,opt,name=progress_to,json=progressTo,proto3" json:"progress_to,omitempty"`
+	// ask is what the caller sent beyond the task, carried to every call: the conversation as it was
+	// written (turns, content parts, tool calls), the tools, the output format and the sampling
+	// parameters. task stays the text classification and the simulated models read.
+	Ask *Ask `protobuf:"bytes,16,opt,name=ask,proto3" json:"ask,omitempty"`
+	// strict_parameters refuses the request (400) when a model's provider cannot carry one of its
+	// parameters, instead of leaving it out of that call and naming it.
+	StrictParameters bool `protobuf:"varint,17,opt,name=strict_parameters,json=strictParameters,proto3" json:"strict_parameters,omitempty"`
+	// fallbacks are the models a direct call moves to, in order, when its model or its provider fails.
+	Fallbacks     []string `protobuf:"bytes,18,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -241,6 +250,624 @@ func (x *RouteRequest) GetProgressTo() *actor.PID {
 	return nil
 }
 
+func (x *RouteRequest) GetAsk() *Ask {
+	if x != nil {
+		return x.Ask
+	}
+	return nil
+}
+
+func (x *RouteRequest) GetStrictParameters() bool {
+	if x != nil {
+		return x.StrictParameters
+	}
+	return false
+}
+
+func (x *RouteRequest) GetFallbacks() []string {
+	if x != nil {
+		return x.Fallbacks
+	}
+	return nil
+}
+
+// Ask is what a caller asks of a model beyond a text prompt, in a form that each provider's adapter
+// writes in its own wire format.
+type Ask struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Messages       []*ChatMessage         `protobuf:"bytes,1,rep,name=messages,proto3" json:"messages,omitempty"`
+	Tools          []*Tool                `protobuf:"bytes,2,rep,name=tools,proto3" json:"tools,omitempty"`
+	ToolChoice     *ToolChoice            `protobuf:"bytes,3,opt,name=tool_choice,json=toolChoice,proto3" json:"tool_choice,omitempty"`
+	ResponseFormat *OutputFormat          `protobuf:"bytes,4,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	Sampling       *Sampling              `protobuf:"bytes,5,opt,name=sampling,proto3" json:"sampling,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *Ask) Reset() {
+	*x = Ask{}
+	mi := &file_conclave_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ask) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ask) ProtoMessage() {}
+
+func (x *Ask) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ask.ProtoReflect.Descriptor instead.
+func (*Ask) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Ask) GetMessages() []*ChatMessage {
+	if x != nil {
+		return x.Messages
+	}
+	return nil
+}
+
+func (x *Ask) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
+func (x *Ask) GetToolChoice() *ToolChoice {
+	if x != nil {
+		return x.ToolChoice
+	}
+	return nil
+}
+
+func (x *Ask) GetResponseFormat() *OutputFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
+func (x *Ask) GetSampling() *Sampling {
+	if x != nil {
+		return x.Sampling
+	}
+	return nil
+}
+
+// ChatMessage is one turn of a conversation: system, user, assistant or tool.
+type ChatMessage struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Role  string                 `protobuf:"bytes,1,opt,name=role,proto3" json:"role,omitempty"`
+	// content is the turn's text and images, in order.
+	Content []*ContentPart `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
+	// tool_calls are an assistant's calls of tools; tool_call_id names the call a tool turn answers.
+	ToolCalls     []*ToolCall `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	ToolCallId    string      `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	Name          string      `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChatMessage) Reset() {
+	*x = ChatMessage{}
+	mi := &file_conclave_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChatMessage) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChatMessage) ProtoMessage() {}
+
+func (x *ChatMessage) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
+func (*ChatMessage) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ChatMessage) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *ChatMessage) GetContent() []*ContentPart {
+	if x != nil {
+		return x.Content
+	}
+	return nil
+}
+
+func (x *ChatMessage) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *ChatMessage) GetToolCallId() string {
+	if x != nil {
+		return x.ToolCallId
+	}
+	return ""
+}
+
+func (x *ChatMessage) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// ContentPart is text or an image (an https URL or a data URI, which Conclave never fetches).
+type ContentPart struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // text, image_url
+	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	ImageUrl      string                 `protobuf:"bytes,3,opt,name=image_url,json=imageUrl,proto3" json:"image_url,omitempty"`
+	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ContentPart) Reset() {
+	*x = ContentPart{}
+	mi := &file_conclave_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ContentPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ContentPart) ProtoMessage() {}
+
+func (x *ContentPart) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
+func (*ContentPart) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *ContentPart) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *ContentPart) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *ContentPart) GetImageUrl() string {
+	if x != nil {
+		return x.ImageUrl
+	}
+	return ""
+}
+
+func (x *ContentPart) GetDetail() string {
+	if x != nil {
+		return x.Detail
+	}
+	return ""
+}
+
+// ToolCall is a model's call of a tool: a function and its arguments as JSON text.
+type ToolCall struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Arguments     string                 `protobuf:"bytes,3,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCall) Reset() {
+	*x = ToolCall{}
+	mi := &file_conclave_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCall) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCall) ProtoMessage() {}
+
+func (x *ToolCall) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
+func (*ToolCall) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ToolCall) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCall) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCall) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
+// Tool is a function a model may call; parameters is its JSON schema.
+type Tool struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Parameters    string                 `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	Strict        bool                   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Tool) Reset() {
+	*x = Tool{}
+	mi := &file_conclave_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Tool) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Tool) ProtoMessage() {}
+
+func (x *Tool) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Tool.ProtoReflect.Descriptor instead.
+func (*Tool) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Tool) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Tool) GetDescription() string {
+	if x != nil {
+		return x.Description
+	}
+	return ""
+}
+
+func (x *Tool) GetParameters() string {
+	if x != nil {
+		return x.Parameters
+	}
+	return ""
+}
+
+func (x *Tool) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+// ToolChoice says whether a model may, must or must not call tools: auto, none, required, or
+// function with its name.
+type ToolChoice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Mode          string                 `protobuf:"bytes,1,opt,name=mode,proto3" json:"mode,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolChoice) Reset() {
+	*x = ToolChoice{}
+	mi := &file_conclave_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolChoice) ProtoMessage() {}
+
+func (x *ToolChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
+func (*ToolChoice) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *ToolChoice) GetMode() string {
+	if x != nil {
+		return x.Mode
+	}
+	return ""
+}
+
+func (x *ToolChoice) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+// OutputFormat is the answer's form: text, json_object, or json_schema (its name and schema, strict
+// when every field must match).
+type OutputFormat struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"`
+	Name          string                 `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	Schema        string                 `protobuf:"bytes,3,opt,name=schema,proto3" json:"schema,omitempty"`
+	Strict        bool                   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OutputFormat) Reset() {
+	*x = OutputFormat{}
+	mi := &file_conclave_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OutputFormat) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OutputFormat) ProtoMessage() {}
+
+func (x *OutputFormat) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OutputFormat.ProtoReflect.Descriptor instead.
+func (*OutputFormat) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *OutputFormat) GetType() string {
+	if x != nil {
+		return x.Type
+	}
+	return ""
+}
+
+func (x *OutputFormat) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *OutputFormat) GetSchema() string {
+	if x != nil {
+		return x.Schema
+	}
+	return ""
+}
+
+func (x *OutputFormat) GetStrict() bool {
+	if x != nil {
+		return x.Strict
+	}
+	return false
+}
+
+// Sampling holds the caller's sampling parameters, each set only when the caller gave it.
+type Sampling struct {
+	state             protoimpl.MessageState `protogen:"open.v1"`
+	Temperature       *float64               `protobuf:"fixed64,1,opt,name=temperature,proto3,oneof" json:"temperature,omitempty"`
+	TopP              *float64               `protobuf:"fixed64,2,opt,name=top_p,json=topP,proto3,oneof" json:"top_p,omitempty"`
+	MaxTokens         *int32                 `protobuf:"varint,3,opt,name=max_tokens,json=maxTokens,proto3,oneof" json:"max_tokens,omitempty"`
+	Stop              []string               `protobuf:"bytes,4,rep,name=stop,proto3" json:"stop,omitempty"`
+	Seed              *int64                 `protobuf:"varint,5,opt,name=seed,proto3,oneof" json:"seed,omitempty"`
+	PresencePenalty   *float64               `protobuf:"fixed64,6,opt,name=presence_penalty,json=presencePenalty,proto3,oneof" json:"presence_penalty,omitempty"`
+	FrequencyPenalty  *float64               `protobuf:"fixed64,7,opt,name=frequency_penalty,json=frequencyPenalty,proto3,oneof" json:"frequency_penalty,omitempty"`
+	LogitBias         map[string]int32       `protobuf:"bytes,8,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	User              string                 `protobuf:"bytes,9,opt,name=user,proto3" json:"user,omitempty"`
+	ParallelToolCalls *bool                  `protobuf:"varint,10,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
+}
+
+func (x *Sampling) Reset() {
+	*x = Sampling{}
+	mi := &file_conclave_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Sampling) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Sampling) ProtoMessage() {}
+
+func (x *Sampling) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
+func (*Sampling) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Sampling) GetTemperature() float64 {
+	if x != nil && x.Temperature != nil {
+		return *x.Temperature
+	}
+	return 0
+}
+
+func (x *Sampling) GetTopP() float64 {
+	if x != nil && x.TopP != nil {
+		return *x.TopP
+	}
+	return 0
+}
+
+func (x *Sampling) GetMaxTokens() int32 {
+	if x != nil && x.MaxTokens != nil {
+		return *x.MaxTokens
+	}
+	return 0
+}
+
+func (x *Sampling) GetStop() []string {
+	if x != nil {
+		return x.Stop
+	}
+	return nil
+}
+
+func (x *Sampling) GetSeed() int64 {
+	if x != nil && x.Seed != nil {
+		return *x.Seed
+	}
+	return 0
+}
+
+func (x *Sampling) GetPresencePenalty() float64 {
+	if x != nil && x.PresencePenalty != nil {
+		return *x.PresencePenalty
+	}
+	return 0
+}
+
+func (x *Sampling) GetFrequencyPenalty() float64 {
+	if x != nil && x.FrequencyPenalty != nil {
+		return *x.FrequencyPenalty
+	}
+	return 0
+}
+
+func (x *Sampling) GetLogitBias() map[string]int32 {
+	if x != nil {
+		return x.LogitBias
+	}
+	return nil
+}
+
+func (x *Sampling) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+func (x *Sampling) GetParallelToolCalls() bool {
+	if x != nil && x.ParallelToolCalls != nil {
+		return *x.ParallelToolCalls
+	}
+	return false
+}
+
 // RemoteRoute is a route request from another node, the one message a node's remote listener takes.
 // It is authenticated by its envelope's header, never by a field of its own (see node.AuthHeader). The
 // answer is the Execution, as over HTTP.
@@ -253,7 +880,7 @@ type RemoteRoute struct {
 
 func (x *RemoteRoute) Reset() {
 	*x = RemoteRoute{}
-	mi := &file_conclave_proto_msgTypes[1]
+	mi := &file_conclave_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -265,7 +892,7 @@ func (x *RemoteRoute) String() string {
 func (*RemoteRoute) ProtoMessage() {}
 
 func (x *RemoteRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[1]
+	mi := &file_conclave_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -278,7 +905,7 @@ func (x *RemoteRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteRoute.ProtoReflect.Descriptor instead.
 func (*RemoteRoute) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{1}
+	return file_conclave_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RemoteRoute) GetRequest() *RouteRequest {
@@ -299,7 +926,7 @@ type AwaitRecord struct {
 
 func (x *AwaitRecord) Reset() {
 	*x = AwaitRecord{}
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +938,7 @@ func (x *AwaitRecord) String() string {
 func (*AwaitRecord) ProtoMessage() {}
 
 func (x *AwaitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +951,7 @@ func (x *AwaitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRecord.ProtoReflect.Descriptor instead.
 func (*AwaitRecord) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{2}
+	return file_conclave_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AwaitRecord) GetRequestId() string {
@@ -345,7 +972,7 @@ type RecordDurable struct {
 
 func (x *RecordDurable) Reset() {
 	*x = RecordDurable{}
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -357,7 +984,7 @@ func (x *RecordDurable) String() string {
 func (*RecordDurable) ProtoMessage() {}
 
 func (x *RecordDurable) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -370,7 +997,7 @@ func (x *RecordDurable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDurable.ProtoReflect.Descriptor instead.
 func (*RecordDurable) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{3}
+	return file_conclave_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RecordDurable) GetRequestId() string {
@@ -400,7 +1027,7 @@ type PeerBreakerOpened struct {
 
 func (x *PeerBreakerOpened) Reset() {
 	*x = PeerBreakerOpened{}
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +1039,7 @@ func (x *PeerBreakerOpened) String() string {
 func (*PeerBreakerOpened) ProtoMessage() {}
 
 func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +1052,7 @@ func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerBreakerOpened.ProtoReflect.Descriptor instead.
 func (*PeerBreakerOpened) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{4}
+	return file_conclave_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *PeerBreakerOpened) GetProvider() string {
@@ -478,7 +1105,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -490,7 +1117,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -503,7 +1130,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{5}
+	return file_conclave_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Progress) GetRequestId() string {
@@ -661,14 +1288,20 @@ type Execution struct {
 	Usage *Usage  `protobuf:"bytes,25,opt,name=usage,proto3" json:"usage,omitempty"`
 	Cost  float64 `protobuf:"fixed64,26,opt,name=cost,proto3" json:"cost,omitempty"`
 	// quorum says how many models were asked and why asking stopped.
-	Quorum        *QuorumOutcome `protobuf:"bytes,27,opt,name=quorum,proto3" json:"quorum,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Quorum *QuorumOutcome `protobuf:"bytes,27,opt,name=quorum,proto3" json:"quorum,omitempty"`
+	// tool_calls are the answer's calls of tools (its finish_reason then tool_calls).
+	ToolCalls    []*ToolCall `protobuf:"bytes,28,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	FinishReason string      `protobuf:"bytes,29,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	// dropped_parameters names the caller's parameters a chosen model's provider could not carry, which
+	// were left out of that call.
+	DroppedParameters []string `protobuf:"bytes,30,rep,name=dropped_parameters,json=droppedParameters,proto3" json:"dropped_parameters,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -680,7 +1313,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -693,7 +1326,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{6}
+	return file_conclave_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Execution) GetRequestId() string {
@@ -885,6 +1518,27 @@ func (x *Execution) GetQuorum() *QuorumOutcome {
 	return nil
 }
 
+func (x *Execution) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *Execution) GetFinishReason() string {
+	if x != nil {
+		return x.FinishReason
+	}
+	return ""
+}
+
+func (x *Execution) GetDroppedParameters() []string {
+	if x != nil {
+		return x.DroppedParameters
+	}
+	return nil
+}
+
 // QuorumOutcome is how collection used its models: asked of selected, in how many waves, and why it
 // stopped (all_asked for a fixed quorum; settled, cap, audit or no_answers for an adaptive one).
 type QuorumOutcome struct {
@@ -902,7 +1556,7 @@ type QuorumOutcome struct {
 
 func (x *QuorumOutcome) Reset() {
 	*x = QuorumOutcome{}
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -914,7 +1568,7 @@ func (x *QuorumOutcome) String() string {
 func (*QuorumOutcome) ProtoMessage() {}
 
 func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -927,7 +1581,7 @@ func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumOutcome.ProtoReflect.Descriptor instead.
 func (*QuorumOutcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{7}
+	return file_conclave_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *QuorumOutcome) GetMode() string {
@@ -994,7 +1648,7 @@ type Classification struct {
 
 func (x *Classification) Reset() {
 	*x = Classification{}
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1006,7 +1660,7 @@ func (x *Classification) String() string {
 func (*Classification) ProtoMessage() {}
 
 func (x *Classification) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1019,7 +1673,7 @@ func (x *Classification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Classification.ProtoReflect.Descriptor instead.
 func (*Classification) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{8}
+	return file_conclave_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Classification) GetCategory() string {
@@ -1116,7 +1770,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1782,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1795,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{9}
+	return file_conclave_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Signal) GetCategory() string {
@@ -1174,7 +1828,7 @@ type Blueprint struct {
 
 func (x *Blueprint) Reset() {
 	*x = Blueprint{}
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1186,7 +1840,7 @@ func (x *Blueprint) String() string {
 func (*Blueprint) ProtoMessage() {}
 
 func (x *Blueprint) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1199,7 +1853,7 @@ func (x *Blueprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blueprint.ProtoReflect.Descriptor instead.
 func (*Blueprint) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{10}
+	return file_conclave_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Blueprint) GetName() string {
@@ -1272,7 +1926,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1284,7 +1938,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1297,7 +1951,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{11}
+	return file_conclave_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Selection) GetPolicy() string {
@@ -1351,7 +2005,7 @@ type Pick struct {
 
 func (x *Pick) Reset() {
 	*x = Pick{}
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1363,7 +2017,7 @@ func (x *Pick) String() string {
 func (*Pick) ProtoMessage() {}
 
 func (x *Pick) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1376,7 +2030,7 @@ func (x *Pick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pick.ProtoReflect.Descriptor instead.
 func (*Pick) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{12}
+	return file_conclave_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Pick) GetModel() string {
@@ -1446,7 +2100,7 @@ type Skip struct {
 
 func (x *Skip) Reset() {
 	*x = Skip{}
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1458,7 +2112,7 @@ func (x *Skip) String() string {
 func (*Skip) ProtoMessage() {}
 
 func (x *Skip) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1471,7 +2125,7 @@ func (x *Skip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Skip.ProtoReflect.Descriptor instead.
 func (*Skip) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{13}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Skip) GetModel() string {
@@ -1524,14 +2178,17 @@ type WorkerResult struct {
 	Cost              float64 `protobuf:"fixed64,19,opt,name=cost,proto3" json:"cost,omitempty"`
 	UpstreamRequestId string  `protobuf:"bytes,20,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
 	// provider_latency_ms is the provider's own round trip, within latency_ms.
-	ProviderLatencyMs float64 `protobuf:"fixed64,21,opt,name=provider_latency_ms,json=providerLatencyMs,proto3" json:"provider_latency_ms,omitempty"`
+	ProviderLatencyMs float64     `protobuf:"fixed64,21,opt,name=provider_latency_ms,json=providerLatencyMs,proto3" json:"provider_latency_ms,omitempty"`
+	ToolCalls         []*ToolCall `protobuf:"bytes,22,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// dropped_parameters names the parameters this call's provider could not carry.
+	DroppedParameters []string `protobuf:"bytes,23,rep,name=dropped_parameters,json=droppedParameters,proto3" json:"dropped_parameters,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *WorkerResult) Reset() {
 	*x = WorkerResult{}
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +2200,7 @@ func (x *WorkerResult) String() string {
 func (*WorkerResult) ProtoMessage() {}
 
 func (x *WorkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +2213,7 @@ func (x *WorkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerResult.ProtoReflect.Descriptor instead.
 func (*WorkerResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{14}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WorkerResult) GetJobId() string {
@@ -1706,6 +2363,20 @@ func (x *WorkerResult) GetProviderLatencyMs() float64 {
 	return 0
 }
 
+func (x *WorkerResult) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *WorkerResult) GetDroppedParameters() []string {
+	if x != nil {
+		return x.DroppedParameters
+	}
+	return nil
+}
+
 type ArbiterDecision struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Strategy string                 `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
@@ -1731,7 +2402,7 @@ type ArbiterDecision struct {
 
 func (x *ArbiterDecision) Reset() {
 	*x = ArbiterDecision{}
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1743,7 +2414,7 @@ func (x *ArbiterDecision) String() string {
 func (*ArbiterDecision) ProtoMessage() {}
 
 func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1756,7 +2427,7 @@ func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArbiterDecision.ProtoReflect.Descriptor instead.
 func (*ArbiterDecision) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{15}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ArbiterDecision) GetStrategy() string {
@@ -1867,7 +2538,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2550,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2563,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{16}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -1973,7 +2644,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1985,7 +2656,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1998,7 +2669,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{17}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -2060,7 +2731,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2743,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2756,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{18}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Retry) GetModel() string {
@@ -2158,7 +2829,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2170,7 +2841,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2183,7 +2854,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{19}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Failure) GetCode() string {
@@ -2225,7 +2896,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2237,7 +2908,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2250,7 +2921,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Problem) GetField() string {
@@ -2277,7 +2948,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2960,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2973,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -2336,7 +3007,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2348,7 +3019,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2361,7 +3032,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -2440,14 +3111,17 @@ type Job struct {
 	// upstream_model is the model id as its provider names it (empty: model).
 	UpstreamModel string `protobuf:"bytes,17,opt,name=upstream_model,json=upstreamModel,proto3" json:"upstream_model,omitempty"`
 	// task is the task an arbiter job judges (for an answer job, the prompt itself).
-	Task          string `protobuf:"bytes,18,opt,name=task,proto3" json:"task,omitempty"`
+	Task string `protobuf:"bytes,18,opt,name=task,proto3" json:"task,omitempty"`
+	// ask, when set, is the conversation, tools, output format and parameters to send instead of
+	// system and prompt.
+	Ask           *Ask `protobuf:"bytes,19,opt,name=ask,proto3" json:"ask,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +3133,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +3146,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Job) GetRequestId() string {
@@ -2601,6 +3275,13 @@ func (x *Job) GetTask() string {
 	return ""
 }
 
+func (x *Job) GetAsk() *Ask {
+	if x != nil {
+		return x.Ask
+	}
+	return nil
+}
+
 type Dispatch struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Job     *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -2613,7 +3294,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2625,7 +3306,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2638,7 +3319,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -2671,7 +3352,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2683,7 +3364,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2696,7 +3377,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -2718,7 +3399,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2730,7 +3411,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2743,7 +3424,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -2779,7 +3460,7 @@ type JobQueued struct {
 
 func (x *JobQueued) Reset() {
 	*x = JobQueued{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2791,7 +3472,7 @@ func (x *JobQueued) String() string {
 func (*JobQueued) ProtoMessage() {}
 
 func (x *JobQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2804,7 +3485,7 @@ func (x *JobQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobQueued.ProtoReflect.Descriptor instead.
 func (*JobQueued) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JobQueued) GetJobId() string {
@@ -2840,19 +3521,21 @@ type JobResult struct {
 	HttpStatus        int32                  `protobuf:"varint,15,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
 	RetryAfterSeconds float64                `protobuf:"fixed64,16,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
 	// error_scope is model or provider when the failure says which it concerns.
-	ErrorScope        string  `protobuf:"bytes,17,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
-	FinishReason      string  `protobuf:"bytes,18,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
-	ServedModel       string  `protobuf:"bytes,19,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
-	Cost              float64 `protobuf:"fixed64,20,opt,name=cost,proto3" json:"cost,omitempty"`
-	UpstreamRequestId string  `protobuf:"bytes,21,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
-	ProviderLatencyMs float64 `protobuf:"fixed64,22,opt,name=provider_latency_ms,json=providerLatencyMs,proto3" json:"provider_latency_ms,omitempty"`
+	ErrorScope        string      `protobuf:"bytes,17,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
+	FinishReason      string      `protobuf:"bytes,18,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	ServedModel       string      `protobuf:"bytes,19,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
+	Cost              float64     `protobuf:"fixed64,20,opt,name=cost,proto3" json:"cost,omitempty"`
+	UpstreamRequestId string      `protobuf:"bytes,21,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
+	ProviderLatencyMs float64     `protobuf:"fixed64,22,opt,name=provider_latency_ms,json=providerLatencyMs,proto3" json:"provider_latency_ms,omitempty"`
+	ToolCalls         []*ToolCall `protobuf:"bytes,23,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	DroppedParameters []string    `protobuf:"bytes,24,rep,name=dropped_parameters,json=droppedParameters,proto3" json:"dropped_parameters,omitempty"`
 	unknownFields     protoimpl.UnknownFields
 	sizeCache         protoimpl.SizeCache
 }
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2864,7 +3547,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2877,7 +3560,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -3034,6 +3717,20 @@ func (x *JobResult) GetProviderLatencyMs() float64 {
 	return 0
 }
 
+func (x *JobResult) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *JobResult) GetDroppedParameters() []string {
+	if x != nil {
+		return x.DroppedParameters
+	}
+	return nil
+}
+
 // Acquire asks a provider actor for a permit to call one of its models: a breaker check and a
 // rate-limit reservation. The reply is a Permit.
 type Acquire struct {
@@ -3058,7 +3755,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3070,7 +3767,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3083,7 +3780,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -3160,7 +3857,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3172,7 +3869,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3185,7 +3882,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Permit) GetJobId() string {
@@ -3253,7 +3950,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3265,7 +3962,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3278,7 +3975,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -3374,7 +4071,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3386,7 +4083,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +4096,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -3414,7 +4111,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3426,7 +4123,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3439,7 +4136,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -3479,7 +4176,7 @@ type ConsensusInput struct {
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3491,7 +4188,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3504,7 +4201,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -3610,7 +4307,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3622,7 +4319,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3635,7 +4332,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Candidate) GetModel() string {
@@ -3719,7 +4416,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3731,7 +4428,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3744,7 +4441,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -3809,7 +4506,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3821,7 +4518,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3834,7 +4531,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Votes) GetCategory() string {
@@ -3872,7 +4569,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3884,7 +4581,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3897,7 +4594,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Reward) GetModel() string {
@@ -3945,7 +4642,7 @@ type Rewards struct {
 
 func (x *Rewards) Reset() {
 	*x = Rewards{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3957,7 +4654,7 @@ func (x *Rewards) String() string {
 func (*Rewards) ProtoMessage() {}
 
 func (x *Rewards) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3970,7 +4667,7 @@ func (x *Rewards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewards.ProtoReflect.Descriptor instead.
 func (*Rewards) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Rewards) GetRewards() []*Reward {
@@ -3990,7 +4687,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4002,7 +4699,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4015,7 +4712,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -4037,7 +4734,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4049,7 +4746,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4062,7 +4759,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -4100,7 +4797,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4112,7 +4809,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4125,7 +4822,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -4162,7 +4859,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4174,7 +4871,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4187,7 +4884,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -4220,7 +4917,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4232,7 +4929,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4245,7 +4942,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{52}
 }
 
 type Flushed struct {
@@ -4260,7 +4957,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4272,7 +4969,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4285,7 +4982,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -4327,7 +5024,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4339,7 +5036,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4352,7 +5049,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{46}
+	return file_conclave_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -4453,7 +5150,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4465,7 +5162,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4478,7 +5175,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{47}
+	return file_conclave_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -4503,7 +5200,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4515,7 +5212,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4528,7 +5225,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{48}
+	return file_conclave_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -4568,7 +5265,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4580,7 +5277,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4593,7 +5290,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{49}
+	return file_conclave_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -4607,7 +5304,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc2\x05\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x06\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -4629,7 +5326,10 @@ const file_conclave_proto_rawDesc = "" +
 	"quorum_tau\x18\x0e \x01(\x01H\x06R\tquorumTau\x88\x01\x01\x12+\n" +
 	"\vprogress_to\x18\x0f \x01(\v2\n" +
 	".actor.PIDR\n" +
-	"progressToB\v\n" +
+	"progressTo\x12\"\n" +
+	"\x03ask\x18\x10 \x01(\v2\x10.conclave.v1.AskR\x03ask\x12+\n" +
+	"\x11strict_parameters\x18\x11 \x01(\bR\x10strictParameters\x12\x1c\n" +
+	"\tfallbacks\x18\x12 \x03(\tR\tfallbacksB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
@@ -4637,7 +5337,71 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0e_min_responsesB\x17\n" +
 	"\x15_quorum_grace_secondsB\t\n" +
 	"\a_quorumB\r\n" +
-	"\v_quorum_tau\"O\n" +
+	"\v_quorum_tau\"\x95\x02\n" +
+	"\x03Ask\x124\n" +
+	"\bmessages\x18\x01 \x03(\v2\x18.conclave.v1.ChatMessageR\bmessages\x12'\n" +
+	"\x05tools\x18\x02 \x03(\v2\x11.conclave.v1.ToolR\x05tools\x128\n" +
+	"\vtool_choice\x18\x03 \x01(\v2\x17.conclave.v1.ToolChoiceR\n" +
+	"toolChoice\x12B\n" +
+	"\x0fresponse_format\x18\x04 \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x121\n" +
+	"\bsampling\x18\x05 \x01(\v2\x15.conclave.v1.SamplingR\bsampling\"\xc1\x01\n" +
+	"\vChatMessage\x12\x12\n" +
+	"\x04role\x18\x01 \x01(\tR\x04role\x122\n" +
+	"\acontent\x18\x02 \x03(\v2\x18.conclave.v1.ContentPartR\acontent\x124\n" +
+	"\n" +
+	"tool_calls\x18\x03 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12 \n" +
+	"\ftool_call_id\x18\x04 \x01(\tR\n" +
+	"toolCallId\x12\x12\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\"j\n" +
+	"\vContentPart\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1b\n" +
+	"\timage_url\x18\x03 \x01(\tR\bimageUrl\x12\x16\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\"L\n" +
+	"\bToolCall\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"t\n" +
+	"\x04Tool\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
+	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
+	"\n" +
+	"parameters\x18\x03 \x01(\tR\n" +
+	"parameters\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"4\n" +
+	"\n" +
+	"ToolChoice\x12\x12\n" +
+	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\"f\n" +
+	"\fOutputFormat\x12\x12\n" +
+	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
+	"\x06schema\x18\x03 \x01(\tR\x06schema\x12\x16\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"\xbf\x04\n" +
+	"\bSampling\x12%\n" +
+	"\vtemperature\x18\x01 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12\x18\n" +
+	"\x05top_p\x18\x02 \x01(\x01H\x01R\x04topP\x88\x01\x01\x12\"\n" +
+	"\n" +
+	"max_tokens\x18\x03 \x01(\x05H\x02R\tmaxTokens\x88\x01\x01\x12\x12\n" +
+	"\x04stop\x18\x04 \x03(\tR\x04stop\x12\x17\n" +
+	"\x04seed\x18\x05 \x01(\x03H\x03R\x04seed\x88\x01\x01\x12.\n" +
+	"\x10presence_penalty\x18\x06 \x01(\x01H\x04R\x0fpresencePenalty\x88\x01\x01\x120\n" +
+	"\x11frequency_penalty\x18\a \x01(\x01H\x05R\x10frequencyPenalty\x88\x01\x01\x12C\n" +
+	"\n" +
+	"logit_bias\x18\b \x03(\v2$.conclave.v1.Sampling.LogitBiasEntryR\tlogitBias\x12\x12\n" +
+	"\x04user\x18\t \x01(\tR\x04user\x123\n" +
+	"\x13parallel_tool_calls\x18\n" +
+	" \x01(\bH\x06R\x11parallelToolCalls\x88\x01\x01\x1a<\n" +
+	"\x0eLogitBiasEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\x0e\n" +
+	"\f_temperatureB\b\n" +
+	"\x06_top_pB\r\n" +
+	"\v_max_tokensB\a\n" +
+	"\x05_seedB\x13\n" +
+	"\x11_presence_penaltyB\x14\n" +
+	"\x12_frequency_penaltyB\x16\n" +
+	"\x14_parallel_tool_calls\"O\n" +
 	"\vRemoteRoute\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.conclave.v1.RouteRequestR\arequestJ\x04\b\x02\x10\x03R\x05token\",\n" +
 	"\vAwaitRecord\x12\x1d\n" +
@@ -4676,7 +5440,8 @@ const file_conclave_proto_rawDesc = "" +
 	"error_kind\x18\x0e \x01(\tR\terrorKind\x12\x19\n" +
 	"\bdelay_ms\x18\x0f \x01(\x01R\adelayMs\x12\x1a\n" +
 	"\bstrategy\x18\x10 \x01(\tR\bstrategy\x12!\n" +
-	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xf0\t\n" +
+	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xfa\n" +
+	"\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -4709,7 +5474,11 @@ const file_conclave_proto_rawDesc = "" +
 	"\anode_id\x18\x18 \x01(\tR\x06nodeId\x12(\n" +
 	"\x05usage\x18\x19 \x01(\v2\x12.conclave.v1.UsageR\x05usage\x12\x12\n" +
 	"\x04cost\x18\x1a \x01(\x01R\x04cost\x122\n" +
-	"\x06quorum\x18\x1b \x01(\v2\x1a.conclave.v1.QuorumOutcomeR\x06quorumB\x12\n" +
+	"\x06quorum\x18\x1b \x01(\v2\x1a.conclave.v1.QuorumOutcomeR\x06quorum\x124\n" +
+	"\n" +
+	"tool_calls\x18\x1c \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12#\n" +
+	"\rfinish_reason\x18\x1d \x01(\tR\ffinishReason\x12-\n" +
+	"\x12dropped_parameters\x18\x1e \x03(\tR\x11droppedParametersB\x12\n" +
 	"\x10_timeout_seconds\"\xa3\x01\n" +
 	"\rQuorumOutcome\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
@@ -4772,7 +5541,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04Skip\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xa6\x05\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x8b\x06\n" +
 	"\fWorkerResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -4799,7 +5568,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\fserved_model\x18\x12 \x01(\tR\vservedModel\x12\x12\n" +
 	"\x04cost\x18\x13 \x01(\x01R\x04cost\x12.\n" +
 	"\x13upstream_request_id\x18\x14 \x01(\tR\x11upstreamRequestId\x12.\n" +
-	"\x13provider_latency_ms\x18\x15 \x01(\x01R\x11providerLatencyMs\"\xbf\x03\n" +
+	"\x13provider_latency_ms\x18\x15 \x01(\x01R\x11providerLatencyMs\x124\n" +
+	"\n" +
+	"tool_calls\x18\x16 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12-\n" +
+	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\"\xbf\x03\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -4865,7 +5637,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x10remaining_tokens\x18\x04 \x01(\x03R\x0fremainingTokens\x124\n" +
 	"\x16reset_requests_seconds\x18\x05 \x01(\x01R\x14resetRequestsSeconds\x120\n" +
 	"\x14reset_tokens_seconds\x18\x06 \x01(\x01R\x12resetTokensSeconds\x12\x1b\n" +
-	"\tper_model\x18\a \x01(\bR\bperModel\"\xc7\x04\n" +
+	"\tper_model\x18\a \x01(\bR\bperModel\"\xeb\x04\n" +
 	"\x03Job\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -4889,7 +5661,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0fresponse_schema\x18\x0f \x01(\tR\x0eresponseSchema\x12#\n" +
 	"\rresponse_name\x18\x10 \x01(\tR\fresponseName\x12%\n" +
 	"\x0eupstream_model\x18\x11 \x01(\tR\rupstreamModel\x12\x12\n" +
-	"\x04task\x18\x12 \x01(\tR\x04taskB\x0e\n" +
+	"\x04task\x18\x12 \x01(\tR\x04task\x12\"\n" +
+	"\x03ask\x18\x13 \x01(\v2\x10.conclave.v1.AskR\x03askB\x0e\n" +
 	"\f_temperature\"k\n" +
 	"\bDispatch\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.conclave.v1.JobR\x03job\x12%\n" +
@@ -4905,7 +5678,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x05probe\x18\x03 \x01(\bR\x05probe\"8\n" +
 	"\tJobQueued\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
-	"\x05probe\x18\x02 \x01(\bR\x05probe\"\xd3\x05\n" +
+	"\x05probe\x18\x02 \x01(\bR\x05probe\"\xb8\x06\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
@@ -4935,7 +5708,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\fserved_model\x18\x13 \x01(\tR\vservedModel\x12\x12\n" +
 	"\x04cost\x18\x14 \x01(\x01R\x04cost\x12.\n" +
 	"\x13upstream_request_id\x18\x15 \x01(\tR\x11upstreamRequestId\x12.\n" +
-	"\x13provider_latency_ms\x18\x16 \x01(\x01R\x11providerLatencyMs\"\xc4\x02\n" +
+	"\x13provider_latency_ms\x18\x16 \x01(\x01R\x11providerLatencyMs\x124\n" +
+	"\n" +
+	"tool_calls\x18\x17 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12-\n" +
+	"\x12dropped_parameters\x18\x18 \x03(\tR\x11droppedParameters\"\xc4\x02\n" +
 	"\aAcquire\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +
@@ -5089,127 +5865,149 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 52)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
-	(*RemoteRoute)(nil),           // 2: conclave.v1.RemoteRoute
-	(*AwaitRecord)(nil),           // 3: conclave.v1.AwaitRecord
-	(*RecordDurable)(nil),         // 4: conclave.v1.RecordDurable
-	(*PeerBreakerOpened)(nil),     // 5: conclave.v1.PeerBreakerOpened
-	(*Progress)(nil),              // 6: conclave.v1.Progress
-	(*Execution)(nil),             // 7: conclave.v1.Execution
-	(*QuorumOutcome)(nil),         // 8: conclave.v1.QuorumOutcome
-	(*Classification)(nil),        // 9: conclave.v1.Classification
-	(*Signal)(nil),                // 10: conclave.v1.Signal
-	(*Blueprint)(nil),             // 11: conclave.v1.Blueprint
-	(*Selection)(nil),             // 12: conclave.v1.Selection
-	(*Pick)(nil),                  // 13: conclave.v1.Pick
-	(*Skip)(nil),                  // 14: conclave.v1.Skip
-	(*WorkerResult)(nil),          // 15: conclave.v1.WorkerResult
-	(*ArbiterDecision)(nil),       // 16: conclave.v1.ArbiterDecision
-	(*Phases)(nil),                // 17: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 18: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 19: conclave.v1.Retry
-	(*Failure)(nil),               // 20: conclave.v1.Failure
-	(*Problem)(nil),               // 21: conclave.v1.Problem
-	(*Usage)(nil),                 // 22: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 23: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 24: conclave.v1.Job
-	(*Dispatch)(nil),              // 25: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 26: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 27: conclave.v1.JobStarted
-	(*JobQueued)(nil),             // 28: conclave.v1.JobQueued
-	(*JobResult)(nil),             // 29: conclave.v1.JobResult
-	(*Acquire)(nil),               // 30: conclave.v1.Acquire
-	(*Permit)(nil),                // 31: conclave.v1.Permit
-	(*Outcome)(nil),               // 32: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 33: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 34: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 35: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 36: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 37: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 38: conclave.v1.Votes
-	(*Reward)(nil),                // 39: conclave.v1.Reward
-	(*Rewards)(nil),               // 40: conclave.v1.Rewards
-	(*GetExecution)(nil),          // 41: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 42: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 43: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 44: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 45: conclave.v1.Flush
-	(*Flushed)(nil),               // 46: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 47: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 48: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 49: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 50: conclave.v1.AgentHello
-	nil,                           // 51: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 52: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 53: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 54: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 55: actor.PID
+	(*Ask)(nil),                   // 2: conclave.v1.Ask
+	(*ChatMessage)(nil),           // 3: conclave.v1.ChatMessage
+	(*ContentPart)(nil),           // 4: conclave.v1.ContentPart
+	(*ToolCall)(nil),              // 5: conclave.v1.ToolCall
+	(*Tool)(nil),                  // 6: conclave.v1.Tool
+	(*ToolChoice)(nil),            // 7: conclave.v1.ToolChoice
+	(*OutputFormat)(nil),          // 8: conclave.v1.OutputFormat
+	(*Sampling)(nil),              // 9: conclave.v1.Sampling
+	(*RemoteRoute)(nil),           // 10: conclave.v1.RemoteRoute
+	(*AwaitRecord)(nil),           // 11: conclave.v1.AwaitRecord
+	(*RecordDurable)(nil),         // 12: conclave.v1.RecordDurable
+	(*PeerBreakerOpened)(nil),     // 13: conclave.v1.PeerBreakerOpened
+	(*Progress)(nil),              // 14: conclave.v1.Progress
+	(*Execution)(nil),             // 15: conclave.v1.Execution
+	(*QuorumOutcome)(nil),         // 16: conclave.v1.QuorumOutcome
+	(*Classification)(nil),        // 17: conclave.v1.Classification
+	(*Signal)(nil),                // 18: conclave.v1.Signal
+	(*Blueprint)(nil),             // 19: conclave.v1.Blueprint
+	(*Selection)(nil),             // 20: conclave.v1.Selection
+	(*Pick)(nil),                  // 21: conclave.v1.Pick
+	(*Skip)(nil),                  // 22: conclave.v1.Skip
+	(*WorkerResult)(nil),          // 23: conclave.v1.WorkerResult
+	(*ArbiterDecision)(nil),       // 24: conclave.v1.ArbiterDecision
+	(*Phases)(nil),                // 25: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 26: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 27: conclave.v1.Retry
+	(*Failure)(nil),               // 28: conclave.v1.Failure
+	(*Problem)(nil),               // 29: conclave.v1.Problem
+	(*Usage)(nil),                 // 30: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 31: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 32: conclave.v1.Job
+	(*Dispatch)(nil),              // 33: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 34: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 35: conclave.v1.JobStarted
+	(*JobQueued)(nil),             // 36: conclave.v1.JobQueued
+	(*JobResult)(nil),             // 37: conclave.v1.JobResult
+	(*Acquire)(nil),               // 38: conclave.v1.Acquire
+	(*Permit)(nil),                // 39: conclave.v1.Permit
+	(*Outcome)(nil),               // 40: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 41: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 42: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 43: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 44: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 45: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 46: conclave.v1.Votes
+	(*Reward)(nil),                // 47: conclave.v1.Reward
+	(*Rewards)(nil),               // 48: conclave.v1.Rewards
+	(*GetExecution)(nil),          // 49: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 50: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 51: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 52: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 53: conclave.v1.Flush
+	(*Flushed)(nil),               // 54: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 55: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 56: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 57: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 58: conclave.v1.AgentHello
+	nil,                           // 59: conclave.v1.Sampling.LogitBiasEntry
+	nil,                           // 60: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 61: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 62: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 63: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 64: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	53, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	54, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	55, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
-	1,  // 3: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	54, // 4: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	54, // 5: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	54, // 6: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	53, // 7: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
-	9,  // 8: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
-	11, // 9: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
-	12, // 10: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
-	15, // 11: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
-	16, // 12: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	17, // 13: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	18, // 14: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	19, // 15: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	20, // 16: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	18, // 17: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	54, // 18: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	54, // 19: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	22, // 20: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
-	8,  // 21: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
-	10, // 22: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	13, // 23: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	51, // 24: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	14, // 25: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	22, // 26: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	22, // 27: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	21, // 28: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	54, // 29: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	24, // 30: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	55, // 31: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	22, // 32: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	23, // 33: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	54, // 34: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	55, // 35: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	25, // 36: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
-	55, // 37: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
-	54, // 38: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
-	23, // 39: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 40: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 41: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	36, // 42: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	54, // 43: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	54, // 44: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
-	16, // 45: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	39, // 46: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
-	7,  // 47: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	52, // 48: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	18, // 49: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	48, // 50: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	49, // 51: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	29, // 52: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	26, // 53: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	50, // 54: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	24, // 55: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	56, // [56:56] is the sub-list for method output_type
-	56, // [56:56] is the sub-list for method input_type
-	56, // [56:56] is the sub-list for extension type_name
-	56, // [56:56] is the sub-list for extension extendee
-	0,  // [0:56] is the sub-list for field type_name
+	62, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	63, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	64, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	2,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
+	3,  // 4: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
+	6,  // 5: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
+	7,  // 6: conclave.v1.Ask.tool_choice:type_name -> conclave.v1.ToolChoice
+	8,  // 7: conclave.v1.Ask.response_format:type_name -> conclave.v1.OutputFormat
+	9,  // 8: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
+	4,  // 9: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
+	5,  // 10: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
+	59, // 11: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
+	1,  // 12: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
+	63, // 13: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	63, // 14: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	63, // 15: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	62, // 16: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	17, // 17: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
+	19, // 18: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
+	20, // 19: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
+	23, // 20: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
+	24, // 21: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
+	25, // 22: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	26, // 23: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	27, // 24: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	28, // 25: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	26, // 26: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	63, // 27: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	63, // 28: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	30, // 29: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	16, // 30: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
+	5,  // 31: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
+	18, // 32: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	21, // 33: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	60, // 34: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	22, // 35: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	30, // 36: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	5,  // 37: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
+	30, // 38: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	29, // 39: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	63, // 40: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 41: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
+	32, // 42: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	64, // 43: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	30, // 44: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	31, // 45: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	5,  // 46: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
+	63, // 47: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	64, // 48: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	33, // 49: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
+	64, // 50: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
+	63, // 51: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
+	31, // 52: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 53: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 54: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	44, // 55: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	63, // 56: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	63, // 57: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
+	24, // 58: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	47, // 59: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	15, // 60: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	61, // 61: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	26, // 62: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	56, // 63: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	57, // 64: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	37, // 65: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	34, // 66: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	58, // 67: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	32, // 68: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	69, // [69:69] is the sub-list for method output_type
+	69, // [69:69] is the sub-list for method input_type
+	69, // [69:69] is the sub-list for extension type_name
+	69, // [69:69] is the sub-list for extension extendee
+	0,  // [0:69] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -5218,10 +6016,11 @@ func file_conclave_proto_init() {
 		return
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[6].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[23].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[42].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[46].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[8].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[14].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[31].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[50].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[54].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -5234,7 +6033,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   52,
+			NumMessages:   61,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

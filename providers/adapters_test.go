@@ -37,7 +37,7 @@ func adapters() []adapterCase {
 func call(s *providertest.Server, provider string) Call {
 	zero := 0.0
 	return Call{Kind: KindAnswer, Provider: provider, Model: "m-1", UpstreamModel: "vendor/m-1", Key: testKey, BaseURL: s.URL,
-		Messages: []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "2+2?"}}, MaxTokens: 64, Temperature: &zero}
+		Messages: []Message{{Role: "system", Content: "Be brief."}, {Role: "user", Content: "2+2?"}}, MaxTokens: 64, Params: Params{Temperature: &zero}}
 }
 
 func TestAdaptersSpeakTheirWireFormat(t *testing.T) {

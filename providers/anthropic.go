@@ -48,8 +48,8 @@ func (a *Anthropic) MessagesRequest(call Call) ([]byte, error) {
 	if len(system) > 0 {
 		body["system"] = strings.Join(system, "\n\n")
 	}
-	if call.Temperature != nil {
-		body["temperature"] = *call.Temperature
+	if call.Params.Temperature != nil {
+		body["temperature"] = *call.Params.Temperature
 	}
 	return json.Marshal(body)
 }

@@ -140,12 +140,12 @@ func TestEveryRequestMeetsItsSpecification(t *testing.T) {
 		change func(*Call)
 	}{
 		{"a system and a user message at temperature 0", func(*Call) {}},
-		{"a user message alone, the provider's temperature", func(c *Call) { c.Messages = c.Messages[1:]; c.Temperature = nil }},
+		{"a user message alone, the provider's temperature", func(c *Call) { c.Messages = c.Messages[1:]; c.Params.Temperature = nil }},
 		{"an arbiter's call with a response schema", func(c *Call) {
-			c.Kind, c.Temperature = KindArbiter, &some
+			c.Kind, c.Params.Temperature = KindArbiter, &some
 			c.ResponseFormat = &ResponseFormat{Name: "verdict", Schema: schema}
 		}},
-		{"no output limit", func(c *Call) { c.MaxTokens = 0; c.Temperature = &zero }},
+		{"no output limit", func(c *Call) { c.MaxTokens = 0; c.Params.Temperature = &zero }},
 	}
 	for _, k := range contracts() {
 		v := specValidator(t, k.spec)

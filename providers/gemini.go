@@ -56,8 +56,8 @@ func (g *Gemini) GenerateRequest(call Call) ([]byte, error) {
 	if call.MaxTokens > 0 {
 		cfg["maxOutputTokens"] = call.MaxTokens
 	}
-	if call.Temperature != nil {
-		cfg["temperature"] = *call.Temperature
+	if call.Params.Temperature != nil {
+		cfg["temperature"] = *call.Params.Temperature
 	}
 	if f := call.ResponseFormat; f != nil {
 		cfg["responseMimeType"] = "application/json"

@@ -69,8 +69,8 @@ func (o *OpenAI) ChatRequest(call Call) ([]byte, error) {
 	if call.MaxTokens > 0 {
 		body[o.Profile.MaxTokensField] = call.MaxTokens
 	}
-	if call.Temperature != nil {
-		body["temperature"] = *call.Temperature
+	if call.Params.Temperature != nil {
+		body["temperature"] = *call.Params.Temperature
 	}
 	if f := call.ResponseFormat; f != nil {
 		switch o.Profile.ResponseFormat {

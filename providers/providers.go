@@ -9,6 +9,7 @@ package providers
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"time"
 
 	"github.com/conclave-ai/conclave/ratelimit"
@@ -25,16 +26,140 @@ const (
 
 // Message is one turn of a chat.
 type Message struct {
-	// Role is system, user or assistant.
-	Role    string `json:"role"`
+	// Role is system, user, assistant or tool.
+	Role string `json:"role"`
+	// Content is the turn's text; Parts, when set, are its text and images in order instead.
 	Content string `json:"content"`
+	Parts   []Part `json:"-"`
+	// ToolCalls are an assistant's calls of tools; ToolCallID names the call a tool turn answers.
+	ToolCalls  []ToolCall `json:"-"`
+	ToolCallID string     `json:"-"`
+	Name       string     `json:"-"`
 }
 
-// ResponseFormat asks for JSON matching a schema (the arbiter's verdict). Providers that cannot
-// constrain their output get the schema in the prompt only.
+// Text is the turn's text: its content, or its text parts joined by blank lines.
+func (m Message) Text() string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p.Type == PartText {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n")
+}
+
+// Content part types.
+const (
+	PartText  = "text"
+	PartImage = "image_url"
+)
+
+// Part is a piece of a turn's content: text, or an image by https URL or data URI. Conclave never
+// fetches an image; the provider does.
+type Part struct {
+	Type     string
+	Text     string
+	ImageURL string
+	// Detail is OpenAI's image detail (low, high, auto); empty lets the provider choose.
+	Detail string
+}
+
+// ToolCall is a model's call of a function, its arguments as JSON text.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Tool is a function a model may call; Parameters is its JSON schema.
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+	Strict      bool
+}
+
+// Tool choice modes.
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceNone     = "none"
+	ToolChoiceRequired = "required"
+	ToolChoiceFunction = "function"
+)
+
+// ToolChoice says whether the model may, must or must not call tools, or which function it must.
+type ToolChoice struct {
+	Mode string
+	// Name is the function of ToolChoiceFunction.
+	Name string
+}
+
+// Output formats.
+const (
+	FormatText       = "text"
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
+
+// ResponseFormat constrains the answer: any JSON object, or JSON of a schema. A provider that cannot
+// constrain its output gets the schema in the prompt only.
 type ResponseFormat struct {
+	// Type is json_schema (the default when a schema is given) or json_object.
+	Type   string
 	Name   string
 	Schema json.RawMessage
+	Strict bool
+}
+
+// Params are the caller's sampling parameters, each nil (or empty) when the caller left it to the
+// provider. The output limit is Call.MaxTokens.
+type Params struct {
+	Temperature       *float64
+	TopP              *float64
+	Stop              []string
+	Seed              *int64
+	PresencePenalty   *float64
+	FrequencyPenalty  *float64
+	LogitBias         map[string]int
+	User              string
+	ParallelToolCalls *bool
+}
+
+// Parameter names, as the caller writes them and as an answer names those a provider could not carry.
+const (
+	ParamTemperature       = "temperature"
+	ParamTopP              = "top_p"
+	ParamMaxTokens         = "max_tokens"
+	ParamStop              = "stop"
+	ParamSeed              = "seed"
+	ParamPresencePenalty   = "presence_penalty"
+	ParamFrequencyPenalty  = "frequency_penalty"
+	ParamLogitBias         = "logit_bias"
+	ParamUser              = "user"
+	ParamParallelToolCalls = "parallel_tool_calls"
+)
+
+// Given lists the parameters set, in a fixed order.
+func (p Params) Given() []string {
+	var out []string
+	add := func(set bool, name string) {
+		if set {
+			out = append(out, name)
+		}
+	}
+	add(p.Temperature != nil, ParamTemperature)
+	add(p.TopP != nil, ParamTopP)
+	add(len(p.Stop) > 0, ParamStop)
+	add(p.Seed != nil, ParamSeed)
+	add(p.PresencePenalty != nil, ParamPresencePenalty)
+	add(p.FrequencyPenalty != nil, ParamFrequencyPenalty)
+	add(len(p.LogitBias) > 0, ParamLogitBias)
+	add(p.User != "", ParamUser)
+	add(p.ParallelToolCalls != nil, ParamParallelToolCalls)
+	return out
 }
 
 // Call is one request to one model.
@@ -46,11 +171,15 @@ type Call struct {
 	// Model is the catalog's id; UpstreamModel the id as the provider names it (empty: Model).
 	Model         string
 	UpstreamModel string
-	// Messages are what the model is sent: an optional system message, then the user's.
-	Messages    []Message
-	MaxTokens   int
-	Temperature *float64
-	// ResponseFormat, when set, constrains the answer to JSON of a schema.
+	// Messages are what the model is sent: an optional system message, then the conversation.
+	Messages []Message
+	// MaxTokens is the output limit: the caller's max_tokens, or the reserve the model allows.
+	MaxTokens int
+	Params    Params
+	// Tools, when set, are the functions the model may call, as ToolChoice says.
+	Tools      []Tool
+	ToolChoice *ToolChoice
+	// ResponseFormat, when set, constrains the answer to JSON (of a schema).
 	ResponseFormat *ResponseFormat
 	// Key and BaseURL are the provider's, set by the registry from configuration (never from a request).
 	Key     secret.String
@@ -80,6 +209,10 @@ type Usage struct {
 // Reply is a model's answer.
 type Reply struct {
 	Text string
+	// ToolCalls are the model's calls of tools, when it made any (its FinishReason then says so).
+	ToolCalls []ToolCall
+	// Dropped names the call's parameters its provider's wire format cannot carry, left out of it.
+	Dropped []string
 	// FinishReason is the provider's reason for ending (stop, length, ...), as it names it.
 	FinishReason string
 	// ServedModel is the model that actually answered, when the provider says (a gateway may route).
