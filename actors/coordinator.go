@@ -12,6 +12,7 @@ import (
 	"github.com/conclave-ai/conclave/collect"
 	"github.com/conclave-ai/conclave/consensus"
 	"github.com/conclave-ai/conclave/feedback"
+	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/providers"
@@ -268,7 +269,25 @@ func (c *CoordinatorActor) planRequest() plan.Request {
 	if v, ok := r.GetMetadata().GetFields()["answer_kind"]; ok {
 		req.AnswerKind = v.GetStringValue()
 	}
+	if ask := r.GetAsk(); ask != nil {
+		req.Images = holdsImages(ask)
+		if r.StrictParameters {
+			req.StrictParams = fleet.ParamsOf(ask.Sampling).Given()
+		}
+	}
 	return req
+}
+
+// holdsImages reports whether a conversation holds an image.
+func holdsImages(ask *messages.Ask) bool {
+	for _, m := range ask.Messages {
+		for _, p := range m.Content {
+			if p.Type == providers.PartImage {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Overrides reads a request's blueprint overrides.

@@ -85,6 +85,10 @@ type Query struct {
 	TotalPulls int64
 	// Tried holds models a request already used, when it selects replacements.
 	Tried map[string]bool
+	// Lacks, when set, says what a model lacks that the request needs (NoVision for its images,
+	// ParametersUnsupported for the parameters it insists on), or 0. Nil for a request that needs
+	// nothing special, which costs nothing.
+	Lacks func(model, provider string) SkipReason
 }
 
 // SkipReason says why a model was not eligible.
@@ -102,10 +106,13 @@ const (
 	ModelRateLimited
 	ProviderDisabled
 	ProviderStopped
+	NoVision
+	ParametersUnsupported
 )
 
 var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted",
-	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled", "provider_stopped"}
+	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled", "provider_stopped", "no_vision",
+	"parameters_unsupported"}
 
 func (r SkipReason) String() string {
 	if int(r) < len(skipNames) && r > 0 {
@@ -185,6 +192,13 @@ func (q *Query) reject(c *Candidate, status ProviderStatus, known bool) (SkipRea
 		return AlreadyTried, time.Time{}
 	case c.ContextWindow < q.ContextTokens:
 		return ContextTooSmall, time.Time{}
+	}
+	if q.Lacks != nil {
+		if r := q.Lacks(c.Model, c.Provider); r != 0 {
+			return r, time.Time{}
+		}
+	}
+	switch {
 	case status.Stopped:
 		return ProviderStopped, time.Time{}
 	case status.Disabled:

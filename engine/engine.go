@@ -186,7 +186,8 @@ func New(opts Options) (*Engine, error) {
 	e.deps = &actors.Deps{
 		Log: log, Clock: clock.Or(opts.Clock), Catalog: e.catalog, Dir: dir,
 		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: e.catalog, Policy: policy, OutputReserve: 1024,
-			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue()},
+			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue(),
+			Carries: carries(ups)},
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
 		Dispatcher: actors.NewPool(mailboxThroughput, 10*time.Second),
 		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
@@ -271,6 +272,19 @@ func New(opts Options) (*Engine, error) {
 		zap.String("blueprint_source", bps.Source()), zap.Int("blueprints_rejected", len(bps.Rejected())), zap.Uint64("seed", cfg.Seed),
 		zap.String("policy", policy.String()), zap.Float64("classifier_temperature", classifier.Temperature()))
 	return e, nil
+}
+
+// carries says whether a provider's wire format has a field for a parameter: a real upstream by its
+// kind; the simulated and replayed models take every parameter.
+func carries(ups []upstream) func(provider, param string) bool {
+	kinds := make(map[string]string, len(ups))
+	for _, u := range ups {
+		kinds[u.Name] = u.Kind
+	}
+	return func(provider, param string) bool {
+		kind, real := kinds[provider]
+		return !real || providers.Carries(kind, param)
+	}
 }
 
 func (e *Engine) upstreamsOnly() []*providers.Upstream {

@@ -86,7 +86,7 @@ func CallOf(job *messages.Job) providers.Call {
 	if call.Task == "" {
 		call.Task = job.Prompt
 	}
-	call.Params = paramsOf(ask.GetSampling())
+	call.Params = ParamsOf(ask.GetSampling())
 	if call.Params.Temperature == nil {
 		call.Params.Temperature = job.Temperature
 	}
@@ -165,8 +165,8 @@ func ToolCallsOf(calls []providers.ToolCall) []*messages.ToolCall {
 	return out
 }
 
-// paramsOf and samplingOf convert the caller's parameters between their message and their call form.
-func paramsOf(s *messages.Sampling) providers.Params {
+// ParamsOf and samplingOf convert the caller's parameters between their message and their call form.
+func ParamsOf(s *messages.Sampling) providers.Params {
 	if s == nil {
 		return providers.Params{}
 	}

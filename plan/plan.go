@@ -40,6 +40,9 @@ type Settings struct {
 	// TimeoutFloors are, per provider, the least time a call must have had before its timeout counts as
 	// a fault, when that is longer than the blueprint's timeout.
 	TimeoutFloors map[string]time.Duration
+	// Carries says whether a provider's wire format has a field for a sampling parameter; nil carries
+	// every parameter.
+	Carries func(provider, param string) bool
 }
 
 // World is the read-only view of the system that a plan decides on: snapshots published by the actors
@@ -72,6 +75,11 @@ type Request struct {
 	// Timeout is how long the caller waits; zero means the bound the blueprint gives (see Bound).
 	Timeout    time.Duration
 	ReceivedAt time.Time
+	// Images says the conversation holds images: only models that see them are selected.
+	Images bool
+	// StrictParams are the parameters the request insists on (strict_parameters): only models whose
+	// provider carries every one are selected.
+	StrictParams []string
 }
 
 // Plan is the decision of steps 2 to 5.
@@ -103,6 +111,8 @@ type Plan struct {
 	s       *Settings
 	// requested is the request's models list, which replacements keep to as well.
 	requested map[string]bool
+	// lacks says what a model lacks that the request needs; nil when it needs nothing special.
+	lacks func(model, provider string) bandit.SkipReason
 }
 
 // New returns an empty plan to make with the steps, in order: Classify, ChooseBlueprint, Select and
@@ -251,6 +261,7 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 			p.requested[m] = true
 		}
 	}
+	p.lacks = p.needs(req)
 	q := p.query(w, p.Blueprint.Workers)
 	cands := w.Candidates(p.Category)
 	sel := bandit.Select(rng, *cands, q)
@@ -260,6 +271,31 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 		return nil
 	}
 	return noModel(sel, len(req.Models) > 0, w.Now())
+}
+
+// needs is what a model must have for the request beyond a context window: sight for its images, a
+// provider that carries each parameter it insists on.
+func (p *Plan) needs(req Request) func(model, provider string) bandit.SkipReason {
+	carries := p.s.Carries
+	if !req.Images && (len(req.StrictParams) == 0 || carries == nil) {
+		return nil
+	}
+	cat := p.s.Catalog.Load()
+	return func(model, provider string) bandit.SkipReason {
+		if req.Images {
+			if m, ok := cat.Get(model); !ok || !m.Has("vision") {
+				return bandit.NoVision
+			}
+		}
+		if carries != nil {
+			for _, param := range req.StrictParams {
+				if !carries(provider, param) {
+					return bandit.ParametersUnsupported
+				}
+			}
+		}
+		return 0
+	}
 }
 
 // Assign is step 5: a worker for each pick, tier 1 first for heavy tasks, evenly otherwise.
@@ -282,7 +318,7 @@ func (p *Plan) query(w World, n int) bandit.Query {
 	}
 	return bandit.Query{
 		N: n, ContextTokens: p.ContextTokens, Providers: status, Policy: p.s.Policy, TotalPulls: w.TotalPulls(p.Category),
-		Requested:   p.requested,
+		Requested: p.requested, Lacks: p.lacks,
 		Unavailable: func(model, provider string) (bandit.SkipReason, time.Time) { return w.Model(model, provider, now) },
 	}
 }
@@ -337,9 +373,15 @@ func (p *Plan) SkipsToRecord() []bandit.Skip {
 func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 	counts := sel.SkipCounts()
 	var soonest time.Time
-	limited, down, disabled, stopped := 0, 0, 0, 0
+	limited, down, disabled, stopped, blind, strict := 0, 0, 0, 0, 0, 0
 	for _, s := range sel.Skipped {
 		switch s.Reason {
+		case bandit.NoVision:
+			blind++
+			continue
+		case bandit.ParametersUnsupported:
+			strict++
+			continue
 		case bandit.ProviderDisabled:
 			disabled++
 			continue
@@ -362,6 +404,16 @@ func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 		wait = time.Second // the window is moving: come back in a second
 	}
 	switch {
+	case blind+strict > 0 && limited+down+disabled+stopped == 0:
+		// What the request asks, no model can do: waiting cures nothing.
+		var problems validation.Errors
+		if blind > 0 {
+			problems.Add("messages", fmt.Sprintf("hold images, and none of %d models that could answer sees images (the vision capability)", blind))
+		}
+		if strict > 0 {
+			problems.Add("strict_parameters", fmt.Sprintf("the providers of %d models that could answer cannot carry every parameter given", strict))
+		}
+		return &Failure{Kind: resilience.MalformedRequest, Err: problems}
 	case stopped > 0 && limited+down+disabled == 0:
 		// No wait cures it: the actors stay stopped until Conclave restarts.
 		return &Failure{Kind: resilience.AllProvidersDown, Err: fmt.Errorf("no eligible model: the providers of %d models are stopped "+
