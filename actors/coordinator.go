@@ -216,6 +216,11 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 		{func() *plan.Failure { return p.Select(c.world, req, c.rng) }, &phases.SelectMs, c.recordSelection, true},
 		{func() *plan.Failure { return p.Assign(c.world) }, &phases.AssignMs, c.recordAssignment, true},
 	}
+	if req.Direct { // the model the caller named, then its fallbacks: nothing to classify or choose
+		steps = steps[2:]
+		steps[0].run = func() *plan.Failure { return p.Direct(c.world, req, c.began) }
+		steps[0].record = func() { c.recordBlueprint(); c.recordSelection() }
+	}
 	for _, step := range steps {
 		t := time.Now()
 		f := step.run()
@@ -233,7 +238,7 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	// 6 DISPATCH (a permit from each provider, then the job to its worker) and 7 COLLECT
 	bp := p.Blueprint
 	cfg := collect.Config{MinResponses: bp.MinResponses, QuorumGrace: bp.QuorumGrace(), CallTimeout: bp.Timeout(), CollectBy: p.CollectBy,
-		QueueBy: p.QueueBy, FaultAfter: p.FaultAfter, Rounds: c.deps.Plan.Rounds, RetryScale: c.deps.RetryScale}
+		QueueBy: p.QueueBy, FaultAfter: p.FaultAfter, Rounds: p.Rounds(), MoveOn: p.IsDirect(), RetryScale: c.deps.RetryScale}
 	initial := make([]collect.Assignment, len(p.Selection.Picks))
 	for i, pick := range p.Selection.Picks {
 		initial[i] = collect.Assignment{Model: pick.Model, Provider: pick.Provider, Worker: p.Workers[i]}
@@ -258,7 +263,8 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 
 func (c *CoordinatorActor) planRequest() plan.Request {
 	r := c.req
-	req := plan.Request{Task: r.Task, Category: r.Category, Models: r.Models, Overrides: Overrides(r)}
+	req := plan.Request{Task: r.Task, Category: r.Category, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
+		Fallbacks: r.Fallbacks}
 	if r.TimeoutSeconds != nil {
 		// A timeout too small to be a duration still ends the request at once.
 		req.Timeout = max(seconds(*r.TimeoutSeconds), time.Nanosecond)
@@ -548,8 +554,8 @@ func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
 // job is the call a job makes, as its worker runs it.
 func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
 	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
-	if n := c.req.GetAsk().GetSampling().MaxTokens; n != nil {
-		maxTokens = int(*n) // the caller's limit, whatever the reserve
+	if s := c.req.GetAsk().GetSampling(); s != nil && s.MaxTokens != nil {
+		maxTokens = int(*s.MaxTokens) // the caller's limit, whatever the reserve
 	}
 	return &messages.Job{RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
 		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
@@ -695,6 +701,11 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	}
 	c.exec.Degraded = d.Degraded
 	c.answers = d.Answers
+	if c.plan.IsDirect() { // one answer, its own: nothing to merge
+		c.consensusStart = time.Now()
+		c.onConsensus(ctx, directAnswer(d.Answers[0]))
+		return
+	}
 	reliability := map[string]float64{} // one reading per provider, so its candidates are weighed alike
 	in := &messages.ConsensusInput{RequestId: c.req.RequestId, Category: c.plan.Category, Strategy: string(c.plan.Blueprint.Strategy), Task: c.req.Task,
 		AnswerKind: string(c.plan.AnswerKind)}
@@ -756,6 +767,13 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in)))
 }
 
+// directAnswer is a direct call's answer as a consensus of one, which judges nobody: the model's
+// arm learns only from its faults.
+func directAnswer(j *collect.Job) *messages.ConsensusResult {
+	return &messages.ConsensusResult{Answer: j.Record.Ref.(*messages.JobResult).Text, Contributed: []bool{true}, Weighted: []float64{1}, Unjudged: true,
+		Decision: &messages.ArbiterDecision{Strategy: plan.DirectBlueprint, Scores: []float64{1}, ChosenModel: j.Slot.Model}}
+}
+
 func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusResult) {
 	c.consensus, c.consulting = nil, false
 	c.exec.Phases.ConsensusMs = ms(time.Since(c.consensusStart))
@@ -781,6 +799,10 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResult) {
 	t := time.Now()
 	records := c.machine.Records()
+	category := c.plan.Category
+	if category == "" { // a direct call: its model learns on its arm over all categories
+		category = AllCategories
+	}
 	calls := make([]feedback.Call, 0, len(records))
 	for _, rec := range records {
 		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout}
@@ -807,14 +829,14 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	updates := feedback.Rewards(calls, judge)
 	sent := make([]*messages.Reward, 0, len(updates))
 	for _, u := range updates {
-		arm := c.deps.Dir.Arms.Arm(c.plan.Category, u.Model)
-		sent = append(sent, &messages.Reward{Model: u.Model, Category: c.plan.Category, Reward: u.Reward, Reason: u.Reason, RequestId: c.req.RequestId})
-		c.exec.BanditUpdates = append(c.exec.BanditUpdates, &messages.BanditUpdate{Model: u.Model, Category: c.plan.Category, Reward: u.Reward,
+		arm := c.deps.Dir.Arms.Arm(category, u.Model)
+		sent = append(sent, &messages.Reward{Model: u.Model, Category: category, Reward: u.Reward, Reason: u.Reason, RequestId: c.req.RequestId})
+		c.exec.BanditUpdates = append(c.exec.BanditUpdates, &messages.BanditUpdate{Model: u.Model, Category: category, Reward: u.Reward,
 			Reason: u.Reason, AlphaBefore: arm.Alpha, BetaBefore: arm.Beta})
 	}
 	rewards(ctx, c.deps.Dir.Bandit, sent...)
 	c.exec.Phases.FeedbackMs = ms(time.Since(t))
-	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", c.plan.Category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
+	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
 }
 
 // answerOf is a job's place among the answers handed to the consensus, if it gave one.

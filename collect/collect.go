@@ -35,6 +35,9 @@ type Config struct {
 	FaultAfter func(provider string) time.Duration
 	// Rounds is the number of quorum-retry rounds.
 	Rounds int
+	// MoveOn makes a quorum round replace a failed model rather than ask it again (a direct call's
+	// fallbacks: a fault of the model or its provider moves to the next).
+	MoveOn bool
 	// RetryScale multiplies the retry table's backoffs; an upstream's own Retry-After is kept as given.
 	RetryScale float64
 	// Adaptive, when set, asks the initial assignments in waves instead of all at once.
@@ -592,7 +595,7 @@ func (m *Machine) endRound(now time.Time) {
 	}
 	var again []*Slot
 	for _, s := range m.slots {
-		if len(again) == missing {
+		if len(again) == missing || m.cfg.MoveOn {
 			break
 		}
 		last := lastRecord(s, m.jobs)

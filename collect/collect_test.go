@@ -366,6 +366,29 @@ func TestAFailedRecoverableModelIsAskedAgainInAQuorumRound(t *testing.T) {
 	}
 }
 
+// With MoveOn (a direct call's fallbacks), the same failure moves the quorum round to the next model
+// instead of asking the failed one again.
+func TestAFailedModelIsReplacedWhenTheRequestMovesOn(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MinResponses, c.MoveOn = 3, true })
+	for seq := 0; seq < 2; seq++ {
+		h.run(seq, 10*time.Second)
+		h.answer(seq, "B")
+	}
+	h.run(2, 10*time.Second)
+	h.fail(2, resilience.UpstreamTimeout, 0, 0)
+	for i := 0; i < 3; i++ {
+		r := h.m.Retries()[len(h.m.Retries())-1]
+		h.advance(r.Delay)
+		seq := len(h.m.jobs) - 1
+		h.run(seq, 10*time.Second)
+		h.fail(seq, resilience.UpstreamTimeout, 0, 0)
+	}
+	last := h.m.Retries()[len(h.m.Retries())-1]
+	if last.Outcome != "quorum round 1" || last.Model != "r1" {
+		t.Fatalf("history %+v: want the round to ask the replacement", h.m.Retries())
+	}
+}
+
 func TestStopEndsAtOnce(t *testing.T) {
 	h := newHarness(t, nil)
 	h.run(0, 10*time.Second)

@@ -381,6 +381,9 @@ func (e *Engine) waitReady() error {
 func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
 	e.inflight.Add(1)
 	defer e.inflight.Done()
+	if req.Direct && len(req.Fallbacks) == 0 && len(req.Models) == 1 {
+		req.Fallbacks = e.cfg.Fallbacks[req.Models[0]] // the configuration's, unless the request names its own
+	}
 	if e.closing.Load() {
 		return refused(req, resilience.ShuttingDown, "conclave is shutting down", 0), nil
 	}

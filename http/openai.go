@@ -135,8 +135,7 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 		}
 	}
 	if out.passthroughTo != "" {
-		one := int32(1)
-		out.route.Models, out.route.Workers, out.route.MinResponses = []string{out.passthroughTo}, &one, &one
+		out.route.Models, out.route.Direct = []string{out.passthroughTo}, true
 	}
 
 	var msgs []chatMessage

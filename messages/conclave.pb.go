@@ -110,7 +110,9 @@ type RouteRequest struct {
 	// parameters, instead of leaving it out of that call and naming it.
 	StrictParameters bool `protobuf:"varint,17,opt,name=strict_parameters,json=strictParameters,proto3" json:"strict_parameters,omitempty"`
 	// fallbacks are the models a direct call moves to, in order, when its model or its provider fails.
-	Fallbacks     []string `protobuf:"bytes,18,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
+	Fallbacks []string `protobuf:"bytes,18,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
+	// direct asks models[0] alone (then its fallbacks): no classification, selection or consensus.
+	Direct        bool `protobuf:"varint,19,opt,name=direct,proto3" json:"direct,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -269,6 +271,13 @@ func (x *RouteRequest) GetFallbacks() []string {
 		return x.Fallbacks
 	}
 	return nil
+}
+
+func (x *RouteRequest) GetDirect() bool {
+	if x != nil {
+		return x.Direct
+	}
+	return false
 }
 
 // Ask is what a caller asks of a model beyond a text prompt, in a form that each provider's adapter
@@ -5304,7 +5313,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x06\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc9\x06\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -5329,7 +5338,8 @@ const file_conclave_proto_rawDesc = "" +
 	"progressTo\x12\"\n" +
 	"\x03ask\x18\x10 \x01(\v2\x10.conclave.v1.AskR\x03ask\x12+\n" +
 	"\x11strict_parameters\x18\x11 \x01(\bR\x10strictParameters\x12\x1c\n" +
-	"\tfallbacks\x18\x12 \x03(\tR\tfallbacksB\v\n" +
+	"\tfallbacks\x18\x12 \x03(\tR\tfallbacks\x12\x16\n" +
+	"\x06direct\x18\x13 \x01(\bR\x06directB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +

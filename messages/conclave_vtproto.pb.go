@@ -56,6 +56,18 @@ func (m *RouteRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Direct {
+		i--
+		if m.Direct {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0x98
+	}
 	if len(m.Fallbacks) > 0 {
 		for iNdEx := len(m.Fallbacks) - 1; iNdEx >= 0; iNdEx-- {
 			i -= len(m.Fallbacks[iNdEx])
@@ -5046,6 +5058,9 @@ func (m *RouteRequest) SizeVT() (n int) {
 			n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
 	}
+	if m.Direct {
+		n += 3
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -7567,6 +7582,26 @@ func (m *RouteRequest) UnmarshalVT(dAtA []byte) error {
 			}
 			m.Fallbacks = append(m.Fallbacks, string(dAtA[iNdEx:postIndex]))
 			iNdEx = postIndex
+		case 19:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Direct", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Direct = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

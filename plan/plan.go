@@ -75,6 +75,9 @@ type Request struct {
 	// Timeout is how long the caller waits; zero means the bound the blueprint gives (see Bound).
 	Timeout    time.Duration
 	ReceivedAt time.Time
+	// Direct asks Models[0] alone, then each of Fallbacks in turn (see Plan.Direct).
+	Direct    bool
+	Fallbacks []string
 	// Images says the conversation holds images: only models that see them are selected.
 	Images bool
 	// StrictParams are the parameters the request insists on (strict_parameters): only models whose
@@ -113,6 +116,8 @@ type Plan struct {
 	requested map[string]bool
 	// lacks says what a model lacks that the request needs; nil when it needs nothing special.
 	lacks func(model, provider string) bandit.SkipReason
+	// direct is a direct call's model and fallbacks, in the order they are asked.
+	direct []string
 }
 
 // New returns an empty plan to make with the steps, in order: Classify, ChooseBlueprint, Select and
@@ -228,7 +233,7 @@ func (p *Plan) deadlines(req Request, now time.Time) {
 	budget, reserve := req.Timeout, time.Duration(0)
 	switch {
 	case budget <= 0:
-		budget = Bound(p.Blueprint, s.Rounds, s.ArbiterTimeout)
+		budget = Bound(p.Blueprint, p.Rounds(), s.ArbiterTimeout)
 		if asksArbiter(p.Blueprint) {
 			reserve = s.ArbiterTimeout
 		}
@@ -298,6 +303,77 @@ func (p *Plan) needs(req Request) func(model, provider string) bandit.SkipReason
 	}
 }
 
+// DirectBlueprint names the blueprint of a direct call.
+const DirectBlueprint = "direct"
+
+// DirectTimeout is the budget of each model a direct call asks, when the caller's timeout does not
+// say: the longest a blueprint gives one call.
+const DirectTimeout = 120 * time.Second
+
+// Direct plans a direct call in place of steps 2 to 4: the request's model, or the first of its
+// fallbacks that can be called now, through one worker. Nothing is classified, no bandit chooses, and
+// no consensus will merge: the call keeps the breakers, limits, retries, records and metrics, and a
+// model's or provider's fault moves it to the next fallback (Replace).
+func (p *Plan) Direct(w World, req Request, now time.Time) *Failure {
+	p.Explicit, p.AnswerKind = true, consensus.Text
+	md := classify.ExtractMetadata(req.Task)
+	p.Classification = classify.Result{Metadata: md, Confidence: 1}
+	p.Heavy = md.Complexity == classify.ComplexityHigh || md.ContextLength > HeavyTokens
+	p.ContextTokens = md.ContextLength + p.s.OutputReserve
+	timeout := DirectTimeout
+	if req.Timeout > 0 {
+		timeout = min(timeout, req.Timeout)
+	}
+	p.Blueprint = blueprints.Blueprint{Name: DirectBlueprint, Workers: 1, MinResponses: 1, TimeoutSeconds: timeout.Seconds(), Strategy: blueprints.Majority}
+	p.direct = append(append(make([]string, 0, 1+len(req.Fallbacks)), req.Models...), req.Fallbacks...)
+	p.requested = make(map[string]bool, len(p.direct))
+	for _, m := range p.direct {
+		p.requested[m] = true
+	}
+	p.lacks = p.needs(req)
+	p.deadlines(req, now)
+	p.Selection = p.next(w, nil)
+	if len(p.Selection.Picks) > 0 {
+		return nil
+	}
+	return noModel(p.Selection, true, w.Now())
+}
+
+// Rounds is how many quorum rounds may replace failed models: the configured number, or, for a direct
+// call, one for each fallback.
+func (p *Plan) Rounds() int {
+	if p.IsDirect() {
+		return len(p.direct) - 1
+	}
+	return p.s.Rounds
+}
+
+// IsDirect reports whether the plan is a direct call's.
+func (p *Plan) IsDirect() bool { return p.direct != nil }
+
+// next selects the first of a direct call's models, in order, that was not tried and can be called
+// now, with a skip for each one passed over.
+func (p *Plan) next(w World, tried map[string]bool) bandit.Selection {
+	q := p.query(w, 1)
+	q.Tried = tried
+	cat := p.s.Catalog.Load()
+	rng := rand.New(rand.NewPCG(0, 0)) // a draw ranks nothing among one candidate; Select wants one
+	var sel bandit.Selection
+	for _, model := range p.direct {
+		m, ok := cat.Get(model)
+		if !ok {
+			continue // gone from the catalog since the request came
+		}
+		one := bandit.Select(rng, []bandit.Candidate{{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: 1, Beta: 1}}, q)
+		sel.Skipped = append(sel.Skipped, one.Skipped...)
+		if len(one.Picks) > 0 {
+			sel.Picks, sel.Eligible = one.Picks, 1
+			return sel
+		}
+	}
+	return sel
+}
+
 // Assign is step 5: a worker for each pick, tier 1 first for heavy tasks, evenly otherwise.
 func (p *Plan) Assign(w World) *Failure {
 	now := w.Now()
@@ -327,11 +403,16 @@ func (p *Plan) query(w World, n int) bandit.Query {
 // those the request already tried and, when the request named its models, only among them; each with a
 // worker.
 func (p *Plan) Replace(w World, n int, tried map[string]bool, rng *rand.Rand) ([]bandit.Pick, []string) {
-	q := p.query(w, n)
-	q.Tried = tried
-	cands := w.Candidates(p.Category)
-	sel := bandit.Select(rng, *cands, q)
-	w.Release(cands)
+	var sel bandit.Selection
+	if p.IsDirect() {
+		sel = p.next(w, tried) // a direct call's next fallback
+	} else {
+		q := p.query(w, n)
+		q.Tried = tried
+		cands := w.Candidates(p.Category)
+		sel = bandit.Select(rng, *cands, q)
+		w.Release(cands)
+	}
 	if len(sel.Picks) == 0 {
 		return nil, nil
 	}
