@@ -64,6 +64,10 @@ type CoordinatorActor struct {
 	jobLines int
 	// consulting is true while the request waits for its consensus answer.
 	consulting bool
+	// streaming is the job whose answer is relayed to the caller as it comes (the first to send a
+	// piece); broken says it failed after its first piece, so nothing can take its place.
+	streaming string
+	broken    bool
 }
 
 // JobLogBudget is the most per-call lines one request logs; the rest are counted in its collect_done
@@ -120,6 +124,8 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 		c.apply(ctx, c.machine.Started(now, seq, seconds(m.BudgetSeconds)))
 	case *messages.JobResult:
 		c.onResult(ctx, m)
+	case *messages.Delta:
+		c.onDelta(ctx, m)
 	case wake:
 		if m.at.Equal(c.due.at) { // not a timer cancelled after it fired
 			c.due.rang()
@@ -165,6 +171,11 @@ func (c *CoordinatorActor) check(msg any) string {
 			}
 		}
 		return why
+	case *messages.Delta:
+		if c.req.StreamTo == nil || m.RequestId != c.req.RequestId {
+			return DropUnexpected
+		}
+		return c.jobCheck("", m.GetJobId())
 	case *messages.CancelRequest:
 		return checkCancelRequest(m, c.req.RequestId)
 	case *messages.ConsensusResult:
@@ -559,7 +570,8 @@ func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
 	}
 	return &messages.Job{RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
 		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
-		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask}
+		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask,
+		Stream: c.req.StreamTo != nil && c.plan.IsDirect()}
 }
 
 // dispatched notes a job its provider dispatched: the first word from its worker says the permit was
@@ -600,9 +612,27 @@ func (c *CoordinatorActor) granted(ctx actor.Context, now time.Time, seq int, pr
 	c.apply(ctx, c.machine.Permit(now, seq, collect.Permit{Granted: true}))
 }
 
+// onDelta relays a piece of a streamed answer to the caller: the pieces of the first job to stream
+// only, so that a retry's answer is never interleaved with a broken one.
+func (c *CoordinatorActor) onDelta(ctx actor.Context, d *messages.Delta) {
+	if c.streaming == "" {
+		c.streaming = d.JobId
+	}
+	if d.JobId == c.streaming && !c.broken {
+		ctx.Send(c.req.StreamTo, d)
+	}
+}
+
 func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 	seq, _ := jobOf(r.JobId, c.req.RequestId)
 	now := time.Now()
+	if r.JobId == c.streaming && !r.Ok && !c.broken {
+		// Its caller holds part of an answer already: another model's, or a retry's, cannot follow it.
+		c.broken = true
+		c.machine.Result(now, seq, collect.Reply{Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope), Ref: r})
+		c.apply(ctx, c.machine.Stop(now, resilience.Kind(r.ErrorKind)))
+		return
+	}
 	c.granted(ctx, now, seq, false) // a result the worker gave without starting the call (its breaker is open)
 	reply := collect.Reply{OK: r.Ok, Text: r.Text, Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope),
 		RetryAfter: seconds(r.RetryAfterSeconds), Ref: r}
@@ -676,6 +706,10 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		zap.Int("rounds", d.Rounds), zap.Int("asked", q.Asked), zap.Int("waves", q.Waves), zap.String("stopped", q.Stopped),
 		zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)),
 		zap.Array("calls", callsField(c.machine.Records())), zap.Int("lines_suppressed", max(c.jobLines-JobLogBudget, 0)))
+	if c.broken {
+		c.fail(ctx, d.Failure, "the answer's stream broke after it began: "+lastError(c.machine.Records()), 0, nil)
+		return
+	}
 	switch d.Failure {
 	case "":
 	case resilience.ClientClosed, resilience.ShuttingDown:
@@ -765,6 +799,16 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		return
 	}
 	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in)))
+}
+
+// lastError is what the last failed call said.
+func lastError(records []*collect.Record) string {
+	for i := len(records) - 1; i >= 0; i-- {
+		if r, ok := records[i].Ref.(*messages.JobResult); ok && !r.Ok {
+			return r.ErrorMessage
+		}
+	}
+	return "the call failed"
 }
 
 // directAnswer is a direct call's answer as a consensus of one, which judges nobody: the model's
@@ -980,6 +1024,25 @@ func listenProgress(system *actor.ActorSystem, requestID string, onProgress func
 			if !Lifecycle(p) {
 				drop(DropUnknownMessage, p)
 			}
+		}
+	}))
+	return pid, func() { _ = system.Root.PoisonFuture(pid).Wait() }
+}
+
+// ListenDeltas spawns an actor in system that hands every piece of request requestID's streamed answer
+// to onDelta (which must not block), and returns its PID for RouteRequest.stream_to with the function
+// that ends it once every piece received is handed over.
+func (d *Deps) ListenDeltas(system *actor.ActorSystem, requestID string, onDelta func(*messages.Delta)) (*actor.PID, func()) {
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *messages.Delta:
+			if m.RequestId != requestID {
+				d.Drop(KindProgress, DropWrongTarget, m)
+				return
+			}
+			onDelta(m)
+		default:
+			d.unknown(KindProgress, m)
 		}
 	}))
 	return pid, func() { _ = system.Root.PoisonFuture(pid).Wait() }

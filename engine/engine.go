@@ -437,6 +437,17 @@ func (e *Engine) RouteWithProgress(ctx context.Context, req *messages.RouteReque
 	return exec, err
 }
 
+// RouteStreaming is Route for a direct call whose answer is streamed: onDelta hears each piece as the
+// provider writes it, in order, before RouteStreaming returns (the record holds the whole answer). It
+// runs on an actor of its own: it must not block. A request that is not a direct call streams nothing.
+func (e *Engine) RouteStreaming(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error) {
+	pid, told := e.deps.ListenDeltas(e.system, req.RequestId, onDelta)
+	req.StreamTo = pid
+	exec, err := e.Route(ctx, req)
+	told()
+	return exec, err
+}
+
 // Margin is how long past a request's deadline the engine waits for its coordinator before giving up on
 // it; the coordinator answers by the deadline, so this is a last resort against a bug.
 const Margin = time.Second
