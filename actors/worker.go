@@ -244,7 +244,7 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	if job.Stream {
 		// Each piece goes to the job's sender as it comes, from the call's goroutine, in order.
 		replyTo, requestID, jobID := d.ReplyTo, job.RequestId, job.JobId
-		onDelta = func(p providers.Delta) { root.Send(replyTo, deltaOf(requestID, jobID, p)) }
+		onDelta = func(p providers.Delta) { root.Send(replyTo, fleet.DeltaOf(requestID, jobID, p)) }
 	}
 	w.deps.run(func() {
 		defer cancel()
@@ -252,15 +252,6 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 		reply, err := runCall(jobCtx, transport, call, onDelta)
 		root.Send(self, &jobDone{result: fleet.ResultOf(result, reply, err, time.Since(began))})
 	})
-}
-
-// deltaOf is the message of a streamed piece of a job's answer.
-func deltaOf(requestID, jobID string, p providers.Delta) *messages.Delta {
-	d := &messages.Delta{RequestId: requestID, JobId: jobID, Text: p.Text}
-	for _, c := range p.ToolCalls {
-		d.ToolCalls = append(d.ToolCalls, &messages.ToolCallDelta{Index: int32(c.Index), Id: c.ID, Name: c.Name, Arguments: c.Arguments})
-	}
-	return d
 }
 
 // runCall calls the transport (streaming when onDelta is set), turning a panic in it into an internal

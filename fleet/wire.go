@@ -262,3 +262,21 @@ func UpstreamOf(rl *messages.RateLimitInfo) ratelimit.Upstream {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// DeltaOf is the message of a streamed piece of a job's answer; PieceOf reads it back.
+func DeltaOf(requestID, jobID string, p providers.Delta) *messages.Delta {
+	d := &messages.Delta{RequestId: requestID, JobId: jobID, Text: p.Text}
+	for _, c := range p.ToolCalls {
+		d.ToolCalls = append(d.ToolCalls, &messages.ToolCallDelta{Index: int32(c.Index), Id: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return d
+}
+
+// PieceOf is the piece a Delta carries.
+func PieceOf(d *messages.Delta) providers.Delta {
+	p := providers.Delta{Text: d.Text}
+	for _, c := range d.ToolCalls {
+		p.ToolCalls = append(p.ToolCalls, providers.ToolCallDelta{Index: int(c.Index), ID: c.Id, Name: c.Name, Arguments: c.Arguments})
+	}
+	return p
+}

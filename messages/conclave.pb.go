@@ -5182,6 +5182,7 @@ type AgentFrame struct {
 	//	*AgentFrame_Result
 	//	*AgentFrame_Cancel
 	//	*AgentFrame_Hello
+	//	*AgentFrame_Delta
 	Body          isAgentFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5269,6 +5270,15 @@ func (x *AgentFrame) GetHello() *AgentHello {
 	return nil
 }
 
+func (x *AgentFrame) GetDelta() *Delta {
+	if x != nil {
+		if x, ok := x.Body.(*AgentFrame_Delta); ok {
+			return x.Delta
+		}
+	}
+	return nil
+}
+
 type isAgentFrame_Body interface {
 	isAgentFrame_Body()
 }
@@ -5295,6 +5305,11 @@ type AgentFrame_Hello struct {
 	Hello *AgentHello `protobuf:"bytes,5,opt,name=hello,proto3,oneof"`
 }
 
+type AgentFrame_Delta struct {
+	// delta is a piece of a streamed job's answer, from the agent, before its result.
+	Delta *Delta `protobuf:"bytes,6,opt,name=delta,proto3,oneof"`
+}
+
 func (*AgentFrame_Setup) isAgentFrame_Body() {}
 
 func (*AgentFrame_Job) isAgentFrame_Body() {}
@@ -5304,6 +5319,8 @@ func (*AgentFrame_Result) isAgentFrame_Body() {}
 func (*AgentFrame_Cancel) isAgentFrame_Body() {}
 
 func (*AgentFrame_Hello) isAgentFrame_Body() {}
+
+func (*AgentFrame_Delta) isAgentFrame_Body() {}
 
 type AgentSetup struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -6008,14 +6025,15 @@ const file_conclave_proto_rawDesc = "" +
 	"\aFlushed\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\x05R\awritten\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
-	"\aspooled\x18\x03 \x01(\x05R\aspooled\"\x85\x02\n" +
+	"\aspooled\x18\x03 \x01(\x05R\aspooled\"\xb1\x02\n" +
 	"\n" +
 	"AgentFrame\x12/\n" +
 	"\x05setup\x18\x01 \x01(\v2\x17.conclave.v1.AgentSetupH\x00R\x05setup\x12)\n" +
 	"\x03job\x18\x02 \x01(\v2\x15.conclave.v1.AgentJobH\x00R\x03job\x120\n" +
 	"\x06result\x18\x03 \x01(\v2\x16.conclave.v1.JobResultH\x00R\x06result\x120\n" +
 	"\x06cancel\x18\x04 \x01(\v2\x16.conclave.v1.CancelJobH\x00R\x06cancel\x12/\n" +
-	"\x05hello\x18\x05 \x01(\v2\x17.conclave.v1.AgentHelloH\x00R\x05helloB\x06\n" +
+	"\x05hello\x18\x05 \x01(\v2\x17.conclave.v1.AgentHelloH\x00R\x05hello\x12*\n" +
+	"\x05delta\x18\x06 \x01(\v2\x12.conclave.v1.DeltaH\x00R\x05deltaB\x06\n" +
 	"\x04body\"\x1e\n" +
 	"\n" +
 	"AgentSetup\x12\x10\n" +
@@ -6187,12 +6205,13 @@ var file_conclave_proto_depIdxs = []int32{
 	39, // 67: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
 	36, // 68: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
 	60, // 69: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	34, // 70: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	71, // [71:71] is the sub-list for method output_type
-	71, // [71:71] is the sub-list for method input_type
-	71, // [71:71] is the sub-list for extension type_name
-	71, // [71:71] is the sub-list for extension extendee
-	0,  // [0:71] is the sub-list for field type_name
+	2,  // 70: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
+	34, // 71: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	72, // [72:72] is the sub-list for method output_type
+	72, // [72:72] is the sub-list for method input_type
+	72, // [72:72] is the sub-list for extension type_name
+	72, // [72:72] is the sub-list for extension extendee
+	0,  // [0:72] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -6211,6 +6230,7 @@ func file_conclave_proto_init() {
 		(*AgentFrame_Result)(nil),
 		(*AgentFrame_Cancel)(nil),
 		(*AgentFrame_Hello)(nil),
+		(*AgentFrame_Delta)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
