@@ -302,7 +302,7 @@ func (c *CoordinatorActor) settled(answers []*collect.Job) (bool, float64) {
 		resps[i] = consensus.Response{Model: j.Slot.Model, Text: j.Record.Ref.(*messages.JobResult).Text,
 			Accuracy: c.deps.Dir.Arms.Accuracy(c.plan.Category, j.Slot.Model)}
 	}
-	p, ok := consensus.Leading(resps, c.plan.AnswerKind)
+	p, ok := consensus.Leading(resps, c.plan.AnswerKind, nil)
 	return ok && p >= c.plan.Blueprint.Tau(), p
 }
 
