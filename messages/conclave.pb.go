@@ -2395,7 +2395,13 @@ type ArbiterDecision struct {
 	ArbiterUsage *Usage  `protobuf:"bytes,11,opt,name=arbiter_usage,json=arbiterUsage,proto3" json:"arbiter_usage,omitempty"`
 	ArbiterCost  float64 `protobuf:"fixed64,12,opt,name=arbiter_cost,json=arbiterCost,proto3" json:"arbiter_cost,omitempty"`
 	// synthesis is true when the answer is the arbiter's unified answer rather than one response.
-	Synthesis     bool `protobuf:"varint,13,opt,name=synthesis,proto3" json:"synthesis,omitempty"`
+	Synthesis bool `protobuf:"varint,13,opt,name=synthesis,proto3" json:"synthesis,omitempty"`
+	// ballots, for a decision over JSON answers or tool calls, are each answer's vote, in the order of
+	// the answers that went to consensus: who voted for what, and which answers were not valid.
+	Ballots []*Ballot `protobuf:"bytes,14,rep,name=ballots,proto3" json:"ballots,omitempty"`
+	// merged is true when the answer is the field-wise merge of the valid JSON answers (its canonical
+	// JSON); chosen is then the answer closest to it.
+	Merged        bool `protobuf:"varint,15,opt,name=merged,proto3" json:"merged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2521,6 +2527,119 @@ func (x *ArbiterDecision) GetSynthesis() bool {
 	return false
 }
 
+func (x *ArbiterDecision) GetBallots() []*Ballot {
+	if x != nil {
+		return x.Ballots
+	}
+	return nil
+}
+
+func (x *ArbiterDecision) GetMerged() bool {
+	if x != nil {
+		return x.Merged
+	}
+	return false
+}
+
+// Ballot is one answer's vote in a decision over JSON answers or tool calls.
+type Ballot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// form is json, tool_calls or text.
+	Form string `protobuf:"bytes,2,opt,name=form,proto3" json:"form,omitempty"`
+	// canonical is the answer's canonical form (canonical JSON; for tool calls the sorted list of
+	// {name, arguments}; for text its normal form), cut at 512 bytes; digest is a short hash of the whole
+	// of it: equal digests, equal ballots.
+	Canonical string `protobuf:"bytes,3,opt,name=canonical,proto3" json:"canonical,omitempty"`
+	Digest    string `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	// group numbers the distinct valid ballots in the order they first appear; -1 when not valid.
+	Group int32 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
+	Valid bool  `protobuf:"varint,6,opt,name=valid,proto3" json:"valid,omitempty"`
+	// problem says why the answer is not valid.
+	Problem       string `protobuf:"bytes,7,opt,name=problem,proto3" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ballot) Reset() {
+	*x = Ballot{}
+	mi := &file_conclave_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ballot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ballot) ProtoMessage() {}
+
+func (x *Ballot) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ballot.ProtoReflect.Descriptor instead.
+func (*Ballot) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *Ballot) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Ballot) GetForm() string {
+	if x != nil {
+		return x.Form
+	}
+	return ""
+}
+
+func (x *Ballot) GetCanonical() string {
+	if x != nil {
+		return x.Canonical
+	}
+	return ""
+}
+
+func (x *Ballot) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Ballot) GetGroup() int32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *Ballot) GetValid() bool {
+	if x != nil {
+		return x.Valid
+	}
+	return false
+}
+
+func (x *Ballot) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
 type Phases struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClassifyMs    float64                `protobuf:"fixed64,1,opt,name=classify_ms,json=classifyMs,proto3" json:"classify_ms,omitempty"`
@@ -2538,7 +2657,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2669,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2682,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -2644,7 +2763,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2775,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2788,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -2731,7 +2850,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +2862,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +2875,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Retry) GetModel() string {
@@ -2829,7 +2948,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +2960,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +2973,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Failure) GetCode() string {
@@ -2896,7 +3015,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +3027,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +3040,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Problem) GetField() string {
@@ -2948,7 +3067,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3079,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3092,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -3007,7 +3126,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3138,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3151,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -3121,7 +3240,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3252,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3265,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Job) GetRequestId() string {
@@ -3294,7 +3413,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3425,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3438,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -3352,7 +3471,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3483,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3496,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -3399,7 +3518,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3530,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3543,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -3460,7 +3579,7 @@ type JobQueued struct {
 
 func (x *JobQueued) Reset() {
 	*x = JobQueued{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +3591,7 @@ func (x *JobQueued) String() string {
 func (*JobQueued) ProtoMessage() {}
 
 func (x *JobQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +3604,7 @@ func (x *JobQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobQueued.ProtoReflect.Descriptor instead.
 func (*JobQueued) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *JobQueued) GetJobId() string {
@@ -3535,7 +3654,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3666,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3679,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -3755,7 +3874,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3767,7 +3886,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3780,7 +3899,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -3857,7 +3976,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3869,7 +3988,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3882,7 +4001,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Permit) GetJobId() string {
@@ -3950,7 +4069,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3962,7 +4081,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3975,7 +4094,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -4071,7 +4190,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4083,7 +4202,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4096,7 +4215,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -4111,7 +4230,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4123,7 +4242,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4136,7 +4255,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -4169,14 +4288,19 @@ type ConsensusInput struct {
 	Deadline        *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	AnswerKind      string                 `protobuf:"bytes,11,opt,name=answer_kind,json=answerKind,proto3" json:"answer_kind,omitempty"`
 	// queue_by is the arbiter's acquisition's queue_by: the request's bound on waiting for rate limits.
-	QueueBy       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=queue_by,json=queueBy,proto3" json:"queue_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	QueueBy *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=queue_by,json=queueBy,proto3" json:"queue_by,omitempty"`
+	// response_format is the request's output format: with json_object or json_schema the answers are
+	// compared as canonical JSON and checked against its schema. tools are the request's tools, against
+	// which the candidates' calls are checked.
+	ResponseFormat *OutputFormat `protobuf:"bytes,13,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	Tools          []*Tool       `protobuf:"bytes,14,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4188,7 +4312,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4201,7 +4325,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -4288,6 +4412,20 @@ func (x *ConsensusInput) GetQueueBy() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ConsensusInput) GetResponseFormat() *OutputFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
+func (x *ConsensusInput) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 type Candidate struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Model       string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -4300,14 +4438,16 @@ type Candidate struct {
 	// accuracy is the model's estimated accuracy in the category, which weighs its vote.
 	Accuracy float64 `protobuf:"fixed64,8,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
 	// learned is the model's learned quality in the category, by which free text is chosen.
-	Learned       float64 `protobuf:"fixed64,9,opt,name=learned,proto3" json:"learned,omitempty"`
+	Learned float64 `protobuf:"fixed64,9,opt,name=learned,proto3" json:"learned,omitempty"`
+	// tool_calls are the answer's calls of tools: an answer that makes any votes with them.
+	ToolCalls     []*ToolCall `protobuf:"bytes,10,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4319,7 +4459,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4332,7 +4472,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Candidate) GetModel() string {
@@ -4398,6 +4538,13 @@ func (x *Candidate) GetLearned() float64 {
 	return 0
 }
 
+func (x *Candidate) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
 type ConsensusResult struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Decision    *ArbiterDecision       `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
@@ -4409,14 +4556,19 @@ type ConsensusResult struct {
 	// (-1: no answer); when set, the decision's scores are the answers' posteriors.
 	Groups []int32 `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
 	// unjudged: the decision says nothing of the answers' quality (free text chosen by learned quality).
-	Unjudged      bool `protobuf:"varint,8,opt,name=unjudged,proto3" json:"unjudged,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unjudged bool `protobuf:"varint,8,opt,name=unjudged,proto3" json:"unjudged,omitempty"`
+	// failure_code, with a failure, is the request's error code when it is not internal (no_valid_answer),
+	// and failure_details its details (each model's problem). A no_valid_answer failure still carries
+	// the decision's ballots, so that the record shows them and feedback penalises the invalid answers.
+	FailureCode    string     `protobuf:"bytes,9,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	FailureDetails []*Problem `protobuf:"bytes,10,rep,name=failure_details,json=failureDetails,proto3" json:"failure_details,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4428,7 +4580,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4441,7 +4593,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -4493,6 +4645,20 @@ func (x *ConsensusResult) GetUnjudged() bool {
 	return false
 }
 
+func (x *ConsensusResult) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *ConsensusResult) GetFailureDetails() []*Problem {
+	if x != nil {
+		return x.FailureDetails
+	}
+	return nil
+}
+
 // Votes is what a reliability-weighted vote tells the reliability estimator: each model's answer,
 // numbered among the prompt's distinct answers (-1: no answer).
 type Votes struct {
@@ -4506,7 +4672,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4518,7 +4684,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4531,7 +4697,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Votes) GetCategory() string {
@@ -4569,7 +4735,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4581,7 +4747,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4594,7 +4760,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{46}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Reward) GetModel() string {
@@ -4642,7 +4808,7 @@ type Rewards struct {
 
 func (x *Rewards) Reset() {
 	*x = Rewards{}
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4654,7 +4820,7 @@ func (x *Rewards) String() string {
 func (*Rewards) ProtoMessage() {}
 
 func (x *Rewards) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4667,7 +4833,7 @@ func (x *Rewards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewards.ProtoReflect.Descriptor instead.
 func (*Rewards) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{47}
+	return file_conclave_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Rewards) GetRewards() []*Reward {
@@ -4687,7 +4853,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4699,7 +4865,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4712,7 +4878,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{48}
+	return file_conclave_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -4734,7 +4900,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4746,7 +4912,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4759,7 +4925,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{49}
+	return file_conclave_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -4797,7 +4963,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4809,7 +4975,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4822,7 +4988,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{50}
+	return file_conclave_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -4859,7 +5025,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4871,7 +5037,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4884,7 +5050,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{51}
+	return file_conclave_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -4917,7 +5083,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4929,7 +5095,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4942,7 +5108,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{52}
+	return file_conclave_proto_rawDescGZIP(), []int{53}
 }
 
 type Flushed struct {
@@ -4957,7 +5123,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4969,7 +5135,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4982,7 +5148,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{53}
+	return file_conclave_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -5024,7 +5190,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5036,7 +5202,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5049,7 +5215,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{54}
+	return file_conclave_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -5150,7 +5316,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5162,7 +5328,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5175,7 +5341,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{55}
+	return file_conclave_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -5200,7 +5366,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5212,7 +5378,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5225,7 +5391,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{56}
+	return file_conclave_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -5265,7 +5431,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5277,7 +5443,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5290,7 +5456,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{57}
+	return file_conclave_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -5571,7 +5737,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x13provider_latency_ms\x18\x15 \x01(\x01R\x11providerLatencyMs\x124\n" +
 	"\n" +
 	"tool_calls\x18\x16 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12-\n" +
-	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\"\xbf\x03\n" +
+	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\"\x86\x04\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -5586,7 +5752,17 @@ const file_conclave_proto_rawDesc = "" +
 	" \x01(\tR\vchosenModel\x127\n" +
 	"\rarbiter_usage\x18\v \x01(\v2\x12.conclave.v1.UsageR\farbiterUsage\x12!\n" +
 	"\farbiter_cost\x18\f \x01(\x01R\varbiterCost\x12\x1c\n" +
-	"\tsynthesis\x18\r \x01(\bR\tsynthesis\"\xa5\x02\n" +
+	"\tsynthesis\x18\r \x01(\bR\tsynthesis\x12-\n" +
+	"\aballots\x18\x0e \x03(\v2\x13.conclave.v1.BallotR\aballots\x12\x16\n" +
+	"\x06merged\x18\x0f \x01(\bR\x06merged\"\xae\x01\n" +
+	"\x06Ballot\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
+	"\x04form\x18\x02 \x01(\tR\x04form\x12\x1c\n" +
+	"\tcanonical\x18\x03 \x01(\tR\tcanonical\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x14\n" +
+	"\x05group\x18\x05 \x01(\x05R\x05group\x12\x14\n" +
+	"\x05valid\x18\x06 \x01(\bR\x05valid\x12\x18\n" +
+	"\aproblem\x18\a \x01(\tR\aproblem\"\xa5\x02\n" +
 	"\x06Phases\x12\x1f\n" +
 	"\vclassify_ms\x18\x01 \x01(\x01R\n" +
 	"classifyMs\x12!\n" +
@@ -5751,7 +5927,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\xd0\x03\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xbd\x04\n" +
 	"\x0eConsensusInput\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -5769,7 +5945,9 @@ const file_conclave_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vanswer_kind\x18\v \x01(\tR\n" +
 	"answerKind\x125\n" +
-	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\"\xfb\x01\n" +
+	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\x12B\n" +
+	"\x0fresponse_format\x18\r \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x12'\n" +
+	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\"\xb1\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -5781,7 +5959,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\arecency\x18\x06 \x01(\x01R\arecency\x12 \n" +
 	"\vreliability\x18\a \x01(\x01R\vreliability\x12\x1a\n" +
 	"\baccuracy\x18\b \x01(\x01R\baccuracy\x12\x18\n" +
-	"\alearned\x18\t \x01(\x01R\alearned\"\xf5\x01\n" +
+	"\alearned\x18\t \x01(\x01R\alearned\x124\n" +
+	"\n" +
+	"tool_calls\x18\n" +
+	" \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\"\xd7\x02\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +
@@ -5789,7 +5970,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\bweighted\x18\x04 \x03(\x01R\bweighted\x12\x18\n" +
 	"\afailure\x18\x05 \x01(\tR\afailure\x12\x16\n" +
 	"\x06groups\x18\a \x03(\x05R\x06groups\x12\x1a\n" +
-	"\bunjudged\x18\b \x01(\bR\bunjudgedJ\x04\b\x06\x10\a\"S\n" +
+	"\bunjudged\x18\b \x01(\bR\bunjudged\x12!\n" +
+	"\ffailure_code\x18\t \x01(\tR\vfailureCode\x12=\n" +
+	"\x0ffailure_details\x18\n" +
+	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetailsJ\x04\b\x06\x10\a\"S\n" +
 	"\x05Votes\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +
@@ -5865,7 +6049,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 62)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
@@ -5892,51 +6076,52 @@ var file_conclave_proto_goTypes = []any{
 	(*Skip)(nil),                  // 22: conclave.v1.Skip
 	(*WorkerResult)(nil),          // 23: conclave.v1.WorkerResult
 	(*ArbiterDecision)(nil),       // 24: conclave.v1.ArbiterDecision
-	(*Phases)(nil),                // 25: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 26: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 27: conclave.v1.Retry
-	(*Failure)(nil),               // 28: conclave.v1.Failure
-	(*Problem)(nil),               // 29: conclave.v1.Problem
-	(*Usage)(nil),                 // 30: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 31: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 32: conclave.v1.Job
-	(*Dispatch)(nil),              // 33: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 34: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 35: conclave.v1.JobStarted
-	(*JobQueued)(nil),             // 36: conclave.v1.JobQueued
-	(*JobResult)(nil),             // 37: conclave.v1.JobResult
-	(*Acquire)(nil),               // 38: conclave.v1.Acquire
-	(*Permit)(nil),                // 39: conclave.v1.Permit
-	(*Outcome)(nil),               // 40: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 41: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 42: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 43: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 44: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 45: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 46: conclave.v1.Votes
-	(*Reward)(nil),                // 47: conclave.v1.Reward
-	(*Rewards)(nil),               // 48: conclave.v1.Rewards
-	(*GetExecution)(nil),          // 49: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 50: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 51: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 52: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 53: conclave.v1.Flush
-	(*Flushed)(nil),               // 54: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 55: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 56: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 57: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 58: conclave.v1.AgentHello
-	nil,                           // 59: conclave.v1.Sampling.LogitBiasEntry
-	nil,                           // 60: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 61: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 62: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 63: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 64: actor.PID
+	(*Ballot)(nil),                // 25: conclave.v1.Ballot
+	(*Phases)(nil),                // 26: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 27: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 28: conclave.v1.Retry
+	(*Failure)(nil),               // 29: conclave.v1.Failure
+	(*Problem)(nil),               // 30: conclave.v1.Problem
+	(*Usage)(nil),                 // 31: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 32: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 33: conclave.v1.Job
+	(*Dispatch)(nil),              // 34: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 35: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 36: conclave.v1.JobStarted
+	(*JobQueued)(nil),             // 37: conclave.v1.JobQueued
+	(*JobResult)(nil),             // 38: conclave.v1.JobResult
+	(*Acquire)(nil),               // 39: conclave.v1.Acquire
+	(*Permit)(nil),                // 40: conclave.v1.Permit
+	(*Outcome)(nil),               // 41: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 42: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 43: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 44: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 45: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 46: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 47: conclave.v1.Votes
+	(*Reward)(nil),                // 48: conclave.v1.Reward
+	(*Rewards)(nil),               // 49: conclave.v1.Rewards
+	(*GetExecution)(nil),          // 50: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 51: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 52: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 53: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 54: conclave.v1.Flush
+	(*Flushed)(nil),               // 55: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 56: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 57: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 58: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 59: conclave.v1.AgentHello
+	nil,                           // 60: conclave.v1.Sampling.LogitBiasEntry
+	nil,                           // 61: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 62: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 63: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 64: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 65: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	62, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	63, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	64, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	63, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	64, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	65, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
 	2,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
 	3,  // 4: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
 	6,  // 5: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
@@ -5945,69 +6130,74 @@ var file_conclave_proto_depIdxs = []int32{
 	9,  // 8: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
 	4,  // 9: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
 	5,  // 10: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
-	59, // 11: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
+	60, // 11: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
 	1,  // 12: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	63, // 13: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	63, // 14: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	63, // 15: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	62, // 16: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	64, // 13: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	64, // 14: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	64, // 15: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	63, // 16: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
 	17, // 17: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
 	19, // 18: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
 	20, // 19: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
 	23, // 20: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
 	24, // 21: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	25, // 22: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	26, // 23: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	27, // 24: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	28, // 25: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	26, // 26: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	63, // 27: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	63, // 28: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	30, // 29: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	26, // 22: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	27, // 23: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	28, // 24: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	29, // 25: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	27, // 26: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	64, // 27: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	64, // 28: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	31, // 29: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
 	16, // 30: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
 	5,  // 31: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
 	18, // 32: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
 	21, // 33: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	60, // 34: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	61, // 34: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
 	22, // 35: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	30, // 36: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	31, // 36: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
 	5,  // 37: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
-	30, // 38: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	29, // 39: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	63, // 40: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 41: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
-	32, // 42: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	64, // 43: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	30, // 44: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	31, // 45: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	5,  // 46: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
-	63, // 47: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	64, // 48: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	33, // 49: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
-	64, // 50: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
-	63, // 51: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
-	31, // 52: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 53: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 54: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	44, // 55: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	63, // 56: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	63, // 57: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
-	24, // 58: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	47, // 59: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
-	15, // 60: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	61, // 61: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	26, // 62: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	56, // 63: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	57, // 64: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	37, // 65: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	34, // 66: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	58, // 67: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	32, // 68: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	31, // 38: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	25, // 39: conclave.v1.ArbiterDecision.ballots:type_name -> conclave.v1.Ballot
+	30, // 40: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	64, // 41: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	2,  // 42: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
+	33, // 43: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	65, // 44: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	31, // 45: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	32, // 46: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	5,  // 47: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
+	64, // 48: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	65, // 49: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	34, // 50: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
+	65, // 51: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
+	64, // 52: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
+	32, // 53: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 54: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 55: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	45, // 56: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	64, // 57: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	64, // 58: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
+	8,  // 59: conclave.v1.ConsensusInput.response_format:type_name -> conclave.v1.OutputFormat
+	6,  // 60: conclave.v1.ConsensusInput.tools:type_name -> conclave.v1.Tool
+	5,  // 61: conclave.v1.Candidate.tool_calls:type_name -> conclave.v1.ToolCall
+	24, // 62: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	30, // 63: conclave.v1.ConsensusResult.failure_details:type_name -> conclave.v1.Problem
+	48, // 64: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	15, // 65: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	62, // 66: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	27, // 67: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	57, // 68: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	58, // 69: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	38, // 70: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	35, // 71: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	59, // 72: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	33, // 73: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	74, // [74:74] is the sub-list for method output_type
+	74, // [74:74] is the sub-list for method input_type
+	74, // [74:74] is the sub-list for extension type_name
+	74, // [74:74] is the sub-list for extension extendee
+	0,  // [0:74] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -6018,9 +6208,9 @@ func file_conclave_proto_init() {
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[8].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[14].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[31].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[50].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[54].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[32].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[51].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[55].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -6033,7 +6223,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   61,
+			NumMessages:   62,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
