@@ -211,3 +211,19 @@ func TestStructuredAnswersEndToEnd(t *testing.T) {
 		})
 	}
 }
+
+// A schema that cannot be compiled is the caller's mistake: refused before any model is asked.
+func TestASchemaThatDoesNotCompileIsRefusedBeforeAnyCall(t *testing.T) {
+	e := panelEngine(t, nil)
+	for _, schema := range []string{`{"type":`, `{"$ref":"file:///etc/passwd"}`} {
+		exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: "bad-schema", Category: "general", Task: "Weather?",
+			Ask: &messages.Ask{ResponseFormat: &messages.OutputFormat{Type: "json_schema", Schema: schema}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if exec.StatusCode != 400 || exec.Error.Code != "malformed_request" || len(exec.Error.Details) != 1 ||
+			exec.Error.Details[0].Field != "response_format.schema" || len(exec.Results) != 0 {
+			t.Fatalf("%s: status %d %v, %d calls", schema, exec.StatusCode, exec.Error, len(exec.Results))
+		}
+	}
+}
