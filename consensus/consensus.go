@@ -125,12 +125,12 @@ type Result struct {
 	Unjudged bool `json:"unjudged,omitempty"`
 	// Ballots, for a structured decision, are each response's ballot: what it voted for, its group,
 	// whether it was valid and why not. Nil for a decision on text.
-	Ballots []Ballot `json:"-"`
+	Ballots []Ballot `json:"ballots,omitempty"`
 	// Merged is true when the answer is the field-wise merge of the valid JSON answers (its canonical
 	// JSON) rather than one of them; Chosen is then the answer closest to it.
 	Merged bool `json:"merged,omitempty"`
 	// ToolCalls are the decided calls of tools: the chosen answer's, when it voted with calls.
-	ToolCalls []ToolCall `json:"-"`
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // Contributors returns the indices of the responses that contributed.

@@ -38,9 +38,9 @@ type Tool struct {
 
 // ToolCall is a model's call of a tool: a function and its arguments as JSON text.
 type ToolCall struct {
-	ID        string
-	Name      string
-	Arguments string
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
 }
 
 // Structure is a request's format made ready to judge its answers: the schema compiled once for all
@@ -108,19 +108,19 @@ const (
 // Ballot is what one answer votes for in a structured decision.
 type Ballot struct {
 	// Form is FormJSON, FormToolCalls or FormText.
-	Form string
+	Form string `json:"form"`
 	// Canonical is the answer in one form for all its spellings: its canonical JSON; for tool calls,
 	// the canonical JSON of its calls as a sorted list of {name, arguments}; for text, its normal form.
 	// Empty when the answer is invalid before it could be read.
-	Canonical string
+	Canonical string `json:"canonical"`
 	// Digest is a short hash of the form and canonical text: equal digests, equal ballots.
-	Digest string
+	Digest string `json:"digest"`
 	// Group numbers the distinct valid ballots in the order they first appear; -1 when invalid.
-	Group int
-	Valid bool
+	Group int  `json:"group"`
+	Valid bool `json:"valid"`
 	// Problem says why the answer is invalid.
-	Problem string
-	value   any // the parsed JSON, for the field-wise merge
+	Problem string `json:"problem,omitempty"`
+	value   any    // the parsed JSON, for the field-wise merge
 }
 
 // key is the ballot's identity in the vote.

@@ -492,8 +492,8 @@ func (s *structured) points(r Result) (agreement, disagreement []string) {
 
 // ArbiterView is what an arbiter model is shown: the responses it may choose among (shown, their
 // indices in resps) with their weighted scores. A structured decision shows only the valid answers,
-// each as its canonical form (a call of tools has no text of its own), so that the arbiter cannot
-// choose an invalid one; Verdict.Expand maps its verdict back onto all the responses.
+// JSON and calls of tools as their canonical form (a call has no text of its own), so that the
+// arbiter cannot choose an invalid one; Verdict.Expand maps its verdict back onto all the responses.
 func ArbiterView(resps []Response, kind Kind, st *Structure) (shown []int, judged []Judged) {
 	if !Structured(resps, st) {
 		weights := Weights(resps, kind)
@@ -506,10 +506,15 @@ func ArbiterView(resps []Response, kind Kind, st *Structure) (shown []int, judge
 	bs := Ballots(resps, st, kind)
 	_, weights := structuredWeights(resps, bs, nil, true)
 	for i, b := range bs {
-		if b.Valid {
-			shown = append(shown, i)
-			judged = append(judged, Judged{Text: b.Canonical, Weighted: weights[i]})
+		if !b.Valid {
+			continue
 		}
+		text := b.Canonical
+		if b.Form == FormText {
+			text = resps[i].Text // its normal form is for comparing, not for reading
+		}
+		shown = append(shown, i)
+		judged = append(judged, Judged{Text: text, Weighted: weights[i]})
 	}
 	return shown, judged
 }

@@ -480,6 +480,10 @@ func TestArbiterSeesOnlyValidAnswers(t *testing.T) {
 	if fmt.Sprint(shown) != "[1 2]" || judged[0].Text != `{"k":1}` || judged[1].Text != `[{"arguments":{"x":1},"name":"f"}]` {
 		t.Fatalf("shown %v %+v", shown, judged)
 	}
+	// Beside calls, a text answer is shown as written.
+	if _, judged := ArbiterView([]Response{resp("a", "It is Sunny!", 0.5), resps[2]}, Text, nil); judged[0].Text != "It is Sunny!" {
+		t.Fatalf("judged %+v", judged)
+	}
 	v := Verdict{Choice: 1, Scores: []float64{0.2, 0.8}, Prefer: [][]float64{{0.5, 0}, {1, 0.5}}}.Expand(shown, len(resps))
 	if v.Choice != 2 || fmt.Sprint(v.Scores) != "[0 0.2 0.8]" || v.Prefer[2][1] != 1 || v.Prefer[0][2] != 0.5 {
 		t.Fatalf("expanded %+v", v)
