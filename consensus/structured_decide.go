@@ -1,6 +1,7 @@
 package consensus
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strconv"
@@ -101,7 +102,7 @@ func decideStructured(in Input) (Result, error) {
 	case blueprints.Rotating:
 		if v != nil && v.Choice >= 0 && v.Choice < n && s.bs[v.Choice].Valid {
 			r = s.whole(s.bs[v.Choice].Group, v.Choice, nil)
-			r.Arbiter = cmpOr(in.Arbiter, ArbiterFor(models(resps), in.Round))
+			r.Arbiter = cmp.Or(in.Arbiter, ArbiterFor(models(resps), in.Round))
 			if len(v.Scores) == n {
 				for _, i := range s.valid {
 					r.Scores[i] = clamp01(v.Scores[i])
@@ -135,13 +136,6 @@ func decideStructured(in Input) (Result, error) {
 		r.Agreement, r.Disagreement = nonNil(v.Agreement), nonNil(v.Disagreement)
 	}
 	return r, nil
-}
-
-func cmpOr(a, b string) string {
-	if a != "" {
-		return a
-	}
-	return b
 }
 
 // mass is a response's weight in the vote: one for majority, its weighted score for weighted.
@@ -396,7 +390,7 @@ func electValue(vs []fieldVote, path string, contests *[]contest) any {
 	}
 	if len(opts) > 1 {
 		opts[0], opts[best] = opts[best], opts[0]
-		*contests = append(*contests, contest{path: cmpOr(path, "/"), options: opts})
+		*contests = append(*contests, contest{path: cmp.Or(path, "/"), options: opts})
 	}
 	return values[best]
 }
@@ -463,7 +457,7 @@ func (s *structured) points(r Result) (agreement, disagreement []string) {
 			}
 			parts := make([]string, len(c.options))
 			for k, o := range c.options {
-				parts[k] = cmpOr(preview(o.canonical), "(absent)") + " from " + names(o.voters)
+				parts[k] = cmp.Or(preview(o.canonical), "(absent)") + " from " + names(o.voters)
 			}
 			disagreement = append(disagreement, c.path+": "+strings.Join(parts, " over "))
 		}

@@ -103,6 +103,15 @@ func TestStructuredAnswersEndToEnd(t *testing.T) {
 			rewards: "[contributed contributed contributed]",
 		},
 		{
+			desc:     "an invalid answer is never chosen, and its model is penalised",
+			strategy: "weighted",
+			ask:      &messages.Ask{ResponseFormat: schema},
+			replies:  []providers.Reply{text(`{"city":"Oslo","high":4}`), text("```json\n{\"city\":\"Oslo\",\"high\":4}\n```"), text(`{"high":4, "city":"Oslo"}`)},
+			status:   200,
+			groups:   "[0 -1 0]",
+			rewards:  "[contributed invalid contributed]",
+		},
+		{
 			desc:     "no whole answer has a majority: the fields are merged",
 			strategy: "majority",
 			ask:      &messages.Ask{ResponseFormat: &messages.OutputFormat{Type: "json_object"}},
