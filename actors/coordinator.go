@@ -68,6 +68,10 @@ type CoordinatorActor struct {
 	// piece); broken says it failed after its first piece, so nothing can take its place.
 	streaming string
 	broken    bool
+	// structure is the request's output format and tools, compiled once when it starts; ballots are
+	// its answers' ballots once the consensus has read them (nil for answers of text).
+	structure *consensus.Structure
+	ballots   []*messages.Ballot
 }
 
 // JobLogBudget is the most per-call lines one request logs; the rest are counted in its collect_done
@@ -246,6 +250,14 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 		c.progressOf(ctx, step.phase)
 	}
 
+	// A schema that cannot be compiled is refused before any model is asked.
+	st, err := consensus.Compile(FormatOf(c.req.GetAsk().GetResponseFormat(), c.req.GetAsk().GetTools()))
+	if err != nil {
+		c.fail(ctx, resilience.MalformedRequest, err.Error(), 0, validation.Errors{{Field: "response_format.schema", Message: err.Error()}})
+		return
+	}
+	c.structure = st
+
 	// 6 DISPATCH (a permit from each provider, then the job to its worker) and 7 COLLECT
 	bp := p.Blueprint
 	cfg := collect.Config{MinResponses: bp.MinResponses, QuorumGrace: bp.QuorumGrace(), CallTimeout: bp.Timeout(), CollectBy: p.CollectBy,
@@ -331,14 +343,15 @@ func Overrides(req *messages.RouteRequest) blueprints.Overrides {
 
 // settled tells an adaptive quorum whether the answers so far settle the request: the leading
 // answer's posterior under the reliability-weighted vote reaches the blueprint's tau. Free text never
-// settles early.
+// settles early; JSON answers and tool calls vote with their ballots.
 func (c *CoordinatorActor) settled(answers []*collect.Job) (bool, float64) {
 	resps := make([]consensus.Response, len(answers))
 	for i, j := range answers {
-		resps[i] = consensus.Response{Model: j.Slot.Model, Text: j.Record.Ref.(*messages.JobResult).Text,
+		res := j.Record.Ref.(*messages.JobResult)
+		resps[i] = consensus.Response{Model: j.Slot.Model, Text: res.Text, ToolCalls: toolCalls(res.ToolCalls),
 			Accuracy: c.deps.Dir.Arms.Accuracy(c.plan.Category, j.Slot.Model)}
 	}
-	p, ok := consensus.Leading(resps, c.plan.AnswerKind)
+	p, ok := consensus.Leading(resps, c.plan.AnswerKind, c.structure)
 	return ok && p >= c.plan.Blueprint.Tau(), p
 }
 
@@ -634,7 +647,7 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 		return
 	}
 	c.granted(ctx, now, seq, false) // a result the worker gave without starting the call (its breaker is open)
-	reply := collect.Reply{OK: r.Ok, Text: r.Text, Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope),
+	reply := collect.Reply{OK: r.Ok, Text: r.Text, ToolCalls: len(r.ToolCalls), Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope),
 		RetryAfter: seconds(r.RetryAfterSeconds), Ref: r}
 	effects := c.machine.Result(now, seq, reply)
 	if j := c.machine.Job(seq); j != nil && j.Record != nil && j.Record.Ref == r { // a reply that settled its call, not a late one
@@ -735,14 +748,23 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	}
 	c.exec.Degraded = d.Degraded
 	c.answers = d.Answers
-	if c.plan.IsDirect() { // one answer, its own: nothing to merge
+	if c.plan.IsDirect() { // one answer, its own: nothing to merge, but it must be what was asked
+		j := d.Answers[0]
+		res := j.Record.Ref.(*messages.JobResult)
+		if c.structure.JSON() && len(res.ToolCalls) == 0 {
+			if b := consensus.Ballots([]consensus.Response{{Model: j.Slot.Model, Text: res.Text}}, c.structure, consensus.Text)[0]; !b.Valid {
+				c.fail(ctx, resilience.NoValidAnswer, "the answer is not the JSON the request asks for", 0,
+					validation.Errors{{Field: j.Slot.Model, Message: b.Problem}})
+				return
+			}
+		}
 		c.consensusStart = time.Now()
-		c.onConsensus(ctx, directAnswer(d.Answers[0]))
+		c.onConsensus(ctx, directAnswer(j))
 		return
 	}
 	reliability := map[string]float64{} // one reading per provider, so its candidates are weighed alike
 	in := &messages.ConsensusInput{RequestId: c.req.RequestId, Category: c.plan.Category, Strategy: string(c.plan.Blueprint.Strategy), Task: c.req.Task,
-		AnswerKind: string(c.plan.AnswerKind)}
+		AnswerKind: string(c.plan.AnswerKind), ResponseFormat: c.req.GetAsk().GetResponseFormat(), Tools: c.req.GetAsk().GetTools()}
 	models := make([]string, len(d.Answers))
 	for i, j := range d.Answers {
 		s := j.Slot
@@ -756,7 +778,8 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 			capability = m.Capability(c.plan.Category)
 		}
 		learned := c.deps.Dir.Arms.Accuracy(c.plan.Category, s.Model)
-		cand := &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: j.Record.Ref.(*messages.JobResult).Text,
+		res := j.Record.Ref.(*messages.JobResult)
+		cand := &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: res.Text, ToolCalls: res.ToolCalls,
 			Capability: capability, Recency: c.deps.Dir.Arms.Arm(c.plan.Category, s.Model).Recency, Reliability: rel, Learned: learned}
 		if c.deps.Reward == feedback.Reliability { // votes weigh by accuracy only where rewards measure it
 			cand.Accuracy = learned
@@ -798,7 +821,7 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		ctx.Request(ds[c.seq%uint64(len(ds))], in)
 		return
 	}
-	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in)))
+	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in, c.structure)))
 }
 
 // lastError is what the last failed call said.
@@ -822,15 +845,26 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 	c.consensus, c.consulting = nil, false
 	c.exec.Phases.ConsensusMs = ms(time.Since(c.consensusStart))
 	if r.Failure != "" {
-		c.fail(ctx, resilience.Internal, "consensus failed: "+r.Failure, 0, nil)
+		if r.FailureCode != string(resilience.NoValidAnswer) {
+			c.fail(ctx, resilience.Internal, "consensus failed: "+r.Failure, 0, nil)
+			return
+		}
+		// The record shows who answered what, and feedback penalises every invalid answer.
+		c.exec.Decision, c.ballots = r.Decision, r.GetDecision().GetBallots()
+		problems := make(validation.Errors, len(r.FailureDetails))
+		for i, p := range r.FailureDetails {
+			problems[i] = validation.Problem{Field: p.Field, Message: p.Message}
+		}
+		c.fail(ctx, resilience.NoValidAnswer, r.Failure, 0, problems)
 		return
 	}
-	c.exec.Decision = r.Decision
+	c.exec.Decision, c.ballots = r.Decision, r.Decision.Ballots
 	c.exec.Answer = r.Answer
 	c.log.Info("consensus reached", zap.String("event", "consensus"), zap.String("strategy", r.Decision.Strategy),
 		zap.String("arbiter", r.Decision.Arbiter), zap.Int32("chosen", r.Decision.Chosen), zap.Float64s("scores", r.Decision.Scores),
 		zap.Bools("contributed", r.Contributed), zap.Strings("agreement", r.Decision.Agreement), zap.Strings("disagreement", r.Decision.Disagreement),
-		zap.String("arbiter_error", r.Decision.ArbiterError), zap.Bool("degraded", c.exec.Degraded))
+		zap.String("arbiter_error", r.Decision.ArbiterError), zap.Bool("degraded", c.exec.Degraded), zap.Bool("merged", r.Decision.Merged),
+		zap.Int("invalid", invalidBallots(r.Decision.Ballots)))
 	c.progress(ctx, func() *messages.Progress {
 		return &messages.Progress{Event: "consensus", Strategy: r.Decision.Strategy, ChosenModel: r.Decision.ChosenModel}
 	})
@@ -850,10 +884,13 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	calls := make([]feedback.Call, 0, len(records))
 	for _, rec := range records {
 		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout}
-		if i, ok := c.answerOf(rec.Job); ok && r != nil && rec.Status == collect.OK {
-			call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
-			if len(r.Groups) > 0 { // a reliability-weighted vote: the scores are posteriors
-				call.Posterior = &r.Decision.Scores[i]
+		if i, ok := c.answerOf(rec.Job); ok && rec.Status == collect.OK {
+			call.Invalid = i < len(c.ballots) && !c.ballots[i].Valid
+			if r != nil {
+				call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
+				if len(r.Groups) > 0 { // a reliability-weighted vote: the scores are posteriors
+					call.Posterior = &r.Decision.Scores[i]
+				}
 			}
 		}
 		calls = append(calls, call)
@@ -881,6 +918,17 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	rewards(ctx, c.deps.Dir.Bandit, sent...)
 	c.exec.Phases.FeedbackMs = ms(time.Since(t))
 	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
+}
+
+// invalidBallots counts the ballots that were not valid.
+func invalidBallots(bs []*messages.Ballot) int {
+	n := 0
+	for _, b := range bs {
+		if !b.Valid {
+			n++
+		}
+	}
+	return n
 }
 
 // answerOf is a job's place among the answers handed to the consensus, if it gave one.

@@ -119,10 +119,12 @@ type Permit struct {
 
 // Reply is a call's result from its worker.
 type Reply struct {
-	OK    bool
-	Text  string
-	Kind  resilience.Kind
-	Scope resilience.Scope
+	OK   bool
+	Text string
+	// ToolCalls counts the answer's calls of tools: an answer of calls alone is an answer, not empty.
+	ToolCalls int
+	Kind      resilience.Kind
+	Scope     resilience.Scope
 	// RetryAfter is the wait the upstream asked for.
 	RetryAfter time.Duration
 	// Ref is the caller's own handle on the reply, kept in the call's record.
@@ -421,7 +423,7 @@ func (m *Machine) Result(now time.Time, seq int, r Reply) []Effect {
 	kind := r.Kind
 	if r.OK {
 		kind = ""
-		if strings.TrimSpace(r.Text) == "" {
+		if strings.TrimSpace(r.Text) == "" && r.ToolCalls == 0 {
 			kind = resilience.EmptyAnswer // the call worked, the answer is missing
 		}
 	} else if kind == "" {

@@ -153,6 +153,8 @@ func TestVerdicts(t *testing.T) {
 			resilience.Verdict{Provider: resilience.Success, Model: resilience.Success, Host: resilience.Success, Arm: resilience.Judged}, false},
 		{"an empty answer is a poor one", nil, full, Reply{OK: true, Text: " \n"}, Error,
 			resilience.Verdict{Provider: resilience.Success, Model: resilience.Success, Host: resilience.Success, Arm: resilience.Penalty}, false},
+		{"an answer of tool calls without text is an answer", nil, full, Reply{OK: true, ToolCalls: 1}, OK,
+			resilience.Verdict{Provider: resilience.Success, Model: resilience.Success, Host: resilience.Success, Arm: resilience.Judged}, false},
 		{"a timeout after the full timeout is the model's", nil, full, Reply{Kind: resilience.UpstreamTimeout}, Timeout,
 			resilience.Verdict{Model: resilience.Failure, Host: resilience.Success, Arm: resilience.Penalty}, true},
 		{"a timeout cut by the caller's shorter deadline blames nobody", nil, short, Reply{Kind: resilience.UpstreamTimeout}, Cancelled,

@@ -2551,7 +2551,13 @@ type ArbiterDecision struct {
 	ArbiterUsage *Usage  `protobuf:"bytes,11,opt,name=arbiter_usage,json=arbiterUsage,proto3" json:"arbiter_usage,omitempty"`
 	ArbiterCost  float64 `protobuf:"fixed64,12,opt,name=arbiter_cost,json=arbiterCost,proto3" json:"arbiter_cost,omitempty"`
 	// synthesis is true when the answer is the arbiter's unified answer rather than one response.
-	Synthesis     bool `protobuf:"varint,13,opt,name=synthesis,proto3" json:"synthesis,omitempty"`
+	Synthesis bool `protobuf:"varint,13,opt,name=synthesis,proto3" json:"synthesis,omitempty"`
+	// ballots, for a decision over JSON answers or tool calls, are each answer's vote, in the order of
+	// the answers that went to consensus: who voted for what, and which answers were not valid.
+	Ballots []*Ballot `protobuf:"bytes,14,rep,name=ballots,proto3" json:"ballots,omitempty"`
+	// merged is true when the answer is the field-wise merge of the valid JSON answers (its canonical
+	// JSON); chosen is then the answer closest to it.
+	Merged        bool `protobuf:"varint,15,opt,name=merged,proto3" json:"merged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2677,6 +2683,119 @@ func (x *ArbiterDecision) GetSynthesis() bool {
 	return false
 }
 
+func (x *ArbiterDecision) GetBallots() []*Ballot {
+	if x != nil {
+		return x.Ballots
+	}
+	return nil
+}
+
+func (x *ArbiterDecision) GetMerged() bool {
+	if x != nil {
+		return x.Merged
+	}
+	return false
+}
+
+// Ballot is one answer's vote in a decision over JSON answers or tool calls.
+type Ballot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// form is json, tool_calls or text.
+	Form string `protobuf:"bytes,2,opt,name=form,proto3" json:"form,omitempty"`
+	// canonical is the answer's canonical form (canonical JSON; for tool calls the sorted list of
+	// {name, arguments}; for text its normal form), cut at 512 bytes; digest is a short hash of the whole
+	// of it: equal digests, equal ballots.
+	Canonical string `protobuf:"bytes,3,opt,name=canonical,proto3" json:"canonical,omitempty"`
+	Digest    string `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	// group numbers the distinct valid ballots in the order they first appear; -1 when not valid.
+	Group int32 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
+	Valid bool  `protobuf:"varint,6,opt,name=valid,proto3" json:"valid,omitempty"`
+	// problem says why the answer is not valid.
+	Problem       string `protobuf:"bytes,7,opt,name=problem,proto3" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ballot) Reset() {
+	*x = Ballot{}
+	mi := &file_conclave_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ballot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ballot) ProtoMessage() {}
+
+func (x *Ballot) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ballot.ProtoReflect.Descriptor instead.
+func (*Ballot) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Ballot) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Ballot) GetForm() string {
+	if x != nil {
+		return x.Form
+	}
+	return ""
+}
+
+func (x *Ballot) GetCanonical() string {
+	if x != nil {
+		return x.Canonical
+	}
+	return ""
+}
+
+func (x *Ballot) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Ballot) GetGroup() int32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *Ballot) GetValid() bool {
+	if x != nil {
+		return x.Valid
+	}
+	return false
+}
+
+func (x *Ballot) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
 type Phases struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClassifyMs    float64                `protobuf:"fixed64,1,opt,name=classify_ms,json=classifyMs,proto3" json:"classify_ms,omitempty"`
@@ -2694,7 +2813,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2706,7 +2825,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2719,7 +2838,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -2800,7 +2919,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2812,7 +2931,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2825,7 +2944,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -2887,7 +3006,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2899,7 +3018,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2912,7 +3031,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Retry) GetModel() string {
@@ -2985,7 +3104,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3116,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3129,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Failure) GetCode() string {
@@ -3052,7 +3171,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3183,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3196,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Problem) GetField() string {
@@ -3104,7 +3223,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3235,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3248,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -3163,7 +3282,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3175,7 +3294,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3188,7 +3307,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -3279,7 +3398,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3291,7 +3410,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3304,7 +3423,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Job) GetRequestId() string {
@@ -3459,7 +3578,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3471,7 +3590,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3484,7 +3603,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -3517,7 +3636,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3529,7 +3648,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3542,7 +3661,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -3564,7 +3683,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3576,7 +3695,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3589,7 +3708,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -3625,7 +3744,7 @@ type JobQueued struct {
 
 func (x *JobQueued) Reset() {
 	*x = JobQueued{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3637,7 +3756,7 @@ func (x *JobQueued) String() string {
 func (*JobQueued) ProtoMessage() {}
 
 func (x *JobQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3650,7 +3769,7 @@ func (x *JobQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobQueued.ProtoReflect.Descriptor instead.
 func (*JobQueued) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JobQueued) GetJobId() string {
@@ -3700,7 +3819,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3712,7 +3831,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3725,7 +3844,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -3920,7 +4039,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3932,7 +4051,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3945,7 +4064,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -4022,7 +4141,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4034,7 +4153,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4047,7 +4166,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Permit) GetJobId() string {
@@ -4115,7 +4234,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4127,7 +4246,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4140,7 +4259,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -4236,7 +4355,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4248,7 +4367,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4261,7 +4380,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -4276,7 +4395,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4288,7 +4407,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4301,7 +4420,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -4334,14 +4453,19 @@ type ConsensusInput struct {
 	Deadline        *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	AnswerKind      string                 `protobuf:"bytes,11,opt,name=answer_kind,json=answerKind,proto3" json:"answer_kind,omitempty"`
 	// queue_by is the arbiter's acquisition's queue_by: the request's bound on waiting for rate limits.
-	QueueBy       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=queue_by,json=queueBy,proto3" json:"queue_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	QueueBy *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=queue_by,json=queueBy,proto3" json:"queue_by,omitempty"`
+	// response_format is the request's output format: with json_object or json_schema the answers are
+	// compared as canonical JSON and checked against its schema. tools are the request's tools, against
+	// which the candidates' calls are checked.
+	ResponseFormat *OutputFormat `protobuf:"bytes,13,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	Tools          []*Tool       `protobuf:"bytes,14,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4353,7 +4477,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4366,7 +4490,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -4453,6 +4577,20 @@ func (x *ConsensusInput) GetQueueBy() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ConsensusInput) GetResponseFormat() *OutputFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
+func (x *ConsensusInput) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 type Candidate struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Model       string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -4465,14 +4603,16 @@ type Candidate struct {
 	// accuracy is the model's estimated accuracy in the category, which weighs its vote.
 	Accuracy float64 `protobuf:"fixed64,8,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
 	// learned is the model's learned quality in the category, by which free text is chosen.
-	Learned       float64 `protobuf:"fixed64,9,opt,name=learned,proto3" json:"learned,omitempty"`
+	Learned float64 `protobuf:"fixed64,9,opt,name=learned,proto3" json:"learned,omitempty"`
+	// tool_calls are the answer's calls of tools: an answer that makes any votes with them.
+	ToolCalls     []*ToolCall `protobuf:"bytes,10,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4484,7 +4624,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4497,7 +4637,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Candidate) GetModel() string {
@@ -4563,6 +4703,13 @@ func (x *Candidate) GetLearned() float64 {
 	return 0
 }
 
+func (x *Candidate) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
 type ConsensusResult struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Decision    *ArbiterDecision       `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
@@ -4574,14 +4721,19 @@ type ConsensusResult struct {
 	// (-1: no answer); when set, the decision's scores are the answers' posteriors.
 	Groups []int32 `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
 	// unjudged: the decision says nothing of the answers' quality (free text chosen by learned quality).
-	Unjudged      bool `protobuf:"varint,8,opt,name=unjudged,proto3" json:"unjudged,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unjudged bool `protobuf:"varint,8,opt,name=unjudged,proto3" json:"unjudged,omitempty"`
+	// failure_code, with a failure, is the request's error code when it is not internal (no_valid_answer),
+	// and failure_details its details (each model's problem). A no_valid_answer failure still carries
+	// the decision's ballots, so that the record shows them and feedback penalises the invalid answers.
+	FailureCode    string     `protobuf:"bytes,9,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	FailureDetails []*Problem `protobuf:"bytes,10,rep,name=failure_details,json=failureDetails,proto3" json:"failure_details,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4593,7 +4745,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4606,7 +4758,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{46}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -4658,6 +4810,20 @@ func (x *ConsensusResult) GetUnjudged() bool {
 	return false
 }
 
+func (x *ConsensusResult) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *ConsensusResult) GetFailureDetails() []*Problem {
+	if x != nil {
+		return x.FailureDetails
+	}
+	return nil
+}
+
 // Votes is what a reliability-weighted vote tells the reliability estimator: each model's answer,
 // numbered among the prompt's distinct answers (-1: no answer).
 type Votes struct {
@@ -4671,7 +4837,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4683,7 +4849,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4696,7 +4862,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{47}
+	return file_conclave_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Votes) GetCategory() string {
@@ -4734,7 +4900,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4746,7 +4912,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4759,7 +4925,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{48}
+	return file_conclave_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Reward) GetModel() string {
@@ -4807,7 +4973,7 @@ type Rewards struct {
 
 func (x *Rewards) Reset() {
 	*x = Rewards{}
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4819,7 +4985,7 @@ func (x *Rewards) String() string {
 func (*Rewards) ProtoMessage() {}
 
 func (x *Rewards) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4832,7 +4998,7 @@ func (x *Rewards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewards.ProtoReflect.Descriptor instead.
 func (*Rewards) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{49}
+	return file_conclave_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Rewards) GetRewards() []*Reward {
@@ -4852,7 +5018,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4864,7 +5030,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4877,7 +5043,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{50}
+	return file_conclave_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -4899,7 +5065,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4911,7 +5077,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4924,7 +5090,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{51}
+	return file_conclave_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -4962,7 +5128,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4974,7 +5140,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4987,7 +5153,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{52}
+	return file_conclave_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -5024,7 +5190,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5036,7 +5202,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5049,7 +5215,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{53}
+	return file_conclave_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -5082,7 +5248,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5094,7 +5260,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5107,7 +5273,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{54}
+	return file_conclave_proto_rawDescGZIP(), []int{55}
 }
 
 type Flushed struct {
@@ -5122,7 +5288,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5134,7 +5300,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5147,7 +5313,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{55}
+	return file_conclave_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -5190,7 +5356,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5202,7 +5368,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5215,7 +5381,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{56}
+	return file_conclave_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -5332,7 +5498,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5344,7 +5510,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5357,7 +5523,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{57}
+	return file_conclave_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -5382,7 +5548,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[58]
+	mi := &file_conclave_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5394,7 +5560,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[58]
+	mi := &file_conclave_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5407,7 +5573,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{58}
+	return file_conclave_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -5447,7 +5613,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[59]
+	mi := &file_conclave_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5459,7 +5625,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[59]
+	mi := &file_conclave_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5472,7 +5638,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{59}
+	return file_conclave_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -5768,7 +5934,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x13provider_latency_ms\x18\x15 \x01(\x01R\x11providerLatencyMs\x124\n" +
 	"\n" +
 	"tool_calls\x18\x16 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12-\n" +
-	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\"\xbf\x03\n" +
+	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\"\x86\x04\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -5783,7 +5949,17 @@ const file_conclave_proto_rawDesc = "" +
 	" \x01(\tR\vchosenModel\x127\n" +
 	"\rarbiter_usage\x18\v \x01(\v2\x12.conclave.v1.UsageR\farbiterUsage\x12!\n" +
 	"\farbiter_cost\x18\f \x01(\x01R\varbiterCost\x12\x1c\n" +
-	"\tsynthesis\x18\r \x01(\bR\tsynthesis\"\xa5\x02\n" +
+	"\tsynthesis\x18\r \x01(\bR\tsynthesis\x12-\n" +
+	"\aballots\x18\x0e \x03(\v2\x13.conclave.v1.BallotR\aballots\x12\x16\n" +
+	"\x06merged\x18\x0f \x01(\bR\x06merged\"\xae\x01\n" +
+	"\x06Ballot\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
+	"\x04form\x18\x02 \x01(\tR\x04form\x12\x1c\n" +
+	"\tcanonical\x18\x03 \x01(\tR\tcanonical\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x14\n" +
+	"\x05group\x18\x05 \x01(\x05R\x05group\x12\x14\n" +
+	"\x05valid\x18\x06 \x01(\bR\x05valid\x12\x18\n" +
+	"\aproblem\x18\a \x01(\tR\aproblem\"\xa5\x02\n" +
 	"\x06Phases\x12\x1f\n" +
 	"\vclassify_ms\x18\x01 \x01(\x01R\n" +
 	"classifyMs\x12!\n" +
@@ -5949,7 +6125,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\xd0\x03\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xbd\x04\n" +
 	"\x0eConsensusInput\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -5967,7 +6143,9 @@ const file_conclave_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vanswer_kind\x18\v \x01(\tR\n" +
 	"answerKind\x125\n" +
-	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\"\xfb\x01\n" +
+	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\x12B\n" +
+	"\x0fresponse_format\x18\r \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x12'\n" +
+	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\"\xb1\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -5979,7 +6157,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\arecency\x18\x06 \x01(\x01R\arecency\x12 \n" +
 	"\vreliability\x18\a \x01(\x01R\vreliability\x12\x1a\n" +
 	"\baccuracy\x18\b \x01(\x01R\baccuracy\x12\x18\n" +
-	"\alearned\x18\t \x01(\x01R\alearned\"\xf5\x01\n" +
+	"\alearned\x18\t \x01(\x01R\alearned\x124\n" +
+	"\n" +
+	"tool_calls\x18\n" +
+	" \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\"\xd7\x02\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +
@@ -5987,7 +6168,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\bweighted\x18\x04 \x03(\x01R\bweighted\x12\x18\n" +
 	"\afailure\x18\x05 \x01(\tR\afailure\x12\x16\n" +
 	"\x06groups\x18\a \x03(\x05R\x06groups\x12\x1a\n" +
-	"\bunjudged\x18\b \x01(\bR\bunjudgedJ\x04\b\x06\x10\a\"S\n" +
+	"\bunjudged\x18\b \x01(\bR\bunjudged\x12!\n" +
+	"\ffailure_code\x18\t \x01(\tR\vfailureCode\x12=\n" +
+	"\x0ffailure_details\x18\n" +
+	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetailsJ\x04\b\x06\x10\a\"S\n" +
 	"\x05Votes\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +
@@ -6064,7 +6248,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 63)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
@@ -6093,53 +6277,54 @@ var file_conclave_proto_goTypes = []any{
 	(*Skip)(nil),                  // 24: conclave.v1.Skip
 	(*WorkerResult)(nil),          // 25: conclave.v1.WorkerResult
 	(*ArbiterDecision)(nil),       // 26: conclave.v1.ArbiterDecision
-	(*Phases)(nil),                // 27: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 28: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 29: conclave.v1.Retry
-	(*Failure)(nil),               // 30: conclave.v1.Failure
-	(*Problem)(nil),               // 31: conclave.v1.Problem
-	(*Usage)(nil),                 // 32: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 33: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 34: conclave.v1.Job
-	(*Dispatch)(nil),              // 35: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 36: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 37: conclave.v1.JobStarted
-	(*JobQueued)(nil),             // 38: conclave.v1.JobQueued
-	(*JobResult)(nil),             // 39: conclave.v1.JobResult
-	(*Acquire)(nil),               // 40: conclave.v1.Acquire
-	(*Permit)(nil),                // 41: conclave.v1.Permit
-	(*Outcome)(nil),               // 42: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 43: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 44: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 45: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 46: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 47: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 48: conclave.v1.Votes
-	(*Reward)(nil),                // 49: conclave.v1.Reward
-	(*Rewards)(nil),               // 50: conclave.v1.Rewards
-	(*GetExecution)(nil),          // 51: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 52: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 53: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 54: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 55: conclave.v1.Flush
-	(*Flushed)(nil),               // 56: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 57: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 58: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 59: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 60: conclave.v1.AgentHello
-	nil,                           // 61: conclave.v1.Sampling.LogitBiasEntry
-	nil,                           // 62: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 63: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 64: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 65: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 66: actor.PID
+	(*Ballot)(nil),                // 27: conclave.v1.Ballot
+	(*Phases)(nil),                // 28: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 29: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 30: conclave.v1.Retry
+	(*Failure)(nil),               // 31: conclave.v1.Failure
+	(*Problem)(nil),               // 32: conclave.v1.Problem
+	(*Usage)(nil),                 // 33: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 34: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 35: conclave.v1.Job
+	(*Dispatch)(nil),              // 36: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 37: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 38: conclave.v1.JobStarted
+	(*JobQueued)(nil),             // 39: conclave.v1.JobQueued
+	(*JobResult)(nil),             // 40: conclave.v1.JobResult
+	(*Acquire)(nil),               // 41: conclave.v1.Acquire
+	(*Permit)(nil),                // 42: conclave.v1.Permit
+	(*Outcome)(nil),               // 43: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 44: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 45: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 46: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 47: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 48: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 49: conclave.v1.Votes
+	(*Reward)(nil),                // 50: conclave.v1.Reward
+	(*Rewards)(nil),               // 51: conclave.v1.Rewards
+	(*GetExecution)(nil),          // 52: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 53: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 54: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 55: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 56: conclave.v1.Flush
+	(*Flushed)(nil),               // 57: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 58: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 59: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 60: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 61: conclave.v1.AgentHello
+	nil,                           // 62: conclave.v1.Sampling.LogitBiasEntry
+	nil,                           // 63: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 64: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 65: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 66: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 67: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	64, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	65, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	66, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	65, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	66, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	67, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
 	4,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
-	66, // 4: conclave.v1.RouteRequest.stream_to:type_name -> actor.PID
+	67, // 4: conclave.v1.RouteRequest.stream_to:type_name -> actor.PID
 	3,  // 5: conclave.v1.Delta.tool_calls:type_name -> conclave.v1.ToolCallDelta
 	5,  // 6: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
 	8,  // 7: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
@@ -6148,70 +6333,75 @@ var file_conclave_proto_depIdxs = []int32{
 	11, // 10: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
 	6,  // 11: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
 	7,  // 12: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
-	61, // 13: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
+	62, // 13: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
 	1,  // 14: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	65, // 15: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	65, // 16: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	65, // 17: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	64, // 18: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	66, // 15: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	66, // 16: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	66, // 17: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	65, // 18: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
 	19, // 19: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
 	21, // 20: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
 	22, // 21: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
 	25, // 22: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
 	26, // 23: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	27, // 24: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	28, // 25: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	29, // 26: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	30, // 27: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	28, // 28: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	65, // 29: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	65, // 30: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	32, // 31: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	28, // 24: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	29, // 25: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	30, // 26: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	31, // 27: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	29, // 28: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	66, // 29: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	66, // 30: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	33, // 31: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
 	18, // 32: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
 	7,  // 33: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
 	20, // 34: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
 	23, // 35: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	62, // 36: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	63, // 36: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
 	24, // 37: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	32, // 38: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	33, // 38: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
 	7,  // 39: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
-	32, // 40: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	31, // 41: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	65, // 42: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 43: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
-	34, // 44: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	66, // 45: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	32, // 46: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	33, // 47: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	7,  // 48: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
-	65, // 49: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	66, // 50: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	35, // 51: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
-	66, // 52: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
-	65, // 53: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
-	33, // 54: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 55: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 56: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	46, // 57: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	65, // 58: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	65, // 59: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
-	26, // 60: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	49, // 61: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
-	17, // 62: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	63, // 63: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	28, // 64: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	58, // 65: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	59, // 66: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	39, // 67: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	36, // 68: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	60, // 69: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	2,  // 70: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
-	34, // 71: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	72, // [72:72] is the sub-list for method output_type
-	72, // [72:72] is the sub-list for method input_type
-	72, // [72:72] is the sub-list for extension type_name
-	72, // [72:72] is the sub-list for extension extendee
-	0,  // [0:72] is the sub-list for field type_name
+	33, // 40: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	27, // 41: conclave.v1.ArbiterDecision.ballots:type_name -> conclave.v1.Ballot
+	32, // 42: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	66, // 43: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 44: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
+	35, // 45: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	67, // 46: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	33, // 47: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	34, // 48: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	7,  // 49: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
+	66, // 50: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	67, // 51: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	36, // 52: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
+	67, // 53: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
+	66, // 54: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
+	34, // 55: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 56: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 57: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	47, // 58: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	66, // 59: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	66, // 60: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
+	10, // 61: conclave.v1.ConsensusInput.response_format:type_name -> conclave.v1.OutputFormat
+	8,  // 62: conclave.v1.ConsensusInput.tools:type_name -> conclave.v1.Tool
+	7,  // 63: conclave.v1.Candidate.tool_calls:type_name -> conclave.v1.ToolCall
+	26, // 64: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	32, // 65: conclave.v1.ConsensusResult.failure_details:type_name -> conclave.v1.Problem
+	50, // 66: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	17, // 67: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	64, // 68: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	29, // 69: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	59, // 70: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	60, // 71: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	40, // 72: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	37, // 73: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	61, // 74: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	2,  // 75: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
+	35, // 76: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	77, // [77:77] is the sub-list for method output_type
+	77, // [77:77] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -6222,9 +6412,9 @@ func file_conclave_proto_init() {
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[10].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[16].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[33].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[52].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[56].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[34].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[53].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[57].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -6238,7 +6428,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   63,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
