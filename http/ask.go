@@ -484,10 +484,10 @@ func readImage(raw json.RawMessage, field string, bad *validation.Errors) *messa
 	part := &messages.ContentPart{Type: "image_url"}
 	if img.Detail != nil {
 		switch *img.Detail {
-		case "auto", "low", "high":
+		case "auto", "low", "high", "original":
 			part.Detail = *img.Detail
 		default:
-			bad.Add(field+".detail", "must be auto, low or high")
+			bad.Add(field+".detail", "must be auto, low, high or original")
 		}
 	}
 	switch {
