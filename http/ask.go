@@ -88,8 +88,8 @@ func (r askReader) float(name string, lo, hi float64) *float64 {
 	return &v
 }
 
-// int64 reads an integer within [lo, hi], exactly: a seed may be larger than a float64 holds.
-func (r askReader) int64(name string, lo, hi int64) *int64 {
+// whole reads an integer within [lo, hi], exactly: a seed may be larger than a float64 holds.
+func (r askReader) whole(name string, lo, hi int64) *int64 {
 	raw, ok := given(r.fields, name)
 	if !ok {
 		return nil
@@ -118,10 +118,10 @@ func (r askReader) sampling() *messages.Sampling {
 		TopP:             r.float("top_p", 0, 1),
 		PresencePenalty:  r.float("presence_penalty", -2, 2),
 		FrequencyPenalty: r.float("frequency_penalty", -2, 2),
-		Seed:             r.int64("seed", math.MinInt64, math.MaxInt64),
+		Seed:             r.whole("seed", math.MinInt64, math.MaxInt64),
 	}
 	// max_completion_tokens is OpenAI's newer name for max_tokens: either, or both when they agree.
-	maxTokens, maxCompletion := r.int64("max_tokens", 1, maxOutputTokens), r.int64("max_completion_tokens", 1, maxOutputTokens)
+	maxTokens, maxCompletion := r.whole("max_tokens", 1, maxOutputTokens), r.whole("max_completion_tokens", 1, maxOutputTokens)
 	switch {
 	case maxTokens != nil && maxCompletion != nil && *maxTokens != *maxCompletion:
 		r.add("max_completion_tokens", "differs from max_tokens: give one of them")
