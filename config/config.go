@@ -65,7 +65,7 @@ type Config struct {
 	// id>.records in the user's cache directory); SpoolMaxBytes bounds it.
 	SpoolPath     string `json:"spool_path"`
 	SpoolMaxBytes int64  `json:"spool_max_bytes"`
-	// MaxInflightBytes bounds the bytes of the tasks of the requests running at once; beyond it new
+	// MaxInflightBytes bounds the bytes of the tasks and asks of the requests running at once; beyond it new
 	// requests get 503 with Retry-After.
 	MaxInflightBytes int64 `json:"max_inflight_bytes"`
 	Workers          int   `json:"workers"`

@@ -387,11 +387,12 @@ func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 	if e.closing.Load() {
 		return refused(req, resilience.ShuttingDown, "conclave is shutting down", 0), nil
 	}
-	size := int64(len(req.Task))
+	// The ask counts too: its images and conversation can be far larger than the task rendered of it.
+	size := int64(len(req.Task) + req.GetAsk().SizeVT())
 	if limit := e.cfg.MaxInflightBytes; limit > 0 {
 		defer e.inflightBytes.Add(-size)
 		if e.inflightBytes.Add(size) > limit {
-			return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks", limit), time.Second), nil
+			return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks and asks", limit), time.Second), nil
 		}
 	}
 	stop := context.AfterFunc(ctx, func() {
