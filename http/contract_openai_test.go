@@ -27,14 +27,6 @@ import (
 // provider whose upstream speaks OpenAI's wire format on loopback. Assertions are on what the upstream
 // received and on what the client got.
 
-// Skip reasons of the cases that wait for the adapters' mapping of the ask (turned on once it lands).
-const (
-	needsParams    = "needs the OpenAI adapter's parameter mapping (top_p, stop)"
-	needsTools     = "needs the OpenAI adapter's tool mapping (and collect taking a tool call alone as an answer)"
-	needsParts     = "needs the OpenAI adapter's content parts mapping"
-	needsDropNames = "needs the Anthropic adapter's dropped parameters"
-)
-
 // pixelPNG is a whole PNG image of one pixel, as a data URI carries it.
 const pixelPNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="
 
@@ -130,7 +122,6 @@ func TestOpenAIGoContract(t *testing.T) {
 	})
 
 	t.Run("top_p and stop reach the upstream of a direct call", func(t *testing.T) {
-		t.Skip(needsParams)
 		ask(t, openai.ChatCompletionNewParams{Model: directModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)},
 			TopP: openai.Float(0.5), Stop: openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"END", "STOP"}}, Seed: openai.Int(7)})
 		body := sent(t, u.local)
@@ -140,7 +131,6 @@ func TestOpenAIGoContract(t *testing.T) {
 	})
 
 	t.Run("a two-turn tool conversation round-trips", func(t *testing.T) {
-		t.Skip(needsTools)
 		tools := []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
 			Name: "get_weather", Description: openai.String("The weather of a city"),
 			Parameters: shared.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}, "required": []string{"city"}},
@@ -198,7 +188,6 @@ func TestOpenAIGoContract(t *testing.T) {
 	})
 
 	t.Run("an image part arrives", func(t *testing.T) {
-		t.Skip(needsParts)
 		ask(t, openai.ChatCompletionNewParams{Model: directModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage([]openai.ChatCompletionContentPartUnionParam{
 			openai.TextContentPart("What is in this image?"),
 			openai.ImageContentPart(openai.ChatCompletionContentPartImageImageURLParam{URL: "data:image/png;base64," + pixelPNG, Detail: "low"}),
@@ -213,7 +202,6 @@ func TestOpenAIGoContract(t *testing.T) {
 	})
 
 	t.Run("a parameter the provider cannot carry is named", func(t *testing.T) {
-		t.Skip(needsDropNames)
 		resp := ask(t, openai.ChatCompletionNewParams{Model: "claude-3-5-haiku-20241022", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)},
 			Seed: openai.Int(7), Temperature: openai.Float(0.2)})
 		if ext := extension(t, resp.RawJSON()); !sameJSON(ext["dropped_parameters"], []string{"seed"}) {
@@ -253,4 +241,70 @@ func TestRouteParametersReachTheUpstream(t *testing.T) {
 	}) {
 		t.Fatalf("responses %s", raw)
 	}
+}
+
+// A direct call with stream: true streams for real: openai-go reads the first chunk while the upstream
+// still holds the rest, tool calls arrive in pieces it puts together, and the record holds the whole
+// answer.
+func TestOpenAIGoStreamsADirectCall(t *testing.T) {
+	u := contractUpstreams(t)
+	client := sdkClient(u.testbed, sdkToken)
+	params := openai.ChatCompletionNewParams{Model: directModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}}
+
+	t.Run("text, the first chunk before the upstream ends", func(t *testing.T) {
+		pace := make(chan struct{}, 1)
+		pace <- struct{}{} // the role's event and the first word's go; the rest wait
+		u.local.Queue(providertest.Response{Text: "Nitrogen makes up most of the air.", Pace: pace})
+		stream := client.Chat.Completions.NewStreaming(context.Background(), params)
+		defer stream.Close()
+		var acc openai.ChatCompletionAccumulator
+		first := ""
+		for first == "" && stream.Next() {
+			acc.AddChunk(stream.Current())
+			if len(stream.Current().Choices) > 0 {
+				first = stream.Current().Choices[0].Delta.Content
+			}
+		}
+		if first == "" || u.local.Finished() != 0 {
+			t.Fatalf("first piece %q with %d upstream calls finished: want a piece before the upstream ends", first, u.local.Finished())
+		}
+		close(pace)
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		if got := acc.Choices[0].Message.Content; got != "Nitrogen makes up most of the air." || acc.Usage.TotalTokens == 0 {
+			t.Fatalf("accumulated %q, usage %+v", got, acc.Usage)
+		}
+		if body := sent(t, u.local); body["stream"] != true {
+			t.Fatalf("the upstream was not asked to stream: %v", body)
+		}
+		if rec := u.record(acc.ID); rec["answer"] != "Nitrogen makes up most of the air." {
+			t.Fatalf("the record's answer %v", rec["answer"])
+		}
+	})
+
+	t.Run("a tool call in pieces", func(t *testing.T) {
+		u.local.Queue(providertest.Response{ToolCalls: []providertest.ToolCall{{ID: "call_9", Name: "get_weather", Arguments: `{"city":"Paris"}`}}})
+		p := params
+		p.Tools = []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(openai.FunctionDefinitionParam{Name: "get_weather",
+			Parameters: openai.FunctionParameters{"type": "object", "properties": map[string]any{"city": map[string]any{"type": "string"}}}})}
+		stream := client.Chat.Completions.NewStreaming(context.Background(), p)
+		defer stream.Close()
+		var acc openai.ChatCompletionAccumulator
+		for stream.Next() {
+			acc.AddChunk(stream.Current())
+		}
+		if err := stream.Err(); err != nil {
+			t.Fatal(err)
+		}
+		calls := acc.Choices[0].Message.ToolCalls
+		if len(calls) != 1 || calls[0].ID != "call_9" || calls[0].Function.Name != "get_weather" || calls[0].Function.Arguments != `{"city":"Paris"}` ||
+			acc.Choices[0].FinishReason != "tool_calls" {
+			t.Fatalf("accumulated %+v, finish %q", calls, acc.Choices[0].FinishReason)
+		}
+	})
 }

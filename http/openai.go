@@ -191,10 +191,20 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 
 	routing(w) // before the keep-alives, which read it
 	var stream *sseStream
-	if chat.stream {
+	var live *relay // a direct call's answer, streamed as its model writes it
+	var exec *messages.Execution
+	var err error
+	switch {
+	case chat.stream && req.Direct:
 		stream = s.startStream(w)
+		live = &relay{st: stream, base: chunk{ID: id, Object: "chat.completion.chunk", Created: received.Unix(), Model: chat.model}}
+		exec, err = s.engine.RouteStreaming(r.Context(), req, live.delta)
+	case chat.stream:
+		stream = s.startStream(w)
+		exec, err = s.engine.Route(r.Context(), req)
+	default:
+		exec, err = s.engine.Route(r.Context(), req)
 	}
-	exec, err := s.engine.Route(r.Context(), req)
 	stream.quiet() // the keep-alives write through w: stop them before w changes
 	routed(w, exec)
 	if exec = s.settle(id, exec, err); exec.StatusCode != http.StatusOK {
@@ -207,11 +217,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	completion := renderCompletion(exec, chat.model)
-	if chat.stream {
+	switch {
+	case live != nil && live.started:
+		stream.finish(live.base, completion, chat.includeUsage)
+	case chat.stream:
 		stream.completion(completion, chat.includeUsage)
-		return
+	default:
+		writeJSON(w, http.StatusOK, completion)
 	}
-	writeJSON(w, http.StatusOK, completion)
 }
 
 // completion is OpenAI's chat completion object with Conclave's extension.

@@ -39,6 +39,7 @@ import (
 type Engine interface {
 	Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error)
 	RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error)
+	RouteStreaming(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error)
 	Execution(ctx context.Context, id string) (*messages.Execution, bool, error)
 	Feedback(ctx context.Context, fb *messages.RecordFeedback) (*messages.FeedbackResult, error)
 	Executions(ctx context.Context, f store.Filter) (store.Page, error)

@@ -150,11 +150,19 @@ type chunkDelta struct {
 	ToolCalls []chunkToolCall `json:"tool_calls,omitempty"`
 }
 
-// chunkToolCall is a tool call in a chunk: OpenAI's streams number them, so a client can put pieces
-// of one call together.
+// chunkToolCall is a piece of a tool call in a chunk: OpenAI's streams number the calls, so a client
+// can put the pieces of one together. The first piece of a call has its id, type and name; each adds to
+// its arguments.
 type chunkToolCall struct {
-	Index int `json:"index"`
-	wireToolCall
+	Index    int           `json:"index"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
+	Function chunkFunction `json:"function"`
+}
+
+type chunkFunction struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
 }
 
 // chunkBytes is about how much of the answer one chunk carries.
@@ -179,9 +187,16 @@ func (st *sseStream) completion(c completion, includeUsage bool) {
 	}
 	for i, call := range msg.ToolCalls {
 		ch := base
-		ch.Choices = []chunkChoice{{Delta: chunkDelta{ToolCalls: []chunkToolCall{{Index: i, wireToolCall: call}}}}}
+		ch.Choices = []chunkChoice{{Delta: chunkDelta{ToolCalls: []chunkToolCall{{Index: i, ID: call.ID, Type: call.Type,
+			Function: chunkFunction{Name: call.Function.Name, Arguments: call.Function.Arguments}}}}}}
 		st.event(ch)
 	}
+	st.finish(base, c, includeUsage)
+}
+
+// finish ends a completion's stream: a last chunk with the finish reason (and Conclave's extension),
+// the usage when asked for, then [DONE].
+func (st *sseStream) finish(base chunk, c completion, includeUsage bool) {
 	last := base
 	reason := c.Choices[0].FinishReason
 	last.Choices = []chunkChoice{{FinishReason: &reason}}
@@ -194,6 +209,41 @@ func (st *sseStream) completion(c completion, includeUsage bool) {
 		st.event(u)
 	}
 	st.write("data: [DONE]\n\n")
+}
+
+// relay writes a completion's chunks as its model writes them: the first with the role, then each
+// piece of text and of tool calls as it comes. Its methods run on the engine's listener, one at a time.
+type relay struct {
+	st      *sseStream
+	base    chunk
+	started bool
+}
+
+func (r *relay) delta(d *messages.Delta) {
+	if !r.started {
+		r.started = true
+		first, empty := r.base, ""
+		first.Choices = []chunkChoice{{Delta: chunkDelta{Role: "assistant", Content: &empty}}}
+		r.st.event(first)
+	}
+	ch := r.base
+	var delta chunkDelta
+	if d.Text != "" {
+		text := d.Text
+		delta.Content = &text
+	}
+	for _, c := range d.ToolCalls {
+		piece := chunkToolCall{Index: int(c.Index), ID: c.Id, Function: chunkFunction{Name: c.Name, Arguments: c.Arguments}}
+		if c.Id != "" || c.Name != "" {
+			piece.Type = "function"
+		}
+		delta.ToolCalls = append(delta.ToolCalls, piece)
+	}
+	if delta.Content == nil && len(delta.ToolCalls) == 0 {
+		return
+	}
+	ch.Choices = []chunkChoice{{Delta: delta}}
+	r.st.event(ch)
 }
 
 // pieces cuts text into pieces of about n bytes, after a space where one is near, never inside a

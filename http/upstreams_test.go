@@ -62,7 +62,7 @@ func newUpstreams(t *testing.T, change func(*config.Config)) *upstreams {
 		c.SecretsFile = u.secrets
 		c.Providers = map[string]config.Provider{
 			"local": {Kind: "openai", BaseURL: u.local.URL + "/v1", APIKeyEnv: "LOCAL_KEY", DiscoverySeconds: &off,
-				Models: []config.ProviderModel{{ID: "qwen-a", Context: 32768, PriceIn: 1, PriceOut: 2}, {ID: "qwen-b", Context: 32768, PriceIn: 1, PriceOut: 2}}},
+				Models: []config.ProviderModel{{ID: "qwen-a", Context: 32768, PriceIn: 1, PriceOut: 2, Capabilities: []string{"chat", "vision", "tools"}}, {ID: "qwen-b", Context: 32768, PriceIn: 1, PriceOut: 2}}},
 			"anthropic": {BaseURL: u.anthropic.URL, DiscoverySeconds: &off},
 			"gemini":    {BaseURL: u.gemini.URL, DiscoverySeconds: &off},
 		}
