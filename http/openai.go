@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -76,48 +75,20 @@ func renderTask(roles, texts []string) string {
 // parseChat decodes and validates a chat completions body, collecting every problem. The status is 0
 // when the request is valid, 400 for malformed input and 404 when the model is unknown.
 func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return nil, http.StatusBadRequest, []*messages.Problem{{Field: "body", Message: "the body must be a JSON object"}}
+	fields, problem := objectFields(body)
+	if problem != nil {
+		return nil, http.StatusBadRequest, []*messages.Problem{problem}
 	}
 	var bad, unknown validation.Errors
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if !chatFields[name] {
-			bad.Add(name, "unknown field")
-		}
-	}
+	knownFields(fields, chatFields, nil, &bad)
 	out := &chatRequest{route: &messages.RouteRequest{}}
-	if raw, ok := fields["model"]; !ok {
-		bad.Add("model", "is required: conclave/auto, conclave/<blueprint> or a model id (GET /v1/models lists them)")
-	} else if err := json.Unmarshal(raw, &out.model); err != nil || out.model == "" {
-		bad.Add("model", "must be a non-empty string")
-	} else if name, ours := strings.CutPrefix(out.model, modelPrefix); ours && s.engine.Blueprints().Has(name) {
-		out.route.Category = name
-	} else if out.model != autoModel {
-		if _, known := s.engine.Catalog().Get(out.model); known {
-			out.passthroughTo = out.model
-		} else {
-			unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(out.model, 128)))
-		}
-	}
-	if out.passthroughTo != "" {
-		out.route.Models, out.route.Direct = []string{out.passthroughTo}, true
-	}
+	s.readModel(fields, out, &bad, &unknown)
 
 	ask := &messages.Ask{}
 	if raw, ok := fields["messages"]; !ok {
 		bad.Add("messages", "is required")
 	} else if conv := readMessages(raw, &bad); conv != nil {
-		ask.Messages = conv.turns
-		out.route.Task = renderTask(conv.roles, conv.texts)
-		if !validation.Visible(out.route.Task) {
-			bad.Add("messages", "must have at least one visible character")
-		}
+		conv.into(out.route, ask, "messages", &bad)
 	}
 	if raw, ok := given(fields, "tools"); ok {
 		ask.Tools = readTools(raw, &bad)
@@ -130,10 +101,7 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 	}
 	ask.Sampling = askReader{fields: fields, bad: &bad}.sampling()
 	out.route.Ask = ask
-	out.route.StrictParameters = flag(fields, "strict_parameters", &bad)
-	if raw, ok := given(fields, "fallbacks"); ok {
-		out.route.Fallbacks = s.readFallbacks(raw, out, &bad, &unknown)
-	}
+	s.readConclaveFields(fields, out, &bad, &unknown)
 	if raw, ok := fields["stream"]; ok && json.Unmarshal(raw, &out.stream) != nil {
 		bad.Add("stream", "must be a boolean")
 	}
@@ -152,12 +120,8 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 			bad.Add("n", "must be 1: Conclave answers with one consensus choice")
 		}
 	}
-	out.route.TimeoutSeconds = number(fields, "timeout", &bad, validation.Timeout)
-	switch {
-	case len(bad) > 0:
-		return nil, http.StatusBadRequest, problems(append(bad, unknown...).Capped())
-	case len(unknown) > 0:
-		return nil, http.StatusNotFound, problems(unknown.Capped())
+	if status, problems := verdict(bad, unknown); status != 0 {
+		return nil, status, problems
 	}
 	return out, 0, nil
 }
@@ -280,36 +244,41 @@ type conclaveExtension struct {
 }
 
 func renderCompletion(e *messages.Execution, model string) completion {
-	c := completion{
+	return completion{
 		ID: e.RequestId, Object: "chat.completion", Created: e.GetReceivedAt().AsTime().Unix(), Model: model,
 		Choices: []completionChoice{{Message: answerMessage(e), FinishReason: finishReason(e)}},
 		Usage: completionUsage{PromptTokens: e.GetUsage().GetInputTokens(), CompletionTokens: e.GetUsage().GetOutputTokens(),
 			TotalTokens: e.GetUsage().GetInputTokens() + e.GetUsage().GetOutputTokens()},
-		Conclave: conclaveExtension{RequestID: e.RequestId, Category: e.GetClassification().GetCategory(), Blueprint: e.GetBlueprint().GetName(),
-			Strategy: e.GetDecision().GetStrategy(), ChosenModel: e.GetDecision().GetChosenModel(), Degraded: e.Degraded, CostUSD: e.Cost,
-			ModelsAsked: []string{}, DroppedParameters: e.DroppedParameters},
+		Conclave: extensionOf(e),
 	}
-	if c.Conclave.DroppedParameters == nil {
-		c.Conclave.DroppedParameters = []string{}
+}
+
+// extensionOf is what the pipeline did for an answer, as every door's extension says it.
+func extensionOf(e *messages.Execution) conclaveExtension {
+	x := conclaveExtension{RequestID: e.RequestId, Category: e.GetClassification().GetCategory(), Blueprint: e.GetBlueprint().GetName(),
+		Strategy: e.GetDecision().GetStrategy(), ChosenModel: e.GetDecision().GetChosenModel(), Degraded: e.Degraded, CostUSD: e.Cost,
+		ModelsAsked: []string{}, DroppedParameters: e.DroppedParameters}
+	if x.DroppedParameters == nil {
+		x.DroppedParameters = []string{}
 	}
 	asked := map[string]bool{}
 	contributed := 0
 	for _, r := range e.Results {
 		if !asked[r.Model] {
 			asked[r.Model] = true
-			c.Conclave.ModelsAsked = append(c.Conclave.ModelsAsked, r.Model)
+			x.ModelsAsked = append(x.ModelsAsked, r.Model)
 		}
 		if r.Status == "ok" {
-			c.Conclave.Answered++
+			x.Answered++
 			if r.Contributed {
 				contributed++
 			}
 		}
 	}
-	if c.Conclave.Answered > 0 {
-		c.Conclave.Agreement = float64(contributed) / float64(c.Conclave.Answered)
+	if x.Answered > 0 {
+		x.Agreement = float64(contributed) / float64(x.Answered)
 	}
-	return c
+	return x
 }
 
 // answerMessage is the answer in OpenAI's shape: its text, its tool calls, or both.
