@@ -54,7 +54,7 @@ func readBlocks(raw json.RawMessage, field string, bad *validation.Errors) []ant
 	if json.Unmarshal(raw, &s) == nil {
 		return []anthropicBlock{{Type: "text", Text: &s}}
 	}
-	var items []map[string]json.RawMessage
+	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		bad.Add(field, "must be a string or a list of content blocks")
 		return nil
@@ -67,17 +67,17 @@ func readBlocks(raw json.RawMessage, field string, bad *validation.Errors) []ant
 	for i, item := range items {
 		bf := fmt.Sprintf("%s[%d]", field, i)
 		var b anthropicBlock
-		raw, _ := json.Marshal(item)
-		if json.Unmarshal(raw, &b) != nil {
-			bad.Add(bf, "must be a content block with a type")
-			b = anthropicBlock{Type: "invalid"}
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(item, &keys) != nil || json.Unmarshal(item, &b) != nil || keys == nil {
+			bad.Add(bf, "must be a content block: an object with a type and the fields of that type")
+			b = anthropicBlock{Type: unreadable} // kept, so later blocks keep their index
 		}
 		if allowed, ok := blockFields[b.Type]; ok {
-			for _, k := range sortedKeys(item) {
+			for _, k := range sortedKeys(keys) {
 				switch {
 				case allowed[k]:
 				case k == "cache_control":
-					if _, set := given(item, k); set {
+					if _, set := given(keys, k); set {
 						bad.Add(bf+"."+k, noCaching)
 					}
 				default:
@@ -90,10 +90,13 @@ func readBlocks(raw json.RawMessage, field string, bad *validation.Errors) []ant
 	return blocks
 }
 
+// unreadable is the type of a block that is no object of the block's shape, already refused.
+const unreadable = "\x00unreadable"
+
 // unsupportedBlock says why a block of a type Conclave does not carry is refused.
 func unsupportedBlock(b anthropicBlock, bf string, bad *validation.Errors) {
 	switch b.Type {
-	case "invalid":
+	case unreadable:
 	case "":
 		bad.Add(bf+".type", "is required: text, image, tool_use or tool_result")
 	case "thinking", "redacted_thinking", "document", "search_result", "server_tool_use", "web_search_tool_result",
@@ -419,7 +422,7 @@ func readToolResult(b anthropicBlock, bf string, bad *validation.Errors) ([]*mes
 // type object. Anthropic's server tools (web search, code execution, ...) run at Anthropic, which a
 // panel of other providers cannot do: they are refused by name.
 func readAnthropicTools(raw json.RawMessage, bad *validation.Errors) []*messages.Tool {
-	var items []map[string]json.RawMessage
+	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		bad.Add("tools", "must be a list of tools")
 		return nil
@@ -439,8 +442,8 @@ func readAnthropicTools(raw json.RawMessage, bad *validation.Errors) []*messages
 			InputSchema json.RawMessage `json:"input_schema"`
 			Strict      *bool           `json:"strict"`
 		}
-		raw, _ := json.Marshal(item)
-		if item == nil || json.Unmarshal(raw, &t) != nil {
+		var keys map[string]json.RawMessage
+		if json.Unmarshal(item, &keys) != nil || json.Unmarshal(item, &t) != nil || keys == nil {
 			bad.Add(tf, "must be an object with name and input_schema")
 			continue
 		}
@@ -448,11 +451,11 @@ func readAnthropicTools(raw json.RawMessage, bad *validation.Errors) []*messages
 			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries custom tools (name, description, input_schema), not server tools", validation.Clip(*t.Type, 48)))
 			continue
 		}
-		for _, k := range sortedKeys(item) {
+		for _, k := range sortedKeys(keys) {
 			switch k {
 			case "type", "name", "description", "input_schema", "strict":
 			case "cache_control":
-				if _, set := given(item, k); set {
+				if _, set := given(keys, k); set {
 					bad.Add(tf+"."+k, noCaching)
 				}
 			default:
