@@ -176,8 +176,14 @@ func (c *CoordinatorActor) check(msg any) string {
 		}
 		return why
 	case *messages.Delta:
-		if c.req.StreamTo == nil || m.RequestId != c.req.RequestId {
+		switch {
+		case c.req.StreamTo == nil || m.RequestId != c.req.RequestId:
 			return DropUnexpected
+		case m.JobId == c.req.RequestId+"/arbiter": // the synthesis of the arbiter, from the consensus actor
+			if c.consensus == nil {
+				return DropUnexpected
+			}
+			return ""
 		}
 		return c.jobCheck("", m.GetJobId())
 	case *messages.CancelRequest:
@@ -813,6 +819,7 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		in.Deadline = ts(deadline)
 		// Its permit waits for rate limits no longer than the request's calls did.
 		in.QueueBy = c.queueBy()
+		in.Stream = c.req.StreamTo != nil // the synthesis goes to the caller as the arbiter writes it
 	}
 	c.consensusStart = time.Now()
 	c.consulting = true

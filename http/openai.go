@@ -194,15 +194,13 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 	var live *relay // a direct call's answer, streamed as its model writes it
 	var exec *messages.Execution
 	var err error
-	switch {
-	case chat.stream && req.Direct:
+	if chat.stream {
+		// A direct call's answer, or a rotating arbiter's synthesis, is relayed as it is written; any
+		// other answer is streamed once the consensus has it.
 		stream = s.startStream(w)
 		live = &relay{st: stream, base: chunk{ID: id, Object: "chat.completion.chunk", Created: received.Unix(), Model: chat.model}}
 		exec, err = s.engine.RouteStreaming(r.Context(), req, live.delta)
-	case chat.stream:
-		stream = s.startStream(w)
-		exec, err = s.engine.Route(r.Context(), req)
-	default:
+	} else {
 		exec, err = s.engine.Route(r.Context(), req)
 	}
 	stream.quiet() // the keep-alives write through w: stop them before w changes
@@ -219,7 +217,7 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 	completion := renderCompletion(exec, chat.model)
 	switch {
 	case live != nil && live.started:
-		stream.finish(live.base, completion, chat.includeUsage)
+		live.finish(completion, chat.includeUsage)
 	case chat.stream:
 		stream.completion(completion, chat.includeUsage)
 	default:

@@ -4459,8 +4459,10 @@ type ConsensusInput struct {
 	// which the candidates' calls are checked.
 	ResponseFormat *OutputFormat `protobuf:"bytes,13,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
 	Tools          []*Tool       `protobuf:"bytes,14,rep,name=tools,proto3" json:"tools,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// stream asks the arbiter's call to stream, and its synthesis to reach the coordinator as Deltas.
+	Stream        bool `protobuf:"varint,15,opt,name=stream,proto3" json:"stream,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsensusInput) Reset() {
@@ -4589,6 +4591,13 @@ func (x *ConsensusInput) GetTools() []*Tool {
 		return x.Tools
 	}
 	return nil
+}
+
+func (x *ConsensusInput) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
 }
 
 type Candidate struct {
@@ -6125,7 +6134,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\xbd\x04\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xd5\x04\n" +
 	"\x0eConsensusInput\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -6145,7 +6154,8 @@ const file_conclave_proto_rawDesc = "" +
 	"answerKind\x125\n" +
 	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\x12B\n" +
 	"\x0fresponse_format\x18\r \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x12'\n" +
-	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\"\xb1\x02\n" +
+	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\x12\x16\n" +
+	"\x06stream\x18\x0f \x01(\bR\x06stream\"\xb1\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
