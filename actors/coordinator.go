@@ -529,8 +529,9 @@ func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
 // job is the call a job makes, as its worker runs it.
 func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
 	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
-	if n := c.req.GetAsk().GetSampling().MaxTokens; n != nil {
-		maxTokens = int(*n) // the caller's limit, whatever the reserve
+	// A request without sampling parameters has no Sampling: read it through its getters, never its fields.
+	if s := c.req.GetAsk().GetSampling(); s != nil && s.MaxTokens != nil {
+		maxTokens = int(*s.MaxTokens) // the caller's limit, whatever the reserve
 	}
 	return &messages.Job{RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
 		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
