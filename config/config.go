@@ -1,10 +1,8 @@
 // Package config owns Conclave's configuration: defaults that run the embedded default on one machine,
-// overridden by an optional JSON file, then environment variables, then command-line flags.
+// overridden by an optional file (YAML or JSON), then environment variables, then command-line flags.
 package config
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -24,7 +22,8 @@ import (
 	"github.com/conclave-ai/conclave/secret"
 )
 
-// Config is the whole configuration. JSON field names are the config file's keys.
+// Config is the whole configuration. JSON field names are the config file's keys, in YAML as in JSON;
+// config.example.yaml at the repository's root sets every one of them.
 type Config struct {
 	// Listen is the HTTP address; binding anything but loopback requires APIToken.
 	Listen string `json:"listen"`
@@ -355,9 +354,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		if err != nil {
 			return Config{}, fmt.Errorf("config file: %w", err)
 		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
+		if err := decodeFile(*path, raw, &cfg); err != nil {
 			return Config{}, fmt.Errorf("config file %s: %w", *path, err)
 		}
 	}
