@@ -313,7 +313,8 @@ Each flag has an environment variable; a flag beats its variable, which beats th
 	line := func(flag, usage, env, def string) {
 		fmt.Fprintf(w, "  --%-18s %s\n  %-20s environment %s; default %s\n", flag, usage, "", env, def)
 	}
-	line("config FILE", "JSON configuration file with any key of the configuration", "CONCLAVE_CONFIG", "none")
+	line("config FILE", "configuration file, YAML (.yaml, .yml) or JSON, with any key of the configuration;\n"+
+		"                       config.example.yaml in the repository sets every key, with what it does and its default", "CONCLAVE_CONFIG", "none")
 	d := Default()
 	for _, s := range settings {
 		line(s.flag, s.usage, s.env, s.show(d))
