@@ -121,13 +121,15 @@ type Failure struct {
 	Err  error
 	// RetryAfter, when positive, is the wait that should cure the failure.
 	RetryAfter time.Duration
+	// Causes name, when no model could be selected, why each model was left out (model, reason).
+	Causes validation.Errors
 }
 
 func (f *Failure) Error() string { return f.Err.Error() }
 func (f *Failure) Unwrap() error { return f.Err }
 
-// Problems lists the validation problems behind the failure, if any.
-func (f *Failure) Problems() validation.Errors { return validation.Of(f.Err) }
+// Problems lists the validation problems behind the failure, if any, then the models' causes.
+func (f *Failure) Problems() validation.Errors { return append(validation.Of(f.Err), f.Causes...) }
 
 // Make plans a request received at now (wall-clock, the time of deadlines): steps 2 to 5 at once.
 func Make(s *Settings, w World, req Request, now time.Time, rng *rand.Rand) (*Plan, *Failure) {
@@ -259,7 +261,27 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 	if len(sel.Picks) > 0 {
 		return nil
 	}
-	return noModel(sel, len(req.Models) > 0, w.Now())
+	f := noModel(sel, len(req.Models) > 0, w.Now())
+	f.Causes = skipCauses(sel.Skipped, q.Providers)
+	return f
+}
+
+// skipCauses names why each model was left out of a selection that found none, the provider's last
+// fault with an open breaker ("provider_breaker_open after connection_refused: 127.0.0.1:9999"). The
+// models a request did not name are not listed.
+func skipCauses(skipped []bandit.Skip, providers map[string]bandit.ProviderStatus) validation.Errors {
+	var out validation.Errors
+	for _, s := range skipped {
+		if s.Reason == bandit.NotRequested {
+			continue
+		}
+		cause := s.Reason.String()
+		if f := providers[s.Provider].Fault; s.Reason == bandit.BreakerOpen && f != "" {
+			cause += " after " + f
+		}
+		out.Add(s.Model, cause)
+	}
+	return out.Capped()
 }
 
 // Assign is step 5: a worker for each pick, tier 1 first for heavy tasks, evenly otherwise.
@@ -288,11 +310,11 @@ func (p *Plan) query(w World, n int) bandit.Query {
 }
 
 // Replace selects up to n models a quorum round asks in place of models whose provider is down, none of
-// those the request already tried and, when the request named its models, only among them; each with a
-// worker.
-func (p *Plan) Replace(w World, n int, tried map[string]bool, rng *rand.Rand) ([]bandit.Pick, []string) {
+// those the request already tried nor of the providers that refused its connections and, when the
+// request named its models, only among them; each with a worker.
+func (p *Plan) Replace(w World, n int, tried, refused map[string]bool, rng *rand.Rand) ([]bandit.Pick, []string) {
 	q := p.query(w, n)
-	q.Tried = tried
+	q.Tried, q.Refused = tried, refused
 	cands := w.Candidates(p.Category)
 	sel := bandit.Select(rng, *cands, q)
 	w.Release(cands)
