@@ -61,6 +61,14 @@ const (
 	MaxCandidates = 1024
 	// maxKindBytes bounds an error kind's name (they are short identifiers).
 	maxKindBytes = 64
+	// MaxTools bounds a request's tools, and MaxToolCalls one answer's calls of them.
+	MaxTools     = 1024
+	MaxToolCalls = 1024
+	// MaxNameBytes bounds a tool's or a call's function name, and a call's id.
+	MaxNameBytes = 1024
+	// MaxSchemaBytes bounds a JSON schema (the output format's, a tool's parameters) and a call's
+	// arguments: far past any real one, and each is compiled or parsed once per request.
+	MaxSchemaBytes = 8 << 20
 )
 
 // badSeconds reports a time span in seconds that is not a real one.
@@ -337,20 +345,75 @@ func checkConsensusInput(in *messages.ConsensusInput, hasSender bool) string {
 		case !finite(c.Capability, c.Recency, c.Reliability, c.Accuracy, c.Learned):
 			return DropBadNumber
 		}
+		if r := checkToolCalls(c.ToolCalls); r != "" {
+			return r
+		}
+	}
+	return checkFormat(in.ResponseFormat, in.Tools)
+}
+
+// outputFormats are the output formats a request may ask for (empty: text).
+var outputFormats = map[string]bool{"": true, "text": true, "json_object": true, "json_schema": true}
+
+// checkFormat checks a request's output format and tools, as a request carries them and as its
+// consensus input does: a known format, bounded counts and sizes. Whether a schema compiles is the
+// coordinator's question (a refusal naming the schema's fault), not a reason to drop a message.
+func checkFormat(f *messages.OutputFormat, tools []*messages.Tool) string {
+	switch {
+	case !outputFormats[f.GetType()], len(f.GetName()) > MaxNameBytes:
+		return DropMalformed
+	case len(f.GetSchema()) > MaxSchemaBytes, len(tools) > MaxTools:
+		return DropBadCount
+	}
+	for _, t := range tools {
+		switch {
+		case t == nil:
+			return DropMalformed
+		case len(t.Name) > MaxNameBytes, len(t.Parameters) > MaxSchemaBytes:
+			return DropBadCount
+		}
 	}
 	return ""
 }
 
-// checkConsensusResult checks a consensus answer to n candidates: a failure, or a decision with a score,
-// a weight and a verdict for each.
+// checkToolCalls checks an answer's calls of tools: bounded, whatever the model made of them (a call
+// of an unknown function or with broken arguments is an invalid ballot, not a malformed message).
+func checkToolCalls(calls []*messages.ToolCall) string {
+	if len(calls) > MaxToolCalls {
+		return DropBadCount
+	}
+	for _, c := range calls {
+		switch {
+		case c == nil:
+			return DropMalformed
+		case len(c.Id) > MaxNameBytes, len(c.Name) > MaxNameBytes, len(c.Arguments) > MaxSchemaBytes:
+			return DropBadCount
+		}
+	}
+	return ""
+}
+
+// checkConsensusResult checks a consensus answer to n candidates: a failure (internal, or
+// no_valid_answer with a ballot per candidate), or a decision with a score, a weight and a verdict for
+// each, and a ballot for each when it voted on ballots.
 func checkConsensusResult(r *messages.ConsensusResult, n int) string {
 	switch {
 	case r == nil:
 		return DropMalformed
 	case r.Failure != "":
-		return ""
+		switch r.FailureCode {
+		case "":
+			return ""
+		case string(resilience.NoValidAnswer):
+			if len(r.GetDecision().GetBallots()) != n || len(r.FailureDetails) > n {
+				return DropMalformed
+			}
+			return ""
+		}
+		return DropMalformed
 	case r.Decision == nil, len(r.Contributed) < n, len(r.Weighted) < n, len(r.Decision.Scores) < n,
-		len(r.Groups) != 0 && len(r.Groups) != n, r.Decision.Chosen < 0 || int(r.Decision.Chosen) >= max(n, 1):
+		len(r.Groups) != 0 && len(r.Groups) != n, r.Decision.Chosen < 0 || int(r.Decision.Chosen) >= max(n, 1),
+		len(r.Decision.Ballots) != 0 && len(r.Decision.Ballots) != n:
 		return DropMalformed
 	case !finite(r.Weighted...) || !finite(r.Decision.Scores...):
 		return DropBadNumber
@@ -478,7 +541,8 @@ func CheckCancel(m *messages.CancelRequest) string {
 }
 
 // CheckRouteRequest checks a request the request supervisor is to run: whom to answer, an id fit to
-// name an actor and its jobs, a task, a real timeout.
+// name an actor and its jobs, a task, a real timeout, an output format and tools within the bounds its
+// consensus input is held to.
 func CheckRouteRequest(m *messages.RouteRequest, hasSender bool) string {
 	switch {
 	case m == nil:
@@ -499,7 +563,7 @@ func CheckRouteRequest(m *messages.RouteRequest, hasSender bool) string {
 	case m.ReceivedAt != nil && m.ReceivedAt.CheckValid() != nil:
 		return DropBadTime
 	}
-	return ""
+	return checkFormat(m.GetAsk().GetResponseFormat(), m.GetAsk().GetTools())
 }
 
 // checkAsk checks a question to the recorder: someone to answer and, when it concerns one record, its

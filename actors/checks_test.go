@@ -216,6 +216,29 @@ func TestCheckConsensus(t *testing.T) {
 		{"a model the catalog no longer holds still votes", func(in *messages.ConsensusInput) { in.Candidates[0].Model = "removed-since" }, ""},
 		{"no model", func(in *messages.ConsensusInput) { in.Candidates[0].Model = "" }, DropMalformed},
 		{"a NaN reliability", func(in *messages.ConsensusInput) { in.Candidates[0].Reliability = math.NaN() }, DropBadNumber},
+		{"a JSON schema and tools", func(in *messages.ConsensusInput) {
+			in.ResponseFormat = &messages.OutputFormat{Type: "json_schema", Schema: `{"type":"object"}`}
+			in.Tools = []*messages.Tool{{Name: "f", Parameters: `{"type":"object"}`}}
+		}, ""},
+		{"a schema that does not compile is the coordinator's to refuse", func(in *messages.ConsensusInput) {
+			in.ResponseFormat = &messages.OutputFormat{Type: "json_schema", Schema: `{"type":`}
+		}, ""},
+		{"an output format no request has", func(in *messages.ConsensusInput) { in.ResponseFormat = &messages.OutputFormat{Type: "yaml"} }, DropMalformed},
+		{"a schema past any real one", func(in *messages.ConsensusInput) {
+			in.ResponseFormat = &messages.OutputFormat{Type: "json_schema", Schema: string(make([]byte, MaxSchemaBytes+1))}
+		}, DropBadCount},
+		{"absurdly many tools", func(in *messages.ConsensusInput) { in.Tools = make([]*messages.Tool, MaxTools+1) }, DropBadCount},
+		{"a missing tool", func(in *messages.ConsensusInput) { in.Tools = []*messages.Tool{nil} }, DropMalformed},
+		{"a call of a function no tool names still votes", func(in *messages.ConsensusInput) {
+			in.Candidates[0].ToolCalls = []*messages.ToolCall{{Id: "1", Name: "invented", Arguments: "{broken"}}
+		}, ""},
+		{"absurdly many calls", func(in *messages.ConsensusInput) {
+			in.Candidates[0].ToolCalls = make([]*messages.ToolCall, MaxToolCalls+1)
+		}, DropBadCount},
+		{"a missing call", func(in *messages.ConsensusInput) { in.Candidates[0].ToolCalls = []*messages.ToolCall{nil} }, DropMalformed},
+		{"arguments past any real ones", func(in *messages.ConsensusInput) {
+			in.Candidates[0].ToolCalls = []*messages.ToolCall{{Name: "f", Arguments: string(make([]byte, MaxSchemaBytes+1))}}
+		}, DropBadCount},
 	}, func(in *messages.ConsensusInput) string { return checkConsensusInput(in, true) })
 	if got := checkConsensusInput(goodIn(), false); got != DropNoReplyTo {
 		t.Errorf("answers for nobody: %q", got)
@@ -234,6 +257,18 @@ func TestCheckConsensus(t *testing.T) {
 		{"a chosen answer that does not exist", func(r *messages.ConsensusResult) { r.Decision.Chosen = 2 }, DropMalformed},
 		{"groups for some answers only", func(r *messages.ConsensusResult) { r.Groups = []int32{0} }, DropMalformed},
 		{"a NaN weight", func(r *messages.ConsensusResult) { r.Weighted[0] = math.NaN() }, DropBadNumber},
+		{"a ballot for each answer", func(r *messages.ConsensusResult) { r.Decision.Ballots = []*messages.Ballot{{Valid: true}, {Group: -1}} }, ""},
+		{"ballots for some answers only", func(r *messages.ConsensusResult) { r.Decision.Ballots = []*messages.Ballot{{Valid: true}} }, DropMalformed},
+		{"no valid answer, with each ballot", func(r *messages.ConsensusResult) {
+			r.Failure, r.FailureCode, r.Contributed = "none", string(resilience.NoValidAnswer), nil
+			r.Decision = &messages.ArbiterDecision{Chosen: -1, Ballots: []*messages.Ballot{{Group: -1}, {Group: -1}}}
+		}, ""},
+		{"no valid answer, without the ballots", func(r *messages.ConsensusResult) {
+			r.Failure, r.FailureCode, r.Decision = "none", string(resilience.NoValidAnswer), nil
+		}, DropMalformed},
+		{"a failure code the coordinator does not answer with", func(r *messages.ConsensusResult) {
+			r.Failure, r.FailureCode = "none", string(resilience.InvalidAPIKey)
+		}, DropMalformed},
 	}, func(r *messages.ConsensusResult) string { return checkConsensusResult(r, 2) })
 }
 
@@ -291,6 +326,12 @@ func TestCheckRequestsInputs(t *testing.T) {
 		{"no task", func(r *messages.RouteRequest) { r.Task = "" }, DropMalformed},
 		{"a NaN timeout", func(r *messages.RouteRequest) { r.TimeoutSeconds = &nan }, DropBadNumber},
 		{"an invalid receipt time", func(r *messages.RouteRequest) { r.ReceivedAt = &timestamppb.Timestamp{Nanos: 2e9} }, DropBadTime},
+		{"an output format no request has", func(r *messages.RouteRequest) {
+			r.Ask = &messages.Ask{ResponseFormat: &messages.OutputFormat{Type: "xml"}}
+		}, DropMalformed},
+		{"tools past the consensus input's bound", func(r *messages.RouteRequest) {
+			r.Ask = &messages.Ask{Tools: make([]*messages.Tool, MaxTools+1)}
+		}, DropBadCount},
 	}, func(r *messages.RouteRequest) string { return CheckRouteRequest(r, true) })
 	tests := []struct {
 		desc string

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"cmp"
+	"errors"
 	"fmt"
 	"time"
 
@@ -20,8 +21,13 @@ import (
 // before the request's deadline. It replies to its parent, the coordinator, and stops; stopped early,
 // it gives its permit back. The other strategies are decided by a DeciderActor.
 type ConsensusActor struct {
-	deps       *Deps
-	in         *messages.ConsensusInput
+	deps *Deps
+	in   *messages.ConsensusInput
+	// st is the request's format, compiled by its coordinator; shown are the candidates the arbiter
+	// may choose among (all of them, or a structured request's valid ones) and judged what it sees.
+	st         *consensus.Structure
+	shown      []int
+	judged     []consensus.Judged
 	jobID      string
 	asked      time.Time
 	cancel     func()
@@ -36,19 +42,38 @@ type ConsensusActor struct {
 
 type arbiterDeadline struct{}
 
-// NewConsensusActor returns the producer of a consensus actor.
-func NewConsensusActor(deps *Deps, in *messages.ConsensusInput) actor.Producer {
-	return func() actor.Actor { return &ConsensusActor{deps: deps, in: in} }
+// NewConsensusActor returns the producer of a consensus actor; st is in's format as its coordinator
+// compiled it (nil: compiled here).
+func NewConsensusActor(deps *Deps, in *messages.ConsensusInput, st *consensus.Structure) actor.Producer {
+	return func() actor.Actor { return &ConsensusActor{deps: deps, in: in, st: st} }
 }
 
 // Receive implements actor.Actor.
 func (a *ConsensusActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		if a.st == nil {
+			st, err := structureOf(a.in)
+			if err != nil {
+				ctx.Send(ctx.Parent(), &messages.ConsensusResult{Failure: err.Error()})
+				ctx.Stop(ctx.Self())
+				return
+			}
+			a.st = st
+		}
 		a.jobID = a.in.RequestId + "/arbiter"
 		a.asked = time.Now()
 		deadline := a.in.Deadline.AsTime()
 		a.cancel = a.deps.Timers.SendOnce(max(time.Until(deadline), 0), ctx.Self(), arbiterDeadline{})
+		kind, _ := consensus.ParseKind(a.in.AnswerKind)
+		a.shown, a.judged = consensus.ArbiterView(responses(a.in), kind, a.st)
+		if len(a.shown) < 2 {
+			// Nothing to choose between: the vote decides without the arbiter's cost.
+			a.settled = true
+			a.arbiterErr = "fewer than two valid answers to judge"
+			a.decide(ctx)
+			return
+		}
 		if why := a.unreachable(); why != "" {
 			a.settled = true // nothing was asked
 			a.arbiterErr = why
@@ -89,9 +114,10 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 		a.settle(ctx, resilience.Blame(resilience.Call{Kind: kind, Scope: resilience.ParseScope(m.ErrorScope)}), m)
 		if !m.Ok {
 			a.arbiterErr = fmt.Sprintf("%s: %s", m.ErrorKind, m.ErrorMessage)
-		} else if v, err := consensus.ParseVerdict(m.Text, len(a.in.Candidates)); err != nil {
+		} else if v, err := consensus.ParseVerdict(m.Text, len(a.shown)); err != nil {
 			a.arbiterErr = err.Error()
 		} else {
+			v = v.Expand(a.shown, len(a.in.Candidates))
 			a.verdict = &v
 		}
 		a.decide(ctx)
@@ -147,19 +173,15 @@ func (a *ConsensusActor) settle(ctx actor.Context, v resilience.Verdict, r *mess
 	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, settlement(a.jobID, a.in.ArbiterModel, v, retryAfter, r))
 }
 
-// arbiterJob asks the arbiter model for its verdict: the task and the responses with their weighted
-// scores, an answer constrained to the verdict's schema, at temperature 0.
+// arbiterJob asks the arbiter model for its verdict: the task and the responses it may choose among
+// with their weighted scores, an answer constrained to the verdict's schema, at temperature 0.
 func (a *ConsensusActor) arbiterJob() *messages.Job {
 	strategy := blueprints.Strategy(a.in.Strategy)
-	kind, _ := consensus.ParseKind(a.in.AnswerKind)
-	resps := responses(a.in)
-	weights := consensus.Weights(resps, kind)
-	judged := make([]consensus.Judged, len(resps))
-	texts := make([]string, len(resps))
-	for i, r := range resps {
-		judged[i], texts[i] = consensus.Judged{Text: r.Text, Weighted: weights[i]}, r.Text
+	texts := make([]string, len(a.judged))
+	for i, j := range a.judged {
+		texts[i] = j.Text
 	}
-	system, prompt := consensus.ArbiterPrompt(strategy, a.in.Task, judged)
+	system, prompt := consensus.ArbiterPrompt(strategy, a.in.Task, a.judged)
 	maxTokens, upstream := a.deps.modelLimits(a.in.ArbiterModel)
 	zero := 0.0
 	return &messages.Job{RequestId: a.in.RequestId, JobId: a.jobID, Kind: providers.KindArbiter, Model: a.in.ArbiterModel, UpstreamModel: upstream,
@@ -173,15 +195,41 @@ func responses(in *messages.ConsensusInput) []consensus.Response {
 	resps := make([]consensus.Response, len(in.Candidates))
 	for i, c := range in.Candidates {
 		resps[i] = consensus.Response{Model: c.Model, Provider: c.Provider, Worker: c.Worker, Text: c.Text,
-			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability, Accuracy: c.Accuracy, Learned: c.Learned}
+			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability, Accuracy: c.Accuracy, Learned: c.Learned,
+			ToolCalls: toolCalls(c.ToolCalls)}
 	}
 	return resps
 }
 
+func toolCalls(calls []*messages.ToolCall) []consensus.ToolCall {
+	if len(calls) == 0 {
+		return nil
+	}
+	out := make([]consensus.ToolCall, len(calls))
+	for i, c := range calls {
+		out[i] = consensus.ToolCall{ID: c.GetId(), Name: c.GetName(), Arguments: c.GetArguments()}
+	}
+	return out
+}
+
+// FormatOf is a request's output format and tools as consensus reads them.
+func FormatOf(f *messages.OutputFormat, tools []*messages.Tool) consensus.Format {
+	out := consensus.Format{Type: f.GetType(), Schema: f.GetSchema()}
+	for _, t := range tools {
+		out.Tools = append(out.Tools, consensus.Tool{Name: t.GetName(), Parameters: t.GetParameters()})
+	}
+	return out
+}
+
+// structureOf compiles the format of a consensus input.
+func structureOf(in *messages.ConsensusInput) (*consensus.Structure, error) {
+	return consensus.Compile(FormatOf(in.ResponseFormat, in.Tools))
+}
+
 func (a *ConsensusActor) promptTokens() int {
 	n := len(a.in.Task)
-	for _, c := range a.in.Candidates {
-		n += len(c.Text)
+	for _, j := range a.judged {
+		n += len(j.Text)
 	}
 	return (n+3)/4 + 256
 }
@@ -193,7 +241,7 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 		a.cancel()
 		a.cancel = nil
 	}
-	reply := decision(a.in, a.verdict)
+	reply := decision(a.in, a.st, a.verdict)
 	if d := reply.Decision; d != nil {
 		d.ArbiterError, d.ArbiterLatencyMs, d.ArbiterUsage, d.ArbiterCost = a.arbiterErr, a.latency, a.usage, a.cost
 		a.deps.Log.Info("arbiter consulted", zap.String("event", "arbiter"), zap.String("request_id", a.in.RequestId),
@@ -204,9 +252,11 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 	ctx.Stop(ctx.Self())
 }
 
-// decision merges the answers of in, with the arbiter model's verdict when there is one. A panic in
-// the strategies is the request's failure, not the actor's: a shared decider keeps serving.
-func decision(in *messages.ConsensusInput, verdict *consensus.Verdict) (reply *messages.ConsensusResult) {
+// decision merges the answers of in (st its compiled format), with the arbiter model's verdict when
+// there is one. A panic in the strategies is the request's failure, not the actor's: a shared decider
+// keeps serving. Without a single valid answer the failure is no_valid_answer, with each model's
+// problem and the ballots.
+func decision(in *messages.ConsensusInput, st *consensus.Structure, verdict *consensus.Verdict) (reply *messages.ConsensusResult) {
 	reply = &messages.ConsensusResult{}
 	defer func() {
 		if v := recover(); v != nil {
@@ -215,12 +265,22 @@ func decision(in *messages.ConsensusInput, verdict *consensus.Verdict) (reply *m
 	}()
 	resps := responses(in)
 	kind, _ := consensus.ParseKind(in.AnswerKind)
-	cin := consensus.Input{Strategy: blueprints.Strategy(in.Strategy), Responses: resps, Round: in.Round, QualityFromAgreement: true, Kind: kind}
+	cin := consensus.Input{Strategy: blueprints.Strategy(in.Strategy), Responses: resps, Round: in.Round, QualityFromAgreement: true,
+		Kind: kind, Structure: st}
 	if verdict != nil {
 		cin.Arbiter, cin.Verdict = in.ArbiterModel, verdict
 	}
 	r, err := consensus.Decide(cin)
-	if err != nil {
+	var invalid *consensus.NoValidAnswerError
+	switch {
+	case errors.As(err, &invalid):
+		reply.Failure, reply.FailureCode = "no answer is what the request asked for", string(resilience.NoValidAnswer)
+		for i, b := range invalid.Ballots {
+			reply.FailureDetails = append(reply.FailureDetails, &messages.Problem{Field: resps[i].Model, Message: b.Problem})
+		}
+		reply.Decision = &messages.ArbiterDecision{Strategy: in.Strategy, Chosen: -1, Round: in.Round, Ballots: ballots(resps, invalid.Ballots)}
+		return reply
+	case err != nil:
 		reply.Failure = err.Error()
 		return reply
 	}
@@ -233,8 +293,21 @@ func decision(in *messages.ConsensusInput, verdict *consensus.Verdict) (reply *m
 	}
 	reply.Decision = &messages.ArbiterDecision{Strategy: string(r.Strategy), Arbiter: r.Arbiter, Chosen: int32(r.Chosen),
 		ChosenModel: resps[r.Chosen].Model, Scores: r.Scores, Agreement: r.Agreement, Disagreement: r.Disagreement,
-		Round: in.Round, Synthesis: r.Synthesis}
+		Round: in.Round, Synthesis: r.Synthesis, Ballots: ballots(resps, r.Ballots), Merged: r.Merged}
 	return reply
+}
+
+// ballots are a decision's ballots as the record shows them.
+func ballots(resps []consensus.Response, bs []consensus.Ballot) []*messages.Ballot {
+	if len(bs) == 0 {
+		return nil
+	}
+	out := make([]*messages.Ballot, len(bs))
+	for i, b := range bs {
+		out[i] = &messages.Ballot{Model: resps[i].Model, Form: b.Form, Canonical: b.Display(), Digest: b.Digest, Group: int32(b.Group),
+			Valid: b.Valid, Problem: b.Problem}
+	}
+	return out
 }
 
 // DeciderActor merges the answers of requests whose strategy asks no arbiter model: a decision made
@@ -259,7 +332,12 @@ func (d DeciderActor) Receive(ctx actor.Context) {
 			}
 			return
 		}
-		ctx.Respond(decision(in, nil))
+		st, err := structureOf(in)
+		if err != nil {
+			ctx.Respond(&messages.ConsensusResult{Failure: err.Error()})
+			return
+		}
+		ctx.Respond(decision(in, st, nil))
 	default:
 		d.deps.unknown(KindConsensus, in)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/conclave-ai/conclave/collect"
 	"github.com/conclave-ai/conclave/consensus"
 	"github.com/conclave-ai/conclave/feedback"
+	"github.com/conclave-ai/conclave/fleet"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/plan"
 	"github.com/conclave-ai/conclave/providers"
@@ -63,6 +64,14 @@ type CoordinatorActor struct {
 	jobLines int
 	// consulting is true while the request waits for its consensus answer.
 	consulting bool
+	// streaming is the job whose answer is relayed to the caller as it comes (the first to send a
+	// piece); broken says it failed after its first piece, so nothing can take its place.
+	streaming string
+	broken    bool
+	// structure is the request's output format and tools, compiled once when it starts; ballots are
+	// its answers' ballots once the consensus has read them (nil for answers of text).
+	structure *consensus.Structure
+	ballots   []*messages.Ballot
 }
 
 // JobLogBudget is the most per-call lines one request logs; the rest are counted in its collect_done
@@ -119,6 +128,8 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 		c.apply(ctx, c.machine.Started(now, seq, seconds(m.BudgetSeconds)))
 	case *messages.JobResult:
 		c.onResult(ctx, m)
+	case *messages.Delta:
+		c.onDelta(ctx, m)
 	case wake:
 		if m.at.Equal(c.due.at) { // not a timer cancelled after it fired
 			c.due.rang()
@@ -164,6 +175,11 @@ func (c *CoordinatorActor) check(msg any) string {
 			}
 		}
 		return why
+	case *messages.Delta:
+		if c.req.StreamTo == nil || m.RequestId != c.req.RequestId {
+			return DropUnexpected
+		}
+		return c.jobCheck("", m.GetJobId())
 	case *messages.CancelRequest:
 		return checkCancelRequest(m, c.req.RequestId)
 	case *messages.ConsensusResult:
@@ -215,6 +231,11 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 		{func() *plan.Failure { return p.Select(c.world, req, c.rng) }, &phases.SelectMs, c.recordSelection, true},
 		{func() *plan.Failure { return p.Assign(c.world) }, &phases.AssignMs, c.recordAssignment, true},
 	}
+	if req.Direct { // the model the caller named, then its fallbacks: nothing to classify or choose
+		steps = steps[2:]
+		steps[0].run = func() *plan.Failure { return p.Direct(c.world, req, c.began) }
+		steps[0].record = func() { c.recordBlueprint(); c.recordSelection() }
+	}
 	for _, step := range steps {
 		t := time.Now()
 		f := step.run()
@@ -229,10 +250,18 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 		c.progressOf(ctx, step.phase)
 	}
 
+	// A schema that cannot be compiled is refused before any model is asked.
+	st, err := consensus.Compile(FormatOf(c.req.GetAsk().GetResponseFormat(), c.req.GetAsk().GetTools()))
+	if err != nil {
+		c.fail(ctx, resilience.MalformedRequest, err.Error(), 0, validation.Errors{{Field: "response_format.schema", Message: err.Error()}})
+		return
+	}
+	c.structure = st
+
 	// 6 DISPATCH (a permit from each provider, then the job to its worker) and 7 COLLECT
 	bp := p.Blueprint
 	cfg := collect.Config{MinResponses: bp.MinResponses, QuorumGrace: bp.QuorumGrace(), CallTimeout: bp.Timeout(), CollectBy: p.CollectBy,
-		QueueBy: p.QueueBy, FaultAfter: p.FaultAfter, Rounds: c.deps.Plan.Rounds, RetryScale: c.deps.RetryScale}
+		QueueBy: p.QueueBy, FaultAfter: p.FaultAfter, Rounds: p.Rounds(), MoveOn: p.IsDirect(), RetryScale: c.deps.RetryScale}
 	initial := make([]collect.Assignment, len(p.Selection.Picks))
 	for i, pick := range p.Selection.Picks {
 		initial[i] = collect.Assignment{Model: pick.Model, Provider: pick.Provider, Worker: p.Workers[i]}
@@ -257,7 +286,8 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 
 func (c *CoordinatorActor) planRequest() plan.Request {
 	r := c.req
-	req := plan.Request{Task: r.Task, Category: r.Category, Models: r.Models, Overrides: Overrides(r)}
+	req := plan.Request{Task: r.Task, Category: r.Category, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
+		Fallbacks: r.Fallbacks}
 	if r.TimeoutSeconds != nil {
 		// A timeout too small to be a duration still ends the request at once.
 		req.Timeout = max(seconds(*r.TimeoutSeconds), time.Nanosecond)
@@ -268,7 +298,25 @@ func (c *CoordinatorActor) planRequest() plan.Request {
 	if v, ok := r.GetMetadata().GetFields()["answer_kind"]; ok {
 		req.AnswerKind = v.GetStringValue()
 	}
+	if ask := r.GetAsk(); ask != nil {
+		req.Images = holdsImages(ask)
+		if r.StrictParameters {
+			req.StrictParams = fleet.ParamsOf(ask.Sampling).Given()
+		}
+	}
 	return req
+}
+
+// holdsImages reports whether a conversation holds an image.
+func holdsImages(ask *messages.Ask) bool {
+	for _, m := range ask.Messages {
+		for _, p := range m.Content {
+			if p.Type == providers.PartImage {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // Overrides reads a request's blueprint overrides.
@@ -295,14 +343,15 @@ func Overrides(req *messages.RouteRequest) blueprints.Overrides {
 
 // settled tells an adaptive quorum whether the answers so far settle the request: the leading
 // answer's posterior under the reliability-weighted vote reaches the blueprint's tau. Free text never
-// settles early.
+// settles early; JSON answers and tool calls vote with their ballots.
 func (c *CoordinatorActor) settled(answers []*collect.Job) (bool, float64) {
 	resps := make([]consensus.Response, len(answers))
 	for i, j := range answers {
-		resps[i] = consensus.Response{Model: j.Slot.Model, Text: j.Record.Ref.(*messages.JobResult).Text,
+		res := j.Record.Ref.(*messages.JobResult)
+		resps[i] = consensus.Response{Model: j.Slot.Model, Text: res.Text, ToolCalls: toolCalls(res.ToolCalls),
 			Accuracy: c.deps.Dir.Arms.Accuracy(c.plan.Category, j.Slot.Model)}
 	}
-	p, ok := consensus.Leading(resps, c.plan.AnswerKind)
+	p, ok := consensus.Leading(resps, c.plan.AnswerKind, c.structure)
 	return ok && p >= c.plan.Blueprint.Tau(), p
 }
 
@@ -529,13 +578,13 @@ func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
 // job is the call a job makes, as its worker runs it.
 func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
 	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
-	// A request without sampling parameters has no Sampling: read it through its getters, never its fields.
 	if s := c.req.GetAsk().GetSampling(); s != nil && s.MaxTokens != nil {
 		maxTokens = int(*s.MaxTokens) // the caller's limit, whatever the reserve
 	}
 	return &messages.Job{RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
 		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
-		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask}
+		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask,
+		Stream: c.req.StreamTo != nil && c.plan.IsDirect()}
 }
 
 // dispatched notes a job its provider dispatched: the first word from its worker says the permit was
@@ -576,11 +625,29 @@ func (c *CoordinatorActor) granted(ctx actor.Context, now time.Time, seq int, pr
 	c.apply(ctx, c.machine.Permit(now, seq, collect.Permit{Granted: true}))
 }
 
+// onDelta relays a piece of a streamed answer to the caller: the pieces of the first job to stream
+// only, so that a retry's answer is never interleaved with a broken one.
+func (c *CoordinatorActor) onDelta(ctx actor.Context, d *messages.Delta) {
+	if c.streaming == "" {
+		c.streaming = d.JobId
+	}
+	if d.JobId == c.streaming && !c.broken {
+		ctx.Send(c.req.StreamTo, d)
+	}
+}
+
 func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 	seq, _ := jobOf(r.JobId, c.req.RequestId)
 	now := time.Now()
+	if r.JobId == c.streaming && !r.Ok && !c.broken {
+		// Its caller holds part of an answer already: another model's, or a retry's, cannot follow it.
+		c.broken = true
+		c.machine.Result(now, seq, collect.Reply{Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope), Ref: r})
+		c.apply(ctx, c.machine.Stop(now, resilience.Kind(r.ErrorKind)))
+		return
+	}
 	c.granted(ctx, now, seq, false) // a result the worker gave without starting the call (its breaker is open)
-	reply := collect.Reply{OK: r.Ok, Text: r.Text, Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope),
+	reply := collect.Reply{OK: r.Ok, Text: r.Text, ToolCalls: len(r.ToolCalls), Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope),
 		RetryAfter: seconds(r.RetryAfterSeconds), Ref: r}
 	effects := c.machine.Result(now, seq, reply)
 	if j := c.machine.Job(seq); j != nil && j.Record != nil && j.Record.Ref == r { // a reply that settled its call, not a late one
@@ -652,6 +719,10 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		zap.Int("rounds", d.Rounds), zap.Int("asked", q.Asked), zap.Int("waves", q.Waves), zap.String("stopped", q.Stopped),
 		zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)),
 		zap.Array("calls", callsField(c.machine.Records())), zap.Int("lines_suppressed", max(c.jobLines-JobLogBudget, 0)))
+	if c.broken {
+		c.fail(ctx, d.Failure, "the answer's stream broke after it began: "+lastError(c.machine.Records()), 0, nil)
+		return
+	}
 	// Without an answer, the details name each model's cause: the caller sees which upstream is down,
 	// refused, limited or slow, not only that nothing came.
 	var why validation.Errors
@@ -687,9 +758,23 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	}
 	c.exec.Degraded = d.Degraded
 	c.answers = d.Answers
+	if c.plan.IsDirect() { // one answer, its own: nothing to merge, but it must be what was asked
+		j := d.Answers[0]
+		res := j.Record.Ref.(*messages.JobResult)
+		if c.structure.JSON() && len(res.ToolCalls) == 0 {
+			if b := consensus.Ballots([]consensus.Response{{Model: j.Slot.Model, Text: res.Text}}, c.structure, consensus.Text)[0]; !b.Valid {
+				c.fail(ctx, resilience.NoValidAnswer, "the answer is not the JSON the request asks for", 0,
+					validation.Errors{{Field: j.Slot.Model, Message: b.Problem}})
+				return
+			}
+		}
+		c.consensusStart = time.Now()
+		c.onConsensus(ctx, directAnswer(j))
+		return
+	}
 	reliability := map[string]float64{} // one reading per provider, so its candidates are weighed alike
 	in := &messages.ConsensusInput{RequestId: c.req.RequestId, Category: c.plan.Category, Strategy: string(c.plan.Blueprint.Strategy), Task: c.req.Task,
-		AnswerKind: string(c.plan.AnswerKind)}
+		AnswerKind: string(c.plan.AnswerKind), ResponseFormat: c.req.GetAsk().GetResponseFormat(), Tools: c.req.GetAsk().GetTools()}
 	models := make([]string, len(d.Answers))
 	for i, j := range d.Answers {
 		s := j.Slot
@@ -703,7 +788,8 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 			capability = m.Capability(c.plan.Category)
 		}
 		learned := c.deps.Dir.Arms.Accuracy(c.plan.Category, s.Model)
-		cand := &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: j.Record.Ref.(*messages.JobResult).Text,
+		res := j.Record.Ref.(*messages.JobResult)
+		cand := &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: res.Text, ToolCalls: res.ToolCalls,
 			Capability: capability, Recency: c.deps.Dir.Arms.Arm(c.plan.Category, s.Model).Recency, Reliability: rel, Learned: learned}
 		if c.deps.Reward == feedback.Reliability { // votes weigh by accuracy only where rewards measure it
 			cand.Accuracy = learned
@@ -745,22 +831,50 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		ctx.Request(ds[c.seq%uint64(len(ds))], in)
 		return
 	}
-	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in)))
+	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in, c.structure)))
+}
+
+// lastError is what the last failed call said.
+func lastError(records []*collect.Record) string {
+	for i := len(records) - 1; i >= 0; i-- {
+		if r, ok := records[i].Ref.(*messages.JobResult); ok && !r.Ok {
+			return r.ErrorMessage
+		}
+	}
+	return "the call failed"
+}
+
+// directAnswer is a direct call's answer as a consensus of one, which judges nobody: the model's
+// arm learns only from its faults.
+func directAnswer(j *collect.Job) *messages.ConsensusResult {
+	return &messages.ConsensusResult{Answer: j.Record.Ref.(*messages.JobResult).Text, Contributed: []bool{true}, Weighted: []float64{1}, Unjudged: true,
+		Decision: &messages.ArbiterDecision{Strategy: plan.DirectBlueprint, Scores: []float64{1}, ChosenModel: j.Slot.Model}}
 }
 
 func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusResult) {
 	c.consensus, c.consulting = nil, false
 	c.exec.Phases.ConsensusMs = ms(time.Since(c.consensusStart))
 	if r.Failure != "" {
-		c.fail(ctx, resilience.Internal, "consensus failed: "+r.Failure, 0, nil)
+		if r.FailureCode != string(resilience.NoValidAnswer) {
+			c.fail(ctx, resilience.Internal, "consensus failed: "+r.Failure, 0, nil)
+			return
+		}
+		// The record shows who answered what, and feedback penalises every invalid answer.
+		c.exec.Decision, c.ballots = r.Decision, r.GetDecision().GetBallots()
+		problems := make(validation.Errors, len(r.FailureDetails))
+		for i, p := range r.FailureDetails {
+			problems[i] = validation.Problem{Field: p.Field, Message: p.Message}
+		}
+		c.fail(ctx, resilience.NoValidAnswer, r.Failure, 0, problems)
 		return
 	}
-	c.exec.Decision = r.Decision
+	c.exec.Decision, c.ballots = r.Decision, r.Decision.Ballots
 	c.exec.Answer = r.Answer
 	c.log.Info("consensus reached", zap.String("event", "consensus"), zap.String("strategy", r.Decision.Strategy),
 		zap.String("arbiter", r.Decision.Arbiter), zap.Int32("chosen", r.Decision.Chosen), zap.Float64s("scores", r.Decision.Scores),
 		zap.Bools("contributed", r.Contributed), zap.Strings("agreement", r.Decision.Agreement), zap.Strings("disagreement", r.Decision.Disagreement),
-		zap.String("arbiter_error", r.Decision.ArbiterError), zap.Bool("degraded", c.exec.Degraded))
+		zap.String("arbiter_error", r.Decision.ArbiterError), zap.Bool("degraded", c.exec.Degraded), zap.Bool("merged", r.Decision.Merged),
+		zap.Int("invalid", invalidBallots(r.Decision.Ballots)))
 	c.progress(ctx, func() *messages.Progress {
 		return &messages.Progress{Event: "consensus", Strategy: r.Decision.Strategy, ChosenModel: r.Decision.ChosenModel}
 	})
@@ -773,13 +887,20 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResult) {
 	t := time.Now()
 	records := c.machine.Records()
+	category := c.plan.Category
+	if category == "" { // a direct call: its model learns on its arm over all categories
+		category = AllCategories
+	}
 	calls := make([]feedback.Call, 0, len(records))
 	for _, rec := range records {
 		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout}
-		if i, ok := c.answerOf(rec.Job); ok && r != nil && rec.Status == collect.OK {
-			call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
-			if len(r.Groups) > 0 { // a reliability-weighted vote: the scores are posteriors
-				call.Posterior = &r.Decision.Scores[i]
+		if i, ok := c.answerOf(rec.Job); ok && rec.Status == collect.OK {
+			call.Invalid = i < len(c.ballots) && !c.ballots[i].Valid
+			if r != nil {
+				call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
+				if len(r.Groups) > 0 { // a reliability-weighted vote: the scores are posteriors
+					call.Posterior = &r.Decision.Scores[i]
+				}
 			}
 		}
 		calls = append(calls, call)
@@ -799,14 +920,25 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	updates := feedback.Rewards(calls, judge)
 	sent := make([]*messages.Reward, 0, len(updates))
 	for _, u := range updates {
-		arm := c.deps.Dir.Arms.Arm(c.plan.Category, u.Model)
-		sent = append(sent, &messages.Reward{Model: u.Model, Category: c.plan.Category, Reward: u.Reward, Reason: u.Reason, RequestId: c.req.RequestId})
-		c.exec.BanditUpdates = append(c.exec.BanditUpdates, &messages.BanditUpdate{Model: u.Model, Category: c.plan.Category, Reward: u.Reward,
+		arm := c.deps.Dir.Arms.Arm(category, u.Model)
+		sent = append(sent, &messages.Reward{Model: u.Model, Category: category, Reward: u.Reward, Reason: u.Reason, RequestId: c.req.RequestId})
+		c.exec.BanditUpdates = append(c.exec.BanditUpdates, &messages.BanditUpdate{Model: u.Model, Category: category, Reward: u.Reward,
 			Reason: u.Reason, AlphaBefore: arm.Alpha, BetaBefore: arm.Beta})
 	}
 	rewards(ctx, c.deps.Dir.Bandit, sent...)
 	c.exec.Phases.FeedbackMs = ms(time.Since(t))
-	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", c.plan.Category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
+	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
+}
+
+// invalidBallots counts the ballots that were not valid.
+func invalidBallots(bs []*messages.Ballot) int {
+	n := 0
+	for _, b := range bs {
+		if !b.Valid {
+			n++
+		}
+	}
+	return n
 }
 
 // answerOf is a job's place among the answers handed to the consensus, if it gave one.
@@ -958,6 +1090,25 @@ func listenProgress(system *actor.ActorSystem, requestID string, onProgress func
 			if !Lifecycle(p) {
 				drop(DropUnknownMessage, p)
 			}
+		}
+	}))
+	return pid, func() { _ = system.Root.PoisonFuture(pid).Wait() }
+}
+
+// ListenDeltas spawns an actor in system that hands every piece of request requestID's streamed answer
+// to onDelta (which must not block), and returns its PID for RouteRequest.stream_to with the function
+// that ends it once every piece received is handed over.
+func (d *Deps) ListenDeltas(system *actor.ActorSystem, requestID string, onDelta func(*messages.Delta)) (*actor.PID, func()) {
+	pid := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
+		switch m := c.Message().(type) {
+		case *messages.Delta:
+			if m.RequestId != requestID {
+				d.Drop(KindProgress, DropWrongTarget, m)
+				return
+			}
+			onDelta(m)
+		default:
+			d.unknown(KindProgress, m)
 		}
 	}))
 	return pid, func() { _ = system.Root.PoisonFuture(pid).Wait() }

@@ -240,22 +240,31 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	ctx.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds(), Probe: d.Probe})
 	call := fleet.CallOf(job)
 	self, root, transport, result := ctx.Self(), ctx.ActorSystem().Root, w.transport, w.identity(job)
+	var onDelta func(providers.Delta)
+	if job.Stream {
+		// Each piece goes to the job's sender as it comes, from the call's goroutine, in order.
+		replyTo, requestID, jobID := d.ReplyTo, job.RequestId, job.JobId
+		onDelta = func(p providers.Delta) { root.Send(replyTo, fleet.DeltaOf(requestID, jobID, p)) }
+	}
 	w.deps.run(func() {
 		defer cancel()
 		began := time.Now()
-		reply, err := runCall(jobCtx, transport, call)
+		reply, err := runCall(jobCtx, transport, call, onDelta)
 		root.Send(self, &jobDone{result: fleet.ResultOf(result, reply, err, time.Since(began))})
 	})
 }
 
-// runCall calls the transport, turning a panic in it into an internal error: Conclave's own fault, which
-// blames no provider, model or host.
-func runCall(ctx context.Context, t fleet.Transport, call providers.Call) (reply providers.Reply, err error) {
+// runCall calls the transport (streaming when onDelta is set), turning a panic in it into an internal
+// error: Conclave's own fault, which blames no provider, model or host.
+func runCall(ctx context.Context, t fleet.Transport, call providers.Call, onDelta func(providers.Delta)) (reply providers.Reply, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			reply, err = providers.Reply{}, &resilience.Error{Kind: resilience.Internal, Model: call.Model, Err: fmt.Errorf("panic in the call: %v", v)}
 		}
 	}()
+	if onDelta != nil {
+		return fleet.Stream(ctx, t, call, onDelta)
+	}
 	return t.Run(ctx, call)
 }
 

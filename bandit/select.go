@@ -91,6 +91,10 @@ type Query struct {
 	// Refused holds providers whose host refused a connection during the request, when it selects
 	// replacements: nothing listens there, so none of their models is asked.
 	Refused map[string]bool
+	// Lacks, when set, says what a model lacks that the request needs (NoVision for its images,
+	// ParametersUnsupported for the parameters it insists on), or 0. Nil for a request that needs
+	// nothing special, which costs nothing.
+	Lacks func(model, provider string) SkipReason
 }
 
 // SkipReason says why a model was not eligible.
@@ -108,12 +112,14 @@ const (
 	ModelRateLimited
 	ProviderDisabled
 	ProviderStopped
+	NoVision
+	ParametersUnsupported
 	ConnectionRefused
 )
 
 var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted",
-	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled", "provider_stopped",
-	"provider_connection_refused"}
+	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled", "provider_stopped", "no_vision",
+	"parameters_unsupported", "provider_connection_refused"}
 
 func (r SkipReason) String() string {
 	if int(r) < len(skipNames) && r > 0 {
@@ -195,6 +201,13 @@ func (q *Query) reject(c *Candidate, status ProviderStatus, known bool) (SkipRea
 		return ConnectionRefused, time.Time{}
 	case c.ContextWindow < q.ContextTokens:
 		return ContextTooSmall, time.Time{}
+	}
+	if q.Lacks != nil {
+		if r := q.Lacks(c.Model, c.Provider); r != 0 {
+			return r, time.Time{}
+		}
+	}
+	switch {
 	case status.Stopped:
 		return ProviderStopped, time.Time{}
 	case status.Disabled:

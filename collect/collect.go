@@ -35,6 +35,9 @@ type Config struct {
 	FaultAfter func(provider string) time.Duration
 	// Rounds is the number of quorum-retry rounds.
 	Rounds int
+	// MoveOn makes a quorum round replace a failed model rather than ask it again (a direct call's
+	// fallbacks: a fault of the model or its provider moves to the next).
+	MoveOn bool
 	// RetryScale multiplies the retry table's backoffs; an upstream's own Retry-After is kept as given.
 	RetryScale float64
 	// Adaptive, when set, asks the initial assignments in waves instead of all at once.
@@ -117,10 +120,12 @@ type Permit struct {
 
 // Reply is a call's result from its worker.
 type Reply struct {
-	OK    bool
-	Text  string
-	Kind  resilience.Kind
-	Scope resilience.Scope
+	OK   bool
+	Text string
+	// ToolCalls counts the answer's calls of tools: an answer of calls alone is an answer, not empty.
+	ToolCalls int
+	Kind      resilience.Kind
+	Scope     resilience.Scope
 	// RetryAfter is the wait the upstream asked for.
 	RetryAfter time.Duration
 	// Ref is the caller's own handle on the reply, kept in the call's record.
@@ -422,7 +427,7 @@ func (m *Machine) Result(now time.Time, seq int, r Reply) []Effect {
 	kind := r.Kind
 	if r.OK {
 		kind = ""
-		if strings.TrimSpace(r.Text) == "" {
+		if strings.TrimSpace(r.Text) == "" && r.ToolCalls == 0 {
 			kind = resilience.EmptyAnswer // the call worked, the answer is missing
 		}
 	} else if kind == "" {
@@ -592,7 +597,7 @@ func (m *Machine) endRound(now time.Time) {
 	missing := m.cfg.MinResponses - m.ok
 	var again []*Slot
 	for _, s := range m.slots {
-		if len(again) == missing {
+		if len(again) == missing || m.cfg.MoveOn {
 			break
 		}
 		last := lastRecord(s, m.jobs)

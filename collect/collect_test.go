@@ -153,6 +153,8 @@ func TestVerdicts(t *testing.T) {
 			resilience.Verdict{Provider: resilience.Success, Model: resilience.Success, Host: resilience.Success, Arm: resilience.Judged}, false},
 		{"an empty answer is a poor one", nil, full, Reply{OK: true, Text: " \n"}, Error,
 			resilience.Verdict{Provider: resilience.Success, Model: resilience.Success, Host: resilience.Success, Arm: resilience.Penalty}, false},
+		{"an answer of tool calls without text is an answer", nil, full, Reply{OK: true, ToolCalls: 1}, OK,
+			resilience.Verdict{Provider: resilience.Success, Model: resilience.Success, Host: resilience.Success, Arm: resilience.Judged}, false},
 		{"a timeout after the full timeout is the model's", nil, full, Reply{Kind: resilience.UpstreamTimeout}, Timeout,
 			resilience.Verdict{Model: resilience.Failure, Host: resilience.Success, Arm: resilience.Penalty}, true},
 		{"a timeout cut by the caller's shorter deadline blames nobody", nil, short, Reply{Kind: resilience.UpstreamTimeout}, Cancelled,
@@ -363,6 +365,29 @@ func TestAFailedRecoverableModelIsAskedAgainInAQuorumRound(t *testing.T) {
 	last := h.m.Retries()[len(h.m.Retries())-1]
 	if last.Outcome != "quorum round 1" || last.Model != "c" {
 		t.Fatalf("history %+v", h.m.Retries())
+	}
+}
+
+// With MoveOn (a direct call's fallbacks), the same failure moves the quorum round to the next model
+// instead of asking the failed one again.
+func TestAFailedModelIsReplacedWhenTheRequestMovesOn(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MinResponses, c.MoveOn = 3, true })
+	for seq := 0; seq < 2; seq++ {
+		h.run(seq, 10*time.Second)
+		h.answer(seq, "B")
+	}
+	h.run(2, 10*time.Second)
+	h.fail(2, resilience.UpstreamTimeout, 0, 0)
+	for i := 0; i < 3; i++ {
+		r := h.m.Retries()[len(h.m.Retries())-1]
+		h.advance(r.Delay)
+		seq := len(h.m.jobs) - 1
+		h.run(seq, 10*time.Second)
+		h.fail(seq, resilience.UpstreamTimeout, 0, 0)
+	}
+	last := h.m.Retries()[len(h.m.Retries())-1]
+	if last.Outcome != "quorum round 1" || last.Model != "r1" {
+		t.Fatalf("history %+v: want the round to ask the replacement", h.m.Retries())
 	}
 }
 

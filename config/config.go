@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"time"
@@ -63,7 +64,7 @@ type Config struct {
 	// id>.records in the user's cache directory); SpoolMaxBytes bounds it.
 	SpoolPath     string `json:"spool_path"`
 	SpoolMaxBytes int64  `json:"spool_max_bytes"`
-	// MaxInflightBytes bounds the bytes of the tasks of the requests running at once; beyond it new
+	// MaxInflightBytes bounds the bytes of the tasks and asks of the requests running at once; beyond it new
 	// requests get 503 with Retry-After.
 	MaxInflightBytes int64 `json:"max_inflight_bytes"`
 	Workers          int   `json:"workers"`
@@ -105,6 +106,9 @@ type Config struct {
 	WriteTimeoutSeconds float64 `json:"write_timeout_seconds"`
 	// MaxConnections bounds the HTTP connections held at once; more wait to be accepted.
 	MaxConnections int `json:"max_connections"`
+	// Fallbacks are, by model id, the models a direct call of it moves to in order when the model or
+	// its provider fails (a request's own fallbacks replace them).
+	Fallbacks map[string][]string `json:"fallbacks"`
 	// ArmsRefreshSeconds is how often a controller sharing PostgreSQL folds the other controllers'
 	// rewards into its arms: what one learns, the others use this much later (plus the recorder's
 	// flush, 50 ms).
@@ -213,6 +217,12 @@ func Default() Config {
 		MaxConnections:         4096,
 	}
 }
+
+// Bounds of the fallbacks: how many models have them, and how many each.
+const (
+	MaxFallbackModels = 1024
+	MaxFallbacks      = 16
+)
 
 // MinTokenLength is the shortest API token accepted.
 const MinTokenLength = 16
@@ -458,6 +468,18 @@ func (c Config) Validate() error {
 	between("rate_limits max_queue_seconds", c.RateLimits.MaxQueueSeconds, MinQueueSeconds, MaxQueueSeconds)
 	if len(c.Providers) > 64 {
 		bad("providers may name at most 64 providers")
+	}
+	if len(c.Fallbacks) > MaxFallbackModels {
+		bad("fallbacks may name at most %d models", MaxFallbackModels)
+	}
+	for _, model := range sortedKeys(c.Fallbacks) {
+		list := c.Fallbacks[model]
+		switch {
+		case model == "" || len(list) == 0 || len(list) > MaxFallbacks:
+			bad("fallbacks %q: a model id with 1 to %d fallbacks", model, MaxFallbacks)
+		case slices.Contains(list, "") || slices.Contains(list, model):
+			bad("fallbacks %q: the fallbacks are other models' ids", model)
+		}
 	}
 	for _, name := range sortedKeys(c.Providers) {
 		errs = append(errs, c.Providers[name].validate(name)...)

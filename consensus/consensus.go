@@ -46,6 +46,8 @@ type Response struct {
 	// Learned is the model's learned quality in the category (its arm, pooled across categories);
 	// zero when not known. Free text is chosen by it when no arbiter model judged.
 	Learned float64
+	// ToolCalls are the answer's calls of tools: an answer that makes any votes with them, not its text.
+	ToolCalls []ToolCall
 }
 
 // Weights of the weighted score.
@@ -88,6 +90,9 @@ type Input struct {
 	// QualityFromAgreement sets each response's Quality to its agreement with the others before scoring,
 	// for callers without a judge of quality.
 	QualityFromAgreement bool
+	// Structure is the request's format (Compile): with JSON asked for, or tool calls among the answers,
+	// the decision votes on ballots (see Ballots) instead of text. Nil asks for text.
+	Structure *Structure
 }
 
 // Result is a consensus decision.
@@ -118,6 +123,14 @@ type Result struct {
 	// Unjudged is true when the decision says nothing of the answers' quality (free text chosen by the
 	// models' learned quality): rewarding from it would only confirm what was learned.
 	Unjudged bool `json:"unjudged,omitempty"`
+	// Ballots, for a structured decision, are each response's ballot: what it voted for, its group,
+	// whether it was valid and why not. Nil for a decision on text.
+	Ballots []Ballot `json:"ballots,omitempty"`
+	// Merged is true when the answer is the field-wise merge of the valid JSON answers (its canonical
+	// JSON) rather than one of them; Chosen is then the answer closest to it.
+	Merged bool `json:"merged,omitempty"`
+	// ToolCalls are the decided calls of tools: the chosen answer's, when it voted with calls.
+	ToolCalls []ToolCall `json:"tool_calls,omitempty"`
 }
 
 // Contributors returns the indices of the responses that contributed.
@@ -135,6 +148,9 @@ func (r Result) Contributors() []int {
 func Decide(in Input) (Result, error) {
 	if len(in.Responses) == 0 {
 		return Result{}, ErrNoResponses
+	}
+	if Structured(in.Responses, in.Structure) {
+		return decideStructured(in)
 	}
 	v := in.Verdict
 	var quality []float64 // an arbiter's scores are the quality term of the weighted vote

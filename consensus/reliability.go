@@ -1,6 +1,10 @@
 package consensus
 
-import "github.com/conclave-ai/conclave/reliability"
+import (
+	"slices"
+
+	"github.com/conclave-ai/conclave/reliability"
+)
 
 // reliable reports whether a majority vote can weigh its votes by accuracy: every answer is
 // categorical (an option, a number, a literal, a few words) and every model's accuracy is known.
@@ -67,10 +71,21 @@ func (b *ballot) reliabilityVote() Result {
 }
 
 // Leading returns the posterior of the leading answer under the reliability-weighted vote, and false
-// when the answers cannot be weighed so (free text, or an accuracy unknown).
-func Leading(resps []Response, kind Kind) (float64, bool) {
+// when the answers cannot be weighed so (free text, or an accuracy unknown). Structured answers (st)
+// vote with their ballots, an invalid one for nothing.
+func Leading(resps []Response, kind Kind, st *Structure) (float64, bool) {
 	if len(resps) == 0 {
 		return 0, false
+	}
+	if Structured(resps, st) {
+		keyed := slices.Clone(resps)
+		for i, b := range Ballots(resps, st, kind) {
+			keyed[i].Text = ""
+			if b.Valid {
+				keyed[i].Text = b.key()
+			}
+		}
+		resps, kind = keyed, Exact
 	}
 	b := newBallot(resps, false, kind, nil)
 	if !b.reliable() {

@@ -193,7 +193,8 @@ func New(opts Options) (*Engine, error) {
 	e.deps = &actors.Deps{
 		Log: log, Clock: clock.Or(opts.Clock), Catalog: e.catalog, Dir: dir,
 		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: e.catalog, Policy: policy, OutputReserve: 1024,
-			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue()},
+			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue(),
+			Carries: carries(ups)},
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
 		Dispatcher: actors.NewPool(mailboxThroughput, 10*time.Second),
 		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
@@ -278,6 +279,19 @@ func New(opts Options) (*Engine, error) {
 		zap.String("blueprint_source", bps.Source()), zap.Int("blueprints_rejected", len(bps.Rejected())), zap.Uint64("seed", cfg.Seed),
 		zap.String("policy", policy.String()), zap.Float64("classifier_temperature", classifier.Temperature()))
 	return e, nil
+}
+
+// carries says whether a provider's wire format has a field for a parameter: a real upstream by its
+// kind; the simulated and replayed models take every parameter.
+func carries(ups []upstream) func(provider, param string) bool {
+	kinds := make(map[string]string, len(ups))
+	for _, u := range ups {
+		kinds[u.Name] = u.Kind
+	}
+	return func(provider, param string) bool {
+		kind, real := kinds[provider]
+		return !real || providers.Carries(kind, param)
+	}
 }
 
 func (e *Engine) upstreamsOnly() []*providers.Upstream {
@@ -374,14 +388,18 @@ func (e *Engine) waitReady() error {
 func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
 	e.inflight.Add(1)
 	defer e.inflight.Done()
+	if req.Direct && len(req.Fallbacks) == 0 && len(req.Models) == 1 {
+		req.Fallbacks = e.cfg.Fallbacks[req.Models[0]] // the configuration's, unless the request names its own
+	}
 	if e.closing.Load() {
 		return refused(req, resilience.ShuttingDown, "conclave is shutting down", 0), nil
 	}
-	size := int64(len(req.Task))
+	// The ask counts too: its images and conversation can be far larger than the task rendered of it.
+	size := int64(len(req.Task) + req.GetAsk().SizeVT())
 	if limit := e.cfg.MaxInflightBytes; limit > 0 {
 		defer e.inflightBytes.Add(-size)
 		if e.inflightBytes.Add(size) > limit {
-			return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks", limit), time.Second), nil
+			return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks and asks", limit), time.Second), nil
 		}
 	}
 	stop := context.AfterFunc(ctx, func() {
@@ -422,6 +440,17 @@ func (e *Engine) awaitRecord(id string) {
 func (e *Engine) RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error) {
 	pid, told := e.deps.ListenProgress(e.system, req.RequestId, onProgress)
 	req.ProgressTo = pid
+	exec, err := e.Route(ctx, req)
+	told()
+	return exec, err
+}
+
+// RouteStreaming is Route for a direct call whose answer is streamed: onDelta hears each piece as the
+// provider writes it, in order, before RouteStreaming returns (the record holds the whole answer). It
+// runs on an actor of its own: it must not block. A request that is not a direct call streams nothing.
+func (e *Engine) RouteStreaming(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error) {
+	pid, told := e.deps.ListenDeltas(e.system, req.RequestId, onDelta)
+	req.StreamTo = pid
 	exec, err := e.Route(ctx, req)
 	told()
 	return exec, err

@@ -105,6 +105,13 @@ func TestInflightBytesAreBounded(t *testing.T) {
 	if err != nil || exec.StatusCode != 503 || exec.Error.Code != "overloaded" || exec.Error.RetryAfterSeconds <= 0 {
 		t.Fatalf("a request beyond the in-flight budget: %v %v", exec, err)
 	}
+	// A small task whose ask holds a large image is as large as its ask.
+	image := &messages.ContentPart{Type: "image_url", ImageUrl: "data:image/png;base64," + strings.Repeat("A", 5000)}
+	exec, err = e.Route(context.Background(), &messages.RouteRequest{RequestId: "image", Category: "general", TimeoutSeconds: &timeout, Task: "[image]",
+		Ask: &messages.Ask{Messages: []*messages.ChatMessage{{Role: "user", Content: []*messages.ContentPart{image}}}}})
+	if err != nil || exec.StatusCode != 503 || exec.Error.Code != "overloaded" {
+		t.Fatalf("a request whose ask is beyond the in-flight budget: %v %v", exec, err)
+	}
 	if exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: "small", Category: "general", Task: "Summarize: the cache ran out of memory."}); err != nil || exec.StatusCode != 200 {
 		t.Fatalf("a request within the budget: %v %v", exec.GetError(), err)
 	}

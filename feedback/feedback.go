@@ -54,6 +54,9 @@ type Call struct {
 	// Posterior is the answer's probability of being right by the reliability-weighted vote; nil when
 	// the decision had none.
 	Posterior *float64
+	// Invalid marks an answer that is not what the request asked for (not JSON, against its schema, a
+	// call of no offered tool): a poor answer whatever the judge, known without any judge.
+	Invalid bool
 }
 
 // Update is one model's reward.
@@ -68,8 +71,10 @@ type Judge func(c Call) (reward float64, reason string, ok bool)
 
 // Rewards gives each model one reward, by its best outcome in the request, in the order the models
 // first appear: a judged answer ranks above a fault, the better judged answer above the worse, a
-// timeout above an error. Faults of the model earn beta + 1; calls that say nothing of the model (a rate
-// limit, a host or Conclave fault, a call cut by a short deadline or never sent) leave its arm alone.
+// timeout above an error. Faults of the model earn beta + 1, and so does an invalid answer, whatever
+// the judge (even one that judges nothing now): its fault is as certain as an error's. Calls that say
+// nothing of the model (a rate limit, a host or Conclave fault, a call cut by a short deadline or never
+// sent) leave its arm alone.
 func Rewards(calls []Call, judge Judge) []Update {
 	type best struct {
 		Update
@@ -84,6 +89,10 @@ func Rewards(calls []Call, judge Judge) []Update {
 		skip := false
 		switch c.Arm {
 		case resilience.Judged:
+			if c.Invalid {
+				u, rank = Update{c.Model, 0, "invalid"}, 2
+				break
+			}
 			reward, reason, ok := judge(c)
 			u, rank, skip = Update{c.Model, reward, reason}, 2+reward, !ok
 		case resilience.Penalty:
@@ -137,7 +146,8 @@ var ErrNothingToJudge = errors.New("the execution has no answer to judge")
 
 // FromCaller turns a caller's feedback on an execution's answers into rewards: with the true answer, 1
 // for an answer equivalent to it (by the answer kind) and 0 otherwise; with scores, each named model's
-// score. Only answers are judged: faults were penalised when the request ran.
+// score. Only answers are judged: faults were penalised when the request ran, and so were invalid
+// answers, which the true answer does not judge again (a caller's explicit score still counts).
 func FromCaller(answers []Call, truth *string, scores map[string]float64, kind consensus.Kind) ([]Update, error) {
 	if (truth == nil) == (len(scores) == 0) {
 		return nil, errors.New("give either the true answer or scores per model")
@@ -154,7 +164,13 @@ func FromCaller(answers []Call, truth *string, scores map[string]float64, kind c
 		return nil, ErrNothingToJudge
 	}
 	if truth != nil {
-		return Rewards(judged, func(c Call) (float64, string, bool) {
+		valid := judged[:0:0]
+		for _, c := range judged {
+			if !c.Invalid {
+				valid = append(valid, c)
+			}
+		}
+		return Rewards(valid, func(c Call) (float64, string, bool) {
 			if consensus.Equivalent(kind, c.Text, *truth) {
 				return 1, "feedback_correct", true
 			}

@@ -16,6 +16,11 @@ func TestRewards(t *testing.T) {
 		return Call{Model: model, Arm: resilience.Penalty, TimedOut: timedOut}
 	}
 	quiet := func(model string) Call { return Call{Model: model, Arm: resilience.NoReward} }
+	invalid := func(model string) Call {
+		c := answer(model, "not JSON", false, 0.9)
+		c.Invalid = true
+		return c
+	}
 	voted := func(model string, contributed bool, posterior float64) Call {
 		c := answer(model, "B", contributed, posterior)
 		c.Posterior = &posterior
@@ -35,6 +40,9 @@ func TestRewards(t *testing.T) {
 		{"a model once, by its best outcome", []Call{fault("a", false), fault("a", true), answer("a", "B", true, 1)}, Agreement, "[{a 1 contributed}]"},
 		{"a timeout ranks above an error", []Call{fault("a", false), fault("a", true)}, Agreement, "[{a 0 timeout}]"},
 		{"calls that say nothing of the model", []Call{quiet("a"), quiet("b"), fault("b", false)}, Agreement, "[{b 0 error}]"},
+		{"an invalid answer is poor, whatever its score", []Call{answer("a", "{}", true, 0.7), invalid("b")}, Arbiter, "[{a 0.7 arbiter_score} {b 0 invalid}]"},
+		{"an invalid answer is poor even when answers wait for the truth", []Call{answer("a", "{}", true, 0.7), invalid("b")}, External, "[{b 0 invalid}]"},
+		{"an invalid answer ranks above an error of the same model", []Call{fault("b", false), invalid("b")}, Agreement, "[{b 0 invalid}]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -59,6 +67,11 @@ func TestFromCaller(t *testing.T) {
 	got, err = FromCaller(calls, nil, map[string]float64{"b": 0.8}, consensus.Text)
 	if err != nil || fmt.Sprint(got) != "[{b 0.8 feedback_score}]" {
 		t.Fatalf("scores: %v %v", got, err)
+	}
+	// An invalid answer was penalised when the request ran: the truth does not judge it again.
+	withInvalid := append(calls[:2:2], Call{Model: "d", Arm: resilience.Judged, Text: "[1, 2", Invalid: true})
+	if got, err := FromCaller(withInvalid, &truth, nil, consensus.Exact); err != nil || fmt.Sprint(got) != "[{a 1 feedback_correct} {b 0 feedback_wrong}]" {
+		t.Fatalf("truth with an invalid answer: %v %v", got, err)
 	}
 	for desc, bad := range map[string]func() error{
 		"both": func() error {

@@ -53,6 +53,27 @@ type Transport interface {
 	Close() error
 }
 
+// Streamer is a Transport that relays a streamed call's pieces as they come (providers.Streamer).
+type Streamer interface {
+	Stream(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error)
+}
+
+// Stream runs a call through a transport, streaming when it can; otherwise the whole answer is one
+// piece, reported when it comes.
+func Stream(ctx context.Context, t Transport, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
+	if s, ok := t.(Streamer); ok {
+		return s.Stream(ctx, call, onDelta)
+	}
+	return providers.Stream(ctx, runner{t}, call, onDelta)
+}
+
+// runner is a transport seen as a backend that cannot stream.
+type runner struct{ t Transport }
+
+func (r runner) Complete(ctx context.Context, call providers.Call) (providers.Reply, error) {
+	return r.t.Run(ctx, call)
+}
+
 // InProcess runs jobs in the controller's own process against a backend: the embedded default.
 type InProcess struct {
 	Backend providers.Backend
@@ -61,6 +82,11 @@ type InProcess struct {
 // Run implements Transport.
 func (t InProcess) Run(ctx context.Context, call providers.Call) (providers.Reply, error) {
 	return t.Backend.Complete(ctx, call)
+}
+
+// Stream implements Streamer.
+func (t InProcess) Stream(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
+	return providers.Stream(ctx, t.Backend, call, onDelta)
 }
 
 // Close implements Transport.

@@ -344,6 +344,16 @@ func (t *SSH) openSession(ctx context.Context, c *ssh.Client) (*ssh.Session, fun
 
 // Run implements Transport.
 func (t *SSH) Run(ctx context.Context, call providers.Call) (providers.Reply, error) {
+	return t.call(ctx, call, nil)
+}
+
+// Stream implements Streamer: the agent streams the call and sends each piece back before its result.
+func (t *SSH) Stream(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
+	return t.call(ctx, call, onDelta)
+}
+
+// call runs a call on the host's agent, streaming to onDelta when it is set.
+func (t *SSH) call(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
 	kind, base, key, ok := t.o.Router.Route(call.Provider)
 	if !ok {
 		return providers.Reply{}, &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
@@ -354,12 +364,13 @@ func (t *SSH) Run(ctx context.Context, call providers.Call) (providers.Reply, er
 		deadline = time.Now().Add(10 * time.Minute)
 	}
 	job := &messages.AgentJob{Job: JobOf(call, deadline), Kind: kind, BaseUrl: base, ApiKey: key.Reveal()}
+	job.Job.Stream = onDelta != nil
 	var res *messages.JobResult
 	var err error
 	if t.host.Mode == ModeExec {
-		res, err = t.runExec(ctx, job)
+		res, err = t.runExec(ctx, job, onDelta)
 	} else {
-		res, err = t.runAgent(ctx, job)
+		res, err = t.runAgent(ctx, job, onDelta)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		// The job ran out of time before its agent had it, or its agent said nothing past its deadline:
@@ -384,6 +395,8 @@ type agentConn struct {
 	writeMu sync.Mutex
 	mu      sync.Mutex
 	pending map[string]chan *messages.JobResult
+	// streams hear the pieces of the streamed jobs pending, by job id.
+	streams map[string]func(providers.Delta)
 	done    chan struct{}
 	err     error
 }
@@ -462,7 +475,8 @@ func (t *SSH) startAgent(c *ssh.Client, s *ssh.Session, release func()) (*agentC
 		release()
 		return nil, t.hostError(err, "start the agent")
 	}
-	a := &agentConn{client: c, session: s, stdin: stdin, pending: map[string]chan *messages.JobResult{}, done: make(chan struct{})}
+	a := &agentConn{client: c, session: s, stdin: stdin, pending: map[string]chan *messages.JobResult{}, streams: map[string]func(providers.Delta){},
+		done: make(chan struct{})}
 	r := bufio.NewReaderSize(stdout, 64<<10)
 	hello := make(chan error, 1)
 	go func() {
@@ -484,10 +498,19 @@ func (t *SSH) startAgent(c *ssh.Client, s *ssh.Session, release func()) (*agentC
 				t.drop(c, err) // the connection went with it, most likely; the next job dials again
 				return
 			}
+			if d := f.GetDelta(); d != nil {
+				a.mu.Lock()
+				onDelta := a.streams[d.JobId]
+				a.mu.Unlock()
+				if onDelta != nil {
+					onDelta(PieceOf(d))
+				}
+			}
 			if res := f.GetResult(); res != nil {
 				a.mu.Lock()
 				ch := a.pending[res.JobId]
 				delete(a.pending, res.JobId)
+				delete(a.streams, res.JobId)
 				a.mu.Unlock()
 				if ch != nil {
 					ch <- res
@@ -528,7 +551,7 @@ func (a *agentConn) fail(err error) {
 	close(a.done)
 }
 
-func (t *SSH) runAgent(ctx context.Context, job *messages.AgentJob) (*messages.JobResult, error) {
+func (t *SSH) runAgent(ctx context.Context, job *messages.AgentJob, onDelta func(providers.Delta)) (*messages.JobResult, error) {
 	a, err := t.agentSession(ctx)
 	if err != nil {
 		return nil, err
@@ -542,10 +565,14 @@ func (t *SSH) runAgent(ctx context.Context, job *messages.AgentJob) (*messages.J
 		return nil, a.err
 	}
 	a.pending[id] = ch
+	if onDelta != nil {
+		a.streams[id] = onDelta
+	}
 	a.mu.Unlock()
 	forget := func() {
 		a.mu.Lock()
 		delete(a.pending, id)
+		delete(a.streams, id)
 		a.mu.Unlock()
 	}
 	if err := a.send(&messages.AgentFrame{Body: &messages.AgentFrame_Job{Job: job}}); err != nil {
@@ -613,7 +640,7 @@ func (t *SSH) forgetAgent(a *agentConn) {
 }
 
 // runExec runs one job in a session of its own: the agent reads it, answers and ends.
-func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob) (*messages.JobResult, error) {
+func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob, onDelta func(providers.Delta)) (*messages.JobResult, error) {
 	c, err := t.connect(ctx)
 	if err != nil {
 		return nil, err
@@ -643,6 +670,9 @@ func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob) (*messages.Jo
 			if err != nil {
 				ch <- answer{err: t.hostError(err, "the agent ended without a result")}
 				return
+			}
+			if d := f.GetDelta(); d != nil && onDelta != nil {
+				onDelta(PieceOf(d))
 			}
 			if res := f.GetResult(); res != nil {
 				ch <- answer{res: res}

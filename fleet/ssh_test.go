@@ -166,6 +166,26 @@ func TestExecModeRunsEachJobInItsOwnSession(t *testing.T) {
 	}
 }
 
+// A streamed job's pieces come back over SSH as the agent's provider writes them, before its result,
+// in both modes; joined they are the answer.
+func TestAStreamedJobsPiecesComeBackOverSSH(t *testing.T) {
+	h := newHost(t, false)
+	for _, mode := range []string{fleet.ModeAgent, fleet.ModeExec} {
+		t.Run(mode, func(t *testing.T) {
+			tr, _ := h.transport(t, mode)
+			var pieces []string
+			reply, err := tr.Stream(context.Background(), call(1), func(d providers.Delta) { pieces = append(pieces, d.Text) })
+			if err != nil || len(pieces) < 2 || strings.Join(pieces, "") != reply.Text {
+				t.Fatalf("%d pieces %q, reply %+v, %v", len(pieces), pieces, reply, err)
+			}
+			plain, err := tr.Run(context.Background(), call(1))
+			if err != nil || plain.Text != reply.Text {
+				t.Fatalf("unstreamed %+v %v", plain, err)
+			}
+		})
+	}
+}
+
 // A host that refuses a session for a while (sshd counts a session until its command has ended) gets
 // the job again on the same connection: the refusal fails no other job in flight.
 func TestARefusedSessionIsAskedAgainOnTheSameConnection(t *testing.T) {

@@ -86,7 +86,7 @@ func CallOf(job *messages.Job) providers.Call {
 	if call.Task == "" {
 		call.Task = job.Prompt
 	}
-	call.Params = paramsOf(ask.GetSampling())
+	call.Params = ParamsOf(ask.GetSampling())
 	if call.Params.Temperature == nil {
 		call.Params.Temperature = job.Temperature
 	}
@@ -165,8 +165,8 @@ func ToolCallsOf(calls []providers.ToolCall) []*messages.ToolCall {
 	return out
 }
 
-// paramsOf and samplingOf convert the caller's parameters between their message and their call form.
-func paramsOf(s *messages.Sampling) providers.Params {
+// ParamsOf and samplingOf convert the caller's parameters between their message and their call form.
+func ParamsOf(s *messages.Sampling) providers.Params {
 	if s == nil {
 		return providers.Params{}
 	}
@@ -262,3 +262,21 @@ func UpstreamOf(rl *messages.RateLimitInfo) ratelimit.Upstream {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// DeltaOf is the message of a streamed piece of a job's answer; PieceOf reads it back.
+func DeltaOf(requestID, jobID string, p providers.Delta) *messages.Delta {
+	d := &messages.Delta{RequestId: requestID, JobId: jobID, Text: p.Text}
+	for _, c := range p.ToolCalls {
+		d.ToolCalls = append(d.ToolCalls, &messages.ToolCallDelta{Index: int32(c.Index), Id: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	return d
+}
+
+// PieceOf is the piece a Delta carries.
+func PieceOf(d *messages.Delta) providers.Delta {
+	p := providers.Delta{Text: d.Text}
+	for _, c := range d.ToolCalls {
+		p.ToolCalls = append(p.ToolCalls, providers.ToolCallDelta{Index: int(c.Index), ID: c.Id, Name: c.Name, Arguments: c.Arguments})
+	}
+	return p
+}

@@ -12,8 +12,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// FuzzRouteAndChatBodies decodes any body as a route request and as a chat completion request: each is
-// valid or refused with 400 or 404 and a bounded list of bounded problems, never a panic.
+// FuzzRouteAndChatBodies decodes any body as a route request and as a chat completion request, with
+// their parameters, tools, schemas, content parts and tool calls: each is valid or refused with 400 or
+// 404 and a bounded list of bounded problems, never a panic; a valid chat request's ask holds the
+// conversation it was sent.
 func FuzzRouteAndChatBodies(f *testing.F) {
 	cfg := config.Default()
 	e, err := engine.New(engine.Options{Config: cfg, Log: zap.NewNop()})
@@ -32,6 +34,21 @@ func FuzzRouteAndChatBodies(f *testing.F) {
 		`{"task": " \u200b ", "metadata": {"answer_kind": 3}, "extra": null}`,
 		`{"model": "conclave/auto", "messages": [{"role": "user", "content": "hi"}], "stream": true, "n": 1}`,
 		`{"model": "gpt-4o", "messages": [{"role": "tool", "content": [{"type": "image_url"}]}]}`,
+		// The ask: parameters, tools, schemas, content parts, tool calls and their answers.
+		`{"task": "x", "parameters": {"temperature": 0.1, "max_tokens": 5, "stop": ["END"], "seed": 9007199254740993, "logit_bias": {"50256": -100}}, "strict_parameters": true}`,
+		`{"model": "conclave/auto", "temperature": 2.5, "top_p": null, "max_tokens": 5, "max_completion_tokens": 6, "stop": "", "user": 3,
+			"messages": [{"role": "developer", "content": "be brief"}, {"role": "user", "content": [{"type": "text", "text": "hi"},
+			{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg==", "detail": "low"}},
+			{"type": "image_url", "image_url": {"url": "https://images.example/a.png"}}]}]}`,
+		`{"model": "conclave/auto", "messages": [{"role": "user", "content": "Weather?"},
+			{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": "{\"city\": \"Paris\"}"}}]},
+			{"role": "tool", "tool_call_id": "c1", "content": "21 C"}],
+			"tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}, "strict": true}}],
+			"tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "parallel_tool_calls": false}`,
+		`{"model": "conclave/auto", "messages": [{"role": "user", "content": "JSON"}], "response_format": {"type": "json_schema",
+			"json_schema": {"name": "w", "description": "d", "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "number"}}}}}}`,
+		`{"model": "gpt-4o", "fallbacks": ["gpt-4o", ""], "messages": [{"role": "assistant", "refusal": "no", "tool_calls": [{"id": "", "type": "custom"}]},
+			{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/gif;base64,!!"}}]}], "tool_choice": "required", "response_format": {"type": "json_object"}}`,
 		`[1, 2, 3]`, `{"task": {"nested": [[[[]]]]}}`, ``,
 	} {
 		f.Add([]byte(seed))
@@ -54,7 +71,10 @@ func FuzzRouteAndChatBodies(f *testing.F) {
 		}
 		_, status, ps := s.parseRoute(body)
 		check("route", status, len(ps))
-		_, status, ps = s.parseChat(body)
+		chat, status, ps := s.parseChat(body)
 		check("chat", status, len(ps))
+		if status == 0 && (len(chat.route.GetAsk().GetMessages()) == 0 || chat.route.Task == "") {
+			t.Fatalf("a valid chat request without its conversation: %v", chat.route)
+		}
 	})
 }

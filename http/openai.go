@@ -28,18 +28,20 @@ const (
 	autoModel   = modelPrefix + "auto"
 )
 
-// chatFields are the request fields of OpenAI's chat completions that Conclave takes. Sampling
-// parameters are accepted and left to the blueprint; anything else is an unknown field, as OpenAI
-// itself answers.
+// chatFields are the request fields of OpenAI's chat completions that Conclave takes, beside its own
+// (timeout, strict_parameters, fallbacks). metadata and store are OpenAI's own bookkeeping, which
+// Conclave's record replaces. Anything else is an unknown field, as OpenAI itself answers.
 var chatFields = map[string]bool{
-	"model": true, "messages": true, "stream": true, "stream_options": true, "n": true, "user": true,
-	"temperature": true, "top_p": true, "max_tokens": true, "max_completion_tokens": true, "stop": true,
-	"presence_penalty": true, "frequency_penalty": true, "seed": true, "metadata": true, "store": true,
-	"timeout": true, // Conclave's: the caller's wait in seconds
+	"model": true, "messages": true, "stream": true, "stream_options": true, "n": true, "metadata": true, "store": true,
+	"tools": true, "tool_choice": true, "parallel_tool_calls": true, "response_format": true,
+	"timeout": true, "strict_parameters": true, "fallbacks": true,
 }
 
-// chatRoles are the message roles a conversation may hold.
-var chatRoles = map[string]bool{"system": true, "developer": true, "user": true, "assistant": true}
+func init() {
+	for name := range samplingFields {
+		chatFields[name] = true
+	}
+}
 
 // maxChatMessages bounds a conversation's length.
 const maxChatMessages = 256
@@ -51,37 +53,6 @@ type chatRequest struct {
 	includeUsage  bool
 	route         *messages.RouteRequest
 	passthroughTo string // the catalog model of a plain gateway call
-}
-
-// chatMessage is one message of OpenAI's request: content is a string or a list of parts.
-type chatMessage struct {
-	Role    string          `json:"role"`
-	Content json.RawMessage `json:"content"`
-	Name    string          `json:"name,omitempty"`
-}
-
-// text returns a message's text: the string, or the text parts joined. Other parts (images, audio)
-// are problems: no blueprint takes them.
-func (m chatMessage) text() (string, string) {
-	var s string
-	if err := json.Unmarshal(m.Content, &s); err == nil {
-		return s, ""
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(m.Content, &parts); err != nil {
-		return "", "must be a string or a list of content parts"
-	}
-	texts := make([]string, 0, len(parts))
-	for _, p := range parts {
-		if p.Type != "text" {
-			return "", fmt.Sprintf("content parts of type %q are not supported (only text)", validation.Clip(p.Type, 32))
-		}
-		texts = append(texts, p.Text)
-	}
-	return strings.Join(texts, "\n"), ""
 }
 
 // renderTask turns a conversation into the task the pipeline sends: one user message is the task
@@ -135,45 +106,33 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 		}
 	}
 	if out.passthroughTo != "" {
-		one := int32(1)
-		out.route.Models, out.route.Workers, out.route.MinResponses = []string{out.passthroughTo}, &one, &one
+		out.route.Models, out.route.Direct = []string{out.passthroughTo}, true
 	}
 
-	var msgs []chatMessage
+	ask := &messages.Ask{}
 	if raw, ok := fields["messages"]; !ok {
 		bad.Add("messages", "is required")
-	} else if err := json.Unmarshal(raw, &msgs); err != nil {
-		bad.Add("messages", "must be a list of messages with role and content")
-	} else if len(msgs) == 0 || len(msgs) > maxChatMessages {
-		bad.Add("messages", fmt.Sprintf("must hold between 1 and %d messages", maxChatMessages))
-	} else {
-		roles, texts := make([]string, 0, len(msgs)), make([]string, 0, len(msgs))
-		users := 0
-		for i, m := range msgs {
-			field := fmt.Sprintf("messages[%d]", i)
-			if !chatRoles[m.Role] {
-				bad.Add(field+".role", fmt.Sprintf("unknown role %q (want system, developer, user or assistant)", validation.Clip(m.Role, 32)))
-				continue
-			}
-			t, problem := m.text()
-			if problem != "" {
-				bad.Add(field+".content", problem)
-				continue
-			}
-			if m.Role == "user" {
-				users++
-			}
-			roles, texts = append(roles, m.Role), append(texts, t)
+	} else if conv := readMessages(raw, &bad); conv != nil {
+		ask.Messages = conv.turns
+		out.route.Task = renderTask(conv.roles, conv.texts)
+		if !validation.Visible(out.route.Task) {
+			bad.Add("messages", "must have at least one visible character")
 		}
-		if users == 0 {
-			bad.Add("messages", "must hold at least one user message")
-		}
-		if len(roles) == len(msgs) {
-			out.route.Task = renderTask(roles, texts)
-			if !validation.Visible(out.route.Task) {
-				bad.Add("messages", "must have at least one visible character")
-			}
-		}
+	}
+	if raw, ok := given(fields, "tools"); ok {
+		ask.Tools = readTools(raw, &bad)
+	}
+	if raw, ok := given(fields, "tool_choice"); ok {
+		ask.ToolChoice = readToolChoice(raw, ask.Tools, &bad)
+	}
+	if raw, ok := given(fields, "response_format"); ok {
+		ask.ResponseFormat = readResponseFormat(raw, &bad)
+	}
+	ask.Sampling = askReader{fields: fields, bad: &bad}.sampling()
+	out.route.Ask = ask
+	out.route.StrictParameters = flag(fields, "strict_parameters", &bad)
+	if raw, ok := given(fields, "fallbacks"); ok {
+		out.route.Fallbacks = s.readFallbacks(raw, out, &bad, &unknown)
 	}
 	if raw, ok := fields["stream"]; ok && json.Unmarshal(raw, &out.stream) != nil {
 		bad.Add("stream", "must be a boolean")
@@ -273,9 +232,13 @@ type completionChoice struct {
 	FinishReason string            `json:"finish_reason"`
 }
 
+// completionMessage is the answer's message: its content is null when the answer is only tool calls,
+// as OpenAI writes it; refusal is always null (a refusal is a model's text like any other here).
 type completionMessage struct {
-	Role    string `json:"role"`
-	Content string `json:"content"`
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"`
+	Refusal   *string        `json:"refusal"`
+	ToolCalls []wireToolCall `json:"tool_calls,omitempty"`
 }
 
 type completionUsage struct {
@@ -298,17 +261,23 @@ type conclaveExtension struct {
 	Agreement float64 `json:"agreement"`
 	Degraded  bool    `json:"degraded"`
 	CostUSD   float64 `json:"cost_usd"`
+	// DroppedParameters names the caller's parameters that a called model's provider could not carry,
+	// left out of that call.
+	DroppedParameters []string `json:"dropped_parameters"`
 }
 
 func renderCompletion(e *messages.Execution, model string) completion {
 	c := completion{
 		ID: e.RequestId, Object: "chat.completion", Created: e.GetReceivedAt().AsTime().Unix(), Model: model,
-		Choices: []completionChoice{{Message: completionMessage{Role: "assistant", Content: e.Answer}, FinishReason: "stop"}},
+		Choices: []completionChoice{{Message: answerMessage(e), FinishReason: finishReason(e)}},
 		Usage: completionUsage{PromptTokens: e.GetUsage().GetInputTokens(), CompletionTokens: e.GetUsage().GetOutputTokens(),
 			TotalTokens: e.GetUsage().GetInputTokens() + e.GetUsage().GetOutputTokens()},
 		Conclave: conclaveExtension{RequestID: e.RequestId, Category: e.GetClassification().GetCategory(), Blueprint: e.GetBlueprint().GetName(),
 			Strategy: e.GetDecision().GetStrategy(), ChosenModel: e.GetDecision().GetChosenModel(), Degraded: e.Degraded, CostUSD: e.Cost,
-			ModelsAsked: []string{}},
+			ModelsAsked: []string{}, DroppedParameters: e.DroppedParameters},
+	}
+	if c.Conclave.DroppedParameters == nil {
+		c.Conclave.DroppedParameters = []string{}
 	}
 	asked := map[string]bool{}
 	contributed := 0
@@ -328,6 +297,35 @@ func renderCompletion(e *messages.Execution, model string) completion {
 		c.Conclave.Agreement = float64(contributed) / float64(c.Conclave.Answered)
 	}
 	return c
+}
+
+// answerMessage is the answer in OpenAI's shape: its text, its tool calls, or both.
+func answerMessage(e *messages.Execution) completionMessage {
+	m := completionMessage{Role: "assistant"}
+	if e.Answer != "" || len(e.ToolCalls) == 0 {
+		answer := e.Answer
+		m.Content = &answer
+	}
+	for _, c := range e.ToolCalls {
+		m.ToolCalls = append(m.ToolCalls, wireToolCall{ID: c.Id, Type: "function", Function: wireFunction{Name: c.Name, Arguments: c.Arguments}})
+	}
+	return m
+}
+
+// finishReason is the answer's finish reason as OpenAI names it, whatever wire format the chosen
+// model answered in: tool_calls when it calls tools, length when it ran out of tokens, content_filter
+// when a filter stopped it, stop otherwise.
+func finishReason(e *messages.Execution) string {
+	if len(e.ToolCalls) > 0 {
+		return "tool_calls"
+	}
+	switch strings.ToLower(e.FinishReason) {
+	case "length", "max_tokens", "model_context_window_exceeded":
+		return "length"
+	case "content_filter", "safety", "recitation", "blocklist", "prohibited_content", "spii", "refusal":
+		return "content_filter"
+	}
+	return "stop"
 }
 
 // openAIErrorBody is OpenAI's error shape, with the problems Conclave found listed under details.
@@ -407,4 +405,29 @@ func (s *Server) v1Models(w http.ResponseWriter, _ *http.Request, _ httprouter.P
 		data = append(data, modelObject{ID: m.ID, Object: "model", OwnedBy: m.Provider})
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
+}
+
+// v1Model answers GET /v1/models/{id}: one entry of the list, or 404 in OpenAI's shape.
+func (s *Server) v1Model(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+	id := strings.TrimPrefix(p.ByName("id"), "/")
+	if m, ok := s.modelObject(id); ok {
+		writeJSON(w, http.StatusOK, m)
+		return
+	}
+	writeOpenAIError(w, http.StatusNotFound, "model_not_found", "no such model",
+		[]*messages.Problem{{Field: "model", Message: fmt.Sprintf("%q does not exist (GET /v1/models lists them)", validation.Clip(id, 128))}})
+}
+
+// modelObject is the model of an id, as GET /v1/models lists it.
+func (s *Server) modelObject(id string) (modelObject, bool) {
+	if id == autoModel {
+		return modelObject{ID: id, Object: "model", OwnedBy: "conclave"}, true
+	}
+	if name, ours := strings.CutPrefix(id, modelPrefix); ours && s.engine.Blueprints().Has(name) {
+		return modelObject{ID: id, Object: "model", OwnedBy: "conclave"}, true
+	}
+	if m, ok := s.engine.Catalog().Get(id); ok {
+		return modelObject{ID: m.ID, Object: "model", OwnedBy: m.Provider}, true
+	}
+	return modelObject{}, false
 }

@@ -240,3 +240,58 @@ func TestOpenAIStreamFailingAfterItBeganEndsWithAnError(t *testing.T) {
 		t.Fatalf("the SDK saw %v", stream.Err())
 	}
 }
+
+func TestV1ModelAndUnknownPaths(t *testing.T) {
+	tb := newTestbed(t, withToken)
+	client := sdkClient(tb, sdkToken)
+	t.Run("a model by id", func(t *testing.T) {
+		for _, id := range []string{"conclave/auto", "conclave/security_audit", groqModels[0]} {
+			m, err := client.Models.Get(context.Background(), id)
+			if err != nil {
+				t.Fatalf("%s: %v", id, err)
+			}
+			if m.ID != id || m.Object != "model" || m.OwnedBy == "" {
+				t.Fatalf("%s: %+v", id, m)
+			}
+		}
+	})
+	tests := []struct {
+		desc, method, path string
+		status             int
+		typ, code          string
+	}{
+		{"an unknown model", http.MethodGet, "/v1/models/conclave/astrology", 404, "not_found_error", "model_not_found"},
+		{"an unknown path", http.MethodPost, "/v1/assistants", 404, "not_found_error", "unknown_url"},
+		{"the bare /v1", http.MethodGet, "/v1", 404, "not_found_error", "unknown_url"},
+		{"a method the path does not take", http.MethodGet, "/v1/chat/completions", 405, "invalid_request_error", "method_not_allowed"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			var body struct {
+				Error struct {
+					Message string  `json:"message"`
+					Type    string  `json:"type"`
+					Code    *string `json:"code"`
+				} `json:"error"`
+			}
+			resp, raw := tb.do(tt.method, tt.path, nil, &body)
+			if resp.StatusCode != tt.status || body.Error.Type != tt.typ || body.Error.Code == nil || *body.Error.Code != tt.code || body.Error.Message == "" {
+				t.Fatalf("%d %s", resp.StatusCode, raw)
+			}
+		})
+	}
+	t.Run("the SDK reads the type of an unknown path", func(t *testing.T) {
+		err := client.Get(context.Background(), "no-such-endpoint", nil, nil)
+		var apiErr *openai.Error
+		if !errors.As(err, &apiErr) || apiErr.StatusCode != 404 || apiErr.Type != "not_found_error" || apiErr.Code != "unknown_url" {
+			t.Fatalf("%v", err)
+		}
+	})
+	t.Run("Conclave's own paths keep Conclave's shape", func(t *testing.T) {
+		var body errorResponse
+		resp, raw := tb.do(http.MethodGet, "/nowhere", nil, &body)
+		if resp.StatusCode != 404 || body.Error.Code != "not_found" {
+			t.Fatalf("%d %s", resp.StatusCode, raw)
+		}
+	})
+}

@@ -49,6 +49,7 @@ func (ps problemsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 var routeFields = map[string]bool{
 	"task": true, "category": true, "models": true, "strategy": true, "timeout": true, "workers": true,
 	"min_responses": true, "quorum_grace_seconds": true, "metadata": true, "quorum": true, "quorum_tau": true,
+	"parameters": true, "strict_parameters": true,
 }
 
 // maxClientIDBytes bounds a caller's X-Request-ID.
@@ -271,6 +272,24 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 			}
 		}
 	}
+	// The sampling parameters, as chat completions names them, reach every model asked.
+	if raw, ok := given(fields, "parameters"); ok {
+		var params map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &params); err != nil || params == nil {
+			bad.Add("parameters", "must be an object of sampling parameters")
+		} else {
+			for _, k := range sortedKeys(params) {
+				if !samplingFields[k] {
+					bad.Add("parameters."+k, "unknown parameter (want temperature, top_p, max_tokens, max_completion_tokens, stop, seed, "+
+						"presence_penalty, frequency_penalty, logit_bias or user)")
+				}
+			}
+			if sampling := (askReader{fields: params, prefix: "parameters.", bad: &bad}).sampling(); sampling != nil {
+				req.Ask = &messages.Ask{Sampling: sampling}
+			}
+		}
+	}
+	req.StrictParameters = flag(fields, "strict_parameters", &bad)
 	// Overrides that are valid one by one can still contradict the blueprint (min_responses above its
 	// workers): check the combination when the category is known.
 	if req.Category != "" && len(bad) == 0 && len(unknown) == 0 {
@@ -490,6 +509,9 @@ type routeResponse struct {
 	Cost  float64   `json:"cost"`
 	// Quorum says how many of the selected models were asked, in how many waves, and why asking stopped.
 	Quorum *quorumView `json:"quorum,omitempty"`
+	// DroppedParameters names the parameters that a called model's provider could not carry, left out
+	// of that call (each response names its own).
+	DroppedParameters []string `json:"dropped_parameters"`
 }
 
 // phasesView is each phase's time, its fields in the order of their names.
@@ -558,6 +580,7 @@ type responseView struct {
 	ErrorScope        string    `json:"error_scope,omitempty"`
 	Usage             usageView `json:"usage"`
 	Cost              float64   `json:"cost"`
+	DroppedParameters []string  `json:"dropped_parameters,omitempty"`
 }
 
 type retryView struct {
@@ -585,7 +608,10 @@ func renderRoute(e *messages.Execution) routeResponse {
 		RequestID: e.RequestId, ClientRequestID: e.ClientRequestId, Answer: e.Answer, Degraded: e.Degraded, Retries: retryViews(e.Retries),
 		Usage: viewUsage(e.Usage), Cost: e.Cost,
 		Responses: make([]responseView, len(e.Results)),
-		Consensus: consensusView{Agreement: []string{}, Disagreement: []string{}},
+		Consensus: consensusView{Agreement: []string{}, Disagreement: []string{}}, DroppedParameters: e.DroppedParameters,
+	}
+	if resp.DroppedParameters == nil {
+		resp.DroppedParameters = []string{}
 	}
 	if c := e.Classification; c != nil {
 		resp.Category, resp.Confidence = c.Category, c.Confidence
@@ -609,7 +635,7 @@ func renderRoute(e *messages.Execution) routeResponse {
 	for i, r := range e.Results {
 		resp.Responses[i] = responseView{Model: r.Model, Provider: r.Provider, Worker: r.Worker, Status: r.Status, LatencyMs: r.LatencyMs,
 			ProviderLatencyMs: r.ProviderLatencyMs, WeightedScore: r.WeightedScore, Contributed: r.Contributed, Attempt: r.Attempt, ErrorKind: r.ErrorKind, ErrorScope: r.ErrorScope,
-			Usage: viewUsage(r.Usage), Cost: r.Cost}
+			Usage: viewUsage(r.Usage), Cost: r.Cost, DroppedParameters: r.DroppedParameters}
 	}
 	if p := e.Phases; p != nil {
 		resp.Phases = &phasesView{ClassifyMs: p.ClassifyMs, BlueprintMs: p.BlueprintMs, SelectMs: p.SelectMs, AssignMs: p.AssignMs,

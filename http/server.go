@@ -99,6 +99,8 @@ func New(engine Engine, opts Options) *Server {
 	s.handle(http.MethodPost, "/route-thompson", s.authed(s.route))
 	s.handle(http.MethodPost, "/v1/chat/completions", s.authedWith(s.chatCompletions, writeOpenAIError))
 	s.handle(http.MethodGet, "/v1/models", s.authedWith(s.v1Models, writeOpenAIError))
+	// Model ids hold slashes (conclave/auto, vendor/model): the id is the rest of the path.
+	s.handle(http.MethodGet, "/v1/models/*id", s.authedWith(s.v1Model, writeOpenAIError))
 	s.handle(http.MethodGet, "/executions", s.authed(s.executions))
 	s.handle(http.MethodGet, "/executions/:id", s.authed(s.execution))
 	s.handle(http.MethodGet, "/executions/:id/trace", s.authed(s.trace))
@@ -122,11 +124,22 @@ func New(engine Engine, opts Options) *Server {
 	s.handle(http.MethodGet, "/healthz", s.healthz)
 	s.handle(http.MethodHead, "/healthz", s.healthz)
 	r := s.router
+	// Under /v1 a client is OpenAI's, and reads errors in OpenAI's shape; elsewhere in Conclave's.
 	r.NotFound = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+req.Method+" "+validation.Clip(req.URL.Path, 256), nil)
+		msg := "no such endpoint: " + req.Method + " " + validation.Clip(req.URL.Path, 256)
+		if isV1(req.URL.Path) {
+			writeOpenAIError(w, http.StatusNotFound, "unknown_url", msg, nil)
+			return
+		}
+		writeError(w, http.StatusNotFound, "not_found", msg, nil)
 	})
 	r.MethodNotAllowed = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed on "+validation.Clip(req.URL.Path, 256), nil)
+		msg := req.Method + " is not allowed on " + validation.Clip(req.URL.Path, 256)
+		if isV1(req.URL.Path) {
+			writeOpenAIError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
+			return
+		}
+		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.log.Error("handler panicked", zap.String("event", "http_panic"), zap.String("path", req.URL.Path), zap.Any("panic", v))
@@ -134,6 +147,9 @@ func New(engine Engine, opts Options) *Server {
 	}
 	return s
 }
+
+// isV1 reports whether a path is under OpenAI's /v1.
+func isV1(path string) bool { return path == "/v1" || strings.HasPrefix(path, "/v1/") }
 
 // unrouted measures the answers to requests no endpoint matched, under one label.
 func (s *Server) unrouted(h http.HandlerFunc) http.Handler {

@@ -145,15 +145,23 @@ type chunkChoice struct {
 }
 
 type chunkDelta struct {
-	Role    string  `json:"role,omitempty"`
-	Content *string `json:"content,omitempty"`
+	Role      string          `json:"role,omitempty"`
+	Content   *string         `json:"content,omitempty"`
+	ToolCalls []chunkToolCall `json:"tool_calls,omitempty"`
+}
+
+// chunkToolCall is a tool call in a chunk: OpenAI's streams number them, so a client can put pieces
+// of one call together.
+type chunkToolCall struct {
+	Index int `json:"index"`
+	wireToolCall
 }
 
 // chunkBytes is about how much of the answer one chunk carries.
 const chunkBytes = 64
 
 // completion streams a finished completion as OpenAI does: a first chunk with the role, the answer in
-// pieces, a last chunk with the finish reason (and Conclave's extension), the usage when asked for,
+// pieces, each tool call whole in a chunk of its own, a last chunk with the finish reason (and Conclave's extension), the usage when asked for,
 // then [DONE].
 func (st *sseStream) completion(c completion, includeUsage bool) {
 	base := chunk{ID: c.ID, Object: "chat.completion.chunk", Created: c.Created, Model: c.Model}
@@ -161,9 +169,17 @@ func (st *sseStream) completion(c completion, includeUsage bool) {
 	empty := ""
 	first.Choices = []chunkChoice{{Delta: chunkDelta{Role: "assistant", Content: &empty}}}
 	st.event(first)
-	for _, piece := range pieces(c.Choices[0].Message.Content, chunkBytes) {
+	msg := c.Choices[0].Message
+	if msg.Content != nil {
+		for _, piece := range pieces(*msg.Content, chunkBytes) {
+			ch := base
+			ch.Choices = []chunkChoice{{Delta: chunkDelta{Content: &piece}}}
+			st.event(ch)
+		}
+	}
+	for i, call := range msg.ToolCalls {
 		ch := base
-		ch.Choices = []chunkChoice{{Delta: chunkDelta{Content: &piece}}}
+		ch.Choices = []chunkChoice{{Delta: chunkDelta{ToolCalls: []chunkToolCall{{Index: i, wireToolCall: call}}}}}
 		st.event(ch)
 	}
 	last := base

@@ -110,7 +110,11 @@ type RouteRequest struct {
 	// parameters, instead of leaving it out of that call and naming it.
 	StrictParameters bool `protobuf:"varint,17,opt,name=strict_parameters,json=strictParameters,proto3" json:"strict_parameters,omitempty"`
 	// fallbacks are the models a direct call moves to, in order, when its model or its provider fails.
-	Fallbacks     []string `protobuf:"bytes,18,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
+	Fallbacks []string `protobuf:"bytes,18,rep,name=fallbacks,proto3" json:"fallbacks,omitempty"`
+	// direct asks models[0] alone (then its fallbacks): no classification, selection or consensus.
+	Direct bool `protobuf:"varint,19,opt,name=direct,proto3" json:"direct,omitempty"`
+	// stream_to, when set on a direct call, receives the answer's Deltas as the provider writes them.
+	StreamTo      *actor.PID `protobuf:"bytes,20,opt,name=stream_to,json=streamTo,proto3" json:"stream_to,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -271,6 +275,158 @@ func (x *RouteRequest) GetFallbacks() []string {
 	return nil
 }
 
+func (x *RouteRequest) GetDirect() bool {
+	if x != nil {
+		return x.Direct
+	}
+	return false
+}
+
+func (x *RouteRequest) GetStreamTo() *actor.PID {
+	if x != nil {
+		return x.StreamTo
+	}
+	return nil
+}
+
+// Delta is a piece of an answer as its provider streams it: text, and pieces of tool calls (the first
+// piece of a call has its id and name; each adds to its arguments).
+type Delta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	RequestId     string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	JobId         string                 `protobuf:"bytes,2,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Text          string                 `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	ToolCalls     []*ToolCallDelta       `protobuf:"bytes,4,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Delta) Reset() {
+	*x = Delta{}
+	mi := &file_conclave_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Delta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Delta) ProtoMessage() {}
+
+func (x *Delta) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Delta.ProtoReflect.Descriptor instead.
+func (*Delta) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Delta) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Delta) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *Delta) GetText() string {
+	if x != nil {
+		return x.Text
+	}
+	return ""
+}
+
+func (x *Delta) GetToolCalls() []*ToolCallDelta {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
+type ToolCallDelta struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Index         int32                  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Id            string                 `protobuf:"bytes,2,opt,name=id,proto3" json:"id,omitempty"`
+	Name          string                 `protobuf:"bytes,3,opt,name=name,proto3" json:"name,omitempty"`
+	Arguments     string                 `protobuf:"bytes,4,opt,name=arguments,proto3" json:"arguments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ToolCallDelta) Reset() {
+	*x = ToolCallDelta{}
+	mi := &file_conclave_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ToolCallDelta) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ToolCallDelta) ProtoMessage() {}
+
+func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
+func (*ToolCallDelta) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *ToolCallDelta) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *ToolCallDelta) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ToolCallDelta) GetArguments() string {
+	if x != nil {
+		return x.Arguments
+	}
+	return ""
+}
+
 // Ask is what a caller asks of a model beyond a text prompt, in a form that each provider's adapter
 // writes in its own wire format.
 type Ask struct {
@@ -286,7 +442,7 @@ type Ask struct {
 
 func (x *Ask) Reset() {
 	*x = Ask{}
-	mi := &file_conclave_proto_msgTypes[1]
+	mi := &file_conclave_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -298,7 +454,7 @@ func (x *Ask) String() string {
 func (*Ask) ProtoMessage() {}
 
 func (x *Ask) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[1]
+	mi := &file_conclave_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -311,7 +467,7 @@ func (x *Ask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ask.ProtoReflect.Descriptor instead.
 func (*Ask) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{1}
+	return file_conclave_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Ask) GetMessages() []*ChatMessage {
@@ -365,7 +521,7 @@ type ChatMessage struct {
 
 func (x *ChatMessage) Reset() {
 	*x = ChatMessage{}
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -377,7 +533,7 @@ func (x *ChatMessage) String() string {
 func (*ChatMessage) ProtoMessage() {}
 
 func (x *ChatMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -390,7 +546,7 @@ func (x *ChatMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
 func (*ChatMessage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{2}
+	return file_conclave_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ChatMessage) GetRole() string {
@@ -441,7 +597,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -453,7 +609,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -466,7 +622,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{3}
+	return file_conclave_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ContentPart) GetType() string {
@@ -509,7 +665,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -521,7 +677,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -534,7 +690,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{4}
+	return file_conclave_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ToolCall) GetId() string {
@@ -571,7 +727,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -583,7 +739,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -596,7 +752,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{5}
+	return file_conclave_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Tool) GetName() string {
@@ -639,7 +795,7 @@ type ToolChoice struct {
 
 func (x *ToolChoice) Reset() {
 	*x = ToolChoice{}
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -651,7 +807,7 @@ func (x *ToolChoice) String() string {
 func (*ToolChoice) ProtoMessage() {}
 
 func (x *ToolChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -664,7 +820,7 @@ func (x *ToolChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
 func (*ToolChoice) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{6}
+	return file_conclave_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ToolChoice) GetMode() string {
@@ -695,7 +851,7 @@ type OutputFormat struct {
 
 func (x *OutputFormat) Reset() {
 	*x = OutputFormat{}
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -707,7 +863,7 @@ func (x *OutputFormat) String() string {
 func (*OutputFormat) ProtoMessage() {}
 
 func (x *OutputFormat) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -720,7 +876,7 @@ func (x *OutputFormat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputFormat.ProtoReflect.Descriptor instead.
 func (*OutputFormat) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{7}
+	return file_conclave_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *OutputFormat) GetType() string {
@@ -770,7 +926,7 @@ type Sampling struct {
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -782,7 +938,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -795,7 +951,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{8}
+	return file_conclave_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Sampling) GetTemperature() float64 {
@@ -880,7 +1036,7 @@ type RemoteRoute struct {
 
 func (x *RemoteRoute) Reset() {
 	*x = RemoteRoute{}
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1048,7 @@ func (x *RemoteRoute) String() string {
 func (*RemoteRoute) ProtoMessage() {}
 
 func (x *RemoteRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1061,7 @@ func (x *RemoteRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteRoute.ProtoReflect.Descriptor instead.
 func (*RemoteRoute) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{9}
+	return file_conclave_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RemoteRoute) GetRequest() *RouteRequest {
@@ -926,7 +1082,7 @@ type AwaitRecord struct {
 
 func (x *AwaitRecord) Reset() {
 	*x = AwaitRecord{}
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1094,7 @@ func (x *AwaitRecord) String() string {
 func (*AwaitRecord) ProtoMessage() {}
 
 func (x *AwaitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1107,7 @@ func (x *AwaitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRecord.ProtoReflect.Descriptor instead.
 func (*AwaitRecord) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{10}
+	return file_conclave_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AwaitRecord) GetRequestId() string {
@@ -972,7 +1128,7 @@ type RecordDurable struct {
 
 func (x *RecordDurable) Reset() {
 	*x = RecordDurable{}
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +1140,7 @@ func (x *RecordDurable) String() string {
 func (*RecordDurable) ProtoMessage() {}
 
 func (x *RecordDurable) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +1153,7 @@ func (x *RecordDurable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDurable.ProtoReflect.Descriptor instead.
 func (*RecordDurable) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{11}
+	return file_conclave_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *RecordDurable) GetRequestId() string {
@@ -1027,7 +1183,7 @@ type PeerBreakerOpened struct {
 
 func (x *PeerBreakerOpened) Reset() {
 	*x = PeerBreakerOpened{}
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1039,7 +1195,7 @@ func (x *PeerBreakerOpened) String() string {
 func (*PeerBreakerOpened) ProtoMessage() {}
 
 func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1052,7 +1208,7 @@ func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerBreakerOpened.ProtoReflect.Descriptor instead.
 func (*PeerBreakerOpened) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{12}
+	return file_conclave_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *PeerBreakerOpened) GetProvider() string {
@@ -1105,7 +1261,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1117,7 +1273,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1130,7 +1286,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{13}
+	return file_conclave_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Progress) GetRequestId() string {
@@ -1301,7 +1457,7 @@ type Execution struct {
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1313,7 +1469,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1326,7 +1482,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{14}
+	return file_conclave_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Execution) GetRequestId() string {
@@ -1556,7 +1712,7 @@ type QuorumOutcome struct {
 
 func (x *QuorumOutcome) Reset() {
 	*x = QuorumOutcome{}
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1724,7 @@ func (x *QuorumOutcome) String() string {
 func (*QuorumOutcome) ProtoMessage() {}
 
 func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1737,7 @@ func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumOutcome.ProtoReflect.Descriptor instead.
 func (*QuorumOutcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{15}
+	return file_conclave_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *QuorumOutcome) GetMode() string {
@@ -1648,7 +1804,7 @@ type Classification struct {
 
 func (x *Classification) Reset() {
 	*x = Classification{}
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1660,7 +1816,7 @@ func (x *Classification) String() string {
 func (*Classification) ProtoMessage() {}
 
 func (x *Classification) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1673,7 +1829,7 @@ func (x *Classification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Classification.ProtoReflect.Descriptor instead.
 func (*Classification) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{16}
+	return file_conclave_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Classification) GetCategory() string {
@@ -1770,7 +1926,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1782,7 +1938,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1795,7 +1951,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{17}
+	return file_conclave_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Signal) GetCategory() string {
@@ -1828,7 +1984,7 @@ type Blueprint struct {
 
 func (x *Blueprint) Reset() {
 	*x = Blueprint{}
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1840,7 +1996,7 @@ func (x *Blueprint) String() string {
 func (*Blueprint) ProtoMessage() {}
 
 func (x *Blueprint) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1853,7 +2009,7 @@ func (x *Blueprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blueprint.ProtoReflect.Descriptor instead.
 func (*Blueprint) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{18}
+	return file_conclave_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Blueprint) GetName() string {
@@ -1926,7 +2082,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2094,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2107,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{19}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Selection) GetPolicy() string {
@@ -2005,7 +2161,7 @@ type Pick struct {
 
 func (x *Pick) Reset() {
 	*x = Pick{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2017,7 +2173,7 @@ func (x *Pick) String() string {
 func (*Pick) ProtoMessage() {}
 
 func (x *Pick) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2030,7 +2186,7 @@ func (x *Pick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pick.ProtoReflect.Descriptor instead.
 func (*Pick) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Pick) GetModel() string {
@@ -2100,7 +2256,7 @@ type Skip struct {
 
 func (x *Skip) Reset() {
 	*x = Skip{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2112,7 +2268,7 @@ func (x *Skip) String() string {
 func (*Skip) ProtoMessage() {}
 
 func (x *Skip) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2125,7 +2281,7 @@ func (x *Skip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Skip.ProtoReflect.Descriptor instead.
 func (*Skip) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Skip) GetModel() string {
@@ -2188,7 +2344,7 @@ type WorkerResult struct {
 
 func (x *WorkerResult) Reset() {
 	*x = WorkerResult{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2200,7 +2356,7 @@ func (x *WorkerResult) String() string {
 func (*WorkerResult) ProtoMessage() {}
 
 func (x *WorkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2213,7 +2369,7 @@ func (x *WorkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerResult.ProtoReflect.Descriptor instead.
 func (*WorkerResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WorkerResult) GetJobId() string {
@@ -2395,14 +2551,20 @@ type ArbiterDecision struct {
 	ArbiterUsage *Usage  `protobuf:"bytes,11,opt,name=arbiter_usage,json=arbiterUsage,proto3" json:"arbiter_usage,omitempty"`
 	ArbiterCost  float64 `protobuf:"fixed64,12,opt,name=arbiter_cost,json=arbiterCost,proto3" json:"arbiter_cost,omitempty"`
 	// synthesis is true when the answer is the arbiter's unified answer rather than one response.
-	Synthesis     bool `protobuf:"varint,13,opt,name=synthesis,proto3" json:"synthesis,omitempty"`
+	Synthesis bool `protobuf:"varint,13,opt,name=synthesis,proto3" json:"synthesis,omitempty"`
+	// ballots, for a decision over JSON answers or tool calls, are each answer's vote, in the order of
+	// the answers that went to consensus: who voted for what, and which answers were not valid.
+	Ballots []*Ballot `protobuf:"bytes,14,rep,name=ballots,proto3" json:"ballots,omitempty"`
+	// merged is true when the answer is the field-wise merge of the valid JSON answers (its canonical
+	// JSON); chosen is then the answer closest to it.
+	Merged        bool `protobuf:"varint,15,opt,name=merged,proto3" json:"merged,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ArbiterDecision) Reset() {
 	*x = ArbiterDecision{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2414,7 +2576,7 @@ func (x *ArbiterDecision) String() string {
 func (*ArbiterDecision) ProtoMessage() {}
 
 func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2427,7 +2589,7 @@ func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArbiterDecision.ProtoReflect.Descriptor instead.
 func (*ArbiterDecision) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ArbiterDecision) GetStrategy() string {
@@ -2521,6 +2683,119 @@ func (x *ArbiterDecision) GetSynthesis() bool {
 	return false
 }
 
+func (x *ArbiterDecision) GetBallots() []*Ballot {
+	if x != nil {
+		return x.Ballots
+	}
+	return nil
+}
+
+func (x *ArbiterDecision) GetMerged() bool {
+	if x != nil {
+		return x.Merged
+	}
+	return false
+}
+
+// Ballot is one answer's vote in a decision over JSON answers or tool calls.
+type Ballot struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Model string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
+	// form is json, tool_calls or text.
+	Form string `protobuf:"bytes,2,opt,name=form,proto3" json:"form,omitempty"`
+	// canonical is the answer's canonical form (canonical JSON; for tool calls the sorted list of
+	// {name, arguments}; for text its normal form), cut at 512 bytes; digest is a short hash of the whole
+	// of it: equal digests, equal ballots.
+	Canonical string `protobuf:"bytes,3,opt,name=canonical,proto3" json:"canonical,omitempty"`
+	Digest    string `protobuf:"bytes,4,opt,name=digest,proto3" json:"digest,omitempty"`
+	// group numbers the distinct valid ballots in the order they first appear; -1 when not valid.
+	Group int32 `protobuf:"varint,5,opt,name=group,proto3" json:"group,omitempty"`
+	Valid bool  `protobuf:"varint,6,opt,name=valid,proto3" json:"valid,omitempty"`
+	// problem says why the answer is not valid.
+	Problem       string `protobuf:"bytes,7,opt,name=problem,proto3" json:"problem,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Ballot) Reset() {
+	*x = Ballot{}
+	mi := &file_conclave_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Ballot) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Ballot) ProtoMessage() {}
+
+func (x *Ballot) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Ballot.ProtoReflect.Descriptor instead.
+func (*Ballot) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Ballot) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Ballot) GetForm() string {
+	if x != nil {
+		return x.Form
+	}
+	return ""
+}
+
+func (x *Ballot) GetCanonical() string {
+	if x != nil {
+		return x.Canonical
+	}
+	return ""
+}
+
+func (x *Ballot) GetDigest() string {
+	if x != nil {
+		return x.Digest
+	}
+	return ""
+}
+
+func (x *Ballot) GetGroup() int32 {
+	if x != nil {
+		return x.Group
+	}
+	return 0
+}
+
+func (x *Ballot) GetValid() bool {
+	if x != nil {
+		return x.Valid
+	}
+	return false
+}
+
+func (x *Ballot) GetProblem() string {
+	if x != nil {
+		return x.Problem
+	}
+	return ""
+}
+
 type Phases struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	ClassifyMs    float64                `protobuf:"fixed64,1,opt,name=classify_ms,json=classifyMs,proto3" json:"classify_ms,omitempty"`
@@ -2538,7 +2813,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2550,7 +2825,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2563,7 +2838,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -2644,7 +2919,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2656,7 +2931,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2669,7 +2944,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -2731,7 +3006,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2743,7 +3018,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2756,7 +3031,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Retry) GetModel() string {
@@ -2829,7 +3104,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2841,7 +3116,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2854,7 +3129,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Failure) GetCode() string {
@@ -2896,7 +3171,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2908,7 +3183,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2921,7 +3196,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Problem) GetField() string {
@@ -2948,7 +3223,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2960,7 +3235,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2973,7 +3248,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -3007,7 +3282,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3019,7 +3294,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3032,7 +3307,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -3114,14 +3389,16 @@ type Job struct {
 	Task string `protobuf:"bytes,18,opt,name=task,proto3" json:"task,omitempty"`
 	// ask, when set, is the conversation, tools, output format and parameters to send instead of
 	// system and prompt.
-	Ask           *Ask `protobuf:"bytes,19,opt,name=ask,proto3" json:"ask,omitempty"`
+	Ask *Ask `protobuf:"bytes,19,opt,name=ask,proto3" json:"ask,omitempty"`
+	// stream asks the worker to stream the call and send each Delta to the job's sender as it comes.
+	Stream        bool `protobuf:"varint,20,opt,name=stream,proto3" json:"stream,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3133,7 +3410,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3146,7 +3423,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Job) GetRequestId() string {
@@ -3282,6 +3559,13 @@ func (x *Job) GetAsk() *Ask {
 	return nil
 }
 
+func (x *Job) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
 type Dispatch struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Job     *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -3294,7 +3578,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3306,7 +3590,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3319,7 +3603,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -3352,7 +3636,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3364,7 +3648,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3377,7 +3661,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -3399,7 +3683,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3411,7 +3695,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3424,7 +3708,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -3460,7 +3744,7 @@ type JobQueued struct {
 
 func (x *JobQueued) Reset() {
 	*x = JobQueued{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3472,7 +3756,7 @@ func (x *JobQueued) String() string {
 func (*JobQueued) ProtoMessage() {}
 
 func (x *JobQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3485,7 +3769,7 @@ func (x *JobQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobQueued.ProtoReflect.Descriptor instead.
 func (*JobQueued) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *JobQueued) GetJobId() string {
@@ -3535,7 +3819,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3547,7 +3831,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3560,7 +3844,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -3755,7 +4039,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3767,7 +4051,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3780,7 +4064,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -3857,7 +4141,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3869,7 +4153,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3882,7 +4166,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Permit) GetJobId() string {
@@ -3954,7 +4238,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3966,7 +4250,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3979,7 +4263,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -4082,7 +4366,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4094,7 +4378,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4107,7 +4391,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -4122,7 +4406,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4134,7 +4418,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4147,7 +4431,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -4180,14 +4464,19 @@ type ConsensusInput struct {
 	Deadline        *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	AnswerKind      string                 `protobuf:"bytes,11,opt,name=answer_kind,json=answerKind,proto3" json:"answer_kind,omitempty"`
 	// queue_by is the arbiter's acquisition's queue_by: the request's bound on waiting for rate limits.
-	QueueBy       *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=queue_by,json=queueBy,proto3" json:"queue_by,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	QueueBy *timestamppb.Timestamp `protobuf:"bytes,12,opt,name=queue_by,json=queueBy,proto3" json:"queue_by,omitempty"`
+	// response_format is the request's output format: with json_object or json_schema the answers are
+	// compared as canonical JSON and checked against its schema. tools are the request's tools, against
+	// which the candidates' calls are checked.
+	ResponseFormat *OutputFormat `protobuf:"bytes,13,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
+	Tools          []*Tool       `protobuf:"bytes,14,rep,name=tools,proto3" json:"tools,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4199,7 +4488,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4212,7 +4501,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -4299,6 +4588,20 @@ func (x *ConsensusInput) GetQueueBy() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *ConsensusInput) GetResponseFormat() *OutputFormat {
+	if x != nil {
+		return x.ResponseFormat
+	}
+	return nil
+}
+
+func (x *ConsensusInput) GetTools() []*Tool {
+	if x != nil {
+		return x.Tools
+	}
+	return nil
+}
+
 type Candidate struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Model       string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -4311,14 +4614,16 @@ type Candidate struct {
 	// accuracy is the model's estimated accuracy in the category, which weighs its vote.
 	Accuracy float64 `protobuf:"fixed64,8,opt,name=accuracy,proto3" json:"accuracy,omitempty"`
 	// learned is the model's learned quality in the category, by which free text is chosen.
-	Learned       float64 `protobuf:"fixed64,9,opt,name=learned,proto3" json:"learned,omitempty"`
+	Learned float64 `protobuf:"fixed64,9,opt,name=learned,proto3" json:"learned,omitempty"`
+	// tool_calls are the answer's calls of tools: an answer that makes any votes with them.
+	ToolCalls     []*ToolCall `protobuf:"bytes,10,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4330,7 +4635,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4343,7 +4648,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Candidate) GetModel() string {
@@ -4409,6 +4714,13 @@ func (x *Candidate) GetLearned() float64 {
 	return 0
 }
 
+func (x *Candidate) GetToolCalls() []*ToolCall {
+	if x != nil {
+		return x.ToolCalls
+	}
+	return nil
+}
+
 type ConsensusResult struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Decision    *ArbiterDecision       `protobuf:"bytes,1,opt,name=decision,proto3" json:"decision,omitempty"`
@@ -4420,14 +4732,19 @@ type ConsensusResult struct {
 	// (-1: no answer); when set, the decision's scores are the answers' posteriors.
 	Groups []int32 `protobuf:"varint,7,rep,packed,name=groups,proto3" json:"groups,omitempty"`
 	// unjudged: the decision says nothing of the answers' quality (free text chosen by learned quality).
-	Unjudged      bool `protobuf:"varint,8,opt,name=unjudged,proto3" json:"unjudged,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Unjudged bool `protobuf:"varint,8,opt,name=unjudged,proto3" json:"unjudged,omitempty"`
+	// failure_code, with a failure, is the request's error code when it is not internal (no_valid_answer),
+	// and failure_details its details (each model's problem). A no_valid_answer failure still carries
+	// the decision's ballots, so that the record shows them and feedback penalises the invalid answers.
+	FailureCode    string     `protobuf:"bytes,9,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
+	FailureDetails []*Problem `protobuf:"bytes,10,rep,name=failure_details,json=failureDetails,proto3" json:"failure_details,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4439,7 +4756,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4452,7 +4769,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -4504,6 +4821,20 @@ func (x *ConsensusResult) GetUnjudged() bool {
 	return false
 }
 
+func (x *ConsensusResult) GetFailureCode() string {
+	if x != nil {
+		return x.FailureCode
+	}
+	return ""
+}
+
+func (x *ConsensusResult) GetFailureDetails() []*Problem {
+	if x != nil {
+		return x.FailureDetails
+	}
+	return nil
+}
+
 // Votes is what a reliability-weighted vote tells the reliability estimator: each model's answer,
 // numbered among the prompt's distinct answers (-1: no answer).
 type Votes struct {
@@ -4517,7 +4848,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4529,7 +4860,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4542,7 +4873,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Votes) GetCategory() string {
@@ -4580,7 +4911,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4592,7 +4923,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4605,7 +4936,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{46}
+	return file_conclave_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Reward) GetModel() string {
@@ -4653,7 +4984,7 @@ type Rewards struct {
 
 func (x *Rewards) Reset() {
 	*x = Rewards{}
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4665,7 +4996,7 @@ func (x *Rewards) String() string {
 func (*Rewards) ProtoMessage() {}
 
 func (x *Rewards) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4678,7 +5009,7 @@ func (x *Rewards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewards.ProtoReflect.Descriptor instead.
 func (*Rewards) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{47}
+	return file_conclave_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *Rewards) GetRewards() []*Reward {
@@ -4698,7 +5029,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4710,7 +5041,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4723,7 +5054,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{48}
+	return file_conclave_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -4745,7 +5076,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4757,7 +5088,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4770,7 +5101,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{49}
+	return file_conclave_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -4808,7 +5139,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4820,7 +5151,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4833,7 +5164,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{50}
+	return file_conclave_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -4870,7 +5201,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4882,7 +5213,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4895,7 +5226,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{51}
+	return file_conclave_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -4928,7 +5259,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4940,7 +5271,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4953,7 +5284,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{52}
+	return file_conclave_proto_rawDescGZIP(), []int{55}
 }
 
 type Flushed struct {
@@ -4968,7 +5299,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4980,7 +5311,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4993,7 +5324,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{53}
+	return file_conclave_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -5028,6 +5359,7 @@ type AgentFrame struct {
 	//	*AgentFrame_Result
 	//	*AgentFrame_Cancel
 	//	*AgentFrame_Hello
+	//	*AgentFrame_Delta
 	Body          isAgentFrame_Body `protobuf_oneof:"body"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -5035,7 +5367,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5047,7 +5379,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5060,7 +5392,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{54}
+	return file_conclave_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -5115,6 +5447,15 @@ func (x *AgentFrame) GetHello() *AgentHello {
 	return nil
 }
 
+func (x *AgentFrame) GetDelta() *Delta {
+	if x != nil {
+		if x, ok := x.Body.(*AgentFrame_Delta); ok {
+			return x.Delta
+		}
+	}
+	return nil
+}
+
 type isAgentFrame_Body interface {
 	isAgentFrame_Body()
 }
@@ -5141,6 +5482,11 @@ type AgentFrame_Hello struct {
 	Hello *AgentHello `protobuf:"bytes,5,opt,name=hello,proto3,oneof"`
 }
 
+type AgentFrame_Delta struct {
+	// delta is a piece of a streamed job's answer, from the agent, before its result.
+	Delta *Delta `protobuf:"bytes,6,opt,name=delta,proto3,oneof"`
+}
+
 func (*AgentFrame_Setup) isAgentFrame_Body() {}
 
 func (*AgentFrame_Job) isAgentFrame_Body() {}
@@ -5150,6 +5496,8 @@ func (*AgentFrame_Result) isAgentFrame_Body() {}
 func (*AgentFrame_Cancel) isAgentFrame_Body() {}
 
 func (*AgentFrame_Hello) isAgentFrame_Body() {}
+
+func (*AgentFrame_Delta) isAgentFrame_Body() {}
 
 type AgentSetup struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -5161,7 +5509,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5173,7 +5521,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5186,7 +5534,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{55}
+	return file_conclave_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -5211,7 +5559,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5223,7 +5571,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5236,7 +5584,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{56}
+	return file_conclave_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -5276,7 +5624,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5288,7 +5636,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5301,7 +5649,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{57}
+	return file_conclave_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -5315,7 +5663,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb1\x06\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf2\x06\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -5340,7 +5688,10 @@ const file_conclave_proto_rawDesc = "" +
 	"progressTo\x12\"\n" +
 	"\x03ask\x18\x10 \x01(\v2\x10.conclave.v1.AskR\x03ask\x12+\n" +
 	"\x11strict_parameters\x18\x11 \x01(\bR\x10strictParameters\x12\x1c\n" +
-	"\tfallbacks\x18\x12 \x03(\tR\tfallbacksB\v\n" +
+	"\tfallbacks\x18\x12 \x03(\tR\tfallbacks\x12\x16\n" +
+	"\x06direct\x18\x13 \x01(\bR\x06direct\x12'\n" +
+	"\tstream_to\x18\x14 \x01(\v2\n" +
+	".actor.PIDR\bstreamToB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
@@ -5348,7 +5699,19 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0e_min_responsesB\x17\n" +
 	"\x15_quorum_grace_secondsB\t\n" +
 	"\a_quorumB\r\n" +
-	"\v_quorum_tau\"\x95\x02\n" +
+	"\v_quorum_tau\"\x8c\x01\n" +
+	"\x05Delta\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06job_id\x18\x02 \x01(\tR\x05jobId\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\tR\x04text\x129\n" +
+	"\n" +
+	"tool_calls\x18\x04 \x03(\v2\x1a.conclave.v1.ToolCallDeltaR\ttoolCalls\"g\n" +
+	"\rToolCallDelta\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x0e\n" +
+	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
+	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\"\x95\x02\n" +
 	"\x03Ask\x124\n" +
 	"\bmessages\x18\x01 \x03(\v2\x18.conclave.v1.ChatMessageR\bmessages\x12'\n" +
 	"\x05tools\x18\x02 \x03(\v2\x11.conclave.v1.ToolR\x05tools\x128\n" +
@@ -5582,7 +5945,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x13provider_latency_ms\x18\x15 \x01(\x01R\x11providerLatencyMs\x124\n" +
 	"\n" +
 	"tool_calls\x18\x16 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12-\n" +
-	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\"\xbf\x03\n" +
+	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\"\x86\x04\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -5597,7 +5960,17 @@ const file_conclave_proto_rawDesc = "" +
 	" \x01(\tR\vchosenModel\x127\n" +
 	"\rarbiter_usage\x18\v \x01(\v2\x12.conclave.v1.UsageR\farbiterUsage\x12!\n" +
 	"\farbiter_cost\x18\f \x01(\x01R\varbiterCost\x12\x1c\n" +
-	"\tsynthesis\x18\r \x01(\bR\tsynthesis\"\xa5\x02\n" +
+	"\tsynthesis\x18\r \x01(\bR\tsynthesis\x12-\n" +
+	"\aballots\x18\x0e \x03(\v2\x13.conclave.v1.BallotR\aballots\x12\x16\n" +
+	"\x06merged\x18\x0f \x01(\bR\x06merged\"\xae\x01\n" +
+	"\x06Ballot\x12\x14\n" +
+	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
+	"\x04form\x18\x02 \x01(\tR\x04form\x12\x1c\n" +
+	"\tcanonical\x18\x03 \x01(\tR\tcanonical\x12\x16\n" +
+	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x14\n" +
+	"\x05group\x18\x05 \x01(\x05R\x05group\x12\x14\n" +
+	"\x05valid\x18\x06 \x01(\bR\x05valid\x12\x18\n" +
+	"\aproblem\x18\a \x01(\tR\aproblem\"\xa5\x02\n" +
 	"\x06Phases\x12\x1f\n" +
 	"\vclassify_ms\x18\x01 \x01(\x01R\n" +
 	"classifyMs\x12!\n" +
@@ -5648,7 +6021,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x10remaining_tokens\x18\x04 \x01(\x03R\x0fremainingTokens\x124\n" +
 	"\x16reset_requests_seconds\x18\x05 \x01(\x01R\x14resetRequestsSeconds\x120\n" +
 	"\x14reset_tokens_seconds\x18\x06 \x01(\x01R\x12resetTokensSeconds\x12\x1b\n" +
-	"\tper_model\x18\a \x01(\bR\bperModel\"\xeb\x04\n" +
+	"\tper_model\x18\a \x01(\bR\bperModel\"\x83\x05\n" +
 	"\x03Job\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -5673,7 +6046,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\rresponse_name\x18\x10 \x01(\tR\fresponseName\x12%\n" +
 	"\x0eupstream_model\x18\x11 \x01(\tR\rupstreamModel\x12\x12\n" +
 	"\x04task\x18\x12 \x01(\tR\x04task\x12\"\n" +
-	"\x03ask\x18\x13 \x01(\v2\x10.conclave.v1.AskR\x03askB\x0e\n" +
+	"\x03ask\x18\x13 \x01(\v2\x10.conclave.v1.AskR\x03ask\x12\x16\n" +
+	"\x06stream\x18\x14 \x01(\bR\x06streamB\x0e\n" +
 	"\f_temperature\"k\n" +
 	"\bDispatch\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.conclave.v1.JobR\x03job\x12%\n" +
@@ -5763,7 +6137,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\xd0\x03\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xbd\x04\n" +
 	"\x0eConsensusInput\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -5781,7 +6155,9 @@ const file_conclave_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x1f\n" +
 	"\vanswer_kind\x18\v \x01(\tR\n" +
 	"answerKind\x125\n" +
-	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\"\xfb\x01\n" +
+	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\x12B\n" +
+	"\x0fresponse_format\x18\r \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x12'\n" +
+	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\"\xb1\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -5793,7 +6169,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\arecency\x18\x06 \x01(\x01R\arecency\x12 \n" +
 	"\vreliability\x18\a \x01(\x01R\vreliability\x12\x1a\n" +
 	"\baccuracy\x18\b \x01(\x01R\baccuracy\x12\x18\n" +
-	"\alearned\x18\t \x01(\x01R\alearned\"\xf5\x01\n" +
+	"\alearned\x18\t \x01(\x01R\alearned\x124\n" +
+	"\n" +
+	"tool_calls\x18\n" +
+	" \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\"\xd7\x02\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +
@@ -5801,7 +6180,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\bweighted\x18\x04 \x03(\x01R\bweighted\x12\x18\n" +
 	"\afailure\x18\x05 \x01(\tR\afailure\x12\x16\n" +
 	"\x06groups\x18\a \x03(\x05R\x06groups\x12\x1a\n" +
-	"\bunjudged\x18\b \x01(\bR\bunjudgedJ\x04\b\x06\x10\a\"S\n" +
+	"\bunjudged\x18\b \x01(\bR\bunjudged\x12!\n" +
+	"\ffailure_code\x18\t \x01(\tR\vfailureCode\x12=\n" +
+	"\x0ffailure_details\x18\n" +
+	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetailsJ\x04\b\x06\x10\a\"S\n" +
 	"\x05Votes\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +
@@ -5839,14 +6221,15 @@ const file_conclave_proto_rawDesc = "" +
 	"\aFlushed\x12\x18\n" +
 	"\awritten\x18\x01 \x01(\x05R\awritten\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\x18\n" +
-	"\aspooled\x18\x03 \x01(\x05R\aspooled\"\x85\x02\n" +
+	"\aspooled\x18\x03 \x01(\x05R\aspooled\"\xb1\x02\n" +
 	"\n" +
 	"AgentFrame\x12/\n" +
 	"\x05setup\x18\x01 \x01(\v2\x17.conclave.v1.AgentSetupH\x00R\x05setup\x12)\n" +
 	"\x03job\x18\x02 \x01(\v2\x15.conclave.v1.AgentJobH\x00R\x03job\x120\n" +
 	"\x06result\x18\x03 \x01(\v2\x16.conclave.v1.JobResultH\x00R\x06result\x120\n" +
 	"\x06cancel\x18\x04 \x01(\v2\x16.conclave.v1.CancelJobH\x00R\x06cancel\x12/\n" +
-	"\x05hello\x18\x05 \x01(\v2\x17.conclave.v1.AgentHelloH\x00R\x05helloB\x06\n" +
+	"\x05hello\x18\x05 \x01(\v2\x17.conclave.v1.AgentHelloH\x00R\x05hello\x12*\n" +
+	"\x05delta\x18\x06 \x01(\v2\x12.conclave.v1.DeltaH\x00R\x05deltaB\x06\n" +
 	"\x04body\"\x1e\n" +
 	"\n" +
 	"AgentSetup\x12\x10\n" +
@@ -5877,149 +6260,160 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 61)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
-	(*Ask)(nil),                   // 2: conclave.v1.Ask
-	(*ChatMessage)(nil),           // 3: conclave.v1.ChatMessage
-	(*ContentPart)(nil),           // 4: conclave.v1.ContentPart
-	(*ToolCall)(nil),              // 5: conclave.v1.ToolCall
-	(*Tool)(nil),                  // 6: conclave.v1.Tool
-	(*ToolChoice)(nil),            // 7: conclave.v1.ToolChoice
-	(*OutputFormat)(nil),          // 8: conclave.v1.OutputFormat
-	(*Sampling)(nil),              // 9: conclave.v1.Sampling
-	(*RemoteRoute)(nil),           // 10: conclave.v1.RemoteRoute
-	(*AwaitRecord)(nil),           // 11: conclave.v1.AwaitRecord
-	(*RecordDurable)(nil),         // 12: conclave.v1.RecordDurable
-	(*PeerBreakerOpened)(nil),     // 13: conclave.v1.PeerBreakerOpened
-	(*Progress)(nil),              // 14: conclave.v1.Progress
-	(*Execution)(nil),             // 15: conclave.v1.Execution
-	(*QuorumOutcome)(nil),         // 16: conclave.v1.QuorumOutcome
-	(*Classification)(nil),        // 17: conclave.v1.Classification
-	(*Signal)(nil),                // 18: conclave.v1.Signal
-	(*Blueprint)(nil),             // 19: conclave.v1.Blueprint
-	(*Selection)(nil),             // 20: conclave.v1.Selection
-	(*Pick)(nil),                  // 21: conclave.v1.Pick
-	(*Skip)(nil),                  // 22: conclave.v1.Skip
-	(*WorkerResult)(nil),          // 23: conclave.v1.WorkerResult
-	(*ArbiterDecision)(nil),       // 24: conclave.v1.ArbiterDecision
-	(*Phases)(nil),                // 25: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 26: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 27: conclave.v1.Retry
-	(*Failure)(nil),               // 28: conclave.v1.Failure
-	(*Problem)(nil),               // 29: conclave.v1.Problem
-	(*Usage)(nil),                 // 30: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 31: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 32: conclave.v1.Job
-	(*Dispatch)(nil),              // 33: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 34: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 35: conclave.v1.JobStarted
-	(*JobQueued)(nil),             // 36: conclave.v1.JobQueued
-	(*JobResult)(nil),             // 37: conclave.v1.JobResult
-	(*Acquire)(nil),               // 38: conclave.v1.Acquire
-	(*Permit)(nil),                // 39: conclave.v1.Permit
-	(*Outcome)(nil),               // 40: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 41: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 42: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 43: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 44: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 45: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 46: conclave.v1.Votes
-	(*Reward)(nil),                // 47: conclave.v1.Reward
-	(*Rewards)(nil),               // 48: conclave.v1.Rewards
-	(*GetExecution)(nil),          // 49: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 50: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 51: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 52: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 53: conclave.v1.Flush
-	(*Flushed)(nil),               // 54: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 55: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 56: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 57: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 58: conclave.v1.AgentHello
-	nil,                           // 59: conclave.v1.Sampling.LogitBiasEntry
-	nil,                           // 60: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 61: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 62: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 63: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 64: actor.PID
+	(*Delta)(nil),                 // 2: conclave.v1.Delta
+	(*ToolCallDelta)(nil),         // 3: conclave.v1.ToolCallDelta
+	(*Ask)(nil),                   // 4: conclave.v1.Ask
+	(*ChatMessage)(nil),           // 5: conclave.v1.ChatMessage
+	(*ContentPart)(nil),           // 6: conclave.v1.ContentPart
+	(*ToolCall)(nil),              // 7: conclave.v1.ToolCall
+	(*Tool)(nil),                  // 8: conclave.v1.Tool
+	(*ToolChoice)(nil),            // 9: conclave.v1.ToolChoice
+	(*OutputFormat)(nil),          // 10: conclave.v1.OutputFormat
+	(*Sampling)(nil),              // 11: conclave.v1.Sampling
+	(*RemoteRoute)(nil),           // 12: conclave.v1.RemoteRoute
+	(*AwaitRecord)(nil),           // 13: conclave.v1.AwaitRecord
+	(*RecordDurable)(nil),         // 14: conclave.v1.RecordDurable
+	(*PeerBreakerOpened)(nil),     // 15: conclave.v1.PeerBreakerOpened
+	(*Progress)(nil),              // 16: conclave.v1.Progress
+	(*Execution)(nil),             // 17: conclave.v1.Execution
+	(*QuorumOutcome)(nil),         // 18: conclave.v1.QuorumOutcome
+	(*Classification)(nil),        // 19: conclave.v1.Classification
+	(*Signal)(nil),                // 20: conclave.v1.Signal
+	(*Blueprint)(nil),             // 21: conclave.v1.Blueprint
+	(*Selection)(nil),             // 22: conclave.v1.Selection
+	(*Pick)(nil),                  // 23: conclave.v1.Pick
+	(*Skip)(nil),                  // 24: conclave.v1.Skip
+	(*WorkerResult)(nil),          // 25: conclave.v1.WorkerResult
+	(*ArbiterDecision)(nil),       // 26: conclave.v1.ArbiterDecision
+	(*Ballot)(nil),                // 27: conclave.v1.Ballot
+	(*Phases)(nil),                // 28: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 29: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 30: conclave.v1.Retry
+	(*Failure)(nil),               // 31: conclave.v1.Failure
+	(*Problem)(nil),               // 32: conclave.v1.Problem
+	(*Usage)(nil),                 // 33: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 34: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 35: conclave.v1.Job
+	(*Dispatch)(nil),              // 36: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 37: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 38: conclave.v1.JobStarted
+	(*JobQueued)(nil),             // 39: conclave.v1.JobQueued
+	(*JobResult)(nil),             // 40: conclave.v1.JobResult
+	(*Acquire)(nil),               // 41: conclave.v1.Acquire
+	(*Permit)(nil),                // 42: conclave.v1.Permit
+	(*Outcome)(nil),               // 43: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 44: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 45: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 46: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 47: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 48: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 49: conclave.v1.Votes
+	(*Reward)(nil),                // 50: conclave.v1.Reward
+	(*Rewards)(nil),               // 51: conclave.v1.Rewards
+	(*GetExecution)(nil),          // 52: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 53: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 54: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 55: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 56: conclave.v1.Flush
+	(*Flushed)(nil),               // 57: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 58: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 59: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 60: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 61: conclave.v1.AgentHello
+	nil,                           // 62: conclave.v1.Sampling.LogitBiasEntry
+	nil,                           // 63: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 64: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 65: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 66: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 67: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	62, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	63, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	64, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
-	2,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
-	3,  // 4: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
-	6,  // 5: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
-	7,  // 6: conclave.v1.Ask.tool_choice:type_name -> conclave.v1.ToolChoice
-	8,  // 7: conclave.v1.Ask.response_format:type_name -> conclave.v1.OutputFormat
-	9,  // 8: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
-	4,  // 9: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
-	5,  // 10: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
-	59, // 11: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
-	1,  // 12: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	63, // 13: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	63, // 14: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	63, // 15: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	62, // 16: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
-	17, // 17: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
-	19, // 18: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
-	20, // 19: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
-	23, // 20: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
-	24, // 21: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	25, // 22: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	26, // 23: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	27, // 24: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	28, // 25: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	26, // 26: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	63, // 27: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	63, // 28: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	30, // 29: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
-	16, // 30: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
-	5,  // 31: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
-	18, // 32: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	21, // 33: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	60, // 34: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	22, // 35: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	30, // 36: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	5,  // 37: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
-	30, // 38: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	29, // 39: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	63, // 40: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	2,  // 41: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
-	32, // 42: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	64, // 43: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	30, // 44: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	31, // 45: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	5,  // 46: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
-	63, // 47: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	64, // 48: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	33, // 49: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
-	64, // 50: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
-	63, // 51: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
-	31, // 52: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 53: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 54: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	44, // 55: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	63, // 56: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	63, // 57: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
-	24, // 58: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	47, // 59: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
-	15, // 60: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	61, // 61: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	26, // 62: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	56, // 63: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	57, // 64: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	37, // 65: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	34, // 66: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	58, // 67: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	32, // 68: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	69, // [69:69] is the sub-list for method output_type
-	69, // [69:69] is the sub-list for method input_type
-	69, // [69:69] is the sub-list for extension type_name
-	69, // [69:69] is the sub-list for extension extendee
-	0,  // [0:69] is the sub-list for field type_name
+	65, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	66, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	67, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	4,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
+	67, // 4: conclave.v1.RouteRequest.stream_to:type_name -> actor.PID
+	3,  // 5: conclave.v1.Delta.tool_calls:type_name -> conclave.v1.ToolCallDelta
+	5,  // 6: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
+	8,  // 7: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
+	9,  // 8: conclave.v1.Ask.tool_choice:type_name -> conclave.v1.ToolChoice
+	10, // 9: conclave.v1.Ask.response_format:type_name -> conclave.v1.OutputFormat
+	11, // 10: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
+	6,  // 11: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
+	7,  // 12: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
+	62, // 13: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
+	1,  // 14: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
+	66, // 15: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	66, // 16: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	66, // 17: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	65, // 18: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	19, // 19: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
+	21, // 20: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
+	22, // 21: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
+	25, // 22: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
+	26, // 23: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
+	28, // 24: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	29, // 25: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	30, // 26: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	31, // 27: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	29, // 28: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	66, // 29: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	66, // 30: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	33, // 31: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	18, // 32: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
+	7,  // 33: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
+	20, // 34: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	23, // 35: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	63, // 36: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	24, // 37: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	33, // 38: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	7,  // 39: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
+	33, // 40: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	27, // 41: conclave.v1.ArbiterDecision.ballots:type_name -> conclave.v1.Ballot
+	32, // 42: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	66, // 43: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	4,  // 44: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
+	35, // 45: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	67, // 46: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	33, // 47: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	34, // 48: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	7,  // 49: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
+	66, // 50: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	67, // 51: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	36, // 52: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
+	67, // 53: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
+	66, // 54: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
+	34, // 55: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 56: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 57: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	47, // 58: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	66, // 59: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	66, // 60: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
+	10, // 61: conclave.v1.ConsensusInput.response_format:type_name -> conclave.v1.OutputFormat
+	8,  // 62: conclave.v1.ConsensusInput.tools:type_name -> conclave.v1.Tool
+	7,  // 63: conclave.v1.Candidate.tool_calls:type_name -> conclave.v1.ToolCall
+	26, // 64: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	32, // 65: conclave.v1.ConsensusResult.failure_details:type_name -> conclave.v1.Problem
+	50, // 66: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	17, // 67: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	64, // 68: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	29, // 69: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	59, // 70: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	60, // 71: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	40, // 72: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	37, // 73: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	61, // 74: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	2,  // 75: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
+	35, // 76: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	77, // [77:77] is the sub-list for method output_type
+	77, // [77:77] is the sub-list for method input_type
+	77, // [77:77] is the sub-list for extension type_name
+	77, // [77:77] is the sub-list for extension extendee
+	0,  // [0:77] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -6028,16 +6422,17 @@ func file_conclave_proto_init() {
 		return
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[8].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[14].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[31].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[50].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[54].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[10].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[16].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[34].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[53].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[57].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
 		(*AgentFrame_Cancel)(nil),
 		(*AgentFrame_Hello)(nil),
+		(*AgentFrame_Delta)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -6045,7 +6440,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   61,
+			NumMessages:   64,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

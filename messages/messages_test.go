@@ -44,9 +44,10 @@ func TestRecordsEncodeAsProtoDoes(t *testing.T) {
 		Selection:      &Selection{Policy: "thompson", Eligible: 215, SkipCounts: map[string]int32{"breaker_open": 2, "rate_limited": 1}, Picks: []*Pick{{Model: "m1", Sampled: 0.7, Alpha: 3, Beta: 1.5}}},
 		Results: []*WorkerResult{{JobId: "r1/0", Model: "m1", Status: "ok", LatencyMs: 1.25, Usage: &Usage{InputTokens: 10, OutputTokens: 5}, Contributed: true},
 			{JobId: "r1/1", Model: "m2", Status: "error", ErrorKind: "timeout", HttpStatus: 504}},
-		Retries:  []*Retry{{Model: "m2", Attempt: 2, Kind: "timeout", DelayMs: 250}},
-		Decision: &ArbiterDecision{Strategy: "majority", Scores: []float64{0.9, 0.1}, Agreement: []string{"x (2 of 2)"}, Chosen: 0},
-		Phases:   &Phases{ClassifyMs: 0.01, TotalMs: 3.5}, Error: &Failure{Code: "c", Details: []*Problem{{Field: "f", Message: "m"}}},
+		Retries: []*Retry{{Model: "m2", Attempt: 2, Kind: "timeout", DelayMs: 250}},
+		Decision: &ArbiterDecision{Strategy: "majority", Scores: []float64{0.9, 0.1}, Agreement: []string{"x (2 of 2)"}, Chosen: 0, Merged: true,
+			Ballots: []*Ballot{{Model: "m1", Form: "json", Canonical: `{"a":1}`, Digest: "0a1b", Valid: true}, {Model: "m2", Form: "json", Group: -1, Problem: "not JSON"}}},
+		Phases: &Phases{ClassifyMs: 0.01, TotalMs: 3.5}, Error: &Failure{Code: "c", Details: []*Problem{{Field: "f", Message: "m"}}},
 	}
 	vt, err := in.MarshalVT()
 	if err != nil {

@@ -40,6 +40,9 @@ type Settings struct {
 	// TimeoutFloors are, per provider, the least time a call must have had before its timeout counts as
 	// a fault, when that is longer than the blueprint's timeout.
 	TimeoutFloors map[string]time.Duration
+	// Carries says whether a provider's wire format has a field for a sampling parameter; nil carries
+	// every parameter.
+	Carries func(provider, param string) bool
 }
 
 // World is the read-only view of the system that a plan decides on: snapshots published by the actors
@@ -72,6 +75,14 @@ type Request struct {
 	// Timeout is how long the caller waits; zero means the bound the blueprint gives (see Bound).
 	Timeout    time.Duration
 	ReceivedAt time.Time
+	// Direct asks Models[0] alone, then each of Fallbacks in turn (see Plan.Direct).
+	Direct    bool
+	Fallbacks []string
+	// Images says the conversation holds images: only models that see them are selected.
+	Images bool
+	// StrictParams are the parameters the request insists on (strict_parameters): only models whose
+	// provider carries every one are selected.
+	StrictParams []string
 }
 
 // Plan is the decision of steps 2 to 5.
@@ -103,6 +114,10 @@ type Plan struct {
 	s       *Settings
 	// requested is the request's models list, which replacements keep to as well.
 	requested map[string]bool
+	// lacks says what a model lacks that the request needs; nil when it needs nothing special.
+	lacks func(model, provider string) bandit.SkipReason
+	// direct is a direct call's model and fallbacks, in the order they are asked.
+	direct []string
 }
 
 // New returns an empty plan to make with the steps, in order: Classify, ChooseBlueprint, Select and
@@ -220,7 +235,7 @@ func (p *Plan) deadlines(req Request, now time.Time) {
 	budget, reserve := req.Timeout, time.Duration(0)
 	switch {
 	case budget <= 0:
-		budget = Bound(p.Blueprint, s.Rounds, s.ArbiterTimeout)
+		budget = Bound(p.Blueprint, p.Rounds(), s.ArbiterTimeout)
 		if asksArbiter(p.Blueprint) {
 			reserve = s.ArbiterTimeout
 		}
@@ -253,6 +268,7 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 			p.requested[m] = true
 		}
 	}
+	p.lacks = p.needs(req)
 	q := p.query(w, p.Blueprint.Workers)
 	cands := w.Candidates(p.Category)
 	sel := bandit.Select(rng, *cands, q)
@@ -261,27 +277,129 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 	if len(sel.Picks) > 0 {
 		return nil
 	}
-	f := noModel(sel, len(req.Models) > 0, w.Now())
-	f.Causes = skipCauses(sel.Skipped, q.Providers)
-	return f
+	return withCauses(noModel(sel, len(req.Models) > 0, w.Now()), sel.Skipped, w)
 }
 
-// skipCauses names why each model was left out of a selection that found none, the provider's last
-// fault with an open breaker ("provider_breaker_open after connection_refused: 127.0.0.1:9999"). The
-// models a request did not name are not listed.
-func skipCauses(skipped []bandit.Skip, providers map[string]bandit.ProviderStatus) validation.Errors {
+// withCauses names in a failure to select why each model was left out, the provider's last fault with
+// an open breaker ("provider_breaker_open after connection_refused: 127.0.0.1:9999"). The models a
+// request did not name are not listed, nor are causes added to a request refused for what it asks
+// (400): its details are its own problems.
+func withCauses(f *Failure, skipped []bandit.Skip, w World) *Failure {
+	if f.Kind == resilience.MalformedRequest {
+		return f
+	}
 	var out validation.Errors
+	now := w.Now()
 	for _, s := range skipped {
 		if s.Reason == bandit.NotRequested {
 			continue
 		}
 		cause := s.Reason.String()
-		if f := providers[s.Provider].Fault; s.Reason == bandit.BreakerOpen && f != "" {
-			cause += " after " + f
+		if s.Reason == bandit.BreakerOpen {
+			if f := w.Provider(s.Provider, now).Fault; f != "" {
+				cause += " after " + f
+			}
 		}
 		out.Add(s.Model, cause)
 	}
-	return out.Capped()
+	f.Causes = out.Capped()
+	return f
+}
+
+// needs is what a model must have for the request beyond a context window: sight for its images, a
+// provider that carries each parameter it insists on.
+func (p *Plan) needs(req Request) func(model, provider string) bandit.SkipReason {
+	carries := p.s.Carries
+	if !req.Images && (len(req.StrictParams) == 0 || carries == nil) {
+		return nil
+	}
+	cat := p.s.Catalog.Load()
+	return func(model, provider string) bandit.SkipReason {
+		if req.Images {
+			if m, ok := cat.Get(model); !ok || !m.Has("vision") {
+				return bandit.NoVision
+			}
+		}
+		if carries != nil {
+			for _, param := range req.StrictParams {
+				if !carries(provider, param) {
+					return bandit.ParametersUnsupported
+				}
+			}
+		}
+		return 0
+	}
+}
+
+// DirectBlueprint names the blueprint of a direct call.
+const DirectBlueprint = "direct"
+
+// DirectTimeout is the budget of each model a direct call asks, when the caller's timeout does not
+// say: the longest a blueprint gives one call.
+const DirectTimeout = 120 * time.Second
+
+// Direct plans a direct call in place of steps 2 to 4: the request's model, or the first of its
+// fallbacks that can be called now, through one worker. Nothing is classified, no bandit chooses, and
+// no consensus will merge: the call keeps the breakers, limits, retries, records and metrics, and a
+// model's or provider's fault moves it to the next fallback (Replace).
+func (p *Plan) Direct(w World, req Request, now time.Time) *Failure {
+	p.Explicit, p.AnswerKind = true, consensus.Text
+	md := classify.ExtractMetadata(req.Task)
+	p.Classification = classify.Result{Metadata: md, Confidence: 1}
+	p.Heavy = md.Complexity == classify.ComplexityHigh || md.ContextLength > HeavyTokens
+	p.ContextTokens = md.ContextLength + p.s.OutputReserve
+	timeout := DirectTimeout
+	if req.Timeout > 0 {
+		timeout = min(timeout, req.Timeout)
+	}
+	p.Blueprint = blueprints.Blueprint{Name: DirectBlueprint, Workers: 1, MinResponses: 1, TimeoutSeconds: timeout.Seconds(), Strategy: blueprints.Majority}
+	p.direct = append(append(make([]string, 0, 1+len(req.Fallbacks)), req.Models...), req.Fallbacks...)
+	p.requested = make(map[string]bool, len(p.direct))
+	for _, m := range p.direct {
+		p.requested[m] = true
+	}
+	p.lacks = p.needs(req)
+	p.deadlines(req, now)
+	p.Selection = p.next(w, nil, nil)
+	if len(p.Selection.Picks) > 0 {
+		return nil
+	}
+	return withCauses(noModel(p.Selection, true, w.Now()), p.Selection.Skipped, w)
+}
+
+// Rounds is how many quorum rounds may replace failed models: the configured number, or, for a direct
+// call, one for each fallback.
+func (p *Plan) Rounds() int {
+	if p.IsDirect() {
+		return len(p.direct) - 1
+	}
+	return p.s.Rounds
+}
+
+// IsDirect reports whether the plan is a direct call's.
+func (p *Plan) IsDirect() bool { return p.direct != nil }
+
+// next selects the first of a direct call's models, in order, that was not tried, whose provider did
+// not refuse the request's connections and that can be called now, with a skip for each one passed over.
+func (p *Plan) next(w World, tried, refused map[string]bool) bandit.Selection {
+	q := p.query(w, 1)
+	q.Tried, q.Refused = tried, refused
+	cat := p.s.Catalog.Load()
+	rng := rand.New(rand.NewPCG(0, 0)) // a draw ranks nothing among one candidate; Select wants one
+	var sel bandit.Selection
+	for _, model := range p.direct {
+		m, ok := cat.Get(model)
+		if !ok {
+			continue // gone from the catalog since the request came
+		}
+		one := bandit.Select(rng, []bandit.Candidate{{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: 1, Beta: 1}}, q)
+		sel.Skipped = append(sel.Skipped, one.Skipped...)
+		if len(one.Picks) > 0 {
+			sel.Picks, sel.Eligible = one.Picks, 1
+			return sel
+		}
+	}
+	return sel
 }
 
 // Assign is step 5: a worker for each pick, tier 1 first for heavy tasks, evenly otherwise.
@@ -304,7 +422,7 @@ func (p *Plan) query(w World, n int) bandit.Query {
 	}
 	return bandit.Query{
 		N: n, ContextTokens: p.ContextTokens, Providers: status, Policy: p.s.Policy, TotalPulls: w.TotalPulls(p.Category),
-		Requested:   p.requested,
+		Requested: p.requested, Lacks: p.lacks,
 		Unavailable: func(model, provider string) (bandit.SkipReason, time.Time) { return w.Model(model, provider, now) },
 	}
 }
@@ -313,11 +431,16 @@ func (p *Plan) query(w World, n int) bandit.Query {
 // those the request already tried nor of the providers that refused its connections and, when the
 // request named its models, only among them; each with a worker.
 func (p *Plan) Replace(w World, n int, tried, refused map[string]bool, rng *rand.Rand) ([]bandit.Pick, []string) {
-	q := p.query(w, n)
-	q.Tried, q.Refused = tried, refused
-	cands := w.Candidates(p.Category)
-	sel := bandit.Select(rng, *cands, q)
-	w.Release(cands)
+	var sel bandit.Selection
+	if p.IsDirect() {
+		sel = p.next(w, tried, refused) // a direct call's next fallback
+	} else {
+		q := p.query(w, n)
+		q.Tried, q.Refused = tried, refused
+		cands := w.Candidates(p.Category)
+		sel = bandit.Select(rng, *cands, q)
+		w.Release(cands)
+	}
 	if len(sel.Picks) == 0 {
 		return nil, nil
 	}
@@ -359,9 +482,15 @@ func (p *Plan) SkipsToRecord() []bandit.Skip {
 func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 	counts := sel.SkipCounts()
 	var soonest time.Time
-	limited, down, disabled, stopped := 0, 0, 0, 0
+	limited, down, disabled, stopped, blind, strict := 0, 0, 0, 0, 0, 0
 	for _, s := range sel.Skipped {
 		switch s.Reason {
+		case bandit.NoVision:
+			blind++
+			continue
+		case bandit.ParametersUnsupported:
+			strict++
+			continue
 		case bandit.ProviderDisabled:
 			disabled++
 			continue
@@ -384,6 +513,16 @@ func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 		wait = time.Second // the window is moving: come back in a second
 	}
 	switch {
+	case blind+strict > 0 && limited+down+disabled+stopped == 0:
+		// What the request asks, no model can do: waiting cures nothing.
+		var problems validation.Errors
+		if blind > 0 {
+			problems.Add("messages", fmt.Sprintf("hold images, and none of %d models that could answer sees images (the vision capability)", blind))
+		}
+		if strict > 0 {
+			problems.Add("strict_parameters", fmt.Sprintf("the providers of %d models that could answer cannot carry every parameter given", strict))
+		}
+		return &Failure{Kind: resilience.MalformedRequest, Err: problems}
 	case stopped > 0 && limited+down+disabled == 0:
 		// No wait cures it: the actors stay stopped until Conclave restarts.
 		return &Failure{Kind: resilience.AllProvidersDown, Err: fmt.Errorf("no eligible model: the providers of %d models are stopped "+

@@ -276,3 +276,65 @@ func TestNoModelNamesEachModelsCause(t *testing.T) {
 		t.Fatalf("causes %v, want %v (the models the request did not name left out)", got, want)
 	}
 }
+
+// A request that needs something of its models (sight for its images, a provider that carries every
+// parameter it insists on) selects only models that have it, and is refused with 400 when none does.
+func TestSelectionKeepsToWhatTheRequestNeeds(t *testing.T) {
+	s, w := setup(t)
+	s.Carries = func(provider, param string) bool { return provider != "anthropic" || param != "seed" }
+	cat := s.Catalog.Load()
+	vision := func(model string) bool { m, _ := cat.Get(model); return m.Has("vision") }
+	var blind, anthropicVision, otherVision string
+	for _, m := range cat.All() {
+		switch {
+		case !m.Has("vision") && blind == "":
+			blind = m.ID
+		case m.Has("vision") && m.Provider == "anthropic" && anthropicVision == "":
+			anthropicVision = m.ID
+		case m.Has("vision") && m.Provider != "anthropic" && otherVision == "":
+			otherVision = m.ID
+		}
+	}
+	for _, tc := range []struct {
+		desc    string
+		req     Request
+		check   func(p *Plan) bool
+		refused string // the field a 400 names; empty when the request is planned
+	}{
+		{"images: only models that see them", Request{Task: mcq, Category: "general", Images: true},
+			func(p *Plan) bool {
+				for _, pick := range p.Selection.Picks {
+					if !vision(pick.Model) {
+						return false
+					}
+				}
+				for _, sk := range p.Selection.Skipped {
+					if sk.Model == blind && sk.Reason == bandit.NoVision {
+						return true
+					}
+				}
+				return false
+			}, ""},
+		{"images for a model that cannot see", Request{Task: mcq, Category: "general", Images: true, Models: []string{blind}}, nil, "messages"},
+		{"an insisted parameter its provider cannot carry", Request{Task: mcq, Category: "general", StrictParams: []string{"seed"},
+			Models: []string{anthropicVision}}, nil, "strict_parameters"},
+		{"an insisted parameter: the other models still answer", Request{Task: mcq, Category: "general", StrictParams: []string{"seed"},
+			Models: []string{anthropicVision, otherVision}},
+			func(p *Plan) bool { return len(p.Selection.Picks) == 1 && p.Selection.Picks[0].Model == otherVision }, ""},
+		{"a parameter it carries", Request{Task: mcq, Category: "general", StrictParams: []string{"temperature"}, Models: []string{anthropicVision}},
+			func(p *Plan) bool { return len(p.Selection.Picks) == 1 }, ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			p, f := Make(s, w, tc.req, epoch, rand.New(rand.NewPCG(1, 1)))
+			if tc.refused != "" {
+				if f == nil || f.Kind != resilience.MalformedRequest || len(f.Problems()) != 1 || f.Problems()[0].Field != tc.refused {
+					t.Fatalf("failure %v: want 400 naming %s", f, tc.refused)
+				}
+				return
+			}
+			if f != nil || !tc.check(p) {
+				t.Fatalf("failure %v, selection %+v", f, p.Selection)
+			}
+		})
+	}
+}

@@ -49,16 +49,30 @@ func post(ctx context.Context, client *http.Client, url string, header http.Head
 
 // roundTrip sends one request and reads the answer, classifying failures as post does.
 func roundTrip(ctx context.Context, client *http.Client, method, url string, header http.Header, body io.Reader, provider, model string) (exchange, error) {
+	resp, err := send(ctx, client, method, url, header, body, provider, model)
+	if err != nil {
+		return exchange{}, err
+	}
+	defer resp.Body.Close()
+	return readAnswer(ctx, resp, provider, model)
+}
+
+// send sends one request and returns the answer with its body unread: a stream is read as it comes.
+func send(ctx context.Context, client *http.Client, method, url string, header http.Header, body io.Reader, provider, model string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, method, url, body)
 	if err != nil {
-		return exchange{}, &resilience.Error{Kind: resilience.Internal, Provider: provider, Model: model, Err: fmt.Errorf("build the request: %w", errors.Unwrap(err))}
+		return nil, &resilience.Error{Kind: resilience.Internal, Provider: provider, Model: model, Err: fmt.Errorf("build the request: %w", errors.Unwrap(err))}
 	}
 	req.Header = header
 	resp, err := client.Do(req)
 	if err != nil {
-		return exchange{}, transportError(ctx, err, req.URL.Host, provider, model)
+		return nil, transportError(ctx, err, req.URL.Host, provider, model)
 	}
-	defer resp.Body.Close()
+	return resp, nil
+}
+
+// readAnswer reads a whole answer, at most maxResponseBytes of it.
+func readAnswer(ctx context.Context, resp *http.Response, provider, model string) (exchange, error) {
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, maxResponseBytes+1))
 	if err != nil {
 		if ctx.Err() != nil {
@@ -107,6 +121,9 @@ func withoutKey(key secret.String) func(Reply, error) (Reply, error) {
 	return func(r Reply, err error) (Reply, error) {
 		if k := key.Reveal(); k != "" {
 			r.Text = strings.ReplaceAll(r.Text, k, key.String())
+			for i := range r.ToolCalls {
+				r.ToolCalls[i].Arguments = strings.ReplaceAll(r.ToolCalls[i].Arguments, k, key.String())
+			}
 		}
 		return r, withoutKeyErr(key, err)
 	}

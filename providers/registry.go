@@ -101,19 +101,45 @@ func (r *Registry) Price(model string, u Usage) (cost float64, ok bool) {
 
 // Complete implements Backend.
 func (r *Registry) Complete(ctx context.Context, call Call) (Reply, error) {
+	b, call, err := r.route(call)
+	if err != nil {
+		return Reply{}, err
+	}
+	began := time.Now()
+	reply, err := b.Complete(ctx, call)
+	return r.finish(call, reply, began), err
+}
+
+// Stream implements Streamer, routing the call as Complete does; a backend that cannot stream (the
+// replay provider) answers whole, in one piece.
+func (r *Registry) Stream(ctx context.Context, call Call, onDelta func(Delta)) (Reply, error) {
+	b, call, err := r.route(call)
+	if err != nil {
+		return Reply{}, err
+	}
+	began := time.Now()
+	reply, err := Stream(ctx, b, call, onDelta)
+	return r.finish(call, reply, began), err
+}
+
+// route returns the backend of a call's provider, the call with its key and base URL.
+func (r *Registry) route(call Call) (Backend, Call, error) {
 	b := r.fallback
 	if u := r.upstreams[call.Provider]; u != nil {
 		b, call.BaseURL, call.Key = u.Backend, u.BaseURL, u.Key()
 	}
 	if b == nil {
-		return Reply{}, &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
+		return nil, call, &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
 			Err: fmt.Errorf("no upstream is configured for provider %q", call.Provider)}
 	}
-	began := time.Now()
-	reply, err := b.Complete(ctx, call)
+	return b, call, nil
+}
+
+// finish measures and prices a reply.
+func (r *Registry) finish(call Call, reply Reply, began time.Time) Reply {
 	reply.Latency = time.Since(began)
 	if cost, ok := r.Price(call.Model, reply.Usage); ok {
 		reply.Cost = cost
 	}
-	return reply, err
+	return reply
 }

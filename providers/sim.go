@@ -192,6 +192,23 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 	return Reply{Text: text, Usage: Usage{InputTokens: inTokens, OutputTokens: (len(text) + 3) / 4}}, nil
 }
 
+// Stream implements Streamer: the simulated answer, word by word once it is ready.
+func (s *Sim) Stream(ctx context.Context, call Call, onDelta func(Delta)) (Reply, error) {
+	reply, err := s.Complete(ctx, call)
+	if err != nil {
+		return reply, err
+	}
+	for _, piece := range strings.SplitAfter(reply.Text, " ") {
+		if err := ctx.Err(); err != nil {
+			return Reply{}, err
+		}
+		if piece != "" {
+			onDelta(Delta{Text: piece})
+		}
+	}
+	return reply, nil
+}
+
 func wait(ctx context.Context, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()

@@ -71,6 +71,10 @@ const (
 	ClientClosed Kind = "client_closed_request"
 	// Overloaded: the requests in flight already hold as many bytes as the configuration allows.
 	Overloaded Kind = "overloaded"
+	// NoValidAnswer: models answered, but not one answer is what the request asked for (not JSON,
+	// against its schema, a call of a tool it did not offer); the failure's details name each model's
+	// problem. A bad gateway: the upstreams answered, badly.
+	NoValidAnswer Kind = "no_valid_answer"
 )
 
 // StatusClientClosed is the status recorded for a request whose caller went away (no one reads it).
@@ -169,6 +173,7 @@ var table = map[Kind]Policy{
 	ShuttingDown:            {Status: http.StatusServiceUnavailable},
 	ClientClosed:            {Status: StatusClientClosed},
 	Overloaded:              {Status: http.StatusServiceUnavailable},
+	NoValidAnswer:           {Status: http.StatusBadGateway},
 }
 
 // PolicyFor returns the retry-table row for kind; unknown kinds are treated as Internal.

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Makes PostgreSQL, Redis and an OpenSSH server available on loopback for Conclave's tests, on a fresh
 # Debian machine as on one where they already run: installs the Debian packages that are missing,
-# starts what is stopped, creates the test role and database, and leaves running services alone.
+# starts what is stopped, creates the test role and database, and leaves running services alone. It
+# also installs Node.js and the pinned OpenAI Node SDK that the contract tests call Conclave with
+# (scripts/openai-node.sh).
 set -euo pipefail
 
 PGPORT=${PGPORT:-5432}
@@ -39,6 +41,9 @@ command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 # The dashboard's browser tests drive Debian's headless Chromium.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+# The contract tests run the official OpenAI Node SDK (scripts/openai-node.sh installs it).
+command -v node >/dev/null 2>&1 || missing+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
   log "installing ${missing[*]}"
   as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq
@@ -92,4 +97,7 @@ else
   wait_for "$SSH_PORT" sshd
 fi
 
-log "ready: postgresql 127.0.0.1:$PGPORT (database $TEST_DB, role $TEST_ROLE), redis 127.0.0.1:$REDIS_PORT, sshd 127.0.0.1:$SSH_PORT"
+# The OpenAI Node SDK, at the version the repository pins.
+"$(dirname "$0")/openai-node.sh"
+
+log "ready: postgresql 127.0.0.1:$PGPORT (database $TEST_DB, role $TEST_ROLE), redis 127.0.0.1:$REDIS_PORT, sshd 127.0.0.1:$SSH_PORT, the OpenAI Node SDK"

@@ -247,7 +247,10 @@ func TestTheRemoteDoorOverMutualTLS(t *testing.T) {
 		return []string{"--remote-tls-cert", p.Cert, "--remote-tls-key", p.Key, "--remote-tls-ca", ca.Cert}
 	}
 	out, err := remoteClient(bin, srv.remote, append(tlsArgs(member), "--json", "--token", remoteToken, "--timeout", "30", "What is 2 + 2?")...)
-	if err != nil || !strings.Contains(out, `"status_code": 200`) {
+	var answered struct {
+		StatusCode int `json:"status_code"`
+	}
+	if err != nil || json.Unmarshal([]byte(out), &answered) != nil || answered.StatusCode != 200 {
 		t.Fatalf("a node the CA signed: %v\n%s", err, out)
 	}
 	for _, args := range [][]string{tlsArgs(stranger), nil} {

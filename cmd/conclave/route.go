@@ -22,6 +22,8 @@ import (
 type routeFlags struct {
 	server, token, requestID                 string
 	category, models, strategy, quorum, meta string
+	params                                   string
+	strictParams                             bool
 	timeout, quorumGrace, quorumTau          float64
 	workers, minResponses                    int
 	json                                     bool
@@ -55,6 +57,8 @@ Flags:`)
 	fs.StringVar(&f.quorum, "quorum", "", "fixed or adaptive (empty: the blueprint's)")
 	fs.Float64Var(&f.quorumTau, "quorum-tau", 0, "posterior at which an adaptive quorum stops (unset: the blueprint's)")
 	fs.StringVar(&f.meta, "metadata", "", `metadata as a JSON object, e.g. '{"answer_kind":"choice"}'`)
+	fs.StringVar(&f.params, "parameters", "", `sampling parameters as a JSON object, e.g. '{"temperature":0.1,"max_tokens":256}'`)
+	fs.BoolVar(&f.strictParams, "strict-parameters", false, "refuse the request rather than leave out a parameter a model's provider cannot carry")
 	fs.BoolVar(&f.json, "json", false, "print the response as JSON instead of the live view")
 	fs.StringVar(&f.remote, "remote", "", "send the request as a protoactor remote message to the node at this address (its --remote) instead of over HTTP")
 	fs.StringVar(&f.remoteListen, "remote-listen", "127.0.0.1:0", "this client's own remote address, where the node sends progress and the answer")
@@ -106,6 +110,16 @@ func (f *routeFlags) body(task string) (map[string]any, error) {
 			return nil, fmt.Errorf("--metadata must be a JSON object: %v", err)
 		}
 		b["metadata"] = md
+	}
+	if f.params != "" {
+		var p map[string]any
+		if err := json.Unmarshal([]byte(f.params), &p); err != nil || p == nil {
+			return nil, fmt.Errorf("--parameters must be a JSON object: %v", err)
+		}
+		b["parameters"] = p
+	}
+	if f.strictParams {
+		b["strict_parameters"] = true
 	}
 	return b, nil
 }

@@ -24,15 +24,9 @@ const (
 // routeRemote sends the request as a protoactor remote message, as a workflow engine written in Go
 // would: this command is such a node, with an actor system and a remote endpoint of its own.
 func (f *routeFlags) routeRemote(ctx context.Context, body map[string]any, stdout io.Writer) error {
-	// The flags' JSON body and the message share their field names, but for the timeout.
-	if t, ok := body["timeout"]; ok {
-		delete(body, "timeout")
-		body["timeout_seconds"] = t
-	}
-	raw, _ := json.Marshal(body)
-	req := &messages.RouteRequest{}
-	if err := (protojson.UnmarshalOptions{}).Unmarshal(raw, req); err != nil {
-		return fmt.Errorf("route: %w", err)
+	req, err := routeRequestOf(body)
+	if err != nil {
+		return err
 	}
 	req.RequestId = f.requestID
 	client, err := node.NewClient(node.ClientOptions{Listen: f.remoteListen, Token: secret.String(f.token), Log: zap.NewNop(), // the command's output is the view
@@ -86,4 +80,31 @@ func (f *routeFlags) routeRemote(ctx context.Context, body map[string]any, stdou
 		a.show(stdout)
 	}
 	return nil
+}
+
+// routeRequestOf is the message of the flags' JSON body. The two share their field names, but for the
+// timeout and the parameters, which the message holds as its ask's sampling (one stop list, one output
+// limit).
+func routeRequestOf(body map[string]any) (*messages.RouteRequest, error) {
+	if t, ok := body["timeout"]; ok {
+		delete(body, "timeout")
+		body["timeout_seconds"] = t
+	}
+	if p, ok := body["parameters"].(map[string]any); ok {
+		delete(body, "parameters")
+		if stop, one := p["stop"].(string); one {
+			p["stop"] = []string{stop}
+		}
+		if n, ok := p["max_completion_tokens"]; ok {
+			delete(p, "max_completion_tokens")
+			p["max_tokens"] = n
+		}
+		body["ask"] = map[string]any{"sampling": p}
+	}
+	raw, _ := json.Marshal(body)
+	req := &messages.RouteRequest{}
+	if err := (protojson.UnmarshalOptions{}).Unmarshal(raw, req); err != nil {
+		return nil, fmt.Errorf("route: %w", err)
+	}
+	return req, nil
 }

@@ -91,7 +91,13 @@ func (a *Agent) Serve(ctx context.Context, in io.Reader, out io.Writer) error {
 					delete(running, job.JobId)
 					mu.Unlock()
 				}()
-				res := a.run(jctx, b.Job)
+				var onDelta func(providers.Delta)
+				if job.Stream { // each piece goes out as it comes, before the result
+					onDelta = func(d providers.Delta) {
+						_ = w.write(&messages.AgentFrame{Body: &messages.AgentFrame_Delta{Delta: fleet.DeltaOf(job.RequestId, job.JobId, d)}})
+					}
+				}
+				res := a.run(jctx, b.Job, onDelta)
 				if err := w.write(&messages.AgentFrame{Body: &messages.AgentFrame_Result{Result: res}}); err != nil {
 					a.Log.Warn("agent could not return a result", zap.String("event", "agent_write_failed"), zap.String("job_id", job.JobId), zap.Error(err))
 				}
@@ -164,8 +170,8 @@ func (a *Agent) backend(kind, provider string) (providers.Backend, error) {
 	return b, nil
 }
 
-// run calls a job's provider and returns its result.
-func (a *Agent) run(ctx context.Context, j *messages.AgentJob) *messages.JobResult {
+// run calls a job's provider, streaming to onDelta when it is set, and returns its result.
+func (a *Agent) run(ctx context.Context, j *messages.AgentJob, onDelta func(providers.Delta)) *messages.JobResult {
 	job := j.GetJob()
 	res := &messages.JobResult{JobId: job.JobId, RequestId: job.RequestId, Kind: job.Kind, Model: job.Model, Provider: job.Provider, Attempt: job.Attempt}
 	b, err := a.backend(j.GetKind(), job.Provider)
@@ -175,18 +181,21 @@ func (a *Agent) run(ctx context.Context, j *messages.AgentJob) *messages.JobResu
 	call := fleet.CallOf(job)
 	call.BaseURL, call.Key = j.GetBaseUrl(), secret.String(j.GetApiKey())
 	began := time.Now()
-	reply, err := safely(ctx, b, call)
+	reply, err := safely(ctx, b, call, onDelta)
 	reply.Latency = time.Since(began)
 	return fleet.ResultOf(res, reply, err, reply.Latency)
 }
 
-// safely calls a backend, turning a panic into an internal error.
-func safely(ctx context.Context, b providers.Backend, call providers.Call) (reply providers.Reply, err error) {
+// safely calls a backend (streaming when onDelta is set), turning a panic into an internal error.
+func safely(ctx context.Context, b providers.Backend, call providers.Call, onDelta func(providers.Delta)) (reply providers.Reply, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			reply, err = providers.Reply{}, &resilience.Error{Kind: resilience.Internal, Model: call.Model, Err: fmt.Errorf("panic in the call: %v", v)}
 		}
 	}()
+	if onDelta != nil {
+		return providers.Stream(ctx, b, call, onDelta)
+	}
 	return b.Complete(ctx, call)
 }
 

@@ -1,7 +1,10 @@
 // Package providertest runs providers on loopback for tests: HTTP servers that speak one wire format
 // each (OpenAI chat completions, Anthropic Messages, Gemini generateContent), with their error bodies,
 // rate-limit headers, slow answers, keep-alive lines and answers cut short, and a record of every
-// request they were sent.
+// request they were sent. They read a call as the provider would: its turns with text and image parts,
+// tool calls and their results (a result must answer a call of the turn before, as each API requires),
+// and answer with text or with tool calls, whole or streamed in the format's events at a pace the test
+// sets.
 package providertest
 
 import (
@@ -13,6 +16,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -32,7 +36,9 @@ type Request struct {
 	Body   []byte
 }
 
-// Response is what a server answers.
+// Response is what a server answers. A response without a Body and with status 200 (or none) is
+// composed from the call in the server's format: the Answerer's text, or Text, or the ToolCalls; a
+// stream when the call asks for one.
 type Response struct {
 	Status int
 	Header map[string]string
@@ -40,8 +46,40 @@ type Response struct {
 	// Delay waits before answering; KeepAlive writes that many blank lines first (DeepSeek's habit).
 	Delay     time.Duration
 	KeepAlive int
-	// Cut writes half of the body and closes the connection.
+	// Cut writes half of the body and closes the connection; a composed stream is cut after its pieces,
+	// before its end.
 	Cut bool
+	// Text replaces the Answerer's text in a composed answer.
+	Text string
+	// ToolCalls make a composed answer call these tools (after Text, when there is one).
+	ToolCalls []ToolCall
+	// InputTokens and OutputTokens are a composed answer's usage (zero: 12 and 7).
+	InputTokens, OutputTokens int
+	// Pace, when set, holds a composed stream: its first event goes at once, each later one waits for a
+	// value from Pace (or its close). A test can so see the first piece arrive before the server ends.
+	Pace <-chan struct{}
+	// StreamError ends a composed stream, after its text, with the format's error event.
+	StreamError *StreamError
+}
+
+// ToolCall is a call of a tool in a composed answer. Without an ID the server makes one (Gemini's calls
+// have none). Arguments is a JSON object.
+type ToolCall struct {
+	ID, Name, Arguments string
+	// Signature is the thought signature a Gemini answer sends with the call.
+	Signature string
+}
+
+// StreamError is an error event in a stream: Code is OpenAI's code and Gemini's, Type OpenAI's type,
+// Anthropic's error type and Gemini's status.
+type StreamError struct {
+	Code          int
+	Type, Message string
+}
+
+// composed reports whether the server makes the answer from the call.
+func (r Response) composed() bool {
+	return r.Body == "" && (r.Status == 0 || r.Status == http.StatusOK)
 }
 
 // Answerer makes a successful answer from the request: the model and the user's text.
@@ -61,7 +99,11 @@ type Server struct {
 	models   []Model
 	listFail []Response
 	listings []Request
+	finished atomic.Int64
 }
+
+// Finished returns how many calls the server has finished answering (their whole answer written).
+func (s *Server) Finished() int { return int(s.finished.Load()) }
 
 // Model is one model a server lists; Context and MaxOutput may be zero (not listed).
 type Model struct {
@@ -180,27 +222,25 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	req := Request{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery, Header: r.Header.Clone(), Body: body}
 	s.mu.Lock()
 	var resp Response
-	var queued bool
-	if r.Method == http.MethodGet {
+	call := r.Method != http.MethodGet
+	if !call {
 		s.listings = append(s.listings, req)
-		if queued = len(s.listFail) > 0; queued {
+		if len(s.listFail) > 0 {
 			resp, s.listFail = s.listFail[0], s.listFail[1:]
 		} else {
-			resp, queued = s.listing(r), true
+			resp = s.listing(r)
 		}
 	} else {
 		s.requests = append(s.requests, req)
-		if queued = len(s.queue) > 0; queued {
+		if len(s.queue) > 0 {
 			resp, s.queue = s.queue[0], s.queue[1:]
-		} else if queued = len(s.faults) > 0; queued {
+		} else if len(s.faults) > 0 {
 			resp = s.faults[s.nfault%len(s.faults)]
 			s.nfault++
 		}
 	}
 	s.mu.Unlock()
-	if !queued {
-		resp = s.success(r, body)
-	}
+	defer s.finished.Add(1)
 	if resp.Delay > 0 {
 		select {
 		case <-time.After(resp.Delay):
@@ -208,6 +248,22 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
+	if call && resp.composed() {
+		a, err := s.read(r, body)
+		if err != nil {
+			resp = s.refusal(err)
+		} else if a.stream {
+			s.stream(w, r, a, resp)
+			return
+		} else {
+			resp = s.whole(a, resp)
+		}
+	}
+	write(w, resp)
+}
+
+// write writes a response whole, or half of it when it is to be cut.
+func write(w http.ResponseWriter, resp Response) {
 	for k, v := range resp.Header {
 		w.Header().Set(k, v)
 	}
@@ -226,12 +282,17 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if resp.Cut {
 		io.WriteString(w, resp.Body[:len(resp.Body)/2])
 		w.(http.Flusher).Flush()
-		if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
-			conn.Close()
-		}
+		hangUp(w)
 		return
 	}
 	io.WriteString(w, resp.Body)
+}
+
+// hangUp closes the connection under a response.
+func hangUp(w http.ResponseWriter) {
+	if conn, _, err := http.NewResponseController(w).Hijack(); err == nil {
+		conn.Close()
+	}
 }
 
 // listing answers a reading of the model list in the server's format, all on one page except for
@@ -313,45 +374,6 @@ func orNull(n int) string {
 		return "null"
 	}
 	return fmt.Sprint(n)
-}
-
-// success answers a request in the server's format.
-func (s *Server) success(r *http.Request, body []byte) Response {
-	switch s.Format {
-	case Anthropic:
-		var req struct {
-			Model    string                     `json:"model"`
-			Messages []struct{ Content string } `json:"messages"`
-		}
-		json.Unmarshal(body, &req)
-		prompt := ""
-		if n := len(req.Messages); n > 0 {
-			prompt = req.Messages[n-1].Content
-		}
-		return Response{Body: AnthropicMessage(req.Model, s.answer(req.Model, prompt), 12, 7),
-			Header: map[string]string{"request-id": "req_011"}}
-	case Gemini:
-		var req struct {
-			Contents []struct{ Parts []struct{ Text string } } `json:"contents"`
-		}
-		json.Unmarshal(body, &req)
-		prompt := ""
-		if n := len(req.Contents); n > 0 && len(req.Contents[n-1].Parts) > 0 {
-			prompt = req.Contents[n-1].Parts[0].Text
-		}
-		model := strings.TrimSuffix(strings.TrimPrefix(r.URL.Path, "/v1beta/models/"), ":generateContent")
-		return Response{Body: GeminiAnswer(model, s.answer(model, prompt), 12, 7)}
-	}
-	var req struct {
-		Model    string                     `json:"model"`
-		Messages []struct{ Content string } `json:"messages"`
-	}
-	json.Unmarshal(body, &req)
-	prompt := ""
-	if n := len(req.Messages); n > 0 {
-		prompt = req.Messages[n-1].Content
-	}
-	return Response{Body: ChatCompletion(req.Model, s.answer(req.Model, prompt), 12, 7), Header: map[string]string{"x-request-id": "req_abc"}}
 }
 
 func quote(s string) string {

@@ -1,0 +1,334 @@
+package consensus
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// Output formats a request may ask for; any other asks for text.
+const (
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
+
+// Format is what a request asks its answers to be: JSON (of a schema) or text, and the tools a model
+// may call instead of answering.
+type Format struct {
+	// Type is json_object, json_schema, or anything else for text.
+	Type string
+	// Schema is json_schema's JSON schema; empty, any JSON object is valid.
+	Schema string
+	Tools  []Tool
+}
+
+// Tool is a function the models may call, with the JSON schema of its arguments (empty: any object).
+type Tool struct {
+	Name       string
+	Parameters string
+}
+
+// ToolCall is a model's call of a tool: a function and its arguments as JSON text.
+type ToolCall struct {
+	ID        string `json:"id"`
+	Name      string `json:"name"`
+	Arguments string `json:"arguments"`
+}
+
+// Structure is a request's format made ready to judge its answers: the schema compiled once for all
+// of them. The zero Structure (and nil) asks for text and knows no tools.
+type Structure struct {
+	json   bool
+	schema *jsonschema.Schema
+	tools  map[string]string // name -> parameters schema
+}
+
+// Compile readies a request's format. It fails only on a schema that cannot be compiled: the caller's
+// mistake, to be refused before any model is asked. A schema may not refer to anything outside itself.
+func Compile(f Format) (*Structure, error) {
+	s := &Structure{json: f.Type == FormatJSONObject || f.Type == FormatJSONSchema}
+	if s.json && f.Type == FormatJSONSchema && strings.TrimSpace(f.Schema) != "" {
+		sch, err := compileSchema(f.Schema)
+		if err != nil {
+			return nil, fmt.Errorf("response_format schema: %w", err)
+		}
+		s.schema = sch
+	}
+	if len(f.Tools) > 0 {
+		s.tools = make(map[string]string, len(f.Tools))
+		for _, t := range f.Tools {
+			s.tools[t.Name] = t.Parameters
+		}
+	}
+	return s, nil
+}
+
+// JSON reports whether the answers are to be JSON.
+func (s *Structure) JSON() bool { return s != nil && s.json }
+
+// schemaURL names a caller's schema inside the compiler; nothing is ever loaded from it.
+const schemaURL = "urn:conclave:schema"
+
+// refuseLoads is the compiler's loader: a schema from a request must never make Conclave read a file
+// or fetch a URL ($ref to anything but itself).
+type refuseLoads struct{}
+
+func (refuseLoads) Load(url string) (any, error) {
+	return nil, fmt.Errorf("a schema may only refer to itself, not to %s", url)
+}
+
+func compileSchema(text string) (*jsonschema.Schema, error) {
+	doc, err := ParseJSON(text)
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.UseLoader(refuseLoads{})
+	if err := c.AddResource(schemaURL, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(schemaURL)
+}
+
+// Ballot forms: what an answer gave.
+const (
+	FormJSON      = "json"
+	FormToolCalls = "tool_calls"
+	FormText      = "text"
+)
+
+// Ballot is what one answer votes for in a structured decision.
+type Ballot struct {
+	// Form is FormJSON, FormToolCalls or FormText.
+	Form string `json:"form"`
+	// Canonical is the answer in one form for all its spellings: its canonical JSON; for tool calls,
+	// the canonical JSON of its calls as a sorted list of {name, arguments}; for text, its normal form.
+	// Empty when the answer is invalid before it could be read.
+	Canonical string `json:"canonical"`
+	// Digest is a short hash of the form and canonical text: equal digests, equal ballots.
+	Digest string `json:"digest"`
+	// Group numbers the distinct valid ballots in the order they first appear; -1 when invalid.
+	Group int  `json:"group"`
+	Valid bool `json:"valid"`
+	// Problem says why the answer is invalid.
+	Problem string `json:"problem,omitempty"`
+	value   any    // the parsed JSON, for the field-wise merge
+}
+
+// key is the ballot's identity in the vote.
+func (b Ballot) key() string { return b.Form + "\x00" + b.Canonical }
+
+// Structured reports whether responses are decided by their ballots: the request asks for JSON, or
+// some answer calls tools.
+func Structured(resps []Response, st *Structure) bool {
+	if st.JSON() {
+		return true
+	}
+	for _, r := range resps {
+		if len(r.ToolCalls) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// maxProblemBytes bounds the reason an answer is invalid.
+const maxProblemBytes = 300
+
+// Ballots reads each response's ballot: its tool calls when it made any, else its JSON when the request
+// asks for JSON, else its text (free text compared by the kind's normal form). Each tool's parameter
+// schema is compiled once, for the first call that names it.
+func Ballots(resps []Response, st *Structure, kind Kind) []Ballot {
+	out := make([]Ballot, len(resps))
+	var params map[string]*jsonschema.Schema // the tools' schemas compiled so far (nil: not compilable)
+	groups := map[string]int{}
+	for i, r := range resps {
+		var b Ballot
+		switch {
+		case len(r.ToolCalls) > 0:
+			if params == nil {
+				params = map[string]*jsonschema.Schema{}
+			}
+			b = callsBallot(r.ToolCalls, st, params)
+		case st.JSON():
+			b = jsonBallot(r.Text, st)
+		default:
+			b = Ballot{Form: FormText, Canonical: keyOf(kind, r.Text), Valid: true}
+			if strings.TrimSpace(b.Canonical) == "" {
+				b.Valid, b.Problem = false, "empty answer"
+			}
+		}
+		if len(b.Problem) > maxProblemBytes {
+			b.Problem = strings.ToValidUTF8(b.Problem[:maxProblemBytes], "") + "..."
+		}
+		b.Group = -1
+		if b.Valid {
+			g, seen := groups[b.key()]
+			if !seen {
+				g = len(groups)
+				groups[b.key()] = g
+			}
+			b.Group = g
+		}
+		if b.Canonical != "" {
+			sum := sha256.Sum256([]byte(b.key()))
+			b.Digest = hex.EncodeToString(sum[:6])
+		}
+		out[i] = b
+	}
+	return out
+}
+
+func jsonBallot(text string, st *Structure) Ballot {
+	b := Ballot{Form: FormJSON}
+	v, err := ParseJSON(text)
+	if err != nil {
+		b.Problem = err.Error()
+		return b
+	}
+	b.Canonical, b.value = CanonicalJSON(v), v
+	if st.schema == nil {
+		// json_object: what providers' JSON modes promise, and what a field-wise merge needs.
+		if _, ok := v.(map[string]any); !ok {
+			b.Problem = "not a JSON object"
+			return b
+		}
+	} else if err := st.schema.Validate(v); err != nil {
+		b.Problem = "does not match the schema: " + schemaProblem(err)
+		return b
+	}
+	b.Valid = true
+	return b
+}
+
+// callsBallot reads an answer's tool calls as a multiset of (name, canonical arguments): the order of
+// the calls and their ids do not matter. Each call must name one of the request's tools (when it gave
+// any) with arguments that are a JSON object matching that tool's parameters.
+func callsBallot(calls []ToolCall, st *Structure, params map[string]*jsonschema.Schema) Ballot {
+	b := Ballot{Form: FormToolCalls}
+	type call struct{ name, args string }
+	list := make([]call, len(calls))
+	values := make([]any, len(calls))
+	for i, c := range calls {
+		text := strings.TrimSpace(c.Arguments)
+		if text == "" {
+			text = "{}" // a function without arguments, as some providers send it
+		}
+		v, err := ParseJSON(text)
+		if err == nil {
+			if _, ok := v.(map[string]any); !ok {
+				err = errors.New("not a JSON object")
+			}
+		}
+		if err != nil && b.Problem == "" {
+			b.Problem = fmt.Sprintf("arguments of %s: %v", strconv.Quote(c.Name), err)
+		}
+		list[i], values[i] = call{c.Name, CanonicalJSON(v)}, v
+		if b.Problem != "" {
+			continue
+		}
+		switch {
+		case c.Name == "":
+			b.Problem = "a call names no function"
+		case st != nil && st.tools != nil:
+			schema, known := st.tools[c.Name]
+			if !known {
+				b.Problem = "calls " + strconv.Quote(c.Name) + ", which is not one of the request's tools"
+				break
+			}
+			sch, compiled := params[c.Name]
+			if !compiled {
+				if strings.TrimSpace(schema) != "" {
+					sch, _ = compileSchema(schema) // a schema that does not compile is the caller's fault: not checked
+				}
+				params[c.Name] = sch
+			}
+			if sch != nil {
+				if err := sch.Validate(v); err != nil {
+					b.Problem = fmt.Sprintf("arguments of %s do not match its parameters: %s", strconv.Quote(c.Name), schemaProblem(err))
+				}
+			}
+		}
+	}
+	order := make([]int, len(list))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(x, y int) int {
+		if c := strings.Compare(list[x].name, list[y].name); c != 0 {
+			return c
+		}
+		return strings.Compare(list[x].args, list[y].args)
+	})
+	sorted := make([]any, len(order))
+	for k, i := range order {
+		sorted[k] = map[string]any{"name": list[i].name, "arguments": values[i]}
+	}
+	b.Canonical = CanonicalJSON(sorted)
+	b.Valid = b.Problem == ""
+	return b
+}
+
+var schemaPrinter = message.NewPrinter(language.English)
+
+// schemaProblem says in one line where a value breaks its schema: each leaf error's place and reason.
+func schemaProblem(err error) string {
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return err.Error()
+	}
+	var leaves []string
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			at := "/" + strings.Join(e.InstanceLocation, "/")
+			leaves = append(leaves, "at "+at+": "+e.ErrorKind.LocalizedString(schemaPrinter))
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	return strings.Join(leaves, "; ")
+}
+
+// maxDisplayBytes bounds a ballot as it is written into a record.
+const maxDisplayBytes = 512
+
+// Display is the ballot as a record shows it: its canonical form, cut to a bounded length.
+func (b Ballot) Display() string {
+	if len(b.Canonical) <= maxDisplayBytes {
+		return b.Canonical
+	}
+	return strings.ToValidUTF8(b.Canonical[:maxDisplayBytes], "") + "..."
+}
+
+// NoValidAnswerError is a structured decision without a single valid answer. Ballots say each
+// response's problem, in the responses' order.
+type NoValidAnswerError struct {
+	Models  []string
+	Ballots []Ballot
+}
+
+// ErrNoValidAnswer is what a NoValidAnswerError is.
+var ErrNoValidAnswer = errors.New("no valid answer")
+
+func (e *NoValidAnswerError) Error() string {
+	parts := make([]string, len(e.Ballots))
+	for i, b := range e.Ballots {
+		parts[i] = e.Models[i] + ": " + b.Problem
+	}
+	return "no valid answer (" + strings.Join(parts, "; ") + ")"
+}
+
+// Is makes errors.Is(err, ErrNoValidAnswer) hold.
+func (e *NoValidAnswerError) Is(target error) bool { return target == ErrNoValidAnswer }

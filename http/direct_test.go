@@ -1,0 +1,166 @@
+package httpapi_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/resilience"
+	"github.com/google/uuid"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// A direct call asks the model it names, and only it: nothing is classified, no bandit chooses, no
+// consensus merges, and a good answer teaches no arm. A fault of the model's provider moves the call to
+// the next fallback, and the record lists every attempt.
+func TestADirectCallAsksItsModelThenItsFallbacks(t *testing.T) {
+	byProvider := map[string]string{}
+	for _, m := range newTestbed(t, nil).engine.Catalog().All() {
+		if _, ok := byProvider[m.Provider]; !ok {
+			byProvider[m.Provider] = m.ID
+		}
+	}
+	first, fallback, last := byProvider["groq"], byProvider["cerebras"], byProvider["deepseek"]
+	route := func(tb *testbed, fallbacks ...string) *messages.Execution {
+		t.Helper()
+		req := &messages.RouteRequest{RequestId: uuid.NewString(), Task: "What is 2 + 2?", Models: []string{first}, Fallbacks: fallbacks, Direct: true,
+			ReceivedAt: timestamppb.Now()}
+		exec, err := tb.engine.Route(context.Background(), req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return exec
+	}
+	for _, tc := range []struct {
+		desc      string
+		down      []string // providers failing every call
+		fallbacks []string
+		// configured are the configuration's fallbacks of the model
+		configured []string
+		status     int32
+		answered   string
+	}{
+		{"the model answers", nil, []string{fallback}, nil, 200, first},
+		{"its provider fails: the first fallback answers", []string{"groq"}, []string{fallback, last}, nil, 200, fallback},
+		{"the first fallback fails too: the next answers", []string{"groq", "cerebras"}, []string{fallback, last}, nil, 200, last},
+		{"every one fails", []string{"groq", "cerebras", "deepseek"}, []string{fallback, last}, nil, 503, ""},
+		{"the configuration's fallbacks", []string{"groq"}, nil, []string{last}, 200, last},
+		{"the request's fallbacks replace the configuration's", []string{"groq"}, []string{fallback}, []string{last}, 200, fallback},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			tb := newTestbed(t, func(c *config.Config) { c.Fallbacks = map[string][]string{first: tc.configured} })
+			for _, p := range tc.down {
+				tb.engine.Sim.SetFault(p, providers.Fault{ServerErrorRate: 1, ProviderWide: true})
+			}
+			exec := route(tb, tc.fallbacks...)
+			if exec.StatusCode != tc.status {
+				t.Fatalf("status %d (%v), want %d", exec.StatusCode, exec.GetError(), tc.status)
+			}
+			if exec.Classification != nil || exec.GetBlueprint().GetName() != "direct" {
+				t.Fatalf("classified %v, blueprint %v: a direct call is neither", exec.Classification, exec.GetBlueprint())
+			}
+			asked := map[string]bool{}
+			for _, r := range exec.Results {
+				asked[r.Model] = true
+				if r.Model == tc.answered && r.Status != "ok" {
+					t.Fatalf("%s: %s", r.Model, r.Status)
+				}
+			}
+			for _, p := range tc.down {
+				if !asked[byProvider[p]] {
+					t.Fatalf("the record lists no attempt of %s: %v", byProvider[p], exec.Results)
+				}
+			}
+			if tc.status == 200 {
+				if exec.GetDecision().GetChosenModel() != tc.answered || exec.Answer == "" || exec.GetDecision().GetStrategy() != "direct" {
+					t.Fatalf("decision %v", exec.GetDecision())
+				}
+				for _, u := range exec.BanditUpdates {
+					if u.Reward > 0 {
+						t.Fatalf("a direct answer rewarded %s: %v", u.Model, u)
+					}
+				}
+			}
+		})
+	}
+}
+
+// breaksMidStream streams the simulated answer, but cuts one model's stream after its first piece.
+type breaksMidStream struct {
+	*providers.Sim
+	model string
+}
+
+func (b breaksMidStream) Stream(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
+	if call.Model != b.model {
+		return b.Sim.Stream(ctx, call, onDelta)
+	}
+	onDelta(providers.Delta{Text: "The answer is "})
+	return providers.Reply{}, &resilience.Error{Kind: resilience.ProviderUnavailable, Scope: resilience.ScopeProvider, Provider: call.Provider,
+		Model: call.Model, Status: 502, Err: errors.New("the connection dropped")}
+}
+
+// A direct call streamed: the caller hears each piece as the provider writes it, and the pieces are the
+// record's answer. A model that fails before its first piece gives way to its fallback; one that fails
+// after it ends the request with that failure, since its caller holds part of an answer already.
+func TestADirectCallStreamsItsAnswer(t *testing.T) {
+	cat := newTestbed(t, nil).engine.Catalog()
+	var first, fallback string
+	for _, m := range cat.All() {
+		switch {
+		case m.Provider == "groq" && first == "":
+			first = m.ID
+		case m.Provider == "cerebras" && fallback == "":
+			fallback = m.ID
+		}
+	}
+	for _, tc := range []struct {
+		desc     string
+		breaks   string // the model whose stream is cut after one piece
+		down     string // a provider failing every call
+		status   int32
+		answered string
+	}{
+		{"the model streams", "", "", 200, first},
+		{"it fails before its first piece: the fallback streams", "", "groq", 200, fallback},
+		{"it fails after its first piece: the request fails", first, "", 502, ""},
+	} {
+		t.Run(tc.desc, func(t *testing.T) {
+			sim := providers.NewSim(cat.All(), providers.SimConfig{Seed: 1})
+			if tc.down != "" {
+				sim.SetFault(tc.down, providers.Fault{ServerErrorRate: 1, ProviderWide: true})
+			}
+			tb := newTestbed(t, nil, withBackend(breaksMidStream{Sim: sim, model: tc.breaks}))
+			var mu sync.Mutex
+			var pieces []string
+			req := &messages.RouteRequest{RequestId: uuid.NewString(), Task: "Name a colour.", Models: []string{first}, Fallbacks: []string{fallback},
+				Direct: true, ReceivedAt: timestamppb.Now()}
+			exec, err := tb.engine.RouteStreaming(context.Background(), req, func(d *messages.Delta) {
+				mu.Lock()
+				pieces = append(pieces, d.Text)
+				mu.Unlock()
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if exec.StatusCode != tc.status {
+				t.Fatalf("status %d (%v), want %d", exec.StatusCode, exec.GetError(), tc.status)
+			}
+			streamed := strings.Join(pieces, "")
+			if tc.status != 200 {
+				if streamed != "The answer is " || !strings.Contains(exec.GetError().GetMessage(), "stream broke") {
+					t.Fatalf("streamed %q, error %v", streamed, exec.GetError())
+				}
+				return
+			}
+			if len(pieces) < 2 || streamed != exec.Answer || exec.GetDecision().GetChosenModel() != tc.answered {
+				t.Fatalf("streamed %d pieces %q; answer %q by %s", len(pieces), streamed, exec.Answer, exec.GetDecision().GetChosenModel())
+			}
+		})
+	}
+}
