@@ -232,3 +232,36 @@ func TestARefusedUpstreamFailsOverToAnother(t *testing.T) {
 		t.Fatal("the dead model was never asked: the test tests nothing")
 	}
 }
+
+// TestADirectCallMovesFromARefusedUpstreamToItsFallback calls a model whose upstream refuses, with a
+// fallback on a live one: the fallback answers, at once, and the refused model is not blamed.
+func TestADirectCallMovesFromARefusedUpstreamToItsFallback(t *testing.T) {
+	tb, addr := deadUpstream(t, true)
+	resp, raw := tb.do(http.MethodPost, "/v1/chat/completions", map[string]any{"model": "qwen-a", "fallbacks": []string{"qwen-b", "alt-a"},
+		"messages": []map[string]any{{"role": "user", "content": mcq}}}, nil)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(raw), `"chosen_model":"alt-a"`) {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	rec := tb.record(resp.Header.Get("X-Request-ID"))
+	var asked []string
+	for _, r := range tb.results(resp.Header.Get("X-Request-ID")) {
+		asked = append(asked, r["model"].(string))
+		if r["model"] == "qwen-a" && (r["error_kind"] != "connection_refused" || r["error_message"] != "connection_refused provider=local model=qwen-a: "+addr) {
+			t.Fatalf("the refused call: %v", r)
+		}
+	}
+	// qwen-b is of the provider that refused: it is passed over, not asked.
+	if !slices.Equal(asked, []string{"qwen-a", "alt-a"}) {
+		t.Fatalf("asked %v: want qwen-a, then alt-a", asked)
+	}
+	for _, r := range rec["retries"].([]any) {
+		if r := r.(map[string]any); r["delay_ms"].(float64) != 0 {
+			t.Fatalf("retry %v: the fallback is asked at once", r)
+		}
+	}
+	for _, u := range rec["bandit_updates"].([]any) {
+		if u := u.(map[string]any); u["model"] == "qwen-a" {
+			t.Fatalf("the model was blamed for its provider's refusal: %v", u)
+		}
+	}
+}
