@@ -457,8 +457,8 @@ func (e env) ProviderDown(provider string) bool {
 	return st.BreakerOpen || st.Stopped
 }
 
-func (e env) Replace(n int, tried map[string]bool) []collect.Assignment {
-	picks, workers := e.c.plan.Replace(e.c.world, n, tried, e.c.rng)
+func (e env) Replace(n int, tried, refused map[string]bool) []collect.Assignment {
+	picks, workers := e.c.plan.Replace(e.c.world, n, tried, refused, e.c.rng)
 	e.c.logSelection(picks, nil, nil, len(picks), true)
 	out := make([]collect.Assignment, len(picks))
 	for i, p := range picks {
@@ -729,6 +729,12 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		c.fail(ctx, d.Failure, "the answer's stream broke after it began: "+lastError(c.machine.Records()), 0, nil)
 		return
 	}
+	// Without an answer, the details name each model's cause: the caller sees which upstream is down,
+	// refused, limited or slow, not only that nothing came.
+	var why validation.Errors
+	if d.Failure != "" {
+		why = causes(c.machine.Records(), c.providerFault)
+	}
 	switch d.Failure {
 	case "":
 	case resilience.ClientClosed, resilience.ShuttingDown:
@@ -736,20 +742,24 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		return
 	case resilience.RateLimited:
 		c.fail(ctx, d.Failure, "every call met a provider's rate limit with no room before the request's queue bound "+
-			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter, nil)
+			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter, why)
 		return
 	case resilience.InvalidAPIKey, resilience.PaymentRequired:
-		c.fail(ctx, d.Failure, "the provider refused its key or its account; it takes no call until its key changes", 0, nil)
+		c.fail(ctx, d.Failure, "the provider refused its key or its account; it takes no call until its key changes", 0, why)
 		return
 	case resilience.ModelNotFound:
-		c.fail(ctx, d.Failure, "the provider does not know the model; it has left the pool", 0, nil)
+		c.fail(ctx, d.Failure, "the provider does not know the model; it has left the pool", 0, why)
 		return
 	case resilience.RequestTooLarge:
 		c.fail(ctx, d.Failure, "the task is too large for the models asked: split it into chunks, or name models with a larger "+
-			"context window (GET /models lists each model's context_window)", 0, nil)
+			"context window (GET /models lists each model's context_window)", 0, why)
+		return
+	case resilience.AllProvidersDown:
+		c.fail(ctx, d.Failure, "no model could answer: the providers of the models asked are down (refused or failed connections, "+
+			"open breakers); the details name each model's cause", 0, why)
 		return
 	default:
-		c.fail(ctx, d.Failure, "no worker returned an answer before the deadline", 0, nil)
+		c.fail(ctx, d.Failure, "no worker returned an answer before the deadline", 0, why)
 		return
 	}
 	c.exec.Degraded = d.Degraded
@@ -946,6 +956,14 @@ func (c *CoordinatorActor) answerOf(j *collect.Job) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// providerFault is a provider's last fault, as its snapshot publishes it.
+func (c *CoordinatorActor) providerFault(provider string) string {
+	if ref := c.deps.Dir.Provider(provider); ref != nil {
+		return ref.Snapshot().LastFault
+	}
+	return ""
 }
 
 // fail answers with a failure; the record is kept like any other.

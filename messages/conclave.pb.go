@@ -4227,7 +4227,11 @@ type Outcome struct {
 	DisabledBecause string `protobuf:"bytes,17,opt,name=disabled_because,json=disabledBecause,proto3" json:"disabled_because,omitempty"`
 	// stop says the asker settled the call without its result (collection ended first): a job the
 	// provider dispatched for it is cancelled.
-	Stop          bool `protobuf:"varint,18,opt,name=stop,proto3" json:"stop,omitempty"`
+	Stop bool `protobuf:"varint,18,opt,name=stop,proto3" json:"stop,omitempty"`
+	// fault, when the call failed the provider's or the model's breaker, is its failure as callers are
+	// told it ("connection_refused: 127.0.0.1:9999"): the provider publishes its last one, which names
+	// why its breaker is open when a request finds no model to ask.
+	Fault         string `protobuf:"bytes,19,opt,name=fault,proto3" json:"fault,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4344,6 +4348,13 @@ func (x *Outcome) GetStop() bool {
 		return x.Stop
 	}
 	return false
+}
+
+func (x *Outcome) GetFault() string {
+	if x != nil {
+		return x.Fault
+	}
+	return ""
 }
 
 // KeyChanged tells a provider actor that its key changed: a provider disabled for its key is enabled.
@@ -6112,7 +6123,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\agranted\x18\x02 \x01(\bR\agranted\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05probe\x18\x05 \x01(\bR\x05probe\x12.\n" +
-	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSecondsJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\b\x10\t\"\x96\x04\n" +
+	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSecondsJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\b\x10\t\"\xac\x04\n" +
 	"\aOutcome\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x129\n" +
@@ -6126,7 +6137,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\fremove_model\x18\x0f \x01(\bR\vremoveModel\x12)\n" +
 	"\x10disable_provider\x18\x10 \x01(\bR\x0fdisableProvider\x12)\n" +
 	"\x10disabled_because\x18\x11 \x01(\tR\x0fdisabledBecause\x12\x12\n" +
-	"\x04stop\x18\x12 \x01(\bR\x04stopJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\t\x10\n" +
+	"\x04stop\x18\x12 \x01(\bR\x04stop\x12\x14\n" +
+	"\x05fault\x18\x13 \x01(\tR\x05faultJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\t\x10\n" +
 	"J\x04\b\n" +
 	"\x10\v\"\f\n" +
 	"\n" +

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -285,9 +286,46 @@ func TestSlowAndUnreachableProviders(t *testing.T) {
 		t.Fatalf("a slow answer past the deadline: %v", err)
 	}
 	s.Close()
-	_, err := NewOpenAI(NewHTTPClient(), "groq").Complete(context.Background(), call(s, "groq"))
-	if resilience.KindOf(err) != resilience.ProviderUnreachable || resilience.ScopeOf(err) != resilience.ScopeProvider {
-		t.Fatalf("a provider that is down: %v", err)
+	host := strings.TrimPrefix(s.URL, "http://")
+	// A server that takes the connection and drops it, answering nothing.
+	drop, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop.Close()
+	go func() {
+		for {
+			c, err := drop.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	tests := []struct {
+		desc    string
+		baseURL string
+		kind    resilience.Kind
+		// says is the error's message past its kind, provider and model.
+		says string
+	}{
+		{"nothing listens: refused, and the host named", s.URL, resilience.ConnectionRefused, host},
+		// EOF or a reset, as the timing has it.
+		{"the connection dropped before an answer", "http://" + drop.Addr().String(), resilience.ProviderUnreachable, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			c := call(s, "groq")
+			c.BaseURL = tt.baseURL
+			_, err := NewOpenAI(NewHTTPClient(), "groq").Complete(context.Background(), c)
+			var e *resilience.Error
+			if !errors.As(err, &e) || e.Kind != tt.kind || e.Scope != resilience.ScopeProvider || !strings.Contains(e.Err.Error(), tt.says) {
+				t.Fatalf("a provider that is down: %v, want %s saying %q", err, tt.kind, tt.says)
+			}
+			if strings.Contains(err.Error(), testKey.Reveal()) {
+				t.Fatalf("the key in %v", err)
+			}
+		})
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -130,6 +131,13 @@ func (s *Server) FailListing(rs ...Response) {
 	s.listFail = append(s.listFail, rs...)
 }
 
+// ClearListingFailures drops the listing failures still to come: the model list answers again.
+func (s *Server) ClearListingFailures() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listFail = nil
+}
+
 // Listings returns every request for the model list.
 func (s *Server) Listings() []Request {
 	s.mu.Lock()
@@ -139,12 +147,43 @@ func (s *Server) Listings() []Request {
 
 // New starts a server for a wire format; answer makes its answers (nil: "The answer is (B).").
 func New(format string, answer Answerer) *Server {
+	s := NewUnstarted(format, answer)
+	s.Start()
+	return s
+}
+
+// NewUnstarted is New without the start: set the server up, then Start it, or StartAt an address.
+func NewUnstarted(format string, answer Answerer) *Server {
 	if answer == nil {
 		answer = func(string, string) string { return "The answer is (B)." }
 	}
 	s := &Server{Format: format, answer: answer}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// StartAt starts an unstarted server on addr ("127.0.0.1:port"): an upstream that comes up where it
+// is expected, after connections to it were refused.
+func (s *Server) StartAt(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	s.Listener.Close()
+	s.Listener = l
+	s.Start()
+	return nil
+}
+
+// RefusingAddr returns a loopback address where nothing listens: connections to it are refused
+// (until something listens there).
+func RefusingAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
 }
 
 // Queue makes the next requests get these responses, in order; then answers come again.
