@@ -127,7 +127,7 @@ func (a *Anthropic) messagesRequest(call Call, stream bool) ([]byte, string, err
 		body["tools"] = tools
 	}
 	if choice != nil {
-		if p.ParallelToolCalls != nil && !*p.ParallelToolCalls && choice.Type != ToolChoiceNone {
+		if p.ParallelToolCalls != nil && !*p.ParallelToolCalls && choice.Type != "none" {
 			disable := true
 			choice.DisableParallelToolUse = &disable
 		}
@@ -501,7 +501,7 @@ func (a *Anthropic) stream(ctx context.Context, call Call, onDelta func(Delta)) 
 		}
 		reply, err := a.parseMessage(call.Model, x.status, x.header, x.body, format)
 		if err == nil {
-			onDelta(wholeDelta(reply))
+			emitWhole(reply, onDelta)
 		}
 		return reply, err
 	}
