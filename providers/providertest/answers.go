@@ -169,8 +169,8 @@ func argPieces(args string) []string {
 // event is one event of a stream: its name (Anthropic's) and data.
 type event struct{ name, data string }
 
-// stream writes a composed answer as the format streams it: each event written and flushed, those up
-// to the first piece at once and each later one when Pace allows; StreamError ends it with an error event after the text,
+// stream writes a composed answer as the format streams it: each event written and flushed, the first
+// at once and each later one when Pace allows; StreamError ends it with an error event after the text,
 // Cut hangs up before its end.
 func (s *Server) stream(w http.ResponseWriter, r *http.Request, a ask, resp Response) {
 	ans := s.compose(a, resp)
@@ -194,9 +194,8 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, a ask, resp Resp
 	if !resp.Cut {
 		all = append(all, end...)
 	}
-	free := firstPiece(s.Format, ans) // the events up to the first piece go at once
 	for i, ev := range all {
-		if i > free && resp.Pace != nil {
+		if i > 0 && resp.Pace != nil {
 			select {
 			case <-resp.Pace:
 			case <-r.Context().Done():
@@ -222,21 +221,6 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, a ask, resp Resp
 	if array {
 		io.WriteString(w, "]")
 	}
-}
-
-// firstPiece is the index of a composed stream's first event that carries a piece of the answer:
-// those before it (the start, a ping, OpenAI's role) say nothing a caller sees.
-func firstPiece(format string, ans answer) int {
-	switch format {
-	case Anthropic:
-		if ans.text != "" {
-			return 3 // message_start, content_block_start, ping, then the first text_delta
-		}
-		return 1 // the tool_use block's start names the call
-	case Gemini:
-		return 0
-	}
-	return 1 // after the role
 }
 
 // textEvents is how many events of a stream carry its start and text, before any tool call or end.

@@ -54,9 +54,10 @@ type Response struct {
 	ToolCalls []ToolCall
 	// InputTokens and OutputTokens are a composed answer's usage (zero: 12 and 7).
 	InputTokens, OutputTokens int
-	// Pace, when set, holds a composed stream: its events up to the first piece of the answer go at once,
-	// each later one waits for a value from Pace (or its close). A test can so see the first piece arrive
-	// before the server ends.
+	// Pace, when set, holds a composed stream: its first event goes at once, each later one waits for a
+	// value from Pace (or its close). A test can so see the first piece arrive before the server ends;
+	// the events before the first piece (OpenAI's role; Anthropic's message_start, content_block_start
+	// and ping) need a value each, which the test can put in a buffered Pace ahead.
 	Pace <-chan struct{}
 	// StreamError ends a composed stream, after its text, with the format's error event.
 	StreamError *StreamError
