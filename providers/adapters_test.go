@@ -115,22 +115,28 @@ func TestResponseFormats(t *testing.T) {
 	}
 }
 
-func TestAdaptersClassifyFailures(t *testing.T) {
-	type want struct {
-		kind       resilience.Kind
-		scope      resilience.Scope
-		retryAfter time.Duration
-	}
+// failureCase is a provider's failure and how it must be classified.
+type failureCase struct {
+	desc     string
+	provider string
+	format   string
+	resp     providertest.Response
+	want     failureClass
+}
+
+type failureClass struct {
+	kind       resilience.Kind
+	scope      resilience.Scope
+	retryAfter time.Duration
+}
+
+// failureCases are the failures each wire format answers with, before any answer.
+func failureCases() []failureCase {
+	type want = failureClass
 	oa := func(status int, msg, typ string, code any, header map[string]string) providertest.Response {
 		return providertest.Response{Status: status, Body: providertest.OpenAIError(msg, typ, code), Header: header}
 	}
-	tests := []struct {
-		desc     string
-		provider string
-		format   string
-		resp     providertest.Response
-		want     want
-	}{
+	return []failureCase{
 		{"a bad key", "groq", providertest.OpenAI, oa(401, "Invalid API Key", "invalid_request_error", "invalid_api_key", nil), want{resilience.InvalidAPIKey, resilience.ScopeProvider, 0}},
 		{"no credits", "openrouter", providertest.OpenAI, oa(402, "Insufficient credits", "", 402, nil), want{resilience.PaymentRequired, resilience.ScopeProvider, 0}},
 		{"an unknown model", "openrouter", providertest.OpenAI, oa(404, "No endpoints found for vendor/m-1.", "", 404, nil), want{resilience.ModelNotFound, resilience.ScopeModel, 0}},
@@ -167,6 +173,10 @@ func TestAdaptersClassifyFailures(t *testing.T) {
 		{"Gemini unavailable", "gemini", providertest.Gemini, providertest.Response{Status: 503, Body: providertest.GeminiError(503, "UNAVAILABLE", "The model is overloaded.")},
 			want{resilience.ProviderUnavailable, resilience.ScopeUnknown, 0}},
 	}
+}
+
+func TestAdaptersClassifyFailures(t *testing.T) {
+	tests := failureCases()
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			var backend Backend

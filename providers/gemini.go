@@ -496,7 +496,7 @@ func (g *Gemini) stream(ctx context.Context, call Call, onDelta func(Delta)) (Re
 		}
 		reply, err := g.ParseGenerate(call.Model, x.status, x.header, x.body)
 		if err == nil {
-			onDelta(wholeDelta(reply))
+			emitWhole(reply, onDelta)
 		}
 		return reply, err
 	}

@@ -444,7 +444,7 @@ func (o *OpenAI) stream(ctx context.Context, call Call, onDelta func(Delta)) (Re
 		}
 		reply, err := o.ParseChat(call.Model, x.status, x.header, x.body)
 		if err == nil {
-			onDelta(wholeDelta(reply))
+			emitWhole(reply, onDelta)
 		}
 		return reply, err
 	}

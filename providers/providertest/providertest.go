@@ -56,7 +56,9 @@ type Response struct {
 	// InputTokens and OutputTokens are a composed answer's usage (zero: 12 and 7).
 	InputTokens, OutputTokens int
 	// Pace, when set, holds a composed stream: its first event goes at once, each later one waits for a
-	// value from Pace (or its close). A test can so see the first piece arrive before the server ends.
+	// value from Pace (or its close). A test can so see the first piece arrive before the server ends;
+	// the events before the first piece (OpenAI's role; Anthropic's message_start, content_block_start
+	// and ping) need a value each, which the test can put in a buffered Pace ahead.
 	Pace <-chan struct{}
 	// StreamError ends a composed stream, after its text, with the format's error event.
 	StreamError *StreamError
@@ -270,7 +272,9 @@ func write(w http.ResponseWriter, resp Response) {
 	if resp.Status == 0 {
 		resp.Status = http.StatusOK
 	}
-	w.Header().Set("Content-Type", "application/json")
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	if resp.Cut { // promise the whole body, send half: the client sees it cut short
 		w.Header().Set("Content-Length", fmt.Sprint(len(resp.Body)))
 	}
