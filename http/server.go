@@ -99,6 +99,7 @@ func New(engine Engine, opts Options) *Server {
 	}
 	s.handle(http.MethodPost, "/route-thompson", s.authed(s.route))
 	s.handle(http.MethodPost, "/v1/chat/completions", s.authedWith(s.chatCompletions, writeOpenAIError))
+	s.handle(http.MethodPost, "/v1/responses", s.authedWith(s.responses, writeOpenAIError))
 	s.handle(http.MethodGet, "/v1/models", s.authedWith(s.v1Models, writeOpenAIError))
 	// Model ids hold slashes (conclave/auto, vendor/model): the id is the rest of the path.
 	s.handle(http.MethodGet, "/v1/models/*id", s.authedWith(s.v1Model, writeOpenAIError))
