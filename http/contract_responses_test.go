@@ -7,10 +7,13 @@ package httpapi_test
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/providers/providertest"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
@@ -241,6 +244,78 @@ func TestOpenAIGoStreamsResponses(t *testing.T) {
 		}
 		if ext := extension(t, done.RawJSON()); ext["blueprint"] != "general" {
 			t.Fatalf("extension %v", ext)
+		}
+	})
+}
+
+// wireEvent is one event of a stream as it went over the wire.
+type wireEvent struct{ name, data string }
+
+// postStream posts a body and reads the stream of events it answers.
+func postStream(t *testing.T, tb *testbed, path, body string) (*http.Response, []wireEvent, []string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, tb.srv.URL+path, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	if tb.token != "" {
+		req.Header.Set("Authorization", "Bearer "+tb.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var events []wireEvent
+	var comments []string
+	for _, block := range strings.Split(string(raw), "\n\n") {
+		var ev wireEvent
+		for _, line := range strings.Split(block, "\n") {
+			switch {
+			case strings.HasPrefix(line, ":"):
+				comments = append(comments, line)
+			case strings.HasPrefix(line, "event: "):
+				ev.name = strings.TrimPrefix(line, "event: ")
+			case strings.HasPrefix(line, "data: "):
+				ev.data = strings.TrimPrefix(line, "data: ")
+			}
+		}
+		if ev.name != "" || ev.data != "" {
+			events = append(events, ev)
+		}
+	}
+	return resp, events, comments
+}
+
+// A stream that fails ends with the failure, never with a clean, empty end: an error event when only
+// keep-alives went out, response.failed once the response was announced. Both meet their schemas.
+func TestResponsesStreamFailing(t *testing.T) {
+	t.Run("after keep-alives: an error event", func(t *testing.T) {
+		tb := newTestbed(t, func(c *config.Config) { c.Retry = config.Retry{Scale: 0.001, Rounds: 1} }, quickBlueprints(t, 0.3))
+		for _, p := range allProviders {
+			tb.engine.Sim.SetFault(p, providers.Fault{TimeoutRate: 1})
+		}
+		resp, events, comments := postStream(t, tb, "/v1/responses", `{"model": "conclave/quick", "stream": true, "input": "`+mcq[:20]+`"}`)
+		if resp.StatusCode != http.StatusOK || len(comments) == 0 || len(events) != 1 || events[0].name != "error" {
+			t.Fatalf("status %d, comments %v, events %v", resp.StatusCode, comments, events)
+		}
+		eventMeetsSpec(t, "error", events[0].data)
+	})
+
+	t.Run("a direct call's stream breaking: response.failed", func(t *testing.T) {
+		u := newUpstreams(t, nil)
+		u.local.Queue(providertest.Response{Text: "The answer is", StreamError: &providertest.StreamError{Code: 502, Type: "server_error", Message: "upstream connection lost"}})
+		resp, events, _ := postStream(t, u.testbed, "/v1/responses", `{"model": "`+directModel+`", "stream": true, "input": "`+mcq[:20]+`"}`)
+		if resp.StatusCode != http.StatusOK || len(events) < 3 || events[0].name != "response.created" || events[len(events)-1].name != "response.failed" {
+			t.Fatalf("status %d, events %v", resp.StatusCode, events)
+		}
+		for _, ev := range events {
+			eventMeetsSpec(t, ev.name, ev.data)
+			if ev.name == "response.completed" {
+				t.Fatal("a broken stream completed")
+			}
+		}
+		if !strings.Contains(events[len(events)-1].data, `"status":"failed"`) {
+			t.Fatalf("the last event %s", events[len(events)-1].data)
 		}
 	})
 }
