@@ -105,7 +105,9 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 		exec.StatusCode = int32(resilience.StatusOf(resilience.Kind(exec.Error.Code)))
 	}
 	exec.CompletedAt = timestamppb.New(e.deps.Clock.Now())
-	exec.Phases.TotalMs = ms(time.Since(began))
+	// Collection, as a routed request's, is the wait for the model: its permit and its call.
+	exec.Phases.CollectMs = ms(time.Since(began))
+	exec.Phases.TotalMs = exec.Phases.CollectMs
 	e.deps.Metrics.Execution(exec)
 	e.system.Root.Send(e.deps.Dir.Recorder, exec)
 	e.log.Info("embeddings answered", zap.String("event", "embeddings"), zap.String("request_id", req.RequestId), zap.String("model", m.ID),
@@ -126,7 +128,6 @@ func (e *Engine) embedCall(ctx, callCtx context.Context, req *messages.EmbedRequ
 	got, err := e.registry.Embed(callCtx, providers.EmbedCall{RequestID: req.RequestId, Provider: m.Provider, Model: m.ID, UpstreamModel: m.UpstreamID,
 		Inputs: req.Inputs, Dimensions: int(req.Dimensions), User: req.User})
 	res.LatencyMs, res.ProviderLatencyMs = ms(time.Since(t)), ms(got.Latency)
-	exec.Phases.CollectMs = res.LatencyMs
 	res.ServedModel, res.UpstreamRequestId, res.DroppedParameters = got.ServedModel, got.UpstreamRequestID, got.Dropped
 	exec.DroppedParameters = got.Dropped
 	kind := fleet.ClassifyError(err)
