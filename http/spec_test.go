@@ -169,21 +169,21 @@ func eventMeetsSpec(t *testing.T, typ, data string) {
 func TestTheSpecificationCatchesABrokenAnswer(t *testing.T) {
 	tests := []struct {
 		desc    string
-		problem func() string
+		problem func(t *testing.T) string
 	}{
-		{"a response without its output", func() string {
+		{"a response without its output", func(t *testing.T) string {
 			return specProblems(t, "/responses", 200, `{"id":"resp_1","object":"response","created_at":1,"model":"m","status":"completed"}`)
 		}},
-		{"an embedding whose vector is a word", func() string {
+		{"an embedding whose vector is a word", func(t *testing.T) string {
 			return specProblems(t, "/embeddings", 200, `{"object":"list","model":"m","data":[{"object":"embedding","index":0,"embedding":"many"}],"usage":{"prompt_tokens":1,"total_tokens":1}}`)
 		}},
-		{"a text delta without its item", func() string {
+		{"a text delta without its item", func(t *testing.T) string {
 			return eventProblems(t, "response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":3,"delta":"Hi"}`)
 		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
-			if tt.problem() == "" {
+			if tt.problem(t) == "" {
 				t.Fatal("a broken answer passed")
 			}
 		})
