@@ -180,7 +180,7 @@ func (a *ConsensusActor) settle(ctx actor.Context, v resilience.Verdict, r *mess
 	if r != nil {
 		retryAfter = seconds(r.RetryAfterSeconds)
 	}
-	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, settlement(a.jobID, a.in.ArbiterModel, v, retryAfter, r))
+	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, Settlement(a.jobID, a.in.ArbiterModel, v, retryAfter, r))
 }
 
 // arbiterJob asks the arbiter model for its verdict: the task and the responses it may choose among

@@ -679,7 +679,7 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 // for its permit may have been dispatched by the provider meanwhile: it is stopped.
 func (c *CoordinatorActor) outcome(j *collect.Job, rec *collect.Record) *messages.Outcome {
 	r, _ := rec.Ref.(*messages.JobResult)
-	o := settlement(c.jobID(j), j.Slot.Model, rec.Verdict, rec.RetryAfter, r)
+	o := Settlement(c.jobID(j), j.Slot.Model, rec.Verdict, rec.RetryAfter, r)
 	o.Stop = rec.WaitedForPermit
 	return o
 }

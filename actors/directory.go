@@ -362,8 +362,10 @@ func NewArmBoard(models []catalog.Model, categories []string, prior bandit.Prior
 }
 
 // SetModels makes models the board's set. Arms of models that stay keep their state; a new model's
-// arms start at the prior.
+// arms start at the prior. An embeddings model answers no task, so it has no arm and no selection
+// sees it.
 func (b *ArmBoard) SetModels(models []catalog.Model) {
+	models = slices.DeleteFunc(slices.Clone(models), func(m catalog.Model) bool { return m.Has(catalog.Embeddings) })
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old := b.layout.Load()

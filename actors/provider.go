@@ -700,10 +700,10 @@ func (p *ProviderActor) holdFor(u ratelimit.Upstream) {
 	}
 }
 
-// settlement is the Outcome that settles a call's permit with its verdict: the effects on the
+// Settlement is the Outcome that settles a call's permit with its verdict: the effects on the
 // provider's and the model's breakers, the block a 429 asks for (its Retry-After, or a second without
 // one), the model's removal, and what the reply said of the provider's limits. r may be nil.
-func settlement(jobID, model string, v resilience.Verdict, retryAfter time.Duration, r *messages.JobResult) *messages.Outcome {
+func Settlement(jobID, model string, v resilience.Verdict, retryAfter time.Duration, r *messages.JobResult) *messages.Outcome {
 	o := &messages.Outcome{JobId: jobID, Model: model, ProviderEffect: effect(v.Provider), ModelEffect: effect(v.Model), RemoveModel: v.RemoveModel,
 		DisableProvider: v.DisableProvider}
 	block := time.Second.Seconds()

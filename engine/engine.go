@@ -94,6 +94,7 @@ type Engine struct {
 	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
 	longestBound time.Duration
 	upstreams    []upstream
+	registry     *providers.Registry
 	// background runs the key watcher and the discovery loops until stopBackground.
 	background     sync.WaitGroup
 	stopBackground context.CancelFunc
@@ -211,12 +212,14 @@ func New(opts Options) (*Engine, error) {
 		dir.SharedRound = e.sharedRound
 	}
 
+	// The registry routes every call to its provider: the workers' calls, and the embeddings calls the
+	// controller makes itself.
+	e.registry = providers.NewRegistry(catalogPrices(e.catalog), backend, e.upstreamsOnly()...)
 	transport := opts.Transport
 	if transport == nil {
-		registry := providers.NewRegistry(catalogPrices(e.catalog), backend, e.upstreamsOnly()...)
-		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: registry} }
+		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: e.registry} }
 		if hosts != nil {
-			if transport, err = e.sshTransports(*hosts, registry); err != nil {
+			if transport, err = e.sshTransports(*hosts, e.registry); err != nil {
 				e.closeStore()
 				return nil, err
 			}

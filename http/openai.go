@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/validation"
 	"github.com/google/uuid"
@@ -76,39 +77,12 @@ func renderTask(roles, texts []string) string {
 // parseChat decodes and validates a chat completions body, collecting every problem. The status is 0
 // when the request is valid, 400 for malformed input and 404 when the model is unknown.
 func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem) {
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return nil, http.StatusBadRequest, []*messages.Problem{{Field: "body", Message: "the body must be a JSON object"}}
+	fields, bad, ok := objectFields(body, chatFields)
+	if !ok {
+		return nil, http.StatusBadRequest, problems(bad)
 	}
-	var bad, unknown validation.Errors
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if !chatFields[name] {
-			bad.Add(name, "unknown field")
-		}
-	}
-	out := &chatRequest{route: &messages.RouteRequest{}}
-	if raw, ok := fields["model"]; !ok {
-		bad.Add("model", "is required: conclave/auto, conclave/<blueprint> or a model id (GET /v1/models lists them)")
-	} else if err := json.Unmarshal(raw, &out.model); err != nil || out.model == "" {
-		bad.Add("model", "must be a non-empty string")
-	} else if name, ours := strings.CutPrefix(out.model, modelPrefix); ours && s.engine.Blueprints().Has(name) {
-		out.route.Category = name
-	} else if out.model != autoModel {
-		if _, known := s.engine.Catalog().Get(out.model); known {
-			out.passthroughTo = out.model
-		} else {
-			unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(out.model, 128)))
-		}
-	}
-	if out.passthroughTo != "" {
-		out.route.Models, out.route.Direct = []string{out.passthroughTo}, true
-	}
-
+	var unknown validation.Errors
+	out := s.readModel(fields, &bad, &unknown)
 	ask := &messages.Ask{}
 	if raw, ok := fields["messages"]; !ok {
 		bad.Add("messages", "is required")
@@ -130,10 +104,6 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 	}
 	ask.Sampling = askReader{fields: fields, bad: &bad}.sampling()
 	out.route.Ask = ask
-	out.route.StrictParameters = flag(fields, "strict_parameters", &bad)
-	if raw, ok := given(fields, "fallbacks"); ok {
-		out.route.Fallbacks = s.readFallbacks(raw, out, &bad, &unknown)
-	}
 	if raw, ok := fields["stream"]; ok && json.Unmarshal(raw, &out.stream) != nil {
 		bad.Add("stream", "must be a boolean")
 	}
@@ -152,7 +122,69 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 			bad.Add("n", "must be 1: Conclave answers with one consensus choice")
 		}
 	}
-	out.route.TimeoutSeconds = number(fields, "timeout", &bad, validation.Timeout)
+	s.readOwn(fields, out, &bad, &unknown)
+	return verdict(out, bad, unknown)
+}
+
+// objectFields decodes a /v1 body as a JSON object, each of whose members must be one the door takes
+// (every other is an unknown field, as OpenAI answers). ok is false when the body is no object at all.
+func objectFields(body []byte, takes map[string]bool) (map[string]json.RawMessage, validation.Errors, bool) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return nil, validation.Errors{{Field: "body", Message: "the body must be a JSON object"}}, false
+	}
+	var bad validation.Errors
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !takes[name] {
+			bad.Add(name, "unknown field")
+		}
+	}
+	return fields, bad, true
+}
+
+// readModel reads the model of a /v1 request, as every door resolves it: conclave/auto, a blueprint
+// (conclave/<name>), or a catalog model called alone (a direct call). An unknown model goes to
+// unknown, so that it answers 404 when nothing else is wrong.
+func (s *Server) readModel(fields map[string]json.RawMessage, bad, unknown *validation.Errors) *chatRequest {
+	out := &chatRequest{route: &messages.RouteRequest{}}
+	if raw, ok := fields["model"]; !ok {
+		bad.Add("model", "is required: conclave/auto, conclave/<blueprint> or a model id (GET /v1/models lists them)")
+	} else if err := json.Unmarshal(raw, &out.model); err != nil || out.model == "" {
+		bad.Add("model", "must be a non-empty string")
+	} else if name, ours := strings.CutPrefix(out.model, modelPrefix); ours && s.engine.Blueprints().Has(name) {
+		out.route.Category = name
+	} else if out.model != autoModel {
+		if m, known := s.engine.Catalog().Get(out.model); !known {
+			unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(out.model, 128)))
+		} else if m.Has(catalog.Embeddings) {
+			bad.Add("model", fmt.Sprintf("%q is an embeddings model: POST /v1/embeddings asks it", validation.Clip(out.model, 128)))
+		} else {
+			out.passthroughTo = out.model
+		}
+	}
+	if out.passthroughTo != "" {
+		out.route.Models, out.route.Direct = []string{out.passthroughTo}, true
+	}
+	return out
+}
+
+// readOwn reads Conclave's own members of a /v1 request: strict_parameters, fallbacks and timeout.
+func (s *Server) readOwn(fields map[string]json.RawMessage, out *chatRequest, bad, unknown *validation.Errors) {
+	out.route.StrictParameters = flag(fields, "strict_parameters", bad)
+	if raw, ok := given(fields, "fallbacks"); ok {
+		out.route.Fallbacks = s.readFallbacks(raw, out, bad, unknown)
+	}
+	out.route.TimeoutSeconds = number(fields, "timeout", bad, validation.Timeout)
+}
+
+// verdict is a parsed /v1 request's outcome: 400 with every problem, 404 when the only problems are
+// unknown names, or the request.
+func verdict(out *chatRequest, bad, unknown validation.Errors) (*chatRequest, int, []*messages.Problem) {
 	switch {
 	case len(bad) > 0:
 		return nil, http.StatusBadRequest, problems(append(bad, unknown...).Capped())
@@ -172,22 +204,11 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 	}
 	chat, status, problems := s.parseChat(body)
 	if status != 0 {
-		s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
-			zap.String("endpoint", "chat_completions"), zap.Array("problems", problemsField(problems)))
-		msg := "the request is invalid"
-		if status == http.StatusNotFound {
-			msg = "the model does not exist"
-		}
-		writeOpenAIError(w, status, "", msg, problems)
+		s.refuse(w, id, "chat_completions", status, problems)
 		return
 	}
 	req := chat.route
-	req.RequestId, req.ReceivedAt = id, timestamppb.New(received)
-	if c := r.Header.Get("X-Request-ID"); validClientID(c) {
-		req.ClientRequestId = c
-	}
-	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", "chat_completions"),
-		zap.String("model", validation.Clip(chat.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", chat.stream), zap.String("remote", r.RemoteAddr))
+	s.received(r, id, received, "chat_completions", chat)
 
 	routing(w) // before the keep-alives, which read it
 	var stream *sseStream
@@ -223,6 +244,28 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 	default:
 		writeJSON(w, http.StatusOK, completion)
 	}
+}
+
+// refuse answers a /v1 request its door refused, in OpenAI's shape, and logs it.
+func (s *Server) refuse(w http.ResponseWriter, id, endpoint string, status int, problems []*messages.Problem) {
+	s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
+		zap.String("endpoint", endpoint), zap.Array("problems", problemsField(problems)))
+	msg := "the request is invalid"
+	if status == http.StatusNotFound {
+		msg = "the model does not exist"
+	}
+	writeOpenAIError(w, status, "", msg, problems)
+}
+
+// received stamps a /v1 request with its ids and logs its arrival.
+func (s *Server) received(r *http.Request, id string, at time.Time, endpoint string, chat *chatRequest) {
+	req := chat.route
+	req.RequestId, req.ReceivedAt = id, timestamppb.New(at)
+	if c := r.Header.Get("X-Request-ID"); validClientID(c) {
+		req.ClientRequestId = c
+	}
+	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", endpoint),
+		zap.String("model", validation.Clip(chat.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", chat.stream), zap.String("remote", r.RemoteAddr))
 }
 
 // completion is OpenAI's chat completion object with Conclave's extension.
@@ -278,36 +321,41 @@ type conclaveExtension struct {
 }
 
 func renderCompletion(e *messages.Execution, model string) completion {
-	c := completion{
+	return completion{
 		ID: e.RequestId, Object: "chat.completion", Created: e.GetReceivedAt().AsTime().Unix(), Model: model,
 		Choices: []completionChoice{{Message: answerMessage(e), FinishReason: finishReason(e)}},
 		Usage: completionUsage{PromptTokens: e.GetUsage().GetInputTokens(), CompletionTokens: e.GetUsage().GetOutputTokens(),
 			TotalTokens: e.GetUsage().GetInputTokens() + e.GetUsage().GetOutputTokens()},
-		Conclave: conclaveExtension{RequestID: e.RequestId, Category: e.GetClassification().GetCategory(), Blueprint: e.GetBlueprint().GetName(),
-			Strategy: e.GetDecision().GetStrategy(), ChosenModel: e.GetDecision().GetChosenModel(), Degraded: e.Degraded, CostUSD: e.Cost,
-			ModelsAsked: []string{}, DroppedParameters: e.DroppedParameters},
+		Conclave: extensionOf(e),
 	}
-	if c.Conclave.DroppedParameters == nil {
-		c.Conclave.DroppedParameters = []string{}
+}
+
+// extensionOf is Conclave's extension of an answer, from its record.
+func extensionOf(e *messages.Execution) conclaveExtension {
+	x := conclaveExtension{RequestID: e.RequestId, Category: e.GetClassification().GetCategory(), Blueprint: e.GetBlueprint().GetName(),
+		Strategy: e.GetDecision().GetStrategy(), ChosenModel: e.GetDecision().GetChosenModel(), Degraded: e.Degraded, CostUSD: e.Cost,
+		ModelsAsked: []string{}, DroppedParameters: e.DroppedParameters}
+	if x.DroppedParameters == nil {
+		x.DroppedParameters = []string{}
 	}
 	asked := map[string]bool{}
 	contributed := 0
 	for _, r := range e.Results {
 		if !asked[r.Model] {
 			asked[r.Model] = true
-			c.Conclave.ModelsAsked = append(c.Conclave.ModelsAsked, r.Model)
+			x.ModelsAsked = append(x.ModelsAsked, r.Model)
 		}
 		if r.Status == "ok" {
-			c.Conclave.Answered++
+			x.Answered++
 			if r.Contributed {
 				contributed++
 			}
 		}
 	}
-	if c.Conclave.Answered > 0 {
-		c.Conclave.Agreement = float64(contributed) / float64(c.Conclave.Answered)
+	if x.Answered > 0 {
+		x.Agreement = float64(contributed) / float64(x.Answered)
 	}
-	return c
+	return x
 }
 
 // answerMessage is the answer in OpenAI's shape: its text, its tool calls, or both.

@@ -44,7 +44,7 @@ func specValidator(t *testing.T, file string) validator.Validator {
 	specs.once.Do(func() {
 		specs.dir = dir
 		specs.validators, specs.models = map[string]validator.Validator{}, map[string]*v3.Document{}
-		for f, paths := range map[string][]string{"openai.openapi.yaml": {"/chat/completions", "/models"}, "anthropic.openapi.json": {"/v1/messages", "/v1/models"}} {
+		for f, paths := range map[string][]string{"openai.openapi.yaml": {"/chat/completions", "/models", "/embeddings"}, "anthropic.openapi.json": {"/v1/messages", "/v1/models"}} {
 			raw, err := os.ReadFile(filepath.Join(specs.dir, f))
 			if err != nil {
 				specs.err = err
@@ -390,6 +390,45 @@ func TestEveryListingMeetsItsSpecification(t *testing.T) {
 				if ok, errs := v.ValidateHttpResponse(req, resp); !ok {
 					t.Fatalf("listing page %d breaks %s:%s\n%s", i, k.spec, report(ok, errs), body)
 				}
+			}
+		})
+	}
+}
+
+// The OpenAI-format embeddings call meets its specification, and so does the loopback server's answer.
+func TestEmbeddingsMeetTheSpecification(t *testing.T) {
+	v := specValidator(t, "openai.openapi.yaml")
+	tests := []struct {
+		desc   string
+		change func(*EmbedCall)
+	}{
+		{"two inputs", func(*EmbedCall) {}},
+		{"shortened vectors for an end user", func(c *EmbedCall) { c.Dimensions, c.User = 256, "u-42" }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			s := providertest.New(providertest.OpenAI, nil)
+			defer s.Close()
+			call := embedCall(s, "local")
+			tt.change(&call)
+			if _, err := NewOpenAI(NewHTTPClient(), "local").Embed(t.Context(), call); err != nil {
+				t.Fatal(err)
+			}
+			req := atSpec(t, s.Last(), "https://api.openai.com/v1/embeddings")
+			if ok, errs := v.ValidateHttpRequest(req); !ok {
+				t.Fatalf("the request breaks the specification:%s\n%s", report(ok, errs), s.Last().Body)
+			}
+			// The server's answer to the same request, asked again.
+			again, err := http.Post(s.URL+"/embeddings", "application/json", bytes.NewReader(s.Last().Body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			raw, _ := io.ReadAll(again.Body)
+			again.Body.Close()
+			answer := string(raw)
+			resp := &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(answer))}
+			if ok, errs := v.ValidateHttpResponse(atSpec(t, s.Last(), "https://api.openai.com/v1/embeddings"), resp); !ok {
+				t.Fatalf("the answer breaks the specification:%s\n%s", report(ok, errs), answer)
 			}
 		})
 	}

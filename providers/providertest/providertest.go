@@ -1,10 +1,10 @@
 // Package providertest runs providers on loopback for tests: HTTP servers that speak one wire format
-// each (OpenAI chat completions, Anthropic Messages, Gemini generateContent), with their error bodies,
-// rate-limit headers, slow answers, keep-alive lines and answers cut short, and a record of every
-// request they were sent. They read a call as the provider would: its turns with text and image parts,
-// tool calls and their results (a result must answer a call of the turn before, as each API requires),
-// and answer with text or with tool calls, whole or streamed in the format's events at a pace the test
-// sets.
+// each (OpenAI chat completions and embeddings, Anthropic Messages, Gemini generateContent and
+// embeddings), with their error bodies, rate-limit headers, slow answers, keep-alive lines and answers
+// cut short, and a record of every request they were sent. They read a call as the provider would: its
+// turns with text and image parts, tool calls and their results (a result must answer a call of the
+// turn before, as each API requires), and answer with text or with tool calls, whole or streamed in the
+// format's events at a pace the test sets, or with a vector for each input of an embeddings call.
 package providertest
 
 import (
@@ -250,7 +250,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if call && resp.composed() {
+	if call && resp.composed() && isEmbeddings(r.URL.Path) {
+		resp = s.embeddings(r, body)
+	} else if call && resp.composed() {
 		a, err := s.read(r, body)
 		if err != nil {
 			resp = s.refusal(err)
