@@ -674,10 +674,11 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, _ httprouter.
 		sse = s.startStream(w)
 		events = newResponseEvents(sse, shellOf(rr, id, received))
 	}
-	switch {
-	case rr.stream && req.Direct: // the answer's pieces go out as the model writes them
+	if rr.stream {
+		// A direct call's answer, or a rotating arbiter's synthesis, goes out as it is written; any
+		// other answer once the consensus has it.
 		exec, err = s.engine.RouteStreaming(r.Context(), req, events.delta)
-	default:
+	} else {
 		exec, err = s.engine.Route(r.Context(), req)
 	}
 	sse.quiet() // the keep-alives write through w: stop them before w changes

@@ -312,6 +312,21 @@ func (e *responseEvents) addCall(index int32, callID, name, arguments string) {
 // or a direct call whose model streamed nothing), then each item done, then the response with the items
 // as they were streamed.
 func (e *responseEvents) finish(exec *messages.Execution, resp responseObject) {
+	if e.text != nil {
+		// The text streamed so far is the answer's beginning (a synthesis the consensus completed), or
+		// it was replaced (the arbiter's verdict could not be used): the caller has read text that is
+		// not the answer, and only an error can say so.
+		rest, continues := strings.CutPrefix(exec.Answer, e.text.text.String())
+		if !continues {
+			e.fail(&messages.Execution{StatusCode: http.StatusBadGateway, Error: &messages.Failure{Code: "stream_superseded",
+				Message: "the text streamed so far is not the answer: the consensus replaced the arbiter's synthesis; GET /executions/" +
+					e.requestID() + " holds the answer"}})
+			return
+		}
+		for _, piece := range pieces(rest, chunkBytes) {
+			e.addText(piece)
+		}
+	}
 	if len(e.items) == 0 {
 		if exec.Answer != "" || len(exec.ToolCalls) == 0 {
 			e.openText()
