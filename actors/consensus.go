@@ -38,6 +38,8 @@ type ConsensusActor struct {
 	cost       float64
 	decided    bool
 	settled    bool // the arbiter's permit (or acquisition) has been settled
+	// synthesis reads the answer the arbiter writes as it streams, for the coordinator to relay.
+	synthesis consensus.SynthesisStream
 }
 
 type arbiterDeadline struct{}
@@ -121,6 +123,14 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 			a.verdict = &v
 		}
 		a.decide(ctx)
+	case *messages.Delta:
+		if m.JobId != a.jobID {
+			a.deps.Drop(KindConsensus, DropWrongTarget, m)
+			return
+		}
+		if text := a.synthesis.Feed(m.Text); text != "" && !a.decided {
+			ctx.Send(ctx.Parent(), &messages.Delta{RequestId: a.in.RequestId, JobId: a.jobID, Text: text})
+		}
 	case *messages.JobStarted, *messages.JobQueued:
 		// The worker's word that the arbiter's call started or waits for a slot: its result will tell.
 	case arbiterDeadline:
@@ -170,7 +180,7 @@ func (a *ConsensusActor) settle(ctx actor.Context, v resilience.Verdict, r *mess
 	if r != nil {
 		retryAfter = seconds(r.RetryAfterSeconds)
 	}
-	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, settlement(a.jobID, a.in.ArbiterModel, v, retryAfter, r))
+	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, Settlement(a.jobID, a.in.ArbiterModel, v, retryAfter, r))
 }
 
 // arbiterJob asks the arbiter model for its verdict: the task and the responses it may choose among
@@ -187,7 +197,9 @@ func (a *ConsensusActor) arbiterJob() *messages.Job {
 	return &messages.Job{RequestId: a.in.RequestId, JobId: a.jobID, Kind: providers.KindArbiter, Model: a.in.ArbiterModel, UpstreamModel: upstream,
 		Provider: a.in.ArbiterProvider, System: system, Prompt: prompt, Task: a.in.Task, Candidates: texts, Category: a.in.Category,
 		MaxTokens: int32(maxTokens), Temperature: &zero, ResponseSchema: string(consensus.VerdictSchema(strategy)), ResponseName: "verdict_" + a.in.Strategy,
-		Deadline: a.in.Deadline, TimeoutSeconds: max(time.Until(a.in.Deadline.AsTime()).Seconds(), 0)}
+		Deadline: a.in.Deadline, TimeoutSeconds: max(time.Until(a.in.Deadline.AsTime()).Seconds(), 0),
+		// A synthesis of text can be read as it is written; a structured answer is decided whole.
+		Stream: a.in.Stream && !consensus.Structured(responses(a.in), a.st)}
 }
 
 // responses are the candidates of in as the strategies read them.

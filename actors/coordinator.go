@@ -176,8 +176,14 @@ func (c *CoordinatorActor) check(msg any) string {
 		}
 		return why
 	case *messages.Delta:
-		if c.req.StreamTo == nil || m.RequestId != c.req.RequestId {
+		switch {
+		case c.req.StreamTo == nil || m.RequestId != c.req.RequestId:
 			return DropUnexpected
+		case m.JobId == c.req.RequestId+"/arbiter": // the synthesis of the arbiter, from the consensus actor
+			if c.consensus == nil {
+				return DropUnexpected
+			}
+			return ""
 		}
 		return c.jobCheck("", m.GetJobId())
 	case *messages.CancelRequest:
@@ -451,8 +457,8 @@ func (e env) ProviderDown(provider string) bool {
 	return st.BreakerOpen || st.Stopped
 }
 
-func (e env) Replace(n int, tried map[string]bool) []collect.Assignment {
-	picks, workers := e.c.plan.Replace(e.c.world, n, tried, e.c.rng)
+func (e env) Replace(n int, tried, refused map[string]bool) []collect.Assignment {
+	picks, workers := e.c.plan.Replace(e.c.world, n, tried, refused, e.c.rng)
 	e.c.logSelection(picks, nil, nil, len(picks), true)
 	out := make([]collect.Assignment, len(picks))
 	for i, p := range picks {
@@ -673,7 +679,7 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 // for its permit may have been dispatched by the provider meanwhile: it is stopped.
 func (c *CoordinatorActor) outcome(j *collect.Job, rec *collect.Record) *messages.Outcome {
 	r, _ := rec.Ref.(*messages.JobResult)
-	o := settlement(c.jobID(j), j.Slot.Model, rec.Verdict, rec.RetryAfter, r)
+	o := Settlement(c.jobID(j), j.Slot.Model, rec.Verdict, rec.RetryAfter, r)
 	o.Stop = rec.WaitedForPermit
 	return o
 }
@@ -723,6 +729,12 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		c.fail(ctx, d.Failure, "the answer's stream broke after it began: "+lastError(c.machine.Records()), 0, nil)
 		return
 	}
+	// Without an answer, the details name each model's cause: the caller sees which upstream is down,
+	// refused, limited or slow, not only that nothing came.
+	var why validation.Errors
+	if d.Failure != "" {
+		why = causes(c.machine.Records(), c.providerFault)
+	}
 	switch d.Failure {
 	case "":
 	case resilience.ClientClosed, resilience.ShuttingDown:
@@ -730,20 +742,24 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		return
 	case resilience.RateLimited:
 		c.fail(ctx, d.Failure, "every call met a provider's rate limit with no room before the request's queue bound "+
-			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter, nil)
+			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter, why)
 		return
 	case resilience.InvalidAPIKey, resilience.PaymentRequired:
-		c.fail(ctx, d.Failure, "the provider refused its key or its account; it takes no call until its key changes", 0, nil)
+		c.fail(ctx, d.Failure, "the provider refused its key or its account; it takes no call until its key changes", 0, why)
 		return
 	case resilience.ModelNotFound:
-		c.fail(ctx, d.Failure, "the provider does not know the model; it has left the pool", 0, nil)
+		c.fail(ctx, d.Failure, "the provider does not know the model; it has left the pool", 0, why)
 		return
 	case resilience.RequestTooLarge:
 		c.fail(ctx, d.Failure, "the task is too large for the models asked: split it into chunks, or name models with a larger "+
-			"context window (GET /models lists each model's context_window)", 0, nil)
+			"context window (GET /models lists each model's context_window)", 0, why)
+		return
+	case resilience.AllProvidersDown:
+		c.fail(ctx, d.Failure, "no model could answer: the providers of the models asked are down (refused or failed connections, "+
+			"open breakers); the details name each model's cause", 0, why)
 		return
 	default:
-		c.fail(ctx, d.Failure, "no worker returned an answer before the deadline", 0, nil)
+		c.fail(ctx, d.Failure, "no worker returned an answer before the deadline", 0, why)
 		return
 	}
 	c.exec.Degraded = d.Degraded
@@ -813,6 +829,7 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		in.Deadline = ts(deadline)
 		// Its permit waits for rate limits no longer than the request's calls did.
 		in.QueueBy = c.queueBy()
+		in.Stream = c.req.StreamTo != nil // the synthesis goes to the caller as the arbiter writes it
 	}
 	c.consensusStart = time.Now()
 	c.consulting = true
@@ -939,6 +956,14 @@ func (c *CoordinatorActor) answerOf(j *collect.Job) (int, bool) {
 		}
 	}
 	return 0, false
+}
+
+// providerFault is a provider's last fault, as its snapshot publishes it.
+func (c *CoordinatorActor) providerFault(provider string) string {
+	if ref := c.deps.Dir.Provider(provider); ref != nil {
+		return ref.Snapshot().LastFault
+	}
+	return ""
 }
 
 // fail answers with a failure; the record is kept like any other.

@@ -123,6 +123,9 @@ type ProviderSnapshot struct {
 	Models map[string]ModelState `json:"models,omitempty"`
 	// Disabled, when not empty, says why the provider takes no call until its key changes.
 	Disabled string `json:"disabled,omitempty"`
+	// LastFault is the last failure of a call that failed the provider's breaker or one of its models'
+	// ("connection_refused: 127.0.0.1:9999"): what a request finding the breaker open is told.
+	LastFault string `json:"last_fault,omitempty"`
 	// Stopped, when not empty, is the last crash of the provider's actor, which its supervisor stopped
 	// for good after too many: the provider takes no call until Conclave restarts.
 	Stopped string `json:"stopped,omitempty"`
@@ -153,7 +156,7 @@ const (
 func (s *ProviderSnapshot) Status(now time.Time) bandit.ProviderStatus {
 	st := bandit.ProviderStatus{RateLimitUse: s.RateLimitUse, Disabled: s.Disabled != "", Stopped: s.Stopped != "", ModelsOut: len(s.Models) > 0}
 	if s.Breaker.State == resilience.Open && now.Before(s.Breaker.OpenUntil) {
-		st.BreakerOpen, st.Until = true, s.Breaker.OpenUntil
+		st.BreakerOpen, st.Until, st.Fault = true, s.Breaker.OpenUntil, s.LastFault
 	} else if s.RateLimitUse >= 1 {
 		st.Until = s.RoomAt
 	}
@@ -359,8 +362,10 @@ func NewArmBoard(models []catalog.Model, categories []string, prior bandit.Prior
 }
 
 // SetModels makes models the board's set. Arms of models that stay keep their state; a new model's
-// arms start at the prior.
+// arms start at the prior. An embeddings model answers no task, so it has no arm and no selection
+// sees it.
 func (b *ArmBoard) SetModels(models []catalog.Model) {
+	models = slices.DeleteFunc(slices.Clone(models), func(m catalog.Model) bool { return m.Has(catalog.Embeddings) })
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	old := b.layout.Load()

@@ -42,6 +42,22 @@ func TestTheBoardFollowsTheModelSet(t *testing.T) {
 	}
 }
 
+// An embeddings model answers no task: it has no arm, so no selection sees it.
+func TestTheBoardLeavesEmbeddingsModelsOut(t *testing.T) {
+	models := []catalog.Model{{ID: "a", Provider: "p"}, {ID: "e", Provider: "p", Capabilities: []string{catalog.Embeddings}}}
+	board := NewArmBoard(models, []string{"general"}, bandit.DefaultPrior, 0)
+	if got := candidateIDs(board, "general"); got != "a" {
+		t.Fatalf("candidates %s", got)
+	}
+	board.SetModels(append(models, catalog.Model{ID: "b", Provider: "p"}))
+	if got := candidateIDs(board, "general"); got != "a,b" || len(board.Models()) != 2 {
+		t.Fatalf("candidates %s, models %v", got, board.Models())
+	}
+	if len(models) != 2 || models[1].ID != "e" {
+		t.Fatalf("the caller's models changed: %v", models)
+	}
+}
+
 func TestTheBoardChangesUnderReaders(t *testing.T) {
 	models := []catalog.Model{{ID: "a", Provider: "p"}, {ID: "b", Provider: "p"}}
 	board := NewArmBoard(models, []string{"general"}, bandit.DefaultPrior, DefaultSharing)

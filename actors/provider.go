@@ -45,10 +45,13 @@ type ProviderActor struct {
 	modelsChanged bool
 	// disabled, when not empty, is why the provider takes no call until its key changes.
 	disabled string
-	waiting  []waiter
-	leases   map[string]lease
-	wake     alarm
-	hours    [24]hourBucket
+	// lastFault is the last failure of a call that failed the provider's breaker or a model's, as
+	// callers are told it: it names why the breaker is open.
+	lastFault string
+	waiting   []waiter
+	leases    map[string]lease
+	wake      alarm
+	hours     [24]hourBucket
 	// publishedAt is when the last snapshot was published (wall clock).
 	publishedAt time.Time
 }
@@ -665,6 +668,9 @@ func (p *ProviderActor) outcome(ctx actor.Context, o *messages.Outcome) {
 		words = append(words, w)
 		p.holdFor(w)
 	}
+	if o.Fault != "" && (o.ProviderEffect == messages.Effect_EFFECT_FAILURE || o.ModelEffect == messages.Effect_EFFECT_FAILURE) {
+		p.lastFault = validation.Clip(o.Fault, maxDisabledBecause)
+	}
 	if o.DisableProvider && p.disabled == "" {
 		p.disabled = validation.Clip(o.DisabledBecause, maxDisabledBecause)
 		if p.disabled == "" {
@@ -694,10 +700,10 @@ func (p *ProviderActor) holdFor(u ratelimit.Upstream) {
 	}
 }
 
-// settlement is the Outcome that settles a call's permit with its verdict: the effects on the
+// Settlement is the Outcome that settles a call's permit with its verdict: the effects on the
 // provider's and the model's breakers, the block a 429 asks for (its Retry-After, or a second without
 // one), the model's removal, and what the reply said of the provider's limits. r may be nil.
-func settlement(jobID, model string, v resilience.Verdict, retryAfter time.Duration, r *messages.JobResult) *messages.Outcome {
+func Settlement(jobID, model string, v resilience.Verdict, retryAfter time.Duration, r *messages.JobResult) *messages.Outcome {
 	o := &messages.Outcome{JobId: jobID, Model: model, ProviderEffect: effect(v.Provider), ModelEffect: effect(v.Model), RemoveModel: v.RemoveModel,
 		DisableProvider: v.DisableProvider}
 	block := time.Second.Seconds()
@@ -714,6 +720,9 @@ func settlement(jobID, model string, v resilience.Verdict, retryAfter time.Durat
 		o.RateLimit = r.RateLimit
 		if v.DisableProvider {
 			o.DisabledBecause = r.ErrorKind + ": " + r.ErrorMessage
+		}
+		if !r.Ok && (v.Provider == resilience.Failure || v.Model == resilience.Failure) {
+			o.Fault = resultCause(resilience.Kind(r.ErrorKind), r)
 		}
 		if r.Usage != nil {
 			o.Tokens = r.Usage.InputTokens + r.Usage.OutputTokens
@@ -797,6 +806,7 @@ func (p *ProviderActor) publishAt(now, wall time.Time) {
 		Calls24h:     calls,
 		Faults24h:    faults,
 		Disabled:     p.disabled,
+		LastFault:    p.lastFault,
 	}
 	if snap.RateLimitUse >= 1 {
 		if wait := max(u.RoomIn, u.Blocked); wait > 0 {
@@ -826,7 +836,7 @@ const StatsEvery = 100 * time.Millisecond
 // breaker, the limits' use, when a full limit has room, a disabled key, waiting acquisitions.
 func decisionsDiffer(a, b *ProviderSnapshot) bool {
 	return a.Breaker != b.Breaker || a.RateLimitUse != b.RateLimitUse || !a.RoomAt.Equal(b.RoomAt) || a.Disabled != b.Disabled ||
-		a.Waiting != b.Waiting || a.SharedLimits != b.SharedLimits
+		a.Waiting != b.Waiting || a.SharedLimits != b.SharedLimits || a.LastFault != b.LastFault
 }
 
 // outOfPool lists the models out of the pool at now, and why.

@@ -32,6 +32,9 @@ type ProviderStatus struct {
 	// ModelsOut says some of the provider's models are out of the pool: Query.Unavailable is asked
 	// about its models only then (and about those of providers the query does not know).
 	ModelsOut bool
+	// Fault, with an open breaker, is the provider's last fault: why it is down, for the answer of a
+	// request that finds no model to ask. Selection does not read it.
+	Fault string
 }
 
 // Policy is a selection policy. Thompson Sampling is the production policy; the others are baselines
@@ -85,6 +88,9 @@ type Query struct {
 	TotalPulls int64
 	// Tried holds models a request already used, when it selects replacements.
 	Tried map[string]bool
+	// Refused holds providers whose host refused a connection during the request, when it selects
+	// replacements: nothing listens there, so none of their models is asked.
+	Refused map[string]bool
 	// Lacks, when set, says what a model lacks that the request needs (NoVision for its images,
 	// ParametersUnsupported for the parameters it insists on), or 0. Nil for a request that needs
 	// nothing special, which costs nothing.
@@ -108,11 +114,12 @@ const (
 	ProviderStopped
 	NoVision
 	ParametersUnsupported
+	ConnectionRefused
 )
 
 var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted",
 	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled", "provider_stopped", "no_vision",
-	"parameters_unsupported"}
+	"parameters_unsupported", "provider_connection_refused"}
 
 func (r SkipReason) String() string {
 	if int(r) < len(skipNames) && r > 0 {
@@ -190,6 +197,8 @@ func (q *Query) reject(c *Candidate, status ProviderStatus, known bool) (SkipRea
 		return NotRequested, time.Time{}
 	case q.Tried[c.Model]:
 		return AlreadyTried, time.Time{}
+	case q.Refused[c.Provider]:
+		return ConnectionRefused, time.Time{}
 	case c.ContextWindow < q.ContextTokens:
 		return ContextTooSmall, time.Time{}
 	}

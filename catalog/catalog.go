@@ -23,7 +23,12 @@ var Providers = []string{"openrouter", "anthropic", "gemini", "groq", "cerebras"
 var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // Capabilities is the vocabulary of capability tags.
-var Capabilities = []string{"chat", "code", "reasoning", "math", "vision", "long_context", "tools", "multilingual", "fast", "creative", "structured_output"}
+var Capabilities = []string{"chat", "code", "reasoning", "math", "vision", "long_context", "tools", "multilingual", "fast", "creative", "structured_output",
+	Embeddings}
+
+// Embeddings tags a model that turns text into vectors (POST /v1/embeddings) and answers no task: no
+// panel selects it and no chat calls it.
+const Embeddings = "embeddings"
 
 // Model is one candidate model, named as its provider names it.
 type Model struct {

@@ -47,7 +47,9 @@ func Reconcile(c *Catalog, provider string, listed []Model) (*Catalog, Change, e
 	kept := make([]Model, 0, len(c.models)+len(listed))
 	have := map[string]bool{}
 	for _, m := range c.models {
-		if m.Provider == provider && !upstream[m.Upstream()] {
+		// A listing names the provider's chat models (providers.ListModels leaves embeddings out): an
+		// embeddings model, which only the configuration names, stays.
+		if m.Provider == provider && !upstream[m.Upstream()] && !m.Has(Embeddings) {
 			ch.Left = append(ch.Left, m.ID)
 			continue
 		}

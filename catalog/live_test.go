@@ -11,6 +11,7 @@ func TestReconcile(t *testing.T) {
 		{ID: "kept", Provider: "local", ContextWindow: 32768, InputPricePerMTok: 1, Capabilities: []string{"chat", "code"}, Tier: 1},
 		{ID: "gone", Provider: "local", ContextWindow: 8192, Tier: 2},
 		{ID: "renamed", UpstreamID: "vendor/renamed", Provider: "local", ContextWindow: 8192, Tier: 2},
+		{ID: "embed", Provider: "local", ContextWindow: 8192, Tier: 3, Capabilities: []string{Embeddings}},
 		{ID: "shared-id", Provider: "other", ContextWindow: 8192, Tier: 2},
 		{ID: "elsewhere", Provider: "other", ContextWindow: 8192, Tier: 2},
 	}
@@ -23,13 +24,14 @@ func TestReconcile(t *testing.T) {
 		sameCatalog    bool
 		checkCuratedOf string
 	}{
-		{desc: "a listing with nothing new changes nothing", listed: []Model{{ID: "kept"}, {ID: "gone"}, {ID: "vendor/renamed"}}, models: "gone,kept,renamed", sameCatalog: true},
+		{desc: "a listing with nothing new changes nothing", listed: []Model{{ID: "kept"}, {ID: "gone"}, {ID: "vendor/renamed"}}, models: "embed,gone,kept,renamed", sameCatalog: true},
 		{desc: "a new model joins, a vanished one leaves", listed: []Model{{ID: "kept", ContextWindow: 4096}, {ID: "vendor/renamed"}, {ID: "fresh", ContextWindow: 65536}},
-			joined: "fresh", left: "gone", models: "fresh,kept,renamed", checkCuratedOf: "kept"},
-		{desc: "models match on the id sent upstream", listed: []Model{{ID: "renamed"}}, joined: "renamed", left: "gone,kept,renamed", models: "renamed"},
+			joined: "fresh", left: "gone", models: "embed,fresh,kept,renamed", checkCuratedOf: "kept"},
+		{desc: "models match on the id sent upstream", listed: []Model{{ID: "renamed"}}, joined: "renamed", left: "gone,kept,renamed", models: "embed,renamed"},
+		// A listing names chat models only: an embeddings model, which the configuration names, stays.
 		{desc: "an id another provider has joins under the provider's name", listed: []Model{{ID: "kept"}, {ID: "gone"}, {ID: "vendor/renamed"}, {ID: "shared-id"}},
-			joined: "local/shared-id", models: "gone,kept,local/shared-id,renamed"},
-		{desc: "an empty listing changes nothing", listed: nil, err: "listed no model", sameCatalog: true, models: "gone,kept,renamed"},
+			joined: "local/shared-id", models: "embed,gone,kept,local/shared-id,renamed"},
+		{desc: "an empty listing changes nothing", listed: nil, err: "listed no model", sameCatalog: true, models: "embed,gone,kept,renamed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

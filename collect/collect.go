@@ -75,8 +75,9 @@ const (
 type Env interface {
 	// Worker picks a worker for a retry, avoiding those in avoid when any other can take it.
 	Worker(avoid []string) (string, bool)
-	// Replace selects up to n models in place of failed ones, none of those in tried.
-	Replace(n int, tried map[string]bool) []Assignment
+	// Replace selects up to n models in place of failed ones, none of those in tried and none of the
+	// providers in refused.
+	Replace(n int, tried, refused map[string]bool) []Assignment
 	// ProviderDown reports whether a provider's breaker is open.
 	ProviderDown(provider string) bool
 }
@@ -259,15 +260,18 @@ type Done struct {
 // Machine collects one request's answers. It is not safe for concurrent use: its owner feeds it events
 // one at a time, and the effects it returns are valid until the next event.
 type Machine struct {
-	cfg      Config
-	initial  []Assignment
-	env      Env
-	rng      *rand.Rand
-	slots    []*Slot
-	jobs     []*Job
-	records  []*Record
-	retries  []Retry
-	tried    map[string]bool
+	cfg     Config
+	initial []Assignment
+	env     Env
+	rng     *rand.Rand
+	slots   []*Slot
+	jobs    []*Job
+	records []*Record
+	retries []Retry
+	tried   map[string]bool
+	// refused holds the providers whose host refused a connection during the request: nothing listens
+	// there, so none of their models is asked again before the request ends.
+	refused  map[string]bool
 	ok       int
 	round    int
 	graceAt  time.Time
@@ -429,6 +433,12 @@ func (m *Machine) Result(now time.Time, seq int, r Reply) []Effect {
 	} else if kind == "" {
 		kind = resilience.Internal
 	}
+	if kind == resilience.ConnectionRefused {
+		if m.refused == nil {
+			m.refused = map[string]bool{}
+		}
+		m.refused[j.Slot.Provider] = true
+	}
 	started := j.state == running
 	full := started && j.Budget >= m.cfg.FaultAfter(j.Slot.Provider)
 	rec := m.settle(j, &Record{Kind: kind, Scope: r.Scope, RetryAfter: r.RetryAfter, Ref: r.Ref,
@@ -585,16 +595,6 @@ func (m *Machine) endRound(now time.Time) {
 	}
 	m.round++
 	missing := m.cfg.MinResponses - m.ok
-	delay := m.delay(resilience.PolicyFor(resilience.UpstreamTimeout), m.round-1, 0)
-	if m.onlyRateLimited() {
-		// The backoff gives failed models time to recover; calls held back by rate limits failed for
-		// want of room, not of the model, and the request has no time to lose waiting for none.
-		delay = 0
-	}
-	if !now.Add(delay).Before(m.cfg.CollectBy) {
-		m.finish(now, "")
-		return
-	}
 	var again []*Slot
 	for _, s := range m.slots {
 		if len(again) == missing || m.cfg.MoveOn {
@@ -602,13 +602,25 @@ func (m *Machine) endRound(now time.Time) {
 		}
 		last := lastRecord(s, m.jobs)
 		if s.state != slotFailed || last == nil || last.Status == NotSent || !resilience.PolicyFor(last.Kind).Recoverable ||
-			m.env.ProviderDown(s.Provider) {
+			m.refused[s.Provider] || m.env.ProviderDown(s.Provider) {
 			continue
 		}
 		again = append(again, s)
 	}
+	// The backoff gives failed models time to recover. Calls held back by rate limits failed for want
+	// of room, not of the model, and a provider that refused its connections is not asked again (it is
+	// failed over at once): when those are all the failures, the request has no time to lose waiting
+	// for nothing.
+	delay := time.Duration(0)
+	if !m.onlyRateLimitedOrRefused() {
+		delay = m.delay(resilience.PolicyFor(resilience.UpstreamTimeout), m.round-1, 0)
+	}
+	if !now.Add(delay).Before(m.cfg.CollectBy) {
+		m.finish(now, "")
+		return
+	}
 	if n := missing - len(again); n > 0 {
-		for _, a := range m.env.Replace(n, m.tried) {
+		for _, a := range m.env.Replace(n, m.tried, m.refused) {
 			again = append(again, m.newSlot(a))
 		}
 	}
@@ -627,14 +639,15 @@ func (m *Machine) endRound(now time.Time) {
 	}
 }
 
-// onlyRateLimited reports whether every failed call of the request failed for a rate limit.
-func (m *Machine) onlyRateLimited() bool {
+// onlyRateLimitedOrRefused reports whether every failed call of the request failed for a rate limit
+// or a refused connection.
+func (m *Machine) onlyRateLimitedOrRefused() bool {
 	failed := false
 	for _, s := range m.slots {
 		if s.state != slotFailed {
 			continue
 		}
-		if last := lastRecord(s, m.jobs); last == nil || !last.rateLimited() {
+		if last := lastRecord(s, m.jobs); last == nil || !(last.rateLimited() || last.Kind == resilience.ConnectionRefused) {
 			return false
 		}
 		failed = true
@@ -648,10 +661,22 @@ func (r *Record) rateLimited() bool {
 	return r.WaitedForPermit || r.Kind == permitRateLimited || r.Kind == permitModelRateLimited || r.Kind == resilience.RateLimited
 }
 
-// The records' kinds of permits refused for rate limits.
+// providerDown reports whether a call found its provider down: its connection refused or failed, or
+// its permit refused for an open breaker or a stopped provider.
+func (r *Record) providerDown() bool {
+	switch r.Kind {
+	case resilience.ConnectionRefused, resilience.ProviderUnreachable, permitBreakerOpen, permitProviderStopped:
+		return true
+	}
+	return false
+}
+
+// The records' kinds of permits refused for rate limits, and for a provider that is down.
 const (
 	permitRateLimited      resilience.Kind = "permit_rate_limited"
 	permitModelRateLimited resilience.Kind = "permit_model_rate_limited"
+	permitBreakerOpen      resilience.Kind = "permit_breaker_open"
+	permitProviderStopped  resilience.Kind = "permit_provider_stopped"
 )
 
 // nextWave decides an adaptive quorum at the end of a wave: settled answers (or nothing left to ask)
@@ -744,16 +769,20 @@ func (m *Machine) finish(now time.Time, kind resilience.Kind) {
 // nothing explains a collection without an answer: when every call waited for a permit, was refused
 // one for a rate limit or was answered 429, the rate limits are why (and a wait cures it); when every
 // call was refused for one reason the caller must hear (a refused key or account, a model not found,
-// a task too large), that reason; otherwise nothing came back.
+// a task too large), that reason; when every call found its provider down (refused or failed
+// connections, open breakers), all providers are down; otherwise nothing came back.
 func (m *Machine) nothing() (resilience.Kind, time.Duration) {
 	if len(m.records) == 0 {
 		return resilience.NoResponses, 0
 	}
-	wait, limited := time.Duration(0), true
+	wait, limited, down := time.Duration(0), true, true
 	refusal := m.records[0].Kind
 	for _, r := range m.records {
 		if !r.rateLimited() {
 			limited = false
+		}
+		if !r.providerDown() {
+			down = false
 		}
 		if r.Kind != refusal {
 			refusal = ""
@@ -763,6 +792,8 @@ func (m *Machine) nothing() (resilience.Kind, time.Duration) {
 	switch {
 	case limited:
 		return resilience.RateLimited, max(wait, time.Second)
+	case down:
+		return resilience.AllProvidersDown, 0
 	case refusal == resilience.InvalidAPIKey, refusal == resilience.PaymentRequired, refusal == resilience.ModelNotFound, refusal == resilience.RequestTooLarge:
 		return refusal, 0
 	}

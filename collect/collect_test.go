@@ -32,10 +32,10 @@ func (e *env) Worker(avoid []string) (string, bool) {
 	return "w1", true
 }
 
-func (e *env) Replace(n int, tried map[string]bool) []Assignment {
+func (e *env) Replace(n int, tried, refused map[string]bool) []Assignment {
 	var out []Assignment
 	for _, a := range e.replacements {
-		if len(out) < n && !tried[a.Model] {
+		if len(out) < n && !tried[a.Model] && !refused[a.Provider] {
 			out = append(out, a)
 		}
 	}
@@ -667,4 +667,62 @@ func TestEveryModelAtItsLimitEndsTheRequestAtOnce(t *testing.T) {
 			t.Fatalf("round %+v", r)
 		}
 	})
+}
+
+func TestARefusedConnectionFailsOverAtOnce(t *testing.T) {
+	tests := []struct {
+		desc string
+		// refused are the jobs whose provider refuses the connection; the others answer.
+		refused      []int
+		replacements []Assignment
+		// replacement is the model asked in place of the refused ones, at once ("" for none).
+		replacement string
+		failure     resilience.Kind
+	}{
+		{"one provider refuses, another answers: a model of a third is asked at once", []int{0, 1},
+			[]Assignment{{Model: "x", Provider: "p1", Worker: "w1"}, {Model: "r1", Provider: "p3", Worker: "w3"}}, "r1", ""},
+		{"every provider refuses, none is left: all providers down at once", []int{0, 1, 2},
+			[]Assignment{{Model: "x", Provider: "p1", Worker: "w1"}, {Model: "y", Provider: "p2", Worker: "w2"}}, "", resilience.AllProvidersDown},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			h := newHarness(t, nil)
+			h.env.replacements = tt.replacements
+			for seq := range 3 {
+				h.run(seq, 10*time.Second)
+			}
+			for seq := range 3 {
+				if slices.Contains(tt.refused, seq) {
+					h.fail(seq, resilience.ConnectionRefused, resilience.ScopeProvider, 0)
+				} else {
+					h.answer(seq, "B")
+				}
+			}
+			for _, seq := range tt.refused {
+				// The provider's fault: its breaker fails, the model's arm and breaker hear nothing.
+				if v := h.record(seq).Verdict; v != (resilience.Verdict{Provider: resilience.Failure, Host: resilience.Success}) {
+					t.Fatalf("job %d: verdict %+v", seq, v)
+				}
+			}
+			for _, r := range h.m.Retries() {
+				if r.Outcome == "scheduled" || r.Delay != 0 {
+					t.Fatalf("retry %+v: a refused connection is not retried, nor waited for", r)
+				}
+			}
+			if tt.replacement == "" {
+				d := h.m.Done()
+				if !h.finished() || d.Failure != tt.failure || len(d.Answers) != 0 {
+					t.Fatalf("done %+v after %s: want %s at once", d, kinds(h.all), tt.failure)
+				}
+				return
+			}
+			r := h.m.Retries()[len(h.m.Retries())-1]
+			if r.Outcome != "quorum round 1" || r.Model != tt.replacement {
+				t.Fatalf("round %+v: want %s in place of the refused, at once", r, tt.replacement)
+			}
+			if got := kinds(h.advance(0)); !strings.HasPrefix(got, "acquire3") {
+				t.Fatalf("at once: %s", got)
+			}
+		})
+	}
 }

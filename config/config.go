@@ -1,10 +1,8 @@
 // Package config owns Conclave's configuration: defaults that run the embedded default on one machine,
-// overridden by an optional JSON file, then environment variables, then command-line flags.
+// overridden by an optional file (YAML or JSON), then environment variables, then command-line flags.
 package config
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,7 +23,8 @@ import (
 	"github.com/conclave-ai/conclave/secret"
 )
 
-// Config is the whole configuration. JSON field names are the config file's keys.
+// Config is the whole configuration. JSON field names are the config file's keys, in YAML as in JSON;
+// config.example.yaml at the repository's root sets every one of them.
 type Config struct {
 	// Listen is the HTTP address; binding anything but loopback requires APIToken.
 	Listen string `json:"listen"`
@@ -324,7 +323,8 @@ Each flag has an environment variable; a flag beats its variable, which beats th
 	line := func(flag, usage, env, def string) {
 		fmt.Fprintf(w, "  --%-18s %s\n  %-20s environment %s; default %s\n", flag, usage, "", env, def)
 	}
-	line("config FILE", "JSON configuration file with any key of the configuration", "CONCLAVE_CONFIG", "none")
+	line("config FILE", "configuration file, YAML (.yaml, .yml) or JSON, with any key of the configuration;\n"+
+		"                       config.example.yaml in the repository sets every key, with what it does and its default", "CONCLAVE_CONFIG", "none")
 	d := Default()
 	for _, s := range settings {
 		line(s.flag, s.usage, s.env, s.show(d))
@@ -365,9 +365,7 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 		if err != nil {
 			return Config{}, fmt.Errorf("config file: %w", err)
 		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&cfg); err != nil {
+		if err := decodeFile(*path, raw, &cfg); err != nil {
 			return Config{}, fmt.Errorf("config file %s: %w", *path, err)
 		}
 	}

@@ -121,7 +121,7 @@ func TestBadValuesAreReported(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "c.json")
 	os.WriteFile(path, []byte(`{"listne":"x"}`), 0o600)
-	if _, err := Load([]string{"--config", path}, env(nil)); err == nil || !strings.Contains(err.Error(), "unknown field") {
+	if _, err := Load([]string{"--config", path}, env(nil)); err == nil || !strings.Contains(err.Error(), `unknown key "listne"`) {
 		t.Fatalf("typo in the config file accepted: %v", err)
 	}
 }

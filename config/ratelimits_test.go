@@ -65,7 +65,7 @@ func TestRateLimitsAreChecked(t *testing.T) {
 		{"a wait that holds requests", `{"rate_limits": {"max_queue_seconds": 601}}`, "max_queue_seconds"},
 		{"a wait too small to mean anything", `{"rate_limits": {"max_queue_seconds": 1e-300}}`, "max_queue_seconds"},
 		{"a wait as text", `{"rate_limits": {"max_queue_seconds": "5"}}`, "max_queue_seconds"},
-		{"a misspelt limit", `{"rate_limits": {"groq": {"requests_per_minit": 10}}}`, "unknown field"},
+		{"a misspelt limit", `{"rate_limits": {"groq": {"requests_per_minit": 10}}}`, `unknown key "rate_limits.groq.requests_per_minit"`},
 		{"a provider that is not an object", `{"rate_limits": {"groq": 10}}`, "groq"},
 		{"rate_limits that is not an object", `{"rate_limits": [1]}`, "rate_limits"},
 		{"a provider named like the key", `{"providers": {"max_queue_seconds": {"kind": "openai", "base_url": "http://h/v1", "models": [{"id": "m", "context": 1}]}}}`,

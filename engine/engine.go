@@ -4,6 +4,7 @@
 package engine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,6 +63,9 @@ type Options struct {
 	Store store.Store
 	// KeyPoll is how often the secrets file is read again for changed keys; zero means KeyPollInterval.
 	KeyPoll time.Duration
+	// DiscoveryRetry is the first wait after a provider's model list could not be read; zero means
+	// DiscoveryRetry (tests make it short).
+	DiscoveryRetry time.Duration
 	// Middleware wraps the receive of every actor below the supervisors (tests make one crash with it).
 	Middleware []actor.ReceiverMiddleware
 }
@@ -90,10 +94,13 @@ type Engine struct {
 	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
 	longestBound time.Duration
 	upstreams    []upstream
+	registry     *providers.Registry
 	// background runs the key watcher and the discovery loops until stopBackground.
 	background     sync.WaitGroup
 	stopBackground context.CancelFunc
 	discoverMu     sync.Mutex
+	// discoveryRetry is the first wait after a failed reading of a model list (Options.DiscoveryRetry).
+	discoveryRetry time.Duration
 
 	inflight      sync.WaitGroup
 	inflightBytes atomic.Int64
@@ -145,7 +152,8 @@ func New(opts Options) (*Engine, error) {
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, log: log, catalog: catalog.NewLive(cat), blueprints: bps, store: opts.Store, upstreams: ups}
+	e := &Engine{cfg: cfg, log: log, catalog: catalog.NewLive(cat), blueprints: bps, store: opts.Store, upstreams: ups,
+		discoveryRetry: cmp.Or(opts.DiscoveryRetry, DiscoveryRetry)}
 	for _, b := range bps.All() {
 		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
 	}
@@ -204,12 +212,14 @@ func New(opts Options) (*Engine, error) {
 		dir.SharedRound = e.sharedRound
 	}
 
+	// The registry routes every call to its provider: the workers' calls, and the embeddings calls the
+	// controller makes itself.
+	e.registry = providers.NewRegistry(catalogPrices(e.catalog), backend, e.upstreamsOnly()...)
 	transport := opts.Transport
 	if transport == nil {
-		registry := providers.NewRegistry(catalogPrices(e.catalog), backend, e.upstreamsOnly()...)
-		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: registry} }
+		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: e.registry} }
 		if hosts != nil {
-			if transport, err = e.sshTransports(*hosts, registry); err != nil {
+			if transport, err = e.sshTransports(*hosts, e.registry); err != nil {
 				e.closeStore()
 				return nil, err
 			}

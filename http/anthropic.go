@@ -13,7 +13,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Anthropic's surface: POST /v1/messages in the Messages API's request and response shapes, its
@@ -52,17 +51,35 @@ var messagesRefused = map[string]string{
 	"inference_geo":      "is not supported: Conclave chooses no provider's region",
 }
 
+// messagesTakes are the members objectFields lets through: those Conclave takes, and those it refuses by
+// name below (every other member is an unknown field).
+var messagesTakes = func() map[string]bool {
+	takes := map[string]bool{}
+	for name := range messagesFields {
+		takes[name] = true
+	}
+	for name := range messagesRefused {
+		takes[name] = true
+	}
+	return takes
+}()
+
 // parseMessages decodes and validates a Messages body, collecting every problem. The status is 0 when
 // the request is valid, 400 for malformed input and 404 when the model is unknown.
 func (s *Server) parseMessages(body []byte) (*chatRequest, int, []*messages.Problem) {
-	fields, problem := objectFields(body)
-	if problem != nil {
-		return nil, http.StatusBadRequest, []*messages.Problem{problem}
+	fields, bad, ok := objectFields(body, messagesTakes)
+	if !ok {
+		return nil, http.StatusBadRequest, problems(bad)
 	}
-	var bad, unknown validation.Errors
-	knownFields(fields, messagesFields, messagesRefused, &bad)
-	out := &chatRequest{route: &messages.RouteRequest{}}
-	s.readModel(fields, out, &bad, &unknown)
+	for _, name := range sortedKeys(fields) {
+		if why, refused := messagesRefused[name]; refused {
+			if _, set := given(fields, name); set {
+				bad.Add(name, why)
+			}
+		}
+	}
+	var unknown validation.Errors
+	out := s.readModel(fields, &bad, &unknown)
 	ask := &messages.Ask{}
 	if conv := readAnthropicConversation(fields, &bad); conv != nil {
 		conv.into(out.route, ask, "messages", &bad)
@@ -76,14 +93,11 @@ func (s *Server) parseMessages(body []byte) (*chatRequest, int, []*messages.Prob
 	}
 	ask.Sampling = askReader{fields: fields, bad: &bad}.anthropicSampling(parallel)
 	out.route.Ask = ask
-	s.readConclaveFields(fields, out, &bad, &unknown)
 	if raw, ok := given(fields, "stream"); ok && json.Unmarshal(raw, &out.stream) != nil {
 		bad.Add("stream", "must be a boolean")
 	}
-	if status, problems := verdict(bad, unknown); status != 0 {
-		return nil, status, problems
-	}
-	return out, 0, nil
+	s.readOwn(fields, out, &bad, &unknown)
+	return verdict(out, bad, unknown)
 }
 
 // messagesHandler answers POST /v1/messages: a message, or its events when the caller streams.
@@ -108,28 +122,20 @@ func (s *Server) messagesHandler(w http.ResponseWriter, r *http.Request, _ httpr
 		return
 	}
 	req := msg.route
-	req.RequestId, req.ReceivedAt = id, timestamppb.New(received)
-	if c := r.Header.Get("X-Request-ID"); validClientID(c) {
-		req.ClientRequestId = c
-	}
-	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", "messages"),
-		zap.String("model", validation.Clip(msg.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", msg.stream), zap.String("remote", r.RemoteAddr))
+	s.received(r, id, received, "messages", msg)
 
 	routing(w) // before the pings, which read it
 	var stream *sseStream
 	var events *messageEvents
 	var exec *messages.Execution
 	var err error
-	switch {
-	case msg.stream && req.Direct: // the answer's pieces go out as the model writes them
+	if msg.stream {
+		// A direct call's answer, or a rotating arbiter's synthesis, goes out as it is written; any other
+		// answer once the consensus has it. Pings keep the stream open meanwhile.
 		stream = s.startStreamWith(w, anthropicPing)
 		events = &messageEvents{st: stream, id: id, model: msg.model}
 		exec, err = s.engine.RouteStreaming(r.Context(), req, events.delta)
-	case msg.stream: // a panel's answer goes out after consensus; pings keep the stream open meanwhile
-		stream = s.startStreamWith(w, anthropicPing)
-		events = &messageEvents{st: stream, id: id, model: msg.model}
-		exec, err = s.engine.Route(r.Context(), req)
-	default:
+	} else {
 		exec, err = s.engine.Route(r.Context(), req)
 	}
 	stream.quiet() // the pings write through w: stop them before w changes
@@ -154,10 +160,9 @@ func (s *Server) messagesHandler(w http.ResponseWriter, r *http.Request, _ httpr
 		writeJSON(w, http.StatusOK, answer)
 		return
 	}
-	if !events.started {
-		events.replay(exec) // a panel's answer, or a direct call that streamed nothing
+	if events.complete(exec) {
+		events.finish(answer)
 	}
-	events.finish(answer)
 }
 
 // anthropicMessage is the Messages API's answer, with Conclave's extension (which Anthropic's clients
@@ -350,10 +355,11 @@ type messageEvents struct {
 	id      string
 	model   string
 	started bool
-	blocks  int           // content blocks started
-	open    int           // the block open now, or -1
-	text    bool          // the open block is text
-	calls   map[int32]int // each tool call's block, by the call's index
+	blocks  int             // content blocks started
+	open    int             // the block open now, or -1
+	text    bool            // the open block is text
+	calls   map[int32]int   // each tool call's block, by the call's index
+	relayed strings.Builder // the answer's text written so far
 }
 
 // start writes message_start: the message without content, its usage to come in message_delta.
@@ -390,6 +396,7 @@ func (m *messageEvents) delta(d *messages.Delta) {
 		}
 		m.st.named("content_block_delta", map[string]any{"type": "content_block_delta", "index": m.open,
 			"delta": map[string]string{"type": "text_delta", "text": d.Text}})
+		m.relayed.WriteString(d.Text)
 	}
 	for _, c := range d.ToolCalls {
 		block, ok := m.calls[c.Index]
@@ -405,16 +412,30 @@ func (m *messageEvents) delta(d *messages.Delta) {
 	}
 }
 
-// replay streams a finished answer: its text in pieces, each tool call whole.
-func (m *messageEvents) replay(e *messages.Execution) {
+// complete writes what the stream has not yet said of the answer: all of it when nothing was relayed
+// (a panel's answer), the rest of a text the answer continues (a synthesis the consensus completed), and
+// each tool call not relayed, whole. An answer that replaced the text relayed (the arbiter's verdict was
+// not usable) ends the stream with an error instead, and complete reports false: the caller has read
+// text that is not the answer, and the record holds the answer.
+func (m *messageEvents) complete(e *messages.Execution) bool {
 	m.start()
-	for _, piece := range pieces(e.Answer, chunkBytes) {
+	rest, continues := strings.CutPrefix(e.Answer, m.relayed.String())
+	if !continues {
+		m.st.named("error", anthropicErrorOf(http.StatusBadGateway, "stream_superseded", "the text streamed so far is not the answer: the consensus "+
+			"replaced the arbiter's synthesis; GET /executions/"+e.RequestId+" holds the answer", e.RequestId, nil))
+		return false
+	}
+	for _, piece := range pieces(rest, chunkBytes) {
 		m.delta(&messages.Delta{Text: piece})
 	}
 	for i, c := range e.ToolCalls {
+		if _, relayed := m.calls[int32(i)]; relayed {
+			continue
+		}
 		args, _ := toolInput(c) // renderMessage checked them
 		m.delta(&messages.Delta{ToolCalls: []*messages.ToolCallDelta{{Index: int32(i), Id: c.Id, Name: c.Name, Arguments: string(args)}}})
 	}
+	return true
 }
 
 // finish ends the message: the open block, then message_delta with the stop reason, the usage (input

@@ -107,8 +107,8 @@ func unsupportedBlock(b anthropicBlock, bf string, bad *validation.Errors) {
 	}
 }
 
-// textPart reads a text block: non-empty, as the API requires, and without citations.
-func textPart(b anthropicBlock, bf string, bad *validation.Errors) (*messages.ContentPart, bool) {
+// blockText reads a text block: non-empty, as the API requires, and without citations.
+func blockText(b anthropicBlock, bf string, bad *validation.Errors) (*messages.ContentPart, bool) {
 	if b.Text == nil {
 		bad.Add(bf+".text", "is required: a string")
 		return nil, false
@@ -124,9 +124,9 @@ func textPart(b anthropicBlock, bf string, bad *validation.Errors) (*messages.Co
 	return &messages.ContentPart{Type: "text", Text: *b.Text}, true
 }
 
-// imagePart reads an image block's source: base64 data of a PNG, JPEG, GIF or WebP image, which
-// travels as a data URI, or an https URL, which Conclave passes on and never fetches.
-func imagePart(b anthropicBlock, bf string, bad *validation.Errors) *messages.ContentPart {
+// blockImage reads an image block's source: base64 data of a PNG, JPEG, GIF or WebP image, which
+// travels as a data URI, or an https URL; either is checked as every door checks an image.
+func blockImage(b anthropicBlock, bf string, bad *validation.Errors) *messages.ContentPart {
 	var src struct {
 		Type      string `json:"type"`
 		MediaType string `json:"media_type"`
@@ -145,29 +145,24 @@ func imagePart(b anthropicBlock, bf string, bad *validation.Errors) *messages.Co
 			bad.Add(bf+".source."+k, "unknown field")
 		}
 	}
-	var uri string
+	var part *messages.ContentPart
 	switch src.Type {
 	case "base64":
 		if !imageTypes[src.MediaType] {
 			bad.Add(bf+".source.media_type", "must be image/jpeg, image/png, image/gif or image/webp")
 			return nil
 		}
-		uri = "data:" + src.MediaType + ";base64," + src.Data
-		if msg := checkDataURI(uri); msg != "" {
-			bad.Add(bf+".source.data", msg)
-		}
+		uri := "data:" + src.MediaType + ";base64," + src.Data
+		part = imagePart(&uri, nil, bf+".source.data", bf+".source", bad)
 	case "url":
-		uri = src.URL
-		if msg := checkImageURL(uri); msg != "" {
-			bad.Add(bf+".source.url", msg)
-		}
+		part = imagePart(&src.URL, nil, bf+".source.url", bf+".source", bad)
 	default:
 		bad.Add(bf+".source.type", fmt.Sprintf("image sources of type %q are not supported (base64 and url are)", validation.Clip(src.Type, 32)))
 	}
 	if len(*bad) > before {
 		return nil
 	}
-	return &messages.ContentPart{Type: "image_url", ImageUrl: uri}
+	return part
 }
 
 // readSystem reads the system prompt: a string or a list of text blocks.
@@ -181,11 +176,29 @@ func readSystem(raw json.RawMessage, bad *validation.Errors) ([]*messages.Conten
 			bad.Add(bf+".type", "a system prompt holds text blocks only")
 			continue
 		}
-		if p, ok := textPart(b, bf, bad); ok {
+		if p, ok := blockText(b, bf, bad); ok {
 			parts, texts = append(parts, p), append(texts, p.Text)
 		}
 	}
 	return parts, strings.Join(texts, "\n")
+}
+
+// add appends one turn read, with its role as the caller wrote it and its text for the task.
+func (c *conversation) add(turn *messages.ChatMessage, role, text string) {
+	if role == "user" {
+		c.users++
+	}
+	c.turns, c.roles, c.texts = append(c.turns, turn), append(c.roles, role), append(c.texts, text)
+}
+
+// into puts a conversation into a request, as the chat door does: its turns into the ask, for the
+// models, and its transcript as the task, which classification reads.
+func (c *conversation) into(route *messages.RouteRequest, ask *messages.Ask, field string, bad *validation.Errors) {
+	ask.Messages = c.turns
+	route.Task = renderTask(c.roles, c.texts)
+	if !validation.Visible(route.Task) {
+		bad.Add(field, "must have at least one visible character")
+	}
 }
 
 // readAnthropicConversation reads the system prompt and the messages into a conversation. A tool_result
@@ -274,16 +287,15 @@ func readAssistantTurn(c *conversation, blocks []anthropicBlock, field string, i
 		bf := fmt.Sprintf("%s[%d]", field, i)
 		switch b.Type {
 		case "text":
-			if p, ok := textPart(b, bf, bad); ok {
+			if p, ok := blockText(b, bf, bad); ok {
 				turn.Content, texts = append(turn.Content, p), append(texts, p.Text)
 			}
 		case "tool_use":
-			call := readToolUse(b, bf, ids, bad)
+			call, text := readToolUse(b, bf, ids, bad)
 			if call == nil {
 				continue
 			}
-			turn.ToolCalls, called = append(turn.ToolCalls, call), append(called, call.Id)
-			texts = append(texts, callText(call.Name, call.Arguments))
+			turn.ToolCalls, called, texts = append(turn.ToolCalls, call), append(called, call.Id), append(texts, text)
 		case "image", "tool_result":
 			bad.Add(bf+".type", fmt.Sprintf("%s blocks go in user turns only", b.Type))
 		default:
@@ -296,25 +308,22 @@ func readAssistantTurn(c *conversation, blocks []anthropicBlock, field string, i
 	return called
 }
 
-// readToolUse reads a tool_use block as a tool call: its id (unique in the conversation), the name of
-// a function, and its input, a JSON object, which travels as the call's arguments.
-func readToolUse(b anthropicBlock, bf string, ids map[string]bool, bad *validation.Errors) *messages.ToolCall {
+// readToolUse reads a tool_use block as a tool call, as every door checks one (its id unique in the
+// conversation, the name of a function, its input a JSON object, which travels compacted as the call's
+// arguments); the id must also be of the Messages API's characters. It returns the call and its text
+// for the task, or nil.
+func readToolUse(b anthropicBlock, bf string, ids map[string]bool, bad *validation.Errors) (*messages.ToolCall, string) {
 	before := len(*bad)
-	switch {
-	case b.ID == "" || len(b.ID) > maxNameBytes || !toolUseID.MatchString(b.ID):
-		bad.Add(bf+".id", fmt.Sprintf("must be 1 to %d letters, digits, '_' or '-'", maxNameBytes))
-	case ids[b.ID]:
-		bad.Add(bf+".id", fmt.Sprintf("%q names an earlier tool_use too", b.ID))
+	if b.ID != "" && !toolUseID.MatchString(b.ID) {
+		bad.Add(bf+".id", "must be letters, digits, '_' or '-'")
 	}
-	ids[b.ID] = true
-	if !functionName.MatchString(b.Name) {
-		bad.Add(bf+".name", "must be 1 to 64 letters, digits, '_' or '-'")
-	}
-	var obj map[string]json.RawMessage
 	var args bytes.Buffer
-	if json.Unmarshal(b.Input, &obj) != nil || obj == nil || json.Compact(&args, b.Input) != nil {
+	if len(bytes.TrimSpace(b.Input)) == 0 || json.Compact(&args, b.Input) != nil {
 		bad.Add(bf+".input", "is required: a JSON object")
+		args.Reset()
+		args.WriteString("{}")
 	}
+	call, text := toolCallOf(b.ID, b.Name, args.String(), bf+".id", bf+".name", bf+".input", ids, bad)
 	if c := bytes.TrimSpace(b.Caller); len(c) > 0 && string(c) != "null" {
 		var caller struct {
 			Type string `json:"type"`
@@ -324,9 +333,9 @@ func readToolUse(b anthropicBlock, bf string, ids map[string]bool, bad *validati
 		}
 	}
 	if len(*bad) > before {
-		return nil
+		return nil, ""
 	}
-	return &messages.ToolCall{Id: b.ID, Name: b.Name, Arguments: args.String()}
+	return call, text
 }
 
 // readUserTurn reads a user's turn: its tool_result blocks first, each a tool turn answering a call of
@@ -339,11 +348,11 @@ func readUserTurn(c *conversation, blocks []anthropicBlock, field string, pendin
 		bf := fmt.Sprintf("%s.content[%d]", field, i)
 		switch b.Type {
 		case "text":
-			if p, ok := textPart(b, bf, bad); ok {
+			if p, ok := blockText(b, bf, bad); ok {
 				turn.Content, texts = append(turn.Content, p), append(texts, p.Text)
 			}
 		case "image":
-			if p := imagePart(b, bf, bad); p != nil {
+			if p := blockImage(b, bf, bad); p != nil {
 				turn.Content, texts = append(turn.Content, p), append(texts, "[image]")
 			}
 		case "tool_result":
@@ -392,7 +401,7 @@ func readToolResult(b anthropicBlock, bf string, bad *validation.Errors) ([]*mes
 			rf := fmt.Sprintf("%s.content[%d]", bf, i)
 			switch rb.Type {
 			case "text":
-				if p, ok := textPart(rb, rf, bad); ok {
+				if p, ok := blockText(rb, rf, bad); ok {
 					parts = append(parts, p)
 				}
 			case "image":

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/validation"
 )
@@ -61,14 +62,21 @@ func given(fields map[string]json.RawMessage, name string) (json.RawMessage, boo
 }
 
 // askReader reads the ask's fields of one object; prefix names the object in problems ("" at the top,
-// "parameters." in /route-thompson).
+// "parameters." in /route-thompson). names, when set, are the caller's names of parameters that its
+// door calls otherwise (the Responses API's max_output_tokens is max_tokens here).
 type askReader struct {
 	fields map[string]json.RawMessage
 	prefix string
+	names  map[string]string
 	bad    *validation.Errors
 }
 
-func (r askReader) add(field, msg string) { r.bad.Add(r.prefix+field, msg) }
+func (r askReader) add(field, msg string) {
+	if name, ok := r.names[field]; ok {
+		field = name
+	}
+	r.bad.Add(r.prefix+field, msg)
+}
 
 // float reads a number within [lo, hi].
 func (r askReader) float(name string, lo, hi float64) *float64 {
@@ -288,7 +296,10 @@ func readMessages(raw json.RawMessage, bad *validation.Errors) *conversation {
 			ok = false
 			continue
 		}
-		c.add(turn, role, text)
+		if role == "user" {
+			c.users++
+		}
+		c.turns, c.roles, c.texts = append(c.turns, turn), append(c.roles, role), append(c.texts, text)
 	}
 	if c.users == 0 && ok {
 		bad.Add("messages", "must hold at least one user message")
@@ -385,14 +396,7 @@ func readMessage(raw json.RawMessage, field string, callIDs map[string]bool, bad
 			bad.Add(field+".content", "is required unless the message has tool_calls")
 		}
 	case "tool":
-		switch {
-		case m.ToolCallID == nil || *m.ToolCallID == "":
-			bad.Add(field+".tool_call_id", "is required: the id of the tool call this message answers")
-		case !callIDs[*m.ToolCallID]:
-			bad.Add(field+".tool_call_id", fmt.Sprintf("%q answers no tool call of an earlier assistant message", validation.Clip(*m.ToolCallID, 64)))
-		default:
-			turn.ToolCallId = *m.ToolCallID
-		}
+		turn.ToolCallId = answersCall(m.ToolCallID, field+".tool_call_id", "an earlier assistant message", callIDs, bad)
 		fallthrough
 	default:
 		if !hasContent {
@@ -471,8 +475,7 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	return out
 }
 
-// readImage reads an image part: an https URL, which Conclave passes on and never fetches, or a data
-// URI of a PNG, JPEG, GIF or WebP image whose bytes are what it says.
+// readImage reads a chat completion's image part: {"url": ..., "detail": ...}.
 func readImage(raw json.RawMessage, field string, bad *validation.Errors) *messages.ContentPart {
 	var img struct {
 		URL    *string `json:"url"`
@@ -489,31 +492,43 @@ func readImage(raw json.RawMessage, field string, bad *validation.Errors) *messa
 			bad.Add(field+"."+k, "unknown field")
 		}
 	}
+	part := imagePart(img.URL, img.Detail, field+".url", field+".detail", bad)
+	if len(*bad) > before {
+		return nil
+	}
+	return part
+}
+
+// imagePart checks an image, as every door takes it: an https URL, which Conclave passes on and never
+// fetches, or a data URI of a PNG, JPEG, GIF or WebP image whose bytes are what it says; its detail is
+// auto, low, high or original. Problems go under the fields named.
+func imagePart(url, detail *string, urlField, detailField string, bad *validation.Errors) *messages.ContentPart {
+	before := len(*bad)
 	part := &messages.ContentPart{Type: "image_url"}
-	if img.Detail != nil {
-		switch *img.Detail {
+	if detail != nil {
+		switch *detail {
 		case "auto", "low", "high", "original":
-			part.Detail = *img.Detail
+			part.Detail = *detail
 		default:
-			bad.Add(field+".detail", "must be auto, low, high or original")
+			bad.Add(detailField, "must be auto, low, high or original")
 		}
 	}
 	switch {
-	case img.URL == nil:
-		bad.Add(field+".url", "is required: an https URL or a data URI")
-	case strings.HasPrefix(*img.URL, "data:"):
-		if msg := checkDataURI(*img.URL); msg != "" {
-			bad.Add(field+".url", msg)
+	case url == nil:
+		bad.Add(urlField, "is required: an https URL or a data URI")
+	case strings.HasPrefix(*url, "data:"):
+		if msg := checkDataURI(*url); msg != "" {
+			bad.Add(urlField, msg)
 		}
 	default:
-		if msg := checkImageURL(*img.URL); msg != "" {
-			bad.Add(field+".url", msg)
+		if msg := checkImageURL(*url); msg != "" {
+			bad.Add(urlField, msg)
 		}
 	}
 	if len(*bad) > before {
 		return nil
 	}
-	part.ImageUrl = *img.URL
+	part.ImageUrl = *url
 	return part
 }
 
@@ -600,31 +615,52 @@ func readToolCalls(raw json.RawMessage, field string, callIDs map[string]bool, b
 				bad.Add(cf+"."+k, "unknown field")
 			}
 		}
-		switch {
-		case c.ID == "" || len(c.ID) > maxNameBytes:
-			bad.Add(cf+".id", fmt.Sprintf("must be between 1 and %d bytes", maxNameBytes))
-		case callIDs[c.ID]:
-			bad.Add(cf+".id", fmt.Sprintf("%q names an earlier tool call too", validation.Clip(c.ID, 64)))
-		}
-		callIDs[c.ID] = true
 		if c.Type != "function" {
 			bad.Add(cf+".type", "must be function")
 		}
-		if !functionName.MatchString(c.Function.Name) {
-			bad.Add(cf+".function.name", "must be 1 to 64 letters, digits, '_' or '-'")
-		}
-		args := strings.TrimSpace(c.Function.Arguments)
-		if args == "" {
-			args = "{}" // a call without arguments, as some models write it
-		}
-		var obj map[string]json.RawMessage
-		if json.Unmarshal([]byte(args), &obj) != nil || obj == nil {
-			bad.Add(cf+".function.arguments", "must be a JSON object, as text")
-		}
-		calls = append(calls, &messages.ToolCall{Id: c.ID, Name: c.Function.Name, Arguments: args})
-		texts = append(texts, callText(c.Function.Name, args))
+		call, text := toolCallOf(c.ID, c.Function.Name, c.Function.Arguments, cf+".id", cf+".function.name", cf+".function.arguments", callIDs, bad)
+		calls, texts = append(calls, call), append(texts, text)
 	}
 	return calls, texts
+}
+
+// toolCallOf checks a tool call of an earlier turn, as every door takes it (its id, the function's name,
+// its arguments as a JSON object in text), noting its id in callIDs; it returns the call and its text
+// for the task. Problems go under the fields named.
+func toolCallOf(id, name, arguments, idField, nameField, argsField string, callIDs map[string]bool, bad *validation.Errors) (*messages.ToolCall, string) {
+	switch {
+	case id == "" || len(id) > maxNameBytes:
+		bad.Add(idField, fmt.Sprintf("must be between 1 and %d bytes", maxNameBytes))
+	case callIDs[id]:
+		bad.Add(idField, fmt.Sprintf("%q names an earlier tool call too", validation.Clip(id, 64)))
+	}
+	callIDs[id] = true
+	if !functionName.MatchString(name) {
+		bad.Add(nameField, "must be 1 to 64 letters, digits, '_' or '-'")
+	}
+	args := strings.TrimSpace(arguments)
+	if args == "" {
+		args = "{}" // a call without arguments, as some models write it
+	}
+	var obj map[string]json.RawMessage
+	if json.Unmarshal([]byte(args), &obj) != nil || obj == nil {
+		bad.Add(argsField, "must be a JSON object, as text")
+	}
+	return &messages.ToolCall{Id: id, Name: name, Arguments: args}, fmt.Sprintf("[calls %s(%s)]", name, args)
+}
+
+// answersCall checks the call id a tool's result answers: a call of an earlier turn (what names those
+// calls in the door's words). It returns the id, or "" with a problem.
+func answersCall(id *string, field, what string, callIDs map[string]bool, bad *validation.Errors) string {
+	switch {
+	case id == nil || *id == "":
+		bad.Add(field, "is required: the id of the tool call this result answers")
+	case !callIDs[*id]:
+		bad.Add(field, fmt.Sprintf("%q answers no tool call of %s", validation.Clip(*id, 64), what))
+	default:
+		return *id
+	}
+	return ""
 }
 
 // readTools reads the functions the models may call.
@@ -660,12 +696,7 @@ func readTools(raw json.RawMessage, bad *validation.Errors) []*messages.Tool {
 			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported (function is)", validation.Clip(t.Type, 32)))
 			continue
 		}
-		var f struct {
-			Name        string          `json:"name"`
-			Description *string         `json:"description"`
-			Parameters  json.RawMessage `json:"parameters"`
-			Strict      *bool           `json:"strict"`
-		}
+		var f functionDef
 		var fkeys map[string]json.RawMessage
 		if json.Unmarshal(t.Function, &fkeys) != nil || json.Unmarshal(t.Function, &f) != nil || fkeys == nil {
 			bad.Add(tf+".function", "must be an object with name")
@@ -676,30 +707,45 @@ func readTools(raw json.RawMessage, bad *validation.Errors) []*messages.Tool {
 				bad.Add(tf+".function."+k, "unknown field")
 			}
 		}
-		tool := &messages.Tool{Name: f.Name}
-		switch {
-		case !functionName.MatchString(f.Name):
-			bad.Add(tf+".function.name", "must be 1 to 64 letters, digits, '_' or '-'")
-		case seen[f.Name]:
-			bad.Add(tf+".function.name", fmt.Sprintf("%q names an earlier tool too", f.Name))
-		}
-		seen[f.Name] = true
-		if f.Description != nil {
-			tool.Description = *f.Description
-		}
-		if f.Strict != nil {
-			tool.Strict = *f.Strict
-		}
-		if len(f.Parameters) > 0 && string(f.Parameters) != "null" {
-			if schema, msg := schemaText(f.Parameters); msg != "" {
-				bad.Add(tf+".function.parameters", msg)
-			} else {
-				tool.Parameters = schema
-			}
-		}
-		tools = append(tools, tool)
+		tools = append(tools, f.tool(tf+".function", seen, bad))
 	}
 	return tools
+}
+
+// functionDef is a function tool as every door describes it (chat completions under "function", the
+// Responses API beside its type).
+type functionDef struct {
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	Parameters  json.RawMessage `json:"parameters"`
+	Strict      *bool           `json:"strict"`
+}
+
+// tool checks a function tool whose members are under field: a name of OpenAI's rule, unique among
+// the tools (seen), parameters a JSON schema object kept in the caller's key order.
+func (f functionDef) tool(field string, seen map[string]bool, bad *validation.Errors) *messages.Tool {
+	tool := &messages.Tool{Name: f.Name}
+	switch {
+	case !functionName.MatchString(f.Name):
+		bad.Add(field+".name", "must be 1 to 64 letters, digits, '_' or '-'")
+	case seen[f.Name]:
+		bad.Add(field+".name", fmt.Sprintf("%q names an earlier tool too", f.Name))
+	}
+	seen[f.Name] = true
+	if f.Description != nil {
+		tool.Description = *f.Description
+	}
+	if f.Strict != nil {
+		tool.Strict = *f.Strict
+	}
+	if len(f.Parameters) > 0 && string(f.Parameters) != "null" {
+		if schema, msg := schemaText(f.Parameters); msg != "" {
+			bad.Add(field+".parameters", msg)
+		} else {
+			tool.Parameters = schema
+		}
+	}
+	return tool
 }
 
 // schemaText checks that a JSON schema is an object and returns it compacted, its keys in the caller's
@@ -719,20 +765,10 @@ func schemaText(raw json.RawMessage) (string, string) {
 // readToolChoice reads none, auto, required, or a function the model must call, which must be one of
 // tools.
 func readToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *validation.Errors) *messages.ToolChoice {
+	const want = "must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}"
 	var mode string
 	if json.Unmarshal(raw, &mode) == nil {
-		switch mode {
-		case "none", "auto":
-		case "required":
-			if len(tools) == 0 {
-				bad.Add("tool_choice", "required needs tools")
-				return nil
-			}
-		default:
-			bad.Add("tool_choice", "must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}")
-			return nil
-		}
-		return &messages.ToolChoice{Mode: mode}
+		return toolChoiceMode(mode, "tool_choice", want, tools, bad)
 	}
 	var named struct {
 		Type     string `json:"type"`
@@ -741,25 +777,45 @@ func readToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *validation
 		} `json:"function"`
 	}
 	if json.Unmarshal(raw, &named) != nil {
-		bad.Add("tool_choice", "must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}")
+		bad.Add("tool_choice", want)
 		return nil
 	}
 	if named.Type != "function" {
 		bad.Add("tool_choice.type", fmt.Sprintf("tool choices of type %q are not supported (function is)", validation.Clip(named.Type, 32)))
 		return nil
 	}
+	return toolChoiceFunction(named.Function.Name, "tool_choice.function.name", tools, bad)
+}
+
+// toolChoiceMode checks a tool choice by mode: none, auto, or required (which needs tools); want says
+// in the door's words what the field may be.
+func toolChoiceMode(mode, field, want string, tools []*messages.Tool, bad *validation.Errors) *messages.ToolChoice {
+	switch mode {
+	case "none", "auto":
+	case "required":
+		if len(tools) == 0 {
+			bad.Add(field, "required needs tools")
+			return nil
+		}
+	default:
+		bad.Add(field, want)
+		return nil
+	}
+	return &messages.ToolChoice{Mode: mode}
+}
+
+// toolChoiceFunction checks a function the model must call: one of tools.
+func toolChoiceFunction(name, field string, tools []*messages.Tool, bad *validation.Errors) *messages.ToolChoice {
 	for _, t := range tools {
-		if t.Name == named.Function.Name {
-			return &messages.ToolChoice{Mode: "function", Name: named.Function.Name}
+		if t.Name == name {
+			return &messages.ToolChoice{Mode: "function", Name: name}
 		}
 	}
-	bad.Add("tool_choice.function.name", fmt.Sprintf("%q is none of the tools", validation.Clip(named.Function.Name, 64)))
+	bad.Add(field, fmt.Sprintf("%q is none of the tools", validation.Clip(name, 64)))
 	return nil
 }
 
-// readResponseFormat reads text, json_object, or json_schema with its name, schema and strictness. A
-// description of the format is carried as the schema's own description when it has none, so the
-// models read it.
+// readResponseFormat reads text, json_object, or json_schema with its name, schema and strictness.
 func readResponseFormat(raw json.RawMessage, bad *validation.Errors) *messages.OutputFormat {
 	var f struct {
 		Type       string          `json:"type"`
@@ -783,12 +839,7 @@ func readResponseFormat(raw json.RawMessage, bad *validation.Errors) *messages.O
 		bad.Add("response_format.type", fmt.Sprintf("unknown type %q (want text, json_object or json_schema)", validation.Clip(f.Type, 32)))
 		return nil
 	}
-	var js struct {
-		Name        string          `json:"name"`
-		Description *string         `json:"description"`
-		Schema      json.RawMessage `json:"schema"`
-		Strict      *bool           `json:"strict"`
-	}
+	var js jsonSchemaDef
 	var jskeys map[string]json.RawMessage
 	if json.Unmarshal(f.JSONSchema, &jskeys) != nil || json.Unmarshal(f.JSONSchema, &js) != nil || jskeys == nil {
 		bad.Add("response_format.json_schema", "is required: an object with name and schema")
@@ -799,20 +850,36 @@ func readResponseFormat(raw json.RawMessage, bad *validation.Errors) *messages.O
 			bad.Add("response_format.json_schema."+k, "unknown field")
 		}
 	}
+	return js.format("response_format.json_schema", bad)
+}
+
+// jsonSchemaDef is a json_schema output format's members, as every door names them (chat completions
+// under "json_schema", the Responses API beside its type).
+type jsonSchemaDef struct {
+	Name        string          `json:"name"`
+	Description *string         `json:"description"`
+	Schema      json.RawMessage `json:"schema"`
+	Strict      *bool           `json:"strict"`
+}
+
+// format checks a json_schema format whose members are under field: a name of OpenAI's rule and a
+// schema object. A description, which OutputFormat has no field for, is carried as the schema's own
+// description when it has none, so the models read it.
+func (js jsonSchemaDef) format(field string, bad *validation.Errors) *messages.OutputFormat {
 	out := &messages.OutputFormat{Type: "json_schema", Name: js.Name}
 	if !functionName.MatchString(js.Name) {
-		bad.Add("response_format.json_schema.name", "must be 1 to 64 letters, digits, '_' or '-'")
+		bad.Add(field+".name", "must be 1 to 64 letters, digits, '_' or '-'")
 	}
 	if js.Strict != nil {
 		out.Strict = *js.Strict
 	}
 	if len(js.Schema) == 0 || string(js.Schema) == "null" {
-		bad.Add("response_format.json_schema.schema", "is required: the JSON schema of the answer")
+		bad.Add(field+".schema", "is required: the JSON schema of the answer")
 		return nil
 	}
 	schema, msg := schemaText(js.Schema)
 	if msg != "" {
-		bad.Add("response_format.json_schema.schema", msg)
+		bad.Add(field+".schema", msg)
 		return nil
 	}
 	if js.Description != nil && *js.Description != "" {
@@ -878,8 +945,10 @@ func (s *Server) readFallbacks(raw json.RawMessage, chat *chatRequest, bad, unkn
 		case seen[id]:
 			bad.Add(field, fmt.Sprintf("model %q is the model or an earlier fallback", validation.Clip(id, 128)))
 		default:
-			if _, known := s.engine.Catalog().Get(id); !known {
+			if m, known := s.engine.Catalog().Get(id); !known {
 				unknown.Add(field, fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(id, 128)))
+			} else if m.Has(catalog.Embeddings) {
+				bad.Add(field, fmt.Sprintf("%q is an embeddings model, which answers no chat", validation.Clip(id, 128)))
 			}
 		}
 		seen[id] = true

@@ -26,6 +26,7 @@ import (
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
 	"github.com/pb33f/libopenapi-validator/config"
+	"github.com/pb33f/libopenapi-validator/schema_validation"
 	v3 "github.com/pb33f/libopenapi/datamodel/high/v3"
 	"github.com/pb33f/libopenapi/orderedmap"
 )
@@ -49,13 +50,15 @@ func anthropicClient(tb *testbed, key string, opts ...aoption.RequestOption) ant
 
 // messagesSpec is the validator of POST /v1/messages in the official specification, built once.
 var messagesSpec = struct {
-	once sync.Once
-	v    validator.Validator
-	err  error
+	once    sync.Once
+	v       validator.Validator
+	model   *v3.Document
+	schemas schema_validation.SchemaValidator
+	err     error
 }{}
 
-// meetsSpec checks an answer of /v1/messages (a message or an error) against the specification.
-func meetsSpec(t *testing.T, status int, raw string) {
+// anthropicSpec builds the specification's validator once, skipping the test where it is absent.
+func anthropicSpec(t *testing.T) {
 	t.Helper()
 	dir := testenv.SharedDir(t, "specs")
 	messagesSpec.once.Do(func() {
@@ -79,10 +82,18 @@ func meetsSpec(t *testing.T, status int, raw string) {
 		only.Set("/v1/messages", model.Model.Paths.PathItems.GetOrZero("/v1/messages"))
 		model.Model.Paths.PathItems = only
 		messagesSpec.v = validator.NewValidatorFromV3Model(&model.Model, config.WithoutOpenAPIMode())
+		messagesSpec.model = &model.Model
+		messagesSpec.schemas = schema_validation.NewSchemaValidator(config.WithoutOpenAPIMode())
 	})
 	if messagesSpec.err != nil {
 		t.Fatal(messagesSpec.err)
 	}
+}
+
+// meetsAnthropicSpec checks an answer of /v1/messages (a message or an error) against the specification.
+func meetsAnthropicSpec(t *testing.T, status int, raw string) {
+	t.Helper()
+	anthropicSpec(t)
 	if status >= 500 {
 		status = http.StatusBadRequest // the specification lists its error body under 4XX alone; a 5xx carries the same
 	}
@@ -90,14 +101,7 @@ func meetsSpec(t *testing.T, status int, raw string) {
 	req.Header.Set("Content-Type", "application/json")
 	resp := &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(raw)), Request: req}
 	if ok, errs := messagesSpec.v.ValidateHttpResponse(req, resp); !ok {
-		var b strings.Builder
-		for _, e := range errs {
-			fmt.Fprintf(&b, "\n  %s: %s", e.Message, e.Reason)
-			for _, s := range e.SchemaValidationErrors {
-				fmt.Fprintf(&b, "\n    %s: %s", s.FieldPath, s.Reason)
-			}
-		}
-		t.Fatalf("the answer does not meet the specification:%s\n%s", b.String(), raw)
+		t.Fatalf("the answer does not meet the specification:%s\n%s", specReport(errs), raw)
 	}
 }
 
@@ -111,7 +115,7 @@ func TestAnthropicSDKContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		meetsSpec(t, http.StatusOK, msg.RawJSON())
+		meetsAnthropicSpec(t, http.StatusOK, msg.RawJSON())
 		return msg
 	}
 
@@ -419,7 +423,7 @@ func TestAnthropicSDKErrors(t *testing.T) {
 			if apiErr.StatusCode != tt.status || string(apiErr.Type()) != tt.typ || !strings.Contains(apiErr.Message, tt.message) {
 				t.Fatalf("status %d type %q message %q", apiErr.StatusCode, apiErr.Type(), apiErr.Message)
 			}
-			meetsSpec(t, apiErr.StatusCode, apiErr.RawJSON())
+			meetsAnthropicSpec(t, apiErr.StatusCode, apiErr.RawJSON())
 		})
 	}
 
@@ -440,7 +444,7 @@ func TestAnthropicSDKErrors(t *testing.T) {
 		if !errors.As(err, &apiErr) || apiErr.StatusCode/100 != 5 || apiErr.Type() != "overloaded_error" && apiErr.Type() != "api_error" {
 			t.Fatalf("%v", err)
 		}
-		meetsSpec(t, apiErr.StatusCode, apiErr.RawJSON())
+		meetsAnthropicSpec(t, apiErr.StatusCode, apiErr.RawJSON())
 	})
 }
 
@@ -475,6 +479,106 @@ func TestMessagesPathsAnswerInAnthropicsShape(t *testing.T) {
 		resp, raw := tb.do(http.MethodPost, "/v1/messagesx", `{}`, nil)
 		if resp.StatusCode != 404 || !bytes.Contains(raw, []byte(`"code":"unknown_url"`)) || bytes.Contains(raw, []byte(`"type":"error"`)) {
 			t.Fatalf("%d %s", resp.StatusCode, raw)
+		}
+	})
+}
+
+// messageEventSchemas are the specification's schemas of the events a Messages stream sends.
+var messageEventSchemas = map[string]string{
+	"message_start": "MessageStartEvent", "content_block_start": "ContentBlockStartEvent", "content_block_delta": "ContentBlockDeltaEvent",
+	"content_block_stop": "ContentBlockStopEvent", "message_delta": "MessageDeltaEvent", "message_stop": "MessageStopEvent",
+	"ping": "Ping", "error": "ErrorResponse",
+}
+
+// messageEventProblems says how one event of a Messages stream breaks its schema, or "".
+func messageEventProblems(t *testing.T, name, data string) string {
+	t.Helper()
+	anthropicSpec(t)
+	schema, ok := messageEventSchemas[name]
+	if !ok {
+		return fmt.Sprintf("an event named %q, which the API does not send", name)
+	}
+	if ok, errs := messagesSpec.schemas.ValidateSchemaString(messagesSpec.model.Components.Schemas.GetOrZero(schema).Schema(), data); !ok {
+		return schema + ":" + specReport(errs)
+	}
+	return ""
+}
+
+// streamEvents posts a Messages body and reads its stream's named events.
+func streamEvents(t *testing.T, tb *testbed, body string) [][2]string {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, tb.srv.URL+"/v1/messages", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("x-api-key", tb.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "text/event-stream" {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	var events [][2]string
+	for _, block := range strings.Split(string(raw), "\n\n") {
+		var name, data string
+		for _, line := range strings.Split(block, "\n") {
+			if v, ok := strings.CutPrefix(line, "event: "); ok {
+				name = v
+			} else if v, ok := strings.CutPrefix(line, "data: "); ok {
+				data = v
+			}
+		}
+		if name != "" {
+			events = append(events, [2]string{name, data})
+		}
+	}
+	return events
+}
+
+// Every event of a stream meets its schema in the specification, in the order the API sends them.
+func TestAnthropicStreamEventsMeetTheirSchemas(t *testing.T) {
+	u := contractUpstreams(t)
+	tests := []struct {
+		desc, body string
+		queue      func()
+	}{
+		{"a direct call's text and tool use, relayed", `{"model": "` + claudeModel + `", "max_tokens": 64, "stream": true,
+			"messages": [{"role": "user", "content": "Weather in Paris?"}], "tools": [{"name": "get_weather", "input_schema": {"type": "object"}}]}`,
+			func() {
+				u.anthropic.Queue(providertest.Response{Text: "Let me look.", ToolCalls: []providertest.ToolCall{{ID: "toolu_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}}})
+			}},
+		{"a panel's answer after consensus", `{"model": "conclave/auto", "max_tokens": 64, "stream": true, "messages": [{"role": "user", "content": "` +
+			strings.ReplaceAll(mcq, "\n", `\n`) + `"}]}`, func() {}},
+		{"a stream that breaks after it began", `{"model": "` + claudeModel + `", "max_tokens": 64, "stream": true, "messages": [{"role": "user", "content": "hi"}]}`,
+			func() {
+				u.anthropic.Queue(providertest.Response{Text: "Half an", StreamError: &providertest.StreamError{Type: "overloaded_error", Message: "Overloaded"}})
+			}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			tt.queue()
+			events := streamEvents(t, u.testbed, tt.body)
+			var names []string
+			for _, ev := range events {
+				if p := messageEventProblems(t, ev[0], ev[1]); p != "" {
+					t.Fatalf("the %s event breaks %s\n%.2000s", ev[0], p, ev[1])
+				}
+				if ev[0] != "ping" {
+					names = append(names, ev[0])
+				}
+			}
+			if len(names) < 2 || names[0] != "message_start" || names[len(names)-1] != "message_stop" && names[len(names)-1] != "error" {
+				t.Fatalf("events %v", names)
+			}
+		})
+	}
+	t.Run("a broken event fails the check", func(t *testing.T) {
+		if messageEventProblems(t, "content_block_delta", `{"type":"content_block_delta","delta":{"type":"text_delta","text":"Hi"}}`) == "" {
+			t.Fatal("a delta without its index passed")
+		}
+		if messageEventProblems(t, "message_start", `{"type":"message_start","message":{"id":"m","type":"message","role":"assistant","content":[]}}`) == "" {
+			t.Fatal("a message without its usage passed")
 		}
 	})
 }

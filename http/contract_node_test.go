@@ -3,9 +3,13 @@
 package httpapi_test
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -208,6 +212,55 @@ func TestOpenAINodeSDKContract(t *testing.T) {
 		}
 		if len(u.local.Requests()) != before {
 			t.Fatal("an unknown path reached the upstream")
+		}
+	})
+
+	t.Run("a stream's first piece comes before the upstream ends", func(t *testing.T) {
+		const answer = "Nitrogen makes up most of the air."
+		pace := make(chan struct{}, 1)
+		pace <- struct{}{} // the role's event and the first word's go; the rest wait
+		finished := u.local.Finished()
+		u.local.Queue(providertest.Response{Text: answer, Pace: pace})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, node, "contract.mjs", "stream")
+		cmd.Dir = nodeContract
+		cmd.Env = append(os.Environ(), "CONCLAVE_BASE_URL="+u.srv.URL+"/v1", "CONCLAVE_API_KEY="+sdkToken, "CONCLAVE_MODEL="+directModel)
+		var stdout bytes.Buffer
+		cmd.Stdout = &stdout
+		stdin, err1 := cmd.StdinPipe()
+		stderr, err2 := cmd.StderrPipe()
+		if err := errors.Join(err1, err2); err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		said := bufio.NewScanner(stderr)
+		if !said.Scan() || said.Text() != "first" {
+			t.Fatalf("the script said %q before its first piece", said.Text())
+		}
+		if n := u.local.Finished() - finished; n != 0 {
+			t.Fatalf("the upstream finished %d calls before the client's first piece", n)
+		}
+		close(pace)
+		fmt.Fprintln(stdin, "go on")
+		go func() { _, _ = io.Copy(io.Discard, stderr) }()
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("node contract.mjs stream: %v", err)
+		}
+		var out struct {
+			Completions []struct {
+				ID    string         `json:"id"`
+				Text  string         `json:"text"`
+				Usage map[string]any `json:"usage"`
+			} `json:"completions"`
+		}
+		if err := json.Unmarshal(stdout.Bytes(), &out); err != nil || len(out.Completions) != 1 {
+			t.Fatalf("the script printed %q: %v", stdout.String(), err)
+		}
+		if c := out.Completions[0]; c.Text != answer || c.Usage["total_tokens"] == nil || u.record(c.ID)["answer"] != answer {
+			t.Fatalf("the client got %+v", c)
 		}
 	})
 }

@@ -252,40 +252,21 @@ func TestOpenAIGoStreamsADirectCall(t *testing.T) {
 	params := openai.ChatCompletionNewParams{Model: directModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)},
 		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}}
 
-	t.Run("text, the first chunk before the upstream ends", func(t *testing.T) {
-		pace := make(chan struct{}, 1)
-		pace <- struct{}{} // the role's event and the first word's go; the rest wait
-		u.local.Queue(providertest.Response{Text: "Nitrogen makes up most of the air.", Pace: pace})
-		stream := client.Chat.Completions.NewStreaming(context.Background(), params)
-		defer stream.Close()
-		var acc openai.ChatCompletionAccumulator
-		first := ""
-		for first == "" && stream.Next() {
-			acc.AddChunk(stream.Current())
-			if len(stream.Current().Choices) > 0 {
-				first = stream.Current().Choices[0].Delta.Content
-			}
-		}
-		if first == "" || u.local.Finished() != 0 {
-			t.Fatalf("first piece %q with %d upstream calls finished: want a piece before the upstream ends", first, u.local.Finished())
-		}
-		close(pace)
-		for stream.Next() {
-			acc.AddChunk(stream.Current())
-		}
-		if err := stream.Err(); err != nil {
-			t.Fatal(err)
-		}
-		if got := acc.Choices[0].Message.Content; got != "Nitrogen makes up most of the air." || acc.Usage.TotalTokens == 0 {
-			t.Fatalf("accumulated %q, usage %+v", got, acc.Usage)
-		}
-		if body := sent(t, u.local); body["stream"] != true {
-			t.Fatalf("the upstream was not asked to stream: %v", body)
-		}
-		if rec := u.record(acc.ID); rec["answer"] != "Nitrogen makes up most of the air." {
-			t.Fatalf("the record's answer %v", rec["answer"])
-		}
-	})
+	for _, tc := range []struct {
+		desc     string
+		upstream *providertest.Server
+		model    string
+		// ahead is how many of the upstream's events go before its first word's
+		ahead int
+	}{
+		{"OpenAI's wire format", u.local, directModel, 1},
+		{"Anthropic's wire format", u.anthropic, "claude-3-5-haiku-20241022", 3},
+		{"Gemini's wire format", u.gemini, "gemini-2.0-flash", 0},
+	} {
+		t.Run("text in "+tc.desc+", the first chunk before the upstream ends", func(t *testing.T) {
+			streamText(t, u, client, tc.upstream, tc.model, tc.ahead)
+		})
+	}
 
 	t.Run("a tool call in pieces", func(t *testing.T) {
 		u.local.Queue(providertest.Response{ToolCalls: []providertest.ToolCall{{ID: "call_9", Name: "get_weather", Arguments: `{"city":"Paris"}`}}})
@@ -307,4 +288,46 @@ func TestOpenAIGoStreamsADirectCall(t *testing.T) {
 			t.Fatalf("accumulated %+v, finish %q", calls, acc.Choices[0].FinishReason)
 		}
 	})
+}
+
+// streamText streams a direct call of model through upstream and checks that the first word arrives
+// while the upstream holds the rest (ahead events go before the first word's), that the pieces make the
+// answer, and that the record holds it.
+func streamText(t *testing.T, u *upstreams, client openai.Client, upstream *providertest.Server, model string, ahead int) {
+	t.Helper()
+	const answer = "Nitrogen makes up most of the air."
+	pace := make(chan struct{}, ahead+1)
+	for range ahead {
+		pace <- struct{}{}
+	}
+	finished := upstream.Finished()
+	upstream.Queue(providertest.Response{Text: answer, Pace: pace})
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: model,
+		Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)},
+		StreamOptions: openai.ChatCompletionStreamOptionsParam{IncludeUsage: openai.Bool(true)}})
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	first := ""
+	for first == "" && stream.Next() {
+		acc.AddChunk(stream.Current())
+		if len(stream.Current().Choices) > 0 {
+			first = stream.Current().Choices[0].Delta.Content
+		}
+	}
+	if first == "" || upstream.Finished() != finished {
+		t.Fatalf("first piece %q, %d upstream calls finished meanwhile: want a piece before the upstream ends", first, upstream.Finished()-finished)
+	}
+	close(pace)
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if got := acc.Choices[0].Message.Content; got != answer || acc.Usage.TotalTokens == 0 {
+		t.Fatalf("accumulated %q, usage %+v", got, acc.Usage)
+	}
+	if rec := u.record(acc.ID); rec["answer"] != answer {
+		t.Fatalf("the record's answer %v", rec["answer"])
+	}
 }

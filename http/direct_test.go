@@ -1,7 +1,13 @@
+// The fuzzing build (make fuzz, -tags fuzz) leaves this file out: it calls Conclave with openai-go, a
+// large library the fuzzer would instrument on every cold build.
+
+//go:build !fuzz
+
 package httpapi_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"strings"
 	"sync"
@@ -12,6 +18,7 @@ import (
 	"github.com/conclave-ai/conclave/providers"
 	"github.com/conclave-ai/conclave/resilience"
 	"github.com/google/uuid"
+	"github.com/openai/openai-go/v3"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -162,5 +169,72 @@ func TestADirectCallStreamsItsAnswer(t *testing.T) {
 				t.Fatalf("streamed %d pieces %q; answer %q by %s", len(pieces), streamed, exec.Answer, exec.GetDecision().GetChosenModel())
 			}
 		})
+	}
+}
+
+// synthesizer is the simulated provider whose arbiters write a synthesis, streamed in small pieces: the
+// first half of the verdict goes at once, the rest once gate is closed.
+type synthesizer struct {
+	*providers.Sim
+	synthesis string
+	gate      chan struct{}
+}
+
+func (s synthesizer) Stream(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
+	if call.Kind != providers.KindArbiter {
+		return s.Sim.Stream(ctx, call, onDelta)
+	}
+	scores := make([]float64, len(call.Candidates))
+	raw, _ := json.Marshal(map[string]any{"choice": 1, "answer": s.synthesis, "scores": scores, "agreement": []string{}, "disagreement": []string{}})
+	verdict := string(raw)
+	half := strings.Index(verdict, s.synthesis) + len(s.synthesis)/2
+	for i := 0; i < len(verdict); i += 5 {
+		if i >= half && i-5 < half {
+			select {
+			case <-s.gate:
+			case <-ctx.Done():
+				return providers.Reply{}, ctx.Err()
+			}
+		}
+		onDelta(providers.Delta{Text: verdict[i:min(i+5, len(verdict))]})
+	}
+	return providers.Reply{Text: verdict, Usage: providers.Usage{InputTokens: 50, OutputTokens: 30}}, nil
+}
+
+// A rotating arbiter's synthesis streams as the arbiter writes it: the caller reads its beginning
+// while the arbiter still writes, and the pieces are the answer.
+func TestARotatingArbitersSynthesisStreams(t *testing.T) {
+	const synthesis = "Nitrogen, at about seventy-eight percent of the air, by volume."
+	cat := newTestbed(t, nil).engine.Catalog()
+	gate := make(chan struct{})
+	tb := newTestbed(t, nil, withBackend(synthesizer{Sim: providers.NewSim(cat.All(), providers.SimConfig{Seed: 1}), synthesis: synthesis, gate: gate}))
+	client := sdkClient(tb, "")
+	stream := client.Chat.Completions.NewStreaming(context.Background(), openai.ChatCompletionNewParams{Model: "conclave/general",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("Which gas makes up most of the air, and how much of it?")}})
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	first := ""
+	for first == "" && stream.Next() {
+		acc.AddChunk(stream.Current())
+		if len(stream.Current().Choices) > 0 {
+			first = stream.Current().Choices[0].Delta.Content
+		}
+	}
+	if first == "" || !strings.HasPrefix(synthesis, first) {
+		t.Fatalf("first piece %q: want the synthesis's beginning while the arbiter still writes", first)
+	}
+	close(gate)
+	for stream.Next() {
+		acc.AddChunk(stream.Current())
+	}
+	if err := stream.Err(); err != nil {
+		t.Fatal(err)
+	}
+	rec := tb.record(acc.ID)
+	if got := acc.Choices[0].Message.Content; got != synthesis || rec["answer"] != synthesis {
+		t.Fatalf("streamed %q, recorded %v", got, rec["answer"])
+	}
+	if d, _ := rec["decision"].(map[string]any); d["strategy"] != "rotating" || d["synthesis"] != true {
+		t.Fatalf("decision %v", d)
 	}
 }

@@ -4,22 +4,34 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/config"
 	"github.com/conclave-ai/conclave/engine"
 	"github.com/conclave-ai/conclave/validation"
 	"go.uber.org/zap"
 )
 
-// FuzzRouteAndChatBodies decodes any body as a route request, as a chat completion request and as a
-// Messages request, with their parameters, tools, schemas, content parts and blocks, tool calls and
-// tool results: each is valid or refused with 400 or 404 and a bounded list of bounded problems, never
-// a panic; a valid chat or Messages request's ask holds the conversation it was sent.
+// FuzzRouteAndChatBodies decodes any body as a route request, a chat completion request, a Responses
+// request, an embeddings request and a Messages request, with their parameters, tools, schemas,
+// content parts and blocks, input items, tool calls and tool results: each is valid or refused with 400
+// or 404 and a bounded list of bounded problems, never a panic; a valid chat, Responses or Messages
+// request's ask holds the conversation it was sent (a Messages one its max_tokens too), and a valid
+// embeddings request a text for every input.
 func FuzzRouteAndChatBodies(f *testing.F) {
 	cfg := config.Default()
-	e, err := engine.New(engine.Options{Config: cfg, Log: zap.NewNop()})
+	base, err := catalog.Embedded()
+	if err != nil {
+		f.Fatal(err)
+	}
+	cat, err := base.With(catalog.Model{ID: "text-embedding-3-small", Provider: "openrouter", ContextWindow: 8192, Tier: 3, Capabilities: []string{catalog.Embeddings}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	e, err := engine.New(engine.Options{Config: cfg, Log: zap.NewNop(), Catalog: cat})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -50,6 +62,19 @@ func FuzzRouteAndChatBodies(f *testing.F) {
 			"json_schema": {"name": "w", "description": "d", "strict": true, "schema": {"type": "object", "properties": {"a": {"type": "number"}}}}}}`,
 		`{"model": "gpt-4o", "fallbacks": ["gpt-4o", ""], "messages": [{"role": "assistant", "refusal": "no", "tool_calls": [{"id": "", "type": "custom"}]},
 			{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/gif;base64,!!"}}]}], "tool_choice": "required", "response_format": {"type": "json_object"}}`,
+		// The Responses API: instructions, input items, flat tools, text.format, and what it refuses.
+		`{"model": "conclave/auto", "instructions": "Be brief.", "input": "hi", "temperature": 0.1, "max_output_tokens": 16, "safety_identifier": "h",
+			"text": {"format": {"type": "json_schema", "name": "w", "strict": true, "schema": {"type": "object"}}}, "stream": true, "metadata": {"k": "v"}}`,
+		`{"model": "conclave/auto", "input": [{"role": "user", "content": [{"type": "input_text", "text": "Weather?"}, {"type": "input_image", "image_url": "https://a.example/x.png", "detail": "low"}]},
+			{"type": "message", "role": "assistant", "id": "msg_1", "status": "completed", "content": [{"type": "output_text", "text": "Looking.", "annotations": []}]},
+			{"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{\"city\": \"Paris\"}"},
+			{"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "21 C"}]}],
+			"tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}, "strict": null}], "tool_choice": {"type": "function", "name": "get_weather"}}`,
+		`{"model": "gpt-4o", "input": [{"type": "reasoning"}, {"type": "function_call_output", "call_id": "x"}], "previous_response_id": "resp_1",
+			"tools": [{"type": "web_search"}], "include": ["x"], "truncation": "auto", "background": true, "text": {"verbosity": "low", "format": {"type": "yaml"}}}`,
+		// Embeddings: texts, token arrays, dimensions and formats.
+		`{"model": "text-embedding-3-small", "input": ["a", "b"], "dimensions": 8, "encoding_format": "base64", "user": "u"}`,
+		`{"model": "conclave/auto", "input": [[1, 2], ""], "dimensions": 0, "encoding_format": "int8"}`,
 		// Anthropic's Messages bodies: system, blocks of every kind, tools, tool choices, refused fields.
 		`{"model": "conclave/auto", "max_tokens": 64, "system": [{"type": "text", "text": "be brief"}], "stop_sequences": ["END"], "temperature": 0.5,
 			"metadata": {"user_id": "u"}, "stream": true, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"},
@@ -88,6 +113,16 @@ func FuzzRouteAndChatBodies(f *testing.F) {
 		check("chat", status, len(ps))
 		if status == 0 && (len(chat.route.GetAsk().GetMessages()) == 0 || chat.route.Task == "") {
 			t.Fatalf("a valid chat request without its conversation: %v", chat.route)
+		}
+		rr, status, ps := s.parseResponses(body)
+		check("responses", status, len(ps))
+		if status == 0 && (len(rr.route.GetAsk().GetMessages()) == 0 || rr.route.Task == "") {
+			t.Fatalf("a valid Responses request without its conversation: %v", rr.route)
+		}
+		er, status, ps := s.parseEmbeddings(body)
+		check("embeddings", status, len(ps))
+		if status == 0 && (len(er.req.Inputs) == 0 || slices.Contains(er.req.Inputs, "")) {
+			t.Fatalf("a valid embeddings request without its texts: %v", er.req)
 		}
 		msg, status, ps := s.parseMessages(body)
 		check("messages", status, len(ps))

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"sort"
 	"strings"
 	"time"
 
+	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/validation"
 	"github.com/google/uuid"
@@ -75,20 +77,21 @@ func renderTask(roles, texts []string) string {
 // parseChat decodes and validates a chat completions body, collecting every problem. The status is 0
 // when the request is valid, 400 for malformed input and 404 when the model is unknown.
 func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem) {
-	fields, problem := objectFields(body)
-	if problem != nil {
-		return nil, http.StatusBadRequest, []*messages.Problem{problem}
+	fields, bad, ok := objectFields(body, chatFields)
+	if !ok {
+		return nil, http.StatusBadRequest, problems(bad)
 	}
-	var bad, unknown validation.Errors
-	knownFields(fields, chatFields, nil, &bad)
-	out := &chatRequest{route: &messages.RouteRequest{}}
-	s.readModel(fields, out, &bad, &unknown)
-
+	var unknown validation.Errors
+	out := s.readModel(fields, &bad, &unknown)
 	ask := &messages.Ask{}
 	if raw, ok := fields["messages"]; !ok {
 		bad.Add("messages", "is required")
 	} else if conv := readMessages(raw, &bad); conv != nil {
-		conv.into(out.route, ask, "messages", &bad)
+		ask.Messages = conv.turns
+		out.route.Task = renderTask(conv.roles, conv.texts)
+		if !validation.Visible(out.route.Task) {
+			bad.Add("messages", "must have at least one visible character")
+		}
 	}
 	if raw, ok := given(fields, "tools"); ok {
 		ask.Tools = readTools(raw, &bad)
@@ -101,7 +104,6 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 	}
 	ask.Sampling = askReader{fields: fields, bad: &bad}.sampling()
 	out.route.Ask = ask
-	s.readConclaveFields(fields, out, &bad, &unknown)
 	if raw, ok := fields["stream"]; ok && json.Unmarshal(raw, &out.stream) != nil {
 		bad.Add("stream", "must be a boolean")
 	}
@@ -120,8 +122,74 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 			bad.Add("n", "must be 1: Conclave answers with one consensus choice")
 		}
 	}
-	if status, problems := verdict(bad, unknown); status != 0 {
-		return nil, status, problems
+	s.readOwn(fields, out, &bad, &unknown)
+	return verdict(out, bad, unknown)
+}
+
+// objectFields decodes a /v1 body as a JSON object, each of whose members must be one the door takes
+// (every other is an unknown field, as OpenAI answers). ok is false when the body is no object at all.
+func objectFields(body []byte, takes map[string]bool) (map[string]json.RawMessage, validation.Errors, bool) {
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
+		return nil, validation.Errors{{Field: "body", Message: "the body must be a JSON object"}}, false
+	}
+	var bad validation.Errors
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if !takes[name] {
+			bad.Add(name, "unknown field")
+		}
+	}
+	return fields, bad, true
+}
+
+// readModel reads the model of a /v1 request, as every door resolves it: conclave/auto, a blueprint
+// (conclave/<name>), or a catalog model called alone (a direct call). An unknown model goes to
+// unknown, so that it answers 404 when nothing else is wrong.
+func (s *Server) readModel(fields map[string]json.RawMessage, bad, unknown *validation.Errors) *chatRequest {
+	out := &chatRequest{route: &messages.RouteRequest{}}
+	if raw, ok := fields["model"]; !ok {
+		bad.Add("model", "is required: conclave/auto, conclave/<blueprint> or a model id (GET /v1/models lists them)")
+	} else if err := json.Unmarshal(raw, &out.model); err != nil || out.model == "" {
+		bad.Add("model", "must be a non-empty string")
+	} else if name, ours := strings.CutPrefix(out.model, modelPrefix); ours && s.engine.Blueprints().Has(name) {
+		out.route.Category = name
+	} else if out.model != autoModel {
+		if m, known := s.engine.Catalog().Get(out.model); !known {
+			unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(out.model, 128)))
+		} else if m.Has(catalog.Embeddings) {
+			bad.Add("model", fmt.Sprintf("%q is an embeddings model: POST /v1/embeddings asks it", validation.Clip(out.model, 128)))
+		} else {
+			out.passthroughTo = out.model
+		}
+	}
+	if out.passthroughTo != "" {
+		out.route.Models, out.route.Direct = []string{out.passthroughTo}, true
+	}
+	return out
+}
+
+// readOwn reads Conclave's own members of a /v1 request: strict_parameters, fallbacks and timeout.
+func (s *Server) readOwn(fields map[string]json.RawMessage, out *chatRequest, bad, unknown *validation.Errors) {
+	out.route.StrictParameters = flag(fields, "strict_parameters", bad)
+	if raw, ok := given(fields, "fallbacks"); ok {
+		out.route.Fallbacks = s.readFallbacks(raw, out, bad, unknown)
+	}
+	out.route.TimeoutSeconds = number(fields, "timeout", bad, validation.Timeout)
+}
+
+// verdict is a parsed /v1 request's outcome: 400 with every problem, 404 when the only problems are
+// unknown names, or the request.
+func verdict(out *chatRequest, bad, unknown validation.Errors) (*chatRequest, int, []*messages.Problem) {
+	switch {
+	case len(bad) > 0:
+		return nil, http.StatusBadRequest, problems(append(bad, unknown...).Capped())
+	case len(unknown) > 0:
+		return nil, http.StatusNotFound, problems(unknown.Capped())
 	}
 	return out, 0, nil
 }
@@ -136,37 +204,24 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 	}
 	chat, status, problems := s.parseChat(body)
 	if status != 0 {
-		s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
-			zap.String("endpoint", "chat_completions"), zap.Array("problems", problemsField(problems)))
-		msg := "the request is invalid"
-		if status == http.StatusNotFound {
-			msg = "the model does not exist"
-		}
-		writeOpenAIError(w, status, "", msg, problems)
+		s.refuse(w, id, "chat_completions", status, problems)
 		return
 	}
 	req := chat.route
-	req.RequestId, req.ReceivedAt = id, timestamppb.New(received)
-	if c := r.Header.Get("X-Request-ID"); validClientID(c) {
-		req.ClientRequestId = c
-	}
-	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", "chat_completions"),
-		zap.String("model", validation.Clip(chat.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", chat.stream), zap.String("remote", r.RemoteAddr))
+	s.received(r, id, received, "chat_completions", chat)
 
 	routing(w) // before the keep-alives, which read it
 	var stream *sseStream
 	var live *relay // a direct call's answer, streamed as its model writes it
 	var exec *messages.Execution
 	var err error
-	switch {
-	case chat.stream && req.Direct:
+	if chat.stream {
+		// A direct call's answer, or a rotating arbiter's synthesis, is relayed as it is written; any
+		// other answer is streamed once the consensus has it.
 		stream = s.startStream(w)
 		live = &relay{st: stream, base: chunk{ID: id, Object: "chat.completion.chunk", Created: received.Unix(), Model: chat.model}}
 		exec, err = s.engine.RouteStreaming(r.Context(), req, live.delta)
-	case chat.stream:
-		stream = s.startStream(w)
-		exec, err = s.engine.Route(r.Context(), req)
-	default:
+	} else {
 		exec, err = s.engine.Route(r.Context(), req)
 	}
 	stream.quiet() // the keep-alives write through w: stop them before w changes
@@ -183,12 +238,34 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 	completion := renderCompletion(exec, chat.model)
 	switch {
 	case live != nil && live.started:
-		stream.finish(live.base, completion, chat.includeUsage)
+		live.finish(completion, chat.includeUsage)
 	case chat.stream:
 		stream.completion(completion, chat.includeUsage)
 	default:
 		writeJSON(w, http.StatusOK, completion)
 	}
+}
+
+// refuse answers a /v1 request its door refused, in OpenAI's shape, and logs it.
+func (s *Server) refuse(w http.ResponseWriter, id, endpoint string, status int, problems []*messages.Problem) {
+	s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
+		zap.String("endpoint", endpoint), zap.Array("problems", problemsField(problems)))
+	msg := "the request is invalid"
+	if status == http.StatusNotFound {
+		msg = "the model does not exist"
+	}
+	writeOpenAIError(w, status, "", msg, problems)
+}
+
+// received stamps a /v1 request with its ids and logs its arrival.
+func (s *Server) received(r *http.Request, id string, at time.Time, endpoint string, chat *chatRequest) {
+	req := chat.route
+	req.RequestId, req.ReceivedAt = id, timestamppb.New(at)
+	if c := r.Header.Get("X-Request-ID"); validClientID(c) {
+		req.ClientRequestId = c
+	}
+	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", endpoint),
+		zap.String("model", validation.Clip(chat.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", chat.stream), zap.String("remote", r.RemoteAddr))
 }
 
 // completion is OpenAI's chat completion object with Conclave's extension.
@@ -253,7 +330,7 @@ func renderCompletion(e *messages.Execution, model string) completion {
 	}
 }
 
-// extensionOf is what the pipeline did for an answer, as every door's extension says it.
+// extensionOf is Conclave's extension of an answer, from its record.
 func extensionOf(e *messages.Execution) conclaveExtension {
 	x := conclaveExtension{RequestID: e.RequestId, Category: e.GetClassification().GetCategory(), Blueprint: e.GetBlueprint().GetName(),
 		Strategy: e.GetDecision().GetStrategy(), ChosenModel: e.GetDecision().GetChosenModel(), Degraded: e.Degraded, CostUSD: e.Cost,

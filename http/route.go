@@ -15,6 +15,7 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/catalog"
 	"github.com/conclave-ai/conclave/consensus"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/validation"
@@ -207,8 +208,10 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 				case seen[m]:
 					bad.Add(field, fmt.Sprintf("model %q is listed twice", m))
 				default:
-					if _, known := s.engine.Catalog().Get(m); !known {
+					if model, known := s.engine.Catalog().Get(m); !known {
 						unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", m))
+					} else if model.Has(catalog.Embeddings) {
+						bad.Add(field, fmt.Sprintf("%q is an embeddings model: POST /v1/embeddings asks it", validation.Clip(m, 128)))
 					}
 				}
 				seen[m] = true

@@ -40,6 +40,8 @@ type Engine interface {
 	Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error)
 	RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error)
 	RouteStreaming(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error)
+	// Embed asks one model for the embeddings of texts: the record, and a vector per text when it worked.
+	Embed(ctx context.Context, req *messages.EmbedRequest) (*messages.EmbedResult, error)
 	Execution(ctx context.Context, id string) (*messages.Execution, bool, error)
 	Feedback(ctx context.Context, fb *messages.RecordFeedback) (*messages.FeedbackResult, error)
 	Executions(ctx context.Context, f store.Filter) (store.Page, error)
@@ -99,6 +101,8 @@ func New(engine Engine, opts Options) *Server {
 	}
 	s.handle(http.MethodPost, "/route-thompson", s.authed(s.route))
 	s.handle(http.MethodPost, "/v1/chat/completions", s.authedWith(s.chatCompletions, writeOpenAIError))
+	s.handle(http.MethodPost, "/v1/responses", s.authedWith(s.responses, writeOpenAIError))
+	s.handle(http.MethodPost, "/v1/embeddings", s.authedWith(s.embeddings, writeOpenAIError))
 	// Anthropic's clients send their key as x-api-key; a bearer token is as good.
 	s.handle(http.MethodPost, messagesPath, s.authedBy(s.messagesHandler, writeAnthropicError, apiKeyOrBearer,
 		"a valid API key is required, as x-api-key or Authorization: Bearer"))

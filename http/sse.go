@@ -3,6 +3,7 @@ package httpapi
 import (
 	"encoding/json"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 	"unicode/utf8"
@@ -224,6 +225,7 @@ type relay struct {
 	st      *sseStream
 	base    chunk
 	started bool
+	text    strings.Builder // what was relayed of the answer's text
 }
 
 func (r *relay) delta(d *messages.Delta) {
@@ -238,6 +240,7 @@ func (r *relay) delta(d *messages.Delta) {
 	if d.Text != "" {
 		text := d.Text
 		delta.Content = &text
+		r.text.WriteString(text)
 	}
 	for _, c := range d.ToolCalls {
 		piece := chunkToolCall{Index: int(c.Index), ID: c.Id, Function: chunkFunction{Name: c.Name, Arguments: c.Arguments}}
@@ -251,6 +254,29 @@ func (r *relay) delta(d *messages.Delta) {
 	}
 	ch.Choices = []chunkChoice{{Delta: delta}}
 	r.st.event(ch)
+}
+
+// finish ends a relayed completion. The answer is what was relayed, or continues it (a synthesis the
+// consensus completed); an answer that replaced what was relayed (the arbiter's verdict was not usable)
+// ends the stream with an error: the caller has read text that is not the answer, and the record holds
+// the answer.
+func (r *relay) finish(c completion, includeUsage bool) {
+	msg := c.Choices[0].Message
+	if msg.Content != nil {
+		relayed := r.text.String()
+		rest, continues := strings.CutPrefix(*msg.Content, relayed)
+		if !continues {
+			r.st.event(openAIErrorOf(http.StatusBadGateway, "stream_superseded", "the text streamed so far is not the answer: the consensus "+
+				"replaced the arbiter's synthesis; GET /executions/"+c.ID+" holds the answer", nil))
+			return
+		}
+		for _, piece := range pieces(rest, chunkBytes) {
+			ch := r.base
+			ch.Choices = []chunkChoice{{Delta: chunkDelta{Content: &piece}}}
+			r.st.event(ch)
+		}
+	}
+	r.st.finish(r.base, c, includeUsage)
 }
 
 // pieces cuts text into pieces of about n bytes, after a space where one is near, never inside a

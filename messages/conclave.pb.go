@@ -427,6 +427,201 @@ func (x *ToolCallDelta) GetArguments() string {
 	return ""
 }
 
+// EmbedRequest asks one catalog model for the embeddings of its inputs (POST /v1/embeddings): a plain
+// gateway call through its provider's breakers and rate limits, recorded like any request. The reply
+// is an EmbedResult.
+type EmbedRequest struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	RequestId       string                 `protobuf:"bytes,1,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	ClientRequestId string                 `protobuf:"bytes,2,opt,name=client_request_id,json=clientRequestId,proto3" json:"client_request_id,omitempty"`
+	ReceivedAt      *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=received_at,json=receivedAt,proto3" json:"received_at,omitempty"`
+	Model           string                 `protobuf:"bytes,4,opt,name=model,proto3" json:"model,omitempty"`
+	Inputs          []string               `protobuf:"bytes,5,rep,name=inputs,proto3" json:"inputs,omitempty"`
+	// dimensions, when positive, asks for vectors of that length (of a model that can shorten its own).
+	Dimensions int32 `protobuf:"varint,6,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
+	// user is the caller's end user, for the provider's abuse checks.
+	User          string `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedRequest) Reset() {
+	*x = EmbedRequest{}
+	mi := &file_conclave_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedRequest) ProtoMessage() {}
+
+func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
+func (*EmbedRequest) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *EmbedRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetClientRequestId() string {
+	if x != nil {
+		return x.ClientRequestId
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetReceivedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.ReceivedAt
+	}
+	return nil
+}
+
+func (x *EmbedRequest) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetInputs() []string {
+	if x != nil {
+		return x.Inputs
+	}
+	return nil
+}
+
+func (x *EmbedRequest) GetDimensions() int32 {
+	if x != nil {
+		return x.Dimensions
+	}
+	return 0
+}
+
+func (x *EmbedRequest) GetUser() string {
+	if x != nil {
+		return x.User
+	}
+	return ""
+}
+
+// EmbedResult is an embeddings call's record and, when it succeeded, one vector per input, in order.
+// The vectors are the caller's answer, not part of the record.
+type EmbedResult struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Execution     *Execution             `protobuf:"bytes,1,opt,name=execution,proto3" json:"execution,omitempty"`
+	Vectors       []*Vector              `protobuf:"bytes,2,rep,name=vectors,proto3" json:"vectors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EmbedResult) Reset() {
+	*x = EmbedResult{}
+	mi := &file_conclave_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EmbedResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EmbedResult) ProtoMessage() {}
+
+func (x *EmbedResult) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EmbedResult.ProtoReflect.Descriptor instead.
+func (*EmbedResult) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *EmbedResult) GetExecution() *Execution {
+	if x != nil {
+		return x.Execution
+	}
+	return nil
+}
+
+func (x *EmbedResult) GetVectors() []*Vector {
+	if x != nil {
+		return x.Vectors
+	}
+	return nil
+}
+
+type Vector struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Values        []float32              `protobuf:"fixed32,1,rep,packed,name=values,proto3" json:"values,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Vector) Reset() {
+	*x = Vector{}
+	mi := &file_conclave_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Vector) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Vector) ProtoMessage() {}
+
+func (x *Vector) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Vector.ProtoReflect.Descriptor instead.
+func (*Vector) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Vector) GetValues() []float32 {
+	if x != nil {
+		return x.Values
+	}
+	return nil
+}
+
 // Ask is what a caller asks of a model beyond a text prompt, in a form that each provider's adapter
 // writes in its own wire format.
 type Ask struct {
@@ -442,7 +637,7 @@ type Ask struct {
 
 func (x *Ask) Reset() {
 	*x = Ask{}
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -454,7 +649,7 @@ func (x *Ask) String() string {
 func (*Ask) ProtoMessage() {}
 
 func (x *Ask) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -467,7 +662,7 @@ func (x *Ask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ask.ProtoReflect.Descriptor instead.
 func (*Ask) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{3}
+	return file_conclave_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Ask) GetMessages() []*ChatMessage {
@@ -521,7 +716,7 @@ type ChatMessage struct {
 
 func (x *ChatMessage) Reset() {
 	*x = ChatMessage{}
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -533,7 +728,7 @@ func (x *ChatMessage) String() string {
 func (*ChatMessage) ProtoMessage() {}
 
 func (x *ChatMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -546,7 +741,7 @@ func (x *ChatMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
 func (*ChatMessage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{4}
+	return file_conclave_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *ChatMessage) GetRole() string {
@@ -597,7 +792,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -609,7 +804,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -622,7 +817,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{5}
+	return file_conclave_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ContentPart) GetType() string {
@@ -665,7 +860,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +872,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +885,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{6}
+	return file_conclave_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ToolCall) GetId() string {
@@ -727,7 +922,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -739,7 +934,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -752,7 +947,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{7}
+	return file_conclave_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Tool) GetName() string {
@@ -795,7 +990,7 @@ type ToolChoice struct {
 
 func (x *ToolChoice) Reset() {
 	*x = ToolChoice{}
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +1002,7 @@ func (x *ToolChoice) String() string {
 func (*ToolChoice) ProtoMessage() {}
 
 func (x *ToolChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +1015,7 @@ func (x *ToolChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
 func (*ToolChoice) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{8}
+	return file_conclave_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ToolChoice) GetMode() string {
@@ -851,7 +1046,7 @@ type OutputFormat struct {
 
 func (x *OutputFormat) Reset() {
 	*x = OutputFormat{}
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1058,7 @@ func (x *OutputFormat) String() string {
 func (*OutputFormat) ProtoMessage() {}
 
 func (x *OutputFormat) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1071,7 @@ func (x *OutputFormat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputFormat.ProtoReflect.Descriptor instead.
 func (*OutputFormat) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{9}
+	return file_conclave_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *OutputFormat) GetType() string {
@@ -926,7 +1121,7 @@ type Sampling struct {
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -938,7 +1133,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -951,7 +1146,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{10}
+	return file_conclave_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Sampling) GetTemperature() float64 {
@@ -1036,7 +1231,7 @@ type RemoteRoute struct {
 
 func (x *RemoteRoute) Reset() {
 	*x = RemoteRoute{}
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1048,7 +1243,7 @@ func (x *RemoteRoute) String() string {
 func (*RemoteRoute) ProtoMessage() {}
 
 func (x *RemoteRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1061,7 +1256,7 @@ func (x *RemoteRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteRoute.ProtoReflect.Descriptor instead.
 func (*RemoteRoute) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{11}
+	return file_conclave_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *RemoteRoute) GetRequest() *RouteRequest {
@@ -1082,7 +1277,7 @@ type AwaitRecord struct {
 
 func (x *AwaitRecord) Reset() {
 	*x = AwaitRecord{}
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1094,7 +1289,7 @@ func (x *AwaitRecord) String() string {
 func (*AwaitRecord) ProtoMessage() {}
 
 func (x *AwaitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1107,7 +1302,7 @@ func (x *AwaitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRecord.ProtoReflect.Descriptor instead.
 func (*AwaitRecord) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{12}
+	return file_conclave_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *AwaitRecord) GetRequestId() string {
@@ -1128,7 +1323,7 @@ type RecordDurable struct {
 
 func (x *RecordDurable) Reset() {
 	*x = RecordDurable{}
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1140,7 +1335,7 @@ func (x *RecordDurable) String() string {
 func (*RecordDurable) ProtoMessage() {}
 
 func (x *RecordDurable) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1153,7 +1348,7 @@ func (x *RecordDurable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDurable.ProtoReflect.Descriptor instead.
 func (*RecordDurable) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{13}
+	return file_conclave_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *RecordDurable) GetRequestId() string {
@@ -1183,7 +1378,7 @@ type PeerBreakerOpened struct {
 
 func (x *PeerBreakerOpened) Reset() {
 	*x = PeerBreakerOpened{}
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1195,7 +1390,7 @@ func (x *PeerBreakerOpened) String() string {
 func (*PeerBreakerOpened) ProtoMessage() {}
 
 func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1208,7 +1403,7 @@ func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerBreakerOpened.ProtoReflect.Descriptor instead.
 func (*PeerBreakerOpened) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{14}
+	return file_conclave_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *PeerBreakerOpened) GetProvider() string {
@@ -1261,7 +1456,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1273,7 +1468,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1286,7 +1481,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{15}
+	return file_conclave_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Progress) GetRequestId() string {
@@ -1457,7 +1652,7 @@ type Execution struct {
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1469,7 +1664,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1482,7 +1677,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{16}
+	return file_conclave_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *Execution) GetRequestId() string {
@@ -1712,7 +1907,7 @@ type QuorumOutcome struct {
 
 func (x *QuorumOutcome) Reset() {
 	*x = QuorumOutcome{}
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1919,7 @@ func (x *QuorumOutcome) String() string {
 func (*QuorumOutcome) ProtoMessage() {}
 
 func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1932,7 @@ func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumOutcome.ProtoReflect.Descriptor instead.
 func (*QuorumOutcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{17}
+	return file_conclave_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *QuorumOutcome) GetMode() string {
@@ -1804,7 +1999,7 @@ type Classification struct {
 
 func (x *Classification) Reset() {
 	*x = Classification{}
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1816,7 +2011,7 @@ func (x *Classification) String() string {
 func (*Classification) ProtoMessage() {}
 
 func (x *Classification) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1829,7 +2024,7 @@ func (x *Classification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Classification.ProtoReflect.Descriptor instead.
 func (*Classification) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{18}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Classification) GetCategory() string {
@@ -1926,7 +2121,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1938,7 +2133,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1951,7 +2146,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{19}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Signal) GetCategory() string {
@@ -1984,7 +2179,7 @@ type Blueprint struct {
 
 func (x *Blueprint) Reset() {
 	*x = Blueprint{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1996,7 +2191,7 @@ func (x *Blueprint) String() string {
 func (*Blueprint) ProtoMessage() {}
 
 func (x *Blueprint) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2009,7 +2204,7 @@ func (x *Blueprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blueprint.ProtoReflect.Descriptor instead.
 func (*Blueprint) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Blueprint) GetName() string {
@@ -2082,7 +2277,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2094,7 +2289,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2107,7 +2302,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Selection) GetPolicy() string {
@@ -2161,7 +2356,7 @@ type Pick struct {
 
 func (x *Pick) Reset() {
 	*x = Pick{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2173,7 +2368,7 @@ func (x *Pick) String() string {
 func (*Pick) ProtoMessage() {}
 
 func (x *Pick) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2186,7 +2381,7 @@ func (x *Pick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pick.ProtoReflect.Descriptor instead.
 func (*Pick) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Pick) GetModel() string {
@@ -2256,7 +2451,7 @@ type Skip struct {
 
 func (x *Skip) Reset() {
 	*x = Skip{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2463,7 @@ func (x *Skip) String() string {
 func (*Skip) ProtoMessage() {}
 
 func (x *Skip) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2476,7 @@ func (x *Skip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Skip.ProtoReflect.Descriptor instead.
 func (*Skip) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Skip) GetModel() string {
@@ -2344,7 +2539,7 @@ type WorkerResult struct {
 
 func (x *WorkerResult) Reset() {
 	*x = WorkerResult{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2551,7 @@ func (x *WorkerResult) String() string {
 func (*WorkerResult) ProtoMessage() {}
 
 func (x *WorkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2564,7 @@ func (x *WorkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerResult.ProtoReflect.Descriptor instead.
 func (*WorkerResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WorkerResult) GetJobId() string {
@@ -2564,7 +2759,7 @@ type ArbiterDecision struct {
 
 func (x *ArbiterDecision) Reset() {
 	*x = ArbiterDecision{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2576,7 +2771,7 @@ func (x *ArbiterDecision) String() string {
 func (*ArbiterDecision) ProtoMessage() {}
 
 func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2589,7 +2784,7 @@ func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArbiterDecision.ProtoReflect.Descriptor instead.
 func (*ArbiterDecision) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ArbiterDecision) GetStrategy() string {
@@ -2719,7 +2914,7 @@ type Ballot struct {
 
 func (x *Ballot) Reset() {
 	*x = Ballot{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2926,7 @@ func (x *Ballot) String() string {
 func (*Ballot) ProtoMessage() {}
 
 func (x *Ballot) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2939,7 @@ func (x *Ballot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ballot.ProtoReflect.Descriptor instead.
 func (*Ballot) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Ballot) GetModel() string {
@@ -2813,7 +3008,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2825,7 +3020,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2838,7 +3033,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -2919,7 +3114,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2931,7 +3126,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2944,7 +3139,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -3006,7 +3201,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3018,7 +3213,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3031,7 +3226,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Retry) GetModel() string {
@@ -3104,7 +3299,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3116,7 +3311,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3129,7 +3324,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Failure) GetCode() string {
@@ -3171,7 +3366,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3183,7 +3378,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3196,7 +3391,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Problem) GetField() string {
@@ -3223,7 +3418,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3235,7 +3430,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3248,7 +3443,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -3282,7 +3477,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3294,7 +3489,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3307,7 +3502,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -3398,7 +3593,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3410,7 +3605,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3423,7 +3618,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Job) GetRequestId() string {
@@ -3578,7 +3773,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3590,7 +3785,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3603,7 +3798,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -3636,7 +3831,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3648,7 +3843,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3661,7 +3856,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -3683,7 +3878,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +3890,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +3903,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -3744,7 +3939,7 @@ type JobQueued struct {
 
 func (x *JobQueued) Reset() {
 	*x = JobQueued{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +3951,7 @@ func (x *JobQueued) String() string {
 func (*JobQueued) ProtoMessage() {}
 
 func (x *JobQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +3964,7 @@ func (x *JobQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobQueued.ProtoReflect.Descriptor instead.
 func (*JobQueued) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *JobQueued) GetJobId() string {
@@ -3819,7 +4014,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3831,7 +4026,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3844,7 +4039,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -4039,7 +4234,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4051,7 +4246,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4064,7 +4259,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -4141,7 +4336,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +4348,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +4361,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *Permit) GetJobId() string {
@@ -4227,14 +4422,18 @@ type Outcome struct {
 	DisabledBecause string `protobuf:"bytes,17,opt,name=disabled_because,json=disabledBecause,proto3" json:"disabled_because,omitempty"`
 	// stop says the asker settled the call without its result (collection ended first): a job the
 	// provider dispatched for it is cancelled.
-	Stop          bool `protobuf:"varint,18,opt,name=stop,proto3" json:"stop,omitempty"`
+	Stop bool `protobuf:"varint,18,opt,name=stop,proto3" json:"stop,omitempty"`
+	// fault, when the call failed the provider's or the model's breaker, is its failure as callers are
+	// told it ("connection_refused: 127.0.0.1:9999"): the provider publishes its last one, which names
+	// why its breaker is open when a request finds no model to ask.
+	Fault         string `protobuf:"bytes,19,opt,name=fault,proto3" json:"fault,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4246,7 +4445,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4259,7 +4458,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -4346,6 +4545,13 @@ func (x *Outcome) GetStop() bool {
 	return false
 }
 
+func (x *Outcome) GetFault() string {
+	if x != nil {
+		return x.Fault
+	}
+	return ""
+}
+
 // KeyChanged tells a provider actor that its key changed: a provider disabled for its key is enabled.
 type KeyChanged struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -4355,7 +4561,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4367,7 +4573,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4380,7 +4586,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -4395,7 +4601,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4407,7 +4613,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4420,7 +4626,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -4459,13 +4665,15 @@ type ConsensusInput struct {
 	// which the candidates' calls are checked.
 	ResponseFormat *OutputFormat `protobuf:"bytes,13,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
 	Tools          []*Tool       `protobuf:"bytes,14,rep,name=tools,proto3" json:"tools,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// stream asks the arbiter's call to stream, and its synthesis to reach the coordinator as Deltas.
+	Stream        bool `protobuf:"varint,15,opt,name=stream,proto3" json:"stream,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4477,7 +4685,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4490,7 +4698,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -4591,6 +4799,13 @@ func (x *ConsensusInput) GetTools() []*Tool {
 	return nil
 }
 
+func (x *ConsensusInput) GetStream() bool {
+	if x != nil {
+		return x.Stream
+	}
+	return false
+}
+
 type Candidate struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Model       string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -4612,7 +4827,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4624,7 +4839,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4637,7 +4852,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{46}
+	return file_conclave_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *Candidate) GetModel() string {
@@ -4733,7 +4948,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4745,7 +4960,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4758,7 +4973,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{47}
+	return file_conclave_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -4837,7 +5052,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4849,7 +5064,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4862,7 +5077,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{48}
+	return file_conclave_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Votes) GetCategory() string {
@@ -4900,7 +5115,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4912,7 +5127,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4925,7 +5140,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{49}
+	return file_conclave_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Reward) GetModel() string {
@@ -4973,7 +5188,7 @@ type Rewards struct {
 
 func (x *Rewards) Reset() {
 	*x = Rewards{}
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4985,7 +5200,7 @@ func (x *Rewards) String() string {
 func (*Rewards) ProtoMessage() {}
 
 func (x *Rewards) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4998,7 +5213,7 @@ func (x *Rewards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewards.ProtoReflect.Descriptor instead.
 func (*Rewards) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{50}
+	return file_conclave_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Rewards) GetRewards() []*Reward {
@@ -5018,7 +5233,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5030,7 +5245,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5043,7 +5258,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{51}
+	return file_conclave_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -5065,7 +5280,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5077,7 +5292,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5090,7 +5305,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{52}
+	return file_conclave_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -5128,7 +5343,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5140,7 +5355,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5153,7 +5368,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{53}
+	return file_conclave_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -5190,7 +5405,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5202,7 +5417,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5215,7 +5430,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{54}
+	return file_conclave_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -5248,7 +5463,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5260,7 +5475,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5273,7 +5488,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{55}
+	return file_conclave_proto_rawDescGZIP(), []int{58}
 }
 
 type Flushed struct {
@@ -5288,7 +5503,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5300,7 +5515,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5313,7 +5528,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{56}
+	return file_conclave_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -5356,7 +5571,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5368,7 +5583,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5381,7 +5596,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{57}
+	return file_conclave_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -5498,7 +5713,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[58]
+	mi := &file_conclave_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5510,7 +5725,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[58]
+	mi := &file_conclave_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5523,7 +5738,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{58}
+	return file_conclave_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -5548,7 +5763,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[59]
+	mi := &file_conclave_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5560,7 +5775,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[59]
+	mi := &file_conclave_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5573,7 +5788,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{59}
+	return file_conclave_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -5613,7 +5828,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[60]
+	mi := &file_conclave_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5625,7 +5840,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[60]
+	mi := &file_conclave_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5638,7 +5853,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{60}
+	return file_conclave_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -5700,7 +5915,24 @@ const file_conclave_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x04 \x01(\tR\targuments\"\x95\x02\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\"\xf8\x01\n" +
+	"\fEmbedRequest\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x01 \x01(\tR\trequestId\x12*\n" +
+	"\x11client_request_id\x18\x02 \x01(\tR\x0fclientRequestId\x12;\n" +
+	"\vreceived_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"receivedAt\x12\x14\n" +
+	"\x05model\x18\x04 \x01(\tR\x05model\x12\x16\n" +
+	"\x06inputs\x18\x05 \x03(\tR\x06inputs\x12\x1e\n" +
+	"\n" +
+	"dimensions\x18\x06 \x01(\x05R\n" +
+	"dimensions\x12\x12\n" +
+	"\x04user\x18\a \x01(\tR\x04user\"r\n" +
+	"\vEmbedResult\x124\n" +
+	"\texecution\x18\x01 \x01(\v2\x16.conclave.v1.ExecutionR\texecution\x12-\n" +
+	"\avectors\x18\x02 \x03(\v2\x13.conclave.v1.VectorR\avectors\" \n" +
+	"\x06Vector\x12\x16\n" +
+	"\x06values\x18\x01 \x03(\x02R\x06values\"\x95\x02\n" +
 	"\x03Ask\x124\n" +
 	"\bmessages\x18\x01 \x03(\v2\x18.conclave.v1.ChatMessageR\bmessages\x12'\n" +
 	"\x05tools\x18\x02 \x03(\v2\x11.conclave.v1.ToolR\x05tools\x128\n" +
@@ -6103,7 +6335,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\agranted\x18\x02 \x01(\bR\agranted\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05probe\x18\x05 \x01(\bR\x05probe\x12.\n" +
-	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSecondsJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\b\x10\t\"\x96\x04\n" +
+	"\x13retry_after_seconds\x18\x06 \x01(\x01R\x11retryAfterSecondsJ\x04\b\x04\x10\x05J\x04\b\a\x10\bJ\x04\b\b\x10\t\"\xac\x04\n" +
 	"\aOutcome\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x129\n" +
@@ -6117,7 +6349,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\fremove_model\x18\x0f \x01(\bR\vremoveModel\x12)\n" +
 	"\x10disable_provider\x18\x10 \x01(\bR\x0fdisableProvider\x12)\n" +
 	"\x10disabled_because\x18\x11 \x01(\tR\x0fdisabledBecause\x12\x12\n" +
-	"\x04stop\x18\x12 \x01(\bR\x04stopJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\t\x10\n" +
+	"\x04stop\x18\x12 \x01(\bR\x04stop\x12\x14\n" +
+	"\x05fault\x18\x13 \x01(\tR\x05faultJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x05\x10\x06J\x04\b\x06\x10\aJ\x04\b\t\x10\n" +
 	"J\x04\b\n" +
 	"\x10\v\"\f\n" +
 	"\n" +
@@ -6125,7 +6358,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\xbd\x04\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xd5\x04\n" +
 	"\x0eConsensusInput\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -6145,7 +6378,8 @@ const file_conclave_proto_rawDesc = "" +
 	"answerKind\x125\n" +
 	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\x12B\n" +
 	"\x0fresponse_format\x18\r \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x12'\n" +
-	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\"\xb1\x02\n" +
+	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\x12\x16\n" +
+	"\x06stream\x18\x0f \x01(\bR\x06stream\"\xb1\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -6248,160 +6482,166 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 64)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
 	(*Delta)(nil),                 // 2: conclave.v1.Delta
 	(*ToolCallDelta)(nil),         // 3: conclave.v1.ToolCallDelta
-	(*Ask)(nil),                   // 4: conclave.v1.Ask
-	(*ChatMessage)(nil),           // 5: conclave.v1.ChatMessage
-	(*ContentPart)(nil),           // 6: conclave.v1.ContentPart
-	(*ToolCall)(nil),              // 7: conclave.v1.ToolCall
-	(*Tool)(nil),                  // 8: conclave.v1.Tool
-	(*ToolChoice)(nil),            // 9: conclave.v1.ToolChoice
-	(*OutputFormat)(nil),          // 10: conclave.v1.OutputFormat
-	(*Sampling)(nil),              // 11: conclave.v1.Sampling
-	(*RemoteRoute)(nil),           // 12: conclave.v1.RemoteRoute
-	(*AwaitRecord)(nil),           // 13: conclave.v1.AwaitRecord
-	(*RecordDurable)(nil),         // 14: conclave.v1.RecordDurable
-	(*PeerBreakerOpened)(nil),     // 15: conclave.v1.PeerBreakerOpened
-	(*Progress)(nil),              // 16: conclave.v1.Progress
-	(*Execution)(nil),             // 17: conclave.v1.Execution
-	(*QuorumOutcome)(nil),         // 18: conclave.v1.QuorumOutcome
-	(*Classification)(nil),        // 19: conclave.v1.Classification
-	(*Signal)(nil),                // 20: conclave.v1.Signal
-	(*Blueprint)(nil),             // 21: conclave.v1.Blueprint
-	(*Selection)(nil),             // 22: conclave.v1.Selection
-	(*Pick)(nil),                  // 23: conclave.v1.Pick
-	(*Skip)(nil),                  // 24: conclave.v1.Skip
-	(*WorkerResult)(nil),          // 25: conclave.v1.WorkerResult
-	(*ArbiterDecision)(nil),       // 26: conclave.v1.ArbiterDecision
-	(*Ballot)(nil),                // 27: conclave.v1.Ballot
-	(*Phases)(nil),                // 28: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 29: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 30: conclave.v1.Retry
-	(*Failure)(nil),               // 31: conclave.v1.Failure
-	(*Problem)(nil),               // 32: conclave.v1.Problem
-	(*Usage)(nil),                 // 33: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 34: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 35: conclave.v1.Job
-	(*Dispatch)(nil),              // 36: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 37: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 38: conclave.v1.JobStarted
-	(*JobQueued)(nil),             // 39: conclave.v1.JobQueued
-	(*JobResult)(nil),             // 40: conclave.v1.JobResult
-	(*Acquire)(nil),               // 41: conclave.v1.Acquire
-	(*Permit)(nil),                // 42: conclave.v1.Permit
-	(*Outcome)(nil),               // 43: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 44: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 45: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 46: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 47: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 48: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 49: conclave.v1.Votes
-	(*Reward)(nil),                // 50: conclave.v1.Reward
-	(*Rewards)(nil),               // 51: conclave.v1.Rewards
-	(*GetExecution)(nil),          // 52: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 53: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 54: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 55: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 56: conclave.v1.Flush
-	(*Flushed)(nil),               // 57: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 58: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 59: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 60: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 61: conclave.v1.AgentHello
-	nil,                           // 62: conclave.v1.Sampling.LogitBiasEntry
-	nil,                           // 63: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 64: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 65: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 66: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 67: actor.PID
+	(*EmbedRequest)(nil),          // 4: conclave.v1.EmbedRequest
+	(*EmbedResult)(nil),           // 5: conclave.v1.EmbedResult
+	(*Vector)(nil),                // 6: conclave.v1.Vector
+	(*Ask)(nil),                   // 7: conclave.v1.Ask
+	(*ChatMessage)(nil),           // 8: conclave.v1.ChatMessage
+	(*ContentPart)(nil),           // 9: conclave.v1.ContentPart
+	(*ToolCall)(nil),              // 10: conclave.v1.ToolCall
+	(*Tool)(nil),                  // 11: conclave.v1.Tool
+	(*ToolChoice)(nil),            // 12: conclave.v1.ToolChoice
+	(*OutputFormat)(nil),          // 13: conclave.v1.OutputFormat
+	(*Sampling)(nil),              // 14: conclave.v1.Sampling
+	(*RemoteRoute)(nil),           // 15: conclave.v1.RemoteRoute
+	(*AwaitRecord)(nil),           // 16: conclave.v1.AwaitRecord
+	(*RecordDurable)(nil),         // 17: conclave.v1.RecordDurable
+	(*PeerBreakerOpened)(nil),     // 18: conclave.v1.PeerBreakerOpened
+	(*Progress)(nil),              // 19: conclave.v1.Progress
+	(*Execution)(nil),             // 20: conclave.v1.Execution
+	(*QuorumOutcome)(nil),         // 21: conclave.v1.QuorumOutcome
+	(*Classification)(nil),        // 22: conclave.v1.Classification
+	(*Signal)(nil),                // 23: conclave.v1.Signal
+	(*Blueprint)(nil),             // 24: conclave.v1.Blueprint
+	(*Selection)(nil),             // 25: conclave.v1.Selection
+	(*Pick)(nil),                  // 26: conclave.v1.Pick
+	(*Skip)(nil),                  // 27: conclave.v1.Skip
+	(*WorkerResult)(nil),          // 28: conclave.v1.WorkerResult
+	(*ArbiterDecision)(nil),       // 29: conclave.v1.ArbiterDecision
+	(*Ballot)(nil),                // 30: conclave.v1.Ballot
+	(*Phases)(nil),                // 31: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 32: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 33: conclave.v1.Retry
+	(*Failure)(nil),               // 34: conclave.v1.Failure
+	(*Problem)(nil),               // 35: conclave.v1.Problem
+	(*Usage)(nil),                 // 36: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 37: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 38: conclave.v1.Job
+	(*Dispatch)(nil),              // 39: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 40: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 41: conclave.v1.JobStarted
+	(*JobQueued)(nil),             // 42: conclave.v1.JobQueued
+	(*JobResult)(nil),             // 43: conclave.v1.JobResult
+	(*Acquire)(nil),               // 44: conclave.v1.Acquire
+	(*Permit)(nil),                // 45: conclave.v1.Permit
+	(*Outcome)(nil),               // 46: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 47: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 48: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 49: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 50: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 51: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 52: conclave.v1.Votes
+	(*Reward)(nil),                // 53: conclave.v1.Reward
+	(*Rewards)(nil),               // 54: conclave.v1.Rewards
+	(*GetExecution)(nil),          // 55: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 56: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 57: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 58: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 59: conclave.v1.Flush
+	(*Flushed)(nil),               // 60: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 61: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 62: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 63: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 64: conclave.v1.AgentHello
+	nil,                           // 65: conclave.v1.Sampling.LogitBiasEntry
+	nil,                           // 66: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 67: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 68: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 69: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 70: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	65, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	66, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	67, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
-	4,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
-	67, // 4: conclave.v1.RouteRequest.stream_to:type_name -> actor.PID
+	68, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	69, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	70, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	7,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
+	70, // 4: conclave.v1.RouteRequest.stream_to:type_name -> actor.PID
 	3,  // 5: conclave.v1.Delta.tool_calls:type_name -> conclave.v1.ToolCallDelta
-	5,  // 6: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
-	8,  // 7: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
-	9,  // 8: conclave.v1.Ask.tool_choice:type_name -> conclave.v1.ToolChoice
-	10, // 9: conclave.v1.Ask.response_format:type_name -> conclave.v1.OutputFormat
-	11, // 10: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
-	6,  // 11: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
-	7,  // 12: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
-	62, // 13: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
-	1,  // 14: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	66, // 15: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	66, // 16: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	66, // 17: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	65, // 18: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
-	19, // 19: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
-	21, // 20: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
-	22, // 21: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
-	25, // 22: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
-	26, // 23: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	28, // 24: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	29, // 25: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	30, // 26: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	31, // 27: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	29, // 28: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	66, // 29: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	66, // 30: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	33, // 31: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
-	18, // 32: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
-	7,  // 33: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
-	20, // 34: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	23, // 35: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	63, // 36: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	24, // 37: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	33, // 38: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	7,  // 39: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
-	33, // 40: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	27, // 41: conclave.v1.ArbiterDecision.ballots:type_name -> conclave.v1.Ballot
-	32, // 42: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	66, // 43: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	4,  // 44: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
-	35, // 45: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	67, // 46: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	33, // 47: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	34, // 48: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	7,  // 49: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
-	66, // 50: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	67, // 51: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	36, // 52: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
-	67, // 53: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
-	66, // 54: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
-	34, // 55: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 56: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 57: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	47, // 58: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	66, // 59: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	66, // 60: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
-	10, // 61: conclave.v1.ConsensusInput.response_format:type_name -> conclave.v1.OutputFormat
-	8,  // 62: conclave.v1.ConsensusInput.tools:type_name -> conclave.v1.Tool
-	7,  // 63: conclave.v1.Candidate.tool_calls:type_name -> conclave.v1.ToolCall
-	26, // 64: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	32, // 65: conclave.v1.ConsensusResult.failure_details:type_name -> conclave.v1.Problem
-	50, // 66: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
-	17, // 67: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	64, // 68: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	29, // 69: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	59, // 70: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	60, // 71: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	40, // 72: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	37, // 73: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	61, // 74: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	2,  // 75: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
-	35, // 76: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	77, // [77:77] is the sub-list for method output_type
-	77, // [77:77] is the sub-list for method input_type
-	77, // [77:77] is the sub-list for extension type_name
-	77, // [77:77] is the sub-list for extension extendee
-	0,  // [0:77] is the sub-list for field type_name
+	69, // 6: conclave.v1.EmbedRequest.received_at:type_name -> google.protobuf.Timestamp
+	20, // 7: conclave.v1.EmbedResult.execution:type_name -> conclave.v1.Execution
+	6,  // 8: conclave.v1.EmbedResult.vectors:type_name -> conclave.v1.Vector
+	8,  // 9: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
+	11, // 10: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
+	12, // 11: conclave.v1.Ask.tool_choice:type_name -> conclave.v1.ToolChoice
+	13, // 12: conclave.v1.Ask.response_format:type_name -> conclave.v1.OutputFormat
+	14, // 13: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
+	9,  // 14: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
+	10, // 15: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
+	65, // 16: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
+	1,  // 17: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
+	69, // 18: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	69, // 19: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	69, // 20: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	68, // 21: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	22, // 22: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
+	24, // 23: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
+	25, // 24: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
+	28, // 25: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
+	29, // 26: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
+	31, // 27: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	32, // 28: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	33, // 29: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	34, // 30: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	32, // 31: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	69, // 32: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	69, // 33: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	36, // 34: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	21, // 35: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
+	10, // 36: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
+	23, // 37: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	26, // 38: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	66, // 39: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	27, // 40: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	36, // 41: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	10, // 42: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
+	36, // 43: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	30, // 44: conclave.v1.ArbiterDecision.ballots:type_name -> conclave.v1.Ballot
+	35, // 45: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	69, // 46: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	7,  // 47: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
+	38, // 48: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	70, // 49: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	36, // 50: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	37, // 51: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	10, // 52: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
+	69, // 53: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	70, // 54: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	39, // 55: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
+	70, // 56: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
+	69, // 57: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
+	37, // 58: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 59: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 60: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	50, // 61: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	69, // 62: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	69, // 63: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
+	13, // 64: conclave.v1.ConsensusInput.response_format:type_name -> conclave.v1.OutputFormat
+	11, // 65: conclave.v1.ConsensusInput.tools:type_name -> conclave.v1.Tool
+	10, // 66: conclave.v1.Candidate.tool_calls:type_name -> conclave.v1.ToolCall
+	29, // 67: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	35, // 68: conclave.v1.ConsensusResult.failure_details:type_name -> conclave.v1.Problem
+	53, // 69: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	20, // 70: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	67, // 71: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	32, // 72: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	62, // 73: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	63, // 74: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	43, // 75: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	40, // 76: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	64, // 77: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	2,  // 78: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
+	38, // 79: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	80, // [80:80] is the sub-list for method output_type
+	80, // [80:80] is the sub-list for method input_type
+	80, // [80:80] is the sub-list for extension type_name
+	80, // [80:80] is the sub-list for extension extendee
+	0,  // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -6410,11 +6650,11 @@ func file_conclave_proto_init() {
 		return
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[10].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[16].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[34].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[53].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[57].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[13].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[19].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[37].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[56].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[60].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -6428,7 +6668,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   64,
+			NumMessages:   67,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

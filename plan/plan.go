@@ -136,13 +136,15 @@ type Failure struct {
 	Err  error
 	// RetryAfter, when positive, is the wait that should cure the failure.
 	RetryAfter time.Duration
+	// Causes name, when no model could be selected, why each model was left out (model, reason).
+	Causes validation.Errors
 }
 
 func (f *Failure) Error() string { return f.Err.Error() }
 func (f *Failure) Unwrap() error { return f.Err }
 
-// Problems lists the validation problems behind the failure, if any.
-func (f *Failure) Problems() validation.Errors { return validation.Of(f.Err) }
+// Problems lists the validation problems behind the failure, if any, then the models' causes.
+func (f *Failure) Problems() validation.Errors { return append(validation.Of(f.Err), f.Causes...) }
 
 // Make plans a request received at now (wall-clock, the time of deadlines): steps 2 to 5 at once.
 func Make(s *Settings, w World, req Request, now time.Time, rng *rand.Rand) (*Plan, *Failure) {
@@ -275,7 +277,33 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 	if len(sel.Picks) > 0 {
 		return nil
 	}
-	return noModel(sel, len(req.Models) > 0, w.Now())
+	return withCauses(noModel(sel, len(req.Models) > 0, w.Now()), sel.Skipped, w)
+}
+
+// withCauses names in a failure to select why each model was left out, the provider's last fault with
+// an open breaker ("provider_breaker_open after connection_refused: 127.0.0.1:9999"). The models a
+// request did not name are not listed, nor are causes added to a request refused for what it asks
+// (400): its details are its own problems.
+func withCauses(f *Failure, skipped []bandit.Skip, w World) *Failure {
+	if f.Kind == resilience.MalformedRequest {
+		return f
+	}
+	var out validation.Errors
+	now := w.Now()
+	for _, s := range skipped {
+		if s.Reason == bandit.NotRequested {
+			continue
+		}
+		cause := s.Reason.String()
+		if s.Reason == bandit.BreakerOpen {
+			if f := w.Provider(s.Provider, now).Fault; f != "" {
+				cause += " after " + f
+			}
+		}
+		out.Add(s.Model, cause)
+	}
+	f.Causes = out.Capped()
+	return f
 }
 
 // needs is what a model must have for the request beyond a context window: sight for its images, a
@@ -332,11 +360,11 @@ func (p *Plan) Direct(w World, req Request, now time.Time) *Failure {
 	}
 	p.lacks = p.needs(req)
 	p.deadlines(req, now)
-	p.Selection = p.next(w, nil)
+	p.Selection = p.next(w, nil, nil)
 	if len(p.Selection.Picks) > 0 {
 		return nil
 	}
-	return noModel(p.Selection, true, w.Now())
+	return withCauses(noModel(p.Selection, true, w.Now()), p.Selection.Skipped, w)
 }
 
 // Rounds is how many quorum rounds may replace failed models: the configured number, or, for a direct
@@ -351,11 +379,11 @@ func (p *Plan) Rounds() int {
 // IsDirect reports whether the plan is a direct call's.
 func (p *Plan) IsDirect() bool { return p.direct != nil }
 
-// next selects the first of a direct call's models, in order, that was not tried and can be called
-// now, with a skip for each one passed over.
-func (p *Plan) next(w World, tried map[string]bool) bandit.Selection {
+// next selects the first of a direct call's models, in order, that was not tried, whose provider did
+// not refuse the request's connections and that can be called now, with a skip for each one passed over.
+func (p *Plan) next(w World, tried, refused map[string]bool) bandit.Selection {
 	q := p.query(w, 1)
-	q.Tried = tried
+	q.Tried, q.Refused = tried, refused
 	cat := p.s.Catalog.Load()
 	rng := rand.New(rand.NewPCG(0, 0)) // a draw ranks nothing among one candidate; Select wants one
 	var sel bandit.Selection
@@ -400,15 +428,15 @@ func (p *Plan) query(w World, n int) bandit.Query {
 }
 
 // Replace selects up to n models a quorum round asks in place of models whose provider is down, none of
-// those the request already tried and, when the request named its models, only among them; each with a
-// worker.
-func (p *Plan) Replace(w World, n int, tried map[string]bool, rng *rand.Rand) ([]bandit.Pick, []string) {
+// those the request already tried nor of the providers that refused its connections and, when the
+// request named its models, only among them; each with a worker.
+func (p *Plan) Replace(w World, n int, tried, refused map[string]bool, rng *rand.Rand) ([]bandit.Pick, []string) {
 	var sel bandit.Selection
 	if p.IsDirect() {
-		sel = p.next(w, tried) // a direct call's next fallback
+		sel = p.next(w, tried, refused) // a direct call's next fallback
 	} else {
 		q := p.query(w, n)
-		q.Tried = tried
+		q.Tried, q.Refused = tried, refused
 		cands := w.Candidates(p.Category)
 		sel = bandit.Select(rng, *cands, q)
 		w.Release(cands)

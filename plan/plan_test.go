@@ -225,7 +225,7 @@ func TestReplacementsKeepToTheRequestedModels(t *testing.T) {
 	for _, pick := range p.Selection.Picks {
 		tried[pick.Model] = true
 	}
-	picks, workers := p.Replace(w, 5, tried, rand.New(rand.NewPCG(2, 2)))
+	picks, workers := p.Replace(w, 5, tried, nil, rand.New(rand.NewPCG(2, 2)))
 	if len(picks) != 2 || len(workers) != 2 {
 		t.Fatalf("replacements %v on %v: want the two requested models not yet tried", picks, workers)
 	}
@@ -233,6 +233,12 @@ func TestReplacementsKeepToTheRequestedModels(t *testing.T) {
 		if tried[pick.Model] || (pick.Model != models[0] && pick.Model != models[1] && pick.Model != models[2] && pick.Model != models[3]) {
 			t.Fatalf("replacement %s is outside the request's models or already tried", pick.Model)
 		}
+	}
+	// A provider that refused the request's connections is not asked again.
+	refused := map[string]bool{picks[0].Provider: true}
+	again, _ := p.Replace(w, 5, tried, refused, rand.New(rand.NewPCG(2, 2)))
+	if len(again) != 1 || again[0].Provider == picks[0].Provider {
+		t.Fatalf("replacements %v with %s refusing: want the other one alone", again, picks[0].Provider)
 	}
 }
 
@@ -248,6 +254,26 @@ func TestSkipsToRecordAreBounded(t *testing.T) {
 	}
 	if n := len(p.SkipsToRecord()); n != MaxRecordedSkips {
 		t.Fatalf("%d skips recorded, want at most %d", n, MaxRecordedSkips)
+	}
+}
+
+func TestNoModelNamesEachModelsCause(t *testing.T) {
+	s, w := setup(t)
+	models := []string{"llama-3.1-8b-instant", "deepseek-chat"}
+	w.providers["groq"] = bandit.ProviderStatus{BreakerOpen: true, Until: epoch.Add(15 * time.Second), Fault: "connection_refused: 10.0.0.7:8000"}
+	w.providers["deepseek"] = bandit.ProviderStatus{RateLimitUse: 1, Until: epoch.Add(3 * time.Second)}
+	_, f := Make(s, w, Request{Task: mcq, Category: "general", Models: models}, epoch, rand.New(rand.NewPCG(1, 1)))
+	if f == nil || f.Kind != resilience.AllProvidersDown {
+		t.Fatalf("failure %v", f)
+	}
+	got := map[string]string{}
+	for _, p := range f.Problems() {
+		got[p.Field] = p.Message
+	}
+	want := map[string]string{"llama-3.1-8b-instant": "provider_breaker_open after connection_refused: 10.0.0.7:8000",
+		"deepseek-chat": "provider_rate_limit_exhausted"}
+	if len(got) != len(want) || got[models[0]] != want[models[0]] || got[models[1]] != want[models[1]] {
+		t.Fatalf("causes %v, want %v (the models the request did not name left out)", got, want)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -114,22 +115,28 @@ func TestResponseFormats(t *testing.T) {
 	}
 }
 
-func TestAdaptersClassifyFailures(t *testing.T) {
-	type want struct {
-		kind       resilience.Kind
-		scope      resilience.Scope
-		retryAfter time.Duration
-	}
+// failureCase is a provider's failure and how it must be classified.
+type failureCase struct {
+	desc     string
+	provider string
+	format   string
+	resp     providertest.Response
+	want     failureClass
+}
+
+type failureClass struct {
+	kind       resilience.Kind
+	scope      resilience.Scope
+	retryAfter time.Duration
+}
+
+// failureCases are the failures each wire format answers with, before any answer.
+func failureCases() []failureCase {
+	type want = failureClass
 	oa := func(status int, msg, typ string, code any, header map[string]string) providertest.Response {
 		return providertest.Response{Status: status, Body: providertest.OpenAIError(msg, typ, code), Header: header}
 	}
-	tests := []struct {
-		desc     string
-		provider string
-		format   string
-		resp     providertest.Response
-		want     want
-	}{
+	return []failureCase{
 		{"a bad key", "groq", providertest.OpenAI, oa(401, "Invalid API Key", "invalid_request_error", "invalid_api_key", nil), want{resilience.InvalidAPIKey, resilience.ScopeProvider, 0}},
 		{"no credits", "openrouter", providertest.OpenAI, oa(402, "Insufficient credits", "", 402, nil), want{resilience.PaymentRequired, resilience.ScopeProvider, 0}},
 		{"an unknown model", "openrouter", providertest.OpenAI, oa(404, "No endpoints found for vendor/m-1.", "", 404, nil), want{resilience.ModelNotFound, resilience.ScopeModel, 0}},
@@ -166,6 +173,10 @@ func TestAdaptersClassifyFailures(t *testing.T) {
 		{"Gemini unavailable", "gemini", providertest.Gemini, providertest.Response{Status: 503, Body: providertest.GeminiError(503, "UNAVAILABLE", "The model is overloaded.")},
 			want{resilience.ProviderUnavailable, resilience.ScopeUnknown, 0}},
 	}
+}
+
+func TestAdaptersClassifyFailures(t *testing.T) {
+	tests := failureCases()
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
 			var backend Backend
@@ -285,9 +296,46 @@ func TestSlowAndUnreachableProviders(t *testing.T) {
 		t.Fatalf("a slow answer past the deadline: %v", err)
 	}
 	s.Close()
-	_, err := NewOpenAI(NewHTTPClient(), "groq").Complete(context.Background(), call(s, "groq"))
-	if resilience.KindOf(err) != resilience.ProviderUnreachable || resilience.ScopeOf(err) != resilience.ScopeProvider {
-		t.Fatalf("a provider that is down: %v", err)
+	host := strings.TrimPrefix(s.URL, "http://")
+	// A server that takes the connection and drops it, answering nothing.
+	drop, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer drop.Close()
+	go func() {
+		for {
+			c, err := drop.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	tests := []struct {
+		desc    string
+		baseURL string
+		kind    resilience.Kind
+		// says is the error's message past its kind, provider and model.
+		says string
+	}{
+		{"nothing listens: refused, and the host named", s.URL, resilience.ConnectionRefused, host},
+		// EOF or a reset, as the timing has it.
+		{"the connection dropped before an answer", "http://" + drop.Addr().String(), resilience.ProviderUnreachable, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			c := call(s, "groq")
+			c.BaseURL = tt.baseURL
+			_, err := NewOpenAI(NewHTTPClient(), "groq").Complete(context.Background(), c)
+			var e *resilience.Error
+			if !errors.As(err, &e) || e.Kind != tt.kind || e.Scope != resilience.ScopeProvider || !strings.Contains(e.Err.Error(), tt.says) {
+				t.Fatalf("a provider that is down: %v, want %s saying %q", err, tt.kind, tt.says)
+			}
+			if strings.Contains(err.Error(), testKey.Reveal()) {
+				t.Fatalf("the key in %v", err)
+			}
+		})
 	}
 }
 

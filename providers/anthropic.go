@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -126,8 +127,9 @@ func (a *Anthropic) messagesRequest(call Call, stream bool) ([]byte, string, err
 		body["tools"] = tools
 	}
 	if choice != nil {
-		if p.ParallelToolCalls != nil && !*p.ParallelToolCalls && choice.Type != ToolChoiceNone {
-			choice.DisableParallelToolUse = p.ParallelToolCalls
+		if p.ParallelToolCalls != nil && !*p.ParallelToolCalls && choice.Type != "none" {
+			disable := true
+			choice.DisableParallelToolUse = &disable
 		}
 		body["tool_choice"] = choice
 	}
@@ -417,7 +419,15 @@ func (a *Anthropic) parseMessage(model string, status int, header http.Header, r
 		case c.Type == "tool_use" && format != "" && c.Name == format:
 			answer = c.Input
 		case c.Type == "tool_use" && len(reply.ToolCalls) < maxToolCalls:
-			reply.ToolCalls = append(reply.ToolCalls, ToolCall{ID: c.ID, Name: c.Name, Arguments: string(c.Input)})
+			id := c.ID
+			if id == "" {
+				id = syntheticCallID(resp.ID, strconv.Itoa(len(reply.ToolCalls)))
+			}
+			args := string(c.Input)
+			if args == "" || args == "null" {
+				args = "{}"
+			}
+			reply.ToolCalls = append(reply.ToolCalls, ToolCall{ID: id, Name: c.Name, Arguments: args})
 		}
 	}
 	reply.Text = text.String()
@@ -491,7 +501,7 @@ func (a *Anthropic) stream(ctx context.Context, call Call, onDelta func(Delta)) 
 		}
 		reply, err := a.parseMessage(call.Model, x.status, x.header, x.body, format)
 		if err == nil {
-			onDelta(wholeDelta(reply))
+			emitWhole(reply, onDelta)
 		}
 		return reply, err
 	}
@@ -575,6 +585,9 @@ func (a *Anthropic) ReadMessageStream(ctx context.Context, model, format string,
 			case e.Block.Type == "tool_use":
 				i := len(calls.calls)
 				piece := ToolCallDelta{Index: i, ID: e.Block.ID, Name: e.Block.Name}
+				if piece.ID == "" {
+					piece.ID = syntheticCallID(reply.UpstreamRequestID, strconv.Itoa(i))
+				}
 				if err := calls.add(piece); err != nil {
 					return reply, failure(a.Provider, model, status, resilience.ProviderUnavailable, resilience.ScopeProvider, nil, err.Error())
 				}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/secret"
 )
 
 // Gemini speaks generateContent (POST {base}/v1beta/models/{model}:generateContent) with the key in the
@@ -324,13 +325,21 @@ func (g *Gemini) complete(ctx context.Context, call Call) (Reply, error) {
 }
 
 func (g *Gemini) url(call Call, method string) string {
-	return strings.TrimRight(call.BaseURL, "/") + "/v1beta/models/" + url.PathEscape(strings.TrimPrefix(call.Upstream(), "models/")) + ":" + method
+	return g.modelURL(call.BaseURL, call.Upstream(), method)
 }
 
-func (g *Gemini) header(call Call) http.Header {
+// modelURL is the address of a method of a model.
+func (g *Gemini) modelURL(baseURL, model, method string) string {
+	return strings.TrimRight(baseURL, "/") + "/v1beta/models/" + url.PathEscape(strings.TrimPrefix(model, "models/")) + ":" + method
+}
+
+func (g *Gemini) header(call Call) http.Header { return g.keyHeader(call.Key) }
+
+// keyHeader carries the key in x-goog-api-key.
+func (g *Gemini) keyHeader(key secret.String) http.Header {
 	h := http.Header{}
-	if call.Key.Set() {
-		h.Set("x-goog-api-key", call.Key.Reveal())
+	if key.Set() {
+		h.Set("x-goog-api-key", key.Reveal())
 	}
 	return h
 }
@@ -496,7 +505,7 @@ func (g *Gemini) stream(ctx context.Context, call Call, onDelta func(Delta)) (Re
 		}
 		reply, err := g.ParseGenerate(call.Model, x.status, x.header, x.body)
 		if err == nil {
-			onDelta(wholeDelta(reply))
+			emitWhole(reply, onDelta)
 		}
 		return reply, err
 	}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/conclave-ai/conclave/ratelimit"
@@ -38,7 +39,7 @@ type exchange struct {
 }
 
 // post sends a JSON body and reads the answer. A connection that fails is the provider's
-// (provider_unreachable); a body cut short is provider_unavailable; the caller's deadline returns
+// (connection_refused when refused, provider_unreachable otherwise); a body cut short is provider_unavailable; the caller's deadline returns
 // the context's error, which the worker classifies as an upstream timeout. Messages never quote the
 // request, so a key in a header cannot leak through an error.
 func post(ctx context.Context, client *http.Client, url string, header http.Header, body []byte, provider, model string) (exchange, error) {
@@ -65,7 +66,7 @@ func send(ctx context.Context, client *http.Client, method, url string, header h
 	req.Header = header
 	resp, err := client.Do(req)
 	if err != nil {
-		return nil, transportError(ctx, err, provider, model)
+		return nil, transportError(ctx, err, req.URL.Host, provider, model)
 	}
 	return resp, nil
 }
@@ -87,10 +88,15 @@ func readAnswer(ctx context.Context, resp *http.Response, provider, model string
 	return exchange{status: resp.StatusCode, header: resp.Header, body: raw}, nil
 }
 
-// transportError classifies a round trip that failed before an answer came.
-func transportError(ctx context.Context, err error, provider, model string) error {
+// transportError classifies a round trip that failed before an answer came. A refused connection is
+// connection_refused with the upstream's host (host:port; base URLs carry no credentials) as its
+// message: nothing listens there, which the caller is told by name.
+func transportError(ctx context.Context, err error, host, provider, model string) error {
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if errors.Is(err, syscall.ECONNREFUSED) {
+		return &resilience.Error{Kind: resilience.ConnectionRefused, Scope: resilience.ScopeProvider, Provider: provider, Model: model, Err: errors.New(host)}
 	}
 	// url.Error quotes the URL, which holds no secret (keys travel in headers only); keep just the cause.
 	msg := err.Error()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/conclave-ai/conclave/ratelimit"
 	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/secret"
 )
 
 // Profile is how one provider speaking a wire format differs from another.
@@ -282,10 +283,13 @@ func (o *OpenAI) url(call Call) string {
 	return strings.TrimRight(call.BaseURL, "/") + "/chat/completions"
 }
 
-func (o *OpenAI) header(call Call) http.Header {
+func (o *OpenAI) header(call Call) http.Header { return o.keyHeader(call.Key) }
+
+// keyHeader carries the key as a bearer token.
+func (o *OpenAI) keyHeader(key secret.String) http.Header {
 	h := http.Header{}
-	if call.Key.Set() {
-		h.Set("Authorization", "Bearer "+call.Key.Reveal())
+	if key.Set() {
+		h.Set("Authorization", "Bearer "+key.Reveal())
 	}
 	return h
 }
@@ -444,7 +448,7 @@ func (o *OpenAI) stream(ctx context.Context, call Call, onDelta func(Delta)) (Re
 		}
 		reply, err := o.ParseChat(call.Model, x.status, x.header, x.body)
 		if err == nil {
-			onDelta(wholeDelta(reply))
+			emitWhole(reply, onDelta)
 		}
 		return reply, err
 	}

@@ -47,20 +47,20 @@ func Stream(ctx context.Context, b Backend, call Call, onDelta func(Delta)) (Rep
 	}
 	reply, err := b.Complete(ctx, call)
 	if err == nil {
-		if d := wholeDelta(reply); d.Text != "" || len(d.ToolCalls) > 0 {
-			onDelta(d)
-		}
+		emitWhole(reply, onDelta)
 	}
 	return reply, err
 }
 
-// wholeDelta is a whole reply as one piece.
-func wholeDelta(r Reply) Delta {
+// emitWhole reports a whole reply as one piece, when it says anything.
+func emitWhole(r Reply, onDelta func(Delta)) {
 	d := Delta{Text: r.Text}
 	for i, c := range r.ToolCalls {
 		d.ToolCalls = append(d.ToolCalls, ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
-	return d
+	if d.Text != "" || len(d.ToolCalls) > 0 {
+		onDelta(d)
+	}
 }
 
 // Bounds of a stream: one event (a line of it included), the whole stream (maxResponseBytes), and the

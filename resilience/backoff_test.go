@@ -72,6 +72,7 @@ func TestRetryTable(t *testing.T) {
 		{BlueprintDirUnavailable, true, EmbeddedSet, 1, 0, 500},
 		{InvalidAPIKey, false, "", 0, 0, 401},
 		{ModelNotFound, false, "", 0, 0, 404},
+		{ConnectionRefused, false, "", 0, 0, 503},
 		{RequestTooLarge, false, "", 0, 0, 413},
 		{AllWorkersOffline, false, "", 0, 0, 503},
 		{AllProvidersDown, false, "", 0, 0, 503},

@@ -72,8 +72,9 @@ type Verdict struct {
 //	  timeout; an unknown scope counts
 //	  as the model's)
 //	model not found (404)               arm beta + 1  provider neutral; the model leaves the pool
-//	provider-wide fault (connection,    arm none      provider failure  model neutral  host success
-//	  a 5xx of provider scope)
+//	provider-wide fault (connection     arm none      provider failure  model neutral  host success
+//	  refused or failed, a 5xx of
+//	  provider scope)
 //	bad key, no credits (401, 402, 403) arm none      provider failure, and disabled until its key changes
 //	429                                 arm none      neutral; the model (or, with provider scope, the
 //	                                                  provider) is blocked until its reset
@@ -102,7 +103,7 @@ func Blame(c Call) Verdict {
 		// The model leaves the pool: its breaker has nothing more to decide, and an unknown model says
 		// nothing about the provider's health, so it does not count towards a spread.
 		return Verdict{Host: Success, Arm: Penalty, RemoveModel: true}
-	case ProviderUnreachable:
+	case ProviderUnreachable, ConnectionRefused:
 		return Verdict{Provider: Failure, Host: Success}
 	case InvalidAPIKey, PaymentRequired:
 		return Verdict{Provider: Failure, Host: Success, DisableProvider: true}

@@ -17,6 +17,8 @@ func TestBlame(t *testing.T) {
 		{"a 5xx of the model", Call{Kind: ProviderUnavailable, Scope: ScopeModel}, Verdict{Model: Failure, Host: Success, Arm: Penalty}},
 		{"a 5xx of the whole provider", Call{Kind: ProviderUnavailable, Scope: ScopeProvider}, Verdict{Provider: Failure, Host: Success}},
 		{"a connection error is the provider's", Call{Kind: ProviderUnreachable}, Verdict{Provider: Failure, Host: Success}},
+		{"a refused connection is the provider's, never the model's", Call{Kind: ConnectionRefused, Scope: ScopeProvider},
+			Verdict{Provider: Failure, Host: Success}},
 		{"a bad key is the provider's, until the key changes", Call{Kind: InvalidAPIKey}, Verdict{Provider: Failure, Host: Success, DisableProvider: true}},
 		{"an account without credits too", Call{Kind: PaymentRequired}, Verdict{Provider: Failure, Host: Success, DisableProvider: true}},
 		{"a model not found leaves the pool", Call{Kind: ModelNotFound}, Verdict{Host: Success, Arm: Penalty, RemoveModel: true}},

@@ -20,7 +20,8 @@ const (
 	HostTimeout         Kind = "host_timeout"
 	RateLimited         Kind = "rate_limited"
 	ProviderUnavailable Kind = "provider_unavailable" // 500, 502, 503, 529 and the like
-	// ProviderUnreachable is a connection to the provider that failed: refused, reset, no route.
+	// ProviderUnreachable is a connection to the provider that failed: reset, no route, a name that
+	// does not resolve, a failed TLS handshake.
 	ProviderUnreachable Kind = "provider_unreachable"
 	SSHRefused          Kind = "ssh_refused"
 	// WorkerUnavailable is a job refused by its worker because the worker's breaker is open.
@@ -36,7 +37,12 @@ const (
 const (
 	InvalidAPIKey Kind = "invalid_api_key"
 	// PaymentRequired is a provider account without credits (402): waiting does not cure it.
-	PaymentRequired     Kind = "payment_required"
+	PaymentRequired Kind = "payment_required"
+	// ConnectionRefused is a provider whose host refused the connection: nothing listens where it
+	// should answer (an upstream not started yet, or stopped). The provider's fault, never the model's;
+	// a backoff of seconds within a request does not bring a server up, so the call is not retried
+	// there and the request fails over to other providers' models, or answers at once.
+	ConnectionRefused   Kind = "connection_refused"
 	ModelNotFound       Kind = "model_not_found"
 	RequestTooLarge     Kind = "request_too_large"
 	AllWorkersOffline   Kind = "all_workers_offline"
@@ -152,6 +158,7 @@ var table = map[Kind]Policy{
 	Internal:                {Recoverable: true, Target: OtherWorker, MaxRetries: 1, Base: time.Second, Status: http.StatusInternalServerError},
 	InvalidAPIKey:           {Status: http.StatusUnauthorized},
 	PaymentRequired:         {Status: http.StatusServiceUnavailable},
+	ConnectionRefused:       {Status: http.StatusServiceUnavailable},
 	ModelNotFound:           {Status: http.StatusNotFound},
 	RequestTooLarge:         {Status: http.StatusRequestEntityTooLarge},
 	AllWorkersOffline:       {Status: http.StatusServiceUnavailable},

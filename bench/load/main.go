@@ -684,6 +684,12 @@ func passthrough(conclave string, warmup, duration time.Duration, out string) er
 			return fmt.Errorf("conclave: %w", err)
 		}
 		r, err := measureAt("conclave ("+level+" logs) to the mock", url+"/route-thompson", routed, 1, warmup, duration, cmd.Process.Pid, mock.Process.Pid)
+		if err == nil {
+			results = append(results, r)
+			// The same model as a direct call on chat completions: the plain gateway path.
+			r, err = measureAt("conclave direct call ("+level+" logs) to the mock", url+"/v1/chat/completions", direct, 1, warmup, duration,
+				cmd.Process.Pid, mock.Process.Pid)
+		}
 		stop()
 		if err != nil {
 			return fmt.Errorf("conclave (%s logs): %w", level, err)

@@ -20,7 +20,7 @@ type answer struct {
 // call that forces a tool gets that tool called with the text as its input (the text itself when it is
 // a JSON object, else {"answer": text}), as a model forced to call it would.
 func (s *Server) compose(a ask, resp Response) answer {
-	ans := answer{model: a.model, text: resp.Text, calls: resp.ToolCalls, in: resp.InputTokens, out: resp.OutputTokens}
+	ans := answer{model: a.model, text: resp.Text, calls: append([]ToolCall(nil), resp.ToolCalls...), in: resp.InputTokens, out: resp.OutputTokens}
 	if ans.in == 0 && ans.out == 0 {
 		ans.in, ans.out = 12, 7
 	}
@@ -101,7 +101,7 @@ func anthropicAnswer(ans answer) string {
 		blocks = append(blocks, fmt.Sprintf(`{"type":"text","text":%s,"citations":null}`, quote(ans.text)))
 	}
 	for _, c := range ans.calls {
-		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":%s,"name":%s,"input":%s}`, quote(c.ID), quote(c.Name), c.Arguments))
+		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":%s,"name":%s,"input":%s,"caller":{"type":"direct"}}`, quote(c.ID), quote(c.Name), c.Arguments))
 	}
 	return fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":%s,"content":[%s],`+
 		`"stop_reason":"tool_use","stop_sequence":null,"stop_details":null,"container":null,`+
@@ -246,10 +246,12 @@ func (s *Server) events(a ask, ans answer) (body, end []event) {
 	switch s.Format {
 	case Anthropic:
 		body = append(body, event{"message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","model":%s,`+
-			`"content":[],"stop_reason":null,"stop_sequence":null,"usage":{"input_tokens":%d,"output_tokens":1}}}`, quote(ans.model), ans.in)})
+			`"content":[],"stop_reason":null,"stop_sequence":null,"stop_details":null,"container":null,"usage":{"input_tokens":%d,"output_tokens":1,`+
+			`"cache_creation":null,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"inference_geo":null,"server_tool_use":null,"service_tier":"standard"}}}`,
+			quote(ans.model), ans.in)})
 		index := 0
 		if ans.text != "" {
-			body = append(body, event{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":""}}`},
+			body = append(body, event{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"","citations":null}}`},
 				event{"ping", `{"type": "ping"}`})
 			for _, w := range words {
 				body = append(body, event{"content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":%s}}`, quote(w))})
@@ -258,7 +260,7 @@ func (s *Server) events(a ask, ans answer) (body, end []event) {
 			index++
 		}
 		for _, c := range ans.calls {
-			body = append(body, event{"content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":%s,"name":%s,"input":{}}}`,
+			body = append(body, event{"content_block_start", fmt.Sprintf(`{"type":"content_block_start","index":%d,"content_block":{"type":"tool_use","id":%s,"name":%s,"input":{},"caller":{"type":"direct"}}}`,
 				index, quote(c.ID), quote(c.Name))})
 			for _, p := range argPieces(c.Arguments) {
 				body = append(body, event{"content_block_delta", fmt.Sprintf(`{"type":"content_block_delta","index":%d,"delta":{"type":"input_json_delta","partial_json":%s}}`, index, quote(p))})
@@ -270,7 +272,8 @@ func (s *Server) events(a ask, ans answer) (body, end []event) {
 		if len(ans.calls) > 0 {
 			stop = "tool_use"
 		}
-		end = []event{{"message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%s,"stop_sequence":null},"usage":{"output_tokens":%d}}`, quote(stop), ans.out)},
+		end = []event{{"message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%s,"stop_sequence":null,"stop_details":null,"container":null},`+
+			`"usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"server_tool_use":null}}`, quote(stop), ans.in, ans.out)},
 			{"message_stop", `{"type":"message_stop"}`}}
 	case Gemini:
 		for i, w := range words {
@@ -318,5 +321,9 @@ func (s *Server) errorEvent(e StreamError) event {
 	case Gemini:
 		return event{"", GeminiError(e.Code, e.Type, e.Message)}
 	}
-	return event{"", OpenAIError(e.Message, e.Type, e.Code)}
+	var code any // OpenAI's code is a string or null; OpenRouter's a number
+	if e.Code != 0 {
+		code = e.Code
+	}
+	return event{"", OpenAIError(e.Message, e.Type, code)}
 }

@@ -134,6 +134,10 @@ func readOpenAI(body []byte) (ask, error) {
 		default:
 			return ask{}, fmt.Errorf("messages[%d]: unknown role %q", i, m.Role)
 		}
+		if m.Role == "tool" && i > 0 && req.Messages[i-1].Role == "tool" {
+			// The results of one turn's calls are read together, as the other formats carry them in one turn.
+			texts = append([]string{a.prompt}, texts...)
+		}
 		a.prompt = strings.Join(texts, "\n\n")
 	}
 	var names []string

@@ -1,16 +1,17 @@
 // Package providertest runs providers on loopback for tests: HTTP servers that speak one wire format
-// each (OpenAI chat completions, Anthropic Messages, Gemini generateContent), with their error bodies,
-// rate-limit headers, slow answers, keep-alive lines and answers cut short, and a record of every
-// request they were sent. They read a call as the provider would: its turns with text and image parts,
-// tool calls and their results (a result must answer a call of the turn before, as each API requires),
-// and answer with text or with tool calls, whole or streamed in the format's events at a pace the test
-// sets.
+// each (OpenAI chat completions and embeddings, Anthropic Messages, Gemini generateContent and
+// embeddings), with their error bodies, rate-limit headers, slow answers, keep-alive lines and answers
+// cut short, and a record of every request they were sent. They read a call as the provider would: its
+// turns with text and image parts, tool calls and their results (a result must answer a call of the
+// turn before, as each API requires), and answer with text or with tool calls, whole or streamed in the
+// format's events at a pace the test sets, or with a vector for each input of an embeddings call.
 package providertest
 
 import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -55,7 +56,9 @@ type Response struct {
 	// InputTokens and OutputTokens are a composed answer's usage (zero: 12 and 7).
 	InputTokens, OutputTokens int
 	// Pace, when set, holds a composed stream: its first event goes at once, each later one waits for a
-	// value from Pace (or its close). A test can so see the first piece arrive before the server ends.
+	// value from Pace (or its close). A test can so see the first piece arrive before the server ends;
+	// the events before the first piece (OpenAI's role; Anthropic's message_start, content_block_start
+	// and ping) need a value each, which the test can put in a buffered Pace ahead.
 	Pace <-chan struct{}
 	// StreamError ends a composed stream, after its text, with the format's error event.
 	StreamError *StreamError
@@ -130,6 +133,13 @@ func (s *Server) FailListing(rs ...Response) {
 	s.listFail = append(s.listFail, rs...)
 }
 
+// ClearListingFailures drops the listing failures still to come: the model list answers again.
+func (s *Server) ClearListingFailures() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.listFail = nil
+}
+
 // Listings returns every request for the model list.
 func (s *Server) Listings() []Request {
 	s.mu.Lock()
@@ -139,12 +149,43 @@ func (s *Server) Listings() []Request {
 
 // New starts a server for a wire format; answer makes its answers (nil: "The answer is (B).").
 func New(format string, answer Answerer) *Server {
+	s := NewUnstarted(format, answer)
+	s.Start()
+	return s
+}
+
+// NewUnstarted is New without the start: set the server up, then Start it, or StartAt an address.
+func NewUnstarted(format string, answer Answerer) *Server {
 	if answer == nil {
 		answer = func(string, string) string { return "The answer is (B)." }
 	}
 	s := &Server{Format: format, answer: answer}
-	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	return s
+}
+
+// StartAt starts an unstarted server on addr ("127.0.0.1:port"): an upstream that comes up where it
+// is expected, after connections to it were refused.
+func (s *Server) StartAt(addr string) error {
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return err
+	}
+	s.Listener.Close()
+	s.Listener = l
+	s.Start()
+	return nil
+}
+
+// RefusingAddr returns a loopback address where nothing listens: connections to it are refused
+// (until something listens there).
+func RefusingAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	addr := l.Addr().String()
+	return addr, l.Close()
 }
 
 // Queue makes the next requests get these responses, in order; then answers come again.
@@ -209,7 +250,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if call && resp.composed() {
+	if call && resp.composed() && isEmbeddings(r.URL.Path) {
+		resp = s.embeddings(r, body)
+	} else if call && resp.composed() {
 		a, err := s.read(r, body)
 		if err != nil {
 			resp = s.refusal(err)
@@ -231,7 +274,9 @@ func write(w http.ResponseWriter, resp Response) {
 	if resp.Status == 0 {
 		resp.Status = http.StatusOK
 	}
-	w.Header().Set("Content-Type", "application/json")
+	if w.Header().Get("Content-Type") == "" {
+		w.Header().Set("Content-Type", "application/json")
+	}
 	if resp.Cut { // promise the whole body, send half: the client sees it cut short
 		w.Header().Set("Content-Length", fmt.Sprint(len(resp.Body)))
 	}

@@ -87,6 +87,33 @@ const cases = {
       }),
     ];
   },
+  // A streamed answer: at its first piece of text the script says "first" on stderr and waits for a
+  // line on stdin, so that the test can check the upstream still holds the rest.
+  async stream() {
+    const stream = await client.chat.completions.create({
+      model,
+      messages: [{ role: 'user', content: 'Which gas makes up most of the air?' }],
+      stream: true,
+      stream_options: { include_usage: true },
+    });
+    let text = '';
+    let usage = null;
+    let id = null;
+    let told = false;
+    for await (const chunk of stream) {
+      id = chunk.id ?? id;
+      const piece = chunk.choices[0]?.delta?.content ?? '';
+      text += piece;
+      usage = chunk.usage ?? usage;
+      if (piece && !told) {
+        told = true;
+        process.stderr.write('first\n');
+        await new Promise((resolve) => process.stdin.once('data', resolve));
+      }
+    }
+    process.stdin.pause();
+    return [{ id, text, usage }];
+  },
   // A path Conclave does not serve: the SDK's error must carry OpenAI's error type.
   async unknown_path() {
     return [await client.get('/no-such-endpoint')];
