@@ -167,27 +167,38 @@ func proto32(v int64) *int32 {
 	return &n
 }
 
-// stop reads a stop sequence or a list of up to four.
-func (r askReader) stop() []string {
-	raw, ok := given(r.fields, "stop")
+// stop reads chat completions' stop: a stop sequence or a list of up to four.
+func (r askReader) stop() []string { return r.stops("stop", true) }
+
+// stops reads a list of up to four stop sequences under name (four: OpenAI's bound, which a panel's
+// every member must take). single also takes one sequence as a string, and refuses an empty list, as
+// chat completions do; Anthropic's stop_sequences is a list, which may be empty.
+func (r askReader) stops(name string, single bool) []string {
+	raw, ok := given(r.fields, name)
 	if !ok {
 		return nil
 	}
 	var one string
 	var stops []string
-	if json.Unmarshal(raw, &one) == nil {
+	switch {
+	case single && json.Unmarshal(raw, &one) == nil:
 		stops = []string{one}
-	} else if json.Unmarshal(raw, &stops) != nil {
-		r.add("stop", "must be a string or a list of strings")
+	case json.Unmarshal(raw, &stops) != nil && single:
+		r.add(name, "must be a string or a list of strings")
+		return nil
+	case json.Unmarshal(raw, &stops) != nil:
+		r.add(name, "must be a list of strings")
+		return nil
+	case len(stops) == 0 && !single:
 		return nil
 	}
 	if len(stops) == 0 || len(stops) > maxStops {
-		r.add("stop", fmt.Sprintf("must hold between 1 and %d sequences", maxStops))
+		r.add(name, fmt.Sprintf("must hold between 1 and %d sequences", maxStops))
 		return nil
 	}
 	for i, s := range stops {
 		if s == "" || len(s) > maxStopBytes {
-			r.add(fmt.Sprintf("stop[%d]", i), fmt.Sprintf("must be between 1 and %d bytes", maxStopBytes))
+			r.add(fmt.Sprintf("%s[%d]", name, i), fmt.Sprintf("must be between 1 and %d bytes", maxStopBytes))
 			return nil
 		}
 	}

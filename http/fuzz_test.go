@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"slices"
 	"testing"
@@ -15,9 +16,10 @@ import (
 )
 
 // FuzzRouteAndChatBodies decodes any body as a route request, a chat completion request, a Responses
-// request and an embeddings request, with their parameters, tools, schemas, content parts, input items
-// and tool calls: each is valid or refused with 400 or 404 and a bounded list of bounded problems, never
-// a panic; a valid chat or Responses request's ask holds the conversation it was sent, and a valid
+// request, an embeddings request and a Messages request, with their parameters, tools, schemas,
+// content parts and blocks, input items, tool calls and tool results: each is valid or refused with 400
+// or 404 and a bounded list of bounded problems, never a panic; a valid chat, Responses or Messages
+// request's ask holds the conversation it was sent (a Messages one its max_tokens too), and a valid
 // embeddings request a text for every input.
 func FuzzRouteAndChatBodies(f *testing.F) {
 	cfg := config.Default()
@@ -73,6 +75,18 @@ func FuzzRouteAndChatBodies(f *testing.F) {
 		// Embeddings: texts, token arrays, dimensions and formats.
 		`{"model": "text-embedding-3-small", "input": ["a", "b"], "dimensions": 8, "encoding_format": "base64", "user": "u"}`,
 		`{"model": "conclave/auto", "input": [[1, 2], ""], "dimensions": 0, "encoding_format": "int8"}`,
+		// Anthropic's Messages bodies: system, blocks of every kind, tools, tool choices, refused fields.
+		`{"model": "conclave/auto", "max_tokens": 64, "system": [{"type": "text", "text": "be brief"}], "stop_sequences": ["END"], "temperature": 0.5,
+			"metadata": {"user_id": "u"}, "stream": true, "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"},
+			{"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNkYPhfDwAChwGA60e6kgAAAABJRU5ErkJggg=="}},
+			{"type": "image", "source": {"type": "url", "url": "https://images.example/a.png"}}]}]}`,
+		`{"model": "gpt-4o", "max_tokens": 64, "fallbacks": ["gpt-4o-mini"], "messages": [{"role": "user", "content": "Weather?"},
+			{"role": "assistant", "content": [{"type": "text", "text": "Looking."}, {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {"city": "Paris"}, "caller": {"type": "direct"}}]},
+			{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "is_error": true, "content": [{"type": "text", "text": "21 C"}]}, {"type": "text", "text": "So?"}]}],
+			"tools": [{"name": "get_weather", "input_schema": {"type": "object", "properties": {"city": {"type": "string"}}}, "strict": true}],
+			"tool_choice": {"type": "tool", "name": "get_weather", "disable_parallel_tool_use": true}}`,
+		`{"model": "conclave/auto", "top_k": 5, "thinking": {"type": "enabled"}, "messages": [{"role": "user", "content": [{"type": "text", "text": "", "cache_control": {"type": "ephemeral"}},
+			{"type": "tool_result", "tool_use_id": "x"}, {"type": "document"}]}], "tools": [{"type": "web_search_20250305", "name": "web_search"}], "tool_choice": {"type": "any"}}`,
 		`[1, 2, 3]`, `{"task": {"nested": [[[[]]]]}}`, ``,
 	} {
 		f.Add([]byte(seed))
@@ -109,6 +123,26 @@ func FuzzRouteAndChatBodies(f *testing.F) {
 		check("embeddings", status, len(ps))
 		if status == 0 && (len(er.req.Inputs) == 0 || slices.Contains(er.req.Inputs, "")) {
 			t.Fatalf("a valid embeddings request without its texts: %v", er.req)
+		}
+		msg, status, ps := s.parseMessages(body)
+		check("messages", status, len(ps))
+		if status != 0 {
+			if raw, _ := json.Marshal(anthropicErrorOf(status, "", "the request is invalid", "", ps)); len(raw) > 64<<10 {
+				t.Fatalf("messages: an error body of %d bytes", len(raw))
+			}
+			return
+		}
+		// A valid Messages request holds its conversation and the max_tokens it must have, and each
+		// tool call it carries has arguments a tool_use block can hold again.
+		if len(msg.route.GetAsk().GetMessages()) == 0 || msg.route.Task == "" || msg.route.GetAsk().GetSampling().MaxTokens == nil {
+			t.Fatalf("a valid Messages request without its conversation or max_tokens: %v", msg.route)
+		}
+		for _, m := range msg.route.GetAsk().GetMessages() {
+			for _, c := range m.ToolCalls {
+				if _, err := toolInput(c); err != nil {
+					t.Fatalf("a tool call read that could not be written back: %v", err)
+				}
+			}
 		}
 	})
 }

@@ -103,6 +103,9 @@ func New(engine Engine, opts Options) *Server {
 	s.handle(http.MethodPost, "/v1/chat/completions", s.authedWith(s.chatCompletions, writeOpenAIError))
 	s.handle(http.MethodPost, "/v1/responses", s.authedWith(s.responses, writeOpenAIError))
 	s.handle(http.MethodPost, "/v1/embeddings", s.authedWith(s.embeddings, writeOpenAIError))
+	// Anthropic's clients send their key as x-api-key; a bearer token is as good.
+	s.handle(http.MethodPost, messagesPath, s.authedBy(s.messagesHandler, writeAnthropicError, apiKeyOrBearer,
+		"a valid API key is required, as x-api-key or Authorization: Bearer"))
 	s.handle(http.MethodGet, "/v1/models", s.authedWith(s.v1Models, writeOpenAIError))
 	// Model ids hold slashes (conclave/auto, vendor/model): the id is the rest of the path.
 	s.handle(http.MethodGet, "/v1/models/*id", s.authedWith(s.v1Model, writeOpenAIError))
@@ -129,22 +132,29 @@ func New(engine Engine, opts Options) *Server {
 	s.handle(http.MethodGet, "/healthz", s.healthz)
 	s.handle(http.MethodHead, "/healthz", s.healthz)
 	r := s.router
-	// Under /v1 a client is OpenAI's, and reads errors in OpenAI's shape; elsewhere in Conclave's.
+	// Under /v1 a client is OpenAI's, and reads errors in OpenAI's shape, but under /v1/messages it is
+	// Anthropic's; elsewhere errors are in Conclave's shape.
 	r.NotFound = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
 		msg := "no such endpoint: " + req.Method + " " + validation.Clip(req.URL.Path, 256)
-		if isV1(req.URL.Path) {
+		switch {
+		case isMessagesPath(req.URL.Path):
+			writeAnthropicError(w, http.StatusNotFound, "unknown_url", msg, nil)
+		case isV1(req.URL.Path):
 			writeOpenAIError(w, http.StatusNotFound, "unknown_url", msg, nil)
-			return
+		default:
+			writeError(w, http.StatusNotFound, "not_found", msg, nil)
 		}
-		writeError(w, http.StatusNotFound, "not_found", msg, nil)
 	})
 	r.MethodNotAllowed = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
 		msg := req.Method + " is not allowed on " + validation.Clip(req.URL.Path, 256)
-		if isV1(req.URL.Path) {
+		switch {
+		case isMessagesPath(req.URL.Path):
+			writeAnthropicError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
+		case isV1(req.URL.Path):
 			writeOpenAIError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
-			return
+		default:
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
 		}
-		writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.log.Error("handler panicked", zap.String("event", "http_panic"), zap.String("path", req.URL.Path), zap.Any("panic", v))
@@ -250,17 +260,39 @@ func (s *Server) authed(h httprouter.Handle) httprouter.Handle { return s.authed
 // errorWriter writes an error body in one of the API's shapes (Conclave's or OpenAI's).
 type errorWriter func(w http.ResponseWriter, status int, code, message string, details []*messages.Problem)
 
-// authedWith is authed answering refusals in the shape of writeErr. The scheme is case-insensitive
-// (RFC 7235). A refusal is logged (the first, then one in every 100) and slowed by AuthFailureDelay, so
-// guessing costs time and floods no log.
+// authedWith is authed answering refusals in the shape of writeErr.
 func (s *Server) authedWith(h httprouter.Handle, writeErr errorWriter) httprouter.Handle {
+	return s.authedBy(h, writeErr, bearer, "a valid bearer token is required")
+}
+
+// credential reads the token a request presents, and whether it presents one in a form the door takes.
+type credential func(r *http.Request) (string, bool)
+
+// bearer reads "Authorization: Bearer <token>"; the scheme is case-insensitive (RFC 7235).
+func bearer(r *http.Request) (string, bool) {
+	scheme, token, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+	return token, strings.EqualFold(scheme, "Bearer")
+}
+
+// apiKeyOrBearer reads x-api-key, as Anthropic's clients send their key, or else a bearer token.
+func apiKeyOrBearer(r *http.Request) (string, bool) {
+	if key := r.Header.Get("X-Api-Key"); key != "" {
+		return key, true
+	}
+	return bearer(r)
+}
+
+// authedBy requires the token, read by cred, when one is configured; a refusal says hint in the shape
+// of writeErr. A refusal is logged (the first, then one in every 100) and slowed by AuthFailureDelay, so
+// guessing costs time and floods no log.
+func (s *Server) authedBy(h httprouter.Handle, writeErr errorWriter, cred credential, hint string) httprouter.Handle {
 	if !s.opts.Token.Set() {
 		return h
 	}
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-		scheme, given, _ := strings.Cut(r.Header.Get("Authorization"), " ")
+		given, presented := cred(r)
 		sum := sha256.Sum256([]byte(given))
-		if subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 || !strings.EqualFold(scheme, "Bearer") {
+		if subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 || !presented {
 			if n := s.authFailures.Add(1); n == 1 || n%100 == 0 {
 				s.log.Warn("authentication failed", zap.String("event", "auth_failed"), zap.String("remote", r.RemoteAddr),
 					zap.String("path", validation.Clip(r.URL.Path, 128)), zap.Int64("failures", n))
@@ -270,7 +302,7 @@ func (s *Server) authedWith(h httprouter.Handle, writeErr errorWriter) httproute
 			case <-r.Context().Done():
 			}
 			w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
-			writeErr(w, http.StatusUnauthorized, "unauthorized", "a valid bearer token is required", nil)
+			writeErr(w, http.StatusUnauthorized, "unauthorized", hint, nil)
 			return
 		}
 		h(w, r, p)

@@ -37,8 +37,15 @@ func newStream(w http.ResponseWriter) *sseStream {
 	return st
 }
 
-// startStream returns a stream over w whose keep-alives start after the server's interval.
+// startStream returns a stream over w whose keep-alives (SSE comments) start after the server's
+// interval.
 func (s *Server) startStream(w http.ResponseWriter) *sseStream {
+	return s.startStreamWith(w, ": keep-alive\n\n")
+}
+
+// startStreamWith is startStream with keep-alives of the caller's form (Anthropic's clients expect
+// ping events).
+func (s *Server) startStreamWith(w http.ResponseWriter, keepAlive string) *sseStream {
 	st := newStream(w)
 	st.stop, st.done = make(chan struct{}), make(chan struct{})
 	every := s.opts.StreamKeepAlive
@@ -54,7 +61,7 @@ func (s *Server) startStream(w http.ResponseWriter) *sseStream {
 			case <-st.stop:
 				return
 			case <-t.C:
-				st.write(": keep-alive\n\n")
+				st.write(keepAlive)
 			}
 		}
 	}()

@@ -211,7 +211,7 @@ func anthropicMessages(turns []Message) ([]anthropicMessage, error) {
 	for _, m := range turns {
 		switch m.Role {
 		case "tool":
-			block := anthropicBlock{Type: "tool_result", ToolUseID: toolUseID(m.ToolCallID)}
+			block := anthropicBlock{Type: "tool_result", ToolUseID: ToolUseID(m.ToolCallID)}
 			content, err := anthropicContent(m)
 			if err != nil {
 				return nil, err
@@ -235,7 +235,7 @@ func anthropicMessages(turns []Message) ([]anthropicMessage, error) {
 				if err != nil {
 					return nil, err
 				}
-				content = append(content, anthropicBlock{Type: "tool_use", ID: toolUseID(c.ID), Name: c.Name, Input: input})
+				content = append(content, anthropicBlock{Type: "tool_use", ID: ToolUseID(c.ID), Name: c.Name, Input: input})
 			}
 			out = append(out, anthropicMessage{Role: "assistant", Content: content})
 		default:
@@ -301,9 +301,9 @@ func toolInput(c ToolCall) (json.RawMessage, error) {
 	return json.RawMessage(args), nil
 }
 
-// toolUseID writes a tool call's id as the Messages API takes it (letters, digits, _ and -): an id from
+// ToolUseID writes a tool call's id as the Messages API takes it (letters, digits, _ and -): an id from
 // another format keeps its allowed characters and is the same on the call and on its result.
-func toolUseID(id string) string {
+func ToolUseID(id string) string {
 	clean := strings.Map(func(r rune) rune {
 		if r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
 			return r
