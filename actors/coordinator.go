@@ -648,7 +648,10 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 	if r.JobId == c.streaming && !r.Ok && !c.broken {
 		// Its caller holds part of an answer already: another model's, or a retry's, cannot follow it.
 		c.broken = true
-		c.machine.Result(now, seq, collect.Reply{Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope), Ref: r})
+		// Its result's effects come first: a failure that is not retried finishes the request, and Stop
+		// then has nothing left to do. The machine reuses its effect buffer, so they are copied.
+		settled := slices.Clone(c.machine.Result(now, seq, collect.Reply{Kind: resilience.Kind(r.ErrorKind), Scope: resilience.ParseScope(r.ErrorScope), Ref: r}))
+		c.apply(ctx, settled)
 		c.apply(ctx, c.machine.Stop(now, resilience.Kind(r.ErrorKind)))
 		return
 	}

@@ -374,18 +374,22 @@ func TestAnthropicSDKStreamsADirectCall(t *testing.T) {
 		}
 	})
 
-	t.Run("a stream that fails after it began ends with an error event", func(t *testing.T) {
-		u.anthropic.Queue(providertest.Response{Text: "Half an", StreamError: &providertest.StreamError{Type: "overloaded_error", Message: "Overloaded"}})
-		stream := client.Messages.NewStreaming(context.Background(), anthropic.MessageNewParams{Model: claudeModel, MaxTokens: 256,
-			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(mcq))}})
-		defer stream.Close()
-		for stream.Next() {
-		}
-		var apiErr *anthropic.Error
-		if !errors.As(stream.Err(), &apiErr) || apiErr.Type() != "overloaded_error" && apiErr.Type() != "api_error" || !strings.Contains(apiErr.Message, "after it began") {
-			t.Fatalf("the SDK saw %v", stream.Err())
-		}
-	})
+	for _, e := range []struct{ desc, kind string }{{"overloaded", "overloaded_error"}, {"refused", "invalid_request_error"}} {
+		t.Run("a stream "+e.desc+" after it began ends with an error event", func(t *testing.T) {
+			u.anthropic.Queue(providertest.Response{Text: "Half an", StreamError: &providertest.StreamError{Type: e.kind, Message: "no more"}})
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute) // a hung request fails the test, not the suite
+			defer cancel()
+			stream := client.Messages.NewStreaming(ctx, anthropic.MessageNewParams{Model: claudeModel, MaxTokens: 256,
+				Messages: []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock(mcq))}})
+			defer stream.Close()
+			for stream.Next() {
+			}
+			var apiErr *anthropic.Error
+			if !errors.As(stream.Err(), &apiErr) || !strings.Contains(apiErr.Message, "after it began") {
+				t.Fatalf("the SDK saw %v", stream.Err())
+			}
+		})
+	}
 }
 
 // Errors come in Anthropic's shape, with the status and type its clients read.

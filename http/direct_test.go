@@ -101,6 +101,8 @@ func TestADirectCallAsksItsModelThenItsFallbacks(t *testing.T) {
 type breaksMidStream struct {
 	*providers.Sim
 	model string
+	// kind is the failure after the first piece (empty: the provider unavailable, which a retry could cure)
+	kind resilience.Kind
 }
 
 func (b breaksMidStream) Stream(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
@@ -108,6 +110,9 @@ func (b breaksMidStream) Stream(ctx context.Context, call providers.Call, onDelt
 		return b.Sim.Stream(ctx, call, onDelta)
 	}
 	onDelta(providers.Delta{Text: "The answer is "})
+	if b.kind != "" {
+		return providers.Reply{}, &resilience.Error{Kind: b.kind, Provider: call.Provider, Model: call.Model, Status: 400, Err: errors.New("refused mid-stream")}
+	}
 	return providers.Reply{}, &resilience.Error{Kind: resilience.ProviderUnavailable, Scope: resilience.ScopeProvider, Provider: call.Provider,
 		Model: call.Model, Status: 502, Err: errors.New("the connection dropped")}
 }
@@ -129,20 +134,22 @@ func TestADirectCallStreamsItsAnswer(t *testing.T) {
 	for _, tc := range []struct {
 		desc     string
 		breaks   string // the model whose stream is cut after one piece
+		kind     resilience.Kind
 		down     string // a provider failing every call
 		status   int32
 		answered string
 	}{
-		{"the model streams", "", "", 200, first},
-		{"it fails before its first piece: the fallback streams", "", "groq", 200, fallback},
-		{"it fails after its first piece: the request fails", first, "", 502, ""},
+		{"the model streams", "", "", "", 200, first},
+		{"it fails before its first piece: the fallback streams", "", "", "groq", 200, fallback},
+		{"it fails after its first piece: the request fails", first, "", "", 502, ""},
+		{"it is refused after its first piece: the request fails", first, resilience.MalformedRequest, "", 400, ""},
 	} {
 		t.Run(tc.desc, func(t *testing.T) {
 			sim := providers.NewSim(cat.All(), providers.SimConfig{Seed: 1})
 			if tc.down != "" {
 				sim.SetFault(tc.down, providers.Fault{ServerErrorRate: 1, ProviderWide: true})
 			}
-			tb := newTestbed(t, nil, withBackend(breaksMidStream{Sim: sim, model: tc.breaks}))
+			tb := newTestbed(t, nil, withBackend(breaksMidStream{Sim: sim, model: tc.breaks, kind: tc.kind}))
 			var mu sync.Mutex
 			var pieces []string
 			req := &messages.RouteRequest{RequestId: uuid.NewString(), Task: "Name a colour.", Models: []string{first}, Fallbacks: []string{fallback},
