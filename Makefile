@@ -29,9 +29,9 @@ test:
 
 fuzz:
 	$(GO) test -tags fuzz -run='^$$' -fuzz='^FuzzRouteAndChatBodies$$' -fuzztime=$(FUZZTIME) ./http
-	$(GO) test -tags fuzz -run='^$$' -fuzz='^FuzzReadFrame$$' -fuzztime=$(FUZZTIME) ./fleet
-	$(GO) test -tags fuzz -run='^$$' -fuzz='^FuzzParseResponses$$' -fuzztime=$(FUZZTIME) ./providers
-	$(GO) test -tags fuzz -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(FUZZTIME) ./config
+	$(GO) test -tags fuzz -run='^$$' -fuzz='^FuzzReadFrame$$' -fuzztime=$(FUZZTIME) ./internal/adapters/fleet
+	$(GO) test -tags fuzz -run='^$$' -fuzz='^FuzzParseResponses$$' -fuzztime=$(FUZZTIME) ./internal/adapters/providers
+	$(GO) test -tags fuzz -run='^$$' -fuzz='^FuzzLoad$$' -fuzztime=$(FUZZTIME) ./internal/platform/config
 
 # bench runs the Go benchmarks (decision core, the whole pipeline, and dispatch over a real sshd to the
 # built worker: agent session against exec per job), then the load run: the real

@@ -2,7 +2,7 @@ package actors
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
 )

@@ -5,7 +5,7 @@ import (
 	"runtime"
 	"sync/atomic"
 
-	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 )
 
 // armCell holds what selection reads of one arm (alpha, beta, pulls) in place, beside the cells of

@@ -4,7 +4,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 )
 
 // A reader never sees an arm half written: alpha, beta and pulls come from the same store.

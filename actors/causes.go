@@ -4,10 +4,10 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/conclave-ai/conclave/collect"
+	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/resilience"
-	"github.com/conclave-ai/conclave/validation"
 )
 
 // resultCause is a failed call's cause as a caller is told it: its kind, and what the error says

@@ -3,9 +3,9 @@ package actors
 import (
 	"testing"
 
-	"github.com/conclave-ai/conclave/collect"
+	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/resilience"
 )
 
 func TestCausesNameEachModelsLastFailure(t *testing.T) {

@@ -6,12 +6,12 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/blueprints"
-	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/collect"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/resilience"
-	"github.com/conclave-ai/conclave/validation"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 

@@ -6,11 +6,11 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/bandit"
-	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/resilience"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 

@@ -8,10 +8,10 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/blueprints"
-	"github.com/conclave-ai/conclave/consensus"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/resilience"
 	"go.uber.org/zap"
 )
 

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/resilience"
 )
 
 // A decision that panics (here on a candidate missing from its list) fails its request and leaves

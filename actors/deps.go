@@ -1,21 +1,23 @@
 package actors
 
 import (
-	"github.com/conclave-ai/conclave/metrics"
 	"hash/fnv"
 	"math/rand/v2"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/conclave-ai/conclave/bandit"
-	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/clock"
-	"github.com/conclave-ai/conclave/feedback"
-	"github.com/conclave-ai/conclave/plan"
-	"github.com/conclave-ai/conclave/ratelimit"
-	"github.com/conclave-ai/conclave/reliability"
-	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/accuracy"
+	"github.com/conclave-ai/conclave/internal/core/admission"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/feedback"
+	"github.com/conclave-ai/conclave/internal/core/plan"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/platform/clock"
+	"github.com/conclave-ai/conclave/internal/platform/mailboxes"
+	"github.com/conclave-ai/conclave/internal/platform/metrics"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -42,7 +44,7 @@ type Deps struct {
 	NodeID   string
 	Learning bandit.UpdateConfig
 	// Reliability tunes the reliability estimator (reward mode reliability).
-	Reliability reliability.Config
+	Reliability accuracy.Config
 	// Reward says how answers are rewarded (faults of the model always earn beta + 1).
 	Reward feedback.Mode
 	// RetryScale multiplies every backoff of the retry table; 1 is the table itself.
@@ -53,7 +55,7 @@ type Deps struct {
 	// LeaseGrace overrides DefaultLeaseGrace.
 	LeaseGrace time.Duration
 	// MaxQueue bounds how long an acquisition without a bound of its own (queue_by) waits for its
-	// provider's rate limits (rate_limits.max_queue_seconds); zero means ratelimit.DefaultMaxQueue.
+	// provider's rate limits (rate_limits.max_queue_seconds); zero means admission.DefaultMaxQueue.
 	MaxQueue time.Duration
 	// Breakers and ModelBreakers configure each provider actor's breaker and its models' breakers,
 	// RateLimits its limits (missing providers get the defaults).
@@ -64,7 +66,7 @@ type Deps struct {
 	// limiters.
 	Limiters ratelimit.Factory
 	// Dispatcher runs the actors' mailboxes; nil is protoactor's default.
-	Dispatcher *Pool
+	Dispatcher *mailboxes.Pool
 	// Middleware wraps the receive of every actor made by Props; tests make an actor crash with it.
 	// Production sets none.
 	Middleware []actor.ReceiverMiddleware
@@ -121,7 +123,7 @@ func (d *Deps) maxQueue() time.Duration {
 	if d.MaxQueue > 0 {
 		return d.MaxQueue
 	}
-	return ratelimit.DefaultMaxQueue
+	return admission.DefaultMaxQueue
 }
 
 func (d *Deps) hostGrace(budget time.Duration) time.Duration {

@@ -16,14 +16,15 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/bandit"
-	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/clock"
-	"github.com/conclave-ai/conclave/fleet"
-	"github.com/conclave-ai/conclave/plan"
-	"github.com/conclave-ai/conclave/ratelimit"
-	"github.com/conclave-ai/conclave/reliability"
-	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/accuracy"
+	"github.com/conclave-ai/conclave/internal/core/assign"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/plan"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/platform/clock"
 )
 
 // Directory is the fixed map of the actor system: where each long-lived actor lives and the immutable
@@ -58,7 +59,7 @@ type Directory struct {
 type WorkerRef struct {
 	Spec fleet.WorkerSpec
 	PID  *actor.PID
-	snap atomic.Pointer[fleet.Snapshot]
+	snap atomic.Pointer[assign.Worker]
 	// inFlight and queued are the jobs running and waiting for a slot; completed and failed count the
 	// jobs finished. Only the worker's actor writes them.
 	inFlight, queued  atomic.Int32
@@ -68,7 +69,7 @@ type WorkerRef struct {
 }
 
 // Snapshot returns the worker's latest published state.
-func (w *WorkerRef) Snapshot() fleet.Snapshot {
+func (w *WorkerRef) Snapshot() assign.Worker {
 	s := *w.snap.Load()
 	s.InFlight, s.Queued = int(w.inFlight.Load()), int(w.queued.Load())
 	s.Completed, s.Failed = w.completed.Load(), w.failed.Load()
@@ -193,7 +194,7 @@ func (w world) Candidates(category string) *[]bandit.Candidate {
 }
 func (w world) Release(buf *[]bandit.Candidate)  { w.dir.Arms.Release(buf) }
 func (w world) TotalPulls(category string) int64 { return w.dir.Arms.TotalPulls(category) }
-func (w world) Workers() []fleet.Snapshot        { return w.dir.WorkerSnapshots() }
+func (w world) Workers() []assign.Worker         { return w.dir.WorkerSnapshots() }
 
 func (w world) Provider(name string, now time.Time) bandit.ProviderStatus {
 	if ref := w.dir.Provider(name); ref != nil {
@@ -230,7 +231,7 @@ func NewDirectory(system *actor.ActorSystem, workers []fleet.WorkerSpec, provide
 	}
 	for _, w := range workers {
 		ref := &WorkerRef{Spec: w, PID: pid(FleetName + "/" + w.Name)}
-		ref.snap.Store(&fleet.Snapshot{Name: w.Name, Tier: w.Tier, Slots: w.Slots, Breaker: resilience.Snapshot{Name: w.Name}})
+		ref.snap.Store(&assign.Worker{Name: w.Name, Tier: w.Tier, Slots: w.Slots, Breaker: resilience.Snapshot{Name: w.Name}})
 		d.Workers = append(d.Workers, ref)
 		d.workers[w.Name] = ref
 	}
@@ -266,8 +267,8 @@ func (d *Directory) Worker(name string) *WorkerRef { return d.workers[name] }
 func (d *Directory) Provider(name string) *ProviderRef { return d.providers[name] }
 
 // WorkerSnapshots returns every worker's latest snapshot.
-func (d *Directory) WorkerSnapshots() []fleet.Snapshot {
-	out := make([]fleet.Snapshot, len(d.Workers))
+func (d *Directory) WorkerSnapshots() []assign.Worker {
+	out := make([]assign.Worker, len(d.Workers))
 	for i, w := range d.Workers {
 		out[i] = w.Snapshot()
 	}
@@ -310,7 +311,7 @@ type ArmBoard struct {
 	cells *armCells
 	// estimates are the reliability estimator's latest, nil until its first vote; votesSent and
 	// votesObserved count the votes sent to it and taken in, so that a replay can wait for them.
-	estimates     atomic.Pointer[reliability.View]
+	estimates     atomic.Pointer[accuracy.View]
 	votesSent     atomic.Int64
 	votesObserved atomic.Int64
 }
@@ -515,7 +516,7 @@ func (b *ArmBoard) Accuracy(category, model string) float64 {
 }
 
 // SetEstimates publishes the reliability estimator's latest estimates; only its actor calls it.
-func (b *ArmBoard) SetEstimates(v *reliability.View) { b.estimates.Store(v) }
+func (b *ArmBoard) SetEstimates(v *accuracy.View) { b.estimates.Store(v) }
 
 // VoteSent counts a vote sent to the reliability estimator.
 func (b *ArmBoard) VoteSent() { b.votesSent.Add(1) }

@@ -5,8 +5,8 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/conclave-ai/conclave/bandit"
-	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
 )
 
 func candidateIDs(b *ArmBoard, category string) string {

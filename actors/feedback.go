@@ -3,10 +3,10 @@ package actors
 import (
 	"net/http"
 
-	"github.com/conclave-ai/conclave/consensus"
-	"github.com/conclave-ai/conclave/feedback"
+	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/feedback"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/resilience"
 )
 
 // FeedbackUpdates turns a caller's feedback on an execution into rewards, one per model that answered

@@ -5,8 +5,8 @@ import (
 	"testing"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/metrics"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/platform/metrics"
 )
 
 // testCatalog is a live catalog of models of one provider; an id written "other:id" is other's.

@@ -1,10 +1,10 @@
 package actors
 
 import (
-	"github.com/conclave-ai/conclave/bandit"
-	"github.com/conclave-ai/conclave/classify"
-	"github.com/conclave-ai/conclave/collect"
-	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/internal/core/assign"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/classify"
+	"github.com/conclave-ai/conclave/internal/core/collect"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap/zapcore"
 )
@@ -92,7 +92,7 @@ func (cs countsField) MarshalLogObject(o zapcore.ObjectEncoder) error {
 	return nil
 }
 
-type rejectionsField []fleet.Rejection
+type rejectionsField []assign.Rejection
 
 func (rs rejectionsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 	for i := range rs[:min(len(rs), logListMax)] {
@@ -101,7 +101,7 @@ func (rs rejectionsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 	return appendMore(enc, len(rs))
 }
 
-type rejectionObject fleet.Rejection
+type rejectionObject assign.Rejection
 
 func (r *rejectionObject) MarshalLogObject(o zapcore.ObjectEncoder) error {
 	o.AddString("worker", r.Worker)

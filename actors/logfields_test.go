@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/conclave-ai/conclave/bandit"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/admission"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/ratelimit"
-	"github.com/conclave-ai/conclave/resilience"
-	"github.com/conclave-ai/conclave/validation"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -35,7 +36,7 @@ type ProviderActor struct {
 	// reserving is the acquisition whose reservation is out; only one is, so acquisitions are served
 	// in order. Until limitedUntil (or, with waitRelease, until a call of this provider ends), the
 	// limiter has said no and is not asked again. An acquisition waits for that only until its queue
-	// bound (ratelimit.Queue).
+	// bound (admission.Queue).
 	reserving    *reservation
 	limitedUntil time.Time
 	waitRelease  bool
@@ -141,7 +142,7 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 			return
 		}
 		now := time.Now()
-		p.waiting = append(p.waiting, waiter{a: m, bound: ratelimit.QueueBound(now, p.deps.maxQueue(), timeOf(m.QueueBy), timeOf(m.Deadline))})
+		p.waiting = append(p.waiting, waiter{a: m, bound: admission.QueueBound(now, p.deps.maxQueue(), timeOf(m.QueueBy), timeOf(m.Deadline))})
 		p.serve(ctx)
 	case *messages.Outcome:
 		if why := p.checkOutcome(m); why != "" {
@@ -447,7 +448,7 @@ func (p *ProviderActor) model(id string) *modelState {
 // the model's reset when its queue bound allows, without holding up the others. The rest go to the
 // limiter one at a time, in order; while it says no, they wait for the window's next free moment, each
 // only while that comes by its queue bound: past it, or when the window frees later, it is refused at
-// once with the wait (ratelimit.Queue), so that overload is shed instead of held.
+// once with the wait (admission.Queue), so that overload is shed instead of held.
 func (p *ProviderActor) serve(ctx actor.Context) {
 	now := time.Now() // deadlines and leases are wall-clock; breakers, blocks and limits read the injected clock
 	clk := p.deps.now()
@@ -459,7 +460,7 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 	// queue decides for an acquisition the limits hold back: it waits (kept, with its wake-up) or is
 	// refused with reason.
 	queue := func(w waiter, free time.Time, reason string) bool {
-		q := ratelimit.Queue(now, free, w.bound)
+		q := admission.Queue(now, free, w.bound)
 		if q.Refuse {
 			p.deny(ctx, w.a, reason, q.RetryAfter)
 			return false

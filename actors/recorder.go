@@ -8,10 +8,10 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/adapters/store/spool"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/resilience"
-	"github.com/conclave-ai/conclave/store"
-	"github.com/conclave-ai/conclave/store/spool"
 	"go.uber.org/zap"
 )
 

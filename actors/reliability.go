@@ -2,8 +2,8 @@ package actors
 
 import (
 	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/internal/core/accuracy"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/reliability"
 	"go.uber.org/zap"
 )
 
@@ -16,7 +16,7 @@ const ReliabilityName = "reliability"
 // the arms, which learned the same credits, until new votes come.
 type ReliabilityActor struct {
 	deps *Deps
-	est  *reliability.Estimator
+	est  *accuracy.Estimator
 }
 
 // NewReliabilityActor returns the producer of the reliability actor.
@@ -28,7 +28,7 @@ func NewReliabilityActor(deps *Deps) actor.Producer {
 func (a *ReliabilityActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		a.est = reliability.New(a.deps.Reliability)
+		a.est = accuracy.New(a.deps.Reliability)
 	case *messages.Votes:
 		// Counted even when Observe fails or the vote is dropped: a vote the estimator lost must not keep
 		// Settle waiting.
@@ -37,9 +37,9 @@ func (a *ReliabilityActor) Receive(ctx actor.Context) {
 			a.deps.Drop(KindReliability, why, m)
 			return
 		}
-		votes := make([]reliability.Vote, len(m.Models))
+		votes := make([]accuracy.Vote, len(m.Models))
 		for i, model := range m.Models {
-			votes[i] = reliability.Vote{Model: model, Group: int(m.Groups[i])}
+			votes[i] = accuracy.Vote{Model: model, Group: int(m.Groups[i])}
 		}
 		refit := a.est.Observe(m.Category, votes)
 		a.deps.Dir.Arms.SetEstimates(a.est.View())

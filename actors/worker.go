@@ -6,10 +6,11 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/assign"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/resilience"
 	"go.uber.org/zap"
 )
 
@@ -80,7 +81,7 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 		}
 		prev := w.ref.Snapshot()
 		w.breaker = resilience.ResumeBreaker(settings, prev.Breaker)
-		w.health, w.healthErr = prev.Transport, prev.TransportError
+		w.health, w.healthErr = fleet.Health(prev.Transport), prev.TransportError
 		if h, ok := w.transport.(healthReporter); ok {
 			self, root := ctx.Self(), ctx.ActorSystem().Root
 			h.OnHealth(func(health fleet.Health, err error) { root.Send(self, &transportHealth{health: health, err: err}) })
@@ -321,9 +322,9 @@ func (w *WorkerActor) publish() {
 	w.ref.inFlight.Store(int32(len(w.running)))
 	w.ref.queued.Store(int32(len(w.queue)))
 	prev, breaker := w.ref.snap.Load(), w.breaker.Snapshot()
-	if prev.Breaker == breaker && prev.Transport == w.health && prev.TransportError == w.healthErr {
+	if prev.Breaker == breaker && prev.Transport == string(w.health) && prev.TransportError == w.healthErr {
 		return
 	}
-	w.ref.snap.Store(&fleet.Snapshot{Name: w.ref.Spec.Name, Tier: w.ref.Spec.Tier, Slots: w.ref.Spec.Slots, Breaker: breaker,
-		Transport: w.health, TransportError: w.healthErr})
+	w.ref.snap.Store(&assign.Worker{Name: w.ref.Spec.Name, Tier: w.ref.Spec.Tier, Slots: w.ref.Spec.Slots, Breaker: breaker,
+		Transport: string(w.health), TransportError: w.healthErr})
 }

@@ -7,14 +7,14 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/scheduler"
-	"github.com/conclave-ai/conclave/bandit"
-	"github.com/conclave-ai/conclave/clock"
-	"github.com/conclave-ai/conclave/fleet"
-	"github.com/conclave-ai/conclave/logging"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/platform/clock"
+	"github.com/conclave-ai/conclave/internal/platform/logging"
+	"github.com/conclave-ai/conclave/internal/platform/metrics"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/metrics"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/resilience"
 	"go.uber.org/zap"
 )
 

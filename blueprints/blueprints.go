@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-ai/conclave/validation"
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"go.uber.org/zap"
 )
 

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conclave-ai/conclave/validation"
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )

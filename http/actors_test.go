@@ -10,8 +10,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/actors"
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/engine"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/supervisors"
 	"go.uber.org/zap"

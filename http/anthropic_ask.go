@@ -8,8 +8,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/validation"
 )
 
 // The translation of Anthropic's Messages request into the ask the OpenAI door builds: the system

@@ -13,9 +13,9 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/validation"
 )
 
 // What a caller asks of the models beyond its text, read from OpenAI's request shape: the sampling

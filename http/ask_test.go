@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/engine"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"

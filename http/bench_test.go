@@ -8,12 +8,12 @@ import (
 	"net/http/httptest"
 	"testing"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/engine"
 	httpapi "github.com/conclave-ai/conclave/http"
-	"github.com/conclave-ai/conclave/logging"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/ratelimit"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/logging"
 )
 
 // BenchmarkHTTPRoute is one request through the real HTTP server, the engine and the zero-latency sim,

@@ -9,14 +9,14 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/blueprints"
-	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/clock"
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/engine"
-	"github.com/conclave-ai/conclave/fleet"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/ratelimit"
-	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/clock"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 )
 
 // Tests of who is blamed for a fault: the provider only for what the provider did, a model only for its

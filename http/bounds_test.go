@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 )
 
 // Tests of the bounds of a request: the caller's timeout, its id, its body.

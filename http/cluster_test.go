@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/internal/redistest"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/secret"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
+	"github.com/conclave-ai/conclave/internal/testenv/redistest"
 )
 
 // sharing points a controller at the test's Redis under the test's prefix, with its own node id.

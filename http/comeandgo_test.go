@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/engine"
-	"github.com/conclave-ai/conclave/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 	"go.uber.org/zap"
 )
 

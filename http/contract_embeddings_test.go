@@ -15,9 +15,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/providers/providertest"
-	"github.com/conclave-ai/conclave/secret"
+	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/openai/openai-go/v3"
 )
 

@@ -17,8 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
 	"github.com/conclave-ai/conclave/internal/testenv"
-	"github.com/conclave-ai/conclave/providers/providertest"
 )
 
 // nodeContract is where the OpenAI Node SDK's contract script and its pinned installation live.

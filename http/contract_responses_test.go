@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 )

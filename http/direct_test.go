@@ -13,10 +13,10 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/conclave-ai/conclave/config"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/resilience"
 	"github.com/google/uuid"
 	"github.com/openai/openai-go/v3"
 	"google.golang.org/protobuf/types/known/timestamppb"

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/engine"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"

@@ -10,12 +10,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/clock"
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/engine"
-	"github.com/conclave-ai/conclave/fleet"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/resilience"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/clock"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 )
 
 var groqModels = []string{"llama-3.1-8b-instant", "llama-3.3-70b-versatile", "gemma2-9b-it"}

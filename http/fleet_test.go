@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/fleet"
-	"github.com/conclave-ai/conclave/internal/sshtest"
-	"github.com/conclave-ai/conclave/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/testenv/sshtest"
 	"go.uber.org/zap"
 )
 
@@ -178,7 +178,7 @@ func TestSSHDKilledMidRequest(t *testing.T) {
 	// Killed once its job has had time to reach the agent over an established connection.
 	for busy := false; !busy; {
 		for _, w := range tb.engine.Workers() {
-			busy = busy || (w.Name == "dying" && w.InFlight > 0 && w.Transport == fleet.Connected)
+			busy = busy || (w.Name == "dying" && w.InFlight > 0 && w.Transport == string(fleet.Connected))
 		}
 		select {
 		case a := <-done:

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/engine"
-	"github.com/conclave-ai/conclave/validation"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 	"go.uber.org/zap"
 )
 

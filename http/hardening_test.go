@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/secret"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
 )
 
 func TestHeadHealthz(t *testing.T) {

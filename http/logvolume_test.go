@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/conclave-ai/conclave/catalog"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 )

@@ -11,11 +11,11 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/actors"
-	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/engine"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/store"
 	"go.uber.org/zap"
 )
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 )
 
 type sseEvent struct {

@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/conclave-ai/conclave/store"
-	"github.com/conclave-ai/conclave/validation"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/julienschmidt/httprouter"
 )
 

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/internal/pgtest"
-	"github.com/conclave-ai/conclave/secret"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
+	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap"
 )

@@ -6,8 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/validation"
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
 )

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/validation"
 )
 
 // The Responses API's answer: the response object, and the events a stream of it is made of.

@@ -9,10 +9,10 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/blueprints"
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/consensus"
-	"github.com/conclave-ai/conclave/providers"
-	"github.com/conclave-ai/conclave/secret"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"go.uber.org/zap"
 )
 

@@ -23,14 +23,14 @@ import (
 
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
-	"github.com/conclave-ai/conclave/catalog"
-	"github.com/conclave-ai/conclave/fleet"
+	"github.com/conclave-ai/conclave/http/ui"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/core/assign"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/platform/metrics"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/metrics"
-	"github.com/conclave-ai/conclave/secret"
-	"github.com/conclave-ai/conclave/store"
-	"github.com/conclave-ai/conclave/ui"
-	"github.com/conclave-ai/conclave/validation"
 	"github.com/julienschmidt/httprouter"
 	"go.uber.org/zap"
 )
@@ -51,7 +51,7 @@ type Engine interface {
 	Blueprints() *blueprints.Set
 	Arms() *actors.ArmBoard
 	Providers() []*actors.ProviderSnapshot
-	Workers() []fleet.Snapshot
+	Workers() []assign.Worker
 	Ready() error
 	// Metrics are the registry GET /metrics serves.
 	Metrics() *metrics.Metrics

@@ -6,11 +6,11 @@ import (
 	"sort"
 
 	"github.com/conclave-ai/conclave/actors"
-	"github.com/conclave-ai/conclave/bandit"
 	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/store"
-	"github.com/conclave-ai/conclave/validation"
 	"github.com/julienschmidt/httprouter"
 	"google.golang.org/protobuf/encoding/protojson"
 )

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/conclave-ai/conclave/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/admission"
 )
 
 // overload drives the embedded default as it ships (no configuration: the simulated provider, its
@@ -107,7 +107,7 @@ func overload(conclave string, d time.Duration, concurrency int, logs string) er
 		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f |\n", k, len(l), ms(quantile(l, 0.5)), ms(quantile(l, 0.99)), ms(l[len(l)-1]))
 	}
 	longest := lat[len(lat)-1]
-	bound := ratelimit.DefaultMaxQueue + time.Second // max_queue_seconds as conclave ships it, plus a second
+	bound := admission.DefaultMaxQueue + time.Second // max_queue_seconds as conclave ships it, plus a second
 	fmt.Printf("| all | %d | %.0f | %.0f | %.0f |\n\n", len(lat), ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)), ms(longest))
 	if longest > bound {
 		return fmt.Errorf("overload: the longest answer took %s, beyond max_queue_seconds + 1 s (%s)", longest.Round(time.Millisecond), bound)

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/pgtest"
-	"github.com/conclave-ai/conclave/internal/redistest"
-	"github.com/conclave-ai/conclave/internal/sshtest"
+	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
+	"github.com/conclave-ai/conclave/internal/testenv/redistest"
+	"github.com/conclave-ai/conclave/internal/testenv/sshtest"
 	"github.com/jackc/pgx/v5"
 )
 

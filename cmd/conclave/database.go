@@ -11,9 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/adapters/store/postgres"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/migrations"
-	"github.com/conclave-ai/conclave/secret"
-	"github.com/conclave-ai/conclave/store/postgres"
 	"github.com/jackc/pgx/v5"
 )
 

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/pgtest"
+	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
 )
 
 func TestMigrateAndPruneCommands(t *testing.T) {

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-ai/conclave/eval"
-	"github.com/conclave-ai/conclave/providers"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/eval"
 )
 
 // evaluate runs `conclave eval`: the real pipeline over replayed benchmark answers.

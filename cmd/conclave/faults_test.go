@@ -18,11 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/fleet"
-	"github.com/conclave-ai/conclave/internal/pgtest"
-	"github.com/conclave-ai/conclave/internal/redistest"
-	"github.com/conclave-ai/conclave/internal/sshtest"
-	"github.com/conclave-ai/conclave/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
+	"github.com/conclave-ai/conclave/internal/testenv/redistest"
+	"github.com/conclave-ai/conclave/internal/testenv/sshtest"
 	"github.com/jackc/pgx/v5"
 )
 

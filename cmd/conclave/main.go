@@ -18,11 +18,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/conclave-ai/conclave/config"
-	"github.com/conclave-ai/conclave/engine"
 	httpapi "github.com/conclave-ai/conclave/http"
-	"github.com/conclave-ai/conclave/logging"
-	"github.com/conclave-ai/conclave/node"
+	"github.com/conclave-ai/conclave/internal/adapters/remotedoor"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/logging"
 	"go.uber.org/zap"
 	"golang.org/x/net/netutil"
 )
@@ -164,8 +164,8 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 			log.Warn("the remote listener is reachable beyond loopback without some of its protections",
 				zap.String("event", "remote_insecure"), zap.String("address", r.Listen), zap.Strings("without", exposed))
 		}
-		ep, err := node.Listen(eng, node.Options{Addr: r.Listen, Token: cfg.APIToken, Log: log, Refused: eng.Metrics().RemoteRefused,
-			TLS: node.TLSFiles{Cert: r.TLSCert, Key: r.TLSKey, CA: r.TLSCA}})
+		ep, err := remotedoor.Listen(eng, remotedoor.Options{Addr: r.Listen, Token: cfg.APIToken, Log: log, Refused: eng.Metrics().RemoteRefused,
+			TLS: remotedoor.TLSFiles{Cert: r.TLSCert, Key: r.TLSKey, CA: r.TLSCA}})
 		if err != nil {
 			_ = ln.Close()
 			_ = eng.Shutdown(context.Background())

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/blueprints"
-	"github.com/conclave-ai/conclave/classify"
+	"github.com/conclave-ai/conclave/internal/core/classify"
 )
 
 func TestVersionAndUsage(t *testing.T) {

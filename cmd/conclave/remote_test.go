@@ -16,12 +16,12 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/internal/remotetest"
-	"github.com/conclave-ai/conclave/internal/sshtest"
-	"github.com/conclave-ai/conclave/internal/tlstest"
+	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
+	"github.com/conclave-ai/conclave/internal/adapters/remotedoor"
+	"github.com/conclave-ai/conclave/internal/testenv/remotetest"
+	"github.com/conclave-ai/conclave/internal/testenv/sshtest"
+	"github.com/conclave-ai/conclave/internal/testenv/tlstest"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/node"
-	"github.com/conclave-ai/conclave/providers/providertest"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -142,7 +142,7 @@ func TestTheRemoteDoorLetsOnlyAnAuthenticatedRouteRequestIn(t *testing.T) {
 	if err := json.Unmarshal(api("/providers"), &provs); err != nil {
 		t.Fatal(err)
 	}
-	names = append(names, node.RouteActor, "conclave", "conclave/fleet", "conclave/providers", "conclave/bandit", "conclave/requests",
+	names = append(names, remotedoor.RouteActor, "conclave", "conclave/fleet", "conclave/providers", "conclave/bandit", "conclave/requests",
 		"conclave/recorder", "conclave/consensus", "conclave/consensus/0", "conclave/bandit/reliability", "activator", "no-such-actor", "")
 	for _, w := range workers.Workers {
 		names = append(names, "conclave/fleet/"+w.Name)
@@ -177,12 +177,12 @@ func TestTheRemoteDoorLetsOnlyAnAuthenticatedRouteRequestIn(t *testing.T) {
 		}
 	}
 	// A route request signed with another token, and one that is not signed the way the node signs.
-	wrong, err := node.Sign([]byte("another-token-0123456789"), time.Now(), node.Addressed{Target: node.RouteActor, Sender: sender}, msgs[len(msgs)-2])
+	wrong, err := remotedoor.Sign([]byte("another-token-0123456789"), time.Now(), remotedoor.Addressed{Target: remotedoor.RouteActor, Sender: sender}, msgs[len(msgs)-2])
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, header := range []map[string]string{{node.AuthHeader: wrong}, {node.AuthHeader: remoteToken}, {"token": remoteToken}} {
-		peer.Send(t, remotetest.Batch(t, remotetest.Envelope{Msg: msgs[len(msgs)-2], Target: actor.NewPID(srv.remote, node.RouteActor), Sender: sender, Header: header}))
+	for _, header := range []map[string]string{{remotedoor.AuthHeader: wrong}, {remotedoor.AuthHeader: remoteToken}, {"token": remoteToken}} {
+		peer.Send(t, remotetest.Batch(t, remotetest.Envelope{Msg: msgs[len(msgs)-2], Target: actor.NewPID(srv.remote, remotedoor.RouteActor), Sender: sender, Header: header}))
 		sent++
 	}
 	for deadline := time.Now().Add(30 * time.Second); metric("conclave_remote_refused_total") < float64(sent); {

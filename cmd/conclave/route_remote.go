@@ -7,9 +7,9 @@ import (
 	"io"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/adapters/remotedoor"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/conclave-ai/conclave/node"
-	"github.com/conclave-ai/conclave/secret"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -29,8 +29,8 @@ func (f *routeFlags) routeRemote(ctx context.Context, body map[string]any, stdou
 		return err
 	}
 	req.RequestId = f.requestID
-	client, err := node.NewClient(node.ClientOptions{Listen: f.remoteListen, Token: secret.String(f.token), Log: zap.NewNop(), // the command's output is the view
-		TLS: node.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsCA}})
+	client, err := remotedoor.NewClient(remotedoor.ClientOptions{Listen: f.remoteListen, Token: secret.String(f.token), Log: zap.NewNop(), // the command's output is the view
+		TLS: remotedoor.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsCA}})
 	if err != nil {
 		return fmt.Errorf("route: %w", err)
 	}

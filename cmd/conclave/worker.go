@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/conclave-ai/conclave/fleet/agent"
-	"github.com/conclave-ai/conclave/logging"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet/agent"
+	"github.com/conclave-ai/conclave/internal/platform/logging"
 )
 
 const workerUsage = `Usage: conclave worker

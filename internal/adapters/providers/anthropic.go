@@ -1,0 +1,654 @@
+package providers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+)
+
+// AnthropicVersion is the pinned version of the Messages API.
+const AnthropicVersion = "2023-06-01"
+
+// DefaultMaxTokens is the output limit sent when a call sets none: the Messages API requires one.
+const DefaultMaxTokens = 1024
+
+// Anthropic speaks the Messages API (POST {base}/v1/messages) with the key in x-api-key and a pinned
+// anthropic-version. A response format travels as a forced tool whose input schema is the schema: the
+// tool's input is the answer.
+type Anthropic struct {
+	Client   *http.Client
+	Provider string
+	Now      func() time.Time
+}
+
+// NewAnthropic returns an adapter for the Messages API.
+func NewAnthropic(client *http.Client, provider string) *Anthropic {
+	return &Anthropic{Client: client, Provider: provider}
+}
+
+// Wire shapes of a Messages request.
+type (
+	anthropicMessage struct {
+		Role    string           `json:"role"`
+		Content []anthropicBlock `json:"content"`
+	}
+	anthropicBlock struct {
+		Type string `json:"type"`
+		Text string `json:"text,omitempty"`
+		// An image's source.
+		Source *anthropicSource `json:"source,omitempty"`
+		// A tool_use block's id, name and input.
+		ID    string          `json:"id,omitempty"`
+		Name  string          `json:"name,omitempty"`
+		Input json.RawMessage `json:"input,omitempty"`
+		// A tool_result block's call and content.
+		ToolUseID string           `json:"tool_use_id,omitempty"`
+		Content   []anthropicBlock `json:"content,omitempty"`
+	}
+	anthropicSource struct {
+		Type      string `json:"type"`
+		MediaType string `json:"media_type,omitempty"`
+		Data      string `json:"data,omitempty"`
+		URL       string `json:"url,omitempty"`
+	}
+	anthropicTool struct {
+		Name        string          `json:"name"`
+		Description string          `json:"description,omitempty"`
+		InputSchema json.RawMessage `json:"input_schema"`
+		Strict      bool            `json:"strict,omitempty"`
+	}
+	anthropicToolChoice struct {
+		Type                   string `json:"type"`
+		Name                   string `json:"name,omitempty"`
+		DisableParallelToolUse *bool  `json:"disable_parallel_tool_use,omitempty"`
+	}
+)
+
+// anthropicImages are the media types the Messages API takes inline.
+var anthropicImages = map[string]bool{"image/jpeg": true, "image/png": true, "image/gif": true, "image/webp": true}
+
+// MessagesRequest builds the body of a Messages call.
+func (a *Anthropic) MessagesRequest(call Call) ([]byte, error) {
+	body, _, err := a.messagesRequest(call, false)
+	return body, err
+}
+
+// messagesRequest builds the body of a Messages call, streamed or not, and returns the name of the
+// forced tool that carries a response format ("" when there is none).
+func (a *Anthropic) messagesRequest(call Call, stream bool) ([]byte, string, error) {
+	body := map[string]any{"model": call.Upstream(), "max_tokens": DefaultMaxTokens}
+	if call.MaxTokens > 0 {
+		body["max_tokens"] = call.MaxTokens
+	}
+	if stream {
+		body["stream"] = true
+	}
+	var system []string
+	var turns []Message
+	for _, m := range call.Messages {
+		if m.Role == "system" {
+			system = append(system, m.Text())
+		} else {
+			turns = append(turns, m)
+		}
+	}
+	msgs, err := anthropicMessages(turns)
+	if err != nil {
+		return nil, "", err
+	}
+	body["messages"] = msgs
+	if len(system) > 0 {
+		body["system"] = strings.Join(system, "\n\n")
+	}
+	p := call.Params
+	if p.Temperature != nil {
+		body["temperature"] = *p.Temperature
+	}
+	if p.TopP != nil {
+		body["top_p"] = *p.TopP
+	}
+	if len(p.Stop) > 0 {
+		body["stop_sequences"] = p.Stop
+	}
+	if p.User != "" {
+		body["metadata"] = map[string]any{"user_id": p.User}
+	}
+	tools, choice, format := anthropicTools(call)
+	if len(tools) > 0 {
+		body["tools"] = tools
+	}
+	if choice != nil {
+		if p.ParallelToolCalls != nil && !*p.ParallelToolCalls && choice.Type != "none" {
+			disable := true
+			choice.DisableParallelToolUse = &disable
+		}
+		body["tool_choice"] = choice
+	}
+	raw, err := json.Marshal(body)
+	return raw, format, err
+}
+
+// anthropicTools returns the tools, the tool choice and the name of the response format's forced
+// tool. The format's tool is forced unless the caller's tools may be called: then the model must call
+// one of them or answer through the format's tool (tool_choice any), as OpenAI's model either calls a
+// tool or answers in the format.
+func anthropicTools(call Call) ([]anthropicTool, *anthropicToolChoice, string) {
+	var tools []anthropicTool
+	for _, t := range call.Tools {
+		schema := t.Parameters
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		tools = append(tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: schema, Strict: t.Strict})
+	}
+	var choice *anthropicToolChoice
+	if c := call.ToolChoice; c != nil {
+		switch c.Mode {
+		case ToolChoiceAuto:
+			choice = &anthropicToolChoice{Type: "auto"}
+		case ToolChoiceRequired:
+			choice = &anthropicToolChoice{Type: "any"}
+		case ToolChoiceNone:
+			choice = &anthropicToolChoice{Type: "none"}
+		case ToolChoiceFunction:
+			choice = &anthropicToolChoice{Type: "tool", Name: c.Name}
+		}
+	}
+	if p := call.Params.ParallelToolCalls; choice == nil && len(tools) > 0 && p != nil && !*p {
+		choice = &anthropicToolChoice{Type: "auto"} // disable_parallel_tool_use lives in the tool choice
+	}
+	f := call.ResponseFormat
+	if f == nil || choice != nil && (choice.Type == "any" || choice.Type == "tool") {
+		return tools, choice, "" // a tool must be called: the format does not apply to this turn
+	}
+	name := formatToolName(f.Name, call.Tools)
+	schema := f.Schema
+	if f.Type == FormatJSONObject || len(schema) == 0 {
+		schema = json.RawMessage(`{"type":"object"}`)
+	}
+	tools = append(tools, anthropicTool{Name: name, Description: "Give your answer as this tool's input: the JSON the reply must be.", InputSchema: schema})
+	if len(call.Tools) > 0 && (choice == nil || choice.Type == "auto") {
+		return tools, &anthropicToolChoice{Type: "any"}, name
+	}
+	return tools, &anthropicToolChoice{Type: "tool", Name: name}, name
+}
+
+// formatToolName names the response format's tool: the format's name when it is a valid tool name,
+// else "json_answer", never one of the caller's tools.
+func formatToolName(name string, tools []Tool) string {
+	valid := name != "" && len(name) <= 64 && strings.IndexFunc(name, func(r rune) bool {
+		return !(r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z')
+	}) < 0
+	if !valid {
+		name = "json_answer"
+	}
+	for taken := true; taken; {
+		taken = false
+		for _, t := range tools {
+			if t.Name == name {
+				name, taken = name+"_", true
+			}
+		}
+	}
+	return name
+}
+
+// anthropicMessages writes the turns as Messages turns: a tool turn becomes a tool_result block of a
+// user turn, consecutive tool results share one user turn (the API wants every result of an assistant
+// turn's calls in the next turn, first), and a user turn right after them joins it.
+func anthropicMessages(turns []Message) ([]anthropicMessage, error) {
+	var out []anthropicMessage
+	results := false // the last turn written holds tool results
+	for _, m := range turns {
+		switch m.Role {
+		case "tool":
+			block := anthropicBlock{Type: "tool_result", ToolUseID: ToolUseID(m.ToolCallID)}
+			content, err := anthropicContent(m)
+			if err != nil {
+				return nil, err
+			}
+			block.Content = content
+			if results {
+				last := &out[len(out)-1]
+				last.Content = append(last.Content, block)
+			} else {
+				out = append(out, anthropicMessage{Role: "user", Content: []anthropicBlock{block}})
+			}
+			results = true
+			continue
+		case "assistant":
+			content, err := anthropicContent(m)
+			if err != nil {
+				return nil, err
+			}
+			for _, c := range m.ToolCalls {
+				input, err := toolInput(c)
+				if err != nil {
+					return nil, err
+				}
+				content = append(content, anthropicBlock{Type: "tool_use", ID: ToolUseID(c.ID), Name: c.Name, Input: input})
+			}
+			out = append(out, anthropicMessage{Role: "assistant", Content: content})
+		default:
+			content, err := anthropicContent(m)
+			if err != nil {
+				return nil, err
+			}
+			if results {
+				last := &out[len(out)-1]
+				last.Content = append(last.Content, content...)
+			} else {
+				out = append(out, anthropicMessage{Role: "user", Content: content})
+			}
+		}
+		results = false
+	}
+	return out, nil
+}
+
+// anthropicContent writes a turn's text and images as blocks. Empty text blocks are left out: the API
+// refuses them.
+func anthropicContent(m Message) ([]anthropicBlock, error) {
+	if m.Parts == nil {
+		if m.Content == "" {
+			return []anthropicBlock{}, nil
+		}
+		return []anthropicBlock{{Type: "text", Text: m.Content}}, nil
+	}
+	blocks := []anthropicBlock{}
+	for _, p := range m.Parts {
+		if p.Type != PartImage {
+			if p.Text != "" {
+				blocks = append(blocks, anthropicBlock{Type: "text", Text: p.Text})
+			}
+			continue
+		}
+		img, err := imageOf(p.ImageURL)
+		if err != nil {
+			return nil, err
+		}
+		if img.URL != "" {
+			blocks = append(blocks, anthropicBlock{Type: "image", Source: &anthropicSource{Type: "url", URL: img.URL}})
+			continue
+		}
+		if !anthropicImages[img.MediaType] {
+			return nil, fmt.Errorf("an image of type %s: the Messages API takes jpeg, png, gif and webp", img.MediaType)
+		}
+		blocks = append(blocks, anthropicBlock{Type: "image", Source: &anthropicSource{Type: "base64", MediaType: img.MediaType, Data: img.Data}})
+	}
+	return blocks, nil
+}
+
+// toolInput is a tool call's arguments as the JSON object a tool_use block holds.
+func toolInput(c ToolCall) (json.RawMessage, error) {
+	args := strings.TrimSpace(c.Arguments)
+	if args == "" {
+		return json.RawMessage(`{}`), nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
+		return nil, fmt.Errorf("the arguments of tool call %q (%s) are not a JSON object", c.ID, c.Name)
+	}
+	return json.RawMessage(args), nil
+}
+
+// ToolUseID writes a tool call's id as the Messages API takes it (letters, digits, _ and -): an id from
+// another format keeps its allowed characters and is the same on the call and on its result.
+func ToolUseID(id string) string {
+	clean := strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
+			return r
+		}
+		return '_'
+	}, id)
+	if clean == "" {
+		clean = "call"
+	}
+	return clean
+}
+
+// Complete implements Backend.
+func (a *Anthropic) Complete(ctx context.Context, call Call) (Reply, error) {
+	dropped := Dropped(KindAnthropic, call.Params)
+	reply, err := a.complete(ctx, call)
+	reply.Dropped = dropped
+	return reply, err
+}
+
+func (a *Anthropic) complete(ctx context.Context, call Call) (Reply, error) {
+	body, format, err := a.messagesRequest(call, false)
+	if err != nil {
+		return Reply{}, refused(a.Provider, call.Model, err)
+	}
+	x, err := post(ctx, a.Client, a.url(call), a.header(call), body, a.Provider, call.Model)
+	if err != nil {
+		return Reply{}, err
+	}
+	return withoutKey(call.Key)(a.parseMessage(call.Model, x.status, x.header, x.body, format))
+}
+
+func (a *Anthropic) url(call Call) string {
+	return strings.TrimRight(call.BaseURL, "/") + "/v1/messages"
+}
+
+func (a *Anthropic) header(call Call) http.Header {
+	h := http.Header{}
+	h.Set("anthropic-version", AnthropicVersion)
+	if call.Key.Set() {
+		h.Set("x-api-key", call.Key.Reveal())
+	}
+	return h
+}
+
+type anthropicError struct {
+	Type    string `json:"type"`
+	Message string `json:"message"`
+}
+
+type anthropicUsage struct {
+	InputTokens  *int `json:"input_tokens"`
+	OutputTokens int  `json:"output_tokens"`
+}
+
+type anthropicResponse struct {
+	ID      string `json:"id"`
+	Type    string `json:"type"`
+	Model   string `json:"model"`
+	Content []struct {
+		Type  string          `json:"type"`
+		Text  string          `json:"text"`
+		ID    string          `json:"id"`
+		Name  string          `json:"name"`
+		Input json.RawMessage `json:"input"`
+	} `json:"content"`
+	StopReason string          `json:"stop_reason"`
+	Usage      anthropicUsage  `json:"usage"`
+	Error      *anthropicError `json:"error"`
+}
+
+// anthropicStatus is the HTTP status each error type of the Messages API comes with: what an error
+// event in a stream, or an error body behind a 200, is classified by.
+var anthropicStatus = map[string]int{
+	"invalid_request_error": http.StatusBadRequest, "authentication_error": http.StatusUnauthorized, "billing_error": http.StatusPaymentRequired,
+	"permission_error": http.StatusForbidden, "not_found_error": http.StatusNotFound, "request_too_large": http.StatusRequestEntityTooLarge,
+	"rate_limit_error": http.StatusTooManyRequests, "api_error": http.StatusInternalServerError, "timeout_error": http.StatusGatewayTimeout,
+	"overloaded_error": 529,
+}
+
+// ParseMessage reads a Messages answer, or the failure it describes: {"type": "error", "error": {"type",
+// "message"}}, 529 overloaded_error among them.
+func (a *Anthropic) ParseMessage(model string, status int, header http.Header, raw []byte) (Reply, error) {
+	return a.parseMessage(model, status, header, raw, "")
+}
+
+// parseMessage reads a Messages answer; the input of the format's tool (when named) is the reply's text.
+func (a *Anthropic) parseMessage(model string, status int, header http.Header, raw []byte, format string) (Reply, error) {
+	limits := a.limits(header)
+	var resp anthropicResponse
+	decodeErr := json.Unmarshal(raw, &resp)
+	if status/100 != 2 || resp.Type == "error" {
+		return Reply{RateLimit: limits}, a.classify(model, status, resp.Error, string(raw), limits)
+	}
+	if decodeErr != nil {
+		return Reply{RateLimit: limits}, failure(a.Provider, model, status, resilience.ProviderUnavailable, resilience.ScopeProvider, nil,
+			"the answer is not a message: "+decodeErr.Error())
+	}
+	reply := Reply{ServedModel: resp.Model, FinishReason: resp.StopReason, UpstreamRequestID: header.Get("request-id"), RateLimit: limits,
+		Usage: Usage{OutputTokens: resp.Usage.OutputTokens}}
+	if resp.Usage.InputTokens != nil {
+		reply.Usage.InputTokens = *resp.Usage.InputTokens
+	}
+	if reply.UpstreamRequestID == "" {
+		reply.UpstreamRequestID = resp.ID
+	}
+	var text strings.Builder
+	var answer json.RawMessage
+	for _, c := range resp.Content {
+		switch {
+		case c.Type == "text":
+			text.WriteString(c.Text)
+		case c.Type == "tool_use" && format != "" && c.Name == format:
+			answer = c.Input
+		case c.Type == "tool_use" && len(reply.ToolCalls) < maxToolCalls:
+			id := c.ID
+			if id == "" {
+				id = syntheticCallID(resp.ID, strconv.Itoa(len(reply.ToolCalls)))
+			}
+			args := string(c.Input)
+			if args == "" || args == "null" {
+				args = "{}"
+			}
+			reply.ToolCalls = append(reply.ToolCalls, ToolCall{ID: id, Name: c.Name, Arguments: args})
+		}
+	}
+	reply.Text = text.String()
+	if answer != nil {
+		reply.Text = string(answer)
+		reply.FinishReason = formatFinish(reply.FinishReason, reply.ToolCalls)
+	}
+	return reply, nil
+}
+
+// formatFinish is the finish reason of an answer given through the format's tool: the model called
+// that tool only because the request's format made it, so unless it called another, its turn ended.
+func formatFinish(reason string, calls []ToolCall) string {
+	if reason == "tool_use" && len(calls) == 0 {
+		return "end_turn"
+	}
+	return reason
+}
+
+func (a *Anthropic) limits(header http.Header) *ratelimit.Upstream {
+	now := time.Now
+	if a.Now != nil {
+		now = a.Now
+	}
+	return limitHeaders(header, now())
+}
+
+// classify maps a failed call onto the error table; an error without an HTTP status of its own (in a
+// 200, or an event of a stream) takes the status its type comes with.
+func (a *Anthropic) classify(model string, status int, e *anthropicError, raw string, limits *ratelimit.Upstream) error {
+	msg, kind := raw, ""
+	if e != nil {
+		msg, kind = e.Message, e.Type
+	}
+	if status/100 == 2 {
+		status = http.StatusBadGateway
+		if s, ok := anthropicStatus[kind]; ok {
+			status = s
+		}
+	}
+	return classifyStatus(a.Provider, model, status, msg+" "+kind, msg, ProfileOf(a.Provider), limits)
+}
+
+// Stream implements Streamer: the Messages call with stream: true, read as its events come
+// (message_start, content_block_start / delta / stop, message_delta with the usage, message_stop; ping
+// and events of later versions are skipped).
+func (a *Anthropic) Stream(ctx context.Context, call Call, onDelta func(Delta)) (Reply, error) {
+	dropped := Dropped(KindAnthropic, call.Params)
+	reply, err := a.stream(ctx, call, strikeKey(call.Key, onDelta))
+	reply.Dropped = dropped
+	return withoutKey(call.Key)(reply, err)
+}
+
+func (a *Anthropic) stream(ctx context.Context, call Call, onDelta func(Delta)) (Reply, error) {
+	body, format, err := a.messagesRequest(call, true)
+	if err != nil {
+		return Reply{}, refused(a.Provider, call.Model, err)
+	}
+	h := a.header(call)
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	resp, err := send(ctx, a.Client, http.MethodPost, a.url(call), h, bytes.NewReader(body), a.Provider, call.Model)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 || !isEventStream(resp.Header) {
+		x, err := readAnswer(ctx, resp, a.Provider, call.Model)
+		if err != nil {
+			return Reply{}, err
+		}
+		reply, err := a.parseMessage(call.Model, x.status, x.header, x.body, format)
+		if err == nil {
+			emitWhole(reply, onDelta)
+		}
+		return reply, err
+	}
+	return a.ReadMessageStream(ctx, call.Model, format, resp.StatusCode, resp.Header, resp.Body, onDelta)
+}
+
+// anthropicEvent is one event of a Messages stream.
+type anthropicEvent struct {
+	Type    string             `json:"type"`
+	Message *anthropicResponse `json:"message"`
+	Index   int                `json:"index"`
+	Block   *struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	} `json:"content_block"`
+	Delta *struct {
+		Type        string `json:"type"`
+		Text        string `json:"text"`
+		PartialJSON string `json:"partial_json"`
+		StopReason  string `json:"stop_reason"`
+	} `json:"delta"`
+	Usage *anthropicUsage `json:"usage"`
+	Error *anthropicError `json:"error"`
+}
+
+// ReadMessageStream reads a streamed Messages answer: text_delta pieces are text, a tool_use block's
+// input_json_delta pieces are its arguments (the format's tool's are text), an error event is classified
+// by its type, and a stream that ends before message_stop was cut off. format names the response
+// format's tool, or is empty.
+func (a *Anthropic) ReadMessageStream(ctx context.Context, model, format string, status int, header http.Header, body io.Reader, onDelta func(Delta)) (Reply, error) {
+	reply := Reply{UpstreamRequestID: header.Get("request-id"), RateLimit: a.limits(header)}
+	var text, answer strings.Builder
+	answered := false
+	var calls toolCalls
+	// What each content block is: text (-1), the format's tool (-2), a thinking block or another (-3), or
+	// the index of a tool call.
+	const textBlock, formatBlock, otherBlock = -1, -2, -3
+	blocks := map[int]int{}
+	hasInput := map[int]bool{}
+	events := newSSEReader(body)
+	for {
+		ev, err := events.next()
+		if err != nil {
+			return reply, streamFailure(ctx, err, a.Provider, model, status)
+		}
+		if len(bytes.TrimSpace(ev.data)) == 0 {
+			continue
+		}
+		var e anthropicEvent
+		if err := json.Unmarshal(ev.data, &e); err != nil {
+			return reply, failure(a.Provider, model, status, resilience.ProviderUnavailable, resilience.ScopeProvider, nil,
+				"an event of the stream is not JSON: "+err.Error())
+		}
+		var d Delta
+		switch e.Type {
+		case "error":
+			return reply, a.classify(model, http.StatusOK, e.Error, string(ev.data), reply.RateLimit)
+		case "message_start":
+			if m := e.Message; m != nil {
+				reply.ServedModel = m.Model
+				if reply.UpstreamRequestID == "" {
+					reply.UpstreamRequestID = m.ID
+				}
+				if m.Usage.InputTokens != nil {
+					reply.Usage.InputTokens = *m.Usage.InputTokens
+				}
+				reply.Usage.OutputTokens = m.Usage.OutputTokens
+			}
+		case "content_block_start":
+			if _, seen := blocks[e.Index]; seen || len(blocks) >= 4*maxToolCalls || e.Block == nil {
+				continue
+			}
+			switch {
+			case e.Block.Type == "text":
+				blocks[e.Index] = textBlock
+				d.Text = e.Block.Text
+			case e.Block.Type == "tool_use" && format != "" && e.Block.Name == format:
+				blocks[e.Index], answered = formatBlock, true
+			case e.Block.Type == "tool_use":
+				i := len(calls.calls)
+				piece := ToolCallDelta{Index: i, ID: e.Block.ID, Name: e.Block.Name}
+				if piece.ID == "" {
+					piece.ID = syntheticCallID(reply.UpstreamRequestID, strconv.Itoa(i))
+				}
+				if err := calls.add(piece); err != nil {
+					return reply, failure(a.Provider, model, status, resilience.ProviderUnavailable, resilience.ScopeProvider, nil, err.Error())
+				}
+				blocks[e.Index] = i
+				d.ToolCalls = []ToolCallDelta{piece}
+			default:
+				blocks[e.Index] = otherBlock
+			}
+		case "content_block_delta":
+			b, ok := blocks[e.Index]
+			if !ok || e.Delta == nil {
+				continue
+			}
+			switch {
+			case b == textBlock && e.Delta.Type == "text_delta":
+				d.Text = e.Delta.Text
+			case b == formatBlock && e.Delta.Type == "input_json_delta":
+				d.Text = e.Delta.PartialJSON
+				answer.WriteString(d.Text)
+				hasInput[e.Index] = hasInput[e.Index] || d.Text != ""
+			case b >= 0 && e.Delta.Type == "input_json_delta":
+				piece := ToolCallDelta{Index: b, Arguments: e.Delta.PartialJSON}
+				calls.add(piece)
+				hasInput[e.Index] = hasInput[e.Index] || piece.Arguments != ""
+				d.ToolCalls = []ToolCallDelta{piece}
+			}
+		case "content_block_stop":
+			// A tool called without arguments streams no input: its input is the empty object.
+			switch b, ok := blocks[e.Index]; {
+			case ok && b == formatBlock && !hasInput[e.Index]:
+				d.Text = "{}"
+				answer.WriteString(d.Text)
+			case ok && b >= 0 && !hasInput[e.Index]:
+				piece := ToolCallDelta{Index: b, Arguments: "{}"}
+				calls.add(piece)
+				d.ToolCalls = []ToolCallDelta{piece}
+			}
+			hasInput[e.Index] = true
+		case "message_delta":
+			if e.Delta != nil && e.Delta.StopReason != "" {
+				reply.FinishReason = e.Delta.StopReason
+			}
+			if u := e.Usage; u != nil {
+				reply.Usage.OutputTokens = u.OutputTokens
+				if u.InputTokens != nil && *u.InputTokens > 0 {
+					reply.Usage.InputTokens = *u.InputTokens
+				}
+			}
+		case "message_stop":
+			reply.Text, reply.ToolCalls = text.String(), calls.done()
+			if answered {
+				// The format's tool's input is the answer, as ParseMessage reads it.
+				reply.Text, reply.FinishReason = answer.String(), formatFinish(reply.FinishReason, reply.ToolCalls)
+			}
+			return reply, nil
+		}
+		if blocks[e.Index] == textBlock && (e.Type == "content_block_start" || e.Type == "content_block_delta") {
+			text.WriteString(d.Text)
+		}
+		if d.Text != "" || len(d.ToolCalls) > 0 {
+			onDelta(d)
+		}
+	}
+}

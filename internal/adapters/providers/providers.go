@@ -1,0 +1,237 @@
+// Package providers owns the calls to language models: the Call and Reply of one model call, the
+// Backend interface a worker calls, the registry that routes each call to its provider's adapter with
+// its key and base URL and prices the reply, the adapters for real providers (OpenAI-compatible chat
+// completions, Anthropic Messages, Gemini generateContent), and the simulated and replay providers.
+// Errors are classified as *resilience.Error so that the control plane can decide on retries and
+// breakers, and whom to blame.
+package providers
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
+)
+
+// Job kinds.
+const (
+	// KindAnswer asks a model to answer the task.
+	KindAnswer = "answer"
+	// KindArbiter asks a model to judge candidate answers to the task.
+	KindArbiter = "arbiter"
+)
+
+// Message is one turn of a chat.
+type Message struct {
+	// Role is system, user, assistant or tool.
+	Role string `json:"role"`
+	// Content is the turn's text; Parts, when set, are its text and images in order instead.
+	Content string `json:"content"`
+	Parts   []Part `json:"-"`
+	// ToolCalls are an assistant's calls of tools; ToolCallID names the call a tool turn answers.
+	ToolCalls  []ToolCall `json:"-"`
+	ToolCallID string     `json:"-"`
+	Name       string     `json:"-"`
+}
+
+// Text is the turn's text: its content, or its text parts joined by blank lines.
+func (m Message) Text() string {
+	if len(m.Parts) == 0 {
+		return m.Content
+	}
+	var texts []string
+	for _, p := range m.Parts {
+		if p.Type == PartText {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n\n")
+}
+
+// Content part types.
+const (
+	PartText  = "text"
+	PartImage = "image_url"
+)
+
+// Part is a piece of a turn's content: text, or an image by https URL or data URI. Conclave never
+// fetches an image; the provider does.
+type Part struct {
+	Type     string
+	Text     string
+	ImageURL string
+	// Detail is OpenAI's image detail (low, high, auto); empty lets the provider choose.
+	Detail string
+}
+
+// ToolCall is a model's call of a function, its arguments as JSON text.
+type ToolCall struct {
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Tool is a function a model may call; Parameters is its JSON schema.
+type Tool struct {
+	Name        string
+	Description string
+	Parameters  json.RawMessage
+	Strict      bool
+}
+
+// Tool choice modes.
+const (
+	ToolChoiceAuto     = "auto"
+	ToolChoiceNone     = "none"
+	ToolChoiceRequired = "required"
+	ToolChoiceFunction = "function"
+)
+
+// ToolChoice says whether the model may, must or must not call tools, or which function it must.
+type ToolChoice struct {
+	Mode string
+	// Name is the function of ToolChoiceFunction.
+	Name string
+}
+
+// Output formats.
+const (
+	FormatText       = "text"
+	FormatJSONObject = "json_object"
+	FormatJSONSchema = "json_schema"
+)
+
+// ResponseFormat constrains the answer: any JSON object, or JSON of a schema. A provider that cannot
+// constrain its output gets the schema in the prompt only.
+type ResponseFormat struct {
+	// Type is json_schema (the default when a schema is given) or json_object.
+	Type   string
+	Name   string
+	Schema json.RawMessage
+	Strict bool
+}
+
+// Params are the caller's sampling parameters, each nil (or empty) when the caller left it to the
+// provider. The output limit is Call.MaxTokens.
+type Params struct {
+	Temperature       *float64
+	TopP              *float64
+	Stop              []string
+	Seed              *int64
+	PresencePenalty   *float64
+	FrequencyPenalty  *float64
+	LogitBias         map[string]int
+	User              string
+	ParallelToolCalls *bool
+}
+
+// Parameter names, as the caller writes them and as an answer names those a provider could not carry.
+const (
+	ParamTemperature       = "temperature"
+	ParamTopP              = "top_p"
+	ParamMaxTokens         = "max_tokens"
+	ParamStop              = "stop"
+	ParamSeed              = "seed"
+	ParamPresencePenalty   = "presence_penalty"
+	ParamFrequencyPenalty  = "frequency_penalty"
+	ParamLogitBias         = "logit_bias"
+	ParamUser              = "user"
+	ParamParallelToolCalls = "parallel_tool_calls"
+)
+
+// Given lists the parameters set, in a fixed order.
+func (p Params) Given() []string {
+	var out []string
+	add := func(set bool, name string) {
+		if set {
+			out = append(out, name)
+		}
+	}
+	add(p.Temperature != nil, ParamTemperature)
+	add(p.TopP != nil, ParamTopP)
+	add(len(p.Stop) > 0, ParamStop)
+	add(p.Seed != nil, ParamSeed)
+	add(p.PresencePenalty != nil, ParamPresencePenalty)
+	add(p.FrequencyPenalty != nil, ParamFrequencyPenalty)
+	add(len(p.LogitBias) > 0, ParamLogitBias)
+	add(p.User != "", ParamUser)
+	add(p.ParallelToolCalls != nil, ParamParallelToolCalls)
+	return out
+}
+
+// Call is one request to one model.
+type Call struct {
+	RequestID string
+	JobID     string
+	Kind      string
+	Provider  string
+	// Model is the catalog's id; UpstreamModel the id as the provider names it (empty: Model).
+	Model         string
+	UpstreamModel string
+	// Messages are what the model is sent: an optional system message, then the conversation.
+	Messages []Message
+	// MaxTokens is the output limit: the caller's max_tokens, or the reserve the model allows.
+	MaxTokens int
+	Params    Params
+	// Tools, when set, are the functions the model may call, as ToolChoice says.
+	Tools      []Tool
+	ToolChoice *ToolChoice
+	// ResponseFormat, when set, constrains the answer to JSON (of a schema).
+	ResponseFormat *ResponseFormat
+	// Key and BaseURL are the provider's, set by the registry from configuration (never from a request).
+	Key     secret.String
+	BaseURL string
+	// Task is the task itself, and Candidates the answers an arbiter call judges: what simulated and
+	// replayed providers decide on. Real adapters send Messages.
+	Task       string
+	Candidates []string
+	Category   string
+	Attempt    int
+}
+
+// Upstream is the model id to send.
+func (c Call) Upstream() string {
+	if c.UpstreamModel != "" {
+		return c.UpstreamModel
+	}
+	return c.Model
+}
+
+// Usage counts tokens.
+type Usage struct {
+	InputTokens  int
+	OutputTokens int
+}
+
+// Reply is a model's answer.
+type Reply struct {
+	Text string
+	// ToolCalls are the model's calls of tools, when it made any (its FinishReason then says so).
+	ToolCalls []ToolCall
+	// Dropped names the call's parameters its provider's wire format cannot carry, left out of it.
+	Dropped []string
+	// FinishReason is the provider's reason for ending (stop, length, ...), as it names it.
+	FinishReason string
+	// ServedModel is the model that actually answered, when the provider says (a gateway may route).
+	ServedModel string
+	Usage       Usage
+	// Cost is the call's price in US dollars, from the catalog's prices and the usage.
+	Cost float64
+	// UpstreamRequestID is the provider's id of the request, for asking its support.
+	UpstreamRequestID string
+	// RateLimit is what the provider's headers said about its limits; nil when they said nothing.
+	RateLimit *ratelimit.Upstream
+	// Latency is the provider's own round trip, as the registry measured it.
+	Latency time.Duration
+}
+
+// Backend calls models. Implementations are safe for concurrent use and honour ctx's deadline.
+type Backend interface {
+	Complete(ctx context.Context, call Call) (Reply, error)
+}
+
+// UserPrompt returns the messages of a task without a system prompt.
+func UserPrompt(task string) []Message { return []Message{{Role: "user", Content: task}} }

@@ -1,0 +1,253 @@
+package providers
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/platform/fnv1a"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
+)
+
+// Delta is a piece of a streamed answer, as it arrived: some text, pieces of tool calls, or both.
+type Delta struct {
+	Text      string
+	ToolCalls []ToolCallDelta
+}
+
+// ToolCallDelta is a piece of one tool call. The first piece of a call carries its ID and Name; each
+// piece adds to its Arguments (JSON text, complete only once the stream ends). Index is the call's
+// place among the reply's tool calls.
+type ToolCallDelta struct {
+	Index     int
+	ID        string
+	Name      string
+	Arguments string
+}
+
+// Streamer is a Backend that can stream: it reports each piece of the answer to onDelta as it arrives
+// (in order, from the calling goroutine) and returns the whole reply, its usage from the provider's last
+// event. Errors are classified as Complete classifies them, before the first piece and after it alike.
+type Streamer interface {
+	Stream(ctx context.Context, call Call, onDelta func(Delta)) (Reply, error)
+}
+
+// Stream streams a call through a backend, or, when the backend cannot stream, completes it and reports
+// the whole answer as one piece.
+func Stream(ctx context.Context, b Backend, call Call, onDelta func(Delta)) (Reply, error) {
+	if s, ok := b.(Streamer); ok {
+		return s.Stream(ctx, call, onDelta)
+	}
+	reply, err := b.Complete(ctx, call)
+	if err == nil {
+		emitWhole(reply, onDelta)
+	}
+	return reply, err
+}
+
+// emitWhole reports a whole reply as one piece, when it says anything.
+func emitWhole(r Reply, onDelta func(Delta)) {
+	d := Delta{Text: r.Text}
+	for i, c := range r.ToolCalls {
+		d.ToolCalls = append(d.ToolCalls, ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: c.Arguments})
+	}
+	if d.Text != "" || len(d.ToolCalls) > 0 {
+		onDelta(d)
+	}
+}
+
+// Bounds of a stream: one event (a line of it included), the whole stream (maxResponseBytes), and the
+// tool calls of one answer.
+const (
+	maxEventBytes = 4 << 20
+	maxToolCalls  = 256
+)
+
+var (
+	errEventTooLarge  = fmt.Errorf("an event of the stream is larger than %d bytes", maxEventBytes)
+	errStreamTooLarge = fmt.Errorf("the stream is larger than %d bytes", maxResponseBytes)
+	errStreamCut      = errors.New("the stream was cut off")
+)
+
+// sseEvent is one server-sent event: its name (empty for the default "message") and its data lines
+// joined by newlines.
+type sseEvent struct {
+	name string
+	data []byte
+}
+
+// sseReader reads server-sent events (the text/event-stream format every provider streams in), with
+// each event and the whole stream bounded. Comments (": keep-alive", ": OPENROUTER PROCESSING") are
+// skipped.
+type sseReader struct {
+	r     *bufio.Reader
+	total int
+}
+
+func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 32<<10)} }
+
+// next returns the next event, io.EOF after the last, or the error that cut the stream.
+func (s *sseReader) next() (sseEvent, error) {
+	var ev sseEvent
+	var data bytes.Buffer
+	lines, seen := 0, false
+	for {
+		line, err := s.line()
+		if err == io.EOF && seen {
+			// The stream ended without the blank line after its last event: the event is whole all the same.
+			return sseEvent{name: ev.name, data: data.Bytes()}, nil
+		}
+		if err != nil {
+			return sseEvent{}, err
+		}
+		if len(line) == 0 {
+			if seen {
+				return sseEvent{name: ev.name, data: data.Bytes()}, nil
+			}
+			continue
+		}
+		if line[0] == ':' {
+			continue
+		}
+		field, value, _ := bytes.Cut(line, []byte(":"))
+		value = bytes.TrimPrefix(value, []byte(" "))
+		switch string(field) {
+		case "event":
+			ev.name, seen = string(value), true
+		case "data":
+			if lines > 0 {
+				data.WriteByte('\n')
+			}
+			lines++
+			if data.Len()+len(value) > maxEventBytes {
+				return sseEvent{}, errEventTooLarge
+			}
+			data.Write(value)
+			seen = true
+		}
+	}
+}
+
+// line reads one line without its end of line, bounded by maxEventBytes and the stream's bound.
+func (s *sseReader) line() ([]byte, error) {
+	var line []byte
+	for {
+		chunk, err := s.r.ReadSlice('\n')
+		s.total += len(chunk)
+		if s.total > maxResponseBytes {
+			return nil, errStreamTooLarge
+		}
+		if len(line)+len(chunk) > maxEventBytes {
+			return nil, errEventTooLarge
+		}
+		line = append(line, chunk...)
+		switch {
+		case err == nil:
+			return bytes.TrimRight(line, "\r\n"), nil
+		case errors.Is(err, bufio.ErrBufferFull):
+			continue
+		case err == io.EOF && len(line) > 0:
+			return bytes.TrimRight(line, "\r\n"), nil
+		default:
+			return nil, err
+		}
+	}
+}
+
+// isEventStream reports whether an answer is a stream of server-sent events. A server may answer a
+// request for a stream with one JSON body (an error, or a gateway that does not stream): it is read
+// whole then.
+func isEventStream(h http.Header) bool {
+	t, _, _ := mime.ParseMediaType(h.Get("Content-Type"))
+	return t == "text/event-stream"
+}
+
+// streamFailure classifies what ended a stream before its end: the caller's deadline, or a provider
+// that cut it off or sent more than the bounds allow.
+func streamFailure(ctx context.Context, err error, provider, model string, status int) error {
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	var re *resilience.Error
+	if errors.As(err, &re) {
+		return err
+	}
+	if err == io.EOF || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errStreamCut
+	} else if !errors.Is(err, errEventTooLarge) && !errors.Is(err, errStreamTooLarge) {
+		err = fmt.Errorf("%w: %v", errStreamCut, err)
+	}
+	return &resilience.Error{Kind: resilience.ProviderUnavailable, Provider: provider, Model: model, Status: status, Err: err}
+}
+
+// strikeKey strikes the key from a piece of a stream, as withoutKey does from a reply. A key split
+// across two pieces cannot be seen in either; the whole reply is struck again at the end.
+func strikeKey(key secret.String, onDelta func(Delta)) func(Delta) {
+	k := key.Reveal()
+	if k == "" {
+		return onDelta
+	}
+	return func(d Delta) {
+		d.Text = strings.ReplaceAll(d.Text, k, key.String())
+		for i := range d.ToolCalls {
+			d.ToolCalls[i].Arguments = strings.ReplaceAll(d.ToolCalls[i].Arguments, k, key.String())
+		}
+		onDelta(d)
+	}
+}
+
+// syntheticCallID makes a tool call's id where the provider gives none: stable (the same answer gets
+// the same ids) and unique within an answer, from the answer's id, the call's place and what it says.
+func syntheticCallID(parts ...string) string {
+	h := fnv1a.Offset
+	for _, p := range parts {
+		h = h.AddString(p).AddByte(0)
+	}
+	return "call_" + fmt.Sprintf("%016x", uint64(h))
+}
+
+// toolCalls accumulates the pieces of tool calls by their index, bounded by maxToolCalls.
+type toolCalls struct {
+	calls []ToolCall
+	args  []strings.Builder
+}
+
+// add adds a piece to the call at index; a new index opens a call.
+func (t *toolCalls) add(d ToolCallDelta) error {
+	if d.Index < 0 || d.Index >= maxToolCalls {
+		return fmt.Errorf("tool call index %d outside 0..%d", d.Index, maxToolCalls-1)
+	}
+	for len(t.calls) <= d.Index {
+		t.calls = append(t.calls, ToolCall{})
+		t.args = append(t.args, strings.Builder{})
+	}
+	c := &t.calls[d.Index]
+	if d.ID != "" {
+		c.ID = d.ID
+	}
+	if d.Name != "" {
+		c.Name = d.Name
+	}
+	t.args[d.Index].WriteString(d.Arguments)
+	return nil
+}
+
+// done returns the calls with their whole arguments.
+func (t *toolCalls) done() []ToolCall {
+	if len(t.calls) == 0 {
+		return nil
+	}
+	out := make([]ToolCall, len(t.calls))
+	for i, c := range t.calls {
+		c.Arguments = t.args[i].String()
+		out[i] = c
+	}
+	return out
+}

@@ -1,0 +1,394 @@
+// Package postgres is the PostgreSQL record store (jackc/pgx): execution records and their queryable
+// projection in schema workflow, what the bandit learned in schema learning (see migrations/), and the
+// analysis views over them. Failures to reach the database wrap store.ErrUnavailable.
+package postgres
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/migrations"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Store is the PostgreSQL store. It is safe for concurrent use.
+type Store struct {
+	pool  *pgxpool.Pool
+	now   func() time.Time
+	where string
+}
+
+// Options tune the store.
+type Options struct {
+	// MaxConns bounds the pool (pgxpool's default when zero).
+	MaxConns int32
+	// ConnectTimeout bounds each new connection (5 s when zero): a database that is down is found out
+	// quickly, and the recorder spools.
+	ConnectTimeout time.Duration
+	// Now tells time for records without one; nil means time.Now.
+	Now func() time.Time
+}
+
+// Open connects to the database at url and checks that its schema is this build's (run `conclave
+// migrate up` otherwise). The URL, which may carry a password, never appears in an error.
+func Open(ctx context.Context, url secret.String, o Options) (*Store, error) {
+	cfg, err := pgxpool.ParseConfig(url.Reveal())
+	if err != nil {
+		return nil, errors.New("database_url is not a PostgreSQL URL or connection string")
+	}
+	if o.MaxConns > 0 {
+		cfg.MaxConns = o.MaxConns
+	}
+	cfg.ConnConfig.ConnectTimeout = o.ConnectTimeout
+	if cfg.ConnConfig.ConnectTimeout <= 0 {
+		cfg.ConnConfig.ConnectTimeout = 5 * time.Second
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("database: %w", err)
+	}
+	s := &Store{pool: pool, now: o.Now, where: where(cfg.ConnConfig)}
+	if s.now == nil {
+		s.now = time.Now
+	}
+	err = pool.AcquireFunc(ctx, func(c *pgxpool.Conn) error { return migrations.Check(ctx, c.Conn()) })
+	if err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("database %s: %w", s.where, err)
+	}
+	return s, nil
+}
+
+// Where names the database without its password: host, port and name.
+func (s *Store) Where() string { return s.where }
+
+func where(c *pgx.ConnConfig) string {
+	return fmt.Sprintf("%s:%d/%s", c.Host, c.Port, c.Database)
+}
+
+// Close implements store.Store.
+func (s *Store) Close() error {
+	s.pool.Close()
+	return nil
+}
+
+// classify wraps the failures that mean the database cannot be reached, or cannot take the work
+// now, in store.ErrUnavailable; what the database refused for its content is returned as it is.
+func classify(err error) error {
+	if err == nil {
+		return nil
+	}
+	var pg *pgconn.PgError
+	if errors.As(err, &pg) {
+		switch pg.Code[:2] {
+		case "08", "53", "57", "58", "40", "55": // connection, resources, operator intervention, system, rollback, lock
+			return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+		}
+		return err
+	}
+	var ne net.Error
+	var ce *pgconn.ConnectError
+	if errors.As(err, &ce) || errors.As(err, &ne) || pgconn.Timeout(err) || errors.Is(err, context.DeadlineExceeded) ||
+		strings.Contains(err.Error(), "conn closed") || strings.Contains(err.Error(), "unexpected EOF") || strings.Contains(err.Error(), "closed pool") {
+		return fmt.Errorf("%w: %v", store.ErrUnavailable, err)
+	}
+	return err
+}
+
+// Insert implements store.Store: the whole batch in one transaction, the executions first, then the
+// rows of the executions that were new. When the database refuses the batch for what a record holds,
+// each record is written in a transaction of its own and the refused ones are reported.
+func (s *Store) Insert(ctx context.Context, records []*messages.Execution) error {
+	if len(records) == 0 {
+		return nil
+	}
+	err := s.insert(ctx, records)
+	if err == nil || errors.Is(err, store.ErrUnavailable) || len(records) == 1 {
+		if err != nil && !errors.Is(err, store.ErrUnavailable) {
+			return &store.RejectedError{IDs: []string{records[0].RequestId}, Err: err}
+		}
+		return err
+	}
+	rejected := &store.RejectedError{Err: err}
+	for _, r := range records {
+		if err := s.insert(ctx, []*messages.Execution{r}); err != nil {
+			if errors.Is(err, store.ErrUnavailable) {
+				return err
+			}
+			rejected.IDs = append(rejected.IDs, r.RequestId)
+		}
+	}
+	if len(rejected.IDs) == 0 {
+		return nil
+	}
+	return rejected
+}
+
+func (s *Store) insert(ctx context.Context, records []*messages.Execution) error {
+	var c columns
+	now := s.now()
+	for _, r := range records {
+		if err := c.add(r, now); err != nil {
+			return fmt.Errorf("encode %s: %w", r.RequestId, err)
+		}
+	}
+	return classify(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		x := c.exec
+		rows, err := tx.Query(ctx, `
+INSERT INTO workflow.executions (request_id, client_request_id, node_id, received_at, completed_at, task, category, confidence,
+    blueprint, workers, min_responses, timeout_seconds, overrides, strategy, outcome, status_code, error_code, degraded, answer,
+    total_ms, input_tokens, output_tokens, cost, record)
+SELECT id, client_id, node, received, completed, task, category, confidence, blueprint, workers, min_responses, timeout,
+    ARRAY(SELECT jsonb_array_elements_text(overrides::jsonb)), strategy, outcome, status, error_code, degraded, answer,
+    total_ms, input_tokens, output_tokens, cost, record
+FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::text[], $7::text[], $8::float8[],
+    $9::text[], $10::int4[], $11::int4[], $12::float8[], $13::text[], $14::text[], $15::text[], $16::int4[], $17::text[],
+    $18::bool[], $19::text[], $20::float8[], $21::int8[], $22::int8[], $23::float8[], $24::bytea[])
+    AS u(id, client_id, node, received, completed, task, category, confidence, blueprint, workers, min_responses, timeout,
+    overrides, strategy, outcome, status, error_code, degraded, answer, total_ms, input_tokens, output_tokens, cost, record)
+ON CONFLICT (request_id) DO NOTHING
+RETURNING request_id`,
+			x.id, x.clientID, x.node, x.received, x.completed, x.task, x.category, x.confidence, x.blueprint, x.workers, x.minResponses,
+			x.timeout, x.overrides, x.strategy, x.outcome, x.status, x.errorCode, x.degraded, x.answer, x.totalMs, x.inputTokens,
+			x.outputTokens, x.cost, x.record)
+		if err != nil {
+			return err
+		}
+		fresh, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(fresh) == 0 {
+			return err
+		}
+		b := &pgx.Batch{}
+		r := c.results
+		b.Queue(`
+INSERT INTO workflow.worker_results (request_id, position, job_id, model, provider, worker, attempt, status, latency_ms,
+    provider_latency_ms, budget_ms, raw_response, weighted_score, contributed, input_tokens, output_tokens, cost, error_kind,
+    error_scope, error_message, http_status, finish_reason, served_model, upstream_request_id)
+SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int4[], $8::text[], $9::float8[],
+    $10::float8[], $11::float8[], $12::text[], $13::float8[], $14::bool[], $15::int8[], $16::int8[], $17::float8[], $18::text[],
+    $19::text[], $20::text[], $21::int4[], $22::text[], $23::text[], $24::text[]) AS u(id)
+WHERE u.id = ANY($25)`,
+			r.id, r.position, r.job, r.model, r.provider, r.worker, r.attempt, r.status, r.latency, r.providerLatency, r.budget, r.raw,
+			r.score, r.contributed, r.inputTokens, r.outputTokens, r.cost, r.errKind, r.errScope, r.errMessage, r.httpStatus, r.finish,
+			r.served, r.upstreamID, fresh)
+		v := c.verdict
+		b.Queue(`
+INSERT INTO workflow.arbiter_decisions (request_id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,
+    scores, agreement, disagreement, arbiter_latency_ms, arbiter_input_tokens, arbiter_output_tokens, arbiter_cost)
+SELECT id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,
+    ARRAY(SELECT jsonb_array_elements_text(scores::jsonb)::float8), ARRAY(SELECT jsonb_array_elements_text(agreement::jsonb)),
+    ARRAY(SELECT jsonb_array_elements_text(disagreement::jsonb)), latency, input_tokens, output_tokens, cost
+FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::text[], $7::int4[], $8::bool[], $9::text[],
+    $10::text[], $11::text[], $12::float8[], $13::int8[], $14::int8[], $15::float8[])
+    AS u(id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis, scores, agreement, disagreement,
+    latency, input_tokens, output_tokens, cost)
+WHERE u.id = ANY($16)`,
+			v.id, v.strategy, v.arbiter, v.fallback, v.arbiterError, v.chosenModel, v.chosen, v.synthesis, v.scores, v.agreement,
+			v.disagreement, v.latency, v.inputTokens, v.outputTokens, v.cost, fresh)
+		b.Queue(`
+INSERT INTO workflow.phases (request_id, phase, duration_ms)
+SELECT * FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(id) WHERE u.id = ANY($4)`,
+			c.phases.id, c.phases.phase, c.phases.ms, fresh)
+		queueRewards(b, c.rewards, fresh)
+		return tx.SendBatch(ctx, b).Close()
+	}))
+}
+
+// queueRewards adds rewards to the history and to their arms and the models' all-categories arms,
+// for the requests in only. Arms are locked in one order, so concurrent writers cannot deadlock.
+func queueRewards(b *pgx.Batch, r rewardColumns, only []string) {
+	if len(r.model) == 0 {
+		return
+	}
+	b.Queue(`
+INSERT INTO learning.strategy_performance_history (model, category, reward, reason, request_id, node_id, at)
+SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+    AS u(model, category, reward, reason, id)
+WHERE u.id = ANY($8)`,
+		r.model, r.category, r.reward, r.reason, r.id, r.node, r.at, only)
+	b.Queue(`
+WITH u AS (
+    SELECT * FROM unnest($1::text[], $2::text[], $3::float8[], $4::text[]) AS u(model, category, reward, id) WHERE u.id = ANY($5)
+), arms AS (
+    SELECT model, category, reward FROM u
+    UNION ALL
+    SELECT model, '*', reward FROM u WHERE category <> '*'
+)
+INSERT INTO learning.strategy_performance AS s (model, category, alpha, beta, pulls, updated_at)
+SELECT model, category, sum(reward), sum(1 - reward), count(*), now() FROM arms GROUP BY model, category ORDER BY model, category
+ON CONFLICT (model, category) DO UPDATE
+SET alpha = s.alpha + excluded.alpha, beta = s.beta + excluded.beta, pulls = s.pulls + excluded.pulls, updated_at = now()`,
+		r.model, r.category, r.reward, r.id, only)
+}
+
+// feedbackJSON is how feedback is kept in executions.feedback.
+type feedbackJSON struct {
+	Model       string  `json:"model"`
+	Category    string  `json:"category"`
+	Reward      float64 `json:"reward"`
+	Reason      string  `json:"reason"`
+	AlphaBefore float64 `json:"alpha_before"`
+	BetaBefore  float64 `json:"beta_before"`
+}
+
+// Get implements store.Store.
+func (s *Store) Get(ctx context.Context, id string) (*messages.Execution, error) {
+	var raw, fb []byte
+	var at *time.Time
+	err := s.pool.QueryRow(ctx, `SELECT record, feedback, feedback_at FROM workflow.executions WHERE request_id = $1`, id).Scan(&raw, &fb, &at)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, store.ErrNotFound
+	case err != nil:
+		return nil, classify(err)
+	}
+	rec := &messages.Execution{}
+	if err := rec.UnmarshalVT(raw); err != nil {
+		return nil, fmt.Errorf("record %s: %w", id, err)
+	}
+	if fb != nil {
+		var ups []feedbackJSON
+		if err := json.Unmarshal(fb, &ups); err != nil {
+			return nil, fmt.Errorf("feedback of %s: %w", id, err)
+		}
+		f := store.Feedback{}
+		if at != nil {
+			f.At = *at
+		}
+		for _, u := range ups {
+			f.Updates = append(f.Updates, &messages.BanditUpdate{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason,
+				AlphaBefore: u.AlphaBefore, BetaBefore: u.BetaBefore})
+		}
+		rec = store.WithFeedback(rec, &f)
+	}
+	return rec, nil
+}
+
+// SetFeedback implements store.Store: a conditional update (feedback IS NULL), and the rewards with it
+// in the same transaction, so of two controllers only one rewards an execution.
+func (s *Store) SetFeedback(ctx context.Context, id string, fb store.Feedback) (bool, error) {
+	ups := make([]feedbackJSON, len(fb.Updates))
+	var r rewardColumns
+	for i, u := range fb.Updates {
+		ups[i] = feedbackJSON{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason, AlphaBefore: u.AlphaBefore, BetaBefore: u.BetaBefore}
+	}
+	r.add(id, fb.NodeID, fb.At, fb.Updates)
+	raw, err := json.Marshal(ups)
+	if err != nil {
+		return false, err
+	}
+	applied := false
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		tag, err := tx.Exec(ctx, `UPDATE workflow.executions SET feedback = $2, feedback_at = $3 WHERE request_id = $1 AND feedback IS NULL`, id, raw, fb.At)
+		if err != nil {
+			return err
+		}
+		if tag.RowsAffected() == 0 {
+			var exists bool
+			if err := tx.QueryRow(ctx, `SELECT true FROM workflow.executions WHERE request_id = $1`, id).Scan(&exists); errors.Is(err, pgx.ErrNoRows) {
+				return store.ErrNotFound
+			} else if err != nil {
+				return err
+			}
+			return nil
+		}
+		applied = true
+		b := &pgx.Batch{}
+		queueRewards(b, r, []string{id})
+		return tx.SendBatch(ctx, b).Close()
+	})
+	if errors.Is(err, store.ErrNotFound) {
+		return false, err
+	}
+	return applied && err == nil, classify(err)
+}
+
+// List implements store.Store: newest first, by keyset on (received_at, request_id).
+func (s *Store) List(ctx context.Context, f store.Filter) (store.Page, error) {
+	after, hasAfter, err := store.ParseCursor(f.After)
+	if err != nil {
+		return store.Page{}, err
+	}
+	var where []string
+	var args []any
+	arg := func(v any) string {
+		args = append(args, v)
+		return fmt.Sprintf("$%d", len(args))
+	}
+	if f.Category != "" {
+		where = append(where, "e.category = "+arg(f.Category))
+	}
+	if f.Outcome != "" {
+		where = append(where, "e.outcome = "+arg(f.Outcome))
+	}
+	if !f.Since.IsZero() {
+		where = append(where, "e.received_at >= "+arg(f.Since))
+	}
+	if !f.Until.IsZero() {
+		where = append(where, "e.received_at < "+arg(f.Until))
+	}
+	if f.Model != "" {
+		where = append(where, "EXISTS (SELECT 1 FROM workflow.worker_results r WHERE r.request_id = e.request_id AND r.model = "+arg(f.Model)+")")
+	}
+	if hasAfter {
+		where = append(where, fmt.Sprintf("(e.received_at, e.request_id) < (%s, %s)", arg(after.ReceivedAt), arg(after.RequestID)))
+	}
+	q := `SELECT e.request_id, e.client_request_id, e.node_id, e.received_at, e.category, e.blueprint, e.strategy, e.outcome, e.status_code,
+    e.error_code, e.total_ms, e.input_tokens, e.output_tokens, e.cost, e.feedback IS NOT NULL,
+    coalesce((SELECT array_agg(r.model ORDER BY r.position) FROM workflow.worker_results r WHERE r.request_id = e.request_id), '{}')
+FROM workflow.executions e`
+	if len(where) > 0 {
+		q += " WHERE " + strings.Join(where, " AND ")
+	}
+	n := f.PageSize()
+	q += " ORDER BY e.received_at DESC, e.request_id DESC LIMIT " + arg(n+1)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return store.Page{}, classify(err)
+	}
+	sums, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Summary, error) {
+		var m store.Summary
+		var status int32
+		err := row.Scan(&m.RequestID, &m.ClientRequestID, &m.NodeID, &m.ReceivedAt, &m.Category, &m.Blueprint, &m.Strategy, &m.Outcome,
+			&status, &m.ErrorCode, &m.TotalMs, &m.InputTokens, &m.OutputTokens, &m.Cost, &m.Feedback, &m.Models)
+		m.StatusCode, m.ReceivedAt = int(status), m.ReceivedAt.UTC()
+		return m, err
+	})
+	if err != nil {
+		return store.Page{}, classify(err)
+	}
+	page := store.Page{Records: sums[:min(n, len(sums))]}
+	if len(sums) > n {
+		last := page.Records[n-1]
+		page.Next = store.Cursor{ReceivedAt: last.ReceivedAt, RequestID: last.RequestID}.Encode()
+	}
+	return page, nil
+}
+
+// Prune deletes the records received before a time, batch by batch (their rows go with them), and
+// returns how many it deleted. What the bandit learned from them stays.
+func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int64, error) {
+	var total int64
+	for {
+		tag, err := s.pool.Exec(ctx, `
+DELETE FROM workflow.executions WHERE request_id IN (
+    SELECT request_id FROM workflow.executions WHERE received_at < $1 ORDER BY received_at LIMIT $2)`, before, batch)
+		if err != nil {
+			return total, classify(err)
+		}
+		total += tag.RowsAffected()
+		if tag.RowsAffected() < int64(batch) {
+			return total, nil
+		}
+	}
+}

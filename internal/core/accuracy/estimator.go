@@ -1,0 +1,286 @@
+package accuracy
+
+import "maps"
+
+// Vote is one model's categorical answer to a prompt: Group numbers the prompt's distinct answers,
+// and is negative when the model gave none.
+type Vote struct {
+	Model string
+	Group int
+}
+
+// Config tunes the estimator. The zero value is usable.
+type Config struct {
+	// Window is how many recent prompts per category the fit keeps; zero means DefaultWindow.
+	Window int
+	// Sharing is how many pseudo-observations of a model's accuracy over all categories its estimate
+	// in one category starts from (hierarchical pooling); zero means DefaultSharing, negative none.
+	Sharing float64
+	// Sweeps is the number of EM sweeps of a refit during a category's warmup; zero means
+	// DefaultSweeps. Later refits make one sweep each: they start from the last fit, so EM goes on
+	// converging across them at a fraction of the cost.
+	Sweeps int
+	// RefitEvery is how many prompts of a category pass between refits once it has Warmup prompts;
+	// before that, every prompt refits. Zero means DefaultRefitEvery.
+	RefitEvery int
+	// Warmup is the number of prompts of a category during which every prompt refits; zero means
+	// DefaultWarmup.
+	Warmup int
+}
+
+// Defaults of Config.
+const (
+	DefaultWindow     = 4000
+	DefaultSharing    = 10
+	DefaultSweeps     = 3
+	DefaultRefitEvery = 10
+	DefaultWarmup     = 200
+)
+
+func (c Config) withDefaults() Config {
+	if c.Window <= 0 {
+		c.Window = DefaultWindow
+	}
+	if c.Sharing == 0 {
+		c.Sharing = DefaultSharing
+	}
+	c.Sharing = max(c.Sharing, 0)
+	if c.Sweeps <= 0 {
+		c.Sweeps = DefaultSweeps
+	}
+	if c.RefitEvery <= 0 {
+		c.RefitEvery = DefaultRefitEvery
+	}
+	if c.Warmup <= 0 {
+		c.Warmup = DefaultWarmup
+	}
+	return c
+}
+
+// prior is Beta(1, 1): before any answer a model is as likely right as wrong.
+const priorAlpha, priorBeta = 1.0, 1.0
+
+// Estimate is a model's estimated accuracy in a category, and the answers it rests on.
+type Estimate struct {
+	Accuracy float64
+	// Answers is the number of the model's answers in the category within the window.
+	Answers float64
+}
+
+// sums are a model's credit and answers: what its accuracy is estimated from.
+type sums struct{ credit, answers float64 }
+
+type prompt struct {
+	votes  []Vote
+	groups int
+	credit []float64 // per vote: the posterior that its answer is right
+}
+
+type category struct {
+	prompts []prompt // a ring of at most Window prompts
+	next    int
+	seen    int
+}
+
+// Estimator holds the recent prompts of every category and the estimates fitted to them.
+type Estimator struct {
+	cfg        Config
+	categories map[string]*category
+	cur        *View
+}
+
+// New returns an empty estimator.
+func New(cfg Config) *Estimator {
+	cfg = cfg.withDefaults()
+	return &Estimator{cfg: cfg, categories: map[string]*category{}, cur: &View{cats: map[string]map[string]sums{}, overall: map[string]sums{}, sharing: cfg.Sharing}}
+}
+
+// MinAnswers is the fewest answers a prompt needs to teach the estimator anything: with two, models
+// that agree can only confirm each other (the one-coin model cannot tell two right from two alike
+// and wrong), and an adaptive quorum that stops at two agreeing answers would lock onto them.
+const MinAnswers = 3
+
+// Observe adds a prompt's votes, credits them with the current estimates, and refits when the
+// category is due. It reports whether it refitted. A prompt with fewer than MinAnswers answers is
+// left out. Between refits the new credit (and the credit of the prompt it pushes out of the
+// window) updates the sums, so an observation costs the prompt, not the window.
+func (e *Estimator) Observe(cat string, votes []Vote) bool {
+	groups, answers := 0, 0
+	for _, v := range votes {
+		groups = max(groups, v.Group+1)
+		if v.Group >= 0 {
+			answers++
+		}
+	}
+	if answers < MinAnswers {
+		return false
+	}
+	c := e.categories[cat]
+	if c == nil {
+		c = &category{}
+		e.categories[cat] = c
+	}
+	p := prompt{votes: append([]Vote(nil), votes...), groups: groups}
+	p.credit = e.credit(cat, &p)
+	var evicted *prompt
+	if len(c.prompts) < e.cfg.Window {
+		c.prompts = append(c.prompts, p)
+	} else {
+		old := c.prompts[c.next]
+		evicted = &old
+		c.prompts[c.next] = p
+		c.next = (c.next + 1) % e.cfg.Window
+	}
+	c.seen++
+	e.cur = e.cur.with(cat, &p, evicted)
+	switch {
+	case c.seen <= e.cfg.Warmup:
+		e.refit(e.cfg.Sweeps)
+		return true
+	case c.seen%e.cfg.RefitEvery == 0:
+		e.refit(1)
+		return true
+	}
+	return false
+}
+
+func (e *Estimator) credit(cat string, p *prompt) []float64 {
+	return e.creditInto(make([]float64, len(p.votes)), cat, p)
+}
+
+// creditInto is credit writing into dst, with stack buffers for prompts of usual size: a refit
+// credits every kept prompt several times.
+func (e *Estimator) creditInto(dst []float64, cat string, p *prompt) []float64 {
+	const usual = 16
+	var accBuf, postBuf [usual]float64
+	var groupBuf [usual]int
+	acc, groupOf, post := accBuf[:0], groupBuf[:0], postBuf[:0]
+	if len(p.votes) > usual || p.groups > usual {
+		acc, groupOf, post = make([]float64, 0, len(p.votes)), make([]int, 0, len(p.votes)), make([]float64, 0, p.groups)
+	}
+	cats := e.cur.cats[cat]
+	for _, v := range p.votes {
+		acc = append(acc, e.cur.accuracyIn(cats, v.Model))
+		groupOf = append(groupOf, v.Group)
+	}
+	post = posteriorsInto(post[:p.groups], acc, groupOf)
+	for i, g := range groupOf {
+		dst[i] = 0
+		if g >= 0 {
+			dst[i] = post[g]
+		}
+	}
+	return dst
+}
+
+// Refit runs the configured EM sweeps over every kept prompt: each sweep credits every answer with
+// the current estimates, then sets the estimates from the credits.
+func (e *Estimator) Refit() { e.refit(e.cfg.Sweeps) }
+
+func (e *Estimator) refit(sweeps int) {
+	// The view sums every kept credit (Observe keeps it so), so a sweep starts with its E-step.
+	for range sweeps {
+		for cat, c := range e.categories {
+			for i := range c.prompts {
+				e.creditInto(c.prompts[i].credit, cat, &c.prompts[i])
+			}
+		}
+		e.cur = e.fromCredits()
+	}
+}
+
+// fromCredits sums every kept credit into a new view.
+func (e *Estimator) fromCredits() *View {
+	v := &View{cats: make(map[string]map[string]sums, len(e.categories)), overall: map[string]sums{}, sharing: e.cfg.Sharing}
+	for cat, c := range e.categories {
+		m := map[string]sums{}
+		for i := range c.prompts {
+			p := &c.prompts[i]
+			for j, vote := range p.votes {
+				add(m, vote.Model, p.credit[j], 1)
+				add(v.overall, vote.Model, p.credit[j], 1)
+			}
+		}
+		v.cats[cat] = m
+	}
+	return v
+}
+
+func add(m map[string]sums, model string, credit, answers float64) {
+	s := m[model]
+	s.credit += credit
+	s.answers += answers
+	m[model] = s
+}
+
+// View is an immutable reading of the estimates, safe to share between goroutines: a model's
+// accuracy in a category is its share of credit there plus Sharing pseudo-answers at its accuracy
+// over all categories (hierarchical pooling).
+type View struct {
+	cats    map[string]map[string]sums
+	overall map[string]sums
+	sharing float64
+}
+
+// View returns the current estimates; later observations never change it.
+func (e *Estimator) View() *View { return e.cur }
+
+// with returns a copy of v with a prompt's credit added and an evicted prompt's taken away; only the
+// maps that change are copied.
+func (v *View) with(cat string, p, evicted *prompt) *View {
+	next := &View{cats: make(map[string]map[string]sums, len(v.cats)), overall: maps.Clone(v.overall), sharing: v.sharing}
+	maps.Copy(next.cats, v.cats)
+	m := maps.Clone(v.cats[cat])
+	if m == nil {
+		m = map[string]sums{}
+	}
+	for i, vote := range p.votes {
+		add(m, vote.Model, p.credit[i], 1)
+		add(next.overall, vote.Model, p.credit[i], 1)
+	}
+	if evicted != nil {
+		for i, vote := range evicted.votes {
+			add(m, vote.Model, -evicted.credit[i], -1)
+			add(next.overall, vote.Model, -evicted.credit[i], -1)
+		}
+	}
+	next.cats[cat] = m
+	return next
+}
+
+// overallAccuracy is a model's accuracy over all categories, or the prior's mean without answers.
+func (v *View) overallAccuracy(model string) float64 {
+	o := v.overall[model]
+	return (o.credit + priorAlpha) / (o.answers + priorAlpha + priorBeta)
+}
+
+// Get returns a model's estimate in a category; ok is false when the category holds no answer of it.
+func (v *View) Get(category, model string) (Estimate, bool) {
+	s, ok := v.cats[category][model]
+	if !ok || s.answers <= 0 {
+		return Estimate{}, false
+	}
+	return Estimate{Accuracy: v.pooled(s, model), Answers: s.answers}, true
+}
+
+func (v *View) pooled(s sums, model string) float64 {
+	w := v.sharing
+	return (s.credit + priorAlpha + w*v.overallAccuracy(model)) / (s.answers + priorAlpha + priorBeta + w)
+}
+
+// accuracyIn is Accuracy with the category's sums already looked up.
+func (v *View) accuracyIn(cat map[string]sums, model string) float64 {
+	if s, ok := cat[model]; ok && s.answers > 0 {
+		return v.pooled(s, model)
+	}
+	return v.overallAccuracy(model)
+}
+
+// Accuracy is a model's estimated accuracy in a category: its estimate there, or its accuracy over
+// all categories when it has no answer there.
+func (v *View) Accuracy(category, model string) float64 {
+	if est, ok := v.Get(category, model); ok {
+		return est.Accuracy
+	}
+	return v.overallAccuracy(model)
+}

@@ -1,0 +1,159 @@
+package accuracy
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// quiz draws prompts whose answers come from models of known accuracy: right with probability p,
+// otherwise one of wrong wrong answers, the first of them more often (wrong answers collide).
+func quiz(rng *rand.Rand, accuracy map[string]float64, order []string, wrong int) []Vote {
+	votes := make([]Vote, 0, len(order))
+	for _, m := range order {
+		g := 0 // group 0 is the right answer
+		if rng.Float64() >= accuracy[m] {
+			g = 1
+			if rng.Float64() < 0.5 {
+				g = 1 + rng.IntN(wrong)
+			}
+		}
+		votes = append(votes, Vote{Model: m, Group: g})
+	}
+	return votes
+}
+
+func TestEMFindsTheStrongModelAloneInBeingRight(t *testing.T) {
+	// Three weak models share their mistakes; agreement would rank them above the strong one.
+	accuracy := map[string]float64{"strong": 0.9, "weak1": 0.45, "weak2": 0.45, "weak3": 0.45}
+	order := []string{"strong", "weak1", "weak2", "weak3"}
+	rng := rand.New(rand.NewPCG(1, 2))
+	e := New(Config{})
+	for range 600 {
+		e.Observe("quiz", quiz(rng, accuracy, order, 3))
+	}
+	v := e.View()
+	for m, want := range accuracy {
+		got, _ := v.Get("quiz", m)
+		if got.Answers != 600 || got.Accuracy < want-0.08 || got.Accuracy > want+0.08 {
+			t.Errorf("%s: estimate %+v, want accuracy %.2f ± 0.08 from 600 answers", m, got, want)
+		}
+	}
+	// The strong model outvotes two weak ones that agree.
+	credit := e.credit("quiz", &prompt{votes: []Vote{{"strong", 0}, {"weak1", 1}, {"weak2", 1}}, groups: 2})
+	if credit[0] <= credit[1] {
+		t.Fatalf("credit %v: the strong model alone should be believed", credit)
+	}
+}
+
+func TestPoolingLendsACategoryTheModelsOverallAccuracy(t *testing.T) {
+	tests := []struct {
+		desc    string
+		sharing float64
+		// wantNear is the estimate the new category should be close to.
+		wantNear float64
+	}{
+		{"pooled towards the overall record", 0, 0.8},
+		{"independent categories believe the two that agree", -1, 0.35},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			e := New(Config{Sharing: tt.sharing})
+			rng := rand.New(rand.NewPCG(3, 4))
+			accuracy := map[string]float64{"a": 0.9, "b": 0.6, "c": 0.6}
+			for range 400 {
+				e.Observe("old", quiz(rng, accuracy, []string{"a", "b", "c"}, 2))
+			}
+			// One prompt in a new category where "a" is alone: with pooling its record elsewhere counts.
+			e.Observe("new", []Vote{{"a", 0}, {"b", 1}, {"c", 1}})
+			got, _ := e.View().Get("new", "a")
+			if got.Accuracy < tt.wantNear-0.15 || got.Accuracy > tt.wantNear+0.15 {
+				t.Fatalf("estimate in the new category %+v, want about %.2f", got, tt.wantNear)
+			}
+		})
+	}
+}
+
+func TestTheWindowKeepsTheLatestPrompts(t *testing.T) {
+	e := New(Config{Window: 50})
+	for i := range 120 {
+		g := 0
+		if i >= 60 { // the model turns wrong: only the latest 50 prompts count
+			g = 1
+		}
+		e.Observe("quiz", []Vote{{"drifts", g}, {"steady1", 0}, {"steady2", 0}})
+	}
+	got, _ := e.View().Get("quiz", "drifts")
+	if got.Answers != 50 || got.Accuracy > 0.3 {
+		t.Fatalf("estimate %+v, want 50 answers, mostly wrong", got)
+	}
+}
+
+func TestAViewNeverChanges(t *testing.T) {
+	e := New(Config{})
+	e.Observe("quiz", []Vote{{"a", 0}, {"b", 0}, {"c", 0}})
+	v := e.View()
+	before, ok := v.Get("quiz", "a")
+	if !ok {
+		t.Fatal("no estimate after a prompt")
+	}
+	for range 30 {
+		e.Observe("quiz", []Vote{{"a", 1}, {"b", 0}, {"c", 0}})
+	}
+	if after, _ := v.Get("quiz", "a"); after != before {
+		t.Fatalf("a published view changed: %+v then %+v", before, after)
+	}
+	for _, votes := range [][]Vote{{{"a", -1}}, {{"a", 0}, {"b", 0}}, {{"a", 0}, {"b", 0}, {"c", -1}}} {
+		if e.Observe("quiz", votes) {
+			t.Fatalf("a prompt with fewer than %d answers refitted: %v", MinAnswers, votes)
+		}
+	}
+	if got, _ := e.View().Get("quiz", "b"); got.Answers != 31 {
+		t.Fatalf("prompts with fewer than %d answers were counted: %+v", MinAnswers, got)
+	}
+}
+
+func TestPosteriors(t *testing.T) {
+	tests := []struct {
+		desc     string
+		accuracy []float64
+		groupOf  []int
+		groups   int
+		want     []float64
+	}{
+		{"nobody answered", []float64{0.9}, []int{-1}, 1, []float64{0}},
+		{"one vote at chance: all options alike", []float64{1.0 / 3}, []int{0}, 1, []float64{1.0 / 3}},
+		{"two groups and one unanswered option", []float64{0.6, 0.6}, []int{0, 1}, 2, []float64{3.0 / 7, 3.0 / 7}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			got := Posteriors(tt.accuracy, tt.groupOf, tt.groups)
+			for i := range tt.want {
+				if d := got[i] - tt.want[i]; d > 1e-9 || d < -1e-9 {
+					t.Fatalf("posteriors %v, want %v", got, tt.want)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkObserve is the estimator's cost per request once its window is full: most observations
+// update the sums, one in RefitEvery refits the whole window.
+func BenchmarkObserve(b *testing.B) {
+	accuracy := map[string]float64{}
+	var order []string
+	for i := range 28 {
+		m := fmt.Sprint("model-", i)
+		accuracy[m], order = 0.3+0.02*float64(i), append(order, m)
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	e := New(Config{})
+	draw := func() []Vote { i := rng.IntN(len(order) - 5); return quiz(rng, accuracy, order[i:i+5], 3) }
+	for range DefaultWindow + DefaultWarmup {
+		e.Observe("mmlu", draw())
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		e.Observe("mmlu", draw())
+	}
+}

@@ -1,0 +1,96 @@
+package consensus
+
+import (
+	"slices"
+
+	"github.com/conclave-ai/conclave/internal/core/accuracy"
+)
+
+// reliable reports whether a majority vote can weigh its votes by accuracy: every answer is
+// categorical (an option, a number, a literal, a few words) and every model's accuracy is known.
+func (b *ballot) reliable() bool {
+	for i, r := range b.resps {
+		if r.Accuracy <= 0 || !b.docs[i].short {
+			return false
+		}
+	}
+	return true
+}
+
+// reliabilityVote is majority voting weighted by each model's estimated accuracy (the one-coin
+// model of the accuracy package). The answer is the group of equivalent answers with the highest
+// posterior, ties going to the higher sum of weighted scores; each response's posterior is its
+// group's. Responses without an answer vote for nothing and have posterior zero.
+func (b *ballot) reliabilityVote() Result {
+	groupOf, groups := b.groups()
+	n := len(b.resps)
+	voteOf := make([]int, n) // groups numbered among the answered ones, -1 for no answer
+	acc := make([]float64, n)
+	renumber := make([]int, len(groups))
+	answered := 0
+	for g, members := range groups {
+		renumber[g] = -1
+		if b.docs[members[0]].key != "" {
+			renumber[g] = answered
+			answered++
+		}
+	}
+	for i := range b.resps {
+		voteOf[i], acc[i] = renumber[groupOf[i]], b.resps[i].Accuracy
+	}
+	if answered == 0 { // nobody answered: the plain vote picks among the blanks
+		r := b.vote(false)
+		r.Scores, r.Groups = make([]float64, n), voteOf
+		return r
+	}
+	post := accuracy.Posteriors(acc, voteOf, answered)
+	weight := make([]float64, answered)
+	for i, g := range voteOf {
+		if g >= 0 {
+			weight[g] += b.weighted[i]
+		}
+	}
+	best := 0
+	for g := 1; g < answered; g++ {
+		if post[g] > post[best] || (post[g] == post[best] && weight[g] > weight[best]) {
+			best = g
+		}
+	}
+	posterior := make([]float64, n)
+	var members []int
+	for i, g := range voteOf {
+		if g >= 0 {
+			posterior[i] = post[g]
+		}
+		if g == best {
+			members = append(members, i)
+		}
+	}
+	chosen := b.bestBy(members, b.weighted)
+	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: posterior, Groups: voteOf}
+}
+
+// Leading returns the posterior of the leading answer under the reliability-weighted vote, and false
+// when the answers cannot be weighed so (free text, or an accuracy unknown). Structured answers (st)
+// vote with their ballots, an invalid one for nothing.
+func Leading(resps []Response, kind Kind, st *Structure) (float64, bool) {
+	if len(resps) == 0 {
+		return 0, false
+	}
+	if Structured(resps, st) {
+		keyed := slices.Clone(resps)
+		for i, b := range Ballots(resps, st, kind) {
+			keyed[i].Text = ""
+			if b.Valid {
+				keyed[i].Text = b.key()
+			}
+		}
+		resps, kind = keyed, Exact
+	}
+	b := newBallot(resps, false, kind, nil)
+	if !b.reliable() {
+		return 0, false
+	}
+	r := b.reliabilityVote()
+	return r.Scores[r.Chosen], true
+}

@@ -1,0 +1,741 @@
+// Package engine assembles Conclave: it loads the blueprints, the catalog and the classifier, builds the
+// actor tree over the configured fleet, providers and store, and offers the pipeline to its callers (the
+// HTTP API, the evaluation command) as plain method calls.
+package engine
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/asynkron/protoactor-go/scheduler"
+	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/adapters/redisbus"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/adapters/store/spool"
+	"github.com/conclave-ai/conclave/internal/core/assign"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/classify"
+	"github.com/conclave-ai/conclave/internal/core/feedback"
+	"github.com/conclave-ai/conclave/internal/core/plan"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/platform/clock"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/logging"
+	"github.com/conclave-ai/conclave/internal/platform/mailboxes"
+	"github.com/conclave-ai/conclave/internal/platform/metrics"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/conclave-ai/conclave/supervisors"
+	"github.com/redis/go-redis/v9"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// ErrShuttingDown is why the engine is not ready once its shutdown began.
+var ErrShuttingDown = errors.New("conclave is shutting down")
+
+// Options are what the engine is built from. Only Config and Log are required; the rest default to the
+// embedded default (real clock, the simulated provider over the catalog, the memory store).
+type Options struct {
+	Config  config.Config
+	Log     *zap.Logger
+	Clock   clock.Clock
+	Catalog *catalog.Catalog
+	Backend providers.Backend
+	// Blueprints replaces the blueprints loaded from the configuration.
+	Blueprints *blueprints.Set
+	// Transport gives each worker its transport; nil runs every worker in process over Backend.
+	Transport func(fleet.WorkerSpec) fleet.Transport
+	// Store replaces the store the configuration names (DATABASE_URL, or the memory store).
+	Store store.Store
+	// KeyPoll is how often the secrets file is read again for changed keys; zero means KeyPollInterval.
+	KeyPoll time.Duration
+	// DiscoveryRetry is the first wait after a provider's model list could not be read; zero means
+	// DiscoveryRetry (tests make it short).
+	DiscoveryRetry time.Duration
+	// Middleware wraps the receive of every actor below the supervisors (tests make one crash with it).
+	Middleware []actor.ReceiverMiddleware
+}
+
+// Engine is a running Conclave.
+type Engine struct {
+	cfg        config.Config
+	log        *zap.Logger
+	system     *actor.ActorSystem
+	deps       *actors.Deps
+	root       *actor.PID
+	catalog    *catalog.Live
+	blueprints *blueprints.Set
+	store      store.Store
+	spool      *spool.Spool
+	redis      *redis.Client // REDIS_URL's, when set
+	bus        *redisbus.Bus // what controllers tell each other through that Redis
+	// peers is where the reading of other controllers' rewards stands; only the loop folding them
+	// moves it after the start.
+	peers *peerCursor
+	// rotationLocal is true while the shared rotation cannot be reached.
+	rotationLocal atomic.Bool
+	transports    []fleet.Transport // the fleet's, closed at shutdown
+	// Sim is the simulated provider when the engine runs on it (nil otherwise); tests inject faults here.
+	Sim *providers.Sim
+	// longestBound is the longest wait a blueprint gives a request without a caller's timeout.
+	longestBound time.Duration
+	upstreams    []upstream
+	registry     *providers.Registry
+	// background runs the key watcher and the discovery loops until stopBackground.
+	background     sync.WaitGroup
+	stopBackground context.CancelFunc
+	discoverMu     sync.Mutex
+	// discoveryRetry is the first wait after a failed reading of a model list (Options.DiscoveryRetry).
+	discoveryRetry time.Duration
+
+	inflight      sync.WaitGroup
+	inflightBytes atomic.Int64
+	closing       atomic.Bool
+	closeOnce     sync.Once
+}
+
+// New builds and starts an engine.
+func New(opts Options) (*Engine, error) {
+	cfg, log := opts.Config, opts.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	bps := opts.Blueprints
+	if bps == nil {
+		var err error
+		if bps, err = blueprints.Load(cfg.BlueprintsDir, log); err != nil {
+			return nil, fmt.Errorf("blueprints: %w", err)
+		}
+	}
+	var err error
+	cat := opts.Catalog
+	if cat == nil {
+		if cfg.CatalogPath != "" {
+			cat, err = loadCatalog(cfg.CatalogPath)
+		} else {
+			cat, err = catalog.Embedded()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	classifier, err := classify.New(classify.Options{MinConfidence: cfg.MinConfidence})
+	if err != nil {
+		return nil, err
+	}
+	policy, err := bandit.ParsePolicy(cfg.Policy)
+	if err != nil {
+		return nil, err
+	}
+	reward, err := feedback.ParseMode(cfg.Reward)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.NodeID == "" {
+		cfg.NodeID, _ = os.Hostname()
+	}
+	ups, cat, err := setupProviders(cfg, cat)
+	if err != nil {
+		return nil, err
+	}
+	e := &Engine{cfg: cfg, log: log, catalog: catalog.NewLive(cat), blueprints: bps, store: opts.Store, upstreams: ups,
+		discoveryRetry: cmp.Or(opts.DiscoveryRetry, DiscoveryRetry)}
+	for _, b := range bps.All() {
+		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
+	}
+	backend := opts.Backend // serves the providers without an upstream of their own
+	if backend == nil && (len(ups) == 0 || cfg.Sim.Enabled) {
+		e.Sim = providers.NewSim(cat.All(), cfg.Sim)
+		backend = e.Sim
+	}
+	if err := e.openStore(); err != nil {
+		return nil, err
+	}
+
+	e.system = actor.NewActorSystem(logging.ActorLogger(log), actor.WithDeadLetterThrottleInterval(time.Second))
+	categories := bps.Names()
+	arms := actors.NewArmBoard(cat.All(), categories, bandit.DefaultPrior, cfg.Sharing)
+	if err := e.loadArms(arms); err != nil {
+		e.closeStore()
+		return nil, err
+	}
+	workers := fleet.DefaultWorkers(cfg.Workers, cfg.WorkerSlots)
+	var hosts *fleet.File
+	if cfg.Fleet != "" {
+		f, err := fleet.LoadFile(cfg.Fleet)
+		if err != nil {
+			e.closeStore()
+			return nil, err
+		}
+		hosts, workers = &f, f.Specs()
+	}
+	providerNames := append([]string(nil), cat.ProviderNames()...)
+	for _, u := range ups { // a provider whose models discovery will list has an actor already
+		if !slices.Contains(providerNames, u.Name) {
+			providerNames = append(providerNames, u.Name)
+		}
+	}
+	dir := actors.NewDirectory(e.system, workers, providerNames, arms, categories)
+	breakers, modelBreakers, floors := breakerSettings(providerBreakers(cfg))
+	e.deps = &actors.Deps{
+		Log: log, Clock: clock.Or(opts.Clock), Catalog: e.catalog, Dir: dir,
+		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: e.catalog, Policy: policy, OutputReserve: 1024,
+			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue(),
+			Carries: carries(ups)},
+		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
+		Dispatcher: mailboxes.NewPool(mailboxThroughput, 10*time.Second),
+		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
+		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: opts.Middleware,
+	}
+	e.deps.Metrics = metrics.New(e.metricsSource())
+	if cfg.RedisURL.Set() {
+		if e.deps.Limiters, err = e.sharedLimits(e.deps.Clock); err != nil {
+			e.closeStore()
+			return nil, err
+		}
+		e.bus = redisbus.New(e.redis, cfg.RedisPrefix, cfg.NodeID, log)
+		e.deps.BreakerOpened = e.publishOpened
+		dir.SharedRound = e.sharedRound
+	}
+
+	// The registry routes every call to its provider: the workers' calls, and the embeddings calls the
+	// controller makes itself.
+	e.registry = providers.NewRegistry(catalogPrices(e.catalog), backend, e.upstreamsOnly()...)
+	transport := opts.Transport
+	if transport == nil {
+		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: e.registry} }
+		if hosts != nil {
+			if transport, err = e.sshTransports(*hosts, e.registry); err != nil {
+				e.closeStore()
+				return nil, err
+			}
+		}
+	}
+	var fleetChildren, providerChildren []supervisors.Child
+	for _, w := range dir.Workers {
+		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: e.deps.Props(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
+	}
+	for _, p := range dir.Providers {
+		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: e.deps.Props(actors.NewProviderActor(e.deps, p))})
+	}
+	var deciders []supervisors.Child
+	for _, pid := range dir.Deciders {
+		deciders = append(deciders, supervisors.Child{Name: path.Base(pid.Id), Props: e.deps.Props(actors.NewDeciderActor(e.deps))})
+	}
+	rootProps := supervisors.Static(e.deps, []supervisors.Child{
+		{Name: actors.FleetName, Props: supervisors.Static(e.deps, fleetChildren)},
+		{Name: actors.ProvidersName, Props: supervisors.Static(e.deps, providerChildren)},
+		{Name: actors.BanditName, Props: supervisors.Bandit(e.deps)},
+		{Name: actors.RequestsName, Props: supervisors.Requests(e.deps)},
+		{Name: actors.RecorderName, Props: e.deps.Props(actors.NewRecorderActor(e.deps, e.store, e.spool))},
+		{Name: actors.ConsensusName, Props: supervisors.Static(e.deps, deciders)},
+	})
+	if e.root, err = e.system.Root.SpawnNamed(rootProps, actors.RootName); err != nil {
+		return nil, fmt.Errorf("start actor system: %w", err)
+	}
+	if err := e.waitReady(); err != nil {
+		e.system.Shutdown()
+		e.deps.Dispatcher.Stop()
+		return nil, err
+	}
+	var background context.Context
+	background, e.stopBackground = context.WithCancel(context.Background())
+	if cfg.SecretsFile != "" && len(ups) > 0 {
+		poll := opts.KeyPoll
+		if poll <= 0 {
+			poll = KeyPollInterval
+		}
+		e.background.Go(func() { e.watchKeys(background, poll) })
+	}
+	for _, u := range ups {
+		if u.discover > 0 {
+			e.background.Go(func() { e.discoverEvery(background, u.Name, u.discover) })
+		}
+	}
+	if e.bus != nil {
+		e.background.Go(func() { e.bus.Listen(background, e.peerOpened) })
+	}
+	if l, ok := e.store.(store.Learning); ok && e.peers != nil {
+		every := time.Duration(cfg.ArmsRefreshSeconds * float64(time.Second))
+		e.background.Go(func() { e.foldPeerRewards(background, l, every) })
+	}
+	for _, p := range e.LiveProviders() {
+		log.Info("provider live", zap.String("event", "provider_live"), zap.String("provider", p.Name), zap.String("kind", p.Kind),
+			zap.String("base_url", p.BaseURL), zap.Int("models", p.Models), zap.String("key_from", p.KeyFrom))
+	}
+	log.Info("conclave engine started", zap.String("event", "engine_started"), zap.Int("models", cat.Len()),
+		zap.Int("workers", len(workers)), zap.Strings("providers", cat.ProviderNames()), zap.Int("blueprints", len(categories)),
+		zap.String("blueprint_source", bps.Source()), zap.Int("blueprints_rejected", len(bps.Rejected())), zap.Uint64("seed", cfg.Seed),
+		zap.String("policy", policy.String()), zap.Float64("classifier_temperature", classifier.Temperature()))
+	return e, nil
+}
+
+// carries says whether a provider's wire format has a field for a parameter: a real upstream by its
+// kind; the simulated and replayed models take every parameter.
+func carries(ups []upstream) func(provider, param string) bool {
+	kinds := make(map[string]string, len(ups))
+	for _, u := range ups {
+		kinds[u.Name] = u.Kind
+	}
+	return func(provider, param string) bool {
+		kind, real := kinds[provider]
+		return !real || providers.Carries(kind, param)
+	}
+}
+
+func (e *Engine) upstreamsOnly() []*providers.Upstream {
+	out := make([]*providers.Upstream, len(e.upstreams))
+	for i, u := range e.upstreams {
+		out[i] = u.Upstream
+	}
+	return out
+}
+
+// providerBreakers are the configured breakers, a provider's own block over the breakers map.
+func providerBreakers(cfg config.Config) map[string]config.Breaker {
+	return overProviders(cfg, cfg.Breakers, func(p config.Provider) *config.Breaker { return p.Breaker })
+}
+
+// providerLimits are the configured rate limits, a provider's own block over the rate_limits map.
+func providerLimits(cfg config.Config) map[string]ratelimit.Limits {
+	return overProviders(cfg, cfg.RateLimits.Providers, func(p config.Provider) *ratelimit.Limits { return p.RateLimit })
+}
+
+// overProviders lays each provider's own setting (own, when set) over a map of settings by provider.
+func overProviders[T any](cfg config.Config, byName map[string]T, own func(config.Provider) *T) map[string]T {
+	out := maps.Clone(byName)
+	if out == nil {
+		out = map[string]T{}
+	}
+	for name, p := range cfg.Providers {
+		if v := own(p); v != nil {
+			out[name] = *v
+		}
+	}
+	return out
+}
+
+// catalogPrices prices calls by the catalog.
+func catalogPrices(cat *catalog.Live) providers.Prices {
+	return func(model string) (float64, float64, bool) {
+		m, ok := cat.Load().Get(model)
+		return m.InputPricePerMTok, m.OutputPricePerMTok, ok
+	}
+}
+
+// breakerSettings reads the configured breakers: each provider's own, its models', and its timeout floor.
+func breakerSettings(cfg map[string]config.Breaker) (providers, models map[string]resilience.Settings, floors map[string]time.Duration) {
+	providers, models, floors = map[string]resilience.Settings{}, map[string]resilience.Settings{}, map[string]time.Duration{}
+	secs := func(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+	for name, b := range cfg {
+		s := resilience.ProviderBreakerSettings(name)
+		if b.Threshold > 0 {
+			s.Threshold = b.Threshold
+		}
+		if b.WindowSeconds > 0 {
+			s.Window = secs(b.WindowSeconds)
+		}
+		if b.OpenSeconds > 0 {
+			s.OpenFor = secs(b.OpenSeconds)
+		}
+		providers[name] = s
+		m := resilience.ModelBreakerSettings("")
+		if b.ModelThreshold > 0 {
+			m.Threshold = b.ModelThreshold
+		}
+		if b.ModelOpenSeconds > 0 {
+			m.OpenFor = secs(b.ModelOpenSeconds)
+		}
+		models[name] = m
+		floors[name] = secs(b.TimeoutFloorSeconds)
+	}
+	return providers, models, floors
+}
+
+// waitReady returns once every supervisor has started its children: the root answers after spawning
+// the supervisors, each supervisor after spawning its own children.
+func (e *Engine) waitReady() error {
+	ping := func(pid *actor.PID) error {
+		_, err := e.system.Root.RequestFuture(pid, &supervisors.Ping{}, 10*time.Second).Result()
+		return err
+	}
+	if err := ping(e.root); err != nil {
+		return fmt.Errorf("actor tree did not start: %w", err)
+	}
+	for _, name := range []string{actors.FleetName, actors.ProvidersName, actors.BanditName, actors.RequestsName, actors.ConsensusName} {
+		if err := ping(actor.NewPID(e.system.Address(), actors.RootName+"/"+name)); err != nil {
+			return fmt.Errorf("supervisor %s did not start: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// Route runs one request through the pipeline and returns its execution record: the answer, or the
+// failure with the HTTP status it maps to. The answer comes by the request's deadline (its timeout, or
+// the bound its blueprint gives); ctx ending first (the caller left) stops the request, which then
+// answers at once with client_closed_request.
+func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
+	e.inflight.Add(1)
+	defer e.inflight.Done()
+	if req.Direct && len(req.Fallbacks) == 0 && len(req.Models) == 1 {
+		req.Fallbacks = e.cfg.Fallbacks[req.Models[0]] // the configuration's, unless the request names its own
+	}
+	if e.closing.Load() {
+		return refused(req, resilience.ShuttingDown, "conclave is shutting down", 0), nil
+	}
+	// The ask counts too: its images and conversation can be far larger than the task rendered of it.
+	size := int64(len(req.Task) + req.GetAsk().SizeVT())
+	if limit := e.cfg.MaxInflightBytes; limit > 0 {
+		defer e.inflightBytes.Add(-size)
+		if e.inflightBytes.Add(size) > limit {
+			return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks and asks", limit), time.Second), nil
+		}
+	}
+	stop := context.AfterFunc(ctx, func() {
+		e.system.Root.Send(e.deps.Dir.Requests, &messages.CancelRequest{RequestId: req.RequestId, Code: string(resilience.ClientClosed)})
+	})
+	defer stop()
+	res, err := e.system.Root.RequestFuture(e.deps.Dir.Requests, req, e.budget(req)+Margin).Result()
+	if err != nil { // check the error first: a late reply can race the future's timeout
+		return nil, fmt.Errorf("request %s: %w", req.RequestId, err)
+	}
+	exec, ok := res.(*messages.Execution)
+	if !ok {
+		return nil, fmt.Errorf("request %s: unexpected reply %T", req.RequestId, res)
+	}
+	if e.spool != nil { // a store that outlives the process: the answer waits for its record
+		e.awaitRecord(exec.RequestId)
+	}
+	return exec, nil
+}
+
+// DurableWait bounds how long an answer waits for its record to be written; past it the answer goes
+// out anyway, and the record follows when the store takes it.
+const DurableWait = 5 * time.Second
+
+// awaitRecord waits until a request's record is in the store or the spool, so that an answer given is
+// never an answer lost: a controller killed right after answering has written the record already.
+func (e *Engine) awaitRecord(id string) {
+	res, err := e.system.Root.RequestFuture(e.deps.Dir.Recorder, &messages.AwaitRecord{RequestId: id}, DurableWait).Result()
+	d, _ := res.(*messages.RecordDurable)
+	if err != nil || d == nil || !d.Stored {
+		e.log.Warn("an answer goes out before its record is written", zap.String("event", "record_not_durable"), zap.String("request_id", id), zap.Error(err))
+	}
+}
+
+// RouteWithProgress is Route telling onProgress each step as it happens (classified, selected,
+// dispatched, reply, retry, consensus), in order, before it returns. onProgress runs on an actor of its
+// own: it must not block.
+func (e *Engine) RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error) {
+	pid, told := e.deps.ListenProgress(e.system, req.RequestId, onProgress)
+	req.ProgressTo = pid
+	exec, err := e.Route(ctx, req)
+	told()
+	return exec, err
+}
+
+// RouteStreaming is Route for a direct call whose answer is streamed: onDelta hears each piece as the
+// provider writes it, in order, before RouteStreaming returns (the record holds the whole answer). It
+// runs on an actor of its own: it must not block. A request that is not a direct call streams nothing.
+func (e *Engine) RouteStreaming(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error) {
+	pid, told := e.deps.ListenDeltas(e.system, req.RequestId, onDelta)
+	req.StreamTo = pid
+	exec, err := e.Route(ctx, req)
+	told()
+	return exec, err
+}
+
+// Margin is how long past a request's deadline the engine waits for its coordinator before giving up on
+// it; the coordinator answers by the deadline, so this is a last resort against a bug.
+const Margin = time.Second
+
+func refused(req *messages.RouteRequest, kind resilience.Kind, msg string, retryAfter time.Duration) *messages.Execution {
+	return &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, StatusCode: int32(resilience.StatusOf(kind)),
+		Error: &messages.Failure{Code: string(kind), Message: msg, RetryAfterSeconds: retryAfter.Seconds()}}
+}
+
+// budget is the longest a request may take: its timeout, or the longest bound a blueprint gives.
+func (e *Engine) budget(req *messages.RouteRequest) time.Duration {
+	if req.TimeoutSeconds != nil {
+		return time.Duration(*req.TimeoutSeconds * float64(time.Second))
+	}
+	return e.longestBound
+}
+
+// Execution returns the record of a request.
+func (e *Engine) Execution(ctx context.Context, id string) (*messages.Execution, bool, error) {
+	res, err := e.system.Root.RequestFuture(e.deps.Dir.Recorder, &messages.GetExecution{RequestId: id}, 10*time.Second).Result()
+	if err != nil {
+		return nil, false, fmt.Errorf("execution %s: %w", id, err)
+	}
+	l, ok := res.(*messages.ExecutionLookup)
+	if !ok {
+		return nil, false, fmt.Errorf("execution %s: unexpected reply %T", id, res)
+	}
+	if l.Unavailable != "" {
+		return nil, false, fmt.Errorf("%w: %s", store.ErrUnavailable, l.Unavailable)
+	}
+	return l.Execution, l.Found, nil
+}
+
+// Feedback applies what a caller learned about an execution (the true answer, or scores per model) to
+// the bandit, once. The result's status is 200, 400, 404 or 409.
+func (e *Engine) Feedback(ctx context.Context, fb *messages.RecordFeedback) (*messages.FeedbackResult, error) {
+	res, err := e.system.Root.RequestFuture(e.deps.Dir.Recorder, fb, 10*time.Second).Result()
+	if err != nil {
+		return nil, fmt.Errorf("feedback %s: %w", fb.RequestId, err)
+	}
+	r, ok := res.(*messages.FeedbackResult)
+	if !ok {
+		return nil, fmt.Errorf("feedback %s: unexpected reply %T", fb.RequestId, res)
+	}
+	return r, nil
+}
+
+// Settle waits until a category's arms have absorbed pulls rewards in all, so that the next selection
+// sees them: rewards travel to the arm actors asynchronously, and a replayable run (an evaluation) must
+// not race them.
+func (e *Engine) Settle(ctx context.Context, category string, pulls int64) error {
+	for e.deps.Dir.Arms.TotalPulls(category) < pulls || e.deps.Dir.Arms.VotesPending() {
+		if err := ctx.Err(); err != nil {
+			return fmt.Errorf("waiting for %d rewards in %s: %w", pulls, category, err)
+		}
+		time.Sleep(50 * time.Microsecond)
+	}
+	return nil
+}
+
+// Catalog returns the model catalog.
+func (e *Engine) Catalog() *catalog.Catalog { return e.catalog.Load() }
+
+// Blueprints returns the blueprints in force.
+func (e *Engine) Blueprints() *blueprints.Set { return e.blueprints }
+
+// Arms returns the board of learned arms.
+func (e *Engine) Arms() *actors.ArmBoard { return e.deps.Dir.Arms }
+
+// Providers returns every provider's latest snapshot.
+func (e *Engine) Providers() []*actors.ProviderSnapshot {
+	out := make([]*actors.ProviderSnapshot, len(e.deps.Dir.Providers))
+	for i, p := range e.deps.Dir.Providers {
+		out[i] = p.Snapshot()
+	}
+	return out
+}
+
+// publishOpened tells the other controllers that a provider breaker opened here. It runs on the
+// provider's actor, so the publication goes on in a goroutine of its own.
+func (e *Engine) publishOpened(provider string, until time.Time) {
+	go func() {
+		if err := e.bus.PublishOpened(provider, until); err != nil {
+			e.log.Warn("a breaker opening was not shared", zap.String("event", "breaker_share_failed"), zap.String("provider", provider), zap.Error(err))
+		}
+	}()
+}
+
+// roundTimeout bounds the shared rotation's call: past it, the request takes a local turn.
+const roundTimeout = 100 * time.Millisecond
+
+// sharedRound takes a turn of the rotation in Redis, in a goroutine the coordinator starts while its
+// models answer; losing Redis is logged once, and so is finding it again.
+func (e *Engine) sharedRound(category string) (uint64, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), roundTimeout)
+	defer cancel()
+	n, err := e.bus.Turn(ctx, category)
+	if lost := err != nil; e.rotationLocal.Swap(lost) != lost {
+		if lost {
+			e.log.Warn("the rotating arbiter's turns are counted locally", zap.String("event", "rotation_local"), zap.Error(err))
+		} else {
+			e.log.Info("the rotating arbiter's turns are shared again", zap.String("event", "rotation_shared"))
+		}
+	}
+	return n, err
+}
+
+// peerOpened hands another controller's breaker opening to the provider's actor.
+func (e *Engine) peerOpened(o redisbus.Opened) {
+	if ref := e.deps.Dir.Provider(o.Provider); ref != nil {
+		e.system.Root.Send(ref.PID, &messages.PeerBreakerOpened{Provider: o.Provider, OpenUntil: timestamppb.New(o.Until), Node: o.Node})
+	}
+}
+
+// Metrics returns the engine's metrics registry.
+func (e *Engine) Metrics() *metrics.Metrics { return e.deps.Metrics }
+
+// metricsSource is what a scrape reads: the providers' snapshots, the arms, the catalog.
+func (e *Engine) metricsSource() metrics.Source {
+	return metrics.Source{
+		Providers: func() []metrics.Provider {
+			out := make([]metrics.Provider, 0, len(e.deps.Dir.Providers))
+			for _, p := range e.deps.Dir.Providers {
+				s := p.Snapshot()
+				out = append(out, metrics.Provider{Name: s.Name, Breaker: s.Breaker.State.String(),
+					RequestsUse: s.LimitUse.Requests, TokensUse: s.LimitUse.Tokens, ConcurrencyUse: s.LimitUse.Concurrency})
+			}
+			return out
+		},
+		Arms: func() []metrics.Arm {
+			published := e.deps.Dir.Arms.Published()
+			out := make([]metrics.Arm, 0, len(published))
+			for _, a := range published {
+				out = append(out, metrics.Arm{Model: a.Model, Category: a.Category, Mean: a.Mean(), Pulls: a.Pulls})
+			}
+			return out
+		},
+		ProviderOf: func(model string) string {
+			m, _ := e.catalog.Load().Get(model)
+			return m.Provider
+		},
+		Stopped: func() map[string]int { return e.deps.Dir.StoppedCounts() },
+		Actors:  func() int { return actors.Processes(e.system, "") },
+	}
+}
+
+// Workers returns every worker's latest snapshot.
+func (e *Engine) Workers() []assign.Worker { return e.deps.Dir.WorkerSnapshots() }
+
+// Directory exposes the actor system's addresses, for tests that talk to actors directly.
+func (e *Engine) Directory() *actors.Directory { return e.deps.Dir }
+
+// System exposes the actor system, for tests that talk to actors directly.
+func (e *Engine) System() *actor.ActorSystem { return e.system }
+
+// mailboxThroughput is how many messages a mailbox processes before its goroutine yields: protoactor's
+// default.
+const mailboxThroughput = 300
+
+// Props makes props that run on the engine's dispatcher, as its own actors do.
+func (e *Engine) Props(producer actor.Producer) *actor.Props { return e.deps.Props(producer) }
+
+// Ready reports why the engine cannot serve, or nil: it needs every actor running (none stopped for
+// good after repeated crashes), and a worker and a provider that take work.
+func (e *Engine) Ready() error {
+	if e.closing.Load() {
+		return ErrShuttingDown
+	}
+	if stopped := e.deps.Dir.Stopped(); len(stopped) > 0 {
+		return stoppedError(stopped)
+	}
+	now := e.deps.Clock.Now()
+	worker := false
+	for _, w := range e.Workers() {
+		worker = worker || w.Available(now)
+	}
+	if !worker {
+		return errors.New("all workers offline")
+	}
+	for _, p := range e.Providers() {
+		if !p.Status(now).BreakerOpen {
+			return nil
+		}
+	}
+	return errors.New("all providers down")
+}
+
+// maxNamedStopped bounds the stopped actors readiness names; the rest are counted.
+const maxNamedStopped = 10
+
+// stoppedError names the actors stopped for good, by path only: /readyz answers it to anyone, and a
+// panic's reason may quote what the actor held (the reason is in the log and GET /providers, /workers).
+func stoppedError(stopped []actors.StoppedActor) error {
+	paths := make([]string, 0, min(len(stopped), maxNamedStopped))
+	for _, s := range stopped[:min(len(stopped), maxNamedStopped)] {
+		paths = append(paths, s.Path)
+	}
+	more := ""
+	if n := len(stopped) - len(paths); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return fmt.Errorf("actors stopped after repeated crashes: %s%s", strings.Join(paths, ", "), more)
+}
+
+// Shutdown stops taking requests and waits for those in flight. Requests still running when ctx is
+// about to end (a quarter of its time, at most a second, before) are stopped: they answer 503
+// shutting_down and their records are kept. Then every record is written and the actors stop.
+func (e *Engine) Shutdown(ctx context.Context) error {
+	var err error
+	e.closeOnce.Do(func() {
+		e.closing.Store(true)
+		e.stopBackground()
+		e.background.Wait()
+		done := make(chan struct{})
+		go func() { e.inflight.Wait(); close(done) }()
+		stopAt := time.Now().Add(time.Hour)
+		if d, ok := ctx.Deadline(); ok {
+			stopAt = d.Add(-min(time.Second, time.Until(d)/4))
+		}
+		timer := time.NewTimer(max(time.Until(stopAt), 0))
+		defer timer.Stop()
+		select {
+		case <-done:
+		case <-ctx.Done():
+		case <-timer.C:
+		}
+		select {
+		case <-done:
+		default:
+			e.log.Warn("stopping the requests still running", zap.String("event", "shutdown_cancel"))
+			e.system.Root.Send(e.deps.Dir.Requests, &messages.CancelRequest{Code: string(resilience.ShuttingDown)})
+			select {
+			case <-done:
+			case <-time.After(5 * time.Second):
+				err = errors.New("in-flight requests did not stop")
+			}
+		}
+		// The records are written even when ctx is over: a request's record is never dropped on the way out.
+		// Enough for a write to a database that just went away to fail and go to the spool instead.
+		wait := 10 * time.Second
+		if d, ok := ctx.Deadline(); ok {
+			wait = max(time.Until(d), wait)
+		}
+		res, ferr := e.system.Root.RequestFuture(e.deps.Dir.Recorder, &messages.Flush{}, wait).Result()
+		if ferr != nil {
+			err = errors.Join(err, fmt.Errorf("flush records: %w", ferr))
+		} else if f, ok := res.(*messages.Flushed); ok && f.Error != "" {
+			err = errors.Join(err, fmt.Errorf("flush records: %s", f.Error))
+		}
+		if perr := e.system.Root.PoisonFuture(e.root).Wait(); perr != nil {
+			err = errors.Join(err, fmt.Errorf("stop actors: %w", perr))
+		}
+		e.system.Shutdown()
+		e.deps.Dispatcher.Stop()
+		err = errors.Join(err, e.closeStore())
+		for _, t := range e.transports {
+			err = errors.Join(err, t.Close())
+		}
+		if e.redis != nil {
+			err = errors.Join(err, e.redis.Close())
+		}
+		e.log.Info("conclave engine stopped", zap.String("event", "engine_stopped"), zap.Error(err))
+	})
+	return err
+}
+
+// loadCatalog reads a catalog file: the catalog package only parses.
+func loadCatalog(path string) (*catalog.Catalog, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read catalog: %w", err)
+	}
+	c, err := catalog.Parse(raw)
+	if err != nil {
+		return nil, fmt.Errorf("catalog %s: %w", path, err)
+	}
+	return c, nil
+}
