@@ -256,9 +256,11 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 	reply := decision(a.in, a.st, a.verdict)
 	if d := reply.Decision; d != nil {
 		d.ArbiterError, d.ArbiterLatencyMs, d.ArbiterUsage, d.ArbiterCost = a.arbiterErr, a.latency, a.usage, a.cost
-		a.deps.Log.Info("arbiter consulted", zap.String("event", "arbiter"), zap.String("request_id", a.in.RequestId),
-			zap.String("arbiter_model", a.in.ArbiterModel), zap.String("decided_by", d.Arbiter), zap.String("error", a.arbiterErr),
-			zap.Float64("latency_ms", a.latency), zap.Duration("waited", time.Since(a.asked)))
+		if ce := a.deps.Log.Check(zap.DebugLevel, "arbiter consulted"); ce != nil {
+			ce.Write(zap.String("event", "arbiter"), zap.String("request_id", a.in.RequestId),
+				zap.String("arbiter_model", a.in.ArbiterModel), zap.String("decided_by", d.Arbiter), zap.String("error", a.arbiterErr),
+				zap.Float64("latency_ms", a.latency), zap.Duration("waited", time.Since(a.asked)))
+		}
 	}
 	ctx.Send(ctx.Parent(), reply)
 	ctx.Stop(ctx.Self())

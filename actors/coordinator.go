@@ -81,7 +81,7 @@ const JobLogBudget = 64
 // jobLog logs a per-call line while the request's budget lasts.
 func (c *CoordinatorActor) jobLog(msg string, fields ...zap.Field) {
 	if c.jobLines++; c.jobLines <= JobLogBudget {
-		c.log.Info(msg, fields...)
+		c.log.Debug(msg, fields...)
 	}
 }
 
@@ -374,15 +374,19 @@ func (c *CoordinatorActor) recordClassification() {
 		cls.Signals = append(cls.Signals, &messages.Signal{Category: string(s.Category), Keyword: s.Keyword})
 	}
 	c.exec.Classification = cls
-	c.log.Info("task classified", zap.String("event", "classification"), zap.String("category", p.Category),
-		zap.Float64("confidence", r.Confidence), zap.String("best", string(r.Best)), zap.Bool("fallback", r.Fallback),
-		zap.Bool("explicit", cls.Explicit), zap.Array("signals", signalsField(r.Signals)), zap.String("priority", cls.Priority),
-		zap.String("language", cls.Language), zap.String("complexity", cls.Complexity), zap.Int("context_length", md.ContextLength),
-		zap.String("answer_kind", cls.AnswerKind))
+	if ce := c.log.Check(zap.DebugLevel, "task classified"); ce != nil {
+		ce.Write(zap.String("event", "classification"), zap.String("category", p.Category),
+			zap.Float64("confidence", r.Confidence), zap.String("best", string(r.Best)), zap.Bool("fallback", r.Fallback),
+			zap.Bool("explicit", cls.Explicit), zap.Array("signals", signalsField(r.Signals)), zap.String("priority", cls.Priority),
+			zap.String("language", cls.Language), zap.String("complexity", cls.Complexity), zap.Int("context_length", md.ContextLength),
+			zap.String("answer_kind", cls.AnswerKind))
+	}
 	if r.LowConfidence && !cls.Explicit {
-		c.log.Info("low confidence classification", zap.String("event", "low_confidence_classification"),
-			zap.String("category", p.Category), zap.String("best", string(r.Best)), zap.Float64("confidence", r.Confidence),
-			zap.Array("alternatives", alternativesField(r.Alternatives)))
+		if ce := c.log.Check(zap.DebugLevel, "low confidence classification"); ce != nil {
+			ce.Write(zap.String("event", "low_confidence_classification"),
+				zap.String("category", p.Category), zap.String("best", string(r.Best)), zap.Float64("confidence", r.Confidence),
+				zap.Array("alternatives", alternativesField(r.Alternatives)))
+		}
 	}
 }
 
@@ -394,10 +398,12 @@ func (c *CoordinatorActor) recordBlueprint() {
 		Quorum: bp.Quorum, QuorumTau: bp.QuorumTau}
 	c.exec.Overrides = c.plan.Overrides
 	c.exec.Deadline = ts(c.plan.Deadline)
-	c.log.Info("blueprint chosen", zap.String("event", "blueprint"), zap.String("blueprint", bp.Name), zap.Int("workers", bp.Workers),
-		zap.Float64("timeout_seconds", bp.TimeoutSeconds), zap.String("strategy", string(bp.Strategy)),
-		zap.Int("min_responses", bp.MinResponses), zap.Float64("quorum_grace_seconds", bp.QuorumGraceSeconds), zap.Strings("overrides", c.exec.Overrides),
-		zap.Time("deadline", c.plan.Deadline), zap.Time("collect_by", c.plan.CollectBy))
+	if ce := c.log.Check(zap.DebugLevel, "blueprint chosen"); ce != nil {
+		ce.Write(zap.String("event", "blueprint"), zap.String("blueprint", bp.Name), zap.Int("workers", bp.Workers),
+			zap.Float64("timeout_seconds", bp.TimeoutSeconds), zap.String("strategy", string(bp.Strategy)),
+			zap.Int("min_responses", bp.MinResponses), zap.Float64("quorum_grace_seconds", bp.QuorumGraceSeconds), zap.Strings("overrides", c.exec.Overrides),
+			zap.Time("deadline", c.plan.Deadline), zap.Time("collect_by", c.plan.CollectBy))
+	}
 }
 
 // 4 SELECT
@@ -432,7 +438,10 @@ func (c *CoordinatorActor) recordSelection() {
 }
 
 func (c *CoordinatorActor) logSelection(picks []bandit.Pick, counts map[string]int, skipped []bandit.Skip, eligible int, replacing bool) {
-	log := c.log.Info
+	if !c.log.Core().Enabled(zap.DebugLevel) {
+		return
+	}
+	log := c.log.Debug
 	if replacing {
 		log = c.jobLog
 	}
@@ -443,8 +452,10 @@ func (c *CoordinatorActor) logSelection(picks []bandit.Pick, counts map[string]i
 
 // 5 ASSIGN
 func (c *CoordinatorActor) recordAssignment() {
-	c.log.Info("workers assigned", zap.String("event", "assignment"), zap.Strings("workers", c.plan.Workers), zap.Bool("heavy", c.plan.Heavy),
-		zap.Array("rejected", rejectionsField(c.plan.Rejected)))
+	if ce := c.log.Check(zap.DebugLevel, "workers assigned"); ce != nil {
+		ce.Write(zap.String("event", "assignment"), zap.Strings("workers", c.plan.Workers), zap.Bool("heavy", c.plan.Heavy),
+			zap.Array("rejected", rejectionsField(c.plan.Rejected)))
+	}
 }
 
 // env answers the collection machine's questions from the plan and the published snapshots.
@@ -724,10 +735,12 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	if c.exec.Phases.DispatchMs == 0 {
 		c.exec.Phases.DispatchMs = c.exec.Phases.CollectMs
 	}
-	c.log.Info("collection finished", zap.String("event", "collect_done"), zap.Int("ok", len(d.Answers)), zap.Int("min_responses", c.plan.Blueprint.MinResponses),
-		zap.Int("rounds", d.Rounds), zap.Int("asked", q.Asked), zap.Int("waves", q.Waves), zap.String("stopped", q.Stopped),
-		zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)),
-		zap.Array("calls", callsField(c.machine.Records())), zap.Int("lines_suppressed", max(c.jobLines-JobLogBudget, 0)))
+	if ce := c.log.Check(zap.DebugLevel, "collection finished"); ce != nil {
+		ce.Write(zap.String("event", "collect_done"), zap.Int("ok", len(d.Answers)), zap.Int("min_responses", c.plan.Blueprint.MinResponses),
+			zap.Int("rounds", d.Rounds), zap.Int("asked", q.Asked), zap.Int("waves", q.Waves), zap.String("stopped", q.Stopped),
+			zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)),
+			zap.Array("calls", callsField(c.machine.Records())), zap.Int("lines_suppressed", max(c.jobLines-JobLogBudget, 0)))
+	}
 	if c.broken {
 		c.fail(ctx, d.Failure, "the answer's stream broke after it began: "+lastError(c.machine.Records()), 0, nil)
 		return
@@ -880,11 +893,13 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 	}
 	c.exec.Decision, c.ballots = r.Decision, r.Decision.Ballots
 	c.exec.Answer = r.Answer
-	c.log.Info("consensus reached", zap.String("event", "consensus"), zap.String("strategy", r.Decision.Strategy),
-		zap.String("arbiter", r.Decision.Arbiter), zap.Int32("chosen", r.Decision.Chosen), zap.Float64s("scores", r.Decision.Scores),
-		zap.Bools("contributed", r.Contributed), zap.Strings("agreement", r.Decision.Agreement), zap.Strings("disagreement", r.Decision.Disagreement),
-		zap.String("arbiter_error", r.Decision.ArbiterError), zap.Bool("degraded", c.exec.Degraded), zap.Bool("merged", r.Decision.Merged),
-		zap.Int("invalid", invalidBallots(r.Decision.Ballots)))
+	if ce := c.log.Check(zap.DebugLevel, "consensus reached"); ce != nil {
+		ce.Write(zap.String("event", "consensus"), zap.String("strategy", r.Decision.Strategy),
+			zap.String("arbiter", r.Decision.Arbiter), zap.Int32("chosen", r.Decision.Chosen), zap.Float64s("scores", r.Decision.Scores),
+			zap.Bools("contributed", r.Contributed), zap.Strings("agreement", r.Decision.Agreement), zap.Strings("disagreement", r.Decision.Disagreement),
+			zap.String("arbiter_error", r.Decision.ArbiterError), zap.Bool("degraded", c.exec.Degraded), zap.Bool("merged", r.Decision.Merged),
+			zap.Int("invalid", invalidBallots(r.Decision.Ballots)))
+	}
 	c.progress(ctx, func() *messages.Progress {
 		return &messages.Progress{Event: "consensus", Strategy: r.Decision.Strategy, ChosenModel: r.Decision.ChosenModel}
 	})
@@ -937,7 +952,9 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	}
 	rewards(ctx, c.deps.Dir.Bandit, sent...)
 	c.exec.Phases.FeedbackMs = ms(time.Since(t))
-	c.log.Info("bandit updated", zap.String("event", "bandit_updates"), zap.String("category", category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
+	if ce := c.log.Check(zap.DebugLevel, "bandit updated"); ce != nil {
+		ce.Write(zap.String("event", "bandit_updates"), zap.String("category", category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
+	}
 }
 
 // invalidBallots counts the ballots that were not valid.
@@ -999,13 +1016,13 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	c.deps.Metrics.Execution(c.exec)
 	ctx.Send(c.deps.Dir.Recorder, c.exec)
 	ctx.Send(c.replyTo, c.exec)
-	fields := []zap.Field{zap.String("event", "request_completed"), zap.Int("status", status), zap.String("category", c.plan.Category),
-		zap.Bool("degraded", c.exec.Degraded), zap.Int("retries", len(c.exec.Retries)), zap.Float64("total_ms", c.exec.Phases.TotalMs)}
-	if c.exec.Error != nil {
-		fields = append(fields, zap.String("error_code", c.exec.Error.Code), zap.String("error", c.exec.Error.Message))
-		fields[0] = zap.String("event", "request_failed")
+	level := zap.InfoLevel
+	if status >= 500 {
+		level = zap.WarnLevel
 	}
-	c.log.Info("request finished", fields...)
+	if ce := c.log.Check(level, "request finished"); ce != nil {
+		ce.Write(zap.Inline(summary{c.exec, c.plan.Category}))
+	}
 	ctx.Stop(ctx.Self())
 }
 

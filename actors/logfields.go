@@ -1,6 +1,8 @@
 package actors
 
 import (
+	"slices"
+
 	"github.com/conclave-ai/conclave/internal/core/assign"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/classify"
@@ -175,5 +177,77 @@ func (u *updateObject) MarshalLogObject(o zapcore.ObjectEncoder) error {
 	o.AddString("reason", u.Reason)
 	o.AddFloat64("alpha_before", u.AlphaBefore)
 	o.AddFloat64("beta_before", u.BetaBefore)
+	return nil
+}
+
+// summary is a request's one line at info: what it was, which models it asked, how it ended, how
+// much they agreed, where its time went and what it cost. The per-step lines are at debug.
+type summary struct {
+	exec     *messages.Execution
+	category string
+}
+
+func (s summary) MarshalLogObject(o zapcore.ObjectEncoder) error {
+	e := s.exec
+	event := "request_completed"
+	if e.Error != nil {
+		event = "request_failed"
+	}
+	o.AddString("event", event)
+	o.AddInt32("status", e.StatusCode)
+	o.AddString("category", s.category)
+	if c := e.Classification; c != nil && !c.Explicit {
+		o.AddFloat64("confidence", c.Confidence)
+		if c.LowConfidence {
+			o.AddBool("low_confidence", true)
+		}
+	}
+	if b := e.Blueprint; b != nil {
+		o.AddString("blueprint", b.Name)
+		o.AddString("strategy", b.Strategy)
+	}
+	answered := 0
+	for _, r := range e.Results {
+		if r.Status == string(collect.OK) {
+			answered++
+		}
+	}
+	_ = o.AddArray("models", zapcore.ArrayMarshalerFunc(func(a zapcore.ArrayEncoder) error {
+		for i, r := range e.Results { // each model once, in the order it was asked
+			if !slices.ContainsFunc(e.Results[:i], func(p *messages.WorkerResult) bool { return p.Model == r.Model }) {
+				a.AppendString(r.Model)
+			}
+		}
+		return nil
+	}))
+	o.AddInt("calls", len(e.Results))
+	o.AddInt("answered", answered)
+	if d := e.Decision; d != nil {
+		o.AddString("chosen", d.ChosenModel)
+		if answered > 0 {
+			o.AddFloat64("agreement", float64(len(d.Agreement))/float64(answered))
+		}
+		if d.Arbiter != "" {
+			o.AddString("arbiter", d.Arbiter)
+		}
+	}
+	o.AddBool("degraded", e.Degraded)
+	o.AddInt("retries", len(e.Retries))
+	if p := e.Phases; p != nil {
+		o.AddFloat64("classify_ms", p.ClassifyMs)
+		o.AddFloat64("select_ms", p.SelectMs)
+		o.AddFloat64("collect_ms", p.CollectMs)
+		o.AddFloat64("consensus_ms", p.ConsensusMs)
+		o.AddFloat64("total_ms", p.TotalMs)
+	}
+	o.AddFloat64("cost", e.Cost)
+	if u := e.Usage; u != nil {
+		o.AddInt32("input_tokens", u.InputTokens)
+		o.AddInt32("output_tokens", u.OutputTokens)
+	}
+	if e.Error != nil {
+		o.AddString("error_code", e.Error.Code)
+		o.AddString("error", e.Error.Message)
+	}
 	return nil
 }

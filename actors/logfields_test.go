@@ -10,7 +10,7 @@ import (
 )
 
 func TestPerCallLinesStopAtTheRequestsBudget(t *testing.T) {
-	core, logs := observer.New(zap.InfoLevel)
+	core, logs := observer.New(zap.DebugLevel)
 	c := &CoordinatorActor{log: zap.New(core)}
 	for i := range JobLogBudget + 10 {
 		c.jobLog("reply received", zap.Int("job", i))

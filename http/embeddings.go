@@ -172,8 +172,10 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, _ httprouter
 	if c := r.Header.Get("X-Request-ID"); validClientID(c) {
 		req.ClientRequestId = c
 	}
-	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", "embeddings"),
-		zap.String("model", validation.Clip(er.model, 128)), zap.Int("inputs", len(req.Inputs)), zap.String("remote", r.RemoteAddr))
+	if ce := s.log.Check(zap.DebugLevel, "request received"); ce != nil {
+		ce.Write(zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", "embeddings"),
+			zap.String("model", validation.Clip(er.model, 128)), zap.Int("inputs", len(req.Inputs)), zap.String("remote", r.RemoteAddr))
+	}
 	routing(w)
 	res, err := s.engine.Embed(r.Context(), req)
 	exec := s.settle(id, res.GetExecution(), err)

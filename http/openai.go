@@ -264,8 +264,10 @@ func (s *Server) received(r *http.Request, id string, at time.Time, endpoint str
 	if c := r.Header.Get("X-Request-ID"); validClientID(c) {
 		req.ClientRequestId = c
 	}
-	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", endpoint),
-		zap.String("model", validation.Clip(chat.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", chat.stream), zap.String("remote", r.RemoteAddr))
+	if ce := s.log.Check(zap.DebugLevel, "request received"); ce != nil {
+		ce.Write(zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", endpoint),
+			zap.String("model", validation.Clip(chat.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", chat.stream), zap.String("remote", r.RemoteAddr))
+	}
 }
 
 // completion is OpenAI's chat completion object with Conclave's extension.

@@ -83,8 +83,10 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	}
 	req.RequestId, req.ClientRequestId = id, clientID
 	req.ReceivedAt = timestamppb.New(received)
-	s.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", id), zap.String("client_request_id", clientID),
-		zap.Int("task_bytes", len(req.Task)), zap.String("category", req.Category), zap.Int("models", len(req.Models)), zap.String("remote", r.RemoteAddr))
+	if ce := s.log.Check(zap.DebugLevel, "request received"); ce != nil {
+		ce.Write(zap.String("event", "request_received"), zap.String("request_id", id), zap.String("client_request_id", clientID),
+			zap.Int("task_bytes", len(req.Task)), zap.String("category", req.Category), zap.Int("models", len(req.Models)), zap.String("remote", r.RemoteAddr))
+	}
 
 	if wantsEvents(r) {
 		s.routeWithProgress(w, r, req)

@@ -348,6 +348,38 @@ func TestEveryDecisionIsLoggedWithTheRequestID(t *testing.T) {
 	}
 }
 
+// TestAtInfoARequestWritesOneSummaryLine: an operator's log holds one line per request, which says
+// what the request was, which models answered, how much they agreed, where its time went and its cost.
+func TestAtInfoARequestWritesOneSummaryLine(t *testing.T) {
+	tb := newTestbed(t, nil)
+	status, resp, _ := tb.route(map[string]any{"task": mcq, "category": "general", "workers": 6, "min_responses": 6, "strategy": "majority"})
+	if status != http.StatusOK {
+		t.Fatalf("status %d", status)
+	}
+	var lines []map[string]any
+	for _, e := range tb.logs.All() {
+		if fields := e.ContextMap(); fields["request_id"] == resp.RequestID && e.Level >= zap.InfoLevel {
+			lines = append(lines, fields)
+		}
+	}
+	if len(lines) != 1 || lines[0]["event"] != "request_completed" {
+		t.Fatalf("%d lines at info for the request, want its summary alone: %v", len(lines), lines)
+	}
+	line := lines[0]
+	for _, field := range []string{"status", "category", "blueprint", "strategy", "models", "calls", "answered", "chosen", "agreement",
+		"retries", "classify_ms", "select_ms", "collect_ms", "consensus_ms", "total_ms", "cost", "input_tokens", "output_tokens"} {
+		if _, ok := line[field]; !ok {
+			t.Errorf("the summary lacks %s: %v", field, line)
+		}
+	}
+	if asked, _ := line["models"].([]any); len(asked) != 6 || fmt.Sprint(line["answered"]) != "6" || line["strategy"] != "majority" {
+		t.Errorf("the summary says models %v, answered %v, strategy %v", line["models"], line["answered"], line["strategy"])
+	}
+	if a, _ := line["agreement"].(float64); a <= 0 || a > 1 {
+		t.Errorf("agreement %v is not a share of the answers", line["agreement"])
+	}
+}
+
 func TestFeedbackAPI(t *testing.T) {
 	tb := newTestbed(t, func(c *config.Config) { c.Reward = "external" })
 	models := []string{"deepseek-chat", "llama3.1-8b", "gemini-2.0-flash"}

@@ -77,9 +77,11 @@ func (g *gateway) Receive(ctx actor.Context) {
 	req.ReceivedAt = timestamppb.Now()
 	progressTo := req.ProgressTo
 	req.ProgressTo = nil // the engine's progress listener takes its place
-	g.log.Info("request received", zap.String("event", "request_received"), zap.String("request_id", req.RequestId),
-		zap.String("client_request_id", req.ClientRequestId), zap.String("endpoint", "remote"), zap.String("from", sender.Address),
-		zap.Int("task_bytes", len(req.Task)))
+	if ce := g.log.Check(zap.DebugLevel, "request received"); ce != nil {
+		ce.Write(zap.String("event", "request_received"), zap.String("request_id", req.RequestId),
+			zap.String("client_request_id", req.ClientRequestId), zap.String("endpoint", "remote"), zap.String("from", sender.Address),
+			zap.Int("task_bytes", len(req.Task)))
+	}
 	go func() {
 		defer g.inflight.Add(-1)
 		var onProgress func(*messages.Progress)
