@@ -52,18 +52,18 @@ func (a *ArmActor) Receive(ctx actor.Context) {
 
 // rewards sends rewards to their (model, category) arms and to their models' arms across all
 // categories, in one message to the bandit supervisor.
-func rewards(ctx actor.SenderContext, bandit *actor.PID, rs ...*messages.Reward) {
+func rewards(ctx actor.SenderContext, banditPID *actor.PID, rs ...*messages.Reward) {
 	if len(rs) == 0 {
 		return
 	}
 	batch := &messages.Rewards{Rewards: make([]*messages.Reward, 0, 2*len(rs))}
 	for _, r := range rs {
 		batch.Rewards = append(batch.Rewards, r)
-		if r.Category != AllCategories {
-			batch.Rewards = append(batch.Rewards, &messages.Reward{Model: r.Model, Category: AllCategories, Reward: r.Reward, Reason: r.Reason, RequestId: r.RequestId})
+		if r.Category != bandit.AllCategories {
+			batch.Rewards = append(batch.Rewards, &messages.Reward{Model: r.Model, Category: bandit.AllCategories, Reward: r.Reward, Reason: r.Reason, RequestId: r.RequestId})
 		}
 	}
-	ctx.Send(bandit, batch)
+	ctx.Send(banditPID, batch)
 }
 
 // Reward sends a reward from outside the actors (another controller's, read from the store).

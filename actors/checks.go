@@ -5,8 +5,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/collect"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
@@ -301,7 +303,7 @@ func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *ArmBoard) string
 	switch {
 	case v == nil:
 		return DropMalformed
-	case v.Category == AllCategories || !board.HasCategory(v.Category):
+	case v.Category == bandit.AllCategories || !board.HasCategory(v.Category):
 		return DropUnknownCategory
 	case len(v.Models) != len(v.Groups):
 		return DropMalformed
@@ -602,6 +604,62 @@ func checkProgress(p *messages.Progress, requestID string) string {
 		return DropBadNumber
 	case p.Attempt < 0 || p.Attempt > MaxAttempt:
 		return DropBadCount
+	}
+	return ""
+}
+
+// check says why a message is dropped, or "": what a job's message says must be of this request's
+// jobs (and, for a result, of the job's model); a consensus answer, or a dead letter, must answer the
+// consensus asked; nothing about the calls is taken before the calls are planned.
+func (c *CoordinatorActor) check(msg any) string {
+	switch m := msg.(type) {
+	case *messages.Permit:
+		return c.jobCheck(checkPermit(m, c.req.RequestId), m.GetJobId())
+	case *messages.JobQueued:
+		return c.jobCheck(checkJobQueued(m, c.req.RequestId), m.GetJobId())
+	case *messages.JobStarted:
+		return c.jobCheck(checkJobStarted(m, c.req.RequestId), m.GetJobId())
+	case *messages.JobResult:
+		why := c.jobCheck(checkJobResult(m, c.req.RequestId), m.GetJobId())
+		if why == "" {
+			if seq, _ := jobOf(m.JobId, c.req.RequestId); c.machine.Job(seq).Slot.Model != m.Model {
+				return DropWrongTarget
+			}
+		}
+		return why
+	case *messages.Delta:
+		switch {
+		case c.req.StreamTo == nil || m.RequestId != c.req.RequestId:
+			return DropUnexpected
+		case m.JobId == c.req.RequestId+"/arbiter": // the synthesis of the arbiter, from the consensus actor
+			if c.consensus == nil {
+				return DropUnexpected
+			}
+			return ""
+		}
+		return c.jobCheck("", m.GetJobId())
+	case *messages.CancelRequest:
+		return checkCancelRequest(m, c.req.RequestId)
+	case *messages.ConsensusResult:
+		if !c.consulting {
+			return DropUnexpected
+		}
+		return checkConsensusResult(m, len(c.answers))
+	case *actor.DeadLetterResponse:
+		if !c.consulting {
+			return DropUnexpected
+		}
+	}
+	return ""
+}
+
+// jobCheck adds to a job message's own check that the job exists: the machine made it.
+func (c *CoordinatorActor) jobCheck(why, jobID string) string {
+	if why != "" {
+		return why
+	}
+	if seq, _ := jobOf(jobID, c.req.RequestId); c.machine == nil || c.machine.Job(seq) == nil {
+		return DropWrongTarget
 	}
 	return ""
 }

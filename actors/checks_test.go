@@ -157,7 +157,7 @@ func TestCheckRewards(t *testing.T) {
 	}
 	rows := []check[*messages.Reward]{
 		{"a well-formed reward", nil, ""},
-		{"a reward to the all-categories arm", func(r *messages.Reward) { r.Category = AllCategories }, ""},
+		{"a reward to the all-categories arm", func(r *messages.Reward) { r.Category = bandit.AllCategories }, ""},
 		{"zero is a reward", func(r *messages.Reward) { r.Reward = 0 }, ""},
 		{"an invented model", func(r *messages.Reward) { r.Model = "invented-0001" }, DropUnknownModel},
 		{"no model", func(r *messages.Reward) { r.Model = "" }, DropUnknownModel},
@@ -176,7 +176,7 @@ func TestCheckRewards(t *testing.T) {
 	runChecks(t, good, []check[*messages.Reward]{
 		{"its own reward", nil, ""},
 		{"another model's", func(r *messages.Reward) { r.Model = "n" }, DropWrongTarget},
-		{"another category's", func(r *messages.Reward) { r.Category = AllCategories }, DropWrongTarget},
+		{"another category's", func(r *messages.Reward) { r.Category = bandit.AllCategories }, DropWrongTarget},
 		{"a reward above one", func(r *messages.Reward) { r.Reward = 2 }, DropBadReward},
 	}, func(r *messages.Reward) string { return checkArmReward(r, "m", "general") })
 }
@@ -190,7 +190,7 @@ func TestCheckVotes(t *testing.T) {
 	runChecks(t, good, []check[*messages.Votes]{
 		{"well-formed votes", nil, ""},
 		{"an invented category", func(v *messages.Votes) { v.Category = "invented" }, DropUnknownCategory},
-		{"the all-categories arm is no category of prompts", func(v *messages.Votes) { v.Category = AllCategories }, DropUnknownCategory},
+		{"the all-categories arm is no category of prompts", func(v *messages.Votes) { v.Category = bandit.AllCategories }, DropUnknownCategory},
 		{"an invented model", func(v *messages.Votes) { v.Models[1] = "invented" }, DropUnknownModel},
 		{"fewer groups than models", func(v *messages.Votes) { v.Groups = v.Groups[:2] }, DropMalformed},
 		{"a group past the answers", func(v *messages.Votes) { v.Groups[0] = math.MaxInt32 }, DropMalformed},

@@ -7,12 +7,12 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/collect"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/feedback"
 	"github.com/conclave-ai/conclave/internal/core/plan"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
@@ -72,17 +72,6 @@ type CoordinatorActor struct {
 	// its answers' ballots once the consensus has read them (nil for answers of text).
 	structure *consensus.Structure
 	ballots   []*messages.Ballot
-}
-
-// JobLogBudget is the most per-call lines one request logs; the rest are counted in its collect_done
-// line (`lines_suppressed`), and the record still holds every call.
-const JobLogBudget = 64
-
-// jobLog logs a per-call line while the request's budget lasts.
-func (c *CoordinatorActor) jobLog(msg string, fields ...zap.Field) {
-	if c.jobLines++; c.jobLines <= JobLogBudget {
-		c.log.Debug(msg, fields...)
-	}
 }
 
 // wake is the coordinator's one timer: a tick of the collection machine due at at.
@@ -154,62 +143,6 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	default:
 		c.deps.unknown(KindCoordinator, m)
 	}
-}
-
-// check says why a message is dropped, or "": what a job's message says must be of this request's
-// jobs (and, for a result, of the job's model); a consensus answer, or a dead letter, must answer the
-// consensus asked; nothing about the calls is taken before the calls are planned.
-func (c *CoordinatorActor) check(msg any) string {
-	switch m := msg.(type) {
-	case *messages.Permit:
-		return c.jobCheck(checkPermit(m, c.req.RequestId), m.GetJobId())
-	case *messages.JobQueued:
-		return c.jobCheck(checkJobQueued(m, c.req.RequestId), m.GetJobId())
-	case *messages.JobStarted:
-		return c.jobCheck(checkJobStarted(m, c.req.RequestId), m.GetJobId())
-	case *messages.JobResult:
-		why := c.jobCheck(checkJobResult(m, c.req.RequestId), m.GetJobId())
-		if why == "" {
-			if seq, _ := jobOf(m.JobId, c.req.RequestId); c.machine.Job(seq).Slot.Model != m.Model {
-				return DropWrongTarget
-			}
-		}
-		return why
-	case *messages.Delta:
-		switch {
-		case c.req.StreamTo == nil || m.RequestId != c.req.RequestId:
-			return DropUnexpected
-		case m.JobId == c.req.RequestId+"/arbiter": // the synthesis of the arbiter, from the consensus actor
-			if c.consensus == nil {
-				return DropUnexpected
-			}
-			return ""
-		}
-		return c.jobCheck("", m.GetJobId())
-	case *messages.CancelRequest:
-		return checkCancelRequest(m, c.req.RequestId)
-	case *messages.ConsensusResult:
-		if !c.consulting {
-			return DropUnexpected
-		}
-		return checkConsensusResult(m, len(c.answers))
-	case *actor.DeadLetterResponse:
-		if !c.consulting {
-			return DropUnexpected
-		}
-	}
-	return ""
-}
-
-// jobCheck adds to a job message's own check that the job exists: the machine made it.
-func (c *CoordinatorActor) jobCheck(why, jobID string) string {
-	if why != "" {
-		return why
-	}
-	if seq, _ := jobOf(jobID, c.req.RequestId); c.machine == nil || c.machine.Job(seq) == nil {
-		return DropWrongTarget
-	}
-	return ""
 }
 
 func (c *CoordinatorActor) start(ctx actor.Context) {
@@ -291,60 +224,11 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 }
 
 func (c *CoordinatorActor) planRequest() plan.Request {
-	r := c.req
-	req := plan.Request{Task: r.Task, Category: r.Category, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
-		Fallbacks: r.Fallbacks}
-	if r.TimeoutSeconds != nil {
-		// A timeout too small to be a duration still ends the request at once.
-		req.Timeout = max(seconds(*r.TimeoutSeconds), time.Nanosecond)
+	var strict []string
+	if c.req.StrictParameters {
+		strict = fleet.ParamsOf(c.req.GetAsk().GetSampling()).Given()
 	}
-	if r.ReceivedAt != nil {
-		req.ReceivedAt = r.ReceivedAt.AsTime()
-	}
-	if v, ok := r.GetMetadata().GetFields()["answer_kind"]; ok {
-		req.AnswerKind = v.GetStringValue()
-	}
-	if ask := r.GetAsk(); ask != nil {
-		req.Images = holdsImages(ask)
-		if r.StrictParameters {
-			req.StrictParams = fleet.ParamsOf(ask.Sampling).Given()
-		}
-	}
-	return req
-}
-
-// holdsImages reports whether a conversation holds an image.
-func holdsImages(ask *messages.Ask) bool {
-	for _, m := range ask.Messages {
-		for _, p := range m.Content {
-			if p.Type == providers.PartImage {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-// Overrides reads a request's blueprint overrides.
-func Overrides(req *messages.RouteRequest) blueprints.Overrides {
-	var o blueprints.Overrides
-	if req.Workers != nil {
-		w := int(*req.Workers)
-		o.Workers = &w
-	}
-	if req.MinResponses != nil {
-		m := int(*req.MinResponses)
-		o.MinResponses = &m
-	}
-	if req.Strategy != nil {
-		s := blueprints.Strategy(*req.Strategy)
-		o.Strategy = &s
-	}
-	if req.QuorumGraceSeconds != nil {
-		o.QuorumGraceSeconds = req.QuorumGraceSeconds
-	}
-	o.Quorum, o.QuorumTau = req.Quorum, req.QuorumTau
-	return o
+	return execution.Request(c.req, strict)
 }
 
 // settled tells an adaptive quorum whether the answers so far settle the request: the leading
@@ -364,46 +248,18 @@ func (c *CoordinatorActor) settled(answers []*collect.Job) (bool, float64) {
 // 2 CLASSIFY
 func (c *CoordinatorActor) recordClassification() {
 	p := c.plan
-	r, md := p.Classification, p.Classification.Metadata
-	cls := &messages.Classification{
-		Category: p.Category, Confidence: r.Confidence, Best: string(r.Best), Fallback: r.Fallback, LowConfidence: r.LowConfidence,
-		Priority: string(r.Priority), Language: md.Language, Complexity: string(md.Complexity),
-		ContextLength: int32(md.ContextLength), Explicit: p.Explicit, AnswerKind: string(p.AnswerKind),
-	}
-	for _, s := range r.Signals {
-		cls.Signals = append(cls.Signals, &messages.Signal{Category: string(s.Category), Keyword: s.Keyword})
-	}
+	cls := execution.Classification(p)
 	c.exec.Classification = cls
-	if ce := c.log.Check(zap.DebugLevel, "task classified"); ce != nil {
-		ce.Write(zap.String("event", "classification"), zap.String("category", p.Category),
-			zap.Float64("confidence", r.Confidence), zap.String("best", string(r.Best)), zap.Bool("fallback", r.Fallback),
-			zap.Bool("explicit", cls.Explicit), zap.Array("signals", signalsField(r.Signals)), zap.String("priority", cls.Priority),
-			zap.String("language", cls.Language), zap.String("complexity", cls.Complexity), zap.Int("context_length", md.ContextLength),
-			zap.String("answer_kind", cls.AnswerKind))
-	}
-	if r.LowConfidence && !cls.Explicit {
-		if ce := c.log.Check(zap.DebugLevel, "low confidence classification"); ce != nil {
-			ce.Write(zap.String("event", "low_confidence_classification"),
-				zap.String("category", p.Category), zap.String("best", string(r.Best)), zap.Float64("confidence", r.Confidence),
-				zap.Array("alternatives", alternativesField(r.Alternatives)))
-		}
-	}
+	logClassified(c.log, p, cls)
 }
 
 // 3 BLUEPRINT
 func (c *CoordinatorActor) recordBlueprint() {
 	bp := c.plan.Blueprint
-	c.exec.Blueprint = &messages.Blueprint{Name: bp.Name, Workers: int32(bp.Workers), TimeoutSeconds: bp.TimeoutSeconds,
-		Strategy: string(bp.Strategy), MinResponses: int32(bp.MinResponses), QuorumGraceSeconds: bp.QuorumGraceSeconds,
-		Quorum: bp.Quorum, QuorumTau: bp.QuorumTau}
+	c.exec.Blueprint = execution.Blueprint(bp)
 	c.exec.Overrides = c.plan.Overrides
 	c.exec.Deadline = ts(c.plan.Deadline)
-	if ce := c.log.Check(zap.DebugLevel, "blueprint chosen"); ce != nil {
-		ce.Write(zap.String("event", "blueprint"), zap.String("blueprint", bp.Name), zap.Int("workers", bp.Workers),
-			zap.Float64("timeout_seconds", bp.TimeoutSeconds), zap.String("strategy", string(bp.Strategy)),
-			zap.Int("min_responses", bp.MinResponses), zap.Float64("quorum_grace_seconds", bp.QuorumGraceSeconds), zap.Strings("overrides", c.exec.Overrides),
-			zap.Time("deadline", c.plan.Deadline), zap.Time("collect_by", c.plan.CollectBy))
-	}
+	logBlueprint(c.log, c.plan, c.exec.Overrides)
 }
 
 // 4 SELECT
@@ -411,29 +267,7 @@ func (c *CoordinatorActor) recordSelection() {
 	sel := c.plan.Selection
 	counts := sel.SkipCounts()
 	skipped := c.plan.SkipsToRecord()
-	rec := &messages.Selection{Policy: c.deps.Plan.Policy.String(), Eligible: int32(sel.Eligible)}
-	if len(counts) > 0 {
-		rec.SkipCounts = make(map[string]int32, len(counts))
-		for reason, n := range counts {
-			rec.SkipCounts[reason] = int32(n)
-		}
-	}
-	if len(skipped) > 0 {
-		rec.Skipped = make([]*messages.Skip, len(skipped))
-		skips := make([]messages.Skip, len(skipped)) // one allocation for the list
-		for i, s := range skipped {
-			skips[i] = messages.Skip{Model: s.Model, Provider: s.Provider, Reason: s.Reason.String()}
-			rec.Skipped[i] = &skips[i]
-		}
-	}
-	rec.Picks = make([]*messages.Pick, len(sel.Picks))
-	picks := make([]messages.Pick, len(sel.Picks))
-	for i, p := range sel.Picks {
-		picks[i] = messages.Pick{Model: p.Model, Provider: p.Provider, Sampled: p.Sampled, Score: p.Score,
-			Deprioritised: p.Deprioritised, Explored: p.Explored, Alpha: p.Alpha, Beta: p.Beta}
-		rec.Picks[i] = &picks[i]
-	}
-	c.exec.Selection = rec
+	c.exec.Selection = execution.Selection(c.deps.Plan.Policy.String(), sel, counts, skipped)
 	c.logSelection(sel.Picks, counts, skipped, sel.Eligible, false)
 }
 
@@ -452,10 +286,7 @@ func (c *CoordinatorActor) logSelection(picks []bandit.Pick, counts map[string]i
 
 // 5 ASSIGN
 func (c *CoordinatorActor) recordAssignment() {
-	if ce := c.log.Check(zap.DebugLevel, "workers assigned"); ce != nil {
-		ce.Write(zap.String("event", "assignment"), zap.Strings("workers", c.plan.Workers), zap.Bool("heavy", c.plan.Heavy),
-			zap.Array("rejected", rejectionsField(c.plan.Rejected)))
-	}
+	logAssigned(c.log, c.plan)
 }
 
 // env answers the collection machine's questions from the plan and the published snapshots.
@@ -577,18 +408,9 @@ func (c *CoordinatorActor) progress(ctx actor.Context, step func() *messages.Pro
 func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
 	switch phase {
 	case &c.exec.Phases.ClassifyMs:
-		cls := c.exec.Classification
-		c.progress(ctx, func() *messages.Progress {
-			return &messages.Progress{Event: "classified", Category: cls.Category, Confidence: cls.Confidence}
-		})
+		c.progress(ctx, func() *messages.Progress { return execution.Classified(c.exec.Classification) })
 	case &c.exec.Phases.SelectMs:
-		c.progress(ctx, func() *messages.Progress {
-			p := &messages.Progress{Event: "selected", Blueprint: c.plan.Blueprint.Name, Strategy: string(c.plan.Blueprint.Strategy)}
-			for _, pick := range c.plan.Selection.Picks {
-				p.Models = append(p.Models, pick.Model)
-			}
-			return p
-		})
+		c.progress(ctx, func() *messages.Progress { return execution.Selected(c.plan) })
 	}
 }
 
@@ -671,16 +493,7 @@ func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
 		RetryAfter: seconds(r.RetryAfterSeconds), Ref: r}
 	effects := c.machine.Result(now, seq, reply)
 	if j := c.machine.Job(seq); j != nil && j.Record != nil && j.Record.Ref == r { // a reply that settled its call, not a late one
-		// An answer is summarised in collect_done's calls; a failed call has a line of its own.
-		if j.Record.Status != collect.OK {
-			c.jobLog("reply received", zap.String("event", "reply"), zap.Int("job", seq), zap.String("model", r.Model),
-				zap.String("provider", r.Provider), zap.String("worker", r.Worker), zap.String("status", string(j.Record.Status)),
-				zap.String("error_kind", string(j.Record.Kind)), zap.String("error_scope", r.ErrorScope), zap.Float64("latency_ms", r.LatencyMs),
-				zap.Int32("http_status", r.HttpStatus))
-		} else if ce := c.log.Check(zap.DebugLevel, "reply received"); ce != nil {
-			ce.Write(zap.String("event", "reply"), zap.Int("job", seq), zap.String("model", r.Model), zap.String("provider", r.Provider),
-				zap.String("worker", r.Worker), zap.String("status", string(j.Record.Status)), zap.Float64("latency_ms", r.LatencyMs))
-		}
+		c.logReply(seq, r, j.Record)
 		c.progress(ctx, func() *messages.Progress {
 			return &messages.Progress{Event: "reply", Model: r.Model, Provider: r.Provider, Worker: r.Worker, Attempt: int32(j.Attempt),
 				Status: string(j.Record.Status), LatencyMs: r.LatencyMs, ErrorKind: string(j.Record.Kind)}
@@ -705,121 +518,66 @@ func (c *CoordinatorActor) stop(ctx actor.Context, kind resilience.Kind) {
 	}
 	if c.consensus != nil {
 		ctx.Stop(c.consensus) // it gives its arbiter's permit back
-		c.fail(ctx, kind, stopMessage(kind), 0, nil)
+		c.fail(ctx, kind, execution.StopMessage(kind), 0, nil)
 		return
 	}
 	c.apply(ctx, c.machine.Stop(time.Now(), kind))
-}
-
-func stopMessage(kind resilience.Kind) string {
-	if kind == resilience.ClientClosed {
-		return "the caller went away before the answer"
-	}
-	return "the request was still running when the shutdown timeout ended"
 }
 
 // finishCollection hands the answers to a consensus actor, or fails the request when there are none.
 func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	c.due.stop()
 	d := c.machine.Done()
-	q, mode := d.Quorum, blueprints.FixedQuorum
-	if c.plan.Blueprint.Adaptive() {
-		mode = blueprints.AdaptiveQuorum
-	}
-	if c.audit {
-		q.Stopped = "audit"
-	}
-	c.exec.Quorum = &messages.QuorumOutcome{Mode: mode, Asked: int32(q.Asked), Selected: int32(len(c.plan.Selection.Picks)),
-		Waves: int32(q.Waves), Stopped: q.Stopped, Posterior: q.Posterior}
+	c.exec.Quorum = execution.Quorum(c.plan, d.Quorum, c.audit)
 	c.exec.Phases.CollectMs = ms(time.Since(c.dispatchStart))
 	if c.exec.Phases.DispatchMs == 0 {
 		c.exec.Phases.DispatchMs = c.exec.Phases.CollectMs
 	}
-	if ce := c.log.Check(zap.DebugLevel, "collection finished"); ce != nil {
-		ce.Write(zap.String("event", "collect_done"), zap.Int("ok", len(d.Answers)), zap.Int("min_responses", c.plan.Blueprint.MinResponses),
-			zap.Int("rounds", d.Rounds), zap.Int("asked", q.Asked), zap.Int("waves", q.Waves), zap.String("stopped", q.Stopped),
-			zap.Float64("collect_ms", c.exec.Phases.CollectMs), zap.String("failure", string(d.Failure)),
-			zap.Array("calls", callsField(c.machine.Records())), zap.Int("lines_suppressed", max(c.jobLines-JobLogBudget, 0)))
-	}
-	if c.broken {
-		c.fail(ctx, d.Failure, "the answer's stream broke after it began: "+lastError(c.machine.Records()), 0, nil)
-		return
-	}
-	// Without an answer, the details name each model's cause: the caller sees which upstream is down,
-	// refused, limited or slow, not only that nothing came.
-	var why validation.Errors
-	if d.Failure != "" {
-		why = causes(c.machine.Records(), c.providerFault)
-	}
-	switch d.Failure {
-	case "":
-	case resilience.ClientClosed, resilience.ShuttingDown:
-		c.fail(ctx, d.Failure, stopMessage(d.Failure), 0, nil)
-		return
-	case resilience.RateLimited:
-		c.fail(ctx, d.Failure, "every call met a provider's rate limit with no room before the request's queue bound "+
-			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter, why)
-		return
-	case resilience.InvalidAPIKey, resilience.PaymentRequired:
-		c.fail(ctx, d.Failure, "the provider refused its key or its account; it takes no call until its key changes", 0, why)
-		return
-	case resilience.ModelNotFound:
-		c.fail(ctx, d.Failure, "the provider does not know the model; it has left the pool", 0, why)
-		return
-	case resilience.RequestTooLarge:
-		c.fail(ctx, d.Failure, "the task is too large for the models asked: split it into chunks, or name models with a larger "+
-			"context window (GET /models lists each model's context_window)", 0, why)
-		return
-	case resilience.AllProvidersDown:
-		c.fail(ctx, d.Failure, "no model could answer: the providers of the models asked are down (refused or failed connections, "+
-			"open breakers); the details name each model's cause", 0, why)
-		return
-	default:
-		c.fail(ctx, d.Failure, "no worker returned an answer before the deadline", 0, why)
+	logCollected(c.log, c.plan, d, c.exec, c.machine.Records(), max(c.jobLines-JobLogBudget, 0))
+	if kind, msg, retryAfter, why, failed := execution.Failure(d, c.broken, c.machine.Records(), c.providerFault); failed {
+		c.fail(ctx, kind, msg, retryAfter, why)
 		return
 	}
 	c.exec.Degraded = d.Degraded
 	c.answers = d.Answers
 	if c.plan.IsDirect() { // one answer, its own: nothing to merge, but it must be what was asked
 		j := d.Answers[0]
-		res := j.Record.Ref.(*messages.JobResult)
-		if c.structure.JSON() && len(res.ToolCalls) == 0 {
-			if b := consensus.Ballots([]consensus.Response{{Model: j.Slot.Model, Text: res.Text}}, c.structure, consensus.Text)[0]; !b.Valid {
-				c.fail(ctx, resilience.NoValidAnswer, "the answer is not the JSON the request asks for", 0,
-					validation.Errors{{Field: j.Slot.Model, Message: b.Problem}})
-				return
-			}
+		if problem := execution.DirectAnswerProblem(j, c.structure); problem != "" {
+			c.fail(ctx, resilience.NoValidAnswer, "the answer is not the JSON the request asks for", 0,
+				validation.Errors{{Field: j.Slot.Model, Message: problem}})
+			return
 		}
 		c.consensusStart = time.Now()
-		c.onConsensus(ctx, directAnswer(j))
+		c.onConsensus(ctx, execution.DirectAnswer(j))
 		return
 	}
-	reliability := map[string]float64{} // one reading per provider, so its candidates are weighed alike
-	in := &messages.ConsensusInput{RequestId: c.req.RequestId, Category: c.plan.Category, Strategy: string(c.plan.Blueprint.Strategy), Task: c.req.Task,
-		AnswerKind: string(c.plan.AnswerKind), ResponseFormat: c.req.GetAsk().GetResponseFormat(), Tools: c.req.GetAsk().GetTools()}
+	in := execution.ConsensusInput(c.req, c.plan, d.Answers, weights{c}, c.deps.Reward == feedback.Reliability)
 	models := make([]string, len(d.Answers))
 	for i, j := range d.Answers {
-		s := j.Slot
-		rel, ok := reliability[s.Provider]
-		if !ok {
-			rel = c.deps.Dir.Provider(s.Provider).Snapshot().Reliability
-			reliability[s.Provider] = rel
-		}
-		var capability float64
-		if m, ok := c.deps.Catalog.Load().Get(s.Model); ok {
-			capability = m.Capability(c.plan.Category)
-		}
-		learned := c.deps.Dir.Arms.Accuracy(c.plan.Category, s.Model)
-		res := j.Record.Ref.(*messages.JobResult)
-		cand := &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: res.Text, ToolCalls: res.ToolCalls,
-			Capability: capability, Recency: c.deps.Dir.Arms.Arm(c.plan.Category, s.Model).Recency, Reliability: rel, Learned: learned}
-		if c.deps.Reward == feedback.Reliability { // votes weigh by accuracy only where rewards measure it
-			cand.Accuracy = learned
-		}
-		in.Candidates = append(in.Candidates, cand)
-		models[i] = s.Model
+		models[i] = j.Slot.Model
 	}
 	c.consult(ctx, in, models)
+}
+
+// weights reads what the consensus weighs each answer by, for the request's category.
+type weights struct{ c *CoordinatorActor }
+
+func (w weights) Reliability(provider string) float64 {
+	return w.c.deps.Dir.Provider(provider).Snapshot().Reliability
+}
+
+func (w weights) Capability(model string) float64 {
+	if m, ok := w.c.deps.Catalog.Load().Get(model); ok {
+		return m.Capability(w.c.plan.Category)
+	}
+	return 0
+}
+
+func (w weights) Accuracy(model string) float64 {
+	return w.c.deps.Dir.Arms.Accuracy(w.c.plan.Category, model)
+}
+func (w weights) Recency(model string) float64 {
+	return w.c.deps.Dir.Arms.Arm(w.c.plan.Category, model).Recency
 }
 
 // consult hands the answers to a consensus actor: one of its own when it asks an arbiter model (after
@@ -857,23 +615,6 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in, c.structure)))
 }
 
-// lastError is what the last failed call said.
-func lastError(records []*collect.Record) string {
-	for i := len(records) - 1; i >= 0; i-- {
-		if r, ok := records[i].Ref.(*messages.JobResult); ok && !r.Ok {
-			return r.ErrorMessage
-		}
-	}
-	return "the call failed"
-}
-
-// directAnswer is a direct call's answer as a consensus of one, which judges nobody: the model's
-// arm learns only from its faults.
-func directAnswer(j *collect.Job) *messages.ConsensusResult {
-	return &messages.ConsensusResult{Answer: j.Record.Ref.(*messages.JobResult).Text, Contributed: []bool{true}, Weighted: []float64{1}, Unjudged: true,
-		Decision: &messages.ArbiterDecision{Strategy: plan.DirectBlueprint, Scores: []float64{1}, ChosenModel: j.Slot.Model}}
-}
-
 func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusResult) {
 	c.consensus, c.consulting = nil, false
 	c.exec.Phases.ConsensusMs = ms(time.Since(c.consensusStart))
@@ -893,13 +634,7 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 	}
 	c.exec.Decision, c.ballots = r.Decision, r.Decision.Ballots
 	c.exec.Answer = r.Answer
-	if ce := c.log.Check(zap.DebugLevel, "consensus reached"); ce != nil {
-		ce.Write(zap.String("event", "consensus"), zap.String("strategy", r.Decision.Strategy),
-			zap.String("arbiter", r.Decision.Arbiter), zap.Int32("chosen", r.Decision.Chosen), zap.Float64s("scores", r.Decision.Scores),
-			zap.Bools("contributed", r.Contributed), zap.Strings("agreement", r.Decision.Agreement), zap.Strings("disagreement", r.Decision.Disagreement),
-			zap.String("arbiter_error", r.Decision.ArbiterError), zap.Bool("degraded", c.exec.Degraded), zap.Bool("merged", r.Decision.Merged),
-			zap.Int("invalid", invalidBallots(r.Decision.Ballots)))
-	}
+	logConsensus(c.log, r, c.exec.Degraded)
 	c.progress(ctx, func() *messages.Progress {
 		return &messages.Progress{Event: "consensus", Strategy: r.Decision.Strategy, ChosenModel: r.Decision.ChosenModel}
 	})
@@ -914,27 +649,10 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	records := c.machine.Records()
 	category := c.plan.Category
 	if category == "" { // a direct call: its model learns on its arm over all categories
-		category = AllCategories
+		category = bandit.AllCategories
 	}
-	calls := make([]feedback.Call, 0, len(records))
-	for _, rec := range records {
-		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout}
-		if i, ok := c.answerOf(rec.Job); ok && rec.Status == collect.OK {
-			call.Invalid = i < len(c.ballots) && !c.ballots[i].Valid
-			if r != nil {
-				call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
-				if len(r.Groups) > 0 { // a reliability-weighted vote: the scores are posteriors
-					call.Posterior = &r.Decision.Scores[i]
-				}
-			}
-		}
-		calls = append(calls, call)
-	}
-	if r != nil && len(r.Groups) == len(c.answers) {
-		votes := &messages.Votes{Category: c.plan.Category, Groups: r.Groups}
-		for _, j := range c.answers {
-			votes.Models = append(votes.Models, j.Slot.Model)
-		}
+	calls := execution.FeedbackCalls(records, c.answers, c.ballots, r)
+	if votes := execution.Votes(c.plan.Category, c.answers, r); votes != nil {
 		c.deps.Dir.Arms.VoteSent()
 		ctx.Send(c.deps.Dir.Bandit, votes)
 	}
@@ -955,27 +673,6 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	if ce := c.log.Check(zap.DebugLevel, "bandit updated"); ce != nil {
 		ce.Write(zap.String("event", "bandit_updates"), zap.String("category", category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
 	}
-}
-
-// invalidBallots counts the ballots that were not valid.
-func invalidBallots(bs []*messages.Ballot) int {
-	n := 0
-	for _, b := range bs {
-		if !b.Valid {
-			n++
-		}
-	}
-	return n
-}
-
-// answerOf is a job's place among the answers handed to the consensus, if it gave one.
-func (c *CoordinatorActor) answerOf(j *collect.Job) (int, bool) {
-	for i, a := range c.answers {
-		if a == j {
-			return i, true
-		}
-	}
-	return 0, false
 }
 
 // providerFault is a provider's last fault, as its snapshot publishes it.
@@ -1009,7 +706,7 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	c.exec.StatusCode = int32(status)
 	if c.machine != nil {
 		c.feedback(ctx, r)
-		c.assembleResults(r)
+		execution.Results(c.exec, c.machine.Records(), c.machine.Retries(), c.answers, r, c.jobID)
 	}
 	c.exec.CompletedAt = ts(c.deps.now())
 	c.exec.Phases.TotalMs = ms(time.Since(c.began))
@@ -1024,119 +721,4 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 		ce.Write(zap.Inline(summary{c.exec, c.plan.Category}))
 	}
 	ctx.Stop(ctx.Self())
-}
-
-// union adds the names of more that names lacks, in order.
-func union(names, more []string) []string {
-	for _, n := range more {
-		if !slices.Contains(names, n) {
-			names = append(names, n)
-		}
-	}
-	return names
-}
-
-func addUsage(sum, u *messages.Usage) *messages.Usage {
-	if u == nil {
-		return sum
-	}
-	if sum == nil {
-		sum = &messages.Usage{}
-	}
-	sum.InputTokens += u.InputTokens
-	sum.OutputTokens += u.OutputTokens
-	return sum
-}
-
-// assembleResults writes the calls, their usage and cost, and the retry history into the record.
-func (c *CoordinatorActor) assembleResults(r *messages.ConsensusResult) {
-	records := c.machine.Records()
-	results := make([]messages.WorkerResult, len(records)) // one allocation for the list
-	c.exec.Results = make([]*messages.WorkerResult, 0, len(records))
-	for k, rec := range records {
-		j := rec.Job
-		wr := &results[k]
-		*wr = messages.WorkerResult{JobId: c.jobID(j), Model: j.Slot.Model, Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt),
-			Status: string(rec.Status), ErrorKind: string(rec.Kind), ErrorScope: rec.Scope.String(), BudgetMs: ms(j.Budget)}
-		if res, ok := rec.Ref.(*messages.JobResult); ok {
-			wr.Text, wr.LatencyMs, wr.ErrorMessage, wr.HttpStatus, wr.Usage = res.Text, res.LatencyMs, res.ErrorMessage, res.HttpStatus, res.Usage
-			wr.FinishReason, wr.ServedModel, wr.Cost, wr.UpstreamRequestId = res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId
-			wr.ProviderLatencyMs, wr.ToolCalls, wr.DroppedParameters = res.ProviderLatencyMs, res.ToolCalls, res.DroppedParameters
-			c.exec.Cost += res.Cost
-			c.exec.Usage = addUsage(c.exec.Usage, res.Usage)
-			c.exec.DroppedParameters = union(c.exec.DroppedParameters, res.DroppedParameters)
-		}
-		if i, ok := c.answerOf(j); ok && r != nil && rec.Status == collect.OK {
-			wr.WeightedScore, wr.Contributed = r.Weighted[i], r.Contributed[i]
-			if d := r.Decision; d != nil && int(d.Chosen) == i {
-				c.exec.FinishReason, c.exec.ToolCalls = wr.FinishReason, wr.ToolCalls
-			}
-		}
-		c.exec.Results = append(c.exec.Results, wr)
-	}
-	if d := c.exec.Decision; d != nil {
-		c.exec.Cost += d.ArbiterCost
-		c.exec.Usage = addUsage(c.exec.Usage, d.ArbiterUsage)
-	}
-	for _, rt := range c.machine.Retries() {
-		c.exec.Retries = append(c.exec.Retries, &messages.Retry{Model: rt.Model, Provider: rt.Provider, FromWorker: rt.FromWorker, ToWorker: rt.ToWorker,
-			Attempt: int32(rt.Attempt), Kind: string(rt.Kind), DelayMs: ms(rt.Delay), Outcome: rt.Outcome})
-	}
-}
-
-// ListenProgress spawns an actor in system that hands every Progress it receives to onProgress (which
-// must not block), and returns its PID for RouteRequest.progress_to with the function that ends it: that
-// function returns once every step already received is handed over, so the steps sent before a
-// request's answer are all told before the caller shows the answer. A malformed step is not handed
-// over.
-func ListenProgress(system *actor.ActorSystem, onProgress func(*messages.Progress)) (*actor.PID, func()) {
-	return listenProgress(system, "", onProgress, nil)
-}
-
-// ListenProgress is ListenProgress for the request requestID of this engine: the steps of other
-// requests and malformed ones are not handed over, and are counted.
-func (d *Deps) ListenProgress(system *actor.ActorSystem, requestID string, onProgress func(*messages.Progress)) (*actor.PID, func()) {
-	return listenProgress(system, requestID, onProgress, d)
-}
-
-func listenProgress(system *actor.ActorSystem, requestID string, onProgress func(*messages.Progress), deps *Deps) (*actor.PID, func()) {
-	drop := func(reason string, msg any) {
-		if deps != nil {
-			deps.Drop(KindProgress, reason, msg)
-		}
-	}
-	pid := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		switch p := c.Message().(type) {
-		case *messages.Progress:
-			if why := checkProgress(p, requestID); why != "" {
-				drop(why, p)
-				return
-			}
-			onProgress(p)
-		default:
-			if !Lifecycle(p) {
-				drop(DropUnknownMessage, p)
-			}
-		}
-	}))
-	return pid, func() { _ = system.Root.PoisonFuture(pid).Wait() }
-}
-
-// ListenDeltas spawns an actor in system that hands every piece of request requestID's streamed answer
-// to onDelta (which must not block), and returns its PID for RouteRequest.stream_to with the function
-// that ends it once every piece received is handed over.
-func (d *Deps) ListenDeltas(system *actor.ActorSystem, requestID string, onDelta func(*messages.Delta)) (*actor.PID, func()) {
-	pid := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
-		switch m := c.Message().(type) {
-		case *messages.Delta:
-			if m.RequestId != requestID {
-				d.Drop(KindProgress, DropWrongTarget, m)
-				return
-			}
-			onDelta(m)
-		default:
-			d.unknown(KindProgress, m)
-		}
-	}))
-	return pid, func() { _ = system.Root.PoisonFuture(pid).Wait() }
 }

@@ -294,7 +294,7 @@ func (d *Directory) NextRound(category string) uint64 {
 func (d *Directory) NextSequence() uint64 { return d.requestSeqs.Add(1) - 1 }
 
 // ArmBoard holds the published state of every (category, model) arm, plus each model's arm across all
-// categories (AllCategories). An arm without a published state is at the prior; its actor is spawned on
+// categories (bandit.AllCategories). An arm without a published state is at the prior; its actor is spawned on
 // its first reward. The set of models changes when discovery finds new ones or loses old ones: a model
 // that leaves keeps its arms, so it comes back with what was learned of it.
 type ArmBoard struct {
@@ -341,9 +341,6 @@ func (b *ArmBoard) store(s *armSlots, ci int, a bandit.Arm) {
 	b.cells.cell(s.col, ci).store(a)
 }
 
-// AllCategories names the arm that pools a model's outcomes in every category.
-const AllCategories = "*"
-
 // DefaultSharing is how many pseudo-observations of its overall record a model brings into a category
 // where it has no record yet.
 const DefaultSharing = 10
@@ -351,7 +348,7 @@ const DefaultSharing = 10
 // NewArmBoard makes an empty board for the models and categories. sharing is the strength of the
 // empirical-Bayes prior a model's overall record lends its category arms (see Candidates).
 func NewArmBoard(models []catalog.Model, categories []string, prior bandit.Prior, sharing float64) *ArmBoard {
-	categories = append(append([]string(nil), categories...), AllCategories)
+	categories = append(append([]string(nil), categories...), bandit.AllCategories)
 	b := &ArmBoard{categories: map[string]int{}, prior: prior, sharing: sharing, pulls: make([]atomic.Int64, len(categories)),
 		cells: newArmCells(len(categories))}
 	for i, c := range categories {
@@ -393,7 +390,7 @@ func (b *ArmBoard) Models() []catalog.Model { return b.layout.Load().models }
 // Prior returns the prior arms start from.
 func (b *ArmBoard) Prior() bandit.Prior { return b.prior }
 
-// HasCategory reports whether the board has arms for a category: a blueprint's, or AllCategories.
+// HasCategory reports whether the board has arms for a category: a blueprint's, or bandit.AllCategories.
 func (b *ArmBoard) HasCategory(category string) bool {
 	_, ok := b.categories[category]
 	return ok
@@ -459,12 +456,12 @@ func (b *ArmBoard) Release(buf *[]bandit.Candidate) { b.scratch.Put(buf) }
 // soon outweighs the loan.
 func (b *ArmBoard) appendCandidates(category string, dst []bandit.Candidate) []bandit.Candidate {
 	ci, ok := b.categories[category]
-	all := b.categories[AllCategories]
+	all := b.categories[bandit.AllCategories]
 	l := b.layout.Load()
 	est := b.estimates.Load()
 	for i, m := range l.models {
 		c := bandit.Candidate{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: b.prior.Alpha, Beta: b.prior.Beta}
-		if ok && category != AllCategories {
+		if ok && category != bandit.AllCategories {
 			c.Alpha, c.Beta, c.Pulls = b.pooled(l.active[i].col, ci, all)
 			if est != nil {
 				// The estimator's refitted accuracy, worth the answers it rests on, replaces the arm's
@@ -511,7 +508,7 @@ func (b *ArmBoard) Accuracy(category, model string) float64 {
 	if !ok || !known {
 		return b.prior.Alpha / (b.prior.Alpha + b.prior.Beta)
 	}
-	alpha, beta, _ := b.pooled(s.col, ci, b.categories[AllCategories])
+	alpha, beta, _ := b.pooled(s.col, ci, b.categories[bandit.AllCategories])
 	return alpha / (alpha + beta)
 }
 

@@ -179,7 +179,7 @@ func TestTheArmDropsOtherArmsRewards(t *testing.T) {
 	stop(t, system, pid)
 	rows := []dropRow{
 		{"another model's reward", &messages.Reward{Model: "n", Category: "general", Reward: 1}, DropWrongTarget, false},
-		{"another category's reward", &messages.Reward{Model: "m", Category: AllCategories, Reward: 1}, DropWrongTarget, false},
+		{"another category's reward", &messages.Reward{Model: "m", Category: bandit.AllCategories, Reward: 1}, DropWrongTarget, false},
 		{"a NaN reward", &messages.Reward{Model: "m", Category: "general", Reward: math.NaN()}, DropBadReward, false},
 		{"a reward of two", &messages.Reward{Model: "m", Category: "general", Reward: 2}, DropBadReward, false},
 		{"a reward without a model", &messages.Reward{Category: "general", Reward: 1}, DropUnknownModel, false},

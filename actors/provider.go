@@ -9,6 +9,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/core/admission"
+	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
@@ -723,7 +724,7 @@ func Settlement(jobID, model string, v resilience.Verdict, retryAfter time.Durat
 			o.DisabledBecause = r.ErrorKind + ": " + r.ErrorMessage
 		}
 		if !r.Ok && (v.Provider == resilience.Failure || v.Model == resilience.Failure) {
-			o.Fault = resultCause(resilience.Kind(r.ErrorKind), r)
+			o.Fault = execution.Cause(resilience.Kind(r.ErrorKind), r)
 		}
 		if r.Usage != nil {
 			o.Tokens = r.Usage.InputTokens + r.Usage.OutputTokens

@@ -121,7 +121,7 @@ func TestAnEmbeddingsModelAnswersNoChat(t *testing.T) {
 			}
 		})
 	}
-	for _, m := range s.engine.Arms().Models() {
+	for _, m := range s.engine.Arms().(interface{ Models() []catalog.Model }).Models() {
 		if m.ID == embedModel {
 			t.Fatal("the embeddings model has arms: a panel could select it")
 		}

@@ -13,10 +13,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
@@ -299,7 +299,7 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 	// workers): check the combination when the category is known.
 	if req.Category != "" && len(bad) == 0 && len(unknown) == 0 {
 		if bp, err := s.engine.Blueprints().Get(req.Category); err == nil {
-			if _, err := bp.Apply(actors.Overrides(req)); err != nil {
+			if _, err := bp.Apply(execution.Overrides(req)); err != nil {
 				bad = append(bad, validation.Of(err)...)
 			}
 		}

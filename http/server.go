@@ -26,6 +26,7 @@ import (
 	"github.com/conclave-ai/conclave/http/ui"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/assign"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/internal/platform/metrics"
@@ -49,7 +50,7 @@ type Engine interface {
 	Analyst() store.Analyst
 	Catalog() *catalog.Catalog
 	Blueprints() *blueprints.Set
-	Arms() *actors.ArmBoard
+	Arms() bandit.Board
 	Providers() []*actors.ProviderSnapshot
 	Workers() []assign.Worker
 	Ready() error

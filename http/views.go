@@ -5,7 +5,6 @@ import (
 	"net/http"
 	"sort"
 
-	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
@@ -84,7 +83,7 @@ func (s *Server) models(w http.ResponseWriter, r *http.Request, _ httprouter.Par
 	// sort=mean ranks by the category's arm, or by each model's arm over all categories.
 	rankBy := category
 	if rankBy == "" {
-		rankBy = actors.AllCategories
+		rankBy = bandit.AllCategories
 	}
 	views := map[string]*modelView{}
 	means := map[string]float64{}

@@ -160,13 +160,13 @@ func TestTheBanditSpawnsArmsOnlyForKnownNames(t *testing.T) {
 		}
 	}
 	tr.deps.Middleware = []actor.ReceiverMiddleware{crashOn}
-	bandit, err := tr.system.Root.SpawnNamed(Bandit(tr.deps), "bandit")
+	banditPID, err := tr.system.Root.SpawnNamed(Bandit(tr.deps), "bandit")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ping := func() {
 		t.Helper()
-		if _, err := tr.system.Root.RequestFuture(bandit, &Ping{}, 10*time.Second).Result(); err != nil {
+		if _, err := tr.system.Root.RequestFuture(banditPID, &Ping{}, 10*time.Second).Result(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,11 +186,11 @@ func TestTheBanditSpawnsArmsOnlyForKnownNames(t *testing.T) {
 		{"a message it does not route", "hello", actors.DropUnknownMessage, 0},
 		{"a known arm's reward", &messages.Reward{Model: "m", Category: "general", Reward: 1}, "", 1},
 		{"the same arm again", &messages.Reward{Model: "m", Category: "general", Reward: 0}, "", 0},
-		{"its all-categories arm", &messages.Reward{Model: "m", Category: actors.AllCategories, Reward: 1}, "", 1},
+		{"its all-categories arm", &messages.Reward{Model: "m", Category: bandit.AllCategories, Reward: 1}, "", 1},
 	}
 	for _, tt := range tests {
 		before, dropped := children(), tr.deps.Dir.Dropped(actors.KindBandit, tt.reason)
-		tr.system.Root.Send(bandit, tt.msg)
+		tr.system.Root.Send(banditPID, tt.msg)
 		ping()
 		if got := children() - before; got != tt.spawns {
 			t.Fatalf("%s: %d arms spawned, want %d", tt.desc, got, tt.spawns)
@@ -206,10 +206,10 @@ func TestTheBanditSpawnsArmsOnlyForKnownNames(t *testing.T) {
 	}
 	waitUntil(t, func() bool { return len(tr.deps.Dir.Stopped()) == 1 && children() == 1 })
 	before := tr.deps.Dir.Dropped(actors.KindBandit, actors.DropActorStopped)
-	tr.system.Root.Send(bandit, &messages.Reward{Model: "m", Category: "general", Reward: 1})
+	tr.system.Root.Send(banditPID, &messages.Reward{Model: "m", Category: "general", Reward: 1})
 	ping()
 	if children() != 1 || tr.deps.Dir.Dropped(actors.KindBandit, actors.DropActorStopped) != before+1 {
 		t.Fatalf("%d arms; the stopped arm's reward was not dropped", children())
 	}
-	_ = tr.system.Root.PoisonFuture(bandit).Wait()
+	_ = tr.system.Root.PoisonFuture(banditPID).Wait()
 }

@@ -12,8 +12,8 @@ import (
 const module = "github.com/conclave-ai/conclave/"
 
 // allowed are the project's packages a decision may import besides the other decisions: the
-// blueprints' value types, the injected clock and a hash.
-var allowed = []string{module + "blueprints", module + "internal/platform/clock", module + "internal/platform/fnv1a"}
+// blueprints' and the protocol's value types, the injected clock and a hash.
+var allowed = []string{module + "blueprints", module + "messages", module + "internal/platform/clock", module + "internal/platform/fnv1a"}
 
 // io are the standard and third-party packages that reach outside the process.
 var io = []string{"net", "os", "os/exec", "os/signal", "syscall", "database/sql", "log",

@@ -528,7 +528,7 @@ func (e *Engine) Catalog() *catalog.Catalog { return e.catalog.Load() }
 func (e *Engine) Blueprints() *blueprints.Set { return e.blueprints }
 
 // Arms returns the board of learned arms.
-func (e *Engine) Arms() *actors.ArmBoard { return e.deps.Dir.Arms }
+func (e *Engine) Arms() bandit.Board { return e.deps.Dir.Arms }
 
 // Providers returns every provider's latest snapshot.
 func (e *Engine) Providers() []*actors.ProviderSnapshot {

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
@@ -59,7 +59,7 @@ func run(t *testing.T, e *Engine, n int) []string {
 		out = append(out, fmt.Sprint(picks, exec.Answer))
 		rewards += int64(len(exec.BanditUpdates))
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		for _, c := range []string{"general", actors.AllCategories} {
+		for _, c := range []string{"general", bandit.AllCategories} {
 			if err := e.Settle(ctx, c, rewards); err != nil {
 				t.Fatal(err)
 			}

@@ -75,7 +75,7 @@ func (e *Engine) loadArms(board *actors.ArmBoard) error {
 	e.peers = newPeerCursor(learned.Through, learned.Recent)
 	var pulls int64
 	for _, a := range arms {
-		if a.Category != actors.AllCategories {
+		if a.Category != bandit.AllCategories {
 			pulls += a.Pulls
 		}
 	}

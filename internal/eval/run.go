@@ -6,10 +6,10 @@ import (
 	"sort"
 	"time"
 
-	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/config"
@@ -114,7 +114,7 @@ type absorbed map[string]int64
 // settle adds a prompt's n rewards in category and waits until the arms have them all, so that the
 // next selection sees what this prompt taught: rewards travel to the arms asynchronously.
 func (a absorbed) settle(ctx context.Context, e *engine.Engine, category string, n int) error {
-	for _, c := range []string{category, actors.AllCategories} {
+	for _, c := range []string{category, bandit.AllCategories} {
 		a[c] += int64(n)
 		if err := e.Settle(ctx, c, a[c]); err != nil {
 			return err

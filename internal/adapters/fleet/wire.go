@@ -131,7 +131,7 @@ func JobOf(call providers.Call, deadline time.Time) *messages.Job {
 // messageOf and chatMessageOf convert a turn between its message and its call form.
 func messageOf(m *messages.ChatMessage) providers.Message {
 	out := providers.Message{Role: m.Role, ToolCallID: m.ToolCallId, Name: m.Name}
-	if len(m.Content) == 1 && m.Content[0].Type == providers.PartText {
+	if len(m.Content) == 1 && m.Content[0].Type == messages.PartText {
 		out.Content = m.Content[0].Text
 	} else {
 		for _, p := range m.Content {
@@ -147,7 +147,7 @@ func messageOf(m *messages.ChatMessage) providers.Message {
 func chatMessageOf(m providers.Message) *messages.ChatMessage {
 	out := &messages.ChatMessage{Role: m.Role, ToolCallId: m.ToolCallID, Name: m.Name}
 	if m.Parts == nil {
-		out.Content = []*messages.ContentPart{{Type: providers.PartText, Text: m.Content}}
+		out.Content = []*messages.ContentPart{{Type: messages.PartText, Text: m.Content}}
 	}
 	for _, p := range m.Parts {
 		out.Content = append(out.Content, &messages.ContentPart{Type: p.Type, Text: p.Text, ImageUrl: p.ImageURL, Detail: p.Detail})

@@ -19,6 +19,18 @@ const RecencySpan = 50
 
 var recencyAlpha = 2.0 / (RecencySpan + 1)
 
+// AllCategories names the arm that pools a model's outcomes in every category.
+const AllCategories = "*"
+
+// Board is a read view of every arm: what the doors and the metrics show of what the bandit learned.
+type Board interface {
+	// Arm is a model's arm in a category (AllCategories: across all of them).
+	Arm(category, model string) Arm
+	// Published are the arms that have learned something.
+	Published() []Arm
+	Prior() Prior
+}
+
 // Arm is the learned state of one (model, category) pair. It is a value; updates return a new Arm.
 type Arm struct {
 	Model    string  `json:"model"`

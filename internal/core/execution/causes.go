@@ -1,4 +1,4 @@
-package actors
+package execution
 
 import (
 	"slices"
@@ -10,11 +10,11 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 )
 
-// resultCause is a failed call's cause as a caller is told it: its kind, and what the error says
+// Cause is a failed call's cause as a caller is told it: its kind, and what the error says
 // past the kind, provider and model it repeats (the upstream's host for a refused connection, the
 // provider's own words for an error it answered). Never a key: adapters strike keys from what
 // providers send back, and base URLs carry none.
-func resultCause(kind resilience.Kind, r *messages.JobResult) string {
+func Cause(kind resilience.Kind, r *messages.JobResult) string {
 	msg := r.GetErrorMessage()
 	if rest, ok := strings.CutPrefix(msg, r.GetErrorKind()); ok {
 		// A classified error reads "kind provider=p model=m status=n: cause".
@@ -40,7 +40,7 @@ var permitCauses = map[resilience.Kind]string{
 // its open breaker.
 func recordCause(rec *collect.Record, fault func(provider string) string) string {
 	if r, ok := rec.Ref.(*messages.JobResult); ok && !r.Ok {
-		return resultCause(rec.Kind, r)
+		return Cause(rec.Kind, r)
 	}
 	if rec.WaitedForPermit {
 		return string(rec.Kind) + ": collection ended while it waited for its provider's permit (a rate limit)"
@@ -57,9 +57,9 @@ func recordCause(rec *collect.Record, fault func(provider string) string) string
 	return cause
 }
 
-// causes names, for each model asked that gave no answer, why: the cause of its last call, in the
+// Causes names, for each model asked that gave no answer, why: the cause of its last call, in the
 // order the models were selected. They are the details of a request that failed for want of answers.
-func causes(records []*collect.Record, fault func(provider string) string) validation.Errors {
+func Causes(records []*collect.Record, fault func(provider string) string) validation.Errors {
 	last := map[*collect.Slot]*collect.Record{}
 	var slots []*collect.Slot
 	for _, rec := range records {

@@ -1,4 +1,4 @@
-package actors
+package execution
 
 import (
 	"testing"
@@ -40,7 +40,7 @@ func TestCausesNameEachModelsLastFailure(t *testing.T) {
 		{"haiku", "provider_breaker_open after connection_refused: 10.0.0.9:443"},
 		{"flash", "host_timeout: the worker host did not return the call within its budget"},
 	}
-	got := causes(records, fault)
+	got := Causes(records, fault)
 	if len(got) != len(tests) {
 		t.Fatalf("causes %v: want one per model without an answer", got)
 	}

@@ -1,0 +1,367 @@
+// Package execution owns what a request's steps write down: the execution record's parts (its
+// classification, blueprint, selection, quorum, calls, usage, cost and retries), the consensus input
+// built from the answers, the failure a collection without an answer ends with, the rewards' inputs and
+// the progress events. Each is a pure function of the plan, the collection machine's records and the
+// values the caller reads for it; the coordinator only sends what they return.
+package execution
+
+import (
+	"slices"
+	"time"
+
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/feedback"
+	"github.com/conclave-ai/conclave/internal/core/plan"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// Classification is step 2's record.
+func Classification(p *plan.Plan) *messages.Classification {
+	r, md := p.Classification, p.Classification.Metadata
+	cls := &messages.Classification{
+		Category: p.Category, Confidence: r.Confidence, Best: string(r.Best), Fallback: r.Fallback, LowConfidence: r.LowConfidence,
+		Priority: string(r.Priority), Language: md.Language, Complexity: string(md.Complexity),
+		ContextLength: int32(md.ContextLength), Explicit: p.Explicit, AnswerKind: string(p.AnswerKind),
+	}
+	for _, s := range r.Signals {
+		cls.Signals = append(cls.Signals, &messages.Signal{Category: string(s.Category), Keyword: s.Keyword})
+	}
+	return cls
+}
+
+// Blueprint is step 3's record.
+func Blueprint(bp blueprints.Blueprint) *messages.Blueprint {
+	return &messages.Blueprint{Name: bp.Name, Workers: int32(bp.Workers), TimeoutSeconds: bp.TimeoutSeconds,
+		Strategy: string(bp.Strategy), MinResponses: int32(bp.MinResponses), QuorumGraceSeconds: bp.QuorumGraceSeconds,
+		Quorum: bp.Quorum, QuorumTau: bp.QuorumTau}
+}
+
+// Selection is step 4's record: the picks, how many models were eligible, and why the others were
+// left out (counts by reason, and the first skips the plan keeps).
+func Selection(policy string, sel bandit.Selection, counts map[string]int, skipped []bandit.Skip) *messages.Selection {
+	rec := &messages.Selection{Policy: policy, Eligible: int32(sel.Eligible)}
+	if len(counts) > 0 {
+		rec.SkipCounts = make(map[string]int32, len(counts))
+		for reason, n := range counts {
+			rec.SkipCounts[reason] = int32(n)
+		}
+	}
+	if len(skipped) > 0 {
+		rec.Skipped = make([]*messages.Skip, len(skipped))
+		skips := make([]messages.Skip, len(skipped)) // one allocation for the list
+		for i, s := range skipped {
+			skips[i] = messages.Skip{Model: s.Model, Provider: s.Provider, Reason: s.Reason.String()}
+			rec.Skipped[i] = &skips[i]
+		}
+	}
+	rec.Picks = make([]*messages.Pick, len(sel.Picks))
+	picks := make([]messages.Pick, len(sel.Picks))
+	for i, p := range sel.Picks {
+		picks[i] = messages.Pick{Model: p.Model, Provider: p.Provider, Sampled: p.Sampled, Score: p.Score,
+			Deprioritised: p.Deprioritised, Explored: p.Explored, Alpha: p.Alpha, Beta: p.Beta}
+		rec.Picks[i] = &picks[i]
+	}
+	return rec
+}
+
+// Quorum is how collection ended; an audited request (one that asked every model) says so.
+func Quorum(p *plan.Plan, q collect.Quorum, audit bool) *messages.QuorumOutcome {
+	mode := blueprints.FixedQuorum
+	if p.Blueprint.Adaptive() {
+		mode = blueprints.AdaptiveQuorum
+	}
+	if audit {
+		q.Stopped = "audit"
+	}
+	return &messages.QuorumOutcome{Mode: mode, Asked: int32(q.Asked), Selected: int32(len(p.Selection.Picks)),
+		Waves: int32(q.Waves), Stopped: q.Stopped, Posterior: q.Posterior}
+}
+
+// Failure is how a request ends when collection gave no answer to merge: its kind, what the caller is
+// told, when to come back, and each model's cause (fault is a provider's last fault). ok is false when
+// there are answers. broken says a streamed answer broke after its first piece.
+func Failure(d collect.Done, broken bool, records []*collect.Record, fault func(provider string) string) (kind resilience.Kind,
+	message string, retryAfter time.Duration, why validation.Errors, ok bool) {
+	if broken {
+		return d.Failure, "the answer's stream broke after it began: " + lastError(records), 0, nil, true
+	}
+	if d.Failure == "" {
+		return "", "", 0, nil, false
+	}
+	// The details name each model's cause: the caller sees which upstream is down, refused, limited
+	// or slow, not only that nothing came.
+	why = Causes(records, fault)
+	switch d.Failure {
+	case resilience.ClientClosed, resilience.ShuttingDown:
+		return d.Failure, StopMessage(d.Failure), 0, nil, true
+	case resilience.RateLimited:
+		return d.Failure, "every call met a provider's rate limit with no room before the request's queue bound " +
+			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter, why, true
+	case resilience.InvalidAPIKey, resilience.PaymentRequired:
+		return d.Failure, "the provider refused its key or its account; it takes no call until its key changes", 0, why, true
+	case resilience.ModelNotFound:
+		return d.Failure, "the provider does not know the model; it has left the pool", 0, why, true
+	case resilience.RequestTooLarge:
+		return d.Failure, "the task is too large for the models asked: split it into chunks, or name models with a larger " +
+			"context window (GET /models lists each model's context_window)", 0, why, true
+	case resilience.AllProvidersDown:
+		return d.Failure, "no model could answer: the providers of the models asked are down (refused or failed connections, " +
+			"open breakers); the details name each model's cause", 0, why, true
+	}
+	return d.Failure, "no worker returned an answer before the deadline", 0, why, true
+}
+
+// StopMessage is what a caller is told when its request was stopped from outside.
+func StopMessage(kind resilience.Kind) string {
+	if kind == resilience.ClientClosed {
+		return "the caller went away before the answer"
+	}
+	return "the request was still running when the shutdown timeout ended"
+}
+
+// lastError is what the last failed call said.
+func lastError(records []*collect.Record) string {
+	for i := len(records) - 1; i >= 0; i-- {
+		if r, ok := records[i].Ref.(*messages.JobResult); ok && !r.Ok {
+			return r.ErrorMessage
+		}
+	}
+	return "the call failed"
+}
+
+// Weights are what the consensus weighs an answer by, as the caller reads them for the request's
+// category: its provider's reliability, the model's capability from the catalog, and what its arm
+// learned.
+type Weights interface {
+	Reliability(provider string) float64
+	Capability(model string) float64
+	Accuracy(model string) float64
+	Recency(model string) float64
+}
+
+// ConsensusInput is step 8's input: every answer with its weights. Votes weigh by accuracy only where
+// rewards measure it (accuracyVotes).
+func ConsensusInput(req *messages.RouteRequest, p *plan.Plan, answers []*collect.Job, w Weights, accuracyVotes bool) *messages.ConsensusInput {
+	in := &messages.ConsensusInput{RequestId: req.RequestId, Category: p.Category, Strategy: string(p.Blueprint.Strategy), Task: req.Task,
+		AnswerKind: string(p.AnswerKind), ResponseFormat: req.GetAsk().GetResponseFormat(), Tools: req.GetAsk().GetTools()}
+	reliability := map[string]float64{} // one reading per provider, so its candidates are weighed alike
+	for _, j := range answers {
+		s := j.Slot
+		rel, ok := reliability[s.Provider]
+		if !ok {
+			rel = w.Reliability(s.Provider)
+			reliability[s.Provider] = rel
+		}
+		learned := w.Accuracy(s.Model)
+		res := j.Record.Ref.(*messages.JobResult)
+		cand := &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: res.Text, ToolCalls: res.ToolCalls,
+			Capability: w.Capability(s.Model), Recency: w.Recency(s.Model), Reliability: rel, Learned: learned}
+		if accuracyVotes {
+			cand.Accuracy = learned
+		}
+		in.Candidates = append(in.Candidates, cand)
+	}
+	return in
+}
+
+// DirectAnswer is a direct call's answer as a consensus of one, which judges nobody: the model's arm
+// learns only from its faults.
+func DirectAnswer(j *collect.Job) *messages.ConsensusResult {
+	return &messages.ConsensusResult{Answer: j.Record.Ref.(*messages.JobResult).Text, Contributed: []bool{true}, Weighted: []float64{1}, Unjudged: true,
+		Decision: &messages.ArbiterDecision{Strategy: plan.DirectBlueprint, Scores: []float64{1}, ChosenModel: j.Slot.Model}}
+}
+
+// answerOf is a job's place among the answers handed to the consensus, if it gave one.
+func answerOf(answers []*collect.Job, j *collect.Job) (int, bool) {
+	i := slices.Index(answers, j)
+	return i, i >= 0
+}
+
+// FeedbackCalls are step 9's input: each settled call, judged by the consensus r (nil when the
+// request failed before one) through the answers' ballots (nil for answers of text).
+func FeedbackCalls(records []*collect.Record, answers []*collect.Job, ballots []*messages.Ballot, r *messages.ConsensusResult) []feedback.Call {
+	calls := make([]feedback.Call, 0, len(records))
+	for _, rec := range records {
+		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout}
+		if i, ok := answerOf(answers, rec.Job); ok && rec.Status == collect.OK {
+			call.Invalid = i < len(ballots) && !ballots[i].Valid
+			if r != nil {
+				call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
+				if len(r.Groups) > 0 { // a reliability-weighted vote: the scores are posteriors
+					call.Posterior = &r.Decision.Scores[i]
+				}
+			}
+		}
+		calls = append(calls, call)
+	}
+	return calls
+}
+
+// Votes are the answers' groups for the accuracy estimator, when the consensus grouped them all.
+func Votes(category string, answers []*collect.Job, r *messages.ConsensusResult) *messages.Votes {
+	if r == nil || len(r.Groups) != len(answers) {
+		return nil
+	}
+	votes := &messages.Votes{Category: category, Groups: r.Groups, Models: make([]string, len(answers))}
+	for i, j := range answers {
+		votes.Models[i] = j.Slot.Model
+	}
+	return votes
+}
+
+// Results writes the calls, their usage and cost, and the retry history into exec. jobID names a job
+// as its messages did.
+func Results(exec *messages.Execution, records []*collect.Record, retries []collect.Retry, answers []*collect.Job,
+	r *messages.ConsensusResult, jobID func(*collect.Job) string) {
+	results := make([]messages.WorkerResult, len(records)) // one allocation for the list
+	exec.Results = make([]*messages.WorkerResult, 0, len(records))
+	for k, rec := range records {
+		j := rec.Job
+		wr := &results[k]
+		*wr = messages.WorkerResult{JobId: jobID(j), Model: j.Slot.Model, Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt),
+			Status: string(rec.Status), ErrorKind: string(rec.Kind), ErrorScope: rec.Scope.String(), BudgetMs: ms(j.Budget)}
+		if res, ok := rec.Ref.(*messages.JobResult); ok {
+			wr.Text, wr.LatencyMs, wr.ErrorMessage, wr.HttpStatus, wr.Usage = res.Text, res.LatencyMs, res.ErrorMessage, res.HttpStatus, res.Usage
+			wr.FinishReason, wr.ServedModel, wr.Cost, wr.UpstreamRequestId = res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId
+			wr.ProviderLatencyMs, wr.ToolCalls, wr.DroppedParameters = res.ProviderLatencyMs, res.ToolCalls, res.DroppedParameters
+			exec.Cost += res.Cost
+			exec.Usage = addUsage(exec.Usage, res.Usage)
+			exec.DroppedParameters = union(exec.DroppedParameters, res.DroppedParameters)
+		}
+		if i, ok := answerOf(answers, j); ok && r != nil && rec.Status == collect.OK {
+			wr.WeightedScore, wr.Contributed = r.Weighted[i], r.Contributed[i]
+			if d := r.Decision; d != nil && int(d.Chosen) == i {
+				exec.FinishReason, exec.ToolCalls = wr.FinishReason, wr.ToolCalls
+			}
+		}
+		exec.Results = append(exec.Results, wr)
+	}
+	if d := exec.Decision; d != nil {
+		exec.Cost += d.ArbiterCost
+		exec.Usage = addUsage(exec.Usage, d.ArbiterUsage)
+	}
+	for _, rt := range retries {
+		exec.Retries = append(exec.Retries, &messages.Retry{Model: rt.Model, Provider: rt.Provider, FromWorker: rt.FromWorker, ToWorker: rt.ToWorker,
+			Attempt: int32(rt.Attempt), Kind: string(rt.Kind), DelayMs: ms(rt.Delay), Outcome: rt.Outcome})
+	}
+}
+
+// union adds the names of more that names lacks, in order.
+func union(names, more []string) []string {
+	for _, n := range more {
+		if !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
+}
+
+func addUsage(sum, u *messages.Usage) *messages.Usage {
+	if u == nil {
+		return sum
+	}
+	if sum == nil {
+		sum = &messages.Usage{}
+	}
+	sum.InputTokens += u.InputTokens
+	sum.OutputTokens += u.OutputTokens
+	return sum
+}
+
+// Classified and Selected are the progress events of the planning steps.
+func Classified(cls *messages.Classification) *messages.Progress {
+	return &messages.Progress{Event: "classified", Category: cls.Category, Confidence: cls.Confidence}
+}
+
+// Selected names the blueprint, its strategy and the models picked.
+func Selected(p *plan.Plan) *messages.Progress {
+	ev := &messages.Progress{Event: "selected", Blueprint: p.Blueprint.Name, Strategy: string(p.Blueprint.Strategy)}
+	for _, pick := range p.Selection.Picks {
+		ev.Models = append(ev.Models, pick.Model)
+	}
+	return ev
+}
+
+// InvalidBallots counts the ballots that were not valid.
+func InvalidBallots(bs []*messages.Ballot) int {
+	n := 0
+	for _, b := range bs {
+		if !b.Valid {
+			n++
+		}
+	}
+	return n
+}
+
+// DirectAnswerProblem is why a direct call's answer is not what the request asked for (a JSON answer
+// against its schema), or empty.
+func DirectAnswerProblem(j *collect.Job, st *consensus.Structure) string {
+	res := j.Record.Ref.(*messages.JobResult)
+	if !st.JSON() || len(res.ToolCalls) > 0 {
+		return ""
+	}
+	if b := consensus.Ballots([]consensus.Response{{Model: j.Slot.Model, Text: res.Text}}, st, consensus.Text)[0]; !b.Valid {
+		return b.Problem
+	}
+	return ""
+}
+
+func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Request is what the plan needs of a route request. strictParams, with strict_parameters, are the
+// sampling parameters the caller gave, which every model asked must carry.
+func Request(r *messages.RouteRequest, strictParams []string) plan.Request {
+	req := plan.Request{Task: r.Task, Category: r.Category, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
+		Fallbacks: r.Fallbacks, StrictParams: strictParams}
+	if r.TimeoutSeconds != nil {
+		// A timeout too small to be a duration still ends the request at once.
+		req.Timeout = max(time.Duration(*r.TimeoutSeconds*float64(time.Second)), time.Nanosecond)
+	}
+	if r.ReceivedAt != nil {
+		req.ReceivedAt = r.ReceivedAt.AsTime()
+	}
+	if v, ok := r.GetMetadata().GetFields()["answer_kind"]; ok {
+		req.AnswerKind = v.GetStringValue()
+	}
+	req.Images = holdsImages(r.GetAsk())
+	return req
+}
+
+// holdsImages reports whether a conversation holds an image.
+func holdsImages(ask *messages.Ask) bool {
+	for _, m := range ask.GetMessages() {
+		for _, p := range m.Content {
+			if p.Type == messages.PartImage {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// Overrides reads a request's blueprint overrides.
+func Overrides(req *messages.RouteRequest) blueprints.Overrides {
+	var o blueprints.Overrides
+	if req.Workers != nil {
+		w := int(*req.Workers)
+		o.Workers = &w
+	}
+	if req.MinResponses != nil {
+		m := int(*req.MinResponses)
+		o.MinResponses = &m
+	}
+	if req.Strategy != nil {
+		s := blueprints.Strategy(*req.Strategy)
+		o.Strategy = &s
+	}
+	if req.QuorumGraceSeconds != nil {
+		o.QuorumGraceSeconds = req.QuorumGraceSeconds
+	}
+	o.Quorum, o.QuorumTau = req.Quorum, req.QuorumTau
+	return o
+}

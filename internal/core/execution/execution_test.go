@@ -1,0 +1,119 @@
+package execution
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/plan"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+func TestFailureSaysWhyThereIsNoAnswer(t *testing.T) {
+	failed := []*collect.Record{{Job: &collect.Job{Slot: &collect.Slot{Model: "m", Provider: "p"}}, Status: collect.Error,
+		Kind: resilience.ConnectionRefused, Ref: &messages.JobResult{ErrorKind: string(resilience.ConnectionRefused), ErrorMessage: "connection_refused provider=p model=m: 127.0.0.1:1"}}}
+	tests := []struct {
+		desc       string
+		done       collect.Done
+		broken     bool
+		failed     bool
+		kind       resilience.Kind
+		says       string
+		retryAfter time.Duration
+		details    int
+	}{
+		{desc: "answers: no failure", done: collect.Done{Answers: []*collect.Job{{}}}},
+		{desc: "a stream broken after its first piece says what its call said", done: collect.Done{Failure: resilience.ProviderUnavailable}, broken: true,
+			failed: true, kind: resilience.ProviderUnavailable, says: "the answer's stream broke after it began: connection_refused provider=p model=m: 127.0.0.1:1"},
+		{desc: "a caller who left is told so, without details", done: collect.Done{Failure: resilience.ClientClosed}, failed: true,
+			kind: resilience.ClientClosed, says: "the caller went away before the answer"},
+		{desc: "rate limits say when to come back", done: collect.Done{Failure: resilience.RateLimited, RetryAfter: 3 * time.Second}, failed: true,
+			kind: resilience.RateLimited, says: "every call met a provider's rate limit", retryAfter: 3 * time.Second, details: 1},
+		{desc: "providers down name each model's cause", done: collect.Done{Failure: resilience.AllProvidersDown}, failed: true,
+			kind: resilience.AllProvidersDown, says: "no model could answer", details: 1},
+		{desc: "anything else is a deadline without answers", done: collect.Done{Failure: resilience.NoResponses}, failed: true,
+			kind: resilience.NoResponses, says: "no worker returned an answer before the deadline", details: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			kind, says, retryAfter, why, failed := Failure(tt.done, tt.broken, failed, func(string) string { return "" })
+			if failed != tt.failed || kind != tt.kind || retryAfter != tt.retryAfter || len(why) != tt.details {
+				t.Fatalf("failed %v kind %q retry after %v details %v", failed, kind, retryAfter, why)
+			}
+			if len(says) < len(tt.says) || says[:len(tt.says)] != tt.says {
+				t.Fatalf("says %q, want it to begin %q", says, tt.says)
+			}
+		})
+	}
+}
+
+type fixedWeights struct{ reads map[string]int }
+
+func (w fixedWeights) Reliability(provider string) float64 { w.reads[provider]++; return 0.9 }
+func (fixedWeights) Capability(string) float64             { return 0.5 }
+func (fixedWeights) Accuracy(string) float64               { return 0.8 }
+func (fixedWeights) Recency(string) float64                { return 0.7 }
+
+func TestConsensusInputWeighsEachAnswer(t *testing.T) {
+	answer := func(model, provider, text string) *collect.Job {
+		return &collect.Job{Slot: &collect.Slot{Model: model, Provider: provider}, Worker: "w", Record: &collect.Record{Ref: &messages.JobResult{Text: text}}}
+	}
+	answers := []*collect.Job{answer("a", "p", "A"), answer("b", "p", "B"), answer("c", "q", "A")}
+	p := &plan.Plan{Category: "math", Blueprint: blueprints.Blueprint{Strategy: blueprints.Majority}}
+	for _, accuracyVotes := range []bool{false, true} {
+		w := fixedWeights{reads: map[string]int{}}
+		in := ConsensusInput(&messages.RouteRequest{RequestId: "r", Task: "t"}, p, answers, w, accuracyVotes)
+		if len(in.Candidates) != 3 || in.Category != "math" || in.Strategy != string(blueprints.Majority) {
+			t.Fatalf("input %v", in)
+		}
+		if w.reads["p"] != 1 || w.reads["q"] != 1 {
+			t.Errorf("a provider's reliability was read %v times: once per provider keeps its candidates alike", w.reads)
+		}
+		c := in.Candidates[1]
+		if c.Model != "b" || c.Text != "B" || c.Reliability != 0.9 || c.Capability != 0.5 || c.Learned != 0.8 || c.Recency != 0.7 {
+			t.Errorf("candidate %v", c)
+		}
+		if want := map[bool]float64{false: 0, true: 0.8}[accuracyVotes]; c.Accuracy != want {
+			t.Errorf("accuracy votes %v: candidate accuracy %v, want %v", accuracyVotes, c.Accuracy, want)
+		}
+	}
+}
+
+func TestResultsSumTheCallsAndTheArbiter(t *testing.T) {
+	job := func(seq int, model string) *collect.Job {
+		return &collect.Job{Seq: seq, Slot: &collect.Slot{Model: model, Provider: "p"}, Worker: "w"}
+	}
+	a, b, c := job(0, "a"), job(1, "b"), job(2, "c")
+	usage := func(in, out int32) *messages.Usage { return &messages.Usage{InputTokens: in, OutputTokens: out} }
+	records := []*collect.Record{
+		{Job: a, Status: collect.OK, Ref: &messages.JobResult{Ok: true, Cost: 0.01, Usage: usage(10, 5), FinishReason: "stop", DroppedParameters: []string{"seed"}}},
+		{Job: b, Status: collect.OK, Ref: &messages.JobResult{Ok: true, Cost: 0.02, Usage: usage(20, 5), FinishReason: "tool_calls",
+			ToolCalls: []*messages.ToolCall{{Name: "f"}}, DroppedParameters: []string{"seed", "user"}}},
+		{Job: c, Status: collect.Error, Kind: resilience.UpstreamTimeout, Ref: &messages.JobResult{Cost: 0}},
+	}
+	exec := &messages.Execution{Decision: &messages.ArbiterDecision{Chosen: 1, ArbiterCost: 0.005, ArbiterUsage: usage(100, 10)}}
+	r := &messages.ConsensusResult{Weighted: []float64{0.4, 0.6}, Contributed: []bool{false, true}, Decision: exec.Decision}
+	retries := []collect.Retry{{Model: "c", Kind: resilience.UpstreamTimeout, Delay: 1500 * time.Microsecond, Outcome: "scheduled"}}
+	Results(exec, records, retries, []*collect.Job{a, b}, r, func(j *collect.Job) string { return fmt.Sprintf("r/%d", j.Seq) })
+	if len(exec.Results) != 3 || exec.Results[2].JobId != "r/2" || exec.Results[2].Status != string(collect.Error) {
+		t.Fatalf("results %v", exec.Results)
+	}
+	if got := fmt.Sprintf("%.3f", exec.Cost); got != "0.035" {
+		t.Errorf("cost %s, want the calls' and the arbiter's 0.035", got)
+	}
+	if exec.Usage.InputTokens != 130 || exec.Usage.OutputTokens != 20 {
+		t.Errorf("usage %v", exec.Usage)
+	}
+	if fmt.Sprint(exec.DroppedParameters) != "[seed user]" {
+		t.Errorf("dropped parameters %v, want each once", exec.DroppedParameters)
+	}
+	if exec.FinishReason != "tool_calls" || len(exec.ToolCalls) != 1 || !exec.Results[1].Contributed || exec.Results[1].WeightedScore != 0.6 {
+		t.Errorf("the chosen answer's finish %q and tool calls %v; result %v", exec.FinishReason, exec.ToolCalls, exec.Results[1])
+	}
+	if len(exec.Retries) != 1 || exec.Retries[0].DelayMs != 1.5 {
+		t.Errorf("retries %v", exec.Retries)
+	}
+}
