@@ -70,6 +70,11 @@ type Deps struct {
 	// Middleware wraps the receive of every actor made by Props; tests make an actor crash with it.
 	// Production sets none.
 	Middleware []actor.ReceiverMiddleware
+	// Observe, when set, hears of every message an actor of the tree takes (each actor made by Props,
+	// and the supervisors), with the actor's PID, before the actor reads it: tests map the protocol
+	// with it. It runs on the actor's goroutine and must not block. Production sets none, and then no
+	// actor pays for it.
+	Observe func(self *actor.PID, msg any)
 }
 
 // catalog is the live catalog, or nil when there is none (then every model is unknown).
@@ -147,7 +152,7 @@ func (d *Deps) Random(seq uint64) *rand.Rand {
 // pool under mailboxes would let a few busy ones starve the rest: a mailbox keeps its goroutine for a
 // whole batch of messages.
 func (d *Deps) Props(producer actor.Producer) *actor.Props {
-	var opts []actor.PropsOption
+	opts := d.Observed()
 	if len(d.Middleware) > 0 {
 		opts = append(opts, actor.WithReceiverMiddleware(d.Middleware...))
 	}
@@ -155,6 +160,21 @@ func (d *Deps) Props(producer actor.Producer) *actor.Props {
 		opts = append(opts, actor.WithDispatcher(d.Dispatcher))
 	}
 	return actor.PropsFromProducer(producer, opts...)
+}
+
+// Observed is the props option that hands Observe what an actor takes, first of any middleware, or
+// nothing when Observe is not set. Props adds it; the supervisors, whose props are their own, take it
+// from here.
+func (d *Deps) Observed() []actor.PropsOption {
+	if d.Observe == nil {
+		return nil
+	}
+	return []actor.PropsOption{actor.WithReceiverMiddleware(func(next actor.ReceiverFunc) actor.ReceiverFunc {
+		return func(ctx actor.ReceiverContext, env *actor.MessageEnvelope) {
+			d.Observe(ctx.Self(), env.Message)
+			next(ctx, env)
+		}
+	})}
 }
 
 // run runs fn on a goroutine of the Dispatcher when there is one (a job's call reuses a goroutine whose

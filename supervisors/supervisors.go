@@ -59,7 +59,7 @@ type static struct {
 // Static returns the props of a supervisor of a fixed set of children (the fleet, the providers, the
 // deciders, the root itself).
 func Static(deps *actors.Deps, children []Child) *actor.Props {
-	return actor.PropsFromProducer(func() actor.Actor { return &static{deps: deps, children: children} })
+	return actor.PropsFromProducer(func() actor.Actor { return &static{deps: deps, children: children} }, deps.Observed()...)
 }
 
 func (s *static) Receive(ctx actor.Context) {
@@ -120,7 +120,7 @@ func OnDemand(deps *actors.Deps, kind string, route Router, split Splitter, drop
 	return actor.PropsFromProducer(func() actor.Actor {
 		return &onDemand{deps: deps, kind: kind, route: route, split: split, dropped: dropped, children: map[string]*actor.PID{},
 			stopped: map[string]bool{}}
-	})
+	}, deps.Observed()...)
 }
 
 func (s *onDemand) Receive(ctx actor.Context) {

@@ -70,6 +70,9 @@ type Options struct {
 	DiscoveryRetry time.Duration
 	// Middleware wraps the receive of every actor below the supervisors (tests make one crash with it).
 	Middleware []actor.ReceiverMiddleware
+	// Observe hears of every message an actor of the tree takes, supervisors included
+	// (actors.Deps.Observe); tests map the protocol with it.
+	Observe func(self *actor.PID, msg any)
 }
 
 // Engine is a running Conclave.
@@ -202,6 +205,7 @@ func New(opts Options) (*Engine, error) {
 		Dispatcher: mailboxes.NewPool(mailboxThroughput, 10*time.Second),
 		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
 		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: opts.Middleware,
+		Observe: opts.Observe,
 	}
 	e.deps.Metrics = metrics.New(e.metricsSource())
 	if cfg.RedisURL.Set() {

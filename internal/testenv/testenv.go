@@ -39,7 +39,7 @@ func SharedDir(t testing.TB, elem ...string) string {
 	t.Helper()
 	root := os.Getenv("CONCLAVE_SHARED_DIR")
 	if root == "" {
-		root = filepath.Join(moduleRoot(), "..", "shared")
+		root = filepath.Join(ModuleRoot(), "..", "shared")
 	}
 	dir := filepath.Join(append([]string{root}, elem...)...)
 	if _, err := os.Stat(dir); err != nil {
@@ -48,8 +48,9 @@ func SharedDir(t testing.TB, elem ...string) string {
 	return dir
 }
 
-// moduleRoot is the nearest folder above the working directory (a test's package) holding go.mod.
-func moduleRoot() string {
+// ModuleRoot is the nearest folder above the working directory (a test's package) holding go.mod: where
+// a test finds the repository's own files (docs, configuration examples).
+func ModuleRoot() string {
 	dir, err := os.Getwd()
 	if err != nil {
 		return "."
