@@ -14,6 +14,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/internal/testenv"
 	"github.com/conclave-ai/conclave/messages"
@@ -143,7 +144,7 @@ func TestProtocolTableMatchesASixWayRequest(t *testing.T) {
 	// 10 s, what the table expects besides (the coordinator's end comes after its answer).
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	for _, c := range []string{exec.Classification.Category, actors.AllCategories} {
+	for _, c := range []string{exec.Classification.Category, bandit.AllCategories} {
 		if err := e.Settle(ctx, c, int64(len(exec.BanditUpdates))); err != nil {
 			t.Fatal(err)
 		}
