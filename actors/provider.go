@@ -454,20 +454,24 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 	now := time.Now() // deadlines and leases are wall-clock; breakers, blocks and limits read the injected clock
 	clk := p.deps.now()
 	var next time.Time
-	// busy: the limiter is answering another acquisition, and the rest wait their turn (its answer
-	// serves them again); limited: the limiter or the provider said no, and they wait for the window,
+	// Busy: the limiter is answering another acquisition, and the rest wait their turn (its answer
+	// serves them again); Limited: the limiter or the provider said no, and they wait for the window,
 	// each only within its queue bound.
-	busy, limited := p.reserving != nil, p.waitRelease || now.Before(p.limitedUntil)
-	// queue decides for an acquisition the limits hold back: it waits (kept, with its wake-up) or is
-	// refused with reason.
-	queue := func(w waiter, free time.Time, reason string) bool {
-		q := admission.Queue(now, free, w.bound)
-		if q.Refuse {
-			p.deny(ctx, w.a, reason, q.RetryAfter)
-			return false
+	state := admission.Provider{Now: now, Clock: clk, Disabled: p.disabled != "", Busy: p.reserving != nil,
+		Limited: p.waitRelease || now.Before(p.limitedUntil), WindowFree: p.windowFree(now), RoomIn: p.usage.RoomIn}
+	// take applies an acquisition's turn: it is refused, or kept (with its wake-up), or it may try.
+	take := func(w waiter, m *modelState) (try, keep bool) {
+		t := admission.TakeTurn(state, admission.Model{Removed: m.removed, BlockedUntil: m.blockedUntil},
+			admission.Acquisition{Deadline: timeOf(w.a.Deadline), Bound: w.bound})
+		switch t.Verdict {
+		case admission.Refuse:
+			p.deny(ctx, w.a, t.Reason, t.RetryAfter)
+			return false, false
+		case admission.Hold:
+			next = admission.Soonest(next, t.Until)
+			return false, true
 		}
-		next = soonest(next, q.Until)
-		return true
+		return true, false
 	}
 	kept := p.waiting[:0]
 	for _, w := range p.waiting {
@@ -480,30 +484,11 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 			p.deps.Drop(KindProvider, DropDuplicate, a) // its twin was granted first
 			continue
 		}
-		if a.Deadline != nil && !now.Before(a.Deadline.AsTime()) {
-			p.deny(ctx, a, "rate_limited", p.usage.RoomIn)
-			continue
-		}
 		m := p.model(a.Model)
-		switch {
-		case p.disabled != "":
-			p.deny(ctx, a, "provider_disabled", 0)
-			continue
-		case m.removed:
-			p.deny(ctx, a, "model_removed", 0)
-			continue
-		case clk.Before(m.blockedUntil):
-			if queue(w, now.Add(m.blockedUntil.Sub(clk)), "model_rate_limited") {
+		if try, keep := take(w, m); !try {
+			if keep {
 				kept = append(kept, w)
 			}
-			continue
-		case limited:
-			if queue(w, p.windowFree(now), "rate_limited") {
-				kept = append(kept, w)
-			}
-			continue
-		case busy:
-			kept = append(kept, w)
 			continue
 		}
 		ticket, err := p.breaker.Allow()
@@ -521,27 +506,22 @@ func (p *ProviderActor) serve(ctx actor.Context) {
 		if p.immediate {
 			d, err := p.limiter.Reserve(context.Background(), a.JobId, int(a.Tokens))
 			if p.settleReservation(ctx, r, d, err) {
-				limited = true
-				if queue(w, p.windowFree(now), "rate_limited") {
+				// Refused by the limits: this one and the rest wait for the window, within their bounds.
+				state.Limited, state.WindowFree = true, p.windowFree(now)
+				if _, keep := take(w, m); keep {
 					kept = append(kept, w)
 				}
 			}
 			continue
 		}
 		p.reserve(ctx, r)
-		busy = true
+		state.Busy = true
 		kept = append(kept, w)
 	}
 	clear(p.waiting[len(kept):])
 	p.waiting = kept
-	if len(kept) > 0 && now.Before(p.limitedUntil) {
-		// The window's next free moment, set wherever the limiter or the provider said no: the wake-up
-		// for it is made here, on every pass, so that one that comes first (a lease's end, a
-		// deadline) cannot leave the waiting acquisitions to their deadlines.
-		next = soonest(next, p.limitedUntil)
-	}
-	if !next.IsZero() {
-		p.wakeBy(ctx, next)
+	if at := admission.WakeAt(next, len(kept), now, p.limitedUntil); !at.IsZero() {
+		p.wakeBy(ctx, at)
 	}
 	p.publishAt(clk, now)
 }
@@ -751,14 +731,6 @@ func timeOf(t *timestamppb.Timestamp) time.Time {
 		return time.Time{}
 	}
 	return t.AsTime()
-}
-
-// soonest is the earlier of two times, a zero time being no time at all.
-func soonest(a, b time.Time) time.Time {
-	if a.IsZero() || b.Before(a) {
-		return b
-	}
-	return a
 }
 
 func later(a, b time.Time) time.Time {

@@ -1,5 +1,7 @@
 // Package admission owns the decisions of a provider's admission: how long a call may wait for its
-// provider's limits, and what becomes of one they cannot admit now. It does no I/O.
+// provider's limits, each waiting acquisition's turn in its provider's queue (refused, held until a
+// moment, or tried), and when the queue must be looked at again. It does no I/O; the provider actor
+// holds the queue, the breakers and the limiter and acts on what these decide.
 package admission
 
 import "time"
