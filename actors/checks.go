@@ -5,8 +5,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
@@ -58,9 +56,8 @@ const (
 	MaxAhead = MaxSeconds * time.Second
 	// MaxAttempt bounds a job's attempt number.
 	MaxAttempt = 1000
-	// MaxVotes and MaxCandidates bound the answers of one prompt handed to the estimator or a decider.
-	MaxVotes      = 1024
-	MaxCandidates = 1024
+	// MaxVotes bounds the answers of one prompt handed to the estimator.
+	MaxVotes = 1024
 	// maxKindBytes bounds an error kind's name (they are short identifiers).
 	maxKindBytes = 64
 	// MaxTools bounds a request's tools, and MaxToolCalls one answer's calls of them.
@@ -321,39 +318,6 @@ func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *ArmBoard) string
 	return ""
 }
 
-// checkConsensusInput checks the answers handed to a decider: who to answer, the request, a strategy
-// decided without an arbiter model, and candidates from the catalog with real numbers.
-func checkConsensusInput(in *messages.ConsensusInput, hasSender bool) string {
-	switch {
-	case in == nil:
-		return DropMalformed
-	case !hasSender:
-		return DropNoReplyTo
-	case len(in.Candidates) == 0 || len(in.Candidates) > MaxCandidates:
-		return DropBadCount
-	case !blueprints.Strategy(in.Strategy).Valid() || in.ArbiterModel != "":
-		return DropMalformed
-	}
-	if r := checkID(in.RequestId, DropNoRequestID); r != "" {
-		return r
-	}
-	for _, c := range in.Candidates {
-		switch {
-		case c == nil:
-			return DropMalformed
-		case c.Model == "":
-			// Not the live catalog: a model discovery removed after it answered still has its vote.
-			return DropMalformed
-		case !finite(c.Capability, c.Recency, c.Reliability, c.Accuracy, c.Learned):
-			return DropBadNumber
-		}
-		if r := checkToolCalls(c.ToolCalls); r != "" {
-			return r
-		}
-	}
-	return checkFormat(in.ResponseFormat, in.Tools)
-}
-
 // outputFormats are the output formats a request may ask for (empty: text).
 var outputFormats = map[string]bool{"": true, "text": true, "json_object": true, "json_schema": true}
 
@@ -511,6 +475,9 @@ func checkJobResult(r *messages.JobResult, requestID string) string {
 	} else if r.JobId == "" {
 		return DropNoJobID
 	}
+	if why := checkToolCalls(r.ToolCalls); why != "" { // they reach the consensus as they are
+		return why
+	}
 	return checkRateLimit(r.RateLimit)
 }
 
@@ -645,10 +612,6 @@ func (c *CoordinatorActor) check(msg any) string {
 			return DropUnexpected
 		}
 		return checkConsensusResult(m, len(c.answers))
-	case *actor.DeadLetterResponse:
-		if !c.consulting {
-			return DropUnexpected
-		}
 	}
 	return ""
 }

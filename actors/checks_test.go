@@ -202,48 +202,6 @@ func TestCheckVotes(t *testing.T) {
 }
 
 func TestCheckConsensus(t *testing.T) {
-	goodIn := func() *messages.ConsensusInput {
-		return &messages.ConsensusInput{RequestId: "r", Category: "general", Strategy: "majority",
-			Candidates: []*messages.Candidate{{Model: "m", Text: "A", Reliability: 0.5}, {Model: "x", Text: "A"}}}
-	}
-	runChecks(t, goodIn, []check[*messages.ConsensusInput]{
-		{"well-formed answers", nil, ""},
-		{"no request id", func(in *messages.ConsensusInput) { in.RequestId = "" }, DropNoRequestID},
-		{"no answers", func(in *messages.ConsensusInput) { in.Candidates = nil }, DropBadCount},
-		{"an unknown strategy", func(in *messages.ConsensusInput) { in.Strategy = "coin_toss" }, DropMalformed},
-		{"an arbiter model asked of a decider", func(in *messages.ConsensusInput) { in.ArbiterModel = "m" }, DropMalformed},
-		{"a missing answer", func(in *messages.ConsensusInput) { in.Candidates[1] = nil }, DropMalformed},
-		{"a model the catalog no longer holds still votes", func(in *messages.ConsensusInput) { in.Candidates[0].Model = "removed-since" }, ""},
-		{"no model", func(in *messages.ConsensusInput) { in.Candidates[0].Model = "" }, DropMalformed},
-		{"a NaN reliability", func(in *messages.ConsensusInput) { in.Candidates[0].Reliability = math.NaN() }, DropBadNumber},
-		{"a JSON schema and tools", func(in *messages.ConsensusInput) {
-			in.ResponseFormat = &messages.OutputFormat{Type: "json_schema", Schema: `{"type":"object"}`}
-			in.Tools = []*messages.Tool{{Name: "f", Parameters: `{"type":"object"}`}}
-		}, ""},
-		{"a schema that does not compile is the coordinator's to refuse", func(in *messages.ConsensusInput) {
-			in.ResponseFormat = &messages.OutputFormat{Type: "json_schema", Schema: `{"type":`}
-		}, ""},
-		{"an output format no request has", func(in *messages.ConsensusInput) { in.ResponseFormat = &messages.OutputFormat{Type: "yaml"} }, DropMalformed},
-		{"a schema past any real one", func(in *messages.ConsensusInput) {
-			in.ResponseFormat = &messages.OutputFormat{Type: "json_schema", Schema: string(make([]byte, MaxSchemaBytes+1))}
-		}, DropBadCount},
-		{"absurdly many tools", func(in *messages.ConsensusInput) { in.Tools = make([]*messages.Tool, MaxTools+1) }, DropBadCount},
-		{"a missing tool", func(in *messages.ConsensusInput) { in.Tools = []*messages.Tool{nil} }, DropMalformed},
-		{"a call of a function no tool names still votes", func(in *messages.ConsensusInput) {
-			in.Candidates[0].ToolCalls = []*messages.ToolCall{{Id: "1", Name: "invented", Arguments: "{broken"}}
-		}, ""},
-		{"absurdly many calls", func(in *messages.ConsensusInput) {
-			in.Candidates[0].ToolCalls = make([]*messages.ToolCall, MaxToolCalls+1)
-		}, DropBadCount},
-		{"a missing call", func(in *messages.ConsensusInput) { in.Candidates[0].ToolCalls = []*messages.ToolCall{nil} }, DropMalformed},
-		{"arguments past any real ones", func(in *messages.ConsensusInput) {
-			in.Candidates[0].ToolCalls = []*messages.ToolCall{{Name: "f", Arguments: string(make([]byte, MaxSchemaBytes+1))}}
-		}, DropBadCount},
-	}, func(in *messages.ConsensusInput) string { return checkConsensusInput(in, true) })
-	if got := checkConsensusInput(goodIn(), false); got != DropNoReplyTo {
-		t.Errorf("answers for nobody: %q", got)
-	}
-
 	goodOut := func() *messages.ConsensusResult {
 		return &messages.ConsensusResult{Answer: "A", Contributed: []bool{true, true}, Weighted: []float64{0.5, 0.5},
 			Decision: &messages.ArbiterDecision{Chosen: 1, Scores: []float64{1, 1}}}
@@ -296,6 +254,10 @@ func TestCheckCoordinatorInputs(t *testing.T) {
 		{"a result", checkJobResult(&messages.JobResult{JobId: req + "/1", Ok: true, LatencyMs: 1200, Usage: &messages.Usage{InputTokens: 9}}, req), ""},
 		{"a result with negative tokens", checkJobResult(&messages.JobResult{JobId: req + "/1", Usage: &messages.Usage{OutputTokens: -1}}, req), DropBadCount},
 		{"a result with an infinite latency", checkJobResult(&messages.JobResult{JobId: req + "/1", LatencyMs: math.Inf(1)}, req), DropBadNumber},
+		{"a result with a missing tool call", checkJobResult(&messages.JobResult{JobId: req + "/1", Ok: true, ToolCalls: []*messages.ToolCall{nil}}, req), DropMalformed},
+		{"a result with absurdly many tool calls", checkJobResult(&messages.JobResult{JobId: req + "/1", Ok: true, ToolCalls: make([]*messages.ToolCall, MaxToolCalls+1)}, req), DropBadCount},
+		{"a call of a function no tool names still counts", checkJobResult(&messages.JobResult{JobId: req + "/1", Ok: true,
+			ToolCalls: []*messages.ToolCall{{Id: "1", Name: "invented", Arguments: "{broken"}}}, req), ""},
 		{"a result with a NaN cost", checkJobResult(&messages.JobResult{JobId: req + "/1", Cost: math.NaN()}, req), DropBadNumber},
 		{"a result with a huge error kind", checkJobResult(&messages.JobResult{JobId: req + "/1", ErrorKind: string(make([]byte, 100))}, req), DropMalformed},
 		{"a result of another request", checkJobResult(&messages.JobResult{JobId: "other/1"}, req), DropWrongTarget},
@@ -375,7 +337,6 @@ func TestActorKind(t *testing.T) {
 		{"conclave/requests", KindRequests},
 		{"conclave/requests/0b7c", KindCoordinator},
 		{"conclave/requests/0b7c/$3", KindConsensus},
-		{"conclave/consensus/1", KindConsensus},
 		{"elsewhere/x", KindOther},
 	}
 	for _, tt := range tests {

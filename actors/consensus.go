@@ -19,7 +19,7 @@ import (
 // pairwise): it asks the arbiter for a verdict through a worker, like any other call (permit, dispatch,
 // result), and falls back to the local arbiter when the model cannot be reached or does not answer
 // before the request's deadline. It replies to its parent, the coordinator, and stops; stopped early,
-// it gives its permit back. The other strategies are decided by a DeciderActor.
+// it gives its permit back. The other strategies are decided by a call in the coordinator (decision).
 type ConsensusActor struct {
 	deps *Deps
 	in   *messages.ConsensusInput
@@ -267,8 +267,7 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 }
 
 // decision merges the answers of in (st its compiled format), with the arbiter model's verdict when
-// there is one. A panic in the strategies is the request's failure, not the actor's: a shared decider
-// keeps serving. Without a single valid answer the failure is no_valid_answer, with each model's
+// there is one. A panic in the strategies is the request's failure, not the actor's. Without a single valid answer the failure is no_valid_answer, with each model's
 // problem and the ballots.
 func decision(in *messages.ConsensusInput, st *consensus.Structure, verdict *consensus.Verdict) (reply *messages.ConsensusResult) {
 	reply = &messages.ConsensusResult{}
@@ -322,37 +321,4 @@ func ballots(resps []consensus.Response, bs []consensus.Ballot) []*messages.Ball
 			Valid: b.Valid, Problem: b.Problem}
 	}
 	return out
-}
-
-// DeciderActor merges the answers of requests whose strategy asks no arbiter model: a decision made
-// in one turn, without I/O, so one long-lived actor serves many requests instead of an actor spawned
-// for each. It answers the sender of each ConsensusInput.
-type DeciderActor struct{ deps *Deps }
-
-// NewDeciderActor returns the producer of a decider.
-func NewDeciderActor(deps *Deps) actor.Producer {
-	return func() actor.Actor { return DeciderActor{deps: deps} }
-}
-
-// Receive implements actor.Actor.
-func (d DeciderActor) Receive(ctx actor.Context) {
-	switch in := ctx.Message().(type) {
-	case *messages.ConsensusInput:
-		if why := checkConsensusInput(in, ctx.Sender() != nil); why != "" {
-			d.deps.Drop(KindConsensus, why, in)
-			if ctx.Sender() != nil {
-				// Its asker waits for no deadline: it hears at once that nothing was decided.
-				ctx.Respond(&messages.ConsensusResult{Failure: "malformed consensus input: " + why})
-			}
-			return
-		}
-		st, err := structureOf(in)
-		if err != nil {
-			ctx.Respond(&messages.ConsensusResult{Failure: err.Error()})
-			return
-		}
-		ctx.Respond(decision(in, st, nil))
-	default:
-		d.deps.unknown(KindConsensus, in)
-	}
 }

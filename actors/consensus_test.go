@@ -9,8 +9,8 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 )
 
-// A decision that panics (here on a candidate missing from its list) fails its request and leaves
-// the shared decider serving the next one.
+// A decision that panics (here on a candidate missing from its list) fails its request, and the next
+// decision is made as before.
 func TestADecisionThatPanicsFailsOnlyItsRequest(t *testing.T) {
 	broken := &messages.ConsensusInput{RequestId: "r1", Strategy: "majority", Candidates: []*messages.Candidate{{Model: "a", Text: "B"}, nil}}
 	if r := decision(broken, nil, nil); !strings.Contains(r.Failure, "panicked") || r.Decision != nil {

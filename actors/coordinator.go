@@ -134,10 +134,6 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 		}
 	case *messages.ConsensusResult:
 		c.onConsensus(ctx, m)
-	case *actor.DeadLetterResponse:
-		// The decider asked is gone (stopped for good after repeated crashes): no answer will come.
-		c.consulting = false
-		c.fail(ctx, resilience.Internal, "the consensus could not be reached: its decider is stopped", 0, nil)
 	case *actor.Stopping:
 		c.due.stop()
 	default:
@@ -580,8 +576,8 @@ func (w weights) Recency(model string) float64 {
 	return w.c.deps.Dir.Arms.Arm(w.c.plan.Category, model).Recency
 }
 
-// consult hands the answers to a consensus actor: one of its own when it asks an arbiter model (after
-// waiting for its turn), a shared decider otherwise.
+// consult hands the answers to a consensus actor of its own when the strategy asks an arbiter model
+// (after waiting for its turn), and otherwise decides them at once.
 func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInput, models []string) {
 	if consensus.AsksArbiter(c.plan.Blueprint.Strategy) && len(in.Candidates) > 1 {
 		if c.round == nil {
@@ -606,12 +602,12 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		in.Stream = c.req.StreamTo != nil // the synthesis goes to the caller as the arbiter writes it
 	}
 	c.consensusStart = time.Now()
-	c.consulting = true
 	if in.ArbiterModel == "" {
-		ds := c.deps.Dir.Deciders
-		ctx.Request(ds[c.seq%uint64(len(ds))], in)
+		// Pure and in one turn: a call, not a message. A panic in it fails this request alone.
+		c.onConsensus(ctx, decision(in, c.structure, nil))
 		return
 	}
+	c.consulting = true
 	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in, c.structure)))
 }
 

@@ -7,10 +7,8 @@ package actors
 import (
 	"maps"
 	"math"
-	"runtime"
 	"slices"
 	"sort"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,10 +38,7 @@ type Directory struct {
 	Requests  *actor.PID
 	Bandit    *actor.PID
 	Recorder  *actor.PID
-	// Deciders merge the answers of requests that ask no arbiter model; a request goes to one by its
-	// sequence number.
-	Deciders []*actor.PID
-	rotation map[string]*atomic.Uint64
+	rotation  map[string]*atomic.Uint64
 	// SharedRound, when set, takes a category's next turn of the rotation every controller shares
 	// (a Redis counter); an error falls back to the local one. Set before the first request.
 	SharedRound func(category string) (uint64, error)
@@ -226,9 +221,6 @@ func NewDirectory(system *actor.ActorSystem, workers []fleet.WorkerSpec, provide
 		Recorder:  pid(RecorderName),
 		rotation:  map[string]*atomic.Uint64{},
 	}
-	for i := range runtime.GOMAXPROCS(0) { // one per core
-		d.Deciders = append(d.Deciders, pid(ConsensusName+"/"+strconv.Itoa(i)))
-	}
 	for _, w := range workers {
 		ref := &WorkerRef{Spec: w, PID: pid(FleetName + "/" + w.Name)}
 		ref.snap.Store(&assign.Worker{Name: w.Name, Tier: w.Tier, Slots: w.Slots, Breaker: resilience.Snapshot{Name: w.Name}})
@@ -257,7 +249,6 @@ const (
 	BanditName    = "bandit"
 	RequestsName  = "requests"
 	RecorderName  = "recorder"
-	ConsensusName = "consensus"
 )
 
 // Worker returns a worker by name.

@@ -65,8 +65,6 @@ func ActorKind(path string) string {
 			return KindConsensus // a coordinator's own consensus actor
 		}
 		return KindCoordinator
-	case ConsensusName:
-		return KindConsensus
 	}
 	return KindOther
 }

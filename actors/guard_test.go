@@ -226,45 +226,6 @@ func TestTheReliabilityEstimatorDropsImpossibleVotes(t *testing.T) {
 	}
 }
 
-func TestTheDeciderAnswersWhatItCannotDecide(t *testing.T) {
-	system := newSystem(t)
-	deps := actorDeps(t, system)
-	pid := system.Root.Spawn(deps.Props(NewDeciderActor(deps)))
-	stop(t, system, pid)
-	good := &messages.ConsensusInput{RequestId: "r", Category: "general", Strategy: "majority", AnswerKind: "choice",
-		Candidates: []*messages.Candidate{{Model: "m", Text: "B"}, {Model: "n", Text: "B"}, {Model: "o", Text: "C"}}}
-	ask := func(msg any) *messages.ConsensusResult {
-		t.Helper()
-		res, err := system.Root.RequestFuture(pid, msg, 10*time.Second).Result()
-		if err != nil {
-			t.Fatal(err)
-		}
-		return res.(*messages.ConsensusResult)
-	}
-	rows := []dropRow{
-		{"no answers", &messages.ConsensusInput{RequestId: "r", Strategy: "majority"}, DropBadCount, true},
-		{"an answer without its model", &messages.ConsensusInput{RequestId: "r", Strategy: "majority", Candidates: []*messages.Candidate{{Text: "B"}}},
-			DropMalformed, true},
-		{"an arbiter model asked of a decider", &messages.ConsensusInput{RequestId: "r", Strategy: "rotating", ArbiterModel: "m",
-			Candidates: good.Candidates}, DropMalformed, true},
-		{"answers for nobody", good, DropNoReplyTo, false},
-	}
-	for _, row := range rows {
-		before := deps.Dir.Dropped(KindConsensus, row.reason)
-		if row.told {
-			if r := ask(row.msg); r.Failure == "" || r.Decision != nil {
-				t.Fatalf("%s: %+v, want a failure", row.desc, r)
-			}
-		} else {
-			system.Root.Send(pid, row.msg)
-		}
-		if r := ask(good); r.Failure != "" || r.Decision.GetChosenModel() == "o" {
-			t.Fatalf("after %s: %+v", row.desc, r)
-		}
-		expectDropped(t, deps, KindConsensus, row, before)
-	}
-}
-
 // A question without anyone to answer was answered from a goroutine to a nil address, which panics the
 // whole process; now it is dropped.
 func TestTheRecorderDropsQuestionsForNobody(t *testing.T) {

@@ -57,7 +57,7 @@ type static struct {
 }
 
 // Static returns the props of a supervisor of a fixed set of children (the fleet, the providers, the
-// deciders, the root itself).
+// root itself).
 func Static(deps *actors.Deps, children []Child) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor { return &static{deps: deps, children: children} }, deps.Observed()...)
 }

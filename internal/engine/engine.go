@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"maps"
 	"os"
-	"path"
 	"slices"
 	"strings"
 	"sync"
@@ -238,17 +237,12 @@ func New(opts Options) (*Engine, error) {
 	for _, p := range dir.Providers {
 		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: e.deps.Props(actors.NewProviderActor(e.deps, p))})
 	}
-	var deciders []supervisors.Child
-	for _, pid := range dir.Deciders {
-		deciders = append(deciders, supervisors.Child{Name: path.Base(pid.Id), Props: e.deps.Props(actors.NewDeciderActor(e.deps))})
-	}
 	rootProps := supervisors.Static(e.deps, []supervisors.Child{
 		{Name: actors.FleetName, Props: supervisors.Static(e.deps, fleetChildren)},
 		{Name: actors.ProvidersName, Props: supervisors.Static(e.deps, providerChildren)},
 		{Name: actors.BanditName, Props: supervisors.Bandit(e.deps)},
 		{Name: actors.RequestsName, Props: supervisors.Requests(e.deps)},
 		{Name: actors.RecorderName, Props: e.deps.Props(actors.NewRecorderActor(e.deps, e.store, e.spool))},
-		{Name: actors.ConsensusName, Props: supervisors.Static(e.deps, deciders)},
 	})
 	if e.root, err = e.system.Root.SpawnNamed(rootProps, actors.RootName); err != nil {
 		return nil, fmt.Errorf("start actor system: %w", err)
@@ -382,7 +376,7 @@ func (e *Engine) waitReady() error {
 	if err := ping(e.root); err != nil {
 		return fmt.Errorf("actor tree did not start: %w", err)
 	}
-	for _, name := range []string{actors.FleetName, actors.ProvidersName, actors.BanditName, actors.RequestsName, actors.ConsensusName} {
+	for _, name := range []string{actors.FleetName, actors.ProvidersName, actors.BanditName, actors.RequestsName} {
 		if err := ping(actor.NewPID(e.system.Address(), actors.RootName+"/"+name)); err != nil {
 			return fmt.Errorf("supervisor %s did not start: %w", name, err)
 		}

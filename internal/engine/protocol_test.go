@@ -69,14 +69,8 @@ func protocolTable(t *testing.T) (map[string]protocolRow, string) {
 	return rows, section
 }
 
-// kindOf is the kind of the actor at pid, as the table names receivers: actors.ActorKind, with the
-// shared deciders apart from a coordinator's own consensus actor.
-func kindOf(pid *actor.PID) string {
-	if strings.HasPrefix(pid.Id, actors.RootName+"/"+actors.ConsensusName+"/") {
-		return "decider"
-	}
-	return actors.ActorKind(pid.Id)
-}
+// kindOf is the kind of the actor at pid, as the table names receivers.
+func kindOf(pid *actor.PID) string { return actors.ActorKind(pid.Id) }
 
 // delivery is one message an actor took; lifecycle marks protoactor's own (actors.Lifecycle).
 type delivery struct {
