@@ -144,7 +144,10 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 func (c *CoordinatorActor) start(ctx actor.Context) {
 	c.began = time.Now()
 	c.rng = c.deps.Random(c.seq)
-	c.log = c.deps.Log.With(zap.String("request_id", c.req.RequestId))
+	c.log = c.deps.Log
+	if c.log.Core().Enabled(zap.DebugLevel) { // the step lines name their request; at info only the summary does
+		c.log = c.log.With(zap.String("request_id", c.req.RequestId))
+	}
 	c.world = c.deps.World()
 	c.exec = &messages.Execution{
 		RequestId: c.req.RequestId, ClientRequestId: c.req.ClientRequestId, ReceivedAt: c.req.ReceivedAt, Task: c.req.Task,
@@ -713,8 +716,8 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	if status >= 500 {
 		level = zap.WarnLevel
 	}
-	if ce := c.log.Check(level, "request finished"); ce != nil {
-		ce.Write(zap.Inline(summary{c.exec, c.plan.Category}))
+	if ce := c.deps.Log.Check(level, "request finished"); ce != nil {
+		ce.Write(zap.String("request_id", c.req.RequestId), zap.Inline(summary{c.exec, c.plan.Category}))
 	}
 	ctx.Stop(ctx.Self())
 }
