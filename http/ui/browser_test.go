@@ -29,7 +29,7 @@ const token = "dashboard-token-0123456789"
 func artefacts(t *testing.T) string {
 	dir := os.Getenv("CONCLAVE_ARTEFACTS")
 	if dir == "" {
-		dir = filepath.Join("..", "reports", "ui")
+		dir = filepath.Join("..", "..", "reports", "ui")
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
