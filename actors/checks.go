@@ -9,6 +9,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/intake"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
@@ -318,15 +319,12 @@ func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *ArmBoard) string
 	return ""
 }
 
-// outputFormats are the output formats a request may ask for (empty: text).
-var outputFormats = map[string]bool{"": true, "text": true, "json_object": true, "json_schema": true}
-
 // checkFormat checks a request's output format and tools, as a request carries them and as its
 // consensus input does: a known format, bounded counts and sizes. Whether a schema compiles is the
 // coordinator's question (a refusal naming the schema's fault), not a reason to drop a message.
 func checkFormat(f *messages.OutputFormat, tools []*messages.Tool) string {
 	switch {
-	case !outputFormats[f.GetType()], len(f.GetName()) > MaxNameBytes:
+	case f.GetType() != "" && !intake.OutputFormats[f.GetType()], len(f.GetName()) > MaxNameBytes: // none: text
 		return DropMalformed
 	case len(f.GetSchema()) > MaxSchemaBytes, len(tools) > MaxTools:
 		return DropBadCount

@@ -10,6 +10,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/core/admission"
 	"github.com/conclave-ai/conclave/internal/core/execution"
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
@@ -391,11 +392,11 @@ func (p *ProviderActor) start() {
 	for id, st := range prev.Models {
 		m := p.model(id)
 		switch st.Reason {
-		case ModelRemoved:
+		case providerstate.ModelRemoved:
 			m.removed = true
-		case ModelRateLimited:
+		case providerstate.ModelRateLimited:
 			m.blockedUntil = st.Until
-		case ModelEjected:
+		case providerstate.ModelEjected:
 			m.breaker = resilience.ResumeBreaker(m.breaker.Settings(), resilience.Snapshot{State: resilience.Open, OpenUntil: st.Until})
 		}
 	}
@@ -765,12 +766,12 @@ func (p *ProviderActor) publishAt(now, wall time.Time) {
 		}
 	}
 	u := p.usage
-	snap := ProviderSnapshot{
+	snap := providerstate.Snapshot{
 		Name:         p.ref.Name,
 		Breaker:      p.breaker.Snapshot(),
 		Limits:       p.deps.RateLimits[p.ref.Name],
 		RateLimitUse: u.Use(),
-		LimitUse:     LimitUse{Requests: u.RequestsUse, Tokens: u.TokensUse, Concurrency: u.ConcurrencyUse},
+		LimitUse:     providerstate.LimitUse{Requests: u.RequestsUse, Tokens: u.TokensUse, Concurrency: u.ConcurrencyUse},
 		SharedLimits: u.Shared,
 		Requests:     u.Requests,
 		Tokens:       u.Tokens,
@@ -808,22 +809,22 @@ const StatsEvery = 100 * time.Millisecond
 
 // decisionsDiffer reports whether two snapshots differ in what selection and admission read: the
 // breaker, the limits' use, when a full limit has room, a disabled key, waiting acquisitions.
-func decisionsDiffer(a, b *ProviderSnapshot) bool {
+func decisionsDiffer(a, b *providerstate.Snapshot) bool {
 	return a.Breaker != b.Breaker || a.RateLimitUse != b.RateLimitUse || !a.RoomAt.Equal(b.RoomAt) || a.Disabled != b.Disabled ||
 		a.Waiting != b.Waiting || a.SharedLimits != b.SharedLimits || a.LastFault != b.LastFault
 }
 
 // outOfPool lists the models out of the pool at now, and why.
-func (p *ProviderActor) outOfPool(now time.Time) map[string]ModelState {
-	out := map[string]ModelState{}
+func (p *ProviderActor) outOfPool(now time.Time) map[string]providerstate.ModelState {
+	out := map[string]providerstate.ModelState{}
 	for id, m := range p.models {
 		switch b := m.breaker.Snapshot(); {
 		case m.removed:
-			out[id] = ModelState{Reason: ModelRemoved}
+			out[id] = providerstate.ModelState{Reason: providerstate.ModelRemoved}
 		case b.State == resilience.Open:
-			out[id] = ModelState{Reason: ModelEjected, Until: b.OpenUntil}
+			out[id] = providerstate.ModelState{Reason: providerstate.ModelEjected, Until: b.OpenUntil}
 		case now.Before(m.blockedUntil):
-			out[id] = ModelState{Reason: ModelRateLimited, Until: m.blockedUntil}
+			out[id] = providerstate.ModelState{Reason: providerstate.ModelRateLimited, Until: m.blockedUntil}
 		}
 	}
 	if len(out) == 0 {

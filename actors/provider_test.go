@@ -11,6 +11,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/clock"
 	"github.com/conclave-ai/conclave/internal/platform/logging"
@@ -221,7 +222,7 @@ func TestProviderActorEjectsOneFailingModel(t *testing.T) {
 		t.Fatalf("permit %v for a healthy model of the same provider", p)
 	}
 	snap := h.ref.Snapshot()
-	if snap.Breaker.State != resilience.Closed || snap.Models["bad"].Reason != ModelEjected {
+	if snap.Breaker.State != resilience.Closed || snap.Models["bad"].Reason != providerstate.ModelEjected {
 		t.Fatalf("snapshot %+v", snap)
 	}
 	if reason, until := snap.ModelStatus("bad", h.clock.Now()); reason != bandit.ModelEjected || until.IsZero() {
@@ -283,7 +284,7 @@ func TestProviderActorRemovesModelsNotFound(t *testing.T) {
 	if p := h.call("b", "gone-model", neutral, neutral); p.Granted || p.Reason != "model_removed" {
 		t.Fatalf("permit %v for a removed model", p)
 	}
-	if h.ref.Snapshot().Models["gone-model"].Reason != ModelRemoved || h.ref.Snapshot().Breaker.State != resilience.Closed {
+	if h.ref.Snapshot().Models["gone-model"].Reason != providerstate.ModelRemoved || h.ref.Snapshot().Breaker.State != resilience.Closed {
 		t.Fatalf("snapshot %+v", h.ref.Snapshot())
 	}
 }
@@ -305,7 +306,7 @@ func TestProviderActorRestartKeepsItsState(t *testing.T) {
 	h.system.Root.Send(h.pid, crash{"a bug"}) // the actor restarts
 	waitUntil(t, func() bool { return h.ref.Snapshot().Breaker.Generation > before.Generation })
 	after := h.ref.Snapshot()
-	if after.Breaker.State != resilience.Open || !after.Breaker.OpenUntil.Equal(before.OpenUntil) || after.Models["gone"].Reason != ModelRemoved {
+	if after.Breaker.State != resilience.Open || !after.Breaker.OpenUntil.Equal(before.OpenUntil) || after.Models["gone"].Reason != providerstate.ModelRemoved {
 		t.Fatalf("after the restart %+v, before %+v", after, before)
 	}
 	// The outcome of the call admitted before the crash cannot count in the restarted breaker.

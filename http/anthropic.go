@@ -64,12 +64,12 @@ var messagesTakes = func() map[string]bool {
 	return takes
 }()
 
-// parseMessages decodes and validates a Messages body, collecting every problem. The status is 0 when
-// the request is valid, 400 for malformed input and 404 when the model is unknown.
+// parseMessages decodes a Messages body and has intake judge the request, collecting every problem.
+// The status is 0 when the request is valid, 400 for malformed input and 404 when the model is unknown.
 func (s *Server) parseMessages(body []byte) (*chatRequest, int, []*messages.Problem) {
 	fields, bad, ok := objectFields(body, messagesTakes)
 	if !ok {
-		return nil, http.StatusBadRequest, problems(bad)
+		return nil, http.StatusBadRequest, problems(bad.errs)
 	}
 	for _, name := range sortedKeys(fields) {
 		if why, refused := messagesRefused[name]; refused {
@@ -78,26 +78,30 @@ func (s *Server) parseMessages(body []byte) (*chatRequest, int, []*messages.Prob
 			}
 		}
 	}
-	var unknown validation.Errors
-	out := s.readModel(fields, &bad, &unknown)
+	out := s.readModel(fields, bad)
 	ask := &messages.Ask{}
-	if conv := readAnthropicConversation(fields, &bad); conv != nil {
-		conv.into(out.route, ask, "messages", &bad)
+	if conv := readAnthropicConversation(fields, bad); conv != nil {
+		conv.into(out.route, ask)
 	}
+	bad.alias("task", "messages")
+	bad.visit("tools")
 	if raw, ok := given(fields, "tools"); ok {
-		ask.Tools = readAnthropicTools(raw, &bad)
+		ask.Tools = readAnthropicTools(raw, bad)
 	}
 	var parallel *bool
 	if raw, ok := given(fields, "tool_choice"); ok {
-		ask.ToolChoice, parallel = readAnthropicToolChoice(raw, ask.Tools, &bad)
+		ask.ToolChoice, parallel = readAnthropicToolChoice(raw, ask.Tools, bad)
 	}
-	ask.Sampling = askReader{fields: fields, bad: &bad}.anthropicSampling(parallel)
+	ask.Sampling = askReader{fields: fields, bad: bad}.anthropicSampling(parallel)
 	out.route.Ask = ask
 	if raw, ok := given(fields, "stream"); ok && json.Unmarshal(raw, &out.stream) != nil {
 		bad.Add("stream", "must be a boolean")
 	}
-	s.readOwn(fields, out, &bad, &unknown)
-	return verdict(out, bad, unknown)
+	readOwn(fields, out, bad)
+	if status, ps := s.judge(out.route, bad); status != 0 {
+		return nil, status, ps
+	}
+	return out, 0, nil
 }
 
 // messagesHandler answers POST /v1/messages: a message, or its events when the caller streams.

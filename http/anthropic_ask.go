@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/conclave-ai/conclave/internal/core/intake"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -49,7 +50,7 @@ var blockFields = map[string]map[string]bool{
 
 // readBlocks reads content that is a string (one text block) or a list of blocks, each checked for
 // the keys its type allows. It returns nil when the content is not usable at all.
-func readBlocks(raw json.RawMessage, field string, bad *validation.Errors) []anthropicBlock {
+func readBlocks(raw json.RawMessage, field string, bad *report) []anthropicBlock {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return []anthropicBlock{{Type: "text", Text: &s}}
@@ -59,8 +60,8 @@ func readBlocks(raw json.RawMessage, field string, bad *validation.Errors) []ant
 		bad.Add(field, "must be a string or a list of content blocks")
 		return nil
 	}
-	if len(items) == 0 || len(items) > maxParts {
-		bad.Add(field, fmt.Sprintf("must hold between 1 and %d blocks", maxParts))
+	if len(items) == 0 || len(items) > intake.MaxParts {
+		bad.Add(field, fmt.Sprintf("must hold between 1 and %d blocks", intake.MaxParts))
 		return nil
 	}
 	blocks := make([]anthropicBlock, 0, len(items))
@@ -94,7 +95,7 @@ func readBlocks(raw json.RawMessage, field string, bad *validation.Errors) []ant
 const unreadable = "\x00unreadable"
 
 // unsupportedBlock says why a block of a type Conclave does not carry is refused.
-func unsupportedBlock(b anthropicBlock, bf string, bad *validation.Errors) {
+func unsupportedBlock(b anthropicBlock, bf string, bad *report) {
 	switch b.Type {
 	case unreadable:
 	case "":
@@ -108,7 +109,7 @@ func unsupportedBlock(b anthropicBlock, bf string, bad *validation.Errors) {
 }
 
 // blockText reads a text block: non-empty, as the API requires, and without citations.
-func blockText(b anthropicBlock, bf string, bad *validation.Errors) (*messages.ContentPart, bool) {
+func blockText(b anthropicBlock, bf string, bad *report) (*messages.ContentPart, bool) {
 	if b.Text == nil {
 		bad.Add(bf+".text", "is required: a string")
 		return nil, false
@@ -124,9 +125,9 @@ func blockText(b anthropicBlock, bf string, bad *validation.Errors) (*messages.C
 	return &messages.ContentPart{Type: "text", Text: *b.Text}, true
 }
 
-// blockImage reads an image block's source: base64 data of a PNG, JPEG, GIF or WebP image, which
-// travels as a data URI, or an https URL; either is checked as every door checks an image.
-func blockImage(b anthropicBlock, bf string, bad *validation.Errors) *messages.ContentPart {
+// blockImage reads an image block's source as the part at: base64 data of a PNG, JPEG, GIF or WebP
+// image, which travels as a data URI, or an https URL; intake judges either as every door's image.
+func blockImage(b anthropicBlock, bf, at string, bad *report) *messages.ContentPart {
 	var src struct {
 		Type      string `json:"type"`
 		MediaType string `json:"media_type"`
@@ -139,34 +140,28 @@ func blockImage(b anthropicBlock, bf string, bad *validation.Errors) *messages.C
 		return nil
 	}
 	allowed := map[string]bool{"type": true, "media_type": src.Type == "base64", "data": src.Type == "base64", "url": src.Type == "url"}
-	before := len(*bad)
 	for _, k := range sortedKeys(keys) {
 		if !allowed[k] {
 			bad.Add(bf+".source."+k, "unknown field")
 		}
 	}
-	var part *messages.ContentPart
 	switch src.Type {
 	case "base64":
-		if !imageTypes[src.MediaType] {
+		if !intake.ImageTypes[src.MediaType] {
 			bad.Add(bf+".source.media_type", "must be image/jpeg, image/png, image/gif or image/webp")
 			return nil
 		}
 		uri := "data:" + src.MediaType + ";base64," + src.Data
-		part = imagePart(&uri, nil, bf+".source.data", bf+".source", bad)
+		return imagePart(&uri, nil, bf+".source.data", bf+".source", at, bad)
 	case "url":
-		part = imagePart(&src.URL, nil, bf+".source.url", bf+".source", bad)
-	default:
-		bad.Add(bf+".source.type", fmt.Sprintf("image sources of type %q are not supported (base64 and url are)", validation.Clip(src.Type, 32)))
+		return imagePart(&src.URL, nil, bf+".source.url", bf+".source", at, bad)
 	}
-	if len(*bad) > before {
-		return nil
-	}
-	return part
+	bad.Add(bf+".source.type", fmt.Sprintf("image sources of type %q are not supported (base64 and url are)", validation.Clip(src.Type, 32)))
+	return nil
 }
 
 // readSystem reads the system prompt: a string or a list of text blocks.
-func readSystem(raw json.RawMessage, bad *validation.Errors) ([]*messages.ContentPart, string) {
+func readSystem(raw json.RawMessage, bad *report) ([]*messages.ContentPart, string) {
 	blocks := readBlocks(raw, "system", bad)
 	var parts []*messages.ContentPart
 	var texts []string
@@ -183,35 +178,25 @@ func readSystem(raw json.RawMessage, bad *validation.Errors) ([]*messages.Conten
 	return parts, strings.Join(texts, "\n")
 }
 
-// add appends one turn read, with its role as the caller wrote it and its text for the task.
-func (c *conversation) add(turn *messages.ChatMessage, role, text string) {
-	if role == "user" {
-		c.users++
-	}
-	c.turns, c.roles, c.texts = append(c.turns, turn), append(c.roles, role), append(c.texts, text)
-}
-
 // into puts a conversation into a request, as the chat door does: its turns into the ask, for the
 // models, and its transcript as the task, which classification reads.
-func (c *conversation) into(route *messages.RouteRequest, ask *messages.Ask, field string, bad *validation.Errors) {
+func (c *conversation) into(route *messages.RouteRequest, ask *messages.Ask) {
 	ask.Messages = c.turns
 	route.Task = renderTask(c.roles, c.texts)
-	if !validation.Visible(route.Task) {
-		bad.Add(field, "must have at least one visible character")
-	}
 }
 
 // readAnthropicConversation reads the system prompt and the messages into a conversation. A tool_result
 // must answer a tool_use of the assistant turn just before, and every tool_use must be answered in the
 // next turn, as the Messages API requires (and as OpenAI's format requires of tool calls).
-func readAnthropicConversation(fields map[string]json.RawMessage, bad *validation.Errors) *conversation {
-	before := len(*bad)
+func readAnthropicConversation(fields map[string]json.RawMessage, bad *report) *conversation {
 	c := &conversation{}
 	if raw, ok := given(fields, "system"); ok {
 		if parts, text := readSystem(raw, bad); len(parts) > 0 {
+			bad.name(turnField(0), "system")
 			c.add(&messages.ChatMessage{Role: "system", Content: parts}, "system", text)
 		}
 	}
+	bad.visit("messages")
 	raw, ok := fields["messages"]
 	if !ok {
 		bad.Add("messages", "is required")
@@ -226,8 +211,7 @@ func readAnthropicConversation(fields map[string]json.RawMessage, bad *validatio
 		bad.Add("messages", fmt.Sprintf("must hold between 1 and %d messages", maxChatMessages))
 		return nil
 	}
-	ids := map[string]bool{} // every tool_use id so far: each names one call
-	var pending []string     // the tool_use ids of the assistant turn just before
+	var pending []string // the tool_use ids of the assistant turn just before
 	for i, item := range items {
 		field := fmt.Sprintf("messages[%d]", i)
 		var m struct {
@@ -260,7 +244,7 @@ func readAnthropicConversation(fields map[string]json.RawMessage, bad *validatio
 			if len(pending) > 0 {
 				bad.Add(field, fmt.Sprintf("the tool_use blocks of the assistant turn before need their tool_result in a user turn first (%s)", validation.Clip(strings.Join(pending, ", "), 128)))
 			}
-			pending = readAssistantTurn(c, blocks, field+".content", ids, bad)
+			pending = readAssistantTurn(c, blocks, field, bad)
 			continue
 		}
 		readUserTurn(c, blocks, field, pending, bad)
@@ -269,32 +253,26 @@ func readAnthropicConversation(fields map[string]json.RawMessage, bad *validatio
 	if len(pending) > 0 {
 		bad.Add("messages", "the last assistant turn's tool_use blocks need their tool_result in a user turn after it")
 	}
-	if c.users == 0 && len(*bad) == before {
-		bad.Add("messages", "must hold at least one user message")
-	}
-	if len(*bad) > before {
-		return nil
-	}
 	return c
 }
 
-// readAssistantTurn reads an assistant's turn, its text and its tool calls, and returns the ids of its
-// calls, which the next turn must answer.
-func readAssistantTurn(c *conversation, blocks []anthropicBlock, field string, ids map[string]bool, bad *validation.Errors) []string {
+// readAssistantTurn reads an assistant's turn, message field, its text and its tool calls, and returns
+// the ids of its calls, which the next turn must answer.
+func readAssistantTurn(c *conversation, blocks []anthropicBlock, field string, bad *report) []string {
+	at := turnField(len(c.turns))
+	bad.name(at, field)
 	turn := &messages.ChatMessage{Role: "assistant"}
 	var texts, called []string
 	for i, b := range blocks {
-		bf := fmt.Sprintf("%s[%d]", field, i)
+		bf := fmt.Sprintf("%s.content[%d]", field, i)
 		switch b.Type {
 		case "text":
 			if p, ok := blockText(b, bf, bad); ok {
+				bad.name(fmt.Sprintf("%s.content[%d]", at, len(turn.Content)), bf)
 				turn.Content, texts = append(turn.Content, p), append(texts, p.Text)
 			}
 		case "tool_use":
-			call, text := readToolUse(b, bf, ids, bad)
-			if call == nil {
-				continue
-			}
+			call, text := readToolUse(b, bf, fmt.Sprintf("%s.tool_calls[%d]", at, len(turn.ToolCalls)), bad)
 			turn.ToolCalls, called, texts = append(turn.ToolCalls, call), append(called, call.Id), append(texts, text)
 		case "image", "tool_result":
 			bad.Add(bf+".type", fmt.Sprintf("%s blocks go in user turns only", b.Type))
@@ -308,12 +286,10 @@ func readAssistantTurn(c *conversation, blocks []anthropicBlock, field string, i
 	return called
 }
 
-// readToolUse reads a tool_use block as a tool call, as every door checks one (its id unique in the
-// conversation, the name of a function, its input a JSON object, which travels compacted as the call's
-// arguments); the id must also be of the Messages API's characters. It returns the call and its text
-// for the task, or nil.
-func readToolUse(b anthropicBlock, bf string, ids map[string]bool, bad *validation.Errors) (*messages.ToolCall, string) {
-	before := len(*bad)
+// readToolUse reads a tool_use block as the tool call at, as every door reads one (its id, the name of
+// a function, its input a JSON object, which travels compacted as the call's arguments); the id must
+// also be of the Messages API's characters. It returns the call and its text for the task.
+func readToolUse(b anthropicBlock, bf, at string, bad *report) (*messages.ToolCall, string) {
 	if b.ID != "" && !toolUseID.MatchString(b.ID) {
 		bad.Add(bf+".id", "must be letters, digits, '_' or '-'")
 	}
@@ -323,7 +299,7 @@ func readToolUse(b anthropicBlock, bf string, ids map[string]bool, bad *validati
 		args.Reset()
 		args.WriteString("{}")
 	}
-	call, text := toolCallOf(b.ID, b.Name, args.String(), bf+".id", bf+".name", bf+".input", ids, bad)
+	call, text := toolCallOf(b.ID, b.Name, args.String(), at, bf+".id", bf+".name", bf+".input", bad)
 	if c := bytes.TrimSpace(b.Caller); len(c) > 0 && string(c) != "null" {
 		var caller struct {
 			Type string `json:"type"`
@@ -332,16 +308,21 @@ func readToolUse(b anthropicBlock, bf string, ids map[string]bool, bad *validati
 			bad.Add(bf+".caller", "is not supported but as {\"type\": \"direct\"}: Conclave runs no server tools")
 		}
 	}
-	if len(*bad) > before {
-		return nil, ""
-	}
 	return call, text
 }
 
-// readUserTurn reads a user's turn: its tool_result blocks first, each a tool turn answering a call of
-// the assistant turn before (pending), then its text and images as one user turn.
-func readUserTurn(c *conversation, blocks []anthropicBlock, field string, pending []string, bad *validation.Errors) {
+// readUserTurn reads a user's turn, message field: its tool_result blocks first, each a tool turn
+// answering a call of the assistant turn before (pending), then its text and images as one user turn.
+func readUserTurn(c *conversation, blocks []anthropicBlock, field string, pending []string, bad *report) {
 	turn := &messages.ChatMessage{Role: "user"}
+	at := "" // the user turn's name, once its first text or image is read (after its tool turns)
+	part := func() string {
+		if at == "" {
+			at = turnField(len(c.turns))
+			bad.name(at, field)
+		}
+		return fmt.Sprintf("%s.content[%d]", at, len(turn.Content))
+	}
 	var texts []string
 	answered := map[string]bool{}
 	for i, b := range blocks {
@@ -349,10 +330,13 @@ func readUserTurn(c *conversation, blocks []anthropicBlock, field string, pendin
 		switch b.Type {
 		case "text":
 			if p, ok := blockText(b, bf, bad); ok {
+				bad.name(part(), bf)
 				turn.Content, texts = append(turn.Content, p), append(texts, p.Text)
 			}
 		case "image":
-			if p := blockImage(b, bf, bad); p != nil {
+			pf := part()
+			bad.name(pf, bf)
+			if p := blockImage(b, bf, pf, bad); p != nil {
 				turn.Content, texts = append(turn.Content, p), append(texts, "[image]")
 			}
 		case "tool_result":
@@ -366,6 +350,9 @@ func readUserTurn(c *conversation, blocks []anthropicBlock, field string, pendin
 			default:
 				answered[b.ToolUseID] = true
 				if result, text, ok := readToolResult(b, bf, bad); ok {
+					tf := turnField(len(c.turns))
+					bad.name(tf, bf)
+					bad.name(tf+".tool_call_id", bf+".tool_use_id")
 					c.add(&messages.ChatMessage{Role: "tool", ToolCallId: b.ToolUseID, Content: result}, "tool", text)
 				}
 			}
@@ -393,8 +380,8 @@ func readUserTurn(c *conversation, blocks []anthropicBlock, field string, pendin
 // refused: OpenAI's and Gemini's formats carry only text in a tool's answer. is_error has no field in
 // those formats either, so a failed tool's answer travels as text that begins with "Error: ", which
 // every model reads.
-func readToolResult(b anthropicBlock, bf string, bad *validation.Errors) ([]*messages.ContentPart, string, bool) {
-	before := len(*bad)
+func readToolResult(b anthropicBlock, bf string, bad *report) ([]*messages.ContentPart, string, bool) {
+	before := bad.count()
 	var parts []*messages.ContentPart
 	if c := bytes.TrimSpace(b.Content); len(c) > 0 && string(c) != "null" && string(c) != `""` {
 		for i, rb := range readBlocks(b.Content, bf+".content", bad) {
@@ -411,7 +398,7 @@ func readToolResult(b anthropicBlock, bf string, bad *validation.Errors) ([]*mes
 			}
 		}
 	}
-	if len(*bad) > before {
+	if bad.count() > before {
 		return nil, "", false
 	}
 	if len(parts) == 0 {
@@ -430,18 +417,17 @@ func readToolResult(b anthropicBlock, bf string, bad *validation.Errors) ([]*mes
 // readAnthropicTools reads the tools: custom tools with a name, a description and an input schema of
 // type object. Anthropic's server tools (web search, code execution, ...) run at Anthropic, which a
 // panel of other providers cannot do: they are refused by name.
-func readAnthropicTools(raw json.RawMessage, bad *validation.Errors) []*messages.Tool {
+func readAnthropicTools(raw json.RawMessage, bad *report) []*messages.Tool {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		bad.Add("tools", "must be a list of tools")
 		return nil
 	}
-	if len(items) == 0 || len(items) > maxTools {
-		bad.Add("tools", fmt.Sprintf("must hold between 1 and %d tools", maxTools))
+	if len(items) == 0 {
+		bad.Add("tools", fmt.Sprintf("must hold between 1 and %d tools", intake.MaxTools))
 		return nil
 	}
 	var tools []*messages.Tool
-	seen := map[string]bool{}
 	for i, item := range items {
 		tf := fmt.Sprintf("tools[%d]", i)
 		var t struct {
@@ -471,47 +457,42 @@ func readAnthropicTools(raw json.RawMessage, bad *validation.Errors) []*messages
 				bad.Add(tf+"."+k, "is not supported: Conclave carries a tool's name, description, input_schema and strict")
 			}
 		}
+		at := toolField(len(tools))
+		bad.name(at+".name", tf+".name")
 		tool := &messages.Tool{Name: t.Name}
-		switch {
-		case !functionName.MatchString(t.Name):
-			bad.Add(tf+".name", "must be 1 to 64 letters, digits, '_' or '-' (64: OpenAI's bound, which a panel's every member must take)")
-		case seen[t.Name]:
-			bad.Add(tf+".name", fmt.Sprintf("%q names an earlier tool too", t.Name))
-		}
-		seen[t.Name] = true
 		if t.Description != nil {
 			tool.Description = *t.Description
 		}
 		if t.Strict != nil {
 			tool.Strict = *t.Strict
 		}
+		bad.name(at+".parameters", tf+".input_schema")
 		var schema struct {
 			Type any `json:"type"`
 		}
-		switch text, msg := schemaText(t.InputSchema); {
+		switch {
 		case len(t.InputSchema) == 0 || string(t.InputSchema) == "null":
 			bad.Add(tf+".input_schema", "is required: the JSON schema of the tool's input")
-		case msg != "":
-			bad.Add(tf+".input_schema", msg)
-		case json.Unmarshal(t.InputSchema, &schema) != nil || schema.Type != "object":
+		case json.Unmarshal(t.InputSchema, &schema) == nil && schema.Type != "object":
 			bad.Add(tf+".input_schema.type", "must be object, as the Messages API requires")
 		default:
-			tool.Parameters = text
+			tool.Parameters = schemaText(t.InputSchema) // intake holds it to be a schema object
 		}
 		tools = append(tools, tool)
 	}
 	return tools
 }
 
-// readAnthropicToolChoice reads auto, any, tool (with the name of one of tools) or none, as the tool
-// choices auto, required, function and none; disable_parallel_tool_use is the sampling's
-// parallel_tool_calls false, which each adapter writes in its own format.
-func readAnthropicToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *validation.Errors) (*messages.ToolChoice, *bool) {
+// readAnthropicToolChoice reads auto, any, tool (with the name of one of the tools, which intake
+// checks) or none, as the tool choices auto, required, function and none; disable_parallel_tool_use is
+// the sampling's parallel_tool_calls false, which each adapter writes in its own format.
+func readAnthropicToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *report) (*messages.ToolChoice, *bool) {
 	var c struct {
 		Type    string  `json:"type"`
 		Name    *string `json:"name"`
 		Disable *bool   `json:"disable_parallel_tool_use"`
 	}
+	bad.visit("tool_choice")
 	var keys map[string]json.RawMessage
 	if json.Unmarshal(raw, &keys) != nil || json.Unmarshal(raw, &c) != nil || keys == nil {
 		bad.Add("tool_choice", `must be {"type": "auto"}, {"type": "any"}, {"type": "tool", "name": ...} or {"type": "none"}`)
@@ -532,40 +513,34 @@ func readAnthropicToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *v
 	case "auto", "none":
 		return &messages.ToolChoice{Mode: c.Type}, parallel
 	case "any":
-		if len(tools) == 0 {
-			bad.Add("tool_choice", "any needs tools")
-			return nil, nil
-		}
 		return &messages.ToolChoice{Mode: "required"}, parallel
 	case "tool":
 		if c.Name == nil {
 			bad.Add("tool_choice.name", "is required: the tool the model must use")
 			return nil, nil
 		}
-		for _, t := range tools {
-			if t.Name == *c.Name {
-				return &messages.ToolChoice{Mode: "function", Name: t.Name}, parallel
-			}
-		}
-		bad.Add("tool_choice.name", fmt.Sprintf("%q is none of the tools", validation.Clip(*c.Name, 64)))
-		return nil, nil
+		bad.name("tool_choice.function.name", "tool_choice.name")
+		return &messages.ToolChoice{Mode: "function", Name: *c.Name}, parallel
 	}
 	bad.Add("tool_choice.type", fmt.Sprintf("unknown tool choice %q (want auto, any, tool or none)", validation.Clip(c.Type, 32)))
 	return nil, nil
 }
 
 // anthropicSampling reads the sampling parameters of the Messages API: max_tokens (required, as the
-// API requires it), temperature and top_p within the API's [0, 1], stop_sequences, metadata.user_id
-// (the sampling's user), and parallel, read from the tool choice.
+// API requires it), temperature within the API's [0, 1], top_p, stop_sequences, metadata.user_id (the
+// sampling's user), and parallel, read from the tool choice.
 func (r askReader) anthropicSampling(parallel *bool) *messages.Sampling {
-	s := &messages.Sampling{Temperature: r.float("temperature", 0, 1), TopP: r.float("top_p", 0, 1), ParallelToolCalls: parallel}
-	if _, ok := given(r.fields, "max_tokens"); !ok {
+	r.bad.alias("parameters", "")
+	r.bad.alias("parameters.stop", "stop_sequences")
+	r.bad.alias("parameters.user", "metadata.user_id")
+	s := &messages.Sampling{Temperature: r.within("temperature", 0, 1), TopP: r.float("top_p"), ParallelToolCalls: parallel}
+	if _, ok := r.given("max_tokens"); !ok {
 		r.add("max_tokens", "is required, as the Messages API requires it: the most tokens the answer may take")
-	} else if n := r.whole("max_tokens", 1, maxOutputTokens); n != nil {
+	} else if n := r.integer("max_tokens"); n != nil {
 		s.MaxTokens = proto32(*n)
 	}
 	s.Stop = r.stops("stop_sequences", false)
-	if raw, ok := given(r.fields, "metadata"); ok {
+	if raw, ok := r.given("metadata"); ok {
 		var keys map[string]json.RawMessage
 		if json.Unmarshal(raw, &keys) != nil || keys == nil {
 			r.add("metadata", "must be an object")
@@ -577,10 +552,9 @@ func (r askReader) anthropicSampling(parallel *bool) *messages.Sampling {
 			}
 		}
 		if raw, ok := given(keys, "user_id"); ok {
+			r.bad.visit(r.field("metadata.user_id"))
 			if json.Unmarshal(raw, &s.User) != nil {
 				r.add("metadata.user_id", "must be a string")
-			} else if len(s.User) > maxUserBytes {
-				r.add("metadata.user_id", fmt.Sprintf("must be at most %d bytes", maxUserBytes))
 			}
 		}
 	}

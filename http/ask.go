@@ -2,41 +2,28 @@ package httpapi
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"math"
-	"net/http"
-	"net/url"
-	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 
-	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/intake"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 )
 
 // What a caller asks of the models beyond its text, read from OpenAI's request shape: the sampling
 // parameters (also /route-thompson's "parameters"), the conversation with its content parts and tool
-// calls, the tools, the tool choice and the output format. Every problem is collected, under the
-// field it concerns; what is valid goes into a messages.Ask as the caller wrote it.
+// calls, the tools, the tool choice and the output format. What each member says goes into a
+// messages.Ask as the caller wrote it, for intake to judge; the readers here refuse only what does not
+// decode (a member of the wrong type, one the wire format does not know), each under its field, and
+// note the body's name of what intake may refuse (see report).
 
-// Bounds of an ask, beyond the body's size.
+// Bounds of the wire format's lists, beyond the body's size and intake's bounds of an ask.
 const (
-	maxStops        = 4        // OpenAI's bound
-	maxStopBytes    = 1024     // one stop sequence
-	maxOutputTokens = 1 << 24  // max_tokens: far above any model's, within int32
-	maxLogitBias    = 1024     // tokens biased
-	maxUserBytes    = 256      // the end user's id
-	maxParts        = 64       // content parts of one message
-	maxToolCalls    = 128      // tool calls of one assistant message
-	maxTools        = 128      // OpenAI's bound
-	maxNameBytes    = 256      // a participant's name, a tool call's id
-	maxImageURL     = 8 << 10  // an https image URL
-	maxImageBytes   = 20 << 20 // a decoded data URI image
-	maxFallbacks    = 8
+	maxToolCalls = 128 // tool calls of one assistant message
 )
 
 // samplingFields are the sampling parameters, as chat completions and /route-thompson's parameters name
@@ -45,12 +32,6 @@ var samplingFields = map[string]bool{
 	"temperature": true, "top_p": true, "max_tokens": true, "max_completion_tokens": true, "stop": true, "seed": true,
 	"presence_penalty": true, "frequency_penalty": true, "logit_bias": true, "user": true,
 }
-
-// functionName is OpenAI's rule for function and schema names.
-var functionName = regexp.MustCompile(`^[a-zA-Z0-9_-]{1,64}$`)
-
-// imageTypes are the image types a data URI may hold: those the providers take.
-var imageTypes = map[string]bool{"image/png": true, "image/jpeg": true, "image/gif": true, "image/webp": true}
 
 // given reports whether a field was sent with a value: JSON null counts as left out, as OpenAI takes it.
 func given(fields map[string]json.RawMessage, name string) (json.RawMessage, bool) {
@@ -68,19 +49,31 @@ type askReader struct {
 	fields map[string]json.RawMessage
 	prefix string
 	names  map[string]string
-	bad    *validation.Errors
+	bad    *report
 }
 
-func (r askReader) add(field, msg string) {
-	if name, ok := r.names[field]; ok {
-		field = name
+// field is the body's name of a parameter.
+func (r askReader) field(name string) string {
+	if n, ok := r.names[name]; ok {
+		name = n
 	}
-	r.bad.Add(r.prefix+field, msg)
+	return r.prefix + name
 }
 
-// float reads a number within [lo, hi].
-func (r askReader) float(name string, lo, hi float64) *float64 {
+func (r askReader) add(field, msg string) { r.bad.Add(r.field(field), msg) }
+
+// given reads a parameter that was sent with a value, noting it read.
+func (r askReader) given(name string) (json.RawMessage, bool) {
 	raw, ok := given(r.fields, name)
+	if ok {
+		r.bad.visit(r.field(name))
+	}
+	return raw, ok
+}
+
+// float reads a number (intake judges its range).
+func (r askReader) float(name string) *float64 {
+	raw, ok := r.given(name)
 	if !ok {
 		return nil
 	}
@@ -89,16 +82,22 @@ func (r askReader) float(name string, lo, hi float64) *float64 {
 		r.add(name, "must be a number")
 		return nil
 	}
-	if v < lo || v > hi {
+	return &v
+}
+
+// within reads a number within [lo, hi]: a bound of the door's own API, tighter than intake's.
+func (r askReader) within(name string, lo, hi float64) *float64 {
+	v := r.float(name)
+	if v != nil && (*v < lo || *v > hi) {
 		r.add(name, fmt.Sprintf("must be between %g and %g", lo, hi))
 		return nil
 	}
-	return &v
+	return v
 }
 
 // whole reads an integer within [lo, hi], exactly: a seed may be larger than a float64 holds.
 func (r askReader) whole(name string, lo, hi int64) *int64 {
-	raw, ok := given(r.fields, name)
+	raw, ok := r.given(name)
 	if !ok {
 		return nil
 	}
@@ -119,17 +118,24 @@ func (r askReader) whole(name string, lo, hi int64) *int64 {
 	return &v
 }
 
+// integer reads an integer of any size (intake judges its range).
+func (r askReader) integer(name string) *int64 { return r.whole(name, math.MinInt64, math.MaxInt64) }
+
 // sampling reads the sampling parameters; nil when none is given.
 func (r askReader) sampling() *messages.Sampling {
+	r.bad.name("parameters", strings.TrimSuffix(r.prefix, "."))
+	for name := range r.names {
+		r.bad.alias("parameters."+name, r.field(name))
+	}
 	s := &messages.Sampling{
-		Temperature:      r.float("temperature", 0, 2),
-		TopP:             r.float("top_p", 0, 1),
-		PresencePenalty:  r.float("presence_penalty", -2, 2),
-		FrequencyPenalty: r.float("frequency_penalty", -2, 2),
-		Seed:             r.whole("seed", math.MinInt64, math.MaxInt64),
+		Temperature:      r.float("temperature"),
+		TopP:             r.float("top_p"),
+		PresencePenalty:  r.float("presence_penalty"),
+		FrequencyPenalty: r.float("frequency_penalty"),
+		Seed:             r.integer("seed"),
 	}
 	// max_completion_tokens is OpenAI's newer name for max_tokens: either, or both when they agree.
-	maxTokens, maxCompletion := r.whole("max_tokens", 1, maxOutputTokens), r.whole("max_completion_tokens", 1, maxOutputTokens)
+	maxTokens, maxCompletion := r.integer("max_tokens"), r.integer("max_completion_tokens")
 	switch {
 	case maxTokens != nil && maxCompletion != nil && *maxTokens != *maxCompletion:
 		r.add("max_completion_tokens", "differs from max_tokens: give one of them")
@@ -137,17 +143,14 @@ func (r askReader) sampling() *messages.Sampling {
 		s.MaxTokens = proto32(*maxTokens)
 	case maxCompletion != nil:
 		s.MaxTokens = proto32(*maxCompletion)
+		r.bad.alias("parameters.max_tokens", r.field("max_completion_tokens"))
 	}
 	s.Stop = r.stop()
 	s.LogitBias = r.logitBias()
-	if raw, ok := given(r.fields, "user"); ok {
-		if json.Unmarshal(raw, &s.User) != nil {
-			r.add("user", "must be a string")
-		} else if len(s.User) > maxUserBytes {
-			r.add("user", fmt.Sprintf("must be at most %d bytes", maxUserBytes))
-		}
+	if raw, ok := r.given("user"); ok && json.Unmarshal(raw, &s.User) != nil {
+		r.add("user", "must be a string")
 	}
-	if raw, ok := given(r.fields, "parallel_tool_calls"); ok {
+	if raw, ok := r.given("parallel_tool_calls"); ok {
 		var b bool
 		if json.Unmarshal(raw, &b) != nil {
 			r.add("parallel_tool_calls", "must be a boolean")
@@ -162,19 +165,20 @@ func (r askReader) sampling() *messages.Sampling {
 	return s
 }
 
+// proto32 is an integer as a request's int32 field holds it: one past its bounds stays past intake's.
 func proto32(v int64) *int32 {
-	n := int32(v)
+	n := int32(max(min(v, math.MaxInt32), math.MinInt32))
 	return &n
 }
 
-// stop reads chat completions' stop: a stop sequence or a list of up to four.
+// stop reads chat completions' stop: a stop sequence or a list of them.
 func (r askReader) stop() []string { return r.stops("stop", true) }
 
-// stops reads a list of up to four stop sequences under name (four: OpenAI's bound, which a panel's
-// every member must take). single also takes one sequence as a string, and refuses an empty list, as
-// chat completions do; Anthropic's stop_sequences is a list, which may be empty.
+// stops reads a list of stop sequences under name (intake bounds them). single also takes one sequence
+// as a string, and refuses an empty list, as chat completions do; Anthropic's stop_sequences is a list,
+// which may be empty.
 func (r askReader) stops(name string, single bool) []string {
-	raw, ok := given(r.fields, name)
+	raw, ok := r.given(name)
 	if !ok {
 		return nil
 	}
@@ -182,42 +186,29 @@ func (r askReader) stops(name string, single bool) []string {
 	var stops []string
 	switch {
 	case single && json.Unmarshal(raw, &one) == nil:
-		stops = []string{one}
+		return []string{one}
 	case json.Unmarshal(raw, &stops) != nil && single:
 		r.add(name, "must be a string or a list of strings")
 		return nil
 	case json.Unmarshal(raw, &stops) != nil:
 		r.add(name, "must be a list of strings")
 		return nil
-	case len(stops) == 0 && !single:
+	case len(stops) == 0 && single:
+		r.add(name, fmt.Sprintf("must hold between 1 and %d sequences", intake.MaxStops))
 		return nil
-	}
-	if len(stops) == 0 || len(stops) > maxStops {
-		r.add(name, fmt.Sprintf("must hold between 1 and %d sequences", maxStops))
-		return nil
-	}
-	for i, s := range stops {
-		if s == "" || len(s) > maxStopBytes {
-			r.add(fmt.Sprintf("%s[%d]", name, i), fmt.Sprintf("must be between 1 and %d bytes", maxStopBytes))
-			return nil
-		}
 	}
 	return stops
 }
 
-// logitBias reads a map of token ids to biases in [-100, 100].
+// logitBias reads a map of token ids to integers (intake judges the ids and the range).
 func (r askReader) logitBias() map[string]int32 {
-	raw, ok := given(r.fields, "logit_bias")
+	raw, ok := r.given("logit_bias")
 	if !ok {
 		return nil
 	}
 	var m map[string]float64
 	if json.Unmarshal(raw, &m) != nil {
 		r.add("logit_bias", "must be an object of token ids to numbers")
-		return nil
-	}
-	if len(m) > maxLogitBias {
-		r.add("logit_bias", fmt.Sprintf("must bias at most %d tokens", maxLogitBias))
 		return nil
 	}
 	keys := make([]string, 0, len(m))
@@ -227,16 +218,12 @@ func (r askReader) logitBias() map[string]int32 {
 	sort.Strings(keys) // problems in a stable order
 	out := make(map[string]int32, len(m))
 	for _, k := range keys {
-		v := m[k]
-		if n, err := strconv.ParseUint(k, 10, 32); err != nil || strconv.FormatUint(n, 10) != k {
-			r.add("logit_bias."+validation.Clip(k, 32), "must be a token id (a non-negative integer)")
-			continue
-		}
-		if v != math.Trunc(v) || v < -100 || v > 100 {
+		r.bad.visit(r.field("logit_bias." + k))
+		if v := m[k]; v != math.Trunc(v) {
 			r.add("logit_bias."+k, "must be an integer between -100 and 100")
-			continue
+		} else {
+			out[k] = *proto32(int64(max(min(v, math.MaxInt32), math.MinInt32)))
 		}
-		out[k] = int32(v)
 	}
 	if len(out) == 0 {
 		return nil
@@ -271,12 +258,19 @@ var chatRoles = map[string]bool{"system": true, "developer": true, "user": true,
 type conversation struct {
 	turns        []*messages.ChatMessage
 	roles, texts []string
-	users        int
 }
 
-// readMessages reads a conversation, every problem under messages[i]. A tool message must answer a
-// tool call of an earlier assistant message.
-func readMessages(raw json.RawMessage, bad *validation.Errors) *conversation {
+// add appends one turn read, with its role as the caller wrote it and its text for the task.
+func (c *conversation) add(turn *messages.ChatMessage, role, text string) {
+	c.turns, c.roles, c.texts = append(c.turns, turn), append(c.roles, role), append(c.texts, text)
+}
+
+// turnField is intake's name of the turn the conversation's next turn, or the one n after it, will be.
+func turnField(n int) string { return fmt.Sprintf("messages[%d]", n) }
+
+// readMessages reads a conversation, every problem under messages[i]: each message whose role is known
+// is a turn, for intake to judge with the others (a tool message answers a call of an earlier one).
+func readMessages(raw json.RawMessage, bad *report) *conversation {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		bad.Add("messages", "must be a list of messages with role and content")
@@ -287,39 +281,23 @@ func readMessages(raw json.RawMessage, bad *validation.Errors) *conversation {
 		return nil
 	}
 	c := &conversation{}
-	callIDs := map[string]bool{}
-	ok := true
 	for i, item := range items {
-		field := fmt.Sprintf("messages[%d]", i)
-		turn, role, text, good := readMessage(item, field, callIDs, bad)
-		if !good {
-			ok = false
-			continue
+		if turn, role, text := readMessage(item, fmt.Sprintf("messages[%d]", i), turnField(len(c.turns)), bad); turn != nil {
+			c.add(turn, role, text)
 		}
-		if role == "user" {
-			c.users++
-		}
-		c.turns, c.roles, c.texts = append(c.turns, turn), append(c.roles, role), append(c.texts, text)
-	}
-	if c.users == 0 && ok {
-		bad.Add("messages", "must hold at least one user message")
-	}
-	if !ok {
-		return nil
 	}
 	return c
 }
 
-// readMessage reads one message: the turn, its role as the caller wrote it, its text for the task,
-// and whether it is valid.
-func readMessage(raw json.RawMessage, field string, callIDs map[string]bool, bad *validation.Errors) (*messages.ChatMessage, string, string, bool) {
+// readMessage reads one message as the turn intake calls at: the turn, its role as the caller wrote
+// it, and its text for the task; nil when it is no message of a known role.
+func readMessage(raw json.RawMessage, field, at string, bad *report) (*messages.ChatMessage, string, string) {
 	var keys map[string]json.RawMessage
 	var m chatMessage
 	if json.Unmarshal(raw, &keys) != nil || json.Unmarshal(raw, &m) != nil {
 		bad.Add(field, "must be an object with role and content")
-		return nil, "", "", false
+		return nil, "", ""
 	}
-	before := len(*bad)
 	names := make([]string, 0, len(keys))
 	for k := range keys {
 		names = append(names, k)
@@ -336,15 +314,17 @@ func readMessage(raw json.RawMessage, field string, callIDs map[string]bool, bad
 		} else {
 			bad.Add(field+".role", fmt.Sprintf("unknown role %q (want system, developer, user, assistant or tool)", validation.Clip(m.Role, 32)))
 		}
-		return nil, "", "", false
+		return nil, "", ""
 	}
+	bad.name(at, field)
 	turn := &messages.ChatMessage{Role: m.Role}
 	if m.Role == "developer" {
 		turn.Role = "system" // the same instructions, under the name every wire format knows
 	}
 	if m.Name != nil {
-		if *m.Name == "" || len(*m.Name) > maxNameBytes {
-			bad.Add(field+".name", fmt.Sprintf("must be between 1 and %d bytes", maxNameBytes))
+		bad.visit(field + ".name")
+		if *m.Name == "" {
+			bad.Add(field+".name", fmt.Sprintf("must be between 1 and %d bytes", intake.MaxNameBytes))
 		}
 		turn.Name = *m.Name
 	}
@@ -366,51 +346,42 @@ func readMessage(raw json.RawMessage, field string, callIDs map[string]bool, bad
 			}
 		}
 	}
-	if m.ToolCallID != nil && m.Role != "tool" {
-		bad.Add(field+".tool_call_id", "only a tool message has tool_call_id")
+	if m.ToolCallID != nil {
+		bad.visit(field + ".tool_call_id")
+		turn.ToolCallId = *m.ToolCallID
 	}
 
 	var texts []string
 	hasContent := len(m.Content) > 0 && string(m.Content) != "null"
+	bad.visit(field + ".content")
 	if hasContent {
-		turn.Content, texts = readContent(m.Content, m.Role, field+".content", bad)
+		turn.Content, texts = readContent(m.Content, m.Role, field+".content", at+".content", bad)
 	}
 	if m.Role == "assistant" && string(m.Content) == `""` && len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
 		// An empty text beside tool calls says nothing; some wire formats refuse an empty text block.
 		turn.Content, texts, hasContent = nil, nil, false
 	}
-	switch m.Role {
-	case "assistant":
+	if m.Role == "assistant" {
 		if len(m.ToolCalls) > 0 && string(m.ToolCalls) != "null" {
 			var calls []string
-			turn.ToolCalls, calls = readToolCalls(m.ToolCalls, field+".tool_calls", callIDs, bad)
+			turn.ToolCalls, calls = readToolCalls(m.ToolCalls, field+".tool_calls", at+".tool_calls", bad)
 			texts = append(texts, calls...)
 		}
 		if m.Refusal != nil && !hasContent {
 			// A refusal is what the assistant said: the models read it as its text.
 			turn.Content = []*messages.ContentPart{{Type: "text", Text: *m.Refusal}}
 			texts = append(texts, *m.Refusal)
-			hasContent = true
-		}
-		if !hasContent && len(turn.ToolCalls) == 0 && len(*bad) == before {
-			bad.Add(field+".content", "is required unless the message has tool_calls")
-		}
-	case "tool":
-		turn.ToolCallId = answersCall(m.ToolCallID, field+".tool_call_id", "an earlier assistant message", callIDs, bad)
-		fallthrough
-	default:
-		if !hasContent {
-			bad.Add(field+".content", "is required")
 		}
 	}
-	return turn, m.Role, strings.Join(texts, "\n"), len(*bad) == before
+	return turn, m.Role, strings.Join(texts, "\n")
 }
 
-// readContent reads a message's content: a string, or a list of parts. Text parts go to every role;
-// image parts only in a user's message, as OpenAI takes them.
-func readContent(raw json.RawMessage, role, field string, bad *validation.Errors) ([]*messages.ContentPart, []string) {
+// readContent reads a message's content, at intake's content of a turn: a string, or a list of parts,
+// text and images (intake takes images in a user's message only, as OpenAI does).
+func readContent(raw json.RawMessage, role, field, at string, bad *report) ([]*messages.ContentPart, []string) {
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
+		bad.name(at+"[0]", field)
 		return []*messages.ContentPart{{Type: "text", Text: s}}, []string{s}
 	}
 	var items []map[string]json.RawMessage
@@ -418,19 +389,22 @@ func readContent(raw json.RawMessage, role, field string, bad *validation.Errors
 		bad.Add(field, "must be a string or a list of content parts")
 		return nil, nil
 	}
-	if len(items) == 0 || len(items) > maxParts {
-		bad.Add(field, fmt.Sprintf("must hold between 1 and %d parts", maxParts))
+	if len(items) == 0 || len(items) > intake.MaxParts {
+		bad.Add(field, fmt.Sprintf("must hold between 1 and %d parts", intake.MaxParts))
 		return nil, nil
 	}
+	bad.name(at, field)
 	var parts []*messages.ContentPart
 	var texts []string
 	for i, item := range items {
 		pf := fmt.Sprintf("%s[%d]", field, i)
+		part := fmt.Sprintf("%s[%d]", at, len(parts))
 		var typ string
 		if json.Unmarshal(item["type"], &typ) != nil {
 			bad.Add(pf+".type", "is required: text or image_url")
 			continue
 		}
+		bad.name(part, pf)
 		allowed := map[string]bool{"type": true}
 		switch {
 		case typ == "text" || (typ == "refusal" && role == "assistant"):
@@ -442,14 +416,11 @@ func readContent(raw json.RawMessage, role, field string, bad *validation.Errors
 				continue
 			}
 			parts, texts = append(parts, &messages.ContentPart{Type: "text", Text: text}), append(texts, text)
-		case typ == "image_url" && role == "user":
+		case typ == "image_url":
 			allowed["image_url"] = true
-			if p := readImage(item["image_url"], pf+".image_url", bad); p != nil {
+			if p := readImage(item["image_url"], pf+".image_url", part, bad); p != nil {
 				parts, texts = append(parts, p), append(texts, "[image]")
 			}
-		case typ == "image_url":
-			bad.Add(pf+".type", "images go in user messages only")
-			continue
 		case typ == "input_audio" || typ == "file":
 			bad.Add(pf+".type", fmt.Sprintf("content parts of type %s are not supported (text and image_url are)", typ))
 			continue
@@ -475,8 +446,8 @@ func sortedKeys(m map[string]json.RawMessage) []string {
 	return out
 }
 
-// readImage reads a chat completion's image part: {"url": ..., "detail": ...}.
-func readImage(raw json.RawMessage, field string, bad *validation.Errors) *messages.ContentPart {
+// readImage reads a chat completion's image part, {"url": ..., "detail": ...}, as the part at.
+func readImage(raw json.RawMessage, field, at string, bad *report) *messages.ContentPart {
 	var img struct {
 		URL    *string `json:"url"`
 		Detail *string `json:"detail"`
@@ -486,94 +457,27 @@ func readImage(raw json.RawMessage, field string, bad *validation.Errors) *messa
 		bad.Add(field, "must be an object with url")
 		return nil
 	}
-	before := len(*bad)
 	for _, k := range sortedKeys(keys) {
 		if k != "url" && k != "detail" {
 			bad.Add(field+"."+k, "unknown field")
 		}
 	}
-	part := imagePart(img.URL, img.Detail, field+".url", field+".detail", bad)
-	if len(*bad) > before {
-		return nil
-	}
-	return part
+	return imagePart(img.URL, img.Detail, field+".url", field+".detail", at, bad)
 }
 
-// imagePart checks an image, as every door takes it: an https URL, which Conclave passes on and never
-// fetches, or a data URI of a PNG, JPEG, GIF or WebP image whose bytes are what it says; its detail is
-// auto, low, high or original. Problems go under the fields named.
-func imagePart(url, detail *string, urlField, detailField string, bad *validation.Errors) *messages.ContentPart {
-	before := len(*bad)
-	part := &messages.ContentPart{Type: "image_url"}
+// imagePart is an image as every door reads it, the part at: its URL (an https URL or a data URI) and
+// its detail, under the fields named, which intake judges.
+func imagePart(url, detail *string, urlField, detailField, at string, bad *report) *messages.ContentPart {
+	part := &messages.ContentPart{Type: messages.PartImage}
 	if detail != nil {
-		switch *detail {
-		case "auto", "low", "high", "original":
-			part.Detail = *detail
-		default:
-			bad.Add(detailField, "must be auto, low, high or original")
-		}
+		bad.name(at+".image_url.detail", detailField)
+		part.Detail = *detail
 	}
-	switch {
-	case url == nil:
-		bad.Add(urlField, "is required: an https URL or a data URI")
-	case strings.HasPrefix(*url, "data:"):
-		if msg := checkDataURI(*url); msg != "" {
-			bad.Add(urlField, msg)
-		}
-	default:
-		if msg := checkImageURL(*url); msg != "" {
-			bad.Add(urlField, msg)
-		}
+	bad.name(at+".image_url.url", urlField)
+	if url != nil {
+		part.ImageUrl = *url
 	}
-	if len(*bad) > before {
-		return nil
-	}
-	part.ImageUrl = *url
 	return part
-}
-
-// checkImageURL says what is wrong with an image URL, or "".
-func checkImageURL(s string) string {
-	if len(s) > maxImageURL {
-		return fmt.Sprintf("must be at most %d bytes (or a data URI)", maxImageURL)
-	}
-	u, err := url.Parse(s)
-	switch {
-	case err != nil || u.Host == "":
-		return "must be an https URL or a data URI"
-	case u.Scheme != "https":
-		return fmt.Sprintf("must be an https URL or a data URI, not %s", validation.Clip(u.Scheme, 16))
-	case u.User != nil:
-		return "must not carry credentials"
-	}
-	return ""
-}
-
-// checkDataURI says what is wrong with an image's data URI, or "": it must be base64 of at most
-// maxImageBytes, and its bytes an image of the type it declares.
-func checkDataURI(s string) string {
-	header, data, ok := strings.Cut(strings.TrimPrefix(s, "data:"), ",")
-	mediaType, encoding, _ := strings.Cut(header, ";")
-	mediaType = strings.ToLower(mediaType)
-	switch {
-	case !ok || encoding != "base64":
-		return "a data URI must be data:<image type>;base64,<data>"
-	case !imageTypes[mediaType]:
-		return fmt.Sprintf("a data URI must hold image/png, image/jpeg, image/gif or image/webp, not %q", validation.Clip(mediaType, 32))
-	case base64.StdEncoding.DecodedLen(len(data)) > maxImageBytes+2:
-		return fmt.Sprintf("the image must be at most %d bytes", maxImageBytes)
-	}
-	decoded, err := base64.StdEncoding.DecodeString(data)
-	if err != nil {
-		return "the data URI's data is not base64"
-	}
-	if len(decoded) > maxImageBytes {
-		return fmt.Sprintf("the image must be at most %d bytes", maxImageBytes)
-	}
-	if sniffed := http.DetectContentType(decoded); sniffed != mediaType {
-		return fmt.Sprintf("the data is not a %s image (it looks like %s)", mediaType, sniffed)
-	}
-	return ""
 }
 
 // wireToolCall is a tool call in OpenAI's shape, in a request's assistant message or in an answer.
@@ -588,9 +492,9 @@ type wireFunction struct {
 	Arguments string `json:"arguments"`
 }
 
-// readToolCalls reads an assistant's tool calls, noting their ids in callIDs; it returns the calls
-// and their text for the task.
-func readToolCalls(raw json.RawMessage, field string, callIDs map[string]bool, bad *validation.Errors) ([]*messages.ToolCall, []string) {
+// readToolCalls reads an assistant's tool calls, intake's at; it returns the calls and their text for
+// the task.
+func readToolCalls(raw json.RawMessage, field, at string, bad *report) ([]*messages.ToolCall, []string) {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		bad.Add(field, "must be a list of tool calls")
@@ -600,6 +504,7 @@ func readToolCalls(raw json.RawMessage, field string, callIDs map[string]bool, b
 		bad.Add(field, fmt.Sprintf("must hold between 1 and %d tool calls", maxToolCalls))
 		return nil, nil
 	}
+	bad.name(at, field)
 	var calls []*messages.ToolCall
 	var texts []string
 	for i, item := range items {
@@ -618,64 +523,38 @@ func readToolCalls(raw json.RawMessage, field string, callIDs map[string]bool, b
 		if c.Type != "function" {
 			bad.Add(cf+".type", "must be function")
 		}
-		call, text := toolCallOf(c.ID, c.Function.Name, c.Function.Arguments, cf+".id", cf+".function.name", cf+".function.arguments", callIDs, bad)
+		call, text := toolCallOf(c.ID, c.Function.Name, c.Function.Arguments, fmt.Sprintf("%s[%d]", at, len(calls)), cf+".id", cf+".function.name", cf+".function.arguments", bad)
 		calls, texts = append(calls, call), append(texts, text)
 	}
 	return calls, texts
 }
 
-// toolCallOf checks a tool call of an earlier turn, as every door takes it (its id, the function's name,
-// its arguments as a JSON object in text), noting its id in callIDs; it returns the call and its text
-// for the task. Problems go under the fields named.
-func toolCallOf(id, name, arguments, idField, nameField, argsField string, callIDs map[string]bool, bad *validation.Errors) (*messages.ToolCall, string) {
-	switch {
-	case id == "" || len(id) > maxNameBytes:
-		bad.Add(idField, fmt.Sprintf("must be between 1 and %d bytes", maxNameBytes))
-	case callIDs[id]:
-		bad.Add(idField, fmt.Sprintf("%q names an earlier tool call too", validation.Clip(id, 64)))
-	}
-	callIDs[id] = true
-	if !functionName.MatchString(name) {
-		bad.Add(nameField, "must be 1 to 64 letters, digits, '_' or '-'")
-	}
+// toolCallOf is a tool call of an earlier turn as every door reads it, the call at (its id, the
+// function's name, its arguments as a JSON object in text, which intake judges under the fields named);
+// it returns the call and its text for the task.
+func toolCallOf(id, name, arguments, at, idField, nameField, argsField string, bad *report) (*messages.ToolCall, string) {
+	bad.name(at+".id", idField)
+	bad.name(at+".function.name", nameField)
+	bad.name(at+".function.arguments", argsField)
 	args := strings.TrimSpace(arguments)
 	if args == "" {
 		args = "{}" // a call without arguments, as some models write it
 	}
-	var obj map[string]json.RawMessage
-	if json.Unmarshal([]byte(args), &obj) != nil || obj == nil {
-		bad.Add(argsField, "must be a JSON object, as text")
-	}
 	return &messages.ToolCall{Id: id, Name: name, Arguments: args}, fmt.Sprintf("[calls %s(%s)]", name, args)
 }
 
-// answersCall checks the call id a tool's result answers: a call of an earlier turn (what names those
-// calls in the door's words). It returns the id, or "" with a problem.
-func answersCall(id *string, field, what string, callIDs map[string]bool, bad *validation.Errors) string {
-	switch {
-	case id == nil || *id == "":
-		bad.Add(field, "is required: the id of the tool call this result answers")
-	case !callIDs[*id]:
-		bad.Add(field, fmt.Sprintf("%q answers no tool call of %s", validation.Clip(*id, 64), what))
-	default:
-		return *id
-	}
-	return ""
-}
-
 // readTools reads the functions the models may call.
-func readTools(raw json.RawMessage, bad *validation.Errors) []*messages.Tool {
+func readTools(raw json.RawMessage, bad *report) []*messages.Tool {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		bad.Add("tools", "must be a list of tools")
 		return nil
 	}
-	if len(items) == 0 || len(items) > maxTools {
-		bad.Add("tools", fmt.Sprintf("must hold between 1 and %d tools", maxTools))
+	if len(items) == 0 {
+		bad.Add("tools", fmt.Sprintf("must hold between 1 and %d tools", intake.MaxTools))
 		return nil
 	}
 	var tools []*messages.Tool
-	seen := map[string]bool{}
 	for i, item := range items {
 		tf := fmt.Sprintf("tools[%d]", i)
 		var t struct {
@@ -707,10 +586,13 @@ func readTools(raw json.RawMessage, bad *validation.Errors) []*messages.Tool {
 				bad.Add(tf+".function."+k, "unknown field")
 			}
 		}
-		tools = append(tools, f.tool(tf+".function", seen, bad))
+		tools = append(tools, f.tool(tf+".function", toolField(len(tools)), bad))
 	}
 	return tools
 }
+
+// toolField is intake's name of the function of the tool n.
+func toolField(n int) string { return fmt.Sprintf("tools[%d].function", n) }
 
 // functionDef is a function tool as every door describes it (chat completions under "function", the
 // Responses API beside its type).
@@ -721,17 +603,11 @@ type functionDef struct {
 	Strict      *bool           `json:"strict"`
 }
 
-// tool checks a function tool whose members are under field: a name of OpenAI's rule, unique among
-// the tools (seen), parameters a JSON schema object kept in the caller's key order.
-func (f functionDef) tool(field string, seen map[string]bool, bad *validation.Errors) *messages.Tool {
+// tool is a function tool whose members are under field, intake's at: its name and its parameters (a
+// JSON schema, kept in the caller's key order), which intake judges.
+func (f functionDef) tool(field, at string, bad *report) *messages.Tool {
+	bad.name(at+".name", field+".name")
 	tool := &messages.Tool{Name: f.Name}
-	switch {
-	case !functionName.MatchString(f.Name):
-		bad.Add(field+".name", "must be 1 to 64 letters, digits, '_' or '-'")
-	case seen[f.Name]:
-		bad.Add(field+".name", fmt.Sprintf("%q names an earlier tool too", f.Name))
-	}
-	seen[f.Name] = true
 	if f.Description != nil {
 		tool.Description = *f.Description
 	}
@@ -739,36 +615,30 @@ func (f functionDef) tool(field string, seen map[string]bool, bad *validation.Er
 		tool.Strict = *f.Strict
 	}
 	if len(f.Parameters) > 0 && string(f.Parameters) != "null" {
-		if schema, msg := schemaText(f.Parameters); msg != "" {
-			bad.Add(field+".parameters", msg)
-		} else {
-			tool.Parameters = schema
-		}
+		bad.name(at+".parameters", field+".parameters")
+		tool.Parameters = schemaText(f.Parameters)
 	}
 	return tool
 }
 
-// schemaText checks that a JSON schema is an object and returns it compacted, its keys in the caller's
-// order (a strict schema's property order is the order a model writes the fields in).
-func schemaText(raw json.RawMessage) (string, string) {
-	var obj map[string]json.RawMessage
-	if json.Unmarshal(raw, &obj) != nil || obj == nil {
-		return "", "must be a JSON schema (an object)"
-	}
+// schemaText is a JSON schema compacted, its keys in the caller's order (a strict schema's property
+// order is the order a model writes the fields in).
+func schemaText(raw json.RawMessage) string {
 	var b bytes.Buffer
 	if err := json.Compact(&b, raw); err != nil {
-		return "", "must be a JSON schema (an object)"
+		return string(raw)
 	}
-	return b.String(), ""
+	return b.String()
 }
 
-// readToolChoice reads none, auto, required, or a function the model must call, which must be one of
-// tools.
-func readToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *validation.Errors) *messages.ToolChoice {
+// readToolChoice reads none, auto, required, or a function the model must call, which intake holds to
+// be one of the tools.
+func readToolChoice(raw json.RawMessage, bad *report) *messages.ToolChoice {
 	const want = "must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}"
+	bad.visit("tool_choice")
 	var mode string
 	if json.Unmarshal(raw, &mode) == nil {
-		return toolChoiceMode(mode, "tool_choice", want, tools, bad)
+		return toolChoiceMode(mode, "tool_choice", want, bad)
 	}
 	var named struct {
 		Type     string `json:"type"`
@@ -784,39 +654,24 @@ func readToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *validation
 		bad.Add("tool_choice.type", fmt.Sprintf("tool choices of type %q are not supported (function is)", validation.Clip(named.Type, 32)))
 		return nil
 	}
-	return toolChoiceFunction(named.Function.Name, "tool_choice.function.name", tools, bad)
+	bad.name("tool_choice.function.name", "tool_choice.function.name")
+	return &messages.ToolChoice{Mode: "function", Name: named.Function.Name}
 }
 
-// toolChoiceMode checks a tool choice by mode: none, auto, or required (which needs tools); want says
-// in the door's words what the field may be.
-func toolChoiceMode(mode, field, want string, tools []*messages.Tool, bad *validation.Errors) *messages.ToolChoice {
-	switch mode {
-	case "none", "auto":
-	case "required":
-		if len(tools) == 0 {
-			bad.Add(field, "required needs tools")
-			return nil
-		}
-	default:
+// toolChoiceMode is a tool choice by mode, none, auto or required, which intake judges under field;
+// want says in the door's words what the field may be. A function is named by an object, never by a
+// string.
+func toolChoiceMode(mode, field, want string, bad *report) *messages.ToolChoice {
+	if mode == "function" {
 		bad.Add(field, want)
 		return nil
 	}
+	bad.name("tool_choice", field)
 	return &messages.ToolChoice{Mode: mode}
 }
 
-// toolChoiceFunction checks a function the model must call: one of tools.
-func toolChoiceFunction(name, field string, tools []*messages.Tool, bad *validation.Errors) *messages.ToolChoice {
-	for _, t := range tools {
-		if t.Name == name {
-			return &messages.ToolChoice{Mode: "function", Name: name}
-		}
-	}
-	bad.Add(field, fmt.Sprintf("%q is none of the tools", validation.Clip(name, 64)))
-	return nil
-}
-
 // readResponseFormat reads text, json_object, or json_schema with its name, schema and strictness.
-func readResponseFormat(raw json.RawMessage, bad *validation.Errors) *messages.OutputFormat {
+func readResponseFormat(raw json.RawMessage, bad *report) *messages.OutputFormat {
 	var f struct {
 		Type       string          `json:"type"`
 		JSONSchema json.RawMessage `json:"json_schema"`
@@ -831,13 +686,9 @@ func readResponseFormat(raw json.RawMessage, bad *validation.Errors) *messages.O
 			bad.Add("response_format."+k, "unknown field")
 		}
 	}
-	switch f.Type {
-	case "text", "json_object":
+	bad.name("response_format.type", "response_format.type")
+	if f.Type != "json_schema" {
 		return &messages.OutputFormat{Type: f.Type}
-	case "json_schema":
-	default:
-		bad.Add("response_format.type", fmt.Sprintf("unknown type %q (want text, json_object or json_schema)", validation.Clip(f.Type, 32)))
-		return nil
 	}
 	var js jsonSchemaDef
 	var jskeys map[string]json.RawMessage
@@ -862,30 +713,23 @@ type jsonSchemaDef struct {
 	Strict      *bool           `json:"strict"`
 }
 
-// format checks a json_schema format whose members are under field: a name of OpenAI's rule and a
-// schema object. A description, which OutputFormat has no field for, is carried as the schema's own
+// format is a json_schema format whose members are under field: its name and its schema, which intake
+// judges. A description, which OutputFormat has no field for, is carried as the schema's own
 // description when it has none, so the models read it.
-func (js jsonSchemaDef) format(field string, bad *validation.Errors) *messages.OutputFormat {
+func (js jsonSchemaDef) format(field string, bad *report) *messages.OutputFormat {
 	out := &messages.OutputFormat{Type: "json_schema", Name: js.Name}
-	if !functionName.MatchString(js.Name) {
-		bad.Add(field+".name", "must be 1 to 64 letters, digits, '_' or '-'")
-	}
+	bad.name("response_format.json_schema.name", field+".name")
 	if js.Strict != nil {
 		out.Strict = *js.Strict
 	}
+	bad.name("response_format.json_schema.schema", field+".schema")
 	if len(js.Schema) == 0 || string(js.Schema) == "null" {
-		bad.Add(field+".schema", "is required: the JSON schema of the answer")
-		return nil
+		return out
 	}
-	schema, msg := schemaText(js.Schema)
-	if msg != "" {
-		bad.Add(field+".schema", msg)
-		return nil
-	}
+	out.Schema = schemaText(js.Schema)
 	if js.Description != nil && *js.Description != "" {
-		schema = describe(schema, *js.Description)
+		out.Schema = describe(out.Schema, *js.Description)
 	}
-	out.Schema = schema
 	return out
 }
 
@@ -907,8 +751,9 @@ func describe(schema, description string) string {
 }
 
 // flag reads a boolean; false when left out.
-func flag(fields map[string]json.RawMessage, name string, bad *validation.Errors) bool {
+func flag(fields map[string]json.RawMessage, name string, bad *report) bool {
 	raw, ok := given(fields, name)
+	bad.visit(name)
 	if !ok {
 		return false
 	}
@@ -920,38 +765,16 @@ func flag(fields map[string]json.RawMessage, name string, bad *validation.Errors
 }
 
 // readFallbacks reads the models a direct call moves to, in order, when its model or its provider
-// fails: catalog models, each once, other than the model itself. A panel (conclave/...) has no
-// fallbacks: its blueprint's selection already stands in for a failed model.
-func (s *Server) readFallbacks(raw json.RawMessage, chat *chatRequest, bad, unknown *validation.Errors) []string {
+// fails (intake holds them to be catalog models, each once, other than the model itself).
+func readFallbacks(raw json.RawMessage, bad *report) []string {
 	var ids []string
 	if json.Unmarshal(raw, &ids) != nil {
 		bad.Add("fallbacks", "must be a list of model ids")
 		return nil
 	}
-	if len(ids) == 0 || len(ids) > maxFallbacks {
-		bad.Add("fallbacks", fmt.Sprintf("must list between 1 and %d models", maxFallbacks))
+	if len(ids) == 0 {
+		bad.Add("fallbacks", fmt.Sprintf("must list between 1 and %d models", intake.MaxFallbacks))
 		return nil
-	}
-	if chat.model == autoModel || chat.route.Category != "" {
-		bad.Add("fallbacks", "only a direct call (model names a catalog model) takes fallbacks")
-		return nil
-	}
-	seen := map[string]bool{chat.model: true}
-	for i, id := range ids {
-		field := fmt.Sprintf("fallbacks[%d]", i)
-		switch {
-		case id == "":
-			bad.Add(field, "must not be empty")
-		case seen[id]:
-			bad.Add(field, fmt.Sprintf("model %q is the model or an earlier fallback", validation.Clip(id, 128)))
-		default:
-			if m, known := s.engine.Catalog().Get(id); !known {
-				unknown.Add(field, fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(id, 128)))
-			} else if m.Has(catalog.Embeddings) {
-				bad.Add(field, fmt.Sprintf("%q is an embeddings model, which answers no chat", validation.Clip(id, 128)))
-			}
-		}
-		seen[id] = true
 	}
 	return ids
 }

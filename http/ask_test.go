@@ -261,14 +261,6 @@ func TestChatAskRefused(t *testing.T) {
 	}
 }
 
-// An image larger than a data URI may hold is refused before it is decoded whole.
-func TestChatRefusesAHugeImage(t *testing.T) {
-	huge := "data:image/png;base64," + strings.Repeat("A", maxImageBytes/3*4+8)
-	if msg := checkDataURI(huge); !strings.Contains(msg, "at most") {
-		t.Fatalf("a data URI of %d bytes: %q", len(huge), msg)
-	}
-}
-
 func TestRouteParameters(t *testing.T) {
 	s := parsingServer(t)
 	tests := []struct {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/intake"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
@@ -45,7 +46,7 @@ type embeddingsRequest struct {
 func (s *Server) parseEmbeddings(body []byte) (*embeddingsRequest, int, []*messages.Problem) {
 	fields, bad, ok := objectFields(body, embeddingsFields)
 	if !ok {
-		return nil, http.StatusBadRequest, problems(bad)
+		return nil, http.StatusBadRequest, problems(bad.errs)
 	}
 	var unknown validation.Errors
 	out := &embeddingsRequest{req: &messages.EmbedRequest{}}
@@ -64,9 +65,9 @@ func (s *Server) parseEmbeddings(body []byte) (*embeddingsRequest, int, []*messa
 	if raw, ok := given(fields, "input"); !ok {
 		bad.Add("input", "is required: a text or a list of texts")
 	} else {
-		out.req.Inputs = readEmbedInputs(raw, &bad)
+		out.req.Inputs = readEmbedInputs(raw, bad)
 	}
-	r := askReader{fields: fields, bad: &bad}
+	r := askReader{fields: fields, bad: bad}
 	if d := r.whole("dimensions", 1, maxDimensions); d != nil {
 		out.req.Dimensions = int32(*d)
 	}
@@ -80,13 +81,13 @@ func (s *Server) parseEmbeddings(body []byte) (*embeddingsRequest, int, []*messa
 	if raw, ok := given(fields, "user"); ok {
 		if json.Unmarshal(raw, &out.req.User) != nil {
 			bad.Add("user", "must be a string")
-		} else if len(out.req.User) > maxUserBytes {
-			bad.Add("user", fmt.Sprintf("must be at most %d bytes", maxUserBytes))
+		} else if len(out.req.User) > intake.MaxUserBytes {
+			bad.Add("user", fmt.Sprintf("must be at most %d bytes", intake.MaxUserBytes))
 		}
 	}
 	switch {
-	case len(bad) > 0:
-		return nil, http.StatusBadRequest, problems(append(bad, unknown...).Capped())
+	case bad.count() > 0:
+		return nil, http.StatusBadRequest, problems(append(bad.errs, unknown...).Capped())
 	case len(unknown) > 0:
 		return nil, http.StatusNotFound, problems(unknown.Capped())
 	}
@@ -96,7 +97,7 @@ func (s *Server) parseEmbeddings(body []byte) (*embeddingsRequest, int, []*messa
 // readEmbedInputs reads a text or a list of texts, none empty (OpenAI refuses empty ones too). Token
 // arrays are refused by name: the providers behind Conclave take text, and token ids are one
 // tokenizer's.
-func readEmbedInputs(raw json.RawMessage, bad *validation.Errors) []string {
+func readEmbedInputs(raw json.RawMessage, bad *report) []string {
 	var one string
 	if json.Unmarshal(raw, &one) == nil {
 		if one == "" {

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
@@ -49,11 +48,10 @@ const maxChatMessages = 256
 
 // chatRequest is what the OpenAI surface needs of a parsed request.
 type chatRequest struct {
-	model         string
-	stream        bool
-	includeUsage  bool
-	route         *messages.RouteRequest
-	passthroughTo string // the catalog model of a plain gateway call
+	model        string
+	stream       bool
+	includeUsage bool
+	route        *messages.RouteRequest
 }
 
 // renderTask turns a conversation into the task the pipeline sends: one user message is the task
@@ -74,35 +72,35 @@ func renderTask(roles, texts []string) string {
 	return b.String()
 }
 
-// parseChat decodes and validates a chat completions body, collecting every problem. The status is 0
-// when the request is valid, 400 for malformed input and 404 when the model is unknown.
+// parseChat decodes a chat completions body and has intake judge the request, collecting every
+// problem. The status is 0 when the request is valid, 400 for malformed input and 404 when the model is
+// unknown.
 func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem) {
 	fields, bad, ok := objectFields(body, chatFields)
 	if !ok {
-		return nil, http.StatusBadRequest, problems(bad)
+		return nil, http.StatusBadRequest, problems(bad.errs)
 	}
-	var unknown validation.Errors
-	out := s.readModel(fields, &bad, &unknown)
+	out := s.readModel(fields, bad)
 	ask := &messages.Ask{}
+	bad.visit("messages")
 	if raw, ok := fields["messages"]; !ok {
 		bad.Add("messages", "is required")
-	} else if conv := readMessages(raw, &bad); conv != nil {
+	} else if conv := readMessages(raw, bad); conv != nil {
 		ask.Messages = conv.turns
 		out.route.Task = renderTask(conv.roles, conv.texts)
-		if !validation.Visible(out.route.Task) {
-			bad.Add("messages", "must have at least one visible character")
-		}
 	}
+	bad.alias("task", "messages")
+	bad.visit("tools")
 	if raw, ok := given(fields, "tools"); ok {
-		ask.Tools = readTools(raw, &bad)
+		ask.Tools = readTools(raw, bad)
 	}
 	if raw, ok := given(fields, "tool_choice"); ok {
-		ask.ToolChoice = readToolChoice(raw, ask.Tools, &bad)
+		ask.ToolChoice = readToolChoice(raw, bad)
 	}
 	if raw, ok := given(fields, "response_format"); ok {
-		ask.ResponseFormat = readResponseFormat(raw, &bad)
+		ask.ResponseFormat = readResponseFormat(raw, bad)
 	}
-	ask.Sampling = askReader{fields: fields, bad: &bad}.sampling()
+	ask.Sampling = askReader{fields: fields, bad: bad}.sampling()
 	out.route.Ask = ask
 	if raw, ok := fields["stream"]; ok && json.Unmarshal(raw, &out.stream) != nil {
 		bad.Add("stream", "must be a boolean")
@@ -122,18 +120,22 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 			bad.Add("n", "must be 1: Conclave answers with one consensus choice")
 		}
 	}
-	s.readOwn(fields, out, &bad, &unknown)
-	return verdict(out, bad, unknown)
+	readOwn(fields, out, bad)
+	if status, ps := s.judge(out.route, bad); status != 0 {
+		return nil, status, ps
+	}
+	return out, 0, nil
 }
 
 // objectFields decodes a /v1 body as a JSON object, each of whose members must be one the door takes
 // (every other is an unknown field, as OpenAI answers). ok is false when the body is no object at all.
-func objectFields(body []byte, takes map[string]bool) (map[string]json.RawMessage, validation.Errors, bool) {
+func objectFields(body []byte, takes map[string]bool) (map[string]json.RawMessage, *report, bool) {
+	bad := newReport()
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		return nil, validation.Errors{{Field: "body", Message: "the body must be a JSON object"}}, false
+		bad.Add("body", "the body must be a JSON object")
+		return nil, bad, false
 	}
-	var bad validation.Errors
 	names := make([]string, 0, len(fields))
 	for name := range fields {
 		names = append(names, name)
@@ -148,10 +150,11 @@ func objectFields(body []byte, takes map[string]bool) (map[string]json.RawMessag
 }
 
 // readModel reads the model of a /v1 request, as every door resolves it: conclave/auto, a blueprint
-// (conclave/<name>), or a catalog model called alone (a direct call). An unknown model goes to
-// unknown, so that it answers 404 when nothing else is wrong.
-func (s *Server) readModel(fields map[string]json.RawMessage, bad, unknown *validation.Errors) *chatRequest {
+// (conclave/<name>), or any other id, a catalog model called alone (a direct call), which intake holds
+// to be one: an unknown model answers 404 when nothing else is wrong.
+func (s *Server) readModel(fields map[string]json.RawMessage, bad *report) *chatRequest {
 	out := &chatRequest{route: &messages.RouteRequest{}}
+	bad.visit("model")
 	if raw, ok := fields["model"]; !ok {
 		bad.Add("model", "is required: conclave/auto, conclave/<blueprint> or a model id (GET /v1/models lists them)")
 	} else if err := json.Unmarshal(raw, &out.model); err != nil || out.model == "" {
@@ -159,39 +162,21 @@ func (s *Server) readModel(fields map[string]json.RawMessage, bad, unknown *vali
 	} else if name, ours := strings.CutPrefix(out.model, modelPrefix); ours && s.engine.Blueprints().Has(name) {
 		out.route.Category = name
 	} else if out.model != autoModel {
-		if m, known := s.engine.Catalog().Get(out.model); !known {
-			unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(out.model, 128)))
-		} else if m.Has(catalog.Embeddings) {
-			bad.Add("model", fmt.Sprintf("%q is an embeddings model: POST /v1/embeddings asks it", validation.Clip(out.model, 128)))
-		} else {
-			out.passthroughTo = out.model
-		}
-	}
-	if out.passthroughTo != "" {
-		out.route.Models, out.route.Direct = []string{out.passthroughTo}, true
+		out.route.Models, out.route.Direct = []string{out.model}, true
+		bad.alias("models", "model")
+		bad.alias("models[0]", "model")
 	}
 	return out
 }
 
 // readOwn reads Conclave's own members of a /v1 request: strict_parameters, fallbacks and timeout.
-func (s *Server) readOwn(fields map[string]json.RawMessage, out *chatRequest, bad, unknown *validation.Errors) {
+func readOwn(fields map[string]json.RawMessage, out *chatRequest, bad *report) {
 	out.route.StrictParameters = flag(fields, "strict_parameters", bad)
+	bad.visit("fallbacks")
 	if raw, ok := given(fields, "fallbacks"); ok {
-		out.route.Fallbacks = s.readFallbacks(raw, out, bad, unknown)
+		out.route.Fallbacks = readFallbacks(raw, bad)
 	}
-	out.route.TimeoutSeconds = number(fields, "timeout", bad, validation.Timeout)
-}
-
-// verdict is a parsed /v1 request's outcome: 400 with every problem, 404 when the only problems are
-// unknown names, or the request.
-func verdict(out *chatRequest, bad, unknown validation.Errors) (*chatRequest, int, []*messages.Problem) {
-	switch {
-	case len(bad) > 0:
-		return nil, http.StatusBadRequest, problems(append(bad, unknown...).Capped())
-	case len(unknown) > 0:
-		return nil, http.StatusNotFound, problems(unknown.Capped())
-	}
-	return out, 0, nil
+	out.route.TimeoutSeconds = number(fields, "timeout", bad)
 }
 
 func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {

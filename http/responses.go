@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/intake"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
@@ -70,15 +71,14 @@ type responsesRequest struct {
 	parallelToolCall bool
 }
 
-// parseResponses decodes and validates a Responses body, collecting every problem. The status is 0
-// when the request is valid, 400 for malformed input and 404 when the model is unknown.
+// parseResponses decodes a Responses body and has intake judge the request, collecting every problem.
+// The status is 0 when the request is valid, 400 for malformed input and 404 when the model is unknown.
 func (s *Server) parseResponses(body []byte) (*responsesRequest, int, []*messages.Problem) {
 	fields, bad, ok := objectFields(body, responsesFields)
 	if !ok {
-		return nil, http.StatusBadRequest, problems(bad)
+		return nil, http.StatusBadRequest, problems(bad.errs)
 	}
-	var unknown validation.Errors
-	out := &responsesRequest{chatRequest: s.readModel(fields, &bad, &unknown), parallelToolCall: true}
+	out := &responsesRequest{chatRequest: s.readModel(fields, bad), parallelToolCall: true}
 	for _, name := range sortedKeys(fields) {
 		if why, refused := responsesRefused[name]; refused {
 			if _, set := given(fields, name); set {
@@ -86,48 +86,56 @@ func (s *Server) parseResponses(body []byte) (*responsesRequest, int, []*message
 			}
 		}
 	}
-	readSettings(fields, &bad)
+	readSettings(fields, bad)
 
 	ask := &messages.Ask{}
 	var conv *conversation
+	var instructions string
+	raw, hasInstructions := given(fields, "instructions")
+	hasInstructions = hasInstructions && json.Unmarshal(raw, &instructions) == nil
+	bad.visit("input")
 	if raw, ok := given(fields, "input"); !ok {
 		bad.Add("input", "is required: a text, or a list of messages and function call items")
 	} else {
-		conv = readInput(raw, &bad)
-	}
-	if raw, ok := given(fields, "instructions"); ok {
-		var text string
-		if json.Unmarshal(raw, &text) != nil {
-			bad.Add("instructions", "must be a string")
-		} else if conv != nil {
-			// The instructions are the conversation's first system turn, as OpenAI inserts them.
-			out.instructions = &text
-			conv.turns = append([]*messages.ChatMessage{{Role: "system", Content: []*messages.ContentPart{{Type: "text", Text: text}}}}, conv.turns...)
-			conv.roles, conv.texts = append([]string{"system"}, conv.roles...), append([]string{text}, conv.texts...)
+		// The instructions are the conversation's first system turn, as OpenAI inserts them: the input's
+		// turns come after it.
+		first := 0
+		if hasInstructions {
+			first = 1
 		}
+		conv = readInput(raw, first, bad)
+	}
+	bad.visit("instructions")
+	if _, ok := given(fields, "instructions"); ok && !hasInstructions {
+		bad.Add("instructions", "must be a string")
+	} else if ok && conv != nil {
+		out.instructions = &instructions
+		bad.name(turnField(0), "instructions")
+		conv.turns = append([]*messages.ChatMessage{{Role: "system", Content: []*messages.ContentPart{{Type: "text", Text: instructions}}}}, conv.turns...)
+		conv.roles, conv.texts = append([]string{"system"}, conv.roles...), append([]string{instructions}, conv.texts...)
 	}
 	if conv != nil {
 		ask.Messages = conv.turns
 		out.route.Task = renderTask(conv.roles, conv.texts)
-		if !validation.Visible(out.route.Task) {
-			bad.Add("input", "must have at least one visible character")
-		}
 	}
+	bad.alias("task", "input")
+	bad.alias("messages", "input")
+	bad.visit("tools")
 	if raw, ok := given(fields, "tools"); ok {
-		ask.Tools = readFunctionTools(raw, &bad)
+		ask.Tools = readFunctionTools(raw, bad)
 	}
 	if raw, ok := given(fields, "tool_choice"); ok {
-		ask.ToolChoice = readResponsesToolChoice(raw, ask.Tools, &bad)
+		ask.ToolChoice = readResponsesToolChoice(raw, bad)
 	}
 	if raw, ok := given(fields, "text"); ok {
-		ask.ResponseFormat = readTextFormat(raw, &bad)
+		ask.ResponseFormat = readTextFormat(raw, bad)
 	}
-	ask.Sampling = out.sampling(fields, &bad)
+	ask.Sampling = out.sampling(fields, bad)
 	out.route.Ask = ask
 	if raw, ok := given(fields, "metadata"); ok {
-		out.metadata = readMetadata(raw, &bad)
+		out.metadata = readMetadata(raw, bad)
 	}
-	out.stream = flag(fields, "stream", &bad)
+	out.stream = flag(fields, "stream", bad)
 	if raw, ok := given(fields, "stream_options"); ok {
 		// include_obfuscation pads OpenAI's deltas against length side channels; Conclave's deltas are the
 		// models' own pieces, unpadded, which a client reads the same way.
@@ -144,9 +152,8 @@ func (s *Server) parseResponses(body []byte) (*responsesRequest, int, []*message
 			}
 		}
 	}
-	s.readOwn(fields, out.chatRequest, &bad, &unknown)
-	chat, status, ps := verdict(out.chatRequest, bad, unknown)
-	if chat == nil {
+	readOwn(fields, out.chatRequest, bad)
+	if status, ps := s.judge(out.route, bad); status != 0 {
 		return nil, status, ps
 	}
 	return out, 0, nil
@@ -155,7 +162,7 @@ func (s *Server) parseResponses(body []byte) (*responsesRequest, int, []*message
 // readSettings checks the members whose only value Conclave carries is OpenAI's default: store and
 // background are booleans (background true is refused: Conclave answers in the foreground), truncation
 // is disabled, and include asks for nothing more.
-func readSettings(fields map[string]json.RawMessage, bad *validation.Errors) {
+func readSettings(fields map[string]json.RawMessage, bad *report) {
 	flag(fields, "store", bad)
 	if flag(fields, "background", bad) {
 		bad.Add("background", "is not supported: Conclave answers in the foreground (stream: true for a long answer)")
@@ -180,7 +187,7 @@ func readSettings(fields map[string]json.RawMessage, bad *validation.Errors) {
 
 // sampling reads the Responses API's sampling parameters under the chat door's names: max_output_tokens
 // is max_tokens, and safety_identifier is the end user's id, as user is (OpenAI's newer name for it).
-func (out *responsesRequest) sampling(fields map[string]json.RawMessage, bad *validation.Errors) *messages.Sampling {
+func (out *responsesRequest) sampling(fields map[string]json.RawMessage, bad *report) *messages.Sampling {
 	sf := map[string]json.RawMessage{}
 	names := map[string]string{"max_tokens": "max_output_tokens"}
 	for _, name := range []string{"temperature", "top_p", "parallel_tool_calls"} {
@@ -197,7 +204,7 @@ func (out *responsesRequest) sampling(fields map[string]json.RawMessage, bad *va
 	switch {
 	case hasSafety && json.Unmarshal(safety, &id) != nil:
 		bad.Add("safety_identifier", "must be a string")
-	case hasSafety && len(id) > maxSafetyID:
+	case hasSafety && len(id) > maxSafetyID: // OpenAI's bound, tighter than intake's on user
 		bad.Add("safety_identifier", fmt.Sprintf("must be at most %d bytes", maxSafetyID))
 	case hasSafety && hasUser && string(user) != string(safety):
 		bad.Add("safety_identifier", "differs from user: give one of them")
@@ -225,7 +232,7 @@ func (out *responsesRequest) sampling(fields map[string]json.RawMessage, bad *va
 }
 
 // readMetadata reads up to 16 string pairs, keys of at most 64 bytes and values of at most 512.
-func readMetadata(raw json.RawMessage, bad *validation.Errors) map[string]string {
+func readMetadata(raw json.RawMessage, bad *report) map[string]string {
 	var m map[string]string
 	if json.Unmarshal(raw, &m) != nil || m == nil {
 		bad.Add("metadata", "must be an object of strings")
@@ -254,12 +261,15 @@ func sortedStrings(m map[string]string) []string {
 // readInput reads input: a text (one user message), or a list of items, every problem under input[i].
 // A message item is a turn; a function_call item is a call of the assistant's turn before it (a turn of
 // its own when the turn before is not the assistant's); a function_call_output item is a tool turn
-// answering a call of an earlier item.
-func readInput(raw json.RawMessage, bad *validation.Errors) *conversation {
+// answering a call of an earlier item. The turns are intake's from first on.
+func readInput(raw json.RawMessage, first int, bad *report) *conversation {
 	var text string
 	if json.Unmarshal(raw, &text) == nil {
-		return &conversation{turns: []*messages.ChatMessage{{Role: "user", Content: []*messages.ContentPart{{Type: "text", Text: text}}}},
-			roles: []string{"user"}, texts: []string{text}, users: 1}
+		bad.name(turnField(first), "input")
+		bad.name(turnField(first)+".content[0]", "input")
+		c := &conversation{}
+		c.add(&messages.ChatMessage{Role: "user", Content: []*messages.ContentPart{{Type: "text", Text: text}}}, "user", text)
+		return c
 	}
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
@@ -271,8 +281,6 @@ func readInput(raw json.RawMessage, bad *validation.Errors) *conversation {
 		return nil
 	}
 	c := &conversation{}
-	callIDs := map[string]bool{}
-	before := len(*bad)
 	for i, item := range items {
 		field := fmt.Sprintf("input[%d]", i)
 		var keys map[string]json.RawMessage
@@ -288,30 +296,34 @@ func readInput(raw json.RawMessage, bad *validation.Errors) *conversation {
 		if head.Type != nil {
 			typ = *head.Type
 		}
+		next := turnField(first + len(c.turns))
 		switch typ {
 		case "message":
-			if turn, role, text := readInputMessage(item, keys, field, bad); turn != nil {
-				if role == "user" {
-					c.users++
-				}
-				c.turns, c.roles, c.texts = append(c.turns, turn), append(c.roles, role), append(c.texts, text)
+			if turn, role, text := readInputMessage(item, keys, field, next, bad); turn != nil {
+				c.add(turn, role, text)
 			}
 		case "function_call":
-			call, text := readFunctionCall(item, keys, field, callIDs, bad)
+			n := len(c.turns)
+			joins := n > 0 && c.turns[n-1].Role == "assistant"
+			at := next + ".tool_calls[0]"
+			if joins {
+				at = fmt.Sprintf("%s.tool_calls[%d]", turnField(first+n-1), len(c.turns[n-1].ToolCalls))
+			}
+			call, text := readFunctionCall(item, keys, field, at, bad)
 			if call == nil {
 				continue
 			}
-			if n := len(c.turns); n > 0 && c.turns[n-1].Role == "assistant" {
+			if joins {
 				// The calls an answer made beside its text, or in parallel, are one assistant turn.
 				c.turns[n-1].ToolCalls = append(c.turns[n-1].ToolCalls, call)
 				c.texts[n-1] = joinText(c.texts[n-1], text)
 				continue
 			}
-			c.turns = append(c.turns, &messages.ChatMessage{Role: "assistant", ToolCalls: []*messages.ToolCall{call}})
-			c.roles, c.texts = append(c.roles, "assistant"), append(c.texts, text)
+			bad.name(next, field)
+			c.add(&messages.ChatMessage{Role: "assistant", ToolCalls: []*messages.ToolCall{call}}, "assistant", text)
 		case "function_call_output":
-			if turn, text := readFunctionOutput(item, keys, field, callIDs, bad); turn != nil {
-				c.turns, c.roles, c.texts = append(c.turns, turn), append(c.roles, "tool"), append(c.texts, text)
+			if turn, text := readFunctionOutput(item, keys, field, next, bad); turn != nil {
+				c.add(turn, "tool", text)
 			}
 		case "reasoning":
 			bad.Add(field+".type", "reasoning items are not carried: leave them out of input")
@@ -320,13 +332,6 @@ func readInput(raw json.RawMessage, bad *validation.Errors) *conversation {
 		default:
 			bad.Add(field+".type", fmt.Sprintf("items of type %q are not supported (message, function_call and function_call_output are)", validation.Clip(typ, 32)))
 		}
-	}
-	if len(*bad) > before {
-		return nil
-	}
-	if c.users == 0 {
-		bad.Add("input", "must hold at least one user message")
-		return nil
 	}
 	return c
 }
@@ -341,10 +346,10 @@ func joinText(a, b string) string {
 // inputRoles are the roles of a message item; developer is sent as system, as on chat completions.
 var inputRoles = map[string]bool{"user": true, "assistant": true, "system": true, "developer": true}
 
-// readInputMessage reads a message item: its turn, the role as written, and its text for the task. An
-// assistant's message sent back as it came (id, status, output_text with annotations) is taken.
-func readInputMessage(raw json.RawMessage, keys map[string]json.RawMessage, field string, bad *validation.Errors) (*messages.ChatMessage, string, string) {
-	before := len(*bad)
+// readInputMessage reads a message item as the turn at: the turn, the role as written, and its text for
+// the task; nil when it has no role of a message. An assistant's message sent back as it came (id,
+// status, output_text with annotations) is taken.
+func readInputMessage(raw json.RawMessage, keys map[string]json.RawMessage, field, at string, bad *report) (*messages.ChatMessage, string, string) {
 	for _, k := range sortedKeys(keys) {
 		switch k {
 		case "type", "role", "content", "id", "status", "phase":
@@ -360,6 +365,7 @@ func readInputMessage(raw json.RawMessage, keys map[string]json.RawMessage, fiel
 		bad.Add(field+".role", fmt.Sprintf("unknown role %q (want user, assistant, system or developer)", validation.Clip(m.Role, 32)))
 		return nil, "", ""
 	}
+	bad.name(at, field)
 	turn := &messages.ChatMessage{Role: m.Role}
 	if m.Role == "developer" {
 		turn.Role = "system" // the same instructions, under the name every wire format knows
@@ -368,10 +374,7 @@ func readInputMessage(raw json.RawMessage, keys map[string]json.RawMessage, fiel
 	if len(m.Content) == 0 || string(m.Content) == "null" {
 		bad.Add(field+".content", "is required")
 	} else {
-		turn.Content, texts = readInputContent(m.Content, m.Role, field+".content", bad)
-	}
-	if len(*bad) > before {
-		return nil, "", ""
+		turn.Content, texts = readInputContent(m.Content, m.Role, field+".content", at+".content", bad)
 	}
 	return turn, m.Role, joinAll(texts)
 }
@@ -384,9 +387,10 @@ func joinAll(texts []string) string {
 	return out
 }
 
-// readInputContent reads a message's content: a text, or a list of parts: input_text in any message,
-// input_image in a user's, and an answer's output_text and refusal in an assistant's.
-func readInputContent(raw json.RawMessage, role, field string, bad *validation.Errors) ([]*messages.ContentPart, []string) {
+// readInputContent reads a message's content, intake's at: a text, or a list of parts: input_text in
+// any message, input_image in a user's, and an answer's output_text and refusal in an assistant's.
+func readInputContent(raw json.RawMessage, role, field, at string, bad *report) ([]*messages.ContentPart, []string) {
+	bad.name(at, field)
 	var s string
 	if json.Unmarshal(raw, &s) == nil {
 		return []*messages.ContentPart{{Type: "text", Text: s}}, []string{s}
@@ -396,19 +400,21 @@ func readInputContent(raw json.RawMessage, role, field string, bad *validation.E
 		bad.Add(field, "must be a text or a list of content parts")
 		return nil, nil
 	}
-	if len(items) == 0 || len(items) > maxParts {
-		bad.Add(field, fmt.Sprintf("must hold between 1 and %d parts", maxParts))
+	if len(items) == 0 || len(items) > intake.MaxParts {
+		bad.Add(field, fmt.Sprintf("must hold between 1 and %d parts", intake.MaxParts))
 		return nil, nil
 	}
 	var parts []*messages.ContentPart
 	var texts []string
 	for i, item := range items {
 		pf := fmt.Sprintf("%s[%d]", field, i)
+		part := fmt.Sprintf("%s[%d]", at, len(parts))
 		var typ string
 		if json.Unmarshal(item["type"], &typ) != nil {
 			bad.Add(pf+".type", "is required: input_text or input_image")
 			continue
 		}
+		bad.name(part, pf)
 		allowed := map[string]bool{"type": true}
 		switch {
 		case typ == "input_text" || (role == "assistant" && (typ == "output_text" || typ == "refusal")):
@@ -441,9 +447,7 @@ func readInputContent(raw json.RawMessage, role, field string, bad *validation.E
 				bad.Add(pf, "must be an input_image with image_url")
 				continue
 			}
-			if p := imagePart(img.URL, img.Detail, pf+".image_url", pf+".detail", bad); p != nil {
-				parts, texts = append(parts, p), append(texts, "[image]")
-			}
+			parts, texts = append(parts, imagePart(img.URL, img.Detail, pf+".image_url", pf+".detail", part, bad)), append(texts, "[image]")
 		case typ == "input_image" && role == "tool":
 			bad.Add(pf+".type", "a function's output is carried as text: images are not supported there")
 			continue
@@ -466,9 +470,9 @@ func readInputContent(raw json.RawMessage, role, field string, bad *validation.E
 	return parts, texts
 }
 
-// readFunctionCall reads a function_call item: an assistant's call, sent back with the conversation.
-func readFunctionCall(raw json.RawMessage, keys map[string]json.RawMessage, field string, callIDs map[string]bool, bad *validation.Errors) (*messages.ToolCall, string) {
-	before := len(*bad)
+// readFunctionCall reads a function_call item, the call at: an assistant's call, sent back with the
+// conversation.
+func readFunctionCall(raw json.RawMessage, keys map[string]json.RawMessage, field, at string, bad *report) (*messages.ToolCall, string) {
 	for _, k := range sortedKeys(keys) {
 		switch k {
 		case "type", "call_id", "name", "arguments", "id", "status":
@@ -485,17 +489,12 @@ func readFunctionCall(raw json.RawMessage, keys map[string]json.RawMessage, fiel
 		bad.Add(field, "must be a function_call with call_id, name and arguments as text")
 		return nil, ""
 	}
-	call, text := toolCallOf(c.CallID, c.Name, c.Arguments, field+".call_id", field+".name", field+".arguments", callIDs, bad)
-	if len(*bad) > before {
-		return nil, ""
-	}
-	return call, text
+	return toolCallOf(c.CallID, c.Name, c.Arguments, at, field+".call_id", field+".name", field+".arguments", bad)
 }
 
-// readFunctionOutput reads a function_call_output item: the result of a call of an earlier item, as a
-// text or a list of input_text parts.
-func readFunctionOutput(raw json.RawMessage, keys map[string]json.RawMessage, field string, callIDs map[string]bool, bad *validation.Errors) (*messages.ChatMessage, string) {
-	before := len(*bad)
+// readFunctionOutput reads a function_call_output item as the tool turn at: the result of a call of an
+// earlier item, as a text or a list of input_text parts.
+func readFunctionOutput(raw json.RawMessage, keys map[string]json.RawMessage, field, at string, bad *report) (*messages.ChatMessage, string) {
 	for _, k := range sortedKeys(keys) {
 		switch k {
 		case "type", "call_id", "output", "id", "status", "name":
@@ -512,40 +511,39 @@ func readFunctionOutput(raw json.RawMessage, keys map[string]json.RawMessage, fi
 		bad.Add(field, "must be a function_call_output with call_id and output")
 		return nil, ""
 	}
-	turn := &messages.ChatMessage{Role: "tool", ToolCallId: answersCall(o.CallID, field+".call_id", "an earlier function_call item", callIDs, bad)}
+	bad.name(at, field)
+	bad.name(at+".tool_call_id", field+".call_id")
+	turn := &messages.ChatMessage{Role: "tool"}
+	if o.CallID != nil {
+		turn.ToolCallId = *o.CallID
+	}
 	if o.Name != nil { // the function that gave the output, as a chat completion's tool message names it
-		if *o.Name == "" || len(*o.Name) > maxNameBytes {
-			bad.Add(field+".name", fmt.Sprintf("must be between 1 and %d bytes", maxNameBytes))
+		bad.name(at+".name", field+".name")
+		if *o.Name == "" {
+			bad.Add(field+".name", fmt.Sprintf("must be between 1 and %d bytes", intake.MaxNameBytes))
 		}
 		turn.Name = *o.Name
 	}
 	var texts []string
 	if len(o.Output) == 0 || string(o.Output) == "null" {
 		bad.Add(field+".output", "is required: the call's result")
+		bad.alias(at+".content", field+".output")
 	} else {
 		// A result's images are not carried: every wire format takes text as a tool's result.
-		turn.Content, texts = readInputContent(o.Output, "tool", field+".output", bad)
-	}
-	if len(*bad) > before {
-		return nil, ""
+		turn.Content, texts = readInputContent(o.Output, "tool", field+".output", at+".content", bad)
 	}
 	return turn, joinAll(texts)
 }
 
 // readFunctionTools reads the Responses API's tools: function tools, flat. Built-in tools (web search,
 // file search, code interpreter and the like) run at OpenAI, not at a model: they are refused by name.
-func readFunctionTools(raw json.RawMessage, bad *validation.Errors) []*messages.Tool {
+func readFunctionTools(raw json.RawMessage, bad *report) []*messages.Tool {
 	var items []json.RawMessage
 	if json.Unmarshal(raw, &items) != nil {
 		bad.Add("tools", "must be a list of tools")
 		return nil
 	}
-	if len(items) > maxTools {
-		bad.Add("tools", fmt.Sprintf("must hold at most %d tools", maxTools))
-		return nil
-	}
 	var tools []*messages.Tool
-	seen := map[string]bool{}
 	for i, item := range items {
 		tf := fmt.Sprintf("tools[%d]", i)
 		var t struct {
@@ -568,18 +566,19 @@ func readFunctionTools(raw json.RawMessage, bad *validation.Errors) []*messages.
 				bad.Add(tf+"."+k, "unknown field")
 			}
 		}
-		tools = append(tools, t.functionDef.tool(tf, seen, bad))
+		tools = append(tools, t.functionDef.tool(tf, toolField(len(tools)), bad))
 	}
 	return tools
 }
 
 // readResponsesToolChoice reads none, auto, required, or {"type": "function", "name": ...} naming one
-// of tools.
-func readResponsesToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *validation.Errors) *messages.ToolChoice {
+// of the tools (which intake checks).
+func readResponsesToolChoice(raw json.RawMessage, bad *report) *messages.ToolChoice {
 	const want = "must be none, auto, required or {\"type\": \"function\", \"name\": ...}"
+	bad.visit("tool_choice")
 	var mode string
 	if json.Unmarshal(raw, &mode) == nil {
-		return toolChoiceMode(mode, "tool_choice", want, tools, bad)
+		return toolChoiceMode(mode, "tool_choice", want, bad)
 	}
 	var named struct {
 		Type string `json:"type"`
@@ -593,12 +592,13 @@ func readResponsesToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *v
 		bad.Add("tool_choice.type", fmt.Sprintf("tool choices of type %q are not supported (function is)", validation.Clip(named.Type, 32)))
 		return nil
 	}
-	return toolChoiceFunction(named.Name, "tool_choice.name", tools, bad)
+	bad.name("tool_choice.function.name", "tool_choice.name")
+	return &messages.ToolChoice{Mode: "function", Name: named.Name}
 }
 
 // readTextFormat reads text: {"format": text, json_object, or json_schema with name, schema, strict
 // and description beside its type}.
-func readTextFormat(raw json.RawMessage, bad *validation.Errors) *messages.OutputFormat {
+func readTextFormat(raw json.RawMessage, bad *report) *messages.OutputFormat {
 	var text struct {
 		Format    json.RawMessage `json:"format"`
 		Verbosity json.RawMessage `json:"verbosity"`
@@ -637,14 +637,11 @@ func readTextFormat(raw json.RawMessage, bad *validation.Errors) *messages.Outpu
 			bad.Add("text.format."+k, "unknown field")
 		}
 	}
-	switch format.Type {
-	case "text", "json_object":
-		return &messages.OutputFormat{Type: format.Type}
-	case "json_schema":
+	bad.name("response_format.type", "text.format.type")
+	if format.Type == "json_schema" {
 		return format.jsonSchemaDef.format("text.format", bad)
 	}
-	bad.Add("text.format.type", fmt.Sprintf("unknown type %q (want text, json_object or json_schema)", validation.Clip(format.Type, 32)))
-	return nil
+	return &messages.OutputFormat{Type: format.Type}
 }
 
 // responses answers POST /v1/responses: the same pipeline as chat completions, answered as the

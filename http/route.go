@@ -13,10 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-ai/conclave/blueprints"
-	"github.com/conclave-ai/conclave/internal/core/catalog"
-	"github.com/conclave-ai/conclave/internal/core/consensus"
-	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
@@ -25,12 +21,6 @@ import (
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/protobuf/types/known/structpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
-)
-
-// Limits on request fields beyond the blueprint's own validation.
-const (
-	maxWorkers = blueprints.MaxWorkers
-	maxModels  = 64
 )
 
 // problemsField logs validation problems (already capped) without reflection.
@@ -53,17 +43,14 @@ var routeFields = map[string]bool{
 	"parameters": true, "strict_parameters": true,
 }
 
-// maxClientIDBytes bounds a caller's X-Request-ID.
-const maxClientIDBytes = 128
-
 func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	received := time.Now()
 	id := uuid.NewString() // always the server's own: a caller's id never names, or replaces, a record
 	w.Header().Set("X-Request-ID", id)
 	clientID := r.Header.Get("X-Request-ID")
-	if !validClientID(clientID) {
+	if problem := validation.ClientID(clientID); problem != "" {
 		writeError(w, http.StatusBadRequest, "malformed_request", "the X-Request-ID header is invalid",
-			[]*messages.Problem{{Field: "X-Request-ID", Message: fmt.Sprintf("must be at most %d printable ASCII characters", maxClientIDBytes)}})
+			[]*messages.Problem{{Field: "X-Request-ID", Message: problem}})
 		return
 	}
 	body, ok := s.readJSON(w, r)
@@ -104,17 +91,8 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	writeJSON(w, http.StatusOK, renderRoute(exec))
 }
 
-func validClientID(id string) bool {
-	if len(id) > maxClientIDBytes {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if id[i] < 0x21 || id[i] > 0x7e {
-			return false
-		}
-	}
-	return true
-}
+// validClientID reports whether a caller's X-Request-ID may be kept beside the server's id.
+func validClientID(id string) bool { return validation.ClientID(id) == "" }
 
 // isJSON accepts application/json and any +json type, with parameters.
 func isJSON(contentType string) bool {
@@ -151,8 +129,9 @@ func (s *Server) readJSONWith(w http.ResponseWriter, r *http.Request, writeError
 	return body, true
 }
 
-// parseRoute decodes and validates a route body, collecting every problem. The status is 0 when the
-// request is valid, 400 for malformed input and 404 when the only problems are unknown names.
+// parseRoute decodes a route body and has intake judge the request, collecting every problem. The
+// status is 0 when the request is valid, 400 for malformed input and 404 when the only problems are
+// unknown names.
 func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messages.Problem) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
@@ -162,7 +141,7 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 		}
 		return nil, http.StatusBadRequest, []*messages.Problem{{Field: "body", Message: msg}}
 	}
-	var bad, unknown validation.Errors
+	bad := newReport()
 	req := &messages.RouteRequest{}
 	names := make([]string, 0, len(fields))
 	for name := range fields {
@@ -174,110 +153,64 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 			bad.Add(name, "unknown field")
 		}
 	}
+	read := func(name string) (json.RawMessage, bool) {
+		raw, ok := fields[name]
+		bad.visit(name)
+		return raw, ok
+	}
 
-	if raw, ok := fields["task"]; !ok {
+	if raw, ok := read("task"); !ok {
 		bad.Add("task", "is required")
 	} else if err := json.Unmarshal(raw, &req.Task); err != nil {
 		bad.Add("task", "must be a string")
-	} else if !validation.Visible(req.Task) {
-		bad.Add("task", "must have at least one visible character")
 	}
-	if raw, ok := fields["category"]; ok {
+	if raw, ok := read("category"); ok {
 		if err := json.Unmarshal(raw, &req.Category); err != nil {
 			bad.Add("category", "must be a string")
 		} else if req.Category == "" {
 			bad.Add("category", "must not be empty when given")
-		} else if !s.engine.Blueprints().Has(req.Category) {
-			unknown.Add("category", fmt.Sprintf("unknown blueprint %q (GET /blueprints lists them)", req.Category))
 		}
 	}
-	if raw, ok := fields["models"]; ok {
+	if raw, ok := read("models"); ok {
 		if err := json.Unmarshal(raw, &req.Models); err != nil {
 			bad.Add("models", "must be a list of model ids")
-		} else {
-			if len(req.Models) == 0 {
-				bad.Add("models", "must not be empty when given")
-			}
-			if len(req.Models) > maxModels {
-				bad.Add("models", fmt.Sprintf("must list at most %d models", maxModels))
-			}
-			seen := map[string]bool{}
-			for i, m := range req.Models {
-				field := fmt.Sprintf("models[%d]", i)
-				switch {
-				case m == "":
-					bad.Add(field, "must not be empty")
-				case seen[m]:
-					bad.Add(field, fmt.Sprintf("model %q is listed twice", m))
-				default:
-					if model, known := s.engine.Catalog().Get(m); !known {
-						unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", m))
-					} else if model.Has(catalog.Embeddings) {
-						bad.Add(field, fmt.Sprintf("%q is an embeddings model: POST /v1/embeddings asks it", validation.Clip(m, 128)))
-					}
-				}
-				seen[m] = true
-			}
+		} else if len(req.Models) == 0 {
+			bad.Add("models", "must not be empty when given")
 		}
 	}
-	if raw, ok := fields["strategy"]; ok {
+	if raw, ok := read("strategy"); ok {
 		var st string
 		if err := json.Unmarshal(raw, &st); err != nil {
 			bad.Add("strategy", "must be a string")
-		} else if !blueprints.Strategy(st).Valid() {
-			bad.Add("strategy", fmt.Sprintf("unknown strategy %q (want majority, weighted, rotating or pairwise)", st))
 		} else {
 			req.Strategy = &st
 		}
 	}
 	// timeout bounds the caller's wait (answer, retries and arbiter included); the blueprint's timeout
 	// stays each call's budget.
-	req.TimeoutSeconds = number(fields, "timeout", &bad, validation.Timeout)
-	if raw, ok := fields["quorum"]; ok {
+	req.TimeoutSeconds = number(fields, "timeout", bad)
+	if raw, ok := read("quorum"); ok {
 		var q string
-		if err := json.Unmarshal(raw, &q); err != nil || (q != blueprints.FixedQuorum && q != blueprints.AdaptiveQuorum) {
+		if err := json.Unmarshal(raw, &q); err != nil {
 			bad.Add("quorum", "must be \"fixed\" or \"adaptive\"")
 		} else {
 			req.Quorum = &q
 		}
 	}
-	req.QuorumTau = number(fields, "quorum_tau", &bad, func(v float64) string {
-		if v <= 0 || v >= 1 {
-			return "must be greater than 0 and less than 1"
-		}
-		return ""
-	})
-	req.QuorumGraceSeconds = number(fields, "quorum_grace_seconds", &bad, func(v float64) string {
-		if v < 0 || v > 3600 {
-			return "must be between 0 and 3600 seconds"
-		}
-		return ""
-	})
-	req.Workers = integer(fields, "workers", &bad, 1, maxWorkers)
-	req.MinResponses = integer(fields, "min_responses", &bad, 1, maxWorkers)
-	if req.MinResponses != nil {
-		switch {
-		case req.Workers != nil && *req.MinResponses > *req.Workers:
-			bad.Add("min_responses", fmt.Sprintf("must not exceed workers (%d)", *req.Workers))
-		case len(req.Models) > 0 && int(*req.MinResponses) > len(req.Models):
-			bad.Add("min_responses", fmt.Sprintf("must not exceed the number of requested models (%d)", len(req.Models)))
-		}
-	}
-	if raw, ok := fields["metadata"]; ok {
+	req.QuorumTau = number(fields, "quorum_tau", bad)
+	req.QuorumGraceSeconds = number(fields, "quorum_grace_seconds", bad)
+	req.Workers = integer(fields, "workers", bad)
+	req.MinResponses = integer(fields, "min_responses", bad)
+	if raw, ok := read("metadata"); ok {
 		var md map[string]any
 		if err := json.Unmarshal(raw, &md); err != nil || md == nil {
 			bad.Add("metadata", "must be a JSON object")
 		} else if req.Metadata, err = structpb.NewStruct(md); err != nil {
 			bad.Add("metadata", err.Error())
-		} else if kind, ok := md["answer_kind"]; ok {
-			if k, isString := kind.(string); !isString {
-				bad.Add("metadata.answer_kind", "must be a string")
-			} else if _, err := consensus.ParseKind(k); err != nil {
-				bad.Add("metadata.answer_kind", err.Error())
-			}
 		}
 	}
 	// The sampling parameters, as chat completions names them, reach every model asked.
+	bad.visit("parameters")
 	if raw, ok := given(fields, "parameters"); ok {
 		var params map[string]json.RawMessage
 		if err := json.Unmarshal(raw, &params); err != nil || params == nil {
@@ -289,26 +222,14 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 						"presence_penalty, frequency_penalty, logit_bias or user)")
 				}
 			}
-			if sampling := (askReader{fields: params, prefix: "parameters.", bad: &bad}).sampling(); sampling != nil {
+			if sampling := (askReader{fields: params, prefix: "parameters.", bad: bad}).sampling(); sampling != nil {
 				req.Ask = &messages.Ask{Sampling: sampling}
 			}
 		}
 	}
-	req.StrictParameters = flag(fields, "strict_parameters", &bad)
-	// Overrides that are valid one by one can still contradict the blueprint (min_responses above its
-	// workers): check the combination when the category is known.
-	if req.Category != "" && len(bad) == 0 && len(unknown) == 0 {
-		if bp, err := s.engine.Blueprints().Get(req.Category); err == nil {
-			if _, err := bp.Apply(execution.Overrides(req)); err != nil {
-				bad = append(bad, validation.Of(err)...)
-			}
-		}
-	}
-	switch {
-	case len(bad) > 0:
-		return nil, http.StatusBadRequest, problems(append(bad, unknown...).Capped())
-	case len(unknown) > 0:
-		return nil, http.StatusNotFound, problems(unknown.Capped())
+	req.StrictParameters = flag(fields, "strict_parameters", bad)
+	if status, ps := s.judge(req, bad); status != 0 {
+		return nil, status, ps
 	}
 	return req, 0, nil
 }
@@ -461,8 +382,10 @@ func problems(errs validation.Errors) []*messages.Problem {
 	return out
 }
 
-func number(fields map[string]json.RawMessage, name string, bad *validation.Errors, check func(float64) string) *float64 {
+// number reads a number; nil when left out or not a number.
+func number(fields map[string]json.RawMessage, name string, bad *report) *float64 {
 	raw, ok := fields[name]
+	bad.visit(name)
 	if !ok {
 		return nil
 	}
@@ -471,15 +394,14 @@ func number(fields map[string]json.RawMessage, name string, bad *validation.Erro
 		bad.Add(name, "must be a number")
 		return nil
 	}
-	if msg := check(v); msg != "" {
-		bad.Add(name, msg)
-		return nil
-	}
 	return &v
 }
 
-func integer(fields map[string]json.RawMessage, name string, bad *validation.Errors, lo, hi int) *int32 {
+// integer reads a whole number; nil when left out or not one. One past what a request's field holds
+// stays past its bounds, for intake to refuse.
+func integer(fields map[string]json.RawMessage, name string, bad *report) *int32 {
 	raw, ok := fields[name]
+	bad.visit(name)
 	if !ok {
 		return nil
 	}
@@ -488,11 +410,7 @@ func integer(fields map[string]json.RawMessage, name string, bad *validation.Err
 		bad.Add(name, "must be an integer")
 		return nil
 	}
-	if v < float64(lo) || v > float64(hi) {
-		bad.Add(name, fmt.Sprintf("must be between %d and %d", lo, hi))
-		return nil
-	}
-	n := int32(v)
+	n := int32(max(min(v, math.MaxInt32), math.MinInt32))
 	return &n
 }
 

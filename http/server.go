@@ -21,13 +21,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/http/ui"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/assign"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/internal/platform/metrics"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
@@ -51,7 +51,7 @@ type Engine interface {
 	Catalog() *catalog.Catalog
 	Blueprints() *blueprints.Set
 	Arms() bandit.Board
-	Providers() []*actors.ProviderSnapshot
+	Providers() []*providerstate.Snapshot
 	Workers() []assign.Worker
 	Ready() error
 	// Metrics are the registry GET /metrics serves.

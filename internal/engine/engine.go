@@ -32,6 +32,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/classify"
 	"github.com/conclave-ai/conclave/internal/core/feedback"
 	"github.com/conclave-ai/conclave/internal/core/plan"
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/clock"
 	"github.com/conclave-ai/conclave/internal/platform/config"
@@ -529,8 +530,8 @@ func (e *Engine) Blueprints() *blueprints.Set { return e.blueprints }
 func (e *Engine) Arms() bandit.Board { return e.deps.Dir.Arms }
 
 // Providers returns every provider's latest snapshot.
-func (e *Engine) Providers() []*actors.ProviderSnapshot {
-	out := make([]*actors.ProviderSnapshot, len(e.deps.Dir.Providers))
+func (e *Engine) Providers() []*providerstate.Snapshot {
+	out := make([]*providerstate.Snapshot, len(e.deps.Dir.Providers))
 	for i, p := range e.deps.Dir.Providers {
 		out[i] = p.Snapshot()
 	}

@@ -9,14 +9,13 @@ import (
 	"context"
 	"errors"
 	"time"
+
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
 )
 
-// Limits are one provider's limits; zero means unlimited.
-type Limits struct {
-	RequestsPerMinute int `json:"requests_per_minute"`
-	TokensPerMinute   int `json:"tokens_per_minute"`
-	Concurrency       int `json:"concurrency"`
-}
+// Limits are one provider's limits; zero means unlimited. The value type lives with the provider's
+// published state, which carries it.
+type Limits = providerstate.Limits
 
 // Defaults are the providers' limits unless the configuration says otherwise.
 var Defaults = map[string]Limits{

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/internal/core/intake"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
@@ -18,13 +18,8 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// Bounds on a remote request, as the HTTP API bounds its body.
-const (
-	MaxTaskBytes     = 1 << 20
-	maxModels        = 64
-	maxModelIDBytes  = 200
-	maxClientIDBytes = 128
-)
+// MaxTaskBytes bounds a remote request's task, as the HTTP API bounds its body.
+const MaxTaskBytes = 1 << 20
 
 // gateway answers RemoteRoute messages, which the gate lets through only with the token: each request
 // runs in a goroutine of its own, as an HTTP handler does, and its progress and Execution go back to
@@ -96,9 +91,9 @@ func (g *gateway) Receive(ctx actor.Context) {
 	}()
 }
 
-// check refuses what the pipeline cannot take, listing every problem; the rest (a category or a
-// model the engine does not know, overrides that contradict the blueprint) the pipeline checks itself,
-// as for HTTP.
+// check refuses what the pipeline cannot take, listing every problem: the door's own (the size of the
+// task, the caller's id, where progress goes) and intake's, the one validation of a route request every
+// door calls.
 func (g *gateway) check(req *messages.RouteRequest, sender *actor.PID) *messages.Execution {
 	if req == nil {
 		return refusal(nil, http.StatusBadRequest, "malformed_request", "the message holds no request")
@@ -106,69 +101,32 @@ func (g *gateway) check(req *messages.RouteRequest, sender *actor.PID) *messages
 	if len(req.Task) > MaxTaskBytes {
 		return refusal(req, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the task exceeds %d bytes", MaxTaskBytes))
 	}
-	var bad validation.Errors
-	if !validation.Visible(req.Task) {
-		bad.Add("task", "must have at least one visible character")
-	}
-	if len(req.RequestId) > maxClientIDBytes {
-		bad.Add("request_id", fmt.Sprintf("must be at most %d bytes", maxClientIDBytes))
-	}
-	if len(req.Models) > maxModels {
-		bad.Add("models", fmt.Sprintf("must list at most %d models", maxModels))
-	} else {
-		seen := make(map[string]bool, len(req.Models))
-		for i, m := range req.Models {
-			switch {
-			case m == "" || len(m) > maxModelIDBytes:
-				bad.Add(fmt.Sprintf("models[%d]", i), fmt.Sprintf("must have 1 to %d bytes", maxModelIDBytes))
-			case seen[m]:
-				bad.Add(fmt.Sprintf("models[%d]", i), fmt.Sprintf("model %q is listed twice", validation.Clip(m, 64)))
-			}
-			seen[m] = true
-		}
-	}
-	if s := req.Strategy; s != nil && !blueprints.Strategy(*s).Valid() {
-		bad.Add("strategy", "must be majority, weighted, rotating or pairwise")
-	}
-	if q := req.Quorum; q != nil && *q != blueprints.FixedQuorum && *q != blueprints.AdaptiveQuorum {
-		bad.Add("quorum", `must be "fixed" or "adaptive"`)
-	}
-	if t := req.TimeoutSeconds; t != nil {
-		if problem := validation.Timeout(*t); problem != "" {
-			bad.Add("timeout", problem)
-		}
-	}
-	if t := req.QuorumTau; t != nil && !(*t > 0 && *t < 1) {
-		bad.Add("quorum_tau", "must be greater than 0 and less than 1")
-	}
-	if s := req.QuorumGraceSeconds; s != nil && !(*s >= 0 && *s <= 3600) {
-		bad.Add("quorum_grace_seconds", "must be between 0 and 3600 seconds")
-	}
-	for _, n := range []struct {
-		field string
-		v     *int32
-	}{{"workers", req.Workers}, {"min_responses", req.MinResponses}} {
-		if n.v != nil && (*n.v < 1 || *n.v > blueprints.MaxWorkers) {
-			bad.Add(n.field, fmt.Sprintf("must be between 1 and %d", blueprints.MaxWorkers))
-		}
-	}
-	if n := req.MinResponses; n != nil {
-		switch {
-		case req.Workers != nil && *n > *req.Workers:
-			bad.Add("min_responses", fmt.Sprintf("must not exceed workers (%d)", *req.Workers))
-		case len(req.Models) > 0 && int(*n) > len(req.Models):
-			bad.Add("min_responses", fmt.Sprintf("must not exceed the number of requested models (%d)", len(req.Models)))
-		}
+	var door validation.Errors
+	if problem := validation.ClientID(req.RequestId); problem != "" {
+		door.Add("request_id", problem)
 	}
 	// Progress goes where the answer goes: to the caller's own node, never to another address.
 	if p := req.ProgressTo; p != nil && (p.Address != sender.GetAddress() || p.Address == g.local() || p.Address == nonhost || p.Id == "") {
-		bad.Add("progress_to", "must name an actor of the caller's own node")
+		door.Add("progress_to", "must name an actor of the caller's own node")
 	}
-	if len(bad) == 0 {
+	return Judge(req, g.router, door)
+}
+
+// Judge is the gateway's answer to a request intake refuses, with the problems the door found with its
+// own fields: 400 with every problem, or 404 not_found when the only problems are unknown models or
+// blueprints. It is nil when the request may go on.
+func Judge(req *messages.RouteRequest, env intake.Env, door validation.Errors) *messages.Execution {
+	v := intake.Check(req, env)
+	if v.OK() && len(door) == 0 {
 		return nil
 	}
-	exec := refusal(req, http.StatusBadRequest, "malformed_request", bad.Capped().Error())
-	for _, p := range bad.Capped() {
+	status, code, all := http.StatusBadRequest, "malformed_request", append(append(append(validation.Errors{}, v.Bad...), door...), v.Unknown...)
+	if len(door) == 0 && v.NotFound() {
+		status, code = http.StatusNotFound, "not_found"
+	}
+	all = all.Capped()
+	exec := refusal(req, status, code, all.Error())
+	for _, p := range all {
 		exec.Error.Details = append(exec.Error.Details, &messages.Problem{Field: p.Field, Message: p.Message})
 	}
 	return exec

@@ -17,6 +17,8 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/platform/logging"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/internal/testenv/remotetest"
@@ -53,6 +55,22 @@ func (p *pipeline) RouteWithProgress(_ context.Context, req *messages.RouteReque
 	}
 	return &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, StatusCode: 200, Answer: "4"}, nil
 }
+
+// The pipeline runs on the embedded catalog and blueprints, which intake judges requests against.
+var (
+	embeddedCatalog    = must(catalog.Embedded())
+	embeddedBlueprints = must(blueprints.Embedded())
+)
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}
+
+func (p *pipeline) Catalog() *catalog.Catalog   { return embeddedCatalog }
+func (p *pipeline) Blueprints() *blueprints.Set { return embeddedBlueprints }
 
 func (p *pipeline) reached() []string {
 	p.mu.Lock()
@@ -284,8 +302,8 @@ func TestTheGatewayChecksARequest(t *testing.T) {
 		{"an invisible task", &messages.RouteRequest{Task: " \t"}, 400, []string{"task"}},
 		{"a task too large", &messages.RouteRequest{Task: string(make([]byte, MaxTaskBytes+1))}, 413, nil},
 		{"impossible overrides", &messages.RouteRequest{Task: "hi", Workers: &workers, QuorumTau: &tau, Strategy: &strategy, Quorum: &quorum,
-			TimeoutSeconds: &timeout, Models: []string{"a", "a", ""}},
-			400, []string{"models[1]", "models[2]", "strategy", "quorum", "timeout", "quorum_tau", "workers"}},
+			TimeoutSeconds: &timeout, Models: []string{"deepseek-chat", "deepseek-chat", ""}},
+			400, []string{"models[1]", "models[2]", "strategy", "timeout", "quorum", "quorum_tau", "workers"}},
 		{"progress sent to the node itself", &messages.RouteRequest{Task: "hi", ProgressTo: &actor.PID{Address: nonhost, Id: "conclave/bandit"}}, 400, []string{"progress_to"}},
 		{"a request id too long", &messages.RouteRequest{Task: "hi", RequestId: string(make([]byte, 200))}, 400, []string{"request_id"}},
 	} {

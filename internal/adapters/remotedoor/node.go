@@ -16,6 +16,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/asynkron/protoactor-go/remote"
+	"github.com/conclave-ai/conclave/internal/core/intake"
 	"github.com/conclave-ai/conclave/internal/platform/logging"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/messages"
@@ -32,9 +33,11 @@ import (
 const RouteActor = "route"
 
 // Router is the pipeline behind the gateway. onProgress, when set, hears each step of the request in
-// order before RouteWithProgress returns.
+// order before RouteWithProgress returns. The catalog and the blueprints it runs on are what intake
+// judges a request against before it is routed.
 type Router interface {
 	RouteWithProgress(ctx context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error)
+	intake.Env
 }
 
 // Options configure a remote listener.

@@ -100,3 +100,19 @@ func Timeout(seconds float64) string {
 	}
 	return ""
 }
+
+// MaxClientIDBytes bounds a caller's own id for a request (its X-Request-ID, a remote request's id).
+const MaxClientIDBytes = 128
+
+// ClientID says what is wrong with a caller's own id for a request, or returns "": at most
+// MaxClientIDBytes printable ASCII characters, as it is logged and recorded beside the server's id.
+func ClientID(id string) string {
+	bad := len(id) > MaxClientIDBytes
+	for i := 0; i < len(id) && !bad; i++ {
+		bad = id[i] < 0x21 || id[i] > 0x7e
+	}
+	if bad {
+		return fmt.Sprintf("must be at most %d printable ASCII characters", MaxClientIDBytes)
+	}
+	return ""
+}
