@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
-	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/collect"
@@ -222,28 +221,6 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	c.apply(ctx, c.machine.Start(c.dispatchStart))
 }
 
-func (c *CoordinatorActor) planRequest() plan.Request {
-	var strict []string
-	if c.req.StrictParameters {
-		strict = fleet.ParamsOf(c.req.GetAsk().GetSampling()).Given()
-	}
-	return execution.Request(c.req, strict)
-}
-
-// settled tells an adaptive quorum whether the answers so far settle the request: the leading
-// answer's posterior under the reliability-weighted vote reaches the blueprint's tau. Free text never
-// settles early; JSON answers and tool calls vote with their ballots.
-func (c *CoordinatorActor) settled(answers []*collect.Job) (bool, float64) {
-	resps := make([]consensus.Response, len(answers))
-	for i, j := range answers {
-		res := j.Record.Ref.(*messages.JobResult)
-		resps[i] = consensus.Response{Model: j.Slot.Model, Text: res.Text, ToolCalls: toolCalls(res.ToolCalls),
-			Accuracy: c.deps.Dir.Arms.Accuracy(c.plan.Category, j.Slot.Model)}
-	}
-	p, ok := consensus.Leading(resps, c.plan.AnswerKind, c.structure)
-	return ok && p >= c.plan.Blueprint.Tau(), p
-}
-
 // 2 CLASSIFY
 func (c *CoordinatorActor) recordClassification() {
 	p := c.plan
@@ -286,26 +263,6 @@ func (c *CoordinatorActor) logSelection(picks []bandit.Pick, counts map[string]i
 // 5 ASSIGN
 func (c *CoordinatorActor) recordAssignment() {
 	logAssigned(c.log, c.plan)
-}
-
-// env answers the collection machine's questions from the plan and the published snapshots.
-type env struct{ c *CoordinatorActor }
-
-func (e env) Worker(avoid []string) (string, bool) { return e.c.plan.Worker(e.c.world, avoid) }
-
-func (e env) ProviderDown(provider string) bool {
-	st := e.c.world.Provider(provider, e.c.world.Now())
-	return st.BreakerOpen || st.Stopped
-}
-
-func (e env) Replace(n int, tried, refused map[string]bool) []collect.Assignment {
-	picks, workers := e.c.plan.Replace(e.c.world, n, tried, refused, e.c.rng)
-	e.c.logSelection(picks, nil, nil, len(picks), true)
-	out := make([]collect.Assignment, len(picks))
-	for i, p := range picks {
-		out[i] = collect.Assignment{Model: p.Model, Provider: p.Provider, Worker: workers[i]}
-	}
-	return out
 }
 
 // collectBy is the end of collection as a message field: one for every message of the request, since
@@ -411,18 +368,6 @@ func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
 	case &c.exec.Phases.SelectMs:
 		c.progress(ctx, func() *messages.Progress { return execution.Selected(c.plan) })
 	}
-}
-
-// job is the call a job makes, as its worker runs it.
-func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
-	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
-	if s := c.req.GetAsk().GetSampling(); s != nil && s.MaxTokens != nil {
-		maxTokens = int(*s.MaxTokens) // the caller's limit, whatever the reserve
-	}
-	return &messages.Job{RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
-		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
-		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask,
-		Stream: c.req.StreamTo != nil && c.plan.IsDirect()}
 }
 
 // dispatched notes a job its provider dispatched: the first word from its worker says the permit was
@@ -558,27 +503,6 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 	c.consult(ctx, in, models)
 }
 
-// weights reads what the consensus weighs each answer by, for the request's category.
-type weights struct{ c *CoordinatorActor }
-
-func (w weights) Reliability(provider string) float64 {
-	return w.c.deps.Dir.Provider(provider).Snapshot().Reliability
-}
-
-func (w weights) Capability(model string) float64 {
-	if m, ok := w.c.deps.Catalog.Load().Get(model); ok {
-		return m.Capability(w.c.plan.Category)
-	}
-	return 0
-}
-
-func (w weights) Accuracy(model string) float64 {
-	return w.c.deps.Dir.Arms.Accuracy(w.c.plan.Category, model)
-}
-func (w weights) Recency(model string) float64 {
-	return w.c.deps.Dir.Arms.Arm(w.c.plan.Category, model).Recency
-}
-
 // consult hands the answers to a consensus actor of its own when the strategy asks an arbiter model
 // (after waiting for its turn), and otherwise decides them at once.
 func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInput, models []string) {
@@ -672,14 +596,6 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 	if ce := c.log.Check(zap.DebugLevel, "bandit updated"); ce != nil {
 		ce.Write(zap.String("event", "bandit_updates"), zap.String("category", category), zap.Array("updates", updatesField(c.exec.BanditUpdates)))
 	}
-}
-
-// providerFault is a provider's last fault, as its snapshot publishes it.
-func (c *CoordinatorActor) providerFault(provider string) string {
-	if ref := c.deps.Dir.Provider(provider); ref != nil {
-		return ref.Snapshot().LastFault
-	}
-	return ""
 }
 
 // fail answers with a failure; the record is kept like any other.

@@ -1,0 +1,100 @@
+package actors
+
+import (
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/execution"
+	"github.com/conclave-ai/conclave/internal/core/plan"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// What a coordinator reads of the world for its decisions: the plan's request, the collection
+// machine's questions (workers, providers, replacements), the consensus weights, a provider's last
+// fault and the call a job makes. Reads only; coordinator.go acts.
+
+// planRequest is what the plan needs of the request, with the parameters strict_parameters holds it to.
+func (c *CoordinatorActor) planRequest() plan.Request {
+	var strict []string
+	if c.req.StrictParameters {
+		strict = fleet.ParamsOf(c.req.GetAsk().GetSampling()).Given()
+	}
+	return execution.Request(c.req, strict)
+}
+
+// settled tells an adaptive quorum whether the answers so far settle the request: the leading
+// answer's posterior under the reliability-weighted vote reaches the blueprint's tau. Free text never
+// settles early; JSON answers and tool calls vote with their ballots.
+func (c *CoordinatorActor) settled(answers []*collect.Job) (bool, float64) {
+	resps := make([]consensus.Response, len(answers))
+	for i, j := range answers {
+		res := j.Record.Ref.(*messages.JobResult)
+		resps[i] = consensus.Response{Model: j.Slot.Model, Text: res.Text, ToolCalls: toolCalls(res.ToolCalls),
+			Accuracy: c.deps.Dir.Arms.Accuracy(c.plan.Category, j.Slot.Model)}
+	}
+	p, ok := consensus.Leading(resps, c.plan.AnswerKind, c.structure)
+	return ok && p >= c.plan.Blueprint.Tau(), p
+}
+
+// env answers the collection machine's questions from the plan and the published snapshots.
+type env struct{ c *CoordinatorActor }
+
+func (e env) Worker(avoid []string) (string, bool) { return e.c.plan.Worker(e.c.world, avoid) }
+
+func (e env) ProviderDown(provider string) bool {
+	st := e.c.world.Provider(provider, e.c.world.Now())
+	return st.BreakerOpen || st.Stopped
+}
+
+func (e env) Replace(n int, tried, refused map[string]bool) []collect.Assignment {
+	picks, workers := e.c.plan.Replace(e.c.world, n, tried, refused, e.c.rng)
+	e.c.logSelection(picks, nil, nil, len(picks), true)
+	out := make([]collect.Assignment, len(picks))
+	for i, p := range picks {
+		out[i] = collect.Assignment{Model: p.Model, Provider: p.Provider, Worker: workers[i]}
+	}
+	return out
+}
+
+// weights reads what the consensus weighs each answer by, for the request's category.
+type weights struct{ c *CoordinatorActor }
+
+func (w weights) Reliability(provider string) float64 {
+	return w.c.deps.Dir.Provider(provider).Snapshot().Reliability
+}
+
+func (w weights) Capability(model string) float64 {
+	if m, ok := w.c.deps.Catalog.Load().Get(model); ok {
+		return m.Capability(w.c.plan.Category)
+	}
+	return 0
+}
+
+func (w weights) Accuracy(model string) float64 {
+	return w.c.deps.Dir.Arms.Accuracy(w.c.plan.Category, model)
+}
+
+func (w weights) Recency(model string) float64 {
+	return w.c.deps.Dir.Arms.Arm(w.c.plan.Category, model).Recency
+}
+
+// providerFault is a provider's last fault, as its snapshot publishes it.
+func (c *CoordinatorActor) providerFault(provider string) string {
+	if ref := c.deps.Dir.Provider(provider); ref != nil {
+		return ref.Snapshot().LastFault
+	}
+	return ""
+}
+
+// job is the call a job makes, as its worker runs it.
+func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
+	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
+	if s := c.req.GetAsk().GetSampling(); s != nil && s.MaxTokens != nil {
+		maxTokens = int(*s.MaxTokens) // the caller's limit, whatever the reserve
+	}
+	return &messages.Job{RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
+		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
+		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask,
+		Stream: c.req.StreamTo != nil && c.plan.IsDirect()}
+}
