@@ -153,6 +153,9 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		}
 		p.outcome(ctx, m)
 		p.serve(ctx)
+		if len(p.leases) == 0 && len(p.waiting) == 0 {
+			p.wake.stop() // no lease to expire, nobody waiting: no idle wake-up
+		}
 	case *messages.PeerBreakerOpened:
 		if why := checkPeerOpened(m, p.ref.Name); why != "" {
 			p.deps.Drop(KindProvider, why, m)

@@ -130,6 +130,9 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 		w.publish()
 	case *jobDone:
 		w.finish(ctx, m.result)
+		if len(w.running) == 0 {
+			w.watch.stop() // nothing left to watch: no idle look for silent hosts
+		}
 	case watchdog:
 		if m.at.Equal(w.watch.at) { // not a timer cancelled after it fired
 			w.watch.rang()
