@@ -3,7 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -71,7 +73,7 @@ func (s *Server) parseMessages(body []byte) (*chatRequest, int, []*messages.Prob
 	if !ok {
 		return nil, http.StatusBadRequest, problems(bad.errs)
 	}
-	for _, name := range sortedKeys(fields) {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if why, refused := messagesRefused[name]; refused {
 			if _, set := given(fields, name); set {
 				bad.Add(name, why)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -74,7 +75,7 @@ func readBlocks(raw json.RawMessage, field string, bad *report) []anthropicBlock
 			b = anthropicBlock{Type: unreadable} // kept, so later blocks keep their index
 		}
 		if allowed, ok := blockFields[b.Type]; ok {
-			for _, k := range sortedKeys(keys) {
+			for _, k := range slices.Sorted(maps.Keys(keys)) {
 				switch {
 				case allowed[k]:
 				case k == "cache_control":
@@ -140,11 +141,7 @@ func blockImage(b anthropicBlock, bf, at string, bad *report) *messages.ContentP
 		return nil
 	}
 	allowed := map[string]bool{"type": true, "media_type": src.Type == "base64", "data": src.Type == "base64", "url": src.Type == "url"}
-	for _, k := range sortedKeys(keys) {
-		if !allowed[k] {
-			bad.Add(bf+".source."+k, "unknown field")
-		}
-	}
+	bad.unknown(bf+".source", keys, has(allowed))
 	switch src.Type {
 	case "base64":
 		if !intake.ImageTypes[src.MediaType] {
@@ -224,11 +221,7 @@ func readAnthropicConversation(fields map[string]json.RawMessage, bad *report) *
 			pending = nil
 			continue
 		}
-		for _, k := range sortedKeys(keys) {
-			if k != "role" && k != "content" {
-				bad.Add(field+"."+k, "unknown field")
-			}
-		}
+		bad.unknown(field, keys, only("role", "content"))
 		if m.Role != "user" && m.Role != "assistant" {
 			bad.Add(field+".role", fmt.Sprintf("unknown role %q (want user or assistant; the system prompt is the top-level system)", validation.Clip(m.Role, 32)))
 			pending = nil
@@ -446,7 +439,7 @@ func readAnthropicTools(raw json.RawMessage, bad *report) []*messages.Tool {
 			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries custom tools (name, description, input_schema), not server tools", validation.Clip(*t.Type, 48)))
 			continue
 		}
-		for _, k := range sortedKeys(keys) {
+		for _, k := range slices.Sorted(maps.Keys(keys)) {
 			switch k {
 			case "type", "name", "description", "input_schema", "strict":
 			case "cache_control":
@@ -498,7 +491,7 @@ func readAnthropicToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *r
 		bad.Add("tool_choice", `must be {"type": "auto"}, {"type": "any"}, {"type": "tool", "name": ...} or {"type": "none"}`)
 		return nil, nil
 	}
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		allowed := k == "type" || k == "name" && c.Type == "tool" || k == "disable_parallel_tool_use" && c.Type != "none"
 		if !allowed {
 			bad.Add("tool_choice."+k, "unknown field")
@@ -546,11 +539,7 @@ func (r askReader) anthropicSampling(parallel *bool) *messages.Sampling {
 			r.add("metadata", "must be an object")
 			return s
 		}
-		for _, k := range sortedKeys(keys) {
-			if k != "user_id" {
-				r.add("metadata."+k, "unknown field")
-			}
-		}
+		r.bad.unknown(r.prefix+"metadata", keys, only("user_id"))
 		if raw, ok := given(keys, "user_id"); ok {
 			r.bad.visit(r.field("metadata.user_id"))
 			if json.Unmarshal(raw, &s.User) != nil {

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -298,16 +300,7 @@ func readMessage(raw json.RawMessage, field, at string, bad *report) (*messages.
 		bad.Add(field, "must be an object with role and content")
 		return nil, "", ""
 	}
-	names := make([]string, 0, len(keys))
-	for k := range keys {
-		names = append(names, k)
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		if !messageFields[k] {
-			bad.Add(field+"."+k, "unknown field")
-		}
-	}
+	bad.unknown(field, keys, has(messageFields))
 	if !chatRoles[m.Role] {
 		if m.Role == "function" {
 			bad.Add(field+".role", "the function role is OpenAI's deprecated form: send a tool message with tool_call_id")
@@ -428,22 +421,9 @@ func readContent(raw json.RawMessage, role, field, at string, bad *report) ([]*m
 			bad.Add(pf+".type", fmt.Sprintf("unknown content part type %q (want text or image_url)", validation.Clip(typ, 32)))
 			continue
 		}
-		for _, k := range sortedKeys(item) {
-			if !allowed[k] {
-				bad.Add(pf+"."+k, "unknown field")
-			}
-		}
+		bad.unknown(pf, item, has(allowed))
 	}
 	return parts, texts
-}
-
-func sortedKeys(m map[string]json.RawMessage) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }
 
 // readImage reads a chat completion's image part, {"url": ..., "detail": ...}, as the part at.
@@ -457,11 +437,7 @@ func readImage(raw json.RawMessage, field, at string, bad *report) *messages.Con
 		bad.Add(field, "must be an object with url")
 		return nil
 	}
-	for _, k := range sortedKeys(keys) {
-		if k != "url" && k != "detail" {
-			bad.Add(field+"."+k, "unknown field")
-		}
-	}
+	bad.unknown(field, keys, only("url", "detail"))
 	return imagePart(img.URL, img.Detail, field+".url", field+".detail", at, bad)
 }
 
@@ -515,11 +491,7 @@ func readToolCalls(raw json.RawMessage, field, at string, bad *report) ([]*messa
 			bad.Add(cf, "must be an object with id, type function and function {name, arguments}")
 			continue
 		}
-		for _, k := range sortedKeys(keys) {
-			if k != "id" && k != "type" && k != "function" {
-				bad.Add(cf+"."+k, "unknown field")
-			}
-		}
+		bad.unknown(cf, keys, only("id", "type", "function"))
 		if c.Type != "function" {
 			bad.Add(cf+".type", "must be function")
 		}
@@ -566,11 +538,7 @@ func readTools(raw json.RawMessage, bad *report) []*messages.Tool {
 			bad.Add(tf, "must be an object with type function and function")
 			continue
 		}
-		for _, k := range sortedKeys(keys) {
-			if k != "type" && k != "function" {
-				bad.Add(tf+"."+k, "unknown field")
-			}
-		}
+		bad.unknown(tf, keys, only("type", "function"))
 		if t.Type != "function" {
 			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported (function is)", validation.Clip(t.Type, 32)))
 			continue
@@ -581,11 +549,7 @@ func readTools(raw json.RawMessage, bad *report) []*messages.Tool {
 			bad.Add(tf+".function", "must be an object with name")
 			continue
 		}
-		for _, k := range sortedKeys(fkeys) {
-			if k != "name" && k != "description" && k != "parameters" && k != "strict" {
-				bad.Add(tf+".function."+k, "unknown field")
-			}
-		}
+		bad.unknown(tf+".function", fkeys, only("name", "description", "parameters", "strict"))
 		tools = append(tools, f.tool(tf+".function", toolField(len(tools)), bad))
 	}
 	return tools
@@ -681,7 +645,7 @@ func readResponseFormat(raw json.RawMessage, bad *report) *messages.OutputFormat
 		bad.Add("response_format", "must be an object with type text, json_object or json_schema")
 		return nil
 	}
-	for _, k := range sortedKeys(keys) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
 		if k != "type" && !(k == "json_schema" && f.Type == "json_schema") {
 			bad.Add("response_format."+k, "unknown field")
 		}
@@ -696,11 +660,7 @@ func readResponseFormat(raw json.RawMessage, bad *report) *messages.OutputFormat
 		bad.Add("response_format.json_schema", "is required: an object with name and schema")
 		return nil
 	}
-	for _, k := range sortedKeys(jskeys) {
-		if k != "name" && k != "description" && k != "schema" && k != "strict" {
-			bad.Add("response_format.json_schema."+k, "unknown field")
-		}
-	}
+	bad.unknown("response_format.json_schema", jskeys, only("name", "description", "schema", "strict"))
 	return js.format("response_format.json_schema", bad)
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"sort"
 	"strings"
 	"time"
 
@@ -136,16 +135,7 @@ func objectFields(body []byte, takes map[string]bool) (map[string]json.RawMessag
 		bad.Add("body", "the body must be a JSON object")
 		return nil, bad, false
 	}
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if !takes[name] {
-			bad.Add(name, "unknown field")
-		}
-	}
+	bad.unknown("", fields, has(takes))
 	return fields, bad, true
 }
 

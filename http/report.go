@@ -1,6 +1,8 @@
 package httpapi
 
 import (
+	"encoding/json"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
@@ -140,3 +142,23 @@ func (s *Server) judge(req *messages.RouteRequest, r *report) (int, []*messages.
 	}
 	return 0, nil
 }
+
+// unknown refuses each member of the object at that its reader does not take, in name order; at ""
+// is the body itself.
+func (r *report) unknown(at string, members map[string]json.RawMessage, takes func(string) bool) {
+	for _, k := range slices.Sorted(maps.Keys(members)) {
+		if !takes(k) {
+			if at != "" {
+				k = at + "." + k
+			}
+			r.Add(k, "unknown field")
+		}
+	}
+}
+
+// only takes the names given; has the names a set holds.
+func only(names ...string) func(string) bool {
+	return func(k string) bool { return slices.Contains(names, k) }
+}
+
+func has(set map[string]bool) func(string) bool { return func(k string) bool { return set[k] } }

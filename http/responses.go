@@ -3,7 +3,9 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
+	"slices"
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/intake"
@@ -79,7 +81,7 @@ func (s *Server) parseResponses(body []byte) (*responsesRequest, int, []*message
 		return nil, http.StatusBadRequest, problems(bad.errs)
 	}
 	out := &responsesRequest{chatRequest: s.readModel(fields, bad), parallelToolCall: true}
-	for _, name := range sortedKeys(fields) {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if why, refused := responsesRefused[name]; refused {
 			if _, set := given(fields, name); set {
 				bad.Add(name, "is not supported: "+why)
@@ -146,11 +148,7 @@ func (s *Server) parseResponses(body []byte) (*responsesRequest, int, []*message
 		if json.Unmarshal(raw, &keys) != nil || json.Unmarshal(raw, &so) != nil || keys == nil {
 			bad.Add("stream_options", "must be an object")
 		}
-		for _, k := range sortedKeys(keys) {
-			if k != "include_obfuscation" {
-				bad.Add("stream_options."+k, "unknown field")
-			}
-		}
+		bad.unknown("stream_options", keys, only("include_obfuscation"))
 	}
 	readOwn(fields, out.chatRequest, bad)
 	if status, ps := s.judge(out.route, bad); status != 0 {
@@ -255,7 +253,7 @@ func sortedStrings(m map[string]string) []string {
 	for k := range m {
 		raw[k] = nil
 	}
-	return sortedKeys(raw)
+	return slices.Sorted(maps.Keys(raw))
 }
 
 // readInput reads input: a text (one user message), or a list of items, every problem under input[i].
@@ -350,13 +348,7 @@ var inputRoles = map[string]bool{"user": true, "assistant": true, "system": true
 // the task; nil when it has no role of a message. An assistant's message sent back as it came (id,
 // status, output_text with annotations) is taken.
 func readInputMessage(raw json.RawMessage, keys map[string]json.RawMessage, field, at string, bad *report) (*messages.ChatMessage, string, string) {
-	for _, k := range sortedKeys(keys) {
-		switch k {
-		case "type", "role", "content", "id", "status", "phase":
-		default:
-			bad.Add(field+"."+k, "unknown field")
-		}
-	}
+	bad.unknown(field, keys, only("type", "role", "content", "id", "status", "phase"))
 	var m struct {
 		Role    string          `json:"role"`
 		Content json.RawMessage `json:"content"`
@@ -461,11 +453,7 @@ func readInputContent(raw json.RawMessage, role, field, at string, bad *report) 
 			bad.Add(pf+".type", fmt.Sprintf("unknown content part type %q (want input_text or input_image)", validation.Clip(typ, 32)))
 			continue
 		}
-		for _, k := range sortedKeys(item) {
-			if !allowed[k] {
-				bad.Add(pf+"."+k, "unknown field")
-			}
-		}
+		bad.unknown(pf, item, has(allowed))
 	}
 	return parts, texts
 }
@@ -473,13 +461,7 @@ func readInputContent(raw json.RawMessage, role, field, at string, bad *report) 
 // readFunctionCall reads a function_call item, the call at: an assistant's call, sent back with the
 // conversation.
 func readFunctionCall(raw json.RawMessage, keys map[string]json.RawMessage, field, at string, bad *report) (*messages.ToolCall, string) {
-	for _, k := range sortedKeys(keys) {
-		switch k {
-		case "type", "call_id", "name", "arguments", "id", "status":
-		default:
-			bad.Add(field+"."+k, "unknown field")
-		}
-	}
+	bad.unknown(field, keys, only("type", "call_id", "name", "arguments", "id", "status"))
 	var c struct {
 		CallID    string `json:"call_id"`
 		Name      string `json:"name"`
@@ -495,13 +477,7 @@ func readFunctionCall(raw json.RawMessage, keys map[string]json.RawMessage, fiel
 // readFunctionOutput reads a function_call_output item as the tool turn at: the result of a call of an
 // earlier item, as a text or a list of input_text parts.
 func readFunctionOutput(raw json.RawMessage, keys map[string]json.RawMessage, field, at string, bad *report) (*messages.ChatMessage, string) {
-	for _, k := range sortedKeys(keys) {
-		switch k {
-		case "type", "call_id", "output", "id", "status", "name":
-		default:
-			bad.Add(field+"."+k, "unknown field")
-		}
-	}
+	bad.unknown(field, keys, only("type", "call_id", "output", "id", "status", "name"))
 	var o struct {
 		CallID *string         `json:"call_id"`
 		Output json.RawMessage `json:"output"`
@@ -559,13 +535,7 @@ func readFunctionTools(raw json.RawMessage, bad *report) []*messages.Tool {
 			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries function tools, which the caller runs", validation.Clip(t.Type, 32)))
 			continue
 		}
-		for _, k := range sortedKeys(keys) {
-			switch k {
-			case "type", "name", "description", "parameters", "strict":
-			default:
-				bad.Add(tf+"."+k, "unknown field")
-			}
-		}
+		bad.unknown(tf, keys, only("type", "name", "description", "parameters", "strict"))
 		tools = append(tools, t.functionDef.tool(tf, toolField(len(tools)), bad))
 	}
 	return tools
@@ -608,11 +578,7 @@ func readTextFormat(raw json.RawMessage, bad *report) *messages.OutputFormat {
 		bad.Add("text", "must be an object with format")
 		return nil
 	}
-	for _, k := range sortedKeys(keys) {
-		if k != "format" && k != "verbosity" {
-			bad.Add("text."+k, "unknown field")
-		}
-	}
+	bad.unknown("text", keys, only("format", "verbosity"))
 	if _, ok := given(keys, "verbosity"); ok {
 		bad.Add("text.verbosity", "is not supported: verbosity is not carried to the models")
 	}
@@ -629,7 +595,7 @@ func readTextFormat(raw json.RawMessage, bad *report) *messages.OutputFormat {
 		bad.Add("text.format", "must be an object with type text, json_object or json_schema")
 		return nil
 	}
-	for _, k := range sortedKeys(fkeys) {
+	for _, k := range slices.Sorted(maps.Keys(fkeys)) {
 		switch {
 		case k == "type":
 		case format.Type == "json_schema" && (k == "name" || k == "schema" || k == "strict" || k == "description"):

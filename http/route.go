@@ -6,10 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"mime"
 	"net/http"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -143,16 +144,7 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 	}
 	bad := newReport()
 	req := &messages.RouteRequest{}
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		if !routeFields[name] {
-			bad.Add(name, "unknown field")
-		}
-	}
+	bad.unknown("", fields, has(routeFields))
 	read := func(name string) (json.RawMessage, bool) {
 		raw, ok := fields[name]
 		bad.visit(name)
@@ -216,7 +208,7 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 		if err := json.Unmarshal(raw, &params); err != nil || params == nil {
 			bad.Add("parameters", "must be an object of sampling parameters")
 		} else {
-			for _, k := range sortedKeys(params) {
+			for _, k := range slices.Sorted(maps.Keys(params)) {
 				if !samplingFields[k] {
 					bad.Add("parameters."+k, "unknown parameter (want temperature, top_p, max_tokens, max_completion_tokens, stop, seed, "+
 						"presence_penalty, frequency_penalty, logit_bias or user)")

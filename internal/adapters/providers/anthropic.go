@@ -486,26 +486,13 @@ func (a *Anthropic) stream(ctx context.Context, call Call, onDelta func(Delta)) 
 	if err != nil {
 		return Reply{}, refused(a.Provider, call.Model, err)
 	}
-	h := a.header(call)
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "text/event-stream")
-	resp, err := send(ctx, a.Client, http.MethodPost, a.url(call), h, bytes.NewReader(body), a.Provider, call.Model)
-	if err != nil {
-		return Reply{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 || !isEventStream(resp.Header) {
-		x, err := readAnswer(ctx, resp, a.Provider, call.Model)
-		if err != nil {
-			return Reply{}, err
-		}
-		reply, err := a.parseMessage(call.Model, x.status, x.header, x.body, format)
-		if err == nil {
-			emitWhole(reply, onDelta)
-		}
-		return reply, err
-	}
-	return a.ReadMessageStream(ctx, call.Model, format, resp.StatusCode, resp.Header, resp.Body, onDelta)
+	return streamed(ctx, a.Client, a.url(call), a.header(call), body, a.Provider, call.Model,
+		func(status int, header http.Header, b []byte) (Reply, error) {
+			return a.parseMessage(call.Model, status, header, b, format)
+		},
+		func(status int, header http.Header, r io.Reader) (Reply, error) {
+			return a.ReadMessageStream(ctx, call.Model, format, status, header, r, onDelta)
+		}, onDelta)
 }
 
 // anthropicEvent is one event of a Messages stream.

@@ -490,26 +490,13 @@ func (g *Gemini) stream(ctx context.Context, call Call, onDelta func(Delta)) (Re
 	if err != nil {
 		return Reply{}, refused(g.Provider, call.Model, err)
 	}
-	h := g.header(call)
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "text/event-stream")
-	resp, err := send(ctx, g.Client, http.MethodPost, g.url(call, "streamGenerateContent")+"?alt=sse", h, bytes.NewReader(body), g.Provider, call.Model)
-	if err != nil {
-		return Reply{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 || !isEventStream(resp.Header) {
-		x, err := readAnswer(ctx, resp, g.Provider, call.Model)
-		if err != nil {
-			return Reply{}, err
-		}
-		reply, err := g.ParseGenerate(call.Model, x.status, x.header, x.body)
-		if err == nil {
-			emitWhole(reply, onDelta)
-		}
-		return reply, err
-	}
-	return g.ReadGenerateStream(ctx, call.Model, resp.StatusCode, resp.Header, resp.Body, onDelta)
+	return streamed(ctx, g.Client, g.url(call, "streamGenerateContent")+"?alt=sse", g.header(call), body, g.Provider, call.Model,
+		func(status int, header http.Header, b []byte) (Reply, error) {
+			return g.ParseGenerate(call.Model, status, header, b)
+		},
+		func(status int, header http.Header, r io.Reader) (Reply, error) {
+			return g.ReadGenerateStream(ctx, call.Model, status, header, r, onDelta)
+		}, onDelta)
 }
 
 // ReadGenerateStream reads a streamed generateContent answer. Gemini's stream has no closing event: it

@@ -433,26 +433,13 @@ func (o *OpenAI) stream(ctx context.Context, call Call, onDelta func(Delta)) (Re
 	if err != nil {
 		return Reply{}, &resilience.Error{Kind: resilience.Internal, Provider: o.Provider, Model: call.Model, Err: err}
 	}
-	h := o.header(call)
-	h.Set("Content-Type", "application/json")
-	h.Set("Accept", "text/event-stream")
-	resp, err := send(ctx, o.Client, http.MethodPost, o.url(call), h, bytes.NewReader(body), o.Provider, call.Model)
-	if err != nil {
-		return Reply{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 || !isEventStream(resp.Header) {
-		x, err := readAnswer(ctx, resp, o.Provider, call.Model)
-		if err != nil {
-			return Reply{}, err
-		}
-		reply, err := o.ParseChat(call.Model, x.status, x.header, x.body)
-		if err == nil {
-			emitWhole(reply, onDelta)
-		}
-		return reply, err
-	}
-	return o.ReadChatStream(ctx, call.Model, resp.StatusCode, resp.Header, resp.Body, onDelta)
+	return streamed(ctx, o.Client, o.url(call), o.header(call), body, o.Provider, call.Model,
+		func(status int, header http.Header, b []byte) (Reply, error) {
+			return o.ParseChat(call.Model, status, header, b)
+		},
+		func(status int, header http.Header, r io.Reader) (Reply, error) {
+			return o.ReadChatStream(ctx, call.Model, status, header, r, onDelta)
+		}, onDelta)
 }
 
 // ReadChatStream reads a streamed chat completion: each chunk's text and tool-call pieces go to onDelta

@@ -52,6 +52,33 @@ func Stream(ctx context.Context, b Backend, call Call, onDelta func(Delta)) (Rep
 	return reply, err
 }
 
+// streamed posts a streaming request and reads its answer: an event stream with read, and anything
+// else (an error, or a provider that answered whole) with parse, reported as one piece when it is an
+// answer.
+func streamed(ctx context.Context, client *http.Client, url string, h http.Header, body []byte, provider, model string,
+	parse func(status int, header http.Header, body []byte) (Reply, error),
+	read func(status int, header http.Header, body io.Reader) (Reply, error), onDelta func(Delta)) (Reply, error) {
+	h.Set("Content-Type", "application/json")
+	h.Set("Accept", "text/event-stream")
+	resp, err := send(ctx, client, http.MethodPost, url, h, bytes.NewReader(body), provider, model)
+	if err != nil {
+		return Reply{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 || !isEventStream(resp.Header) {
+		x, err := readAnswer(ctx, resp, provider, model)
+		if err != nil {
+			return Reply{}, err
+		}
+		reply, err := parse(x.status, x.header, x.body)
+		if err == nil {
+			emitWhole(reply, onDelta)
+		}
+		return reply, err
+	}
+	return read(resp.StatusCode, resp.Header, resp.Body)
+}
+
 // emitWhole reports a whole reply as one piece, when it says anything.
 func emitWhole(r Reply, onDelta func(Delta)) {
 	d := Delta{Text: r.Text}

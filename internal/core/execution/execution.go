@@ -93,27 +93,28 @@ func Failure(d collect.Done, broken bool, records []*collect.Record, fault func(
 	if d.Failure == "" {
 		return "", "", 0, nil, false
 	}
-	// The details name each model's cause: the caller sees which upstream is down, refused, limited
-	// or slow, not only that nothing came.
-	why = Causes(records, fault)
 	switch d.Failure {
 	case resilience.ClientClosed, resilience.ShuttingDown:
 		return d.Failure, StopMessage(d.Failure), 0, nil, true
 	case resilience.RateLimited:
-		return d.Failure, "every call met a provider's rate limit with no room before the request's queue bound " +
-			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter, why, true
+		message, retryAfter = "every call met a provider's rate limit with no room before the request's queue bound "+
+			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter
 	case resilience.InvalidAPIKey, resilience.PaymentRequired:
-		return d.Failure, "the provider refused its key or its account; it takes no call until its key changes", 0, why, true
+		message = "the provider refused its key or its account; it takes no call until its key changes"
 	case resilience.ModelNotFound:
-		return d.Failure, "the provider does not know the model; it has left the pool", 0, why, true
+		message = "the provider does not know the model; it has left the pool"
 	case resilience.RequestTooLarge:
-		return d.Failure, "the task is too large for the models asked: split it into chunks, or name models with a larger " +
-			"context window (GET /models lists each model's context_window)", 0, why, true
+		message = "the task is too large for the models asked: split it into chunks, or name models with a larger " +
+			"context window (GET /models lists each model's context_window)"
 	case resilience.AllProvidersDown:
-		return d.Failure, "no model could answer: the providers of the models asked are down (refused or failed connections, " +
-			"open breakers); the details name each model's cause", 0, why, true
+		message = "no model could answer: the providers of the models asked are down (refused or failed connections, " +
+			"open breakers); the details name each model's cause"
+	default:
+		message = "no worker returned an answer before the deadline"
 	}
-	return d.Failure, "no worker returned an answer before the deadline", 0, why, true
+	// The details name each model's cause: the caller sees which upstream is down, refused, limited
+	// or slow, not only that nothing came.
+	return d.Failure, message, retryAfter, Causes(records, fault), true
 }
 
 // StopMessage is what a caller is told when its request was stopped from outside.
