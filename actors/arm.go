@@ -7,46 +7,52 @@ import (
 	"go.uber.org/zap"
 )
 
-// ArmActor owns one (model, category) arm: its Beta distribution and EWMA recency. It applies rewards in
-// order and publishes the new state on the arm board. A restarted arm resumes from its last published
-// state, so a crash loses no learning.
-type ArmActor struct {
-	deps     *Deps
-	model    string
-	category string
-	arm      bandit.Arm
+// ArmsActor owns the learning of every (model, category) arm: their Beta distributions and EWMA
+// recency. It is the board's one writer: it applies each request's rewards, one message per request,
+// in order, and publishes every arm's new state on the arm board, from which it also resumes after a
+// restart, so a crash loses no learning. An actor per arm cost two deliveries per model of every
+// request, for state nobody but the arm's writer touches.
+type ArmsActor struct {
+	deps *Deps
 }
 
-// NewArmActor returns the producer of an arm actor.
-func NewArmActor(deps *Deps, model, category string) actor.Producer {
-	return func() actor.Actor { return &ArmActor{deps: deps, model: model, category: category} }
-}
+// ArmsName is the actor name of the arms' writer under the bandit supervisor.
+const ArmsName = "arms"
 
-// ArmName is the actor name of an arm under the bandit supervisor.
-func ArmName(model, category string) string { return category + "|" + model }
+// NewArmsActor returns the producer of the arms' writer.
+func NewArmsActor(deps *Deps) actor.Producer {
+	return func() actor.Actor { return &ArmsActor{deps: deps} }
+}
 
 // Receive implements actor.Actor.
-func (a *ArmActor) Receive(ctx actor.Context) {
+func (a *ArmsActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
-	case *actor.Started:
-		a.arm = a.deps.Dir.Arms.Arm(a.category, a.model)
+	case *messages.Rewards:
+		for _, r := range m.Rewards {
+			a.apply(r)
+		}
 	case *messages.Reward:
-		if why := checkArmReward(m, a.model, a.category); why != "" {
-			// Another arm's reward, or no reward at all: applying it would corrupt this arm.
-			a.deps.Drop(KindArm, why, m)
-			return
-		}
-		before := a.arm
-		a.arm = a.arm.Update(m.Reward, a.deps.Learning)
-		a.deps.Dir.Arms.Publish(a.arm)
-		if ce := a.deps.Log.Check(zap.DebugLevel, "bandit arm updated"); ce != nil {
-			ce.Write(zap.String("event", "bandit_update"), zap.String("request_id", m.RequestId),
-				zap.String("model", a.model), zap.String("category", a.category), zap.Float64("reward", m.Reward), zap.String("reason", m.Reason),
-				zap.Float64("alpha_before", before.Alpha), zap.Float64("beta_before", before.Beta),
-				zap.Float64("alpha", a.arm.Alpha), zap.Float64("beta", a.arm.Beta), zap.Float64("recency", a.arm.Recency))
-		}
+		a.apply(m)
 	default:
 		a.deps.unknown(KindArm, m)
+	}
+}
+
+// apply teaches one arm its reward. A reward for a model outside the catalog or a category outside
+// the board is dropped: the board has no arm for it.
+func (a *ArmsActor) apply(r *messages.Reward) {
+	if why := checkArmReward(r, a.deps.catalog(), a.deps.Dir.Arms); why != "" {
+		a.deps.Drop(KindArm, why, r)
+		return
+	}
+	before := a.deps.Dir.Arms.Arm(r.Category, r.Model)
+	after := before.Update(r.Reward, a.deps.Learning)
+	a.deps.Dir.Arms.Publish(after)
+	if ce := a.deps.Log.Check(zap.DebugLevel, "bandit arm updated"); ce != nil {
+		ce.Write(zap.String("event", "bandit_update"), zap.String("request_id", r.RequestId),
+			zap.String("model", r.Model), zap.String("category", r.Category), zap.Float64("reward", r.Reward), zap.String("reason", r.Reason),
+			zap.Float64("alpha_before", before.Alpha), zap.Float64("beta_before", before.Beta),
+			zap.Float64("alpha", after.Alpha), zap.Float64("beta", after.Beta), zap.Float64("recency", after.Recency))
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // armCell holds what selection reads of one arm (alpha, beta, pulls) in place, beside the cells of
 // the other models' arms in the same category: a selection reads every model's arm, and following a
 // pointer per arm to memory scattered over the heap cost more than drawing from the arms. A cell is a
-// sequence lock: a writer makes the sequence odd while it writes (its arm's actor is the only one, but
+// sequence lock: a writer makes the sequence odd while it writes (the arms' writer is the only one, but
 // a second would wait its turn), and a reader retries a read that overlapped a write.
 type armCell struct {
 	seq         atomic.Uint64 // even when still, odd while written; zero: never written (the prior)

@@ -59,6 +59,8 @@ const (
 	MaxAttempt = 1000
 	// MaxVotes bounds the answers of one prompt handed to the estimator.
 	MaxVotes = 1024
+	// MaxRewards bounds the rewards of one batch: a request's, two per model it called.
+	MaxRewards = 1024
 	// maxKindBytes bounds an error kind's name (they are short identifiers).
 	maxKindBytes = 64
 	// MaxTools bounds a request's tools, and MaxToolCalls one answer's calls of them.
@@ -268,21 +270,9 @@ func checkReward(r *messages.Reward) string {
 	return ""
 }
 
-// checkArmReward checks a reward sent to the arm of (model, category).
-func checkArmReward(r *messages.Reward, model, category string) string {
-	if why := checkReward(r); why != "" {
-		return why
-	}
-	if r.Model != model || r.Category != category {
-		return DropWrongTarget
-	}
-	return ""
-}
-
-// CheckRewardRoute checks a reward the bandit supervisor is to route to its arm, spawning the arm on
-// its first reward: only a catalog model and a category of the board have an arm, so the arms are
-// bounded by the catalog times the categories, whatever names rewards carry.
-func CheckRewardRoute(r *messages.Reward, cat *catalog.Catalog, board *ArmBoard) string {
+// checkArmReward checks a reward for an arm: only a catalog model and a category of the board have
+// one, so the arms are bounded by the catalog times the categories, whatever names rewards carry.
+func checkArmReward(r *messages.Reward, cat *catalog.Catalog, board *ArmBoard) string {
 	if why := checkReward(r); why != "" {
 		return why
 	}
@@ -621,6 +611,18 @@ func (c *CoordinatorActor) jobCheck(why, jobID string) string {
 	}
 	if seq, _ := jobOf(jobID, c.req.RequestId); c.machine == nil || c.machine.Job(seq) == nil {
 		return DropWrongTarget
+	}
+	return ""
+}
+
+// CheckRewards checks a batch of rewards the bandit supervisor hands to the arms' writer: not empty
+// and bounded; the writer checks each reward.
+func CheckRewards(b *messages.Rewards) string {
+	switch {
+	case b == nil || len(b.Rewards) == 0:
+		return DropMalformed
+	case len(b.Rewards) > MaxRewards:
+		return DropBadCount
 	}
 	return ""
 }

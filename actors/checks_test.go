@@ -168,17 +168,10 @@ func TestCheckRewards(t *testing.T) {
 		{"a reward above one", func(r *messages.Reward) { r.Reward = 1.5 }, DropBadReward},
 		{"a negative reward", func(r *messages.Reward) { r.Reward = -0.1 }, DropBadReward},
 	}
-	runChecks(t, good, rows, func(r *messages.Reward) string { return CheckRewardRoute(r, cat, board) })
-	if got := CheckRewardRoute(nil, cat, board); got != DropMalformed {
+	runChecks(t, good, rows, func(r *messages.Reward) string { return checkArmReward(r, cat, board) })
+	if got := checkArmReward(nil, cat, board); got != DropMalformed {
 		t.Errorf("a nil reward: %q", got)
 	}
-	// The arm itself takes only its own rewards.
-	runChecks(t, good, []check[*messages.Reward]{
-		{"its own reward", nil, ""},
-		{"another model's", func(r *messages.Reward) { r.Model = "n" }, DropWrongTarget},
-		{"another category's", func(r *messages.Reward) { r.Category = bandit.AllCategories }, DropWrongTarget},
-		{"a reward above one", func(r *messages.Reward) { r.Reward = 2 }, DropBadReward},
-	}, func(r *messages.Reward) string { return checkArmReward(r, "m", "general") })
 }
 
 func TestCheckVotes(t *testing.T) {

@@ -82,7 +82,7 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 			a.decide(ctx)
 			return
 		}
-		ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, &messages.Acquire{JobId: a.jobID, Model: a.in.ArbiterModel,
+		a.deps.Dir.Provider(a.in.ArbiterProvider).Acquire(ctx, &messages.Acquire{JobId: a.jobID, Model: a.in.ArbiterModel,
 			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, QueueBy: a.in.QueueBy, ReplyTo: ctx.Self()})
 	case *messages.Permit:
 		if why := checkArbiterPermit(m, a.jobID); why != "" {
@@ -180,7 +180,7 @@ func (a *ConsensusActor) settle(ctx actor.Context, v resilience.Verdict, r *mess
 	if r != nil {
 		retryAfter = seconds(r.RetryAfterSeconds)
 	}
-	ctx.Send(a.deps.Dir.Provider(a.in.ArbiterProvider).PID, Settlement(a.jobID, a.in.ArbiterModel, v, retryAfter, r))
+	a.deps.Dir.Provider(a.in.ArbiterProvider).Settle(ctx, Settlement(a.jobID, a.in.ArbiterModel, v, retryAfter, r))
 }
 
 // arbiterJob asks the arbiter model for its verdict: the task and the responses it may choose among

@@ -300,14 +300,14 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 				continue
 			}
 			// The provider dispatches the job itself once it grants the permit.
-			ctx.Send(c.deps.Dir.Provider(j.Slot.Provider).PID, &messages.Acquire{JobId: c.jobID(j), Model: j.Slot.Model,
+			c.deps.Dir.Provider(j.Slot.Provider).Acquire(ctx, &messages.Acquire{JobId: c.jobID(j), Model: j.Slot.Model,
 				Tokens: int32(c.plan.ContextTokens), Deadline: c.collectBy(), QueueBy: c.queueBy(), ReplyTo: ctx.Self(),
 				Dispatch: &messages.Dispatch{ReplyTo: ctx.Self(), Job: c.job(j)}, DispatchTo: c.deps.Dir.Worker(j.Worker).PID})
 		case collect.Dispatch:
 			c.dispatched(ctx, j)
 		case collect.Settle:
 			if p := c.deps.Dir.Provider(j.Slot.Provider); p.Stopped() == "" {
-				ctx.Send(p.PID, c.outcome(j, e.Record))
+				p.Settle(ctx, c.outcome(j, e.Record))
 			}
 		case collect.Cancel:
 			if w := c.deps.Dir.Worker(j.Worker); w.Stopped() == "" {

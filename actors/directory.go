@@ -23,6 +23,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/clock"
+	"github.com/conclave-ai/conclave/messages"
 )
 
 // Directory is the fixed map of the actor system: where each long-lived actor lives and the immutable
@@ -79,6 +80,28 @@ type ProviderRef struct {
 	snap atomic.Pointer[providerstate.Snapshot]
 	// stopped is why its supervisor stopped the actor for good, or nil.
 	stopped atomic.Pointer[string]
+	// live is the actor while it is up: acquisitions and outcomes are applied in place.
+	live atomic.Pointer[ProviderActor]
+}
+
+// Acquire asks the provider for a permit: in place while its actor is up, else through its mailbox
+// (a restart in progress). The answer is a message either way: the Dispatch on a grant with a
+// dispatch, else a Permit.
+func (p *ProviderRef) Acquire(sender actor.SenderContext, a *messages.Acquire) {
+	if live := p.live.Load(); live != nil {
+		live.acquire(a)
+		return
+	}
+	sender.Send(p.PID, a)
+}
+
+// Settle settles a permit with its call's outcome, in place while the provider's actor is up.
+func (p *ProviderRef) Settle(sender actor.SenderContext, o *messages.Outcome) {
+	if live := p.live.Load(); live != nil {
+		live.settle(o)
+		return
+	}
+	sender.Send(p.PID, o)
 }
 
 // Snapshot returns the provider's latest published state, stopped when its actor is.
@@ -324,7 +347,7 @@ func (b *ArmBoard) Arm(category, model string) bandit.Arm {
 	return bandit.NewArm(model, category, b.prior)
 }
 
-// Publish stores an arm's new state; only the arm's actor calls it.
+// Publish stores an arm's new state; only the arms' writer calls it.
 func (b *ArmBoard) Publish(a bandit.Arm) {
 	ci, ok1 := b.categories[a.Category]
 	s, ok2 := b.layout.Load().slots[a.Model]

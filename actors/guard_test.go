@@ -172,27 +172,34 @@ func stop(t *testing.T, system *actor.ActorSystem, pid *actor.PID) {
 	t.Cleanup(func() { _ = system.Root.PoisonFuture(pid).Wait() })
 }
 
-func TestTheArmDropsOtherArmsRewards(t *testing.T) {
+func TestTheArmsWriterDropsRewardsWithoutAnArm(t *testing.T) {
 	system := newSystem(t)
 	deps := actorDeps(t, system)
-	pid := system.Root.Spawn(deps.Props(NewArmActor(deps, "m", "general")))
+	pid := system.Root.Spawn(deps.Props(NewArmsActor(deps)))
 	stop(t, system, pid)
+	good := func() *messages.Reward { return &messages.Reward{Model: "m", Category: "general", Reward: 1} }
 	rows := []dropRow{
-		{"another model's reward", &messages.Reward{Model: "n", Category: "general", Reward: 1}, DropWrongTarget, false},
-		{"another category's reward", &messages.Reward{Model: "m", Category: bandit.AllCategories, Reward: 1}, DropWrongTarget, false},
+		{"an invented model's reward", &messages.Reward{Model: "invented", Category: "general", Reward: 1}, DropUnknownModel, false},
+		{"an invented category's reward", &messages.Reward{Model: "m", Category: "invented", Reward: 1}, DropUnknownCategory, false},
 		{"a NaN reward", &messages.Reward{Model: "m", Category: "general", Reward: math.NaN()}, DropBadReward, false},
-		{"a reward of two", &messages.Reward{Model: "m", Category: "general", Reward: 2}, DropBadReward, false},
+		{"a reward of two, in a batch beside a good one", &messages.Rewards{Rewards: []*messages.Reward{
+			{Model: "m", Category: "general", Reward: 2}, good()}}, DropBadReward, false},
 		{"a reward without a model", &messages.Reward{Category: "general", Reward: 1}, DropUnknownModel, false},
 		{"a message it does not take", &messages.Votes{}, DropUnknownMessage, false},
 	}
-	for i, row := range rows {
+	pulls := int64(0)
+	for _, row := range rows {
 		before := deps.Dir.Dropped(KindArm, row.reason)
 		system.Root.Send(pid, row.msg)
-		system.Root.Send(pid, &messages.Reward{Model: "m", Category: "general", Reward: 1})
-		waitUntil(t, func() bool { return deps.Dir.Arms.Arm("general", "m").Pulls == int64(i+1) })
+		if _, batch := row.msg.(*messages.Rewards); batch {
+			pulls++
+		}
+		system.Root.Send(pid, good())
+		pulls++
+		waitUntil(t, func() bool { return deps.Dir.Arms.Arm("general", "m").Pulls == pulls })
 		expectDropped(t, deps, KindArm, row, before)
 	}
-	if a := deps.Dir.Arms.Arm("general", "m"); a.Alpha != bandit.DefaultPrior.Alpha+float64(len(rows)) || a.Beta != bandit.DefaultPrior.Beta {
+	if a := deps.Dir.Arms.Arm("general", "m"); a.Alpha != bandit.DefaultPrior.Alpha+float64(pulls) || a.Beta != bandit.DefaultPrior.Beta {
 		t.Fatalf("arm %+v: only the good rewards count", a)
 	}
 }
@@ -378,7 +385,10 @@ func TestInventedModelsGrowNoProviderState(t *testing.T) {
 	if p := h.permit(); !p.Granted {
 		t.Fatalf("permit %v", p)
 	}
-	if n := len(provider.models); n != 1 {
+	provider.mu.Lock()
+	n := provider.m.Models()
+	provider.mu.Unlock()
+	if n != 1 {
 		t.Fatalf("the provider holds the state of %d models, want only m's", n)
 	}
 	if n := h.deps.Dir.Dropped(KindProvider, DropUnknownModel); n != 1000 {

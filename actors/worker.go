@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -15,15 +16,20 @@ import (
 )
 
 // WorkerActor owns one worker host: its transport (the SSH connection, or the in-process backend), its
-// job slots and queue, and its worker breaker. Jobs run in goroutines; their results come back to the
-// actor as messages and go on to the coordinator that dispatched them. A job whose host does not
-// return it within its budget plus a grace period is answered as a host timeout, so a hung host is
-// the host's fault and never the provider's.
+// job slots and queue, and its worker breaker. Jobs run in goroutines; each finishes in place on its
+// own goroutine (its slot freed, its result sent to the coordinator that dispatched it, the next
+// queued job started), under mu, which the actor's messages take too: a message back to the actor
+// for each call cost a delivery and a wake-up. A job whose host does not return it within its budget
+// plus a grace period is answered as a host timeout, so a hung host is the host's fault and never the
+// provider's.
 type WorkerActor struct {
 	deps      *Deps
 	ref       *WorkerRef
 	transport fleet.Transport
 	log       *zap.Logger
+	self      *actor.PID
+	root      *actor.RootContext
+	mu        sync.Mutex
 	breaker   *resilience.Breaker
 	running   map[string]*runningJob
 	queue     []*messages.Dispatch
@@ -55,10 +61,6 @@ type runningJob struct {
 	cancelled bool      // its sender no longer wants it
 }
 
-// jobDone carries a finished call back to its worker actor. It stays local to the worker's node, so it
-// is a plain struct.
-type jobDone struct{ result *messages.JobResult }
-
 // watchdog is the worker's timer: look for running jobs whose host stayed silent past at.
 type watchdog struct{ at time.Time }
 
@@ -69,8 +71,11 @@ func NewWorkerActor(deps *Deps, ref *WorkerRef, transport fleet.Transport) actor
 
 // Receive implements actor.Actor.
 func (w *WorkerActor) Receive(ctx actor.Context) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
+		w.self, w.root = ctx.Self(), ctx.ActorSystem().Root
 		w.log = w.deps.Log.With(zap.String("worker", w.ref.Spec.Name))
 		w.running = map[string]*runningJob{}
 		settings := resilience.WorkerBreakerSettings(w.ref.Spec.Name)
@@ -106,7 +111,7 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 			return
 		}
 		if len(w.running) < max(w.ref.Spec.Slots, 1) {
-			w.start(ctx, m)
+			w.start(m)
 		} else {
 			w.queue = append(w.queue, m)
 			ctx.Send(m.ReplyTo, &messages.JobQueued{JobId: m.Job.JobId, Probe: m.Probe})
@@ -128,22 +133,17 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 			}
 		}
 		w.publish()
-	case *jobDone:
-		w.finish(ctx, m.result)
-		if len(w.running) == 0 {
-			w.watch.stop() // nothing left to watch: no idle look for silent hosts
-		}
 	case watchdog:
 		if m.at.Equal(w.watch.at) { // not a timer cancelled after it fired
 			w.watch.rang()
-			w.silentHosts(ctx)
+			w.silentHosts()
 		}
 	case *actor.Restarting:
-		w.failAll(ctx, "the worker restarted after a crash")
+		w.failAll("the worker restarted after a crash")
 	case *actor.Stopping:
 		// Stopped for good after repeated crashes (at shutdown no job runs): its jobs are answered as
 		// Conclave's fault, so that their coordinators retry them elsewhere at once.
-		w.failAll(ctx, "the worker stopped")
+		w.failAll("the worker stopped")
 	default:
 		w.deps.unknown(KindWorker, m)
 	}
@@ -164,32 +164,32 @@ func (w *WorkerActor) checkDispatch(d *messages.Dispatch) string {
 
 // silentHosts answers the running jobs past their budget and grace as host timeouts, and sets the
 // watchdog for the next.
-func (w *WorkerActor) silentHosts(ctx actor.Context) {
+func (w *WorkerActor) silentHosts() {
 	now := time.Now()
 	for _, r := range w.running {
 		if !now.Before(r.silentAt) {
 			r.cancel()
 			res := w.identity(r.job)
 			res.ErrorKind, res.ErrorMessage = string(resilience.HostTimeout), "the worker host did not return the call within its budget"
-			w.finish(ctx, res)
+			w.finish(res)
 		}
 	}
 	for _, r := range w.running {
-		w.watchBy(ctx, r.silentAt)
+		w.watchBy(r.silentAt)
 	}
 }
 
 // watchBy makes sure the watchdog looks no later than at.
-func (w *WorkerActor) watchBy(ctx actor.Context, at time.Time) {
-	w.watch.by(w.deps.Timers, ctx.Self(), at, watchdog{at: at})
+func (w *WorkerActor) watchBy(at time.Time) {
+	w.watch.by(w.deps.Timers, w.self, at, watchdog{at: at})
 }
 
 // failAll answers every queued and running job as an internal fault: a crashed worker lost them, and
 // their coordinators must not wait for their deadlines to learn it.
-func (w *WorkerActor) failAll(ctx actor.Context, why string) {
+func (w *WorkerActor) failAll(why string) {
 	fail := func(replyTo *actor.PID, res *messages.JobResult) {
 		res.ErrorKind, res.ErrorMessage = string(resilience.Internal), why
-		ctx.Send(replyTo, res)
+		w.root.Send(replyTo, res)
 	}
 	for id, r := range w.running {
 		r.cancel()
@@ -211,7 +211,7 @@ func (w *WorkerActor) identity(job *messages.Job) *messages.JobResult {
 
 // start runs a job: the call gets its timeout from now, cut at its deadline, and the sender learns the
 // time it has.
-func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
+func (w *WorkerActor) start(d *messages.Dispatch) {
 	job := d.Job
 	if _, running := w.running[job.JobId]; running {
 		w.deps.Drop(KindWorker, DropDuplicate, d) // its twin started first
@@ -221,7 +221,7 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	if err != nil {
 		result := w.identity(job)
 		result.ErrorKind, result.ErrorMessage = string(resilience.WorkerUnavailable), "worker breaker open: "+err.Error()
-		ctx.Send(d.ReplyTo, result)
+		w.root.Send(d.ReplyTo, result)
 		return
 	}
 	now := time.Now()
@@ -231,7 +231,7 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 		w.breaker.Release(ticket)
 		result := w.identity(job)
 		result.ErrorKind, result.ErrorMessage = string(resilience.NotSent), "the deadline passed while the job waited for a free slot"
-		ctx.Send(d.ReplyTo, result)
+		w.root.Send(d.ReplyTo, result)
 		return
 	}
 	if t := seconds(job.TimeoutSeconds); t > 0 {
@@ -240,10 +240,10 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 	jobCtx, cancel := context.WithDeadline(context.Background(), now.Add(budget))
 	r := &runningJob{job: job, replyTo: d.ReplyTo, ticket: ticket, cancel: cancel, silentAt: now.Add(budget + w.deps.hostGrace(budget))}
 	w.running[job.JobId] = r
-	w.watchBy(ctx, r.silentAt)
-	ctx.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds(), Probe: d.Probe})
+	w.watchBy(r.silentAt)
+	w.root.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds(), Probe: d.Probe})
 	call := fleet.CallOf(job)
-	self, root, transport, result := ctx.Self(), ctx.ActorSystem().Root, w.transport, w.identity(job)
+	root, transport, result := w.root, w.transport, w.identity(job)
 	var onDelta func(providers.Delta)
 	if job.Stream {
 		// Each piece goes to the job's sender as it comes, from the call's goroutine, in order.
@@ -254,7 +254,13 @@ func (w *WorkerActor) start(ctx actor.Context, d *messages.Dispatch) {
 		defer cancel()
 		began := time.Now()
 		reply, err := runCall(jobCtx, transport, call, onDelta)
-		root.Send(self, &jobDone{result: fleet.ResultOf(result, reply, err, time.Since(began))})
+		res := fleet.ResultOf(result, reply, err, time.Since(began))
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.finish(res)
+		if len(w.running) == 0 {
+			w.watch.stop() // nothing left to watch: no idle look for silent hosts
+		}
 	})
 }
 
@@ -274,7 +280,7 @@ func runCall(ctx context.Context, t fleet.Transport, call providers.Call, onDelt
 
 // finish forwards a job's result and starts queued jobs. A result for a job no longer running (its
 // host timed out first, or a restart failed it) was answered already and is dropped.
-func (w *WorkerActor) finish(ctx actor.Context, res *messages.JobResult) {
+func (w *WorkerActor) finish(res *messages.JobResult) {
 	r, ok := w.running[res.JobId]
 	if !ok {
 		return
@@ -295,11 +301,11 @@ func (w *WorkerActor) finish(ctx actor.Context, res *messages.JobResult) {
 	} else {
 		w.ref.failed.Add(1)
 	}
-	ctx.Send(r.replyTo, res)
+	w.root.Send(r.replyTo, res)
 	for len(w.queue) > 0 && len(w.running) < max(w.ref.Spec.Slots, 1) {
 		next := w.queue[0]
 		w.queue = w.queue[1:]
-		w.start(ctx, next)
+		w.start(next)
 	}
 	w.publish()
 }

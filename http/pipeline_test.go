@@ -216,7 +216,7 @@ func TestCrashedActorsAreRestarted(t *testing.T) {
 	worker := dir.Workers[0]
 	before := worker.Snapshot().Completed
 	sys.Root.Send(worker.PID, crash{"a worker's bug"})
-	armPID := actor.NewPID(sys.Address(), actors.RootName+"/"+actors.BanditName+"/"+actors.ArmName("deepseek-chat", "general"))
+	armPID := actor.NewPID(sys.Address(), actors.RootName+"/"+actors.BanditName+"/"+actors.ArmsName)
 	sys.Root.Send(armPID, crash{"an arm's bug"})
 
 	waitFor(t, func() bool { return tb.logs.FilterMessage("[ACTOR] Recovering").Len() >= 2 })

@@ -102,11 +102,10 @@ func (s *requests) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 	supervisor.StopChildren(child)
 }
 
-// Bandit returns the props of the bandit supervisor: an arm actor per (model, category), spawned on its
-// first reward, and the reliability estimator. Only a catalog model and a category of the arm board
-// have an arm, so the arm actors are bounded by the catalog times the categories: a reward for any
-// other name is dropped and counted.
+// Bandit returns the props of the bandit supervisor: the arms' writer, which takes every reward, and
+// the reliability estimator, each spawned on its first message.
 func Bandit(deps *actors.Deps) *actor.Props {
+	arms := func() *actor.Props { return deps.Props(actors.NewArmsActor(deps)) }
 	return OnDemand(deps, actors.KindBandit, func(_ actor.Context, msg any) (string, func() *actor.Props, string) {
 		switch m := msg.(type) {
 		case *messages.Votes:
@@ -114,25 +113,12 @@ func Bandit(deps *actors.Deps) *actor.Props {
 				return "", nil, why
 			}
 			return actors.ReliabilityName, func() *actor.Props { return deps.Props(actors.NewReliabilityActor(deps)) }, ""
+		case *messages.Rewards:
+			return actors.ArmsName, arms, actors.CheckRewards(m)
 		case *messages.Reward:
-			if why := actors.CheckRewardRoute(m, deps.Catalog.Load(), deps.Dir.Arms); why != "" {
-				return "", nil, why
-			}
-			return actors.ArmName(m.Model, m.Category), func() *actor.Props {
-				return deps.Props(actors.NewArmActor(deps, m.Model, m.Category))
-			}, ""
+			return actors.ArmsName, arms, ""
 		}
 		return "", nil, actors.DropUnknownMessage
-	}, func(msg any) ([]any, bool) {
-		batch, ok := msg.(*messages.Rewards)
-		if !ok {
-			return nil, false
-		}
-		parts := make([]any, len(batch.Rewards))
-		for i, r := range batch.Rewards {
-			parts[i] = r
-		}
-		return parts, true
 	}, func(msg any) {
 		if _, ok := msg.(*messages.Votes); ok {
 			// Its sender counted it as sent: a vote dropped here must not keep Settle waiting.

@@ -1,6 +1,6 @@
 // Package supervisors owns the shape of the actor tree: which supervisor parents which actors, with
 // which directives and restart limits. Supervisors hold no business logic; the two that spawn children
-// on demand (arms on their first reward, coordinators per request) only route the message that
+// on demand (the arms' writer on the first reward, coordinators per request) only route the message that
 // creates the child, after the actors package's checks say it is one a child may be made for.
 package supervisors
 
@@ -100,7 +100,6 @@ type onDemand struct {
 	deps     *actors.Deps
 	kind     string // the actor kind its drops are counted under
 	route    Router
-	split    Splitter
 	dropped  func(msg any)
 	children map[string]*actor.PID
 	// stopped names the children stopped for good: they are not made again, so what is recorded as
@@ -109,16 +108,12 @@ type onDemand struct {
 	stopping bool
 }
 
-// Splitter breaks a batch into the messages it carries, each routed on its own; ok is false for a
-// message that is not a batch.
-type Splitter func(msg any) (parts []any, ok bool)
-
 // OnDemand returns the props of a supervisor that creates children as messages for them arrive (the
-// bandit's arms), restarting a child that crashes (restartOrStop); split, when set, unpacks batches
-// first. Its drops count under kind, and dropped, when set, hears of each.
-func OnDemand(deps *actors.Deps, kind string, route Router, split Splitter, dropped func(msg any)) *actor.Props {
+// bandit's arms' writer and its reliability estimator), restarting a child that crashes
+// (restartOrStop). Its drops count under kind, and dropped, when set, hears of each.
+func OnDemand(deps *actors.Deps, kind string, route Router, dropped func(msg any)) *actor.Props {
 	return actor.PropsFromProducer(func() actor.Actor {
-		return &onDemand{deps: deps, kind: kind, route: route, split: split, dropped: dropped, children: map[string]*actor.PID{},
+		return &onDemand{deps: deps, kind: kind, route: route, dropped: dropped, children: map[string]*actor.PID{},
 			stopped: map[string]bool{}}
 	}, deps.Observed()...)
 }
@@ -140,16 +135,6 @@ func (s *onDemand) Receive(ctx actor.Context) {
 	default:
 		if actors.Lifecycle(m) {
 			return
-		}
-		if s.split != nil {
-			if parts, ok := s.split(m); ok {
-				for _, part := range parts {
-					if pid := s.child(ctx, part); pid != nil {
-						ctx.Send(pid, part)
-					}
-				}
-				return
-			}
 		}
 		if pid := s.child(ctx, m); pid != nil {
 			ctx.Forward(pid)

@@ -147,9 +147,9 @@ func TestAShutdownRecordsNothing(t *testing.T) {
 	}
 }
 
-// The bandit supervisor spawns arms only for catalog models and the board's categories, and not again
-// for an arm stopped for good.
-func TestTheBanditSpawnsArmsOnlyForKnownNames(t *testing.T) {
+// The bandit supervisor spawns one writer for every arm and one reliability estimator, drops what is
+// for neither, and does not spawn the writer again once it is stopped for good.
+func TestTheBanditSpawnsOneWriterForTheArms(t *testing.T) {
 	tr := newTree(t)
 	crashOn := func(next actor.ReceiverFunc) actor.ReceiverFunc {
 		return func(c actor.ReceiverContext, env *actor.MessageEnvelope) {
@@ -174,42 +174,43 @@ func TestTheBanditSpawnsArmsOnlyForKnownNames(t *testing.T) {
 	tests := []struct {
 		desc   string
 		msg    any
+		kind   string // where it is dropped
 		reason string
 		spawns int
 	}{
-		{"an invented model", &messages.Reward{Model: "invented", Category: "general", Reward: 1}, actors.DropUnknownModel, 0},
-		{"an invented category", &messages.Reward{Model: "m", Category: "invented", Reward: 1}, actors.DropUnknownCategory, 0},
-		{"a negative reward", &messages.Reward{Model: "m", Category: "general", Reward: -1}, actors.DropBadReward, 0},
+		{"an empty batch", &messages.Rewards{}, actors.KindBandit, actors.DropMalformed, 0},
+		{"votes of an invented model", &messages.Votes{Category: "general", Models: []string{"invented"}, Groups: []int32{0}},
+			actors.KindBandit, actors.DropUnknownModel, 0},
+		{"a message it does not route", "hello", actors.KindBandit, actors.DropUnknownMessage, 0},
+		{"a known arm's reward spawns the writer", &messages.Reward{Model: "m", Category: "general", Reward: 1}, "", "", 1},
+		{"an invented model's reward reaches the writer, which drops it", &messages.Reward{Model: "invented", Category: "general", Reward: 1},
+			actors.KindArm, actors.DropUnknownModel, 0},
 		{"a batch of invented names", &messages.Rewards{Rewards: []*messages.Reward{{Model: "a", Category: "general"}, {Model: "b", Category: "general"}}},
-			actors.DropUnknownModel, 0},
-		{"votes of an invented model", &messages.Votes{Category: "general", Models: []string{"invented"}, Groups: []int32{0}}, actors.DropUnknownModel, 0},
-		{"a message it does not route", "hello", actors.DropUnknownMessage, 0},
-		{"a known arm's reward", &messages.Reward{Model: "m", Category: "general", Reward: 1}, "", 1},
-		{"the same arm again", &messages.Reward{Model: "m", Category: "general", Reward: 0}, "", 0},
-		{"its all-categories arm", &messages.Reward{Model: "m", Category: bandit.AllCategories, Reward: 1}, "", 1},
+			actors.KindArm, actors.DropUnknownModel, 0},
+		{"another arm's reward", &messages.Reward{Model: "m", Category: bandit.AllCategories, Reward: 1}, "", "", 0},
 	}
 	for _, tt := range tests {
-		before, dropped := children(), tr.deps.Dir.Dropped(actors.KindBandit, tt.reason)
+		before, dropped := children(), tr.deps.Dir.Dropped(tt.kind, tt.reason)
 		tr.system.Root.Send(banditPID, tt.msg)
 		ping()
+		if tt.reason != "" {
+			waitUntil(t, func() bool { return tr.deps.Dir.Dropped(tt.kind, tt.reason) > dropped })
+		}
 		if got := children() - before; got != tt.spawns {
-			t.Fatalf("%s: %d arms spawned, want %d", tt.desc, got, tt.spawns)
-		}
-		if tt.reason != "" && tr.deps.Dir.Dropped(actors.KindBandit, tt.reason) == dropped {
-			t.Fatalf("%s: not counted as %s", tt.desc, tt.reason)
+			t.Fatalf("%s: %d actors spawned, want %d", tt.desc, got, tt.spawns)
 		}
 	}
-	// An arm stopped for good stays stopped: its rewards are dropped, not given to a new arm.
-	arm := actor.NewPID(tr.system.Address(), "bandit/"+actors.ArmName("m", "general"))
+	// A writer stopped for good stays stopped: rewards are dropped, not given to a new writer.
+	arms := actor.NewPID(tr.system.Address(), "bandit/"+actors.ArmsName)
 	for range MaxRestarts + 1 {
-		tr.system.Root.Send(arm, crash{})
+		tr.system.Root.Send(arms, crash{})
 	}
-	waitUntil(t, func() bool { return len(tr.deps.Dir.Stopped()) == 1 && children() == 1 })
+	waitUntil(t, func() bool { return len(tr.deps.Dir.Stopped()) == 1 && children() == 0 })
 	before := tr.deps.Dir.Dropped(actors.KindBandit, actors.DropActorStopped)
-	tr.system.Root.Send(banditPID, &messages.Reward{Model: "m", Category: "general", Reward: 1})
+	tr.system.Root.Send(banditPID, &messages.Rewards{Rewards: []*messages.Reward{{Model: "m", Category: "general", Reward: 1}}})
 	ping()
-	if children() != 1 || tr.deps.Dir.Dropped(actors.KindBandit, actors.DropActorStopped) != before+1 {
-		t.Fatalf("%d arms; the stopped arm's reward was not dropped", children())
+	if children() != 0 || tr.deps.Dir.Dropped(actors.KindBandit, actors.DropActorStopped) != before+1 {
+		t.Fatalf("%d actors; the stopped writer's rewards were not dropped", children())
 	}
 	_ = tr.system.Root.PoisonFuture(banditPID).Wait()
 }

@@ -508,7 +508,7 @@ func (e *Engine) Feedback(ctx context.Context, fb *messages.RecordFeedback) (*me
 }
 
 // Settle waits until a category's arms have absorbed pulls rewards in all, so that the next selection
-// sees them: rewards travel to the arm actors asynchronously, and a replayable run (an evaluation) must
+// sees them: rewards travel to the arms' writer asynchronously, and a replayable run (an evaluation) must
 // not race them.
 func (e *Engine) Settle(ctx context.Context, category string, pulls int64) error {
 	for e.deps.Dir.Arms.TotalPulls(category) < pulls || e.deps.Dir.Arms.VotesPending() {
