@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/collect"
 	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/plan"
@@ -92,4 +93,24 @@ func (c *CoordinatorActor) logReply(seq int, r *messages.JobResult, rec *collect
 		ce.Write(zap.String("event", "reply"), zap.Int("job", seq), zap.String("model", r.Model), zap.String("provider", r.Provider),
 			zap.String("worker", r.Worker), zap.String("status", string(rec.Status)), zap.Float64("latency_ms", r.LatencyMs))
 	}
+}
+
+// logLearning is the debug line of what a request taught its arms.
+func logLearning(log *zap.Logger, updates []*messages.BanditUpdate) {
+	if ce := log.Check(zap.DebugLevel, "bandit updated"); ce != nil && len(updates) > 0 {
+		ce.Write(zap.String("event", "bandit_updates"), zap.String("category", updates[0].Category), zap.Array("updates", updatesField(updates)))
+	}
+}
+
+func (c *CoordinatorActor) logSelection(picks []bandit.Pick, counts map[string]int, skipped []bandit.Skip, eligible int, replacing bool) {
+	if !c.log.Core().Enabled(zap.DebugLevel) {
+		return
+	}
+	log := c.log.Debug
+	if replacing {
+		log = c.jobLog
+	}
+	log("models selected", zap.String("event", "selection"), zap.String("policy", c.deps.Plan.Policy.String()), zap.Bool("replacement", replacing),
+		zap.Int("eligible", eligible), zap.Array("picks", picksField(picks)), zap.Object("skip_counts", countsField(counts)),
+		zap.Array("skipped", skipsField(skipped)), zap.Uint64("sequence", c.seq))
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Classification is step 2's record.
@@ -365,4 +366,86 @@ func Overrides(req *messages.RouteRequest) blueprints.Overrides {
 	}
 	o.Quorum, o.QuorumTau = req.Quorum, req.QuorumTau
 	return o
+}
+
+// Learning is what a request teaches its arms (step 9): every model learns from its calls, answers
+// judged by the consensus r (none when the request failed before one, or when it judged nobody),
+// faults of the model penalised either way. It returns the rewards to send and the record's account of
+// them, with each arm's state before (arm). A direct call's model learns on its arm over all
+// categories.
+func Learning(requestID, category string, mode feedback.Mode, records []*collect.Record, answers []*collect.Job, ballots []*messages.Ballot,
+	r *messages.ConsensusResult, arm func(category, model string) bandit.Arm) ([]*messages.Reward, []*messages.BanditUpdate) {
+	if category == "" {
+		category = bandit.AllCategories
+	}
+	judge := feedback.ByConsensus(mode)
+	if r == nil || r.Unjudged {
+		judge = func(feedback.Call) (float64, string, bool) { return 0, "", false }
+	}
+	updates := feedback.Rewards(FeedbackCalls(records, answers, ballots, r), judge)
+	sent := make([]*messages.Reward, len(updates))
+	kept := make([]*messages.BanditUpdate, len(updates))
+	for i, u := range updates {
+		a := arm(category, u.Model)
+		sent[i] = &messages.Reward{Model: u.Model, Category: category, Reward: u.Reward, Reason: u.Reason, RequestId: requestID}
+		kept[i] = &messages.BanditUpdate{Model: u.Model, Category: category, Reward: u.Reward, Reason: u.Reason, AlphaBefore: a.Alpha, BetaBefore: a.Beta}
+	}
+	return sent, kept
+}
+
+// Arbiter completes the consensus input of a strategy that asks an arbiter model: the rotation's
+// round names the arbiter among the answering models, whose provider and worker it takes; its time
+// ends at the arbiter's timeout from now or the request's deadline, whichever comes first, and its
+// permit waits for rate limits no longer than the request's calls did (queueBy). A streamed request
+// gets the synthesis as the arbiter writes it.
+func Arbiter(in *messages.ConsensusInput, models []string, round uint64, now time.Time, timeout time.Duration, deadline time.Time,
+	queueBy *timestamppb.Timestamp, stream bool) {
+	in.Round = round
+	in.ArbiterModel = consensus.ArbiterFor(models, round)
+	for _, cd := range in.Candidates {
+		if cd.Model == in.ArbiterModel {
+			in.ArbiterProvider, in.ArbiterWorker = cd.Provider, cd.Worker
+		}
+	}
+	in.Deadline = timestamppb.New(earlier(now.Add(timeout), deadline))
+	in.QueueBy = queueBy
+	in.Stream = stream
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// FailureOf is the failure a request answers with, its problems listed.
+func FailureOf(kind resilience.Kind, message string, retryAfter time.Duration, problems validation.Errors) *messages.Failure {
+	f := &messages.Failure{Code: string(kind), Message: message, RetryAfterSeconds: retryAfter.Seconds()}
+	for _, p := range problems {
+		f.Details = append(f.Details, &messages.Problem{Field: p.Field, Message: p.Message})
+	}
+	return f
+}
+
+// ProblemsOf are a consensus failure's details as problems.
+func ProblemsOf(details []*messages.Problem) validation.Errors {
+	problems := make(validation.Errors, len(details))
+	for i, p := range details {
+		problems[i] = validation.Problem{Field: p.Field, Message: p.Message}
+	}
+	return problems
+}
+
+// Collection is the collection machine's configuration for a plan, and its initial assignments: each
+// selected model on its worker.
+func Collection(p *plan.Plan, retryScale float64) (collect.Config, []collect.Assignment) {
+	bp := p.Blueprint
+	cfg := collect.Config{MinResponses: bp.MinResponses, QuorumGrace: bp.QuorumGrace(), CallTimeout: bp.Timeout(), CollectBy: p.CollectBy,
+		QueueBy: p.QueueBy, FaultAfter: p.FaultAfter, Rounds: p.Rounds(), MoveOn: p.IsDirect(), RetryScale: retryScale}
+	initial := make([]collect.Assignment, len(p.Selection.Picks))
+	for i, pick := range p.Selection.Picks {
+		initial[i] = collect.Assignment{Model: pick.Model, Provider: pick.Provider, Worker: p.Workers[i]}
+	}
+	return cfg, initial
 }

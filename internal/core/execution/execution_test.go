@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/feedback"
 	"github.com/conclave-ai/conclave/internal/core/plan"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
@@ -115,5 +117,82 @@ func TestResultsSumTheCallsAndTheArbiter(t *testing.T) {
 	}
 	if len(exec.Retries) != 1 || exec.Retries[0].DelayMs != 1.5 {
 		t.Errorf("retries %v", exec.Retries)
+	}
+}
+
+func TestLearningTeachesEveryCallersArm(t *testing.T) {
+	job := func(model string) *collect.Job { return &collect.Job{Slot: &collect.Slot{Model: model}} }
+	a, b, c := job("a"), job("b"), job("c")
+	records := []*collect.Record{
+		{Job: a, Status: collect.OK, Verdict: resilience.Verdict{Arm: resilience.Judged}},
+		{Job: b, Status: collect.OK, Verdict: resilience.Verdict{Arm: resilience.Judged}},
+		{Job: c, Status: collect.Error, Verdict: resilience.Verdict{Arm: resilience.Penalty}},
+	}
+	judged := &messages.ConsensusResult{Contributed: []bool{true, false}, Decision: &messages.ArbiterDecision{Scores: []float64{1, 0}}}
+	arm := func(category, model string) bandit.Arm {
+		return bandit.Arm{Model: model, Category: category, Alpha: 3, Beta: 2}
+	}
+	tests := []struct {
+		desc     string
+		category string
+		r        *messages.ConsensusResult
+		want     map[string]float64 // reward by model
+		arm      string
+	}{
+		{"a judged request rewards the contributors and penalises the fault", "math", judged, map[string]float64{"a": 1, "b": 0, "c": 0}, "math"},
+		{"a request that failed before consensus penalises only the fault", "math", nil, map[string]float64{"c": 0}, "math"},
+		{"a consensus that judged nobody penalises only the fault", "math", &messages.ConsensusResult{Unjudged: true,
+			Contributed: []bool{true, true}, Decision: &messages.ArbiterDecision{Scores: []float64{1, 1}}}, map[string]float64{"c": 0}, "math"},
+		{"a direct call learns on the arm over all categories", "", judged, map[string]float64{"a": 1, "b": 0, "c": 0}, bandit.AllCategories},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			sent, kept := Learning("r1", tt.category, feedback.Agreement, records, []*collect.Job{a, b}, nil, tt.r, arm)
+			if len(sent) != len(tt.want) || len(kept) != len(sent) {
+				t.Fatalf("sent %v, kept %v", sent, kept)
+			}
+			for i, r := range sent {
+				if want, ok := tt.want[r.Model]; !ok || r.Reward != want || r.Category != tt.arm || r.RequestId != "r1" {
+					t.Errorf("reward %v", r)
+				}
+				if k := kept[i]; k.Model != r.Model || k.Reward != r.Reward || k.AlphaBefore != 3 || k.BetaBefore != 2 || k.Category != tt.arm {
+					t.Errorf("record %v for reward %v", k, r)
+				}
+			}
+		})
+	}
+}
+
+func TestArbiterEndsWithTheRequest(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	candidates := func() *messages.ConsensusInput {
+		return &messages.ConsensusInput{Candidates: []*messages.Candidate{{Model: "a", Provider: "p", Worker: "w1"}, {Model: "b", Provider: "q", Worker: "w2"}}}
+	}
+	tests := []struct {
+		desc     string
+		round    uint64
+		deadline time.Time
+		want     time.Time
+	}{
+		{"the arbiter's timeout ends first", 0, now.Add(time.Minute), now.Add(20 * time.Second)},
+		{"the request's deadline ends first", 1, now.Add(5 * time.Second), now.Add(5 * time.Second)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			in := candidates()
+			Arbiter(in, []string{"a", "b"}, tt.round, now, 20*time.Second, tt.deadline, nil, true)
+			var want *messages.Candidate
+			for _, c := range in.Candidates {
+				if c.Model == in.ArbiterModel {
+					want = c
+				}
+			}
+			if want == nil || in.ArbiterProvider != want.Provider || in.ArbiterWorker != want.Worker || in.Round != tt.round || !in.Stream {
+				t.Fatalf("arbiter %q on %q/%q, round %d", in.ArbiterModel, in.ArbiterProvider, in.ArbiterWorker, in.Round)
+			}
+			if !in.Deadline.AsTime().Equal(tt.want) {
+				t.Fatalf("deadline %v, want %v", in.Deadline.AsTime(), tt.want)
+			}
+		})
 	}
 }
