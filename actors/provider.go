@@ -103,6 +103,8 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 				p.log.Warn("provider enabled: its key changed", zap.String("event", "provider_enabled"))
 			}
 		})
+	case crashed:
+		panic(m.reason)
 	case wakeUp:
 		p.run(func(now, clk time.Time) {
 			p.wake.rang()
@@ -186,6 +188,24 @@ func (p *ProviderActor) modelBreaker(id string) resilience.Settings {
 			zap.String("model", id), zap.Stringer("from", t.From), zap.Stringer("to", t.To), zap.Uint64("generation", t.Generation))
 	}
 	return s
+}
+
+// crashed carries a panic that happened in place, on another actor's goroutine, to the actor whose
+// state it hit: the actor crashes with it, so that its supervisor restarts it from its published state.
+type crashed struct{ reason any }
+
+// inPlace runs an acquisition or a settlement on the asker's goroutine. A panic in it crashes the
+// provider's actor too (crashed), whose state it may have half changed, before it goes on up to the
+// asker.
+func (p *ProviderActor) inPlace(call func()) {
+	defer func() {
+		if v := recover(); v != nil {
+			p.ref.live.CompareAndSwap(p, nil) // no more calls in place until it is restarted
+			p.root.Send(p.self, crashed{reason: v})
+			panic(v)
+		}
+	}()
+	call()
 }
 
 // run applies one event to the machine under its lock, carries out its effects and publishes.

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -439,5 +440,54 @@ func TestProviderActorWaitsForAModelBlockThatEndsInTime(t *testing.T) {
 	h.clock.Advance(time.Second) // the block is over on the limits' clock; the wake-up comes on the wall's
 	if p := h.permit(); !p.Granted || p.JobId != "b" {
 		t.Fatalf("permit %v once the block ended", p)
+	}
+}
+
+// panicsOnce is a limiter that never blocks and panics on its first reservation.
+type panicsOnce struct {
+	ratelimit.Limiter
+	panicked atomic.Bool
+}
+
+func (*panicsOnce) NeverBlocks() {}
+
+func (l *panicsOnce) Reserve(ctx context.Context, id string, estimate int) (ratelimit.Decision, error) {
+	if l.panicked.CompareAndSwap(false, true) {
+		panic("a limiter's bug")
+	}
+	return l.Limiter.Reserve(ctx, id, estimate)
+}
+
+// A panic in an acquisition made in place fails its asker and restarts the provider's actor from its
+// published state, as a panic in its mailbox would: what it may have half changed is not used again.
+func TestAPanicInPlaceRestartsTheProvider(t *testing.T) {
+	lim := &panicsOnce{}
+	h := newProviderHarness(t, ratelimit.Limits{}, func(d *Deps) {
+		d.Limiters = func(_ string, l ratelimit.Limits) ratelimit.Limiter {
+			lim.Limiter = ratelimit.NewLocal(l, d.Clock, 0)
+			return lim
+		}
+	})
+	waitUntil(t, func() bool { return h.ref.live.Load() != nil })
+	first := h.ref.live.Load()
+	gen := h.ref.Snapshot().Breaker.Generation
+	acquire := func(job string) {
+		h.ref.Acquire(h.system.Root, &messages.Acquire{JobId: job, Model: "m", Tokens: 10, Deadline: ts(time.Now().Add(time.Minute)), ReplyTo: h.inbox})
+	}
+	func() {
+		defer func() {
+			if recover() == nil {
+				t.Fatal("the asker did not see the panic")
+			}
+		}()
+		acquire("a")
+	}()
+	waitUntil(t, func() bool {
+		live := h.ref.live.Load()
+		return live != nil && live != first && h.ref.Snapshot().Breaker.Generation > gen
+	})
+	acquire("b")
+	if p := h.permit(); !p.Granted || p.JobId != "b" {
+		t.Fatalf("after the restart: %v", p)
 	}
 }

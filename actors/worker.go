@@ -133,6 +133,8 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 			}
 		}
 		w.publish()
+	case crashed:
+		panic(m.reason)
 	case watchdog:
 		if m.at.Equal(w.watch.at) { // not a timer cancelled after it fired
 			w.watch.rang()
@@ -254,13 +256,7 @@ func (w *WorkerActor) start(d *messages.Dispatch) {
 		defer cancel()
 		began := time.Now()
 		reply, err := runCall(jobCtx, transport, call, onDelta)
-		res := fleet.ResultOf(result, reply, err, time.Since(began))
-		w.mu.Lock()
-		defer w.mu.Unlock()
-		w.finish(res)
-		if len(w.running) == 0 {
-			w.watch.stop() // nothing left to watch: no idle look for silent hosts
-		}
+		w.finishInPlace(fleet.ResultOf(result, reply, err, time.Since(began)))
 	})
 }
 
@@ -276,6 +272,23 @@ func runCall(ctx context.Context, t fleet.Transport, call providers.Call, onDelt
 		return fleet.Stream(ctx, t, call, onDelta)
 	}
 	return t.Run(ctx, call)
+}
+
+// finishInPlace finishes a call on its own goroutine. A panic in it is the worker's crash: it is handed
+// to the actor, which crashes with it, so its supervisor restarts it and its jobs are answered, as
+// with a panic in its mailbox.
+func (w *WorkerActor) finishInPlace(res *messages.JobResult) {
+	defer func() {
+		if v := recover(); v != nil {
+			w.root.Send(w.self, crashed{reason: v})
+		}
+	}()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.finish(res)
+	if len(w.running) == 0 {
+		w.watch.stop() // nothing left to watch: no idle look for silent hosts
+	}
 }
 
 // finish forwards a job's result and starts queued jobs. A result for a job no longer running (its
