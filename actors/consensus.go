@@ -82,23 +82,21 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 			a.decide(ctx)
 			return
 		}
+		// A grant sends the job to the arbiter's worker, whose word says it was granted.
 		a.deps.Dir.Provider(a.in.ArbiterProvider).Acquire(ctx, &messages.Acquire{JobId: a.jobID, Model: a.in.ArbiterModel,
-			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, QueueBy: a.in.QueueBy, ReplyTo: ctx.Self()})
-	case *messages.Permit:
+			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, QueueBy: a.in.QueueBy, ReplyTo: ctx.Self(),
+			Dispatch: &messages.Dispatch{ReplyTo: ctx.Self(), Job: a.arbiterJob()}, DispatchTo: a.deps.Dir.Worker(a.in.ArbiterWorker).PID})
+	case *messages.Permit: // a refusal
 		if why := checkArbiterPermit(m, a.jobID); why != "" {
 			a.deps.Drop(KindConsensus, why, m)
 			return
 		}
-		if a.decided {
-			return // the acquisition was withdrawn when the decision was made
+		if a.decided || m.Granted {
+			return // withdrawn when the decision was made; a grant went to the worker with the job
 		}
-		if !m.Granted {
-			a.settled = true // nothing to give back
-			a.arbiterErr = "permit refused: " + m.Reason
-			a.decide(ctx)
-			return
-		}
-		ctx.Send(a.deps.Dir.Worker(a.in.ArbiterWorker).PID, &messages.Dispatch{ReplyTo: ctx.Self(), Job: a.arbiterJob()})
+		a.settled = true // nothing to give back
+		a.arbiterErr = "permit refused: " + m.Reason
+		a.decide(ctx)
 	case *messages.JobResult:
 		if why := checkJobResult(m, ""); why != "" || m.JobId != a.jobID {
 			a.deps.Drop(KindConsensus, cmp.Or(why, DropWrongTarget), m)

@@ -224,8 +224,9 @@ func TestStructuredAnswersEndToEnd(t *testing.T) {
 // A schema that cannot be compiled is the caller's mistake: refused before any model is asked.
 func TestASchemaThatDoesNotCompileIsRefusedBeforeAnyCall(t *testing.T) {
 	e := panelEngine(t, nil)
-	for _, schema := range []string{`{"type":`, `{"$ref":"file:///etc/passwd"}`} {
-		exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: "bad-schema", Category: "general", Task: "Weather?",
+	for i, schema := range []string{`{"type":`, `{"$ref":"file:///etc/passwd"}`} {
+		// Each its own id: a finished request's id stays taken until its coordinator has stopped.
+		exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: fmt.Sprint("bad-schema-", i), Category: "general", Task: "Weather?",
 			Ask: &messages.Ask{ResponseFormat: &messages.OutputFormat{Type: "json_schema", Schema: schema}}})
 		if err != nil {
 			t.Fatal(err)
