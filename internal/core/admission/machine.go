@@ -38,7 +38,7 @@ type Machine struct {
 	// modelsChanged says the list of models out of the pool changed since the shell last read it.
 	modelsChanged bool
 	hours         [24]hourBucket
-	out           []Effect
+	out, spare    []Effect
 }
 
 // Config is a machine's settings. The zero value of each duration takes its default.
@@ -215,11 +215,12 @@ func New(cfg Config, prev providerstate.Snapshot) *Machine {
 	return m
 }
 
-// Effects hands over the effects of the events since the last call; the slice is the shell's until
-// the next event.
+// Effects hands over the effects of the events since the last call. The slice is the shell's until
+// its next call of Effects: the events it applies meanwhile (a limiter's answer in place) add theirs to
+// the other of two buffers, which the machine reuses, so that an event allocates no effects.
 func (m *Machine) Effects() []Effect {
 	out := m.out
-	m.out = nil
+	m.out, m.spare = m.spare[:0], out
 	return out
 }
 
