@@ -10,8 +10,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/collect"
 	"github.com/conclave-ai/conclave/internal/core/intake"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
-	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -515,7 +515,7 @@ func CheckRouteRequest(m *messages.RouteRequest, hasSender bool) string {
 		return DropMalformed
 	case m.Task == "":
 		return DropMalformed
-	case m.TimeoutSeconds != nil && validation.Timeout(*m.TimeoutSeconds) != "":
+	case m.TimeoutSeconds != nil && problems.Timeout(*m.TimeoutSeconds) != "":
 		return DropBadNumber
 	case m.ReceivedAt != nil && m.ReceivedAt.CheckValid() != nil:
 		return DropBadTime

@@ -7,8 +7,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/feedback"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
-	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
 )
@@ -36,7 +36,7 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		j := d.Answers[0]
 		if problem := execution.DirectAnswerProblem(j, c.structure); problem != "" {
 			c.fail(ctx, resilience.NoValidAnswer, "the answer is not the JSON the request asks for", 0,
-				validation.Errors{{Field: j.Slot.Model, Message: problem}})
+				problems.Errors{{Field: j.Slot.Model, Message: problem}})
 			return
 		}
 		c.consensusStart = time.Now()
@@ -110,8 +110,8 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 }
 
 // fail answers with a failure; the record is kept like any other.
-func (c *CoordinatorActor) fail(ctx actor.Context, kind resilience.Kind, message string, retryAfter time.Duration, problems validation.Errors) {
-	c.exec.Error = execution.FailureOf(kind, message, retryAfter, problems)
+func (c *CoordinatorActor) fail(ctx actor.Context, kind resilience.Kind, message string, retryAfter time.Duration, wrong problems.Errors) {
+	c.exec.Error = execution.FailureOf(kind, message, retryAfter, wrong)
 	c.respond(ctx, nil)
 }
 

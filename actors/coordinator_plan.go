@@ -8,8 +8,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/plan"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
-	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -67,7 +67,7 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	// A schema that cannot be compiled is refused before any model is asked.
 	st, err := consensus.Compile(FormatOf(c.req.GetAsk().GetResponseFormat(), c.req.GetAsk().GetTools()))
 	if err != nil {
-		c.fail(ctx, resilience.MalformedRequest, err.Error(), 0, validation.Errors{{Field: "response_format.schema", Message: err.Error()}})
+		c.fail(ctx, resilience.MalformedRequest, err.Error(), 0, problems.Errors{{Field: "response_format.schema", Message: err.Error()}})
 		return
 	}
 	c.structure = st

@@ -11,9 +11,9 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/core/admission"
 	"github.com/conclave-ai/conclave/internal/core/execution"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
-	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -276,10 +276,10 @@ func outcomeOf(o *messages.Outcome) admission.Outcome {
 	}
 	e.Words = words
 	if o.Fault != "" {
-		e.Fault = validation.Clip(o.Fault, maxDisabledBecause)
+		e.Fault = problems.Clip(o.Fault, maxDisabledBecause)
 	}
 	if o.DisableProvider {
-		e.Disable = validation.Clip(o.DisabledBecause, maxDisabledBecause)
+		e.Disable = problems.Clip(o.DisabledBecause, maxDisabledBecause)
 		if e.Disable == "" {
 			e.Disable = "its key was refused"
 		}

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"go.uber.org/zap"
 )
 
@@ -122,9 +122,9 @@ const (
 	MaxWorkers        = 64
 )
 
-// Validate reports every problem with b at once as validation.Errors.
+// Validate reports every problem with b at once as problems.Errors.
 func (b Blueprint) Validate() error {
-	var errs validation.Errors
+	var errs problems.Errors
 	if b.Name == "" {
 		errs.Add("name", "is required")
 	}

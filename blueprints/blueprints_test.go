@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 )
@@ -105,7 +105,7 @@ func TestApplyOverrides(t *testing.T) {
 				}
 				return
 			}
-			var verrs validation.Errors
+			var verrs problems.Errors
 			if !errors.As(err, &verrs) {
 				t.Fatalf("want validation errors, got %v", err)
 			}
@@ -148,7 +148,7 @@ func TestValidateBoundsEveryField(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			b := ok
 			tt.change(&b)
-			verrs := validation.Of(b.Validate())
+			verrs := problems.Of(b.Validate())
 			if len(verrs) != 1 || verrs[0].Field != tt.field {
 				t.Fatalf("problems %v, want one with %s", verrs, tt.field)
 			}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
@@ -71,7 +71,7 @@ var messagesTakes = func() map[string]bool {
 func (s *Server) parseMessages(body []byte) (*chatRequest, int, []*messages.Problem) {
 	fields, bad, ok := objectFields(body, messagesTakes)
 	if !ok {
-		return nil, http.StatusBadRequest, problems(bad.errs)
+		return nil, http.StatusBadRequest, details(bad.errs)
 	}
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		if why, refused := messagesRefused[name]; refused {
@@ -116,15 +116,15 @@ func (s *Server) messagesHandler(w http.ResponseWriter, r *http.Request, _ httpr
 	if !ok {
 		return
 	}
-	msg, status, problems := s.parseMessages(body)
+	msg, status, why := s.parseMessages(body)
 	if status != 0 {
 		s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
-			zap.String("endpoint", "messages"), zap.Array("problems", problemsField(problems)))
+			zap.String("endpoint", "messages"), zap.Array("problems", problemsField(why)))
 		text := "the request is invalid"
 		if status == http.StatusNotFound {
 			text = "the model does not exist"
 		}
-		writeAnthropicError(w, status, "", text, problems)
+		writeAnthropicError(w, status, "", text, why)
 		return
 	}
 	req := msg.route
@@ -253,7 +253,7 @@ func toolInput(c *messages.ToolCall) (json.RawMessage, error) {
 	}
 	var obj map[string]json.RawMessage
 	if err := json.Unmarshal([]byte(args), &obj); err != nil || obj == nil {
-		return nil, fmt.Errorf("the model called %s with arguments that are not a JSON object", validation.Clip(c.Name, 64))
+		return nil, fmt.Errorf("the model called %s with arguments that are not a JSON object", problems.Clip(c.Name, 64))
 	}
 	return json.RawMessage(args), nil
 }
@@ -326,7 +326,7 @@ func anthropicErrorType(status int) string {
 func anthropicErrorOf(status int, code, message, requestID string, details []*messages.Problem) anthropicErrorBody {
 	details = clipProblems(details)
 	var b strings.Builder
-	b.WriteString(validation.Clip(message, 1024))
+	b.WriteString(problems.Clip(message, 1024))
 	for i, d := range details[:min(len(details), 3)] {
 		sep := ": "
 		if i > 0 {

@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/conclave-ai/conclave/internal/core/intake"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -105,7 +105,7 @@ func unsupportedBlock(b anthropicBlock, bf string, bad *report) {
 		"web_fetch_tool_result", "code_execution_tool_result", "container_upload", "mcp_tool_use", "mcp_tool_result":
 		bad.Add(bf+".type", fmt.Sprintf("blocks of type %s are not supported: Conclave carries text, image, tool_use and tool_result", b.Type))
 	default:
-		bad.Add(bf+".type", fmt.Sprintf("unknown block type %q (want text, image, tool_use or tool_result)", validation.Clip(b.Type, 32)))
+		bad.Add(bf+".type", fmt.Sprintf("unknown block type %q (want text, image, tool_use or tool_result)", problems.Clip(b.Type, 32)))
 	}
 }
 
@@ -153,7 +153,7 @@ func blockImage(b anthropicBlock, bf, at string, bad *report) *messages.ContentP
 	case "url":
 		return imagePart(&src.URL, nil, bf+".source.url", bf+".source", at, bad)
 	}
-	bad.Add(bf+".source.type", fmt.Sprintf("image sources of type %q are not supported (base64 and url are)", validation.Clip(src.Type, 32)))
+	bad.Add(bf+".source.type", fmt.Sprintf("image sources of type %q are not supported (base64 and url are)", problems.Clip(src.Type, 32)))
 	return nil
 }
 
@@ -223,7 +223,7 @@ func readAnthropicConversation(fields map[string]json.RawMessage, bad *report) *
 		}
 		bad.unknown(field, keys, only("role", "content"))
 		if m.Role != "user" && m.Role != "assistant" {
-			bad.Add(field+".role", fmt.Sprintf("unknown role %q (want user or assistant; the system prompt is the top-level system)", validation.Clip(m.Role, 32)))
+			bad.Add(field+".role", fmt.Sprintf("unknown role %q (want user or assistant; the system prompt is the top-level system)", problems.Clip(m.Role, 32)))
 			pending = nil
 			continue
 		}
@@ -235,7 +235,7 @@ func readAnthropicConversation(fields map[string]json.RawMessage, bad *report) *
 		blocks := readBlocks(m.Content, field+".content", bad)
 		if m.Role == "assistant" {
 			if len(pending) > 0 {
-				bad.Add(field, fmt.Sprintf("the tool_use blocks of the assistant turn before need their tool_result in a user turn first (%s)", validation.Clip(strings.Join(pending, ", "), 128)))
+				bad.Add(field, fmt.Sprintf("the tool_use blocks of the assistant turn before need their tool_result in a user turn first (%s)", problems.Clip(strings.Join(pending, ", "), 128)))
 			}
 			pending = readAssistantTurn(c, blocks, field, bad)
 			continue
@@ -337,7 +337,7 @@ func readUserTurn(c *conversation, blocks []anthropicBlock, field string, pendin
 			case len(turn.Content) > 0:
 				bad.Add(bf, "tool_result blocks come first in a user turn, before its text and images, as the Messages API requires")
 			case !slices.Contains(pending, b.ToolUseID):
-				bad.Add(bf+".tool_use_id", fmt.Sprintf("%q answers no tool_use of the assistant turn before", validation.Clip(b.ToolUseID, 64)))
+				bad.Add(bf+".tool_use_id", fmt.Sprintf("%q answers no tool_use of the assistant turn before", problems.Clip(b.ToolUseID, 64)))
 			case answered[b.ToolUseID]:
 				bad.Add(bf+".tool_use_id", fmt.Sprintf("%q is answered by an earlier tool_result too", b.ToolUseID))
 			default:
@@ -362,7 +362,7 @@ func readUserTurn(c *conversation, blocks []anthropicBlock, field string, pendin
 		}
 	}
 	if len(missing) > 0 {
-		bad.Add(field, fmt.Sprintf("must answer each tool_use of the assistant turn before with a tool_result (%s has none)", validation.Clip(strings.Join(missing, ", "), 128)))
+		bad.Add(field, fmt.Sprintf("must answer each tool_use of the assistant turn before with a tool_result (%s has none)", problems.Clip(strings.Join(missing, ", "), 128)))
 	}
 	if len(turn.Content) > 0 {
 		c.add(turn, "user", strings.Join(texts, "\n"))
@@ -436,7 +436,7 @@ func readAnthropicTools(raw json.RawMessage, bad *report) []*messages.Tool {
 			continue
 		}
 		if t.Type != nil && *t.Type != "custom" {
-			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries custom tools (name, description, input_schema), not server tools", validation.Clip(*t.Type, 48)))
+			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries custom tools (name, description, input_schema), not server tools", problems.Clip(*t.Type, 48)))
 			continue
 		}
 		for _, k := range slices.Sorted(maps.Keys(keys)) {
@@ -515,7 +515,7 @@ func readAnthropicToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *r
 		bad.name("tool_choice.function.name", "tool_choice.name")
 		return &messages.ToolChoice{Mode: "function", Name: *c.Name}, parallel
 	}
-	bad.Add("tool_choice.type", fmt.Sprintf("unknown tool choice %q (want auto, any, tool or none)", validation.Clip(c.Type, 32)))
+	bad.Add("tool_choice.type", fmt.Sprintf("unknown tool choice %q (want auto, any, tool or none)", problems.Clip(c.Type, 32)))
 	return nil, nil
 }
 

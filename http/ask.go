@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/conclave-ai/conclave/internal/core/intake"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -305,7 +305,7 @@ func readMessage(raw json.RawMessage, field, at string, bad *report) (*messages.
 		if m.Role == "function" {
 			bad.Add(field+".role", "the function role is OpenAI's deprecated form: send a tool message with tool_call_id")
 		} else {
-			bad.Add(field+".role", fmt.Sprintf("unknown role %q (want system, developer, user, assistant or tool)", validation.Clip(m.Role, 32)))
+			bad.Add(field+".role", fmt.Sprintf("unknown role %q (want system, developer, user, assistant or tool)", problems.Clip(m.Role, 32)))
 		}
 		return nil, "", ""
 	}
@@ -418,7 +418,7 @@ func readContent(raw json.RawMessage, role, field, at string, bad *report) ([]*m
 			bad.Add(pf+".type", fmt.Sprintf("content parts of type %s are not supported (text and image_url are)", typ))
 			continue
 		default:
-			bad.Add(pf+".type", fmt.Sprintf("unknown content part type %q (want text or image_url)", validation.Clip(typ, 32)))
+			bad.Add(pf+".type", fmt.Sprintf("unknown content part type %q (want text or image_url)", problems.Clip(typ, 32)))
 			continue
 		}
 		bad.unknown(pf, item, has(allowed))
@@ -540,7 +540,7 @@ func readTools(raw json.RawMessage, bad *report) []*messages.Tool {
 		}
 		bad.unknown(tf, keys, only("type", "function"))
 		if t.Type != "function" {
-			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported (function is)", validation.Clip(t.Type, 32)))
+			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported (function is)", problems.Clip(t.Type, 32)))
 			continue
 		}
 		var f functionDef
@@ -615,7 +615,7 @@ func readToolChoice(raw json.RawMessage, bad *report) *messages.ToolChoice {
 		return nil
 	}
 	if named.Type != "function" {
-		bad.Add("tool_choice.type", fmt.Sprintf("tool choices of type %q are not supported (function is)", validation.Clip(named.Type, 32)))
+		bad.Add("tool_choice.type", fmt.Sprintf("tool choices of type %q are not supported (function is)", problems.Clip(named.Type, 32)))
 		return nil
 	}
 	bad.name("tool_choice.function.name", "tool_choice.function.name")

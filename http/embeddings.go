@@ -12,7 +12,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/intake"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
@@ -46,20 +46,20 @@ type embeddingsRequest struct {
 func (s *Server) parseEmbeddings(body []byte) (*embeddingsRequest, int, []*messages.Problem) {
 	fields, bad, ok := objectFields(body, embeddingsFields)
 	if !ok {
-		return nil, http.StatusBadRequest, problems(bad.errs)
+		return nil, http.StatusBadRequest, details(bad.errs)
 	}
-	var unknown validation.Errors
+	var unknown problems.Errors
 	out := &embeddingsRequest{req: &messages.EmbedRequest{}}
 	if raw, ok := fields["model"]; !ok {
 		bad.Add("model", "is required: an embeddings model (GET /v1/models lists them)")
 	} else if json.Unmarshal(raw, &out.model) != nil || out.model == "" {
 		bad.Add("model", "must be a non-empty string")
 	} else if m, known := s.engine.Catalog().Get(out.model); known && !m.Has(catalog.Embeddings) {
-		bad.Add("model", fmt.Sprintf("%q has no embeddings: name a model whose catalog entry is tagged %s", validation.Clip(out.model, 128), catalog.Embeddings))
+		bad.Add("model", fmt.Sprintf("%q has no embeddings: name a model whose catalog entry is tagged %s", problems.Clip(out.model, 128), catalog.Embeddings))
 	} else if !known && strings.HasPrefix(out.model, modelPrefix) {
 		bad.Add("model", "a panel gives no embeddings: name an embeddings model (GET /v1/models lists them)")
 	} else if !known {
-		unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(out.model, 128)))
+		unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", problems.Clip(out.model, 128)))
 	}
 	out.req.Model = out.model
 	if raw, ok := given(fields, "input"); !ok {
@@ -87,9 +87,9 @@ func (s *Server) parseEmbeddings(body []byte) (*embeddingsRequest, int, []*messa
 	}
 	switch {
 	case bad.count() > 0:
-		return nil, http.StatusBadRequest, problems(append(bad.errs, unknown...).Capped())
+		return nil, http.StatusBadRequest, details(append(bad.errs, unknown...).Capped())
 	case len(unknown) > 0:
-		return nil, http.StatusNotFound, problems(unknown.Capped())
+		return nil, http.StatusNotFound, details(unknown.Capped())
 	}
 	return out, 0, nil
 }
@@ -163,9 +163,9 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, _ httprouter
 	if !ok {
 		return
 	}
-	er, status, problems := s.parseEmbeddings(body)
+	er, status, why := s.parseEmbeddings(body)
 	if status != 0 {
-		s.refuse(w, id, "embeddings", status, problems)
+		s.refuse(w, id, "embeddings", status, why)
 		return
 	}
 	req := er.req
@@ -175,7 +175,7 @@ func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, _ httprouter
 	}
 	if ce := s.log.Check(zap.DebugLevel, "request received"); ce != nil {
 		ce.Write(zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", "embeddings"),
-			zap.String("model", validation.Clip(er.model, 128)), zap.Int("inputs", len(req.Inputs)), zap.String("remote", r.RemoteAddr))
+			zap.String("model", problems.Clip(er.model, 128)), zap.Int("inputs", len(req.Inputs)), zap.String("remote", r.RemoteAddr))
 	}
 	routing(w)
 	res, err := s.engine.Embed(r.Context(), req)

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"go.uber.org/zap"
@@ -96,15 +96,15 @@ func FuzzRouteAndChatBodies(f *testing.F) {
 			return // refused before any field is read
 		}
 		// Problems may quote the input at length here: the answer's writer clips them.
-		check := func(kind string, status int, problems int) {
+		check := func(kind string, status int, listed int) {
 			if status != 0 && status != http.StatusBadRequest && status != http.StatusNotFound {
 				t.Fatalf("%s: status %d", kind, status)
 			}
-			if status != 0 && problems == 0 {
+			if status != 0 && listed == 0 {
 				t.Fatalf("%s: refused without a problem", kind)
 			}
-			if problems > validation.MaxProblems+1 {
-				t.Fatalf("%s: %d problems", kind, problems)
+			if listed > problems.MaxProblems+1 {
+				t.Fatalf("%s: %d problems", kind, listed)
 			}
 		}
 		_, status, ps := s.parseRoute(body)

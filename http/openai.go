@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
@@ -77,7 +77,7 @@ func renderTask(roles, texts []string) string {
 func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem) {
 	fields, bad, ok := objectFields(body, chatFields)
 	if !ok {
-		return nil, http.StatusBadRequest, problems(bad.errs)
+		return nil, http.StatusBadRequest, details(bad.errs)
 	}
 	out := s.readModel(fields, bad)
 	ask := &messages.Ask{}
@@ -177,9 +177,9 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 	if !ok {
 		return
 	}
-	chat, status, problems := s.parseChat(body)
+	chat, status, why := s.parseChat(body)
 	if status != 0 {
-		s.refuse(w, id, "chat_completions", status, problems)
+		s.refuse(w, id, "chat_completions", status, why)
 		return
 	}
 	req := chat.route
@@ -222,14 +222,14 @@ func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httpr
 }
 
 // refuse answers a /v1 request its door refused, in OpenAI's shape, and logs it.
-func (s *Server) refuse(w http.ResponseWriter, id, endpoint string, status int, problems []*messages.Problem) {
+func (s *Server) refuse(w http.ResponseWriter, id, endpoint string, status int, why []*messages.Problem) {
 	s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
-		zap.String("endpoint", endpoint), zap.Array("problems", problemsField(problems)))
+		zap.String("endpoint", endpoint), zap.Array("problems", problemsField(why)))
 	msg := "the request is invalid"
 	if status == http.StatusNotFound {
 		msg = "the model does not exist"
 	}
-	writeOpenAIError(w, status, "", msg, problems)
+	writeOpenAIError(w, status, "", msg, why)
 }
 
 // received stamps a /v1 request with its ids and logs its arrival.
@@ -241,7 +241,7 @@ func (s *Server) received(r *http.Request, id string, at time.Time, endpoint str
 	}
 	if ce := s.log.Check(zap.DebugLevel, "request received"); ce != nil {
 		ce.Write(zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", endpoint),
-			zap.String("model", validation.Clip(chat.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", chat.stream), zap.String("remote", r.RemoteAddr))
+			zap.String("model", problems.Clip(chat.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", chat.stream), zap.String("remote", r.RemoteAddr))
 	}
 }
 
@@ -398,7 +398,7 @@ func openAIErrorType(status int) string {
 
 func openAIErrorOf(status int, code, message string, details []*messages.Problem) openAIErrorBody {
 	details = clipProblems(details)
-	e := openAIError{Message: validation.Clip(message, 1024), Type: openAIErrorType(status), Details: details}
+	e := openAIError{Message: problems.Clip(message, 1024), Type: openAIErrorType(status), Details: details}
 	if len(details) > 0 {
 		// OpenAI names one offending parameter; the details list every problem.
 		param := details[0].Field
@@ -451,7 +451,7 @@ func (s *Server) v1Model(w http.ResponseWriter, _ *http.Request, p httprouter.Pa
 		return
 	}
 	writeOpenAIError(w, http.StatusNotFound, "model_not_found", "no such model",
-		[]*messages.Problem{{Field: "model", Message: fmt.Sprintf("%q does not exist (GET /v1/models lists them)", validation.Clip(id, 128))}})
+		[]*messages.Problem{{Field: "model", Message: fmt.Sprintf("%q does not exist (GET /v1/models lists them)", problems.Clip(id, 128))}})
 }
 
 // modelObject is the model of an id, as GET /v1/models lists it.

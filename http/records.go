@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/store"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/julienschmidt/httprouter"
 )
 
@@ -22,9 +22,9 @@ var (
 
 // readQuery checks a query against the parameters an endpoint takes and reads the common ones;
 // problems list every parameter that is wrong.
-func readQuery(q url.Values, allowed map[string]bool) (store.Filter, validation.Errors) {
+func readQuery(q url.Values, allowed map[string]bool) (store.Filter, problems.Errors) {
 	var f store.Filter
-	var bad validation.Errors
+	var bad problems.Errors
 	for k := range q {
 		if !allowed[k] {
 			bad.Add(k, "unknown parameter")
@@ -86,7 +86,7 @@ func storeError(w http.ResponseWriter, err error) {
 func (s *Server) executions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	f, bad := readQuery(r.URL.Query(), executionsParams)
 	if len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", problems(bad))
+		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
 		return
 	}
 	page, err := s.engine.Executions(r.Context(), f)
@@ -110,7 +110,7 @@ func (s *Server) analyst(w http.ResponseWriter) store.Analyst {
 // trace handles GET /executions/:id/trace: which responses led to the answer.
 func (s *Server) trace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	if _, bad := readQuery(r.URL.Query(), noParams); len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", problems(bad))
+		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
 		return
 	}
 	a := s.analyst(w)
@@ -133,7 +133,7 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request, p httprouter.Para
 func (s *Server) analysisModels(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	f, bad := readQuery(r.URL.Query(), modelsParams)
 	if len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", problems(bad))
+		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
 		return
 	}
 	a := s.analyst(w)
@@ -153,7 +153,7 @@ func (s *Server) analysisModels(w http.ResponseWriter, r *http.Request, _ httpro
 func (s *Server) analysisCost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	f, bad := readQuery(r.URL.Query(), costParams)
 	if len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", problems(bad))
+		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
 		return
 	}
 	a := s.analyst(w)
@@ -177,7 +177,7 @@ func (s *Server) analysisCost(w http.ResponseWriter, r *http.Request, _ httprout
 // analysisLatency handles GET /analysis/latency: the slowest phases, and the providers that time out most.
 func (s *Server) analysisLatency(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	if _, bad := readQuery(r.URL.Query(), noParams); len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", problems(bad))
+		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
 		return
 	}
 	a := s.analyst(w)

@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/conclave-ai/conclave/internal/core/intake"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -22,7 +22,7 @@ import (
 // report collects a door's problems as it decodes a body, and the trail from the fields of the route
 // request it builds to the body's.
 type report struct {
-	errs validation.Errors
+	errs problems.Errors
 	// order numbers the body's fields in the order the door read them.
 	order map[string]int
 	// names maps a field of the route request, as intake names it, to the body's field; "" is the
@@ -112,8 +112,8 @@ func (r *report) shadowed(field string) bool {
 }
 
 // inOrder sorts problems by when the door read their fields, keeping the order of those of one field.
-func (r *report) inOrder(ps validation.Errors) validation.Errors {
-	slices.SortStableFunc(ps, func(a, b validation.Problem) int { return r.rank(a.Field) - r.rank(b.Field) })
+func (r *report) inOrder(ps problems.Errors) problems.Errors {
+	slices.SortStableFunc(ps, func(a, b problems.Problem) int { return r.rank(a.Field) - r.rank(b.Field) })
 	return ps
 }
 
@@ -122,23 +122,23 @@ func (r *report) inOrder(ps validation.Errors) validation.Errors {
 // unknown names), or 404 when the only problems are unknown models or blueprints.
 func (s *Server) judge(req *messages.RouteRequest, r *report) (int, []*messages.Problem) {
 	v := intake.Check(req, s.engine)
-	bad := append(validation.Errors{}, r.errs...)
-	var unknown validation.Errors
+	bad := append(problems.Errors{}, r.errs...)
+	var unknown problems.Errors
 	for _, set := range []struct {
-		from validation.Errors
-		to   *validation.Errors
+		from problems.Errors
+		to   *problems.Errors
 	}{{v.Bad, &bad}, {v.Unknown, &unknown}} {
 		for _, p := range set.from {
 			if field := r.rename(p.Field); !r.shadowed(field) {
-				*set.to = append(*set.to, validation.Problem{Field: field, Message: p.Message})
+				*set.to = append(*set.to, problems.Problem{Field: field, Message: p.Message})
 			}
 		}
 	}
 	switch {
 	case len(bad) > 0:
-		return http.StatusBadRequest, problems(append(r.inOrder(bad), r.inOrder(unknown)...).Capped())
+		return http.StatusBadRequest, details(append(r.inOrder(bad), r.inOrder(unknown)...).Capped())
 	case len(unknown) > 0:
-		return http.StatusNotFound, problems(r.inOrder(unknown).Capped())
+		return http.StatusNotFound, details(r.inOrder(unknown).Capped())
 	}
 	return 0, nil
 }

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/intake"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
@@ -78,7 +78,7 @@ type responsesRequest struct {
 func (s *Server) parseResponses(body []byte) (*responsesRequest, int, []*messages.Problem) {
 	fields, bad, ok := objectFields(body, responsesFields)
 	if !ok {
-		return nil, http.StatusBadRequest, problems(bad.errs)
+		return nil, http.StatusBadRequest, details(bad.errs)
 	}
 	out := &responsesRequest{chatRequest: s.readModel(fields, bad), parallelToolCall: true}
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
@@ -178,7 +178,7 @@ func readSettings(fields map[string]json.RawMessage, bad *report) {
 		if json.Unmarshal(raw, &include) != nil {
 			bad.Add("include", "must be a list")
 		} else if len(include) > 0 {
-			bad.Add("include", fmt.Sprintf("is not supported: Conclave adds no extra output (%s)", validation.Clip(include[0], 64)))
+			bad.Add("include", fmt.Sprintf("is not supported: Conclave adds no extra output (%s)", problems.Clip(include[0], 64)))
 		}
 	}
 }
@@ -242,7 +242,7 @@ func readMetadata(raw json.RawMessage, bad *report) map[string]string {
 	}
 	for _, k := range sortedStrings(m) {
 		if len(k) > maxMetadataKey || len(m[k]) > maxMetadataValue {
-			bad.Add("metadata."+validation.Clip(k, 64), fmt.Sprintf("keys are at most %d bytes, values at most %d", maxMetadataKey, maxMetadataValue))
+			bad.Add("metadata."+problems.Clip(k, 64), fmt.Sprintf("keys are at most %d bytes, values at most %d", maxMetadataKey, maxMetadataValue))
 		}
 	}
 	return m
@@ -328,7 +328,7 @@ func readInput(raw json.RawMessage, first int, bad *report) *conversation {
 		case "item_reference":
 			bad.Add(field+".type", "Conclave keeps no items to refer to: send the item itself")
 		default:
-			bad.Add(field+".type", fmt.Sprintf("items of type %q are not supported (message, function_call and function_call_output are)", validation.Clip(typ, 32)))
+			bad.Add(field+".type", fmt.Sprintf("items of type %q are not supported (message, function_call and function_call_output are)", problems.Clip(typ, 32)))
 		}
 	}
 	return c
@@ -354,7 +354,7 @@ func readInputMessage(raw json.RawMessage, keys map[string]json.RawMessage, fiel
 		Content json.RawMessage `json:"content"`
 	}
 	if json.Unmarshal(raw, &m) != nil || !inputRoles[m.Role] {
-		bad.Add(field+".role", fmt.Sprintf("unknown role %q (want user, assistant, system or developer)", validation.Clip(m.Role, 32)))
+		bad.Add(field+".role", fmt.Sprintf("unknown role %q (want user, assistant, system or developer)", problems.Clip(m.Role, 32)))
 		return nil, "", ""
 	}
 	bad.name(at, field)
@@ -450,7 +450,7 @@ func readInputContent(raw json.RawMessage, role, field, at string, bad *report) 
 			bad.Add(pf+".type", fmt.Sprintf("content parts of type %s are not supported (input_text and input_image are)", typ))
 			continue
 		default:
-			bad.Add(pf+".type", fmt.Sprintf("unknown content part type %q (want input_text or input_image)", validation.Clip(typ, 32)))
+			bad.Add(pf+".type", fmt.Sprintf("unknown content part type %q (want input_text or input_image)", problems.Clip(typ, 32)))
 			continue
 		}
 		bad.unknown(pf, item, has(allowed))
@@ -532,7 +532,7 @@ func readFunctionTools(raw json.RawMessage, bad *report) []*messages.Tool {
 			continue
 		}
 		if t.Type != "function" {
-			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries function tools, which the caller runs", validation.Clip(t.Type, 32)))
+			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries function tools, which the caller runs", problems.Clip(t.Type, 32)))
 			continue
 		}
 		bad.unknown(tf, keys, only("type", "name", "description", "parameters", "strict"))
@@ -559,7 +559,7 @@ func readResponsesToolChoice(raw json.RawMessage, bad *report) *messages.ToolCho
 		return nil
 	}
 	if named.Type != "function" {
-		bad.Add("tool_choice.type", fmt.Sprintf("tool choices of type %q are not supported (function is)", validation.Clip(named.Type, 32)))
+		bad.Add("tool_choice.type", fmt.Sprintf("tool choices of type %q are not supported (function is)", problems.Clip(named.Type, 32)))
 		return nil
 	}
 	bad.name("tool_choice.function.name", "tool_choice.name")
@@ -620,9 +620,9 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, _ httprouter.
 	if !ok {
 		return
 	}
-	rr, status, problems := s.parseResponses(body)
+	rr, status, why := s.parseResponses(body)
 	if status != 0 {
-		s.refuse(w, id, "responses", status, problems)
+		s.refuse(w, id, "responses", status, why)
 		return
 	}
 	req := rr.route

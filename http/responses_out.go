@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -371,7 +371,7 @@ func (e *responseEvents) fail(exec *messages.Execution) {
 	if !e.began {
 		var param any
 		if len(f.GetDetails()) > 0 {
-			param = validation.Clip(f.Details[0].Field, validation.MaxFieldBytes)
+			param = problems.Clip(f.Details[0].Field, problems.MaxFieldBytes)
 		}
 		body := openAIErrorOf(int(exec.StatusCode), f.GetCode(), f.GetMessage(), f.GetDetails()).Error
 		e.emit("error", map[string]any{"code": f.GetCode(), "message": body.Message, "param": param})
@@ -379,7 +379,7 @@ func (e *responseEvents) fail(exec *messages.Execution) {
 	}
 	resp := e.shell
 	resp.Status = "failed"
-	resp.Error = &responseError{Code: responseErrorCode(int(exec.StatusCode)), Message: validation.Clip(f.GetCode()+": "+f.GetMessage(), 1024)}
+	resp.Error = &responseError{Code: responseErrorCode(int(exec.StatusCode)), Message: problems.Clip(f.GetCode()+": "+f.GetMessage(), 1024)}
 	x := extensionOf(exec)
 	resp.Conclave = &x
 	e.emit("response.failed", map[string]any{"response": resp})

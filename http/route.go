@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
@@ -49,7 +49,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	id := uuid.NewString() // always the server's own: a caller's id never names, or replaces, a record
 	w.Header().Set("X-Request-ID", id)
 	clientID := r.Header.Get("X-Request-ID")
-	if problem := validation.ClientID(clientID); problem != "" {
+	if problem := problems.ClientID(clientID); problem != "" {
 		writeError(w, http.StatusBadRequest, "malformed_request", "the X-Request-ID header is invalid",
 			[]*messages.Problem{{Field: "X-Request-ID", Message: problem}})
 		return
@@ -58,15 +58,15 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	if !ok {
 		return
 	}
-	req, status, problems := s.parseRoute(body)
+	req, status, why := s.parseRoute(body)
 	if status != 0 {
 		code, msg := "malformed_request", "the request is invalid"
 		if status == http.StatusNotFound {
 			code, msg = "not_found", "the request names an unknown model or blueprint"
 		}
 		s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
-			zap.Array("problems", problemsField(problems)))
-		writeError(w, status, code, msg, problems)
+			zap.Array("problems", problemsField(why)))
+		writeError(w, status, code, msg, why)
 		return
 	}
 	req.RequestId, req.ClientRequestId = id, clientID
@@ -93,7 +93,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 }
 
 // validClientID reports whether a caller's X-Request-ID may be kept beside the server's id.
-func validClientID(id string) bool { return validation.ClientID(id) == "" }
+func validClientID(id string) bool { return problems.ClientID(id) == "" }
 
 // isJSON accepts application/json and any +json type, with parameters.
 func isJSON(contentType string) bool {
@@ -366,7 +366,7 @@ func checkKeys(body []byte) *messages.Problem {
 	return nil
 }
 
-func problems(errs validation.Errors) []*messages.Problem {
+func details(errs problems.Errors) []*messages.Problem {
 	out := make([]*messages.Problem, len(errs))
 	for i, p := range errs {
 		out[i] = &messages.Problem{Field: p.Field, Message: p.Message}

@@ -27,8 +27,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/assign"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/providerstate"
-	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/internal/platform/metrics"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/messages"
@@ -136,7 +136,7 @@ func New(engine Engine, opts Options) *Server {
 	// Under /v1 a client is OpenAI's, and reads errors in OpenAI's shape, but under /v1/messages it is
 	// Anthropic's; elsewhere errors are in Conclave's shape.
 	r.NotFound = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
-		msg := "no such endpoint: " + req.Method + " " + validation.Clip(req.URL.Path, 256)
+		msg := "no such endpoint: " + req.Method + " " + problems.Clip(req.URL.Path, 256)
 		switch {
 		case isMessagesPath(req.URL.Path):
 			writeAnthropicError(w, http.StatusNotFound, "unknown_url", msg, nil)
@@ -147,7 +147,7 @@ func New(engine Engine, opts Options) *Server {
 		}
 	})
 	r.MethodNotAllowed = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
-		msg := req.Method + " is not allowed on " + validation.Clip(req.URL.Path, 256)
+		msg := req.Method + " is not allowed on " + problems.Clip(req.URL.Path, 256)
 		switch {
 		case isMessagesPath(req.URL.Path):
 			writeAnthropicError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
@@ -229,12 +229,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // must be a loopback name, and its Origin, when it has one, a loopback page.
 func foreignRequest(r *http.Request) string {
 	if !loopbackHost(r.Host) {
-		return "without an API token only loopback names are served (Host " + validation.Clip(r.Host, 64) + "); set CONCLAVE_API_TOKEN to serve others"
+		return "without an API token only loopback names are served (Host " + problems.Clip(r.Host, 64) + "); set CONCLAVE_API_TOKEN to serve others"
 	}
 	if origin := r.Header.Get("Origin"); origin != "" {
 		u, err := url.Parse(origin)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || !loopbackHost(u.Host) {
-			return "without an API token only pages on this machine may call the API (Origin " + validation.Clip(origin, 64) + ")"
+			return "without an API token only pages on this machine may call the API (Origin " + problems.Clip(origin, 64) + ")"
 		}
 	}
 	return ""
@@ -296,7 +296,7 @@ func (s *Server) authedBy(h httprouter.Handle, writeErr errorWriter, cred creden
 		if subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 || !presented {
 			if n := s.authFailures.Add(1); n == 1 || n%100 == 0 {
 				s.log.Warn("authentication failed", zap.String("event", "auth_failed"), zap.String("remote", r.RemoteAddr),
-					zap.String("path", validation.Clip(r.URL.Path, 128)), zap.Int64("failures", n))
+					zap.String("path", problems.Clip(r.URL.Path, 128)), zap.Int64("failures", n))
 			}
 			select {
 			case <-time.After(s.authDelay()):
@@ -384,7 +384,7 @@ func errorBodyOf(code, message string, details []*messages.Problem, retries []re
 	if retries == nil {
 		retries = []retryView{}
 	}
-	return errorBody{Error: errorDetail{Code: code, Message: validation.Clip(message, 1024), Details: clipProblems(details), Retries: retries}}
+	return errorBody{Error: errorDetail{Code: code, Message: problems.Clip(message, 1024), Details: clipProblems(details), Retries: retries}}
 }
 
 // settle turns what the engine returned into the execution to answer with: an engine error is an
@@ -409,9 +409,9 @@ func setRetryAfter(w http.ResponseWriter, f *messages.Failure) {
 
 // clipProblems bounds a problem list and what each problem quotes.
 func clipProblems(details []*messages.Problem) []*messages.Problem {
-	clipped := make([]*messages.Problem, 0, min(len(details), validation.MaxProblems+1))
-	for _, d := range details[:min(len(details), validation.MaxProblems+1)] {
-		clipped = append(clipped, &messages.Problem{Field: validation.Clip(d.Field, validation.MaxFieldBytes), Message: validation.Clip(d.Message, validation.MaxMessageBytes)})
+	clipped := make([]*messages.Problem, 0, min(len(details), problems.MaxProblems+1))
+	for _, d := range details[:min(len(details), problems.MaxProblems+1)] {
+		clipped = append(clipped, &messages.Problem{Field: problems.Clip(d.Field, problems.MaxFieldBytes), Message: problems.Clip(d.Message, problems.MaxMessageBytes)})
 	}
 	return clipped
 }

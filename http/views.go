@@ -8,7 +8,7 @@ import (
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/julienschmidt/httprouter"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -70,7 +70,7 @@ func viewArm(a bandit.Arm) armView {
 func (s *Server) models(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	category := r.URL.Query().Get("category")
 	if category != "" && !s.engine.Blueprints().Has(category) {
-		writeError(w, http.StatusNotFound, "not_found", "unknown blueprint "+validation.Clip(category, 64), nil)
+		writeError(w, http.StatusNotFound, "not_found", "unknown blueprint "+problems.Clip(category, 64), nil)
 		return
 	}
 	order := r.URL.Query().Get("sort")

@@ -14,8 +14,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/classify"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
-	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -49,7 +49,7 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 	switch {
 	case !known:
 		fail(exec, resilience.ModelNotFound, "no such model", 0, &messages.Problem{Field: "model",
-			Message: fmt.Sprintf("unknown model %q (GET /v1/models lists them)", validation.Clip(req.Model, 128))})
+			Message: fmt.Sprintf("unknown model %q (GET /v1/models lists them)", problems.Clip(req.Model, 128))})
 		return out, nil
 	case !m.Has(catalog.Embeddings) || !e.registry.Embeds(m.Provider):
 		fail(exec, resilience.MalformedRequest, "the model has no embeddings", 0, &messages.Problem{Field: "model", Message: noEmbeddings(m)})
@@ -233,10 +233,10 @@ func permitFailure(reason, provider string) (resilience.Kind, string) {
 // noEmbeddings says why a model has no embeddings.
 func noEmbeddings(m catalog.Model) string {
 	if !m.Has(catalog.Embeddings) {
-		return fmt.Sprintf("%q is not an embeddings model (its catalog entry lacks the %s capability)", validation.Clip(m.ID, 128), catalog.Embeddings)
+		return fmt.Sprintf("%q is not an embeddings model (its catalog entry lacks the %s capability)", problems.Clip(m.ID, 128), catalog.Embeddings)
 	}
 	return fmt.Sprintf("%q is served by %s, whose wire format has no embeddings (OpenAI-compatible and Gemini providers have them)",
-		validation.Clip(m.ID, 128), m.Provider)
+		problems.Clip(m.ID, 128), m.Provider)
 }
 
 // fail makes a record a failure of a kind, with the problems that caused it.

@@ -10,7 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/internal/core/intake"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -101,8 +101,8 @@ func (g *gateway) check(req *messages.RouteRequest, sender *actor.PID) *messages
 	if len(req.Task) > MaxTaskBytes {
 		return refusal(req, http.StatusRequestEntityTooLarge, "request_too_large", fmt.Sprintf("the task exceeds %d bytes", MaxTaskBytes))
 	}
-	var door validation.Errors
-	if problem := validation.ClientID(req.RequestId); problem != "" {
+	var door problems.Errors
+	if problem := problems.ClientID(req.RequestId); problem != "" {
 		door.Add("request_id", problem)
 	}
 	// Progress goes where the answer goes: to the caller's own node, never to another address.
@@ -115,12 +115,12 @@ func (g *gateway) check(req *messages.RouteRequest, sender *actor.PID) *messages
 // Judge is the gateway's answer to a request intake refuses, with the problems the door found with its
 // own fields: 400 with every problem, or 404 not_found when the only problems are unknown models or
 // blueprints. It is nil when the request may go on.
-func Judge(req *messages.RouteRequest, env intake.Env, door validation.Errors) *messages.Execution {
+func Judge(req *messages.RouteRequest, env intake.Env, door problems.Errors) *messages.Execution {
 	v := intake.Check(req, env)
 	if v.OK() && len(door) == 0 {
 		return nil
 	}
-	status, code, all := http.StatusBadRequest, "malformed_request", append(append(append(validation.Errors{}, v.Bad...), door...), v.Unknown...)
+	status, code, all := http.StatusBadRequest, "malformed_request", append(append(append(problems.Errors{}, v.Bad...), door...), v.Unknown...)
 	if len(door) == 0 && v.NotFound() {
 		status, code = http.StatusNotFound, "not_found"
 	}

@@ -5,8 +5,8 @@ import (
 	"strings"
 
 	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
-	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -59,7 +59,7 @@ func recordCause(rec *collect.Record, fault func(provider string) string) string
 
 // Causes names, for each model asked that gave no answer, why: the cause of its last call, in the
 // order the models were selected. They are the details of a request that failed for want of answers.
-func Causes(records []*collect.Record, fault func(provider string) string) validation.Errors {
+func Causes(records []*collect.Record, fault func(provider string) string) problems.Errors {
 	last := map[*collect.Slot]*collect.Record{}
 	var slots []*collect.Slot
 	for _, rec := range records {
@@ -73,7 +73,7 @@ func Causes(records []*collect.Record, fault func(provider string) string) valid
 		last[s] = rec
 	}
 	slices.SortFunc(slots, func(a, b *collect.Slot) int { return a.Index - b.Index })
-	var out validation.Errors
+	var out problems.Errors
 	for _, s := range slots {
 		if rec := last[s]; rec.Status != collect.OK {
 			out.Add(s.Model, recordCause(rec, fault))

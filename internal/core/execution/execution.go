@@ -15,8 +15,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/feedback"
 	"github.com/conclave-ai/conclave/internal/core/plan"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
-	"github.com/conclave-ai/conclave/internal/core/validation"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -87,7 +87,7 @@ func Quorum(p *plan.Plan, q collect.Quorum, audit bool) *messages.QuorumOutcome 
 // told, when to come back, and each model's cause (fault is a provider's last fault). ok is false when
 // there are answers. broken says a streamed answer broke after its first piece.
 func Failure(d collect.Done, broken bool, records []*collect.Record, fault func(provider string) string) (kind resilience.Kind,
-	message string, retryAfter time.Duration, why validation.Errors, ok bool) {
+	message string, retryAfter time.Duration, why problems.Errors, ok bool) {
 	if broken {
 		return d.Failure, "the answer's stream broke after it began: " + lastError(records), 0, nil, true
 	}
@@ -420,21 +420,21 @@ func earlier(a, b time.Time) time.Time {
 }
 
 // FailureOf is the failure a request answers with, its problems listed.
-func FailureOf(kind resilience.Kind, message string, retryAfter time.Duration, problems validation.Errors) *messages.Failure {
+func FailureOf(kind resilience.Kind, message string, retryAfter time.Duration, wrong problems.Errors) *messages.Failure {
 	f := &messages.Failure{Code: string(kind), Message: message, RetryAfterSeconds: retryAfter.Seconds()}
-	for _, p := range problems {
+	for _, p := range wrong {
 		f.Details = append(f.Details, &messages.Problem{Field: p.Field, Message: p.Message})
 	}
 	return f
 }
 
 // ProblemsOf are a consensus failure's details as problems.
-func ProblemsOf(details []*messages.Problem) validation.Errors {
-	problems := make(validation.Errors, len(details))
+func ProblemsOf(details []*messages.Problem) problems.Errors {
+	wrong := make(problems.Errors, len(details))
 	for i, p := range details {
-		problems[i] = validation.Problem{Field: p.Field, Message: p.Message}
+		wrong[i] = problems.Problem{Field: p.Field, Message: p.Message}
 	}
-	return problems
+	return wrong
 }
 
 // Collection is the collection machine's configuration for a plan, and its initial assignments: each

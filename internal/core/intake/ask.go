@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -79,7 +79,7 @@ func (c *checker) sampling(s *messages.Sampling) {
 		sort.Strings(keys) // problems in a stable order
 		for _, k := range keys {
 			if n, err := strconv.ParseUint(k, 10, 32); err != nil || strconv.FormatUint(n, 10) != k {
-				c.bad.Add(p+"logit_bias."+validation.Clip(k, 32), "must be a token id (a non-negative integer)")
+				c.bad.Add(p+"logit_bias."+problems.Clip(k, 32), "must be a token id (a non-negative integer)")
 			} else if v := s.LogitBias[k]; v < -100 || v > 100 {
 				c.bad.Add(p+"logit_bias."+k, "must be an integer between -100 and 100")
 			}
@@ -135,9 +135,9 @@ func (c *checker) toolChoice(choice *messages.ToolChoice, tools []*messages.Tool
 				return
 			}
 		}
-		c.bad.Add("tool_choice.function.name", fmt.Sprintf("%q is none of the tools", validation.Clip(choice.Name, 64)))
+		c.bad.Add("tool_choice.function.name", fmt.Sprintf("%q is none of the tools", problems.Clip(choice.Name, 64)))
 	default:
-		c.bad.Add("tool_choice", fmt.Sprintf("unknown tool choice %q (want none, auto, required, or a function of the tools)", validation.Clip(choice.Mode, 32)))
+		c.bad.Add("tool_choice", fmt.Sprintf("unknown tool choice %q (want none, auto, required, or a function of the tools)", problems.Clip(choice.Mode, 32)))
 	}
 }
 
@@ -148,7 +148,7 @@ func (c *checker) format(f *messages.OutputFormat) {
 		return
 	}
 	if !OutputFormats[f.Type] {
-		c.bad.Add("response_format.type", fmt.Sprintf("unknown type %q (want text, json_object or json_schema)", validation.Clip(f.Type, 32)))
+		c.bad.Add("response_format.type", fmt.Sprintf("unknown type %q (want text, json_object or json_schema)", problems.Clip(f.Type, 32)))
 		return
 	}
 	if f.Type != "json_schema" {
@@ -196,7 +196,7 @@ func (c *checker) conversation(turns []*messages.ChatMessage) {
 			continue
 		}
 		if !roles[m.Role] {
-			c.bad.Add(field+".role", fmt.Sprintf("unknown role %q (want system, user, assistant or tool)", validation.Clip(m.Role, 32)))
+			c.bad.Add(field+".role", fmt.Sprintf("unknown role %q (want system, user, assistant or tool)", problems.Clip(m.Role, 32)))
 			continue
 		}
 		if m.Role == "user" {
@@ -220,7 +220,7 @@ func (c *checker) conversation(turns []*messages.ChatMessage) {
 			case m.ToolCallId == "":
 				c.bad.Add(field+".tool_call_id", "is required: the id of the tool call this result answers")
 			case !callIDs[m.ToolCallId]:
-				c.bad.Add(field+".tool_call_id", fmt.Sprintf("%q answers no tool call of an earlier turn", validation.Clip(m.ToolCallId, 64)))
+				c.bad.Add(field+".tool_call_id", fmt.Sprintf("%q answers no tool call of an earlier turn", problems.Clip(m.ToolCallId, 64)))
 			}
 			fallthrough
 		default:
@@ -258,7 +258,7 @@ func (c *checker) content(m *messages.ChatMessage, field string) {
 				c.bad.Add(pf+".image_url.url", msg)
 			}
 		default:
-			c.bad.Add(pf+".type", fmt.Sprintf("unknown content part type %q (want text or image_url)", validation.Clip(part.Type, 32)))
+			c.bad.Add(pf+".type", fmt.Sprintf("unknown content part type %q (want text or image_url)", problems.Clip(part.Type, 32)))
 		}
 	}
 }
@@ -285,7 +285,7 @@ func (c *checker) toolCalls(m *messages.ChatMessage, field string, callIDs map[s
 		case call.Id == "" || len(call.Id) > MaxNameBytes:
 			c.bad.Add(cf+".id", fmt.Sprintf("must be between 1 and %d bytes", MaxNameBytes))
 		case callIDs[call.Id]:
-			c.bad.Add(cf+".id", fmt.Sprintf("%q names an earlier tool call too", validation.Clip(call.Id, 64)))
+			c.bad.Add(cf+".id", fmt.Sprintf("%q names an earlier tool call too", problems.Clip(call.Id, 64)))
 		}
 		callIDs[call.Id] = true
 		if !FunctionName.MatchString(call.Name) {
@@ -314,7 +314,7 @@ func ImageURL(s string) string {
 	case err != nil || u.Host == "":
 		return "must be an https URL or a data URI"
 	case u.Scheme != "https":
-		return fmt.Sprintf("must be an https URL or a data URI, not %s", validation.Clip(u.Scheme, 16))
+		return fmt.Sprintf("must be an https URL or a data URI, not %s", problems.Clip(u.Scheme, 16))
 	case u.User != nil:
 		return "must not carry credentials"
 	}
@@ -331,7 +331,7 @@ func dataURI(s string) string {
 	case !ok || encoding != "base64":
 		return "a data URI must be data:<image type>;base64,<data>"
 	case !ImageTypes[mediaType]:
-		return fmt.Sprintf("a data URI must hold image/png, image/jpeg, image/gif or image/webp, not %q", validation.Clip(mediaType, 32))
+		return fmt.Sprintf("a data URI must hold image/png, image/jpeg, image/gif or image/webp, not %q", problems.Clip(mediaType, 32))
 	case base64.StdEncoding.DecodedLen(len(data)) > MaxImageBytes+2:
 		return fmt.Sprintf("the image must be at most %d bytes", MaxImageBytes)
 	}

@@ -19,7 +19,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/execution"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -39,14 +39,14 @@ const (
 	// MaxFallbacks bounds a direct call's fallbacks.
 	MaxFallbacks = 8
 	// MaxQuorumGraceSeconds bounds the grace an adaptive quorum waits.
-	MaxQuorumGraceSeconds = validation.MaxTimeoutSeconds
+	MaxQuorumGraceSeconds = problems.MaxTimeoutSeconds
 )
 
 // Verdict is what Check finds wrong with a request: problems of its form (a 400), and names of
 // models or blueprints the system does not hold (a 404 when they are the only problems).
 type Verdict struct {
-	Bad     validation.Errors
-	Unknown validation.Errors
+	Bad     problems.Errors
+	Unknown problems.Errors
 }
 
 // OK reports whether the request may go on.
@@ -55,9 +55,9 @@ func (v Verdict) OK() bool { return len(v.Bad) == 0 && len(v.Unknown) == 0 }
 // NotFound reports whether the only problems are unknown names.
 func (v Verdict) NotFound() bool { return len(v.Bad) == 0 && len(v.Unknown) > 0 }
 
-// Problems lists every problem, those of form first, capped (validation.Errors.Capped).
-func (v Verdict) Problems() validation.Errors {
-	return append(append(validation.Errors{}, v.Bad...), v.Unknown...).Capped()
+// Problems lists every problem, those of form first, capped (problems.Errors.Capped).
+func (v Verdict) Problems() problems.Errors {
+	return append(append(problems.Errors{}, v.Bad...), v.Unknown...).Capped()
 }
 
 // Check judges a route request, listing every problem at once.
@@ -67,11 +67,11 @@ func Check(req *messages.RouteRequest, env Env) Verdict {
 		c.bad.Add("body", "holds no request")
 		return c.verdict()
 	}
-	if !validation.Visible(req.Task) {
+	if !problems.Visible(req.Task) {
 		c.bad.Add("task", "must have at least one visible character")
 	}
 	if req.Category != "" && !env.Blueprints().Has(req.Category) {
-		c.unknown.Add("category", fmt.Sprintf("unknown blueprint %q (GET /blueprints lists them)", validation.Clip(req.Category, 128)))
+		c.unknown.Add("category", fmt.Sprintf("unknown blueprint %q (GET /blueprints lists them)", problems.Clip(req.Category, 128)))
 	}
 	c.models(req)
 	c.overrides(req)
@@ -88,7 +88,7 @@ func Check(req *messages.RouteRequest, env Env) Verdict {
 	if req.Category != "" && c.verdict().OK() {
 		if bp, err := env.Blueprints().Get(req.Category); err == nil {
 			if _, err := bp.Apply(execution.Overrides(req)); err != nil {
-				c.bad = append(c.bad, validation.Of(err)...)
+				c.bad = append(c.bad, problems.Of(err)...)
 			}
 		}
 	}
@@ -97,7 +97,7 @@ func Check(req *messages.RouteRequest, env Env) Verdict {
 
 type checker struct {
 	env          Env
-	bad, unknown validation.Errors
+	bad, unknown problems.Errors
 }
 
 func (c *checker) verdict() Verdict { return Verdict{Bad: c.bad, Unknown: c.unknown} }
@@ -120,12 +120,12 @@ func (c *checker) models(req *messages.RouteRequest) {
 		case len(m) > MaxModelIDBytes:
 			c.bad.Add(field, fmt.Sprintf("must be at most %d bytes", MaxModelIDBytes))
 		case seen[m]:
-			c.bad.Add(field, fmt.Sprintf("model %q is listed twice", validation.Clip(m, 128)))
+			c.bad.Add(field, fmt.Sprintf("model %q is listed twice", problems.Clip(m, 128)))
 		default:
 			if model, known := c.env.Catalog().Get(m); !known {
-				c.unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", validation.Clip(m, 128)))
+				c.unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", problems.Clip(m, 128)))
 			} else if model.Has(catalog.Embeddings) {
-				c.bad.Add(field, fmt.Sprintf("%q is an embeddings model: POST /v1/embeddings asks it", validation.Clip(m, 128)))
+				c.bad.Add(field, fmt.Sprintf("%q is an embeddings model: POST /v1/embeddings asks it", problems.Clip(m, 128)))
 			}
 		}
 		seen[m] = true
@@ -135,12 +135,12 @@ func (c *checker) models(req *messages.RouteRequest) {
 // overrides checks the request's changes to its blueprint one by one, and the caller's timeout.
 func (c *checker) overrides(req *messages.RouteRequest) {
 	if s := req.Strategy; s != nil && !blueprints.Strategy(*s).Valid() {
-		c.bad.Add("strategy", fmt.Sprintf("unknown strategy %q (want majority, weighted, rotating or pairwise)", validation.Clip(*s, 64)))
+		c.bad.Add("strategy", fmt.Sprintf("unknown strategy %q (want majority, weighted, rotating or pairwise)", problems.Clip(*s, 64)))
 	}
 	// timeout bounds the caller's wait (answer, retries and arbiter included); the blueprint's timeout
 	// stays each call's budget.
 	if t := req.TimeoutSeconds; t != nil {
-		if problem := validation.Timeout(*t); problem != "" {
+		if problem := problems.Timeout(*t); problem != "" {
 			c.bad.Add("timeout", problem)
 		}
 	}
@@ -213,12 +213,12 @@ func (c *checker) fallbacks(req *messages.RouteRequest) {
 		case id == "":
 			c.bad.Add(field, "must not be empty")
 		case seen[id]:
-			c.bad.Add(field, fmt.Sprintf("model %q is the model or an earlier fallback", validation.Clip(id, 128)))
+			c.bad.Add(field, fmt.Sprintf("model %q is the model or an earlier fallback", problems.Clip(id, 128)))
 		default:
 			if m, known := c.env.Catalog().Get(id); !known {
-				c.unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", validation.Clip(id, 128)))
+				c.unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", problems.Clip(id, 128)))
 			} else if m.Has(catalog.Embeddings) {
-				c.bad.Add(field, fmt.Sprintf("%q is an embeddings model, which answers no chat", validation.Clip(id, 128)))
+				c.bad.Add(field, fmt.Sprintf("%q is an embeddings model, which answers no chat", problems.Clip(id, 128)))
 			}
 		}
 		seen[id] = true

@@ -8,7 +8,7 @@ import (
 
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
-	"github.com/conclave-ai/conclave/internal/core/validation"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/types/known/structpb"
 )
@@ -138,7 +138,7 @@ func TestCheck(t *testing.T) {
 	}
 }
 
-func fields(ps validation.Errors) []string {
+func fields(ps problems.Errors) []string {
 	var out []string
 	for _, p := range ps {
 		out = append(out, p.Field)

@@ -18,8 +18,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/classify"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
-	"github.com/conclave-ai/conclave/internal/core/validation"
 )
 
 // Settings are what planning decides with; they do not change while the system runs.
@@ -137,14 +137,14 @@ type Failure struct {
 	// RetryAfter, when positive, is the wait that should cure the failure.
 	RetryAfter time.Duration
 	// Causes name, when no model could be selected, why each model was left out (model, reason).
-	Causes validation.Errors
+	Causes problems.Errors
 }
 
 func (f *Failure) Error() string { return f.Err.Error() }
 func (f *Failure) Unwrap() error { return f.Err }
 
 // Problems lists the validation problems behind the failure, if any, then the models' causes.
-func (f *Failure) Problems() validation.Errors { return append(validation.Of(f.Err), f.Causes...) }
+func (f *Failure) Problems() problems.Errors { return append(problems.Of(f.Err), f.Causes...) }
 
 // Make plans a request received at now (wall-clock, the time of deadlines): steps 2 to 5 at once.
 func Make(s *Settings, w World, req Request, now time.Time, rng *rand.Rand) (*Plan, *Failure) {
@@ -183,7 +183,7 @@ func (p *Plan) Classify(req Request) *Failure {
 	}
 	k, err := consensus.ParseKind(kind)
 	if err != nil {
-		return &Failure{Kind: resilience.MalformedRequest, Err: validation.Errors{{Field: "metadata.answer_kind", Message: err.Error()}}}
+		return &Failure{Kind: resilience.MalformedRequest, Err: problems.Errors{{Field: "metadata.answer_kind", Message: err.Error()}}}
 	}
 	p.AnswerKind = k
 	return nil
@@ -288,7 +288,7 @@ func withCauses(f *Failure, skipped []bandit.Skip, w World) *Failure {
 	if f.Kind == resilience.MalformedRequest {
 		return f
 	}
-	var out validation.Errors
+	var out problems.Errors
 	now := w.Now()
 	for _, s := range skipped {
 		if s.Reason == bandit.NotRequested {
@@ -515,7 +515,7 @@ func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
 	switch {
 	case blind+strict > 0 && limited+down+disabled+stopped == 0:
 		// What the request asks, no model can do: waiting cures nothing.
-		var problems validation.Errors
+		var problems problems.Errors
 		if blind > 0 {
 			problems.Add("messages", fmt.Sprintf("hold images, and none of %d models that could answer sees images (the vision capability)", blind))
 		}

@@ -1,6 +1,6 @@
-// Package validation owns the shape of input validation errors, so that every layer that rejects
+// Package problems owns the shape of what is wrong with an input, so that every layer that rejects
 // input (blueprints, the HTTP API) reports every problem at once, each tied to the field at fault.
-package validation
+package problems
 
 import (
 	"errors"
