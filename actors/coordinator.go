@@ -70,8 +70,8 @@ type CoordinatorActor struct {
 	ballots   []*messages.Ballot
 }
 
-// wake is the coordinator's one timer: a tick of the collection machine due at at.
-type wake struct{ at time.Time }
+// wake is the coordinator's one timer: a tick of the collection machine is due.
+type wake struct{}
 
 // turnTaken brings the rotating arbiter's turn to the coordinator.
 type turnTaken struct{ round uint64 }
@@ -116,8 +116,7 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	case *messages.Delta:
 		c.onDelta(ctx, m)
 	case wake:
-		if m.at.Equal(c.due.at) { // not a timer cancelled after it fired
-			c.due.rang()
+		if c.due.due() {
 			c.apply(ctx, c.machine.Tick(time.Now()))
 		}
 	case *messages.CancelRequest:
@@ -169,7 +168,7 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 				ctx.Send(w.PID, &messages.CancelJob{JobId: c.jobID(j)})
 			}
 		case collect.Wake:
-			c.due.set(c.deps.Timers, ctx.Self(), e.At, wake{at: e.At})
+			c.due.set(e.At)
 		case collect.Retried:
 			rs := c.machine.Retries()
 			r := rs[len(rs)-1]

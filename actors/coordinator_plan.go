@@ -19,6 +19,7 @@ import (
 // it is made) and starts the collection (6 and 7); a step that fails answers the request.
 func (c *CoordinatorActor) start(ctx actor.Context) {
 	c.began = time.Now()
+	c.due = newAlarm(ctx.ActorSystem().Root, ctx.Self(), wake{})
 	c.rng = c.deps.Random(c.seq)
 	c.log = c.deps.Log
 	if c.log.Core().Enabled(zap.DebugLevel) { // the step lines name their request; at info only the summary does

@@ -107,8 +107,9 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		panic(m.reason)
 	case wakeUp:
 		p.run(func(now, clk time.Time) {
-			p.wake.rang()
-			p.m.Wake(now, clk)
+			if p.wake.due() {
+				p.m.Wake(now, clk)
+			}
 		})
 	case *reserved:
 		p.run(func(now, clk time.Time) { p.m.Reserved(now, clk, m.jobID, answerOf(m.decision, m.err)) })
@@ -152,6 +153,7 @@ const (
 func (p *ProviderActor) start(ctx actor.Context) {
 	p.log = p.deps.Log.With(zap.String("provider", p.ref.Name))
 	p.self, p.root = ctx.Self(), ctx.ActorSystem().Root
+	p.wake = newAlarm(p.root, p.self, wakeUp{})
 	settings, ok := p.deps.Breakers[p.ref.Name]
 	if !ok {
 		settings = resilience.ProviderBreakerSettings(p.ref.Name)
@@ -321,7 +323,7 @@ func (p *ProviderActor) do(now, clk time.Time, e admission.Effect) {
 			p.root.Send(a.DispatchTo, &messages.CancelJob{JobId: a.JobId})
 		}
 	case admission.Wake:
-		p.wake.by(p.deps.Timers, p.self, e.At, wakeUp{})
+		p.wake.by(e.At)
 	case admission.Idle:
 		p.wake.stop() // no lease to expire, nobody waiting: no idle wake-up
 	case admission.Expired:

@@ -61,8 +61,8 @@ type runningJob struct {
 	cancelled bool      // its sender no longer wants it
 }
 
-// watchdog is the worker's timer: look for running jobs whose host stayed silent past at.
-type watchdog struct{ at time.Time }
+// watchdog is the worker's timer: look for running jobs whose host stayed silent.
+type watchdog struct{}
 
 // NewWorkerActor returns the producer of a worker actor.
 func NewWorkerActor(deps *Deps, ref *WorkerRef, transport fleet.Transport) actor.Producer {
@@ -76,6 +76,7 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		w.self, w.root = ctx.Self(), ctx.ActorSystem().Root
+		w.watch = newAlarm(w.root, w.self, watchdog{})
 		w.log = w.deps.Log.With(zap.String("worker", w.ref.Spec.Name))
 		w.running = map[string]*runningJob{}
 		settings := resilience.WorkerBreakerSettings(w.ref.Spec.Name)
@@ -136,8 +137,7 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 	case crashed:
 		panic(m.reason)
 	case watchdog:
-		if m.at.Equal(w.watch.at) { // not a timer cancelled after it fired
-			w.watch.rang()
+		if w.watch.due() {
 			w.silentHosts()
 		}
 	case *actor.Restarting:
@@ -183,7 +183,7 @@ func (w *WorkerActor) silentHosts() {
 
 // watchBy makes sure the watchdog looks no later than at.
 func (w *WorkerActor) watchBy(at time.Time) {
-	w.watch.by(w.deps.Timers, w.self, at, watchdog{at: at})
+	w.watch.by(at)
 }
 
 // failAll answers every queued and running job as an internal fault: a crashed worker lost them, and

@@ -38,6 +38,17 @@ func BenchmarkRouteMajority6(b *testing.B) {
 	benchmarkRoute(b, log, func(r *messages.RouteRequest) { r.Workers, r.MinResponses, r.Strategy = &six, &six, &strategy })
 }
 
+// BenchmarkRouteMajority1 is the same request with one model: beside BenchmarkRouteMajority6, what
+// each model beyond the first costs.
+func BenchmarkRouteMajority1(b *testing.B) {
+	log, err := logging.New("info", "json", io.Discard)
+	if err != nil {
+		b.Fatal(err)
+	}
+	one, strategy := int32(1), "majority"
+	benchmarkRoute(b, log, func(r *messages.RouteRequest) { r.Workers, r.MinResponses, r.Strategy = &one, &one, &strategy })
+}
+
 func benchmarkRoute(b *testing.B, log *zap.Logger, shape ...func(*messages.RouteRequest)) {
 	cfg := config.Default()
 	cfg.Sim.LatencyScale = 0
