@@ -123,18 +123,15 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		lim := p.limiter
 		p.askLimiter(false, func(c context.Context) (ratelimit.Usage, error) { return lim.Usage(c) })
 	case *actor.Restarting:
+		// Its successor starts its own refresh and wake-ups.
 		p.ref.live.Store(nil)
+		p.stopTimers()
 	case *actor.Stopping:
 		p.ref.live.Store(nil)
-		if p.refresh != nil {
-			p.refresh()
-		}
+		p.stopTimers()
 		// Stopped for good after repeated crashes (at shutdown nobody waits): the acquisitions still
 		// waiting are refused, so their askers go elsewhere instead of waiting for their deadlines.
-		p.run(func(now, clk time.Time) {
-			p.wake.stop()
-			p.m.Stop()
-		})
+		p.run(func(now, clk time.Time) { p.m.Stop() })
 	default:
 		p.deps.unknown(KindProvider, m)
 	}
@@ -148,6 +145,16 @@ const (
 	// PermitProviderStopped refuses an acquisition whose provider actor is stopped for good.
 	PermitProviderStopped = admission.ReasonStopped
 )
+
+// stopTimers ends the usage refresh and the wake-up.
+func (p *ProviderActor) stopTimers() {
+	if p.refresh != nil {
+		p.refresh()
+	}
+	p.mu.Lock()
+	p.wake.stop()
+	p.mu.Unlock()
+}
 
 // start builds the machine, resuming from the last published snapshot after a restart.
 func (p *ProviderActor) start(ctx actor.Context) {
