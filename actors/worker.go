@@ -254,9 +254,16 @@ func (w *WorkerActor) start(d *messages.Dispatch) {
 	}
 	w.deps.run(func() {
 		defer cancel()
+		defer w.crashOnPanic()
 		began := time.Now()
 		reply, err := runCall(jobCtx, transport, call, onDelta)
-		w.finishInPlace(fleet.ResultOf(result, reply, err, time.Since(began)))
+		res := fleet.ResultOf(result, reply, err, time.Since(began))
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.finish(res)
+		if len(w.running) == 0 {
+			w.watch.stop() // nothing left to watch: no idle look for silent hosts
+		}
 	})
 }
 
@@ -274,20 +281,13 @@ func runCall(ctx context.Context, t fleet.Transport, call providers.Call, onDelt
 	return t.Run(ctx, call)
 }
 
-// finishInPlace finishes a call on its own goroutine. A panic in it is the worker's crash: it is handed
-// to the actor, which crashes with it, so its supervisor restarts it and its jobs are answered, as
-// with a panic in its mailbox.
-func (w *WorkerActor) finishInPlace(res *messages.JobResult) {
-	defer func() {
-		if v := recover(); v != nil {
-			w.root.Send(w.self, crashed{reason: v})
-		}
-	}()
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.finish(res)
-	if len(w.running) == 0 {
-		w.watch.stop() // nothing left to watch: no idle look for silent hosts
+// crashOnPanic, deferred by a call's goroutine, which finishes the call in place, makes a panic there
+// the worker's crash: it is handed to the actor, which crashes with it, so that its supervisor restarts
+// it and its jobs are answered, as with a panic in its mailbox. A panic in the transport itself is the
+// call's internal error (runCall).
+func (w *WorkerActor) crashOnPanic() {
+	if v := recover(); v != nil {
+		w.root.Send(w.self, crashed{reason: v})
 	}
 }
 
