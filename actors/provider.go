@@ -268,7 +268,7 @@ func (p *ProviderActor) settle(o *messages.Outcome) {
 // blocks the provider (or, for a model's own limits, the model) until their reset; the limiter hears
 // of the provider's after the call's release (Words).
 func outcomeOf(o *messages.Outcome) admission.Outcome {
-	e := admission.Outcome{ID: o.JobId, Model: o.Model, Provider: effectOf(o.ProviderEffect), ModelEffect: effectOf(o.ModelEffect),
+	e := admission.Outcome{ID: o.JobId, Model: o.Model, ProviderEffect: effectOf(o.ProviderEffect), ModelEffect: effectOf(o.ModelEffect),
 		Tokens: int(o.Tokens), RemoveModel: o.RemoveModel, Stop: o.Stop, ModelWait: seconds(o.BlockModelSeconds),
 		ProviderWait: seconds(o.BlockProviderSeconds)}
 	var words []ratelimit.Upstream

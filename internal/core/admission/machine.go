@@ -84,8 +84,8 @@ type Answer struct {
 // Outcome settles a call's permit with its verdict.
 type Outcome struct {
 	ID, Model string
-	// Provider and Model are the call's effects on the provider's breaker and the model's.
-	Provider, ModelEffect resilience.Effect
+	// ProviderEffect and ModelEffect are the call's effects on the provider's breaker and the model's.
+	ProviderEffect, ModelEffect resilience.Effect
 	// Tokens is what the call used; zero or less: unknown.
 	Tokens int
 	// ProviderWait blocks every call of the provider, ModelWait the model's, for that long: the
@@ -310,15 +310,15 @@ func (m *Machine) settle(now, clk time.Time, o Outcome) {
 		md.blockedUntil = later(md.blockedUntil, clk.Add(o.ModelWait))
 		m.modelsChanged = true
 	}
-	record(m.breaker, l.ticket, o.Provider)
+	record(m.breaker, l.ticket, o.ProviderEffect)
 	record(md.breaker, l.modelTicket, o.ModelEffect)
-	failed := o.Provider == resilience.Failure || o.ModelEffect == resilience.Failure
+	failed := o.ProviderEffect == resilience.Failure || o.ModelEffect == resilience.Failure
 	switch {
 	case o.ModelEffect == resilience.Failure:
 		if m.spread.Fault(l.r.Model) {
 			m.breaker.Trip() // consecutive faults across several models: the provider itself is failing
 		}
-	case o.Provider == resilience.Success:
+	case o.ProviderEffect == resilience.Success:
 		m.spread.Success()
 	}
 	if o.Fault != "" && failed {
@@ -332,7 +332,7 @@ func (m *Machine) settle(now, clk time.Time, o Outcome) {
 		md.removed, m.modelsChanged = true, true
 		m.emit(Effect{Kind: Removed, Model: l.r.Model})
 	}
-	if o.Provider != resilience.Neutral || o.ModelEffect != resilience.Neutral {
+	if o.ProviderEffect != resilience.Neutral || o.ModelEffect != resilience.Neutral {
 		m.count(clk, failed)
 	}
 	tokens := -1

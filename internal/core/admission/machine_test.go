@@ -45,7 +45,7 @@ func settle(o Outcome) func(*Machine, time.Time, time.Time) {
 func wake(m *Machine, now, clk time.Time) { m.Wake(now, clk) }
 
 func ok(id string) Outcome {
-	return Outcome{ID: id, Provider: resilience.Success, ModelEffect: resilience.Success}
+	return Outcome{ID: id, ProviderEffect: resilience.Success, ModelEffect: resilience.Success}
 }
 
 var allowed = Answer{Allowed: true}
@@ -129,7 +129,7 @@ func TestMachine(t *testing.T) {
 		{"a model blocked by its own 429 waits for its reset without holding up the others", providerstate.Snapshot{}, []step{
 			{0, acquire("a", "m", 30), []Effect{reserve("a")}},
 			{0, answer("a", allowed), []Effect{grant("a"), leaseEnd(30)}},
-			{0, settle(Outcome{ID: "a", Provider: resilience.Neutral, ModelEffect: resilience.Neutral, ModelWait: 3 * time.Second}),
+			{0, settle(Outcome{ID: "a", ProviderEffect: resilience.Neutral, ModelEffect: resilience.Neutral, ModelWait: 3 * time.Second}),
 				[]Effect{release("a", -1), idle}},
 			{1, acquire("b", "m", 30), []Effect{wakeAt(3)}},
 			{1, acquire("c", "other", 30), []Effect{reserve("c"), wakeAt(3)}},
@@ -139,7 +139,7 @@ func TestMachine(t *testing.T) {
 		{"the provider's own word blocks every call until its reset", providerstate.Snapshot{}, []step{
 			{0, acquire("a", "m", 30), []Effect{reserve("a")}},
 			{0, answer("a", allowed), []Effect{grant("a"), leaseEnd(30)}},
-			{0, settle(Outcome{ID: "a", Provider: resilience.Neutral, ModelEffect: resilience.Neutral, ProviderWait: 2 * time.Second, Words: "429"}),
+			{0, settle(Outcome{ID: "a", ProviderEffect: resilience.Neutral, ModelEffect: resilience.Neutral, ProviderWait: 2 * time.Second, Words: "429"}),
 				[]Effect{{Kind: Release, ID: "a", Tokens: -1, Words: "429"}, idle}},
 			{1, acquire("b", "other", 30), []Effect{wakeAt(2)}},
 			{2, wake, []Effect{reserve("b")}},
@@ -149,8 +149,8 @@ func TestMachine(t *testing.T) {
 			{0, answer("a", allowed), []Effect{grant("a"), leaseEnd(60)}},
 			{0, acquire("b", "n", 60), []Effect{reserve("b")}},
 			{0, answer("b", allowed), []Effect{grant("b"), leaseEnd(60)}},
-			{1, settle(Outcome{ID: "a", Provider: resilience.Failure, Fault: "upstream 500"}), []Effect{release("a", -1)}},
-			{1, settle(Outcome{ID: "b", Provider: resilience.Failure}), []Effect{release("b", -1), idle}},
+			{1, settle(Outcome{ID: "a", ProviderEffect: resilience.Failure, Fault: "upstream 500"}), []Effect{release("a", -1)}},
+			{1, settle(Outcome{ID: "b", ProviderEffect: resilience.Failure}), []Effect{release("b", -1), idle}},
 			{2, acquire("c", "m", 60), []Effect{deny("c", ReasonBreakerOpen, 9)}},
 			{11, acquire("d", "m", 60), []Effect{reserve("d")}},
 			{11, acquire("e", "m", 60), nil},
