@@ -467,18 +467,6 @@ func Settlement(jobID, model string, v resilience.Verdict, retryAfter time.Durat
 	return o
 }
 
-// record applies an effect to a breaker: success and failure are counted, neutral gives the ticket back.
-func record(b *resilience.Breaker, t resilience.Ticket, e messages.Effect) {
-	switch e {
-	case messages.Effect_EFFECT_SUCCESS:
-		b.Record(t, true)
-	case messages.Effect_EFFECT_FAILURE:
-		b.Record(t, false)
-	default:
-		b.Release(t)
-	}
-}
-
 // effectOf is a breaker effect as the core names it.
 func effectOf(e messages.Effect) resilience.Effect {
 	switch e {

@@ -303,7 +303,7 @@ func (w *WorkerActor) finish(res *messages.JobResult) {
 	if res.Ok {
 		kind = ""
 	}
-	record(w.breaker, r.ticket, hostEffect(kind))
+	w.breaker.Settle(r.ticket, resilience.Blame(resilience.Call{Kind: kind, FullBudget: true}).Host)
 	if r.cancelled && res.Ok {
 		// A provider that does not honour cancellation: the answer came after nobody wanted it.
 		w.log.Info("late reply discarded", zap.String("event", "late_reply"), zap.String("job_id", res.JobId), zap.String("model", res.Model),
@@ -321,11 +321,6 @@ func (w *WorkerActor) finish(res *messages.JobResult) {
 		w.start(next)
 	}
 	w.publish()
-}
-
-// hostEffect is what a call's end tells its host's breaker (resilience.Blame's host column).
-func hostEffect(kind resilience.Kind) messages.Effect {
-	return effect(resilience.Blame(resilience.Call{Kind: kind, FullBudget: true}).Host)
 }
 
 func effect(e resilience.Effect) messages.Effect {

@@ -29,24 +29,19 @@ func BenchmarkRouteLogged(b *testing.B) {
 
 // BenchmarkRouteMajority6 is the load run's request (six models, all six awaited, majority vote)
 // through the actors, logged at info, without HTTP.
-func BenchmarkRouteMajority6(b *testing.B) {
-	log, err := logging.New("info", "json", io.Discard)
-	if err != nil {
-		b.Fatal(err)
-	}
-	six, strategy := int32(6), "majority"
-	benchmarkRoute(b, log, func(r *messages.RouteRequest) { r.Workers, r.MinResponses, r.Strategy = &six, &six, &strategy })
-}
+func BenchmarkRouteMajority6(b *testing.B) { benchmarkMajority(b, 6) }
 
 // BenchmarkRouteMajority1 is the same request with one model: beside BenchmarkRouteMajority6, what
 // each model beyond the first costs.
-func BenchmarkRouteMajority1(b *testing.B) {
+func BenchmarkRouteMajority1(b *testing.B) { benchmarkMajority(b, 1) }
+
+func benchmarkMajority(b *testing.B, models int32) {
 	log, err := logging.New("info", "json", io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}
-	one, strategy := int32(1), "majority"
-	benchmarkRoute(b, log, func(r *messages.RouteRequest) { r.Workers, r.MinResponses, r.Strategy = &one, &one, &strategy })
+	strategy := "majority"
+	benchmarkRoute(b, log, func(r *messages.RouteRequest) { r.Workers, r.MinResponses, r.Strategy = &models, &models, &strategy })
 }
 
 func benchmarkRoute(b *testing.B, log *zap.Logger, shape ...func(*messages.RouteRequest)) {

@@ -310,8 +310,8 @@ func (m *Machine) settle(now, clk time.Time, o Outcome) {
 		md.blockedUntil = later(md.blockedUntil, clk.Add(o.ModelWait))
 		m.modelsChanged = true
 	}
-	record(m.breaker, l.ticket, o.ProviderEffect)
-	record(md.breaker, l.modelTicket, o.ModelEffect)
+	m.breaker.Settle(l.ticket, o.ProviderEffect)
+	md.breaker.Settle(l.modelTicket, o.ModelEffect)
 	failed := o.ProviderEffect == resilience.Failure || o.ModelEffect == resilience.Failure
 	switch {
 	case o.ModelEffect == resilience.Failure:
@@ -548,18 +548,6 @@ func (m *Machine) count(clk time.Time, fault bool) {
 	b.calls++
 	if fault {
 		b.faults++
-	}
-}
-
-// record applies an effect to a breaker: success and failure are counted, neutral gives the ticket back.
-func record(b *resilience.Breaker, t resilience.Ticket, e resilience.Effect) {
-	switch e {
-	case resilience.Success:
-		b.Record(t, true)
-	case resilience.Failure:
-		b.Record(t, false)
-	default:
-		b.Release(t)
 	}
 }
 

@@ -235,6 +235,19 @@ func (b *Breaker) Trip() {
 	}
 }
 
+// Settle ends a ticket with its call's effect: success and failure are counted, neutral gives the
+// ticket back.
+func (b *Breaker) Settle(t Ticket, e Effect) {
+	switch e {
+	case Success:
+		b.Record(t, true)
+	case Failure:
+		b.Record(t, false)
+	default:
+		b.Release(t)
+	}
+}
+
 // Release gives back a ticket whose call was never made (the caller gave up before using its permit),
 // so that an unused HALF-OPEN probe slot is freed at once instead of when the probe is presumed lost.
 func (b *Breaker) Release(t Ticket) {
