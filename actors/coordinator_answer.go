@@ -115,8 +115,9 @@ func (c *CoordinatorActor) fail(ctx actor.Context, kind resilience.Kind, message
 	c.respond(ctx, nil)
 }
 
-// respond is step 10: the record to the metrics and the recorder first (so a caller who scrapes or
-// asks for it right after the answer finds it), then the answer, then stop. Nothing changes the record
+// respond is step 10: the record to the metrics and the recorder and the summary line to the log first
+// (so a caller who scrapes, asks or reads the log right after the answer finds them), then the answer,
+// then stop. Nothing changes the record
 // afterwards.
 func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResult) {
 	c.answered = true
@@ -134,7 +135,6 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	c.exec.Phases.TotalMs = ms(time.Since(c.began))
 	c.deps.Metrics.Execution(c.exec)
 	ctx.Send(c.deps.Dir.Recorder, c.exec)
-	ctx.Send(c.replyTo, c.exec)
 	level := zap.InfoLevel
 	if status >= 500 {
 		level = zap.WarnLevel
@@ -142,5 +142,6 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	if ce := c.deps.Log.Check(level, "request finished"); ce != nil {
 		ce.Write(zap.String("request_id", c.req.RequestId), zap.Inline(summary{c.exec, c.plan.Category}))
 	}
+	ctx.Send(c.replyTo, c.exec)
 	ctx.Stop(ctx.Self())
 }
