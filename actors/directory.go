@@ -89,7 +89,8 @@ type ProviderRef struct {
 // dispatch, else a Permit.
 func (p *ProviderRef) Acquire(sender actor.SenderContext, a *messages.Acquire) {
 	if live := p.live.Load(); live != nil {
-		live.inPlace(func() { live.acquire(a) })
+		defer live.crashOnPanic()
+		live.acquire(a)
 		return
 	}
 	sender.Send(p.PID, a)
@@ -98,7 +99,8 @@ func (p *ProviderRef) Acquire(sender actor.SenderContext, a *messages.Acquire) {
 // Settle settles a permit with its call's outcome, in place while the provider's actor is up.
 func (p *ProviderRef) Settle(sender actor.SenderContext, o *messages.Outcome) {
 	if live := p.live.Load(); live != nil {
-		live.inPlace(func() { live.settle(o) })
+		defer live.crashOnPanic()
+		live.settle(o)
 		return
 	}
 	sender.Send(p.PID, o)

@@ -203,18 +203,15 @@ func (p *ProviderActor) modelBreaker(id string) resilience.Settings {
 // state it hit: the actor crashes with it, so that its supervisor restarts it from its published state.
 type crashed struct{ reason any }
 
-// inPlace runs an acquisition or a settlement on the asker's goroutine. A panic in it crashes the
-// provider's actor too (crashed), whose state it may have half changed, before it goes on up to the
-// asker.
-func (p *ProviderActor) inPlace(call func()) {
-	defer func() {
-		if v := recover(); v != nil {
-			p.ref.live.CompareAndSwap(p, nil) // no more calls in place until it is restarted
-			p.root.Send(p.self, crashed{reason: v})
-			panic(v)
-		}
-	}()
-	call()
+// crashOnPanic, deferred by an acquisition or a settlement made in place on the asker's goroutine,
+// makes a panic there the provider actor's crash too (crashed), whose state it may have half changed,
+// before it goes on up to the asker.
+func (p *ProviderActor) crashOnPanic() {
+	if v := recover(); v != nil {
+		p.ref.live.CompareAndSwap(p, nil) // no more calls in place until it is restarted
+		p.root.Send(p.self, crashed{reason: v})
+		panic(v)
+	}
 }
 
 // run applies one event to the machine under its lock, carries out its effects and publishes.
@@ -268,7 +265,7 @@ func (p *ProviderActor) settle(o *messages.Outcome) {
 // blocks the provider (or, for a model's own limits, the model) until their reset; the limiter hears
 // of the provider's after the call's release (Words).
 func outcomeOf(o *messages.Outcome) admission.Outcome {
-	e := admission.Outcome{ID: o.JobId, Model: o.Model, ProviderEffect: effectOf(o.ProviderEffect), ModelEffect: effectOf(o.ModelEffect),
+	e := admission.Outcome{ID: o.JobId, ProviderEffect: effectOf(o.ProviderEffect), ModelEffect: effectOf(o.ModelEffect),
 		Tokens: int(o.Tokens), RemoveModel: o.RemoveModel, Stop: o.Stop, ModelWait: seconds(o.BlockModelSeconds),
 		ProviderWait: seconds(o.BlockProviderSeconds)}
 	var words []ratelimit.Upstream

@@ -83,7 +83,7 @@ type Answer struct {
 
 // Outcome settles a call's permit with its verdict.
 type Outcome struct {
-	ID, Model string
+	ID string
 	// ProviderEffect and ModelEffect are the call's effects on the provider's breaker and the model's.
 	ProviderEffect, ModelEffect resilience.Effect
 	// Tokens is what the call used; zero or less: unknown.

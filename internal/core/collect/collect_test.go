@@ -347,47 +347,37 @@ func TestQuorumRoundRetriesAndReplaces(t *testing.T) {
 	}
 }
 
-func TestAFailedRecoverableModelIsAskedAgainInAQuorumRound(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MinResponses = 3 })
-	for seq := 0; seq < 2; seq++ {
-		h.run(seq, 10*time.Second)
-		h.answer(seq, "B")
+// A failed recoverable model is asked again in a quorum round; with MoveOn (a direct call's
+// fallbacks), the same failure moves the round to the next model instead.
+func TestAQuorumRoundAfterAFailure(t *testing.T) {
+	tests := []struct {
+		desc   string
+		moveOn bool
+		want   string // the model the round asks
+	}{
+		{"the failed model is asked again", false, "c"},
+		{"the request moves on to the replacement", true, "r1"},
 	}
-	h.run(2, 10*time.Second)
-	h.fail(2, resilience.UpstreamTimeout, 0, 0) // a full timeout: retried on another worker
-	for i := 0; i < 3; i++ {
-		r := h.m.Retries()[len(h.m.Retries())-1]
-		h.advance(r.Delay)
-		seq := len(h.m.jobs) - 1
-		h.run(seq, 10*time.Second)
-		h.fail(seq, resilience.UpstreamTimeout, 0, 0)
-	}
-	last := h.m.Retries()[len(h.m.Retries())-1]
-	if last.Outcome != "quorum round 1" || last.Model != "c" {
-		t.Fatalf("history %+v", h.m.Retries())
-	}
-}
-
-// With MoveOn (a direct call's fallbacks), the same failure moves the quorum round to the next model
-// instead of asking the failed one again.
-func TestAFailedModelIsReplacedWhenTheRequestMovesOn(t *testing.T) {
-	h := newHarness(t, func(c *Config) { c.MinResponses, c.MoveOn = 3, true })
-	for seq := 0; seq < 2; seq++ {
-		h.run(seq, 10*time.Second)
-		h.answer(seq, "B")
-	}
-	h.run(2, 10*time.Second)
-	h.fail(2, resilience.UpstreamTimeout, 0, 0)
-	for i := 0; i < 3; i++ {
-		r := h.m.Retries()[len(h.m.Retries())-1]
-		h.advance(r.Delay)
-		seq := len(h.m.jobs) - 1
-		h.run(seq, 10*time.Second)
-		h.fail(seq, resilience.UpstreamTimeout, 0, 0)
-	}
-	last := h.m.Retries()[len(h.m.Retries())-1]
-	if last.Outcome != "quorum round 1" || last.Model != "r1" {
-		t.Fatalf("history %+v: want the round to ask the replacement", h.m.Retries())
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			h := newHarness(t, func(c *Config) { c.MinResponses, c.MoveOn = 3, tt.moveOn })
+			for seq := 0; seq < 2; seq++ {
+				h.run(seq, 10*time.Second)
+				h.answer(seq, "B")
+			}
+			h.run(2, 10*time.Second)
+			h.fail(2, resilience.UpstreamTimeout, 0, 0) // a full timeout: retried on another worker
+			for i := 0; i < 3; i++ {
+				r := h.m.Retries()[len(h.m.Retries())-1]
+				h.advance(r.Delay)
+				seq := len(h.m.jobs) - 1
+				h.run(seq, 10*time.Second)
+				h.fail(seq, resilience.UpstreamTimeout, 0, 0)
+			}
+			if last := h.m.Retries()[len(h.m.Retries())-1]; last.Outcome != "quorum round 1" || last.Model != tt.want {
+				t.Fatalf("history %+v: want the round to ask %s", h.m.Retries(), tt.want)
+			}
+		})
 	}
 }
 

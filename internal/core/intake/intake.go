@@ -113,23 +113,28 @@ func (c *checker) models(req *messages.RouteRequest) {
 	}
 	seen := make(map[string]bool, len(req.Models))
 	for i, m := range req.Models {
-		field := fmt.Sprintf("models[%d]", i)
-		switch {
-		case m == "":
-			c.bad.Add(field, "must not be empty")
-		case len(m) > MaxModelIDBytes:
-			c.bad.Add(field, fmt.Sprintf("must be at most %d bytes", MaxModelIDBytes))
-		case seen[m]:
-			c.bad.Add(field, fmt.Sprintf("model %q is listed twice", problems.Clip(m, 128)))
-		default:
-			if model, known := c.env.Catalog().Get(m); !known {
-				c.unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", problems.Clip(m, 128)))
-			} else if model.Has(catalog.Embeddings) {
-				c.bad.Add(field, fmt.Sprintf("%q is an embeddings model: POST /v1/embeddings asks it", problems.Clip(m, 128)))
-			}
-		}
-		seen[m] = true
+		c.model(fmt.Sprintf("models[%d]", i), m, seen, "is listed twice")
 	}
+}
+
+// model checks one model a request names in field: not empty, of a bounded length, not named before
+// (seen; twice says so), in the catalog and one that answers tasks.
+func (c *checker) model(field, id string, seen map[string]bool, twice string) {
+	switch {
+	case id == "":
+		c.bad.Add(field, "must not be empty")
+	case len(id) > MaxModelIDBytes:
+		c.bad.Add(field, fmt.Sprintf("must be at most %d bytes", MaxModelIDBytes))
+	case seen[id]:
+		c.bad.Add(field, fmt.Sprintf("model %q %s", problems.Clip(id, 128), twice))
+	default:
+		if m, known := c.env.Catalog().Get(id); !known {
+			c.unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", problems.Clip(id, 128)))
+		} else if m.Has(catalog.Embeddings) {
+			c.bad.Add(field, fmt.Sprintf("%q is an embeddings model: POST /v1/embeddings asks it", problems.Clip(id, 128)))
+		}
+	}
+	seen[id] = true
 }
 
 // overrides checks the request's changes to its blueprint one by one, and the caller's timeout.
@@ -208,19 +213,6 @@ func (c *checker) fallbacks(req *messages.RouteRequest) {
 		seen[req.Models[0]] = true
 	}
 	for i, id := range req.Fallbacks {
-		field := fmt.Sprintf("fallbacks[%d]", i)
-		switch {
-		case id == "":
-			c.bad.Add(field, "must not be empty")
-		case seen[id]:
-			c.bad.Add(field, fmt.Sprintf("model %q is the model or an earlier fallback", problems.Clip(id, 128)))
-		default:
-			if m, known := c.env.Catalog().Get(id); !known {
-				c.unknown.Add(field, fmt.Sprintf("unknown model %q (GET /models lists them)", problems.Clip(id, 128)))
-			} else if m.Has(catalog.Embeddings) {
-				c.bad.Add(field, fmt.Sprintf("%q is an embeddings model, which answers no chat", problems.Clip(id, 128)))
-			}
-		}
-		seen[id] = true
+		c.model(fmt.Sprintf("fallbacks[%d]", i), id, seen, "is the model or an earlier fallback")
 	}
 }
