@@ -114,7 +114,14 @@ type RouteRequest struct {
 	// direct asks models[0] alone (then its fallbacks): no classification, selection or consensus.
 	Direct bool `protobuf:"varint,19,opt,name=direct,proto3" json:"direct,omitempty"`
 	// stream_to, when set on a direct call, receives the answer's Deltas as the provider writes them.
-	StreamTo      *actor.PID `protobuf:"bytes,20,opt,name=stream_to,json=streamTo,proto3" json:"stream_to,omitempty"`
+	StreamTo *actor.PID `protobuf:"bytes,20,opt,name=stream_to,json=streamTo,proto3" json:"stream_to,omitempty"`
+	// key_id is the API key the request came with ("" for the admin token); the record carries it.
+	KeyId string `protobuf:"bytes,21,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// allowed_models are the key's model globs: selection takes only models one of them matches (none:
+	// every model). A named model outside them is refused before the request gets here.
+	AllowedModels []string `protobuf:"bytes,22,rep,name=allowed_models,json=allowedModels,proto3" json:"allowed_models,omitempty"`
+	// trace_parent is the W3C traceparent of the request's span, so its model calls' spans join it.
+	TraceParent   string `protobuf:"bytes,23,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +294,27 @@ func (x *RouteRequest) GetStreamTo() *actor.PID {
 		return x.StreamTo
 	}
 	return nil
+}
+
+func (x *RouteRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *RouteRequest) GetAllowedModels() []string {
+	if x != nil {
+		return x.AllowedModels
+	}
+	return nil
+}
+
+func (x *RouteRequest) GetTraceParent() string {
+	if x != nil {
+		return x.TraceParent
+	}
+	return ""
 }
 
 // Delta is a piece of an answer as its provider streams it: text, and pieces of tool calls (the first
@@ -1646,8 +1674,12 @@ type Execution struct {
 	// dropped_parameters names the caller's parameters a chosen model's provider could not carry, which
 	// were left out of that call.
 	DroppedParameters []string `protobuf:"bytes,30,rep,name=dropped_parameters,json=droppedParameters,proto3" json:"dropped_parameters,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// key_id is the API key the request came with ("" for the admin token).
+	KeyId string `protobuf:"bytes,31,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	// trace_id is the request's OpenTelemetry trace (32 hex digits), "" when tracing is off.
+	TraceId       string `protobuf:"bytes,32,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
@@ -1888,6 +1920,20 @@ func (x *Execution) GetDroppedParameters() []string {
 		return x.DroppedParameters
 	}
 	return nil
+}
+
+func (x *Execution) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *Execution) GetTraceId() string {
+	if x != nil {
+		return x.TraceId
+	}
+	return ""
 }
 
 // QuorumOutcome is how collection used its models: asked of selected, in how many waves, and why it
@@ -5867,7 +5913,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xf2\x06\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd3\a\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -5895,7 +5941,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\tfallbacks\x18\x12 \x03(\tR\tfallbacks\x12\x16\n" +
 	"\x06direct\x18\x13 \x01(\bR\x06direct\x12'\n" +
 	"\tstream_to\x18\x14 \x01(\v2\n" +
-	".actor.PIDR\bstreamToB\v\n" +
+	".actor.PIDR\bstreamTo\x12\x15\n" +
+	"\x06key_id\x18\x15 \x01(\tR\x05keyId\x12%\n" +
+	"\x0eallowed_models\x18\x16 \x03(\tR\rallowedModels\x12!\n" +
+	"\ftrace_parent\x18\x17 \x01(\tR\vtraceParentB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
@@ -6035,8 +6084,7 @@ const file_conclave_proto_rawDesc = "" +
 	"error_kind\x18\x0e \x01(\tR\terrorKind\x12\x19\n" +
 	"\bdelay_ms\x18\x0f \x01(\x01R\adelayMs\x12\x1a\n" +
 	"\bstrategy\x18\x10 \x01(\tR\bstrategy\x12!\n" +
-	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xfa\n" +
-	"\n" +
+	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xac\v\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -6073,7 +6121,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\n" +
 	"tool_calls\x18\x1c \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12#\n" +
 	"\rfinish_reason\x18\x1d \x01(\tR\ffinishReason\x12-\n" +
-	"\x12dropped_parameters\x18\x1e \x03(\tR\x11droppedParametersB\x12\n" +
+	"\x12dropped_parameters\x18\x1e \x03(\tR\x11droppedParameters\x12\x15\n" +
+	"\x06key_id\x18\x1f \x01(\tR\x05keyId\x12\x19\n" +
+	"\btrace_id\x18  \x01(\tR\atraceIdB\x12\n" +
 	"\x10_timeout_seconds\"\xa3\x01\n" +
 	"\rQuorumOutcome\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +

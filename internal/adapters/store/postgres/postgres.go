@@ -147,20 +147,20 @@ func (s *Store) insert(ctx context.Context, records []*messages.Execution) error
 		rows, err := tx.Query(ctx, `
 INSERT INTO workflow.executions (request_id, client_request_id, node_id, received_at, completed_at, task, category, confidence,
     blueprint, workers, min_responses, timeout_seconds, overrides, strategy, outcome, status_code, error_code, degraded, answer,
-    total_ms, input_tokens, output_tokens, cost, record)
+    total_ms, input_tokens, output_tokens, cost, record, key_id, trace_id)
 SELECT id, client_id, node, received, completed, task, category, confidence, blueprint, workers, min_responses, timeout,
     ARRAY(SELECT jsonb_array_elements_text(overrides::jsonb)), strategy, outcome, status, error_code, degraded, answer,
-    total_ms, input_tokens, output_tokens, cost, record
+    total_ms, input_tokens, output_tokens, cost, record, key_id, trace_id
 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::text[], $7::text[], $8::float8[],
     $9::text[], $10::int4[], $11::int4[], $12::float8[], $13::text[], $14::text[], $15::text[], $16::int4[], $17::text[],
-    $18::bool[], $19::text[], $20::float8[], $21::int8[], $22::int8[], $23::float8[], $24::bytea[])
+    $18::bool[], $19::text[], $20::float8[], $21::int8[], $22::int8[], $23::float8[], $24::bytea[], $25::text[], $26::text[])
     AS u(id, client_id, node, received, completed, task, category, confidence, blueprint, workers, min_responses, timeout,
-    overrides, strategy, outcome, status, error_code, degraded, answer, total_ms, input_tokens, output_tokens, cost, record)
+    overrides, strategy, outcome, status, error_code, degraded, answer, total_ms, input_tokens, output_tokens, cost, record, key_id, trace_id)
 ON CONFLICT (request_id) DO NOTHING
 RETURNING request_id`,
 			x.id, x.clientID, x.node, x.received, x.completed, x.task, x.category, x.confidence, x.blueprint, x.workers, x.minResponses,
 			x.timeout, x.overrides, x.strategy, x.outcome, x.status, x.errorCode, x.degraded, x.answer, x.totalMs, x.inputTokens,
-			x.outputTokens, x.cost, x.record)
+			x.outputTokens, x.cost, x.record, x.keyID, x.traceID)
 		if err != nil {
 			return err
 		}

@@ -21,6 +21,7 @@ type columns struct {
 
 type execColumns struct {
 	id, clientID, node, task, category, blueprint, overrides, strategy, outcome, errorCode, answer []string
+	keyID, traceID                                                                                 []string
 	received, completed                                                                            []time.Time
 	confidence, timeout, totalMs, cost                                                             []float64
 	workers, minResponses, status                                                                  []int32
@@ -120,6 +121,8 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 	x.inputTokens = append(x.inputTokens, int64(e.GetUsage().GetInputTokens()))
 	x.outputTokens = append(x.outputTokens, int64(e.GetUsage().GetOutputTokens()))
 	x.record = append(x.record, raw)
+	x.keyID = append(x.keyID, text(e.KeyId))
+	x.traceID = append(x.traceID, text(e.TraceId))
 
 	r := &c.results
 	for i, w := range e.Results {
