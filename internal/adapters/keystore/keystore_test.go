@@ -1,0 +1,148 @@
+package keystore_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/internal/adapters/keystore"
+	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// stores runs a test on the memory store and on PostgreSQL.
+func stores(t *testing.T, test func(t *testing.T, s keystore.Store)) {
+	t.Run("memory", func(t *testing.T) { test(t, keystore.NewMemory()) })
+	t.Run("postgres", func(t *testing.T) {
+		pool, err := pgxpool.New(context.Background(), pgtest.New(t, true).Reveal())
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(pool.Close)
+		test(t, keystore.NewPostgres(pool))
+	})
+}
+
+var created = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
+
+func newKey(t *testing.T, s keystore.Store, id, secret string, c keys.Changes) keys.Key {
+	t.Helper()
+	k := c.Apply(keys.Key{ID: id, CreatedAt: created}, created)
+	if err := s.Create(context.Background(), k, keys.Hash(secret)); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+func TestKeysKeepWhatTheyAreGiven(t *testing.T) {
+	stores(t, func(t *testing.T, s keystore.Store) {
+		ctx := context.Background()
+		name, budget, rpm, period := "team-a", 2.5, 3, keys.Week
+		models := []string{"openai/*", "conclave/*"}
+		expiry := created.Add(48 * time.Hour)
+		newKey(t, s, "key_a", "ck-a", keys.Changes{Name: &name, Budget: &budget, RPM: &rpm, Period: &period, Models: &models,
+			ExpiresAt: &expiry, Metadata: []byte(`{"team":"a"}`)})
+		other := "team-b"
+		newKey(t, s, "key_b", "ck-b", keys.Changes{Name: &other})
+
+		k, err := s.ByHash(ctx, keys.Hash("ck-a"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.ID != "key_a" || k.Name != name || *k.Budget != budget || k.RPM != 3 || k.Period != keys.Week || len(k.Models) != 2 ||
+			!k.ExpiresAt.Equal(expiry) || k.RevokedAt != nil || k.LastUsedAt != nil || !k.CreatedAt.Equal(created) {
+			t.Fatalf("key read back as %+v", k)
+		}
+		if string(k.Metadata) != `{"team": "a"}` && string(k.Metadata) != `{"team":"a"}` {
+			t.Errorf("metadata %s", k.Metadata)
+		}
+		if b, _ := s.Get(ctx, "key_b"); b.Budget != nil || len(b.Models) != 0 {
+			t.Errorf("a key without a budget or globs read back as %+v", b)
+		}
+		if _, err := s.ByHash(ctx, keys.Hash("ck-c")); !errors.Is(err, keys.ErrUnknown) {
+			t.Errorf("an unknown secret: %v", err)
+		}
+		if _, err := s.Get(ctx, "key_c"); !errors.Is(err, keys.ErrUnknown) {
+			t.Errorf("an unknown id: %v", err)
+		}
+		list, err := s.List(ctx)
+		if err != nil || len(list) != 2 || list[0].ID != "key_a" {
+			t.Fatalf("list %v, %v", list, err)
+		}
+	})
+}
+
+func TestUpdatesAndRevocations(t *testing.T) {
+	stores(t, func(t *testing.T, s keystore.Store) {
+		ctx := context.Background()
+		name, budget, period := "team-a", 1.0, keys.Day
+		newKey(t, s, "key_a", "ck-a", keys.Changes{Name: &name, Budget: &budget, Period: &period})
+		start := period.Start(created, created)
+		if err := s.Charge(ctx, "key_a", start, 0.25, created.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		later := created.Add(time.Hour)
+		rpm := 7
+		k, err := s.Update(ctx, "key_a", keys.Changes{RPM: &rpm, ClearBudget: true}, later)
+		if err != nil || k.RPM != 7 || k.Budget != nil || k.Name != name || !k.UpdatedAt.Equal(later) || k.Spent(later) != 0.25 {
+			t.Fatalf("updated to %+v, %v", k, err)
+		}
+		week := keys.Week
+		if k, _ = s.Update(ctx, "key_a", keys.Changes{Period: &week}, later); k.Spent(later) != 0 || k.Spend.Total != 0.25 {
+			t.Errorf("a new budget period starts its spend afresh, the total stays: %+v", k.Spend)
+		}
+		if _, err := s.Update(ctx, "key_x", keys.Changes{RPM: &rpm}, later); !errors.Is(err, keys.ErrUnknown) {
+			t.Errorf("updating an unknown key: %v", err)
+		}
+		k, err = s.Revoke(ctx, "key_a", later)
+		if err != nil || k.RevokedAt == nil || k.Usable(later) != keys.ErrRevoked {
+			t.Fatalf("revoked: %+v, %v", k, err)
+		}
+		if again, _ := s.Revoke(ctx, "key_a", later.Add(time.Hour)); !again.RevokedAt.Equal(*k.RevokedAt) {
+			t.Error("revoking again moved the revocation")
+		}
+		if _, err := s.Revoke(ctx, "key_x", later); !errors.Is(err, keys.ErrUnknown) {
+			t.Errorf("revoking an unknown key: %v", err)
+		}
+	})
+}
+
+func TestChargesCountPerPeriodAndAtOnce(t *testing.T) {
+	stores(t, func(t *testing.T, s keystore.Store) {
+		ctx := context.Background()
+		name, period := "team-a", keys.Day
+		newKey(t, s, "key_a", "ck-a", keys.Changes{Name: &name, Period: &period})
+		day1, day2 := created, created.Add(24*time.Hour)
+		var wg sync.WaitGroup
+		for range 20 { // as two controllers' charges at once: none may be lost
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if err := s.Charge(ctx, "key_a", day1, 0.5, created.Add(time.Minute)); err != nil {
+					t.Error(err)
+				}
+			}()
+		}
+		wg.Wait()
+		k, _ := s.Get(ctx, "key_a")
+		if k.Spent(created.Add(time.Hour)) != 10 || k.Spend.Total != 10 || !k.LastUsedAt.Equal(created.Add(time.Minute)) {
+			t.Fatalf("after 20 charges of 0.5: %+v, last used %v", k.Spend, k.LastUsedAt)
+		}
+		if err := s.Charge(ctx, "key_a", day2, 1, day2.Add(time.Minute)); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.Charge(ctx, "key_a", day1, 2, created.Add(2*time.Minute)); err != nil { // late, from the day before
+			t.Fatal(err)
+		}
+		k, _ = s.Get(ctx, "key_a")
+		if now := day2.Add(time.Hour); k.Spent(now) != 1 || k.Spend.Total != 13 || !k.LastUsedAt.Equal(day2.Add(time.Minute)) {
+			t.Fatalf("the next day: %+v (spent %v), last used %v", k.Spend, k.Spent(now), k.LastUsedAt)
+		}
+		if err := s.Charge(ctx, "key_x", day1, 1, day1); !errors.Is(err, keys.ErrUnknown) {
+			t.Errorf("charging an unknown key: %v", err)
+		}
+	})
+}

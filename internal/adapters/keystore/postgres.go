@@ -1,0 +1,151 @@
+package keystore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// Postgres keeps keys in auth.keys (migration 004), shared by every controller on the database.
+type Postgres struct {
+	pool *pgxpool.Pool
+}
+
+// NewPostgres returns the store over a pool whose database has the schema.
+func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
+
+const keyColumns = `id, name, budget_usd, budget_period, rpm, tpm, max_concurrency, models, expires_at, metadata,
+	created_at, updated_at, revoked_at, last_used_at, coalesce(period_start, created_at), period_spend_usd, spend_usd`
+
+func scanKey(row pgx.Row) (keys.Key, error) {
+	var k keys.Key
+	var period string
+	var metadata []byte
+	err := row.Scan(&k.ID, &k.Name, &k.Budget, &period, &k.RPM, &k.TPM, &k.MaxConcurrency, &k.Models, &k.ExpiresAt, &metadata,
+		&k.CreatedAt, &k.UpdatedAt, &k.RevokedAt, &k.LastUsedAt, &k.Spend.PeriodStart, &k.Spend.Period, &k.Spend.Total)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return keys.Key{}, keys.ErrUnknown
+	}
+	if err != nil {
+		return keys.Key{}, fmt.Errorf("%w: %v", ErrUnavailable, err)
+	}
+	k.Period, _ = keys.ParsePeriod(period)
+	k.Metadata = metadata
+	for _, t := range []*time.Time{&k.CreatedAt, &k.UpdatedAt, &k.Spend.PeriodStart} {
+		*t = t.UTC()
+	}
+	return k, nil
+}
+
+// Create implements Store.
+func (p *Postgres) Create(ctx context.Context, k keys.Key, hash []byte) error {
+	_, err := p.pool.Exec(ctx, `INSERT INTO auth.keys (id, name, secret_hash, budget_usd, budget_period, rpm, tpm, max_concurrency, models,
+	expires_at, metadata, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+		k.ID, k.Name, hash, k.Budget, k.Period.String(), k.RPM, k.TPM, k.MaxConcurrency, nonNil(k.Models), k.ExpiresAt, string(k.Metadata), k.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("%w: create key: %v", ErrUnavailable, err)
+	}
+	return nil
+}
+
+// Get implements Store.
+func (p *Postgres) Get(ctx context.Context, id string) (keys.Key, error) {
+	return scanKey(p.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM auth.keys WHERE id = $1`, id))
+}
+
+// ByHash implements Store.
+func (p *Postgres) ByHash(ctx context.Context, hash []byte) (keys.Key, error) {
+	return scanKey(p.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM auth.keys WHERE secret_hash = $1`, hash))
+}
+
+// List implements Store.
+func (p *Postgres) List(ctx context.Context) ([]keys.Key, error) {
+	rows, err := p.pool.Query(ctx, `SELECT `+keyColumns+` FROM auth.keys ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("%w: list keys: %v", ErrUnavailable, err)
+	}
+	defer rows.Close()
+	var out []keys.Key
+	for rows.Next() {
+		k, err := scanKey(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, k)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("%w: list keys: %v", ErrUnavailable, err)
+	}
+	return out, nil
+}
+
+// Update implements Store: the key is read and written under its row's lock, so two updates at once
+// each see the other's.
+func (p *Postgres) Update(ctx context.Context, id string, c keys.Changes, now time.Time) (keys.Key, error) {
+	var out keys.Key
+	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
+		k, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM auth.keys WHERE id = $1 FOR UPDATE`, id))
+		if err != nil {
+			return err
+		}
+		out = c.Apply(k, now)
+		_, err = tx.Exec(ctx, `UPDATE auth.keys SET name = $2, budget_usd = $3, budget_period = $4, rpm = $5, tpm = $6, max_concurrency = $7,
+	models = $8, expires_at = $9, metadata = $10, updated_at = $11,
+	period_start = CASE WHEN budget_period = $4 THEN period_start END,
+	period_spend_usd = CASE WHEN budget_period = $4 THEN period_spend_usd ELSE 0 END
+	WHERE id = $1`, id, out.Name, out.Budget, out.Period.String(), out.RPM, out.TPM, out.MaxConcurrency, nonNil(out.Models), out.ExpiresAt,
+			string(out.Metadata), out.UpdatedAt)
+		return err
+	})
+	if err != nil {
+		if errors.Is(err, keys.ErrUnknown) || errors.Is(err, ErrUnavailable) {
+			return keys.Key{}, err
+		}
+		return keys.Key{}, fmt.Errorf("%w: update key: %v", ErrUnavailable, err)
+	}
+	return p.Get(ctx, id)
+}
+
+// Revoke implements Store.
+func (p *Postgres) Revoke(ctx context.Context, id string, now time.Time) (keys.Key, error) {
+	tag, err := p.pool.Exec(ctx, `UPDATE auth.keys SET revoked_at = coalesce(revoked_at, $2),
+	updated_at = CASE WHEN revoked_at IS NULL THEN $2 ELSE updated_at END WHERE id = $1`, id, now)
+	if err != nil {
+		return keys.Key{}, fmt.Errorf("%w: revoke key: %v", ErrUnavailable, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return keys.Key{}, keys.ErrUnknown
+	}
+	return p.Get(ctx, id)
+}
+
+// Charge implements Store, in one statement: two controllers charging at once both count.
+func (p *Postgres) Charge(ctx context.Context, id string, periodStart time.Time, usd float64, at time.Time) error {
+	tag, err := p.pool.Exec(ctx, `UPDATE auth.keys SET
+	period_spend_usd = CASE WHEN period_start = $2 THEN period_spend_usd + $3
+	                        WHEN period_start IS NULL OR period_start < $2 THEN $3
+	                        ELSE period_spend_usd END,
+	period_start = greatest(period_start, $2),
+	spend_usd = spend_usd + $3,
+	last_used_at = greatest(last_used_at, $4)
+	WHERE id = $1`, id, periodStart, usd, at)
+	if err != nil {
+		return fmt.Errorf("%w: charge key: %v", ErrUnavailable, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return keys.ErrUnknown
+	}
+	return nil
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
