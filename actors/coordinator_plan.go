@@ -29,6 +29,7 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	c.exec = &messages.Execution{
 		RequestId: c.req.RequestId, ClientRequestId: c.req.ClientRequestId, ReceivedAt: c.req.ReceivedAt, Task: c.req.Task,
 		Metadata: c.req.Metadata, TimeoutSeconds: c.req.TimeoutSeconds, NodeId: c.deps.NodeID, Phases: &messages.Phases{}, Retries: []*messages.Retry{},
+		KeyId: c.req.KeyId,
 	}
 	req := c.planRequest()
 	p := plan.New(c.deps.Plan)

@@ -96,6 +96,10 @@ func (p *ProviderRef) Acquire(sender actor.SenderContext, a *messages.Acquire) {
 	sender.Send(p.PID, a)
 }
 
+// Live reports whether the provider's actor is up, so that acquisitions and settlements happen in
+// place; it is not yet right after the start, nor during a restart.
+func (p *ProviderRef) Live() bool { return p.live.Load() != nil }
+
 // Settle settles a permit with its call's outcome, in place while the provider's actor is up.
 func (p *ProviderRef) Settle(sender actor.SenderContext, o *messages.Outcome) {
 	if live := p.live.Load(); live != nil {

@@ -195,6 +195,9 @@ func (s summary) MarshalLogObject(o zapcore.ObjectEncoder) error {
 	}
 	o.AddString("event", event)
 	o.AddInt32("status", e.StatusCode)
+	if e.KeyId != "" {
+		o.AddString("key_id", e.KeyId)
+	}
 	o.AddString("category", s.category)
 	if c := e.Classification; c != nil && !c.Explicit {
 		o.AddFloat64("confidence", c.Confidence)

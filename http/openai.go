@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/problems"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
@@ -399,6 +400,9 @@ func openAIErrorType(status int) string {
 func openAIErrorOf(status int, code, message string, details []*messages.Problem) openAIErrorBody {
 	details = clipProblems(details)
 	e := openAIError{Message: problems.Clip(message, 1024), Type: openAIErrorType(status), Details: details}
+	if code == string(resilience.BudgetExceeded) {
+		e.Type = "insufficient_quota" // as OpenAI names a spent quota, which its clients tell from a rate limit
+	}
 	if len(details) > 0 {
 		// OpenAI names one offending parameter; the details list every problem.
 		param := details[0].Field

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
+	"errors"
 	"io"
 	"math"
 	"net"
@@ -23,10 +24,12 @@ import (
 
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/http/ui"
+	"github.com/conclave-ai/conclave/internal/adapters/keystore"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/assign"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/platform/metrics"
@@ -60,9 +63,12 @@ type Engine interface {
 
 // Options configure the API.
 type Options struct {
-	// Token, when set, is required as "Authorization: Bearer <token>" on every endpoint but /healthz and
-	// /readyz.
+	// Token, when set, is the admin token: required, or an API key, as "Authorization: Bearer <token>"
+	// on every endpoint but /healthz and /readyz. Without it only loopback callers are served, as admin.
 	Token secret.String
+	// Keys are the API keys callers may present instead of the token; nil serves no keys (the admin
+	// API answers 501, and a key's secret is refused).
+	Keys KeyRing
 	// MaxBodyBytes bounds request bodies; larger ones get 413.
 	MaxBodyBytes int64
 	// EvalReport is the evaluation report GET /eval/report serves (make eval writes
@@ -84,6 +90,7 @@ type Server struct {
 	token   [sha256.Size]byte
 	router  *httprouter.Router
 	metrics *metrics.Metrics
+	keys    KeyRing
 	// authFailures counts refused authentications, for the log's sampling.
 	authFailures atomic.Int64
 }
@@ -96,7 +103,7 @@ func New(engine Engine, opts Options) *Server {
 	if opts.MaxBodyBytes <= 0 {
 		opts.MaxBodyBytes = 1 << 20
 	}
-	s := &Server{engine: engine, opts: opts, log: opts.Log, router: httprouter.New(), metrics: engine.Metrics()}
+	s := &Server{engine: engine, opts: opts, log: opts.Log, router: httprouter.New(), metrics: engine.Metrics(), keys: opts.Keys}
 	if opts.Token.Set() {
 		s.token = sha256.Sum256([]byte(opts.Token.Reveal()))
 	}
@@ -104,25 +111,31 @@ func New(engine Engine, opts Options) *Server {
 	s.handle(http.MethodPost, "/v1/chat/completions", s.authedWith(s.chatCompletions, writeOpenAIError))
 	s.handle(http.MethodPost, "/v1/responses", s.authedWith(s.responses, writeOpenAIError))
 	s.handle(http.MethodPost, "/v1/embeddings", s.authedWith(s.embeddings, writeOpenAIError))
-	// Anthropic's clients send their key as x-api-key; a bearer token is as good.
-	s.handle(http.MethodPost, messagesPath, s.authedBy(s.messagesHandler, writeAnthropicError, apiKeyOrBearer,
-		"a valid API key is required, as x-api-key or Authorization: Bearer"))
+	// Anthropic's clients send their key as x-api-key, OpenAI's as a bearer token: every door takes both.
+	s.handle(http.MethodPost, messagesPath, s.authedWith(s.messagesHandler, writeAnthropicError))
 	s.handle(http.MethodGet, "/v1/models", s.authedWith(s.v1Models, writeOpenAIError))
 	// Model ids hold slashes (conclave/auto, vendor/model): the id is the rest of the path.
 	s.handle(http.MethodGet, "/v1/models/*id", s.authedWith(s.v1Model, writeOpenAIError))
-	s.handle(http.MethodGet, "/executions", s.authed(s.executions))
-	s.handle(http.MethodGet, "/executions/:id", s.authed(s.execution))
-	s.handle(http.MethodGet, "/executions/:id/trace", s.authed(s.trace))
-	s.handle(http.MethodPost, "/executions/:id/feedback", s.authed(s.feedback))
-	s.handle(http.MethodGet, "/analysis/models", s.authed(s.analysisModels))
-	s.handle(http.MethodGet, "/analysis/cost", s.authed(s.analysisCost))
-	s.handle(http.MethodGet, "/analysis/latency", s.authed(s.analysisLatency))
+	// A key reads its own records; the rest of the fleet's state and records is the admin's.
+	s.handle(http.MethodGet, "/executions", s.authed(s.adminOnly(s.executions)))
+	s.handle(http.MethodGet, "/executions/:id", s.authed(s.ownRecord(s.execution)))
+	s.handle(http.MethodGet, "/executions/:id/trace", s.authed(s.ownRecord(s.trace)))
+	s.handle(http.MethodPost, "/executions/:id/feedback", s.authed(s.ownRecord(s.feedback)))
+	s.handle(http.MethodGet, "/analysis/models", s.authed(s.adminOnly(s.analysisModels)))
+	s.handle(http.MethodGet, "/analysis/cost", s.authed(s.adminOnly(s.analysisCost)))
+	s.handle(http.MethodGet, "/analysis/latency", s.authed(s.adminOnly(s.analysisLatency)))
 	s.handle(http.MethodGet, "/models", s.authed(s.models))
-	s.handle(http.MethodGet, "/providers", s.authed(s.providers))
-	s.handle(http.MethodGet, "/workers", s.authed(s.workers))
+	s.handle(http.MethodGet, "/providers", s.authed(s.adminOnly(s.providers)))
+	s.handle(http.MethodGet, "/workers", s.authed(s.adminOnly(s.workers)))
 	s.handle(http.MethodGet, "/blueprints", s.authed(s.blueprints))
-	s.handle(http.MethodGet, "/metrics", s.authed(s.metricsHandler))
-	s.handle(http.MethodGet, "/eval/report", s.authed(s.evalReport))
+	s.handle(http.MethodGet, "/metrics", s.authed(s.adminOnly(s.metricsHandler)))
+	s.handle(http.MethodGet, "/eval/report", s.authed(s.adminOnly(s.evalReport)))
+	s.handle(http.MethodPost, "/admin/keys", s.authed(s.adminOnly(s.withKeys(s.createKey))))
+	s.handle(http.MethodGet, "/admin/keys", s.authed(s.adminOnly(s.withKeys(s.listKeys))))
+	s.handle(http.MethodGet, "/admin/keys/:id", s.authed(s.adminOnly(s.withKeys(s.showKey))))
+	s.handle(http.MethodPatch, "/admin/keys/:id", s.authed(s.adminOnly(s.withKeys(s.updateKey))))
+	s.handle(http.MethodDelete, "/admin/keys/:id", s.authed(s.adminOnly(s.withKeys(s.revokeKey))))
+	s.handle(http.MethodGet, "/admin/keys/:id/spend", s.authed(s.adminOnly(s.withKeys(s.keySpend))))
 	// The dashboard's files hold no data: they load without the token, and ask for it to read the API.
 	dashboard := http.StripPrefix("/ui", ui.Handler())
 	s.handle(http.MethodGet, "/ui/*file", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { dashboard.ServeHTTP(w, r) })
@@ -263,7 +276,7 @@ type errorWriter func(w http.ResponseWriter, status int, code, message string, d
 
 // authedWith is authed answering refusals in the shape of writeErr.
 func (s *Server) authedWith(h httprouter.Handle, writeErr errorWriter) httprouter.Handle {
-	return s.authedBy(h, writeErr, bearer, "a valid bearer token is required")
+	return s.authedBy(h, writeErr, apiKeyOrBearer, "a valid API key or admin token is required, as Authorization: Bearer or x-api-key")
 }
 
 // credential reads the token a request presents, and whether it presents one in a form the door takes.
@@ -283,31 +296,89 @@ func apiKeyOrBearer(r *http.Request) (string, bool) {
 	return bearer(r)
 }
 
-// authedBy requires the token, read by cred, when one is configured; a refusal says hint in the shape
-// of writeErr. A refusal is logged (the first, then one in every 100) and slowed by AuthFailureDelay, so
-// guessing costs time and floods no log.
+// authedBy requires an API key or the admin token, read by cred; without a token configured, a
+// request that presents no key is the (loopback) admin's. A refusal says hint, or what is wrong with
+// the key, in the shape of writeErr. A refusal is logged (the first, then one in every 100) and slowed
+// by AuthFailureDelay, so guessing costs time and floods no log.
 func (s *Server) authedBy(h httprouter.Handle, writeErr errorWriter, cred credential, hint string) httprouter.Handle {
-	if !s.opts.Token.Set() {
-		return h
-	}
 	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 		given, presented := cred(r)
+		if presented && keys.LooksLikeSecret(given) && s.keys != nil {
+			k, err := s.keys.Authenticate(r.Context(), given)
+			switch {
+			case err == nil:
+				h(w, r.WithContext(keys.WithCaller(r.Context(), k)), p)
+			case errors.Is(err, keystore.ErrUnavailable):
+				w.Header().Set("Retry-After", "5")
+				writeErr(w, http.StatusServiceUnavailable, "store_unavailable", "the key store is unavailable: the API key could not be checked", nil)
+			case errors.Is(err, keys.ErrUnknown):
+				s.refuseAuth(w, r, writeErr, "invalid_api_key", "the API key is not valid")
+			default:
+				s.refuseAuth(w, r, writeErr, "invalid_api_key", err.Error())
+			}
+			return
+		}
+		if !s.opts.Token.Set() {
+			h(w, r, p)
+			return
+		}
 		sum := sha256.Sum256([]byte(given))
 		if subtle.ConstantTimeCompare(sum[:], s.token[:]) != 1 || !presented {
-			if n := s.authFailures.Add(1); n == 1 || n%100 == 0 {
-				s.log.Warn("authentication failed", zap.String("event", "auth_failed"), zap.String("remote", r.RemoteAddr),
-					zap.String("path", problems.Clip(r.URL.Path, 128)), zap.Int64("failures", n))
-			}
-			select {
-			case <-time.After(s.authDelay()):
-			case <-r.Context().Done():
-			}
-			w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
-			writeErr(w, http.StatusUnauthorized, "unauthorized", hint, nil)
+			s.refuseAuth(w, r, writeErr, "unauthorized", hint)
 			return
 		}
 		h(w, r, p)
 	}
+}
+
+// refuseAuth answers a failed authentication with 401, after AuthFailureDelay.
+func (s *Server) refuseAuth(w http.ResponseWriter, r *http.Request, writeErr errorWriter, code, why string) {
+	if n := s.authFailures.Add(1); n == 1 || n%100 == 0 {
+		s.log.Warn("authentication failed", zap.String("event", "auth_failed"), zap.String("remote", r.RemoteAddr),
+			zap.String("path", problems.Clip(r.URL.Path, 128)), zap.Int64("failures", n))
+	}
+	select {
+	case <-time.After(s.authDelay()):
+	case <-r.Context().Done():
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="conclave"`)
+	writeErr(w, http.StatusUnauthorized, code, why, nil)
+}
+
+// adminOnly refuses a caller that came with an API key: the endpoint is the admin token's.
+func (s *Server) adminOnly(h httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if _, keyed := keys.CallerOf(r.Context()); keyed {
+			writeError(w, http.StatusForbidden, "forbidden", "this endpoint needs the admin token, not an API key", nil)
+			return
+		}
+		h(w, r, p)
+	}
+}
+
+// ownRecord lets a caller with an API key reach only the records of its own requests: another's is
+// not found, as an unknown one.
+func (s *Server) ownRecord(h httprouter.Handle) httprouter.Handle {
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		if k, keyed := keys.CallerOf(r.Context()); keyed {
+			exec, found, err := s.engine.Execution(r.Context(), p.ByName("id"))
+			if err == nil && (!found || exec.KeyId != k.ID) {
+				writeError(w, http.StatusNotFound, "not_found", "no execution with id "+problems.Clip(p.ByName("id"), 128), nil)
+				return
+			}
+		}
+		h(w, r, p)
+	}
+}
+
+// withKeys answers 501 when the server keeps no API keys.
+func (s *Server) withKeys(h httprouter.Handle) httprouter.Handle {
+	if s.keys == nil {
+		return func(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
+			writeError(w, http.StatusNotImplemented, "no_keys", "this server keeps no API keys", nil)
+		}
+	}
+	return h
 }
 
 // AuthFailureDelay is how long a refused authentication waits before its answer.

@@ -468,7 +468,9 @@ type EmbedRequest struct {
 	// dimensions, when positive, asks for vectors of that length (of a model that can shorten its own).
 	Dimensions int32 `protobuf:"varint,6,opt,name=dimensions,proto3" json:"dimensions,omitempty"`
 	// user is the caller's end user, for the provider's abuse checks.
-	User          string `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"`
+	User string `protobuf:"bytes,7,opt,name=user,proto3" json:"user,omitempty"`
+	// key_id is the API key the request came with ("" for the admin token).
+	KeyId         string `protobuf:"bytes,8,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -548,6 +550,13 @@ func (x *EmbedRequest) GetDimensions() int32 {
 func (x *EmbedRequest) GetUser() string {
 	if x != nil {
 		return x.User
+	}
+	return ""
+}
+
+func (x *EmbedRequest) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
 	}
 	return ""
 }
@@ -5964,7 +5973,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x0e\n" +
 	"\x02id\x18\x02 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x04 \x01(\tR\targuments\"\xf8\x01\n" +
+	"\targuments\x18\x04 \x01(\tR\targuments\"\x8f\x02\n" +
 	"\fEmbedRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12*\n" +
@@ -5976,7 +5985,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\n" +
 	"dimensions\x18\x06 \x01(\x05R\n" +
 	"dimensions\x12\x12\n" +
-	"\x04user\x18\a \x01(\tR\x04user\"r\n" +
+	"\x04user\x18\a \x01(\tR\x04user\x12\x15\n" +
+	"\x06key_id\x18\b \x01(\tR\x05keyId\"r\n" +
 	"\vEmbedResult\x124\n" +
 	"\texecution\x18\x01 \x01(\v2\x16.conclave.v1.ExecutionR\texecution\x12-\n" +
 	"\avectors\x18\x02 \x03(\v2\x13.conclave.v1.VectorR\avectors\" \n" +

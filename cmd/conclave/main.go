@@ -1,5 +1,6 @@
 // Command conclave is the Conclave control plane: `conclave serve` runs it, `conclave migrate` and
-// `conclave records` tend its PostgreSQL, `conclave version` says which build this is.
+// `conclave records` tend its PostgreSQL, `conclave keys` its API keys, `conclave version` says which
+// build this is.
 package main
 
 import (
@@ -43,6 +44,8 @@ Usage:
                              apply or undo the PostgreSQL schema at DATABASE_URL
   conclave records prune --older-than 30d
                              delete old execution records from PostgreSQL
+  conclave keys create|list|show|update|revoke|spend
+                             manage the API keys of a running Conclave (its admin API)
   conclave version           print the version (also --version)
   conclave help              show this text (also --help)
 
@@ -84,6 +87,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return migrate(ctx, args[1:], stdout, stderr)
 	case "records":
 		return records(ctx, args[1:], stdout, stderr)
+	case "keys":
+		return keysCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil
@@ -141,7 +146,8 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	// and only so many connections are held at once.
 	ln = netutil.LimitListener(ln, cfg.MaxConnections)
 	srv := &http.Server{
-		Handler:           httpapi.New(eng, httpapi.Options{Token: cfg.APIToken, MaxBodyBytes: cfg.MaxBodyBytes, Log: log, EvalReport: cfg.EvalReport}),
+		Handler: httpapi.New(eng, httpapi.Options{Token: cfg.APIToken, Keys: eng.Keys(), MaxBodyBytes: cfg.MaxBodyBytes, Log: log,
+			EvalReport: cfg.EvalReport}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       cfg.ReadTimeout(),
 		WriteTimeout:      cfg.WriteTimeout(),

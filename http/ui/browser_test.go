@@ -62,7 +62,7 @@ func server(t *testing.T) string {
 	if err := os.WriteFile(report, raw, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(e, httpapi.Options{Token: cfg.APIToken, Log: zap.NewNop(), EvalReport: report}))
+	srv := httptest.NewServer(httpapi.New(e, httpapi.Options{Token: cfg.APIToken, Keys: e.Keys(), Log: zap.NewNop(), EvalReport: report}))
 	t.Cleanup(func() {
 		srv.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)

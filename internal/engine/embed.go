@@ -14,6 +14,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/classify"
+	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
@@ -37,13 +38,24 @@ const EmbedTimeout = 60 * time.Second
 func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messages.EmbedResult, error) {
 	e.inflight.Add(1)
 	defer e.inflight.Done()
-	exec := &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, ReceivedAt: req.ReceivedAt, NodeId: e.cfg.NodeID,
+	exec := &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, ReceivedAt: req.ReceivedAt, NodeId: e.cfg.NodeID, KeyId: req.KeyId,
 		Task: strings.Join(req.Inputs, "\n\n"), Phases: &messages.Phases{},
 		Blueprint: &messages.Blueprint{Name: EmbeddingsBlueprint, Workers: 1, MinResponses: 1, TimeoutSeconds: EmbedTimeout.Seconds()}}
 	out := &messages.EmbedResult{Execution: exec}
 	if e.closing.Load() {
 		fail(exec, resilience.ShuttingDown, "conclave is shutting down", 0)
 		return out, nil
+	}
+	if k, ok := keys.CallerOf(ctx); ok && req.KeyId == "" {
+		req.KeyId, exec.KeyId = k.ID, k.ID
+	}
+	if req.KeyId != "" {
+		p, _, f := e.keys.admit(ctx, ask{id: req.RequestId, keyID: req.KeyId, named: []string{req.Model}, estimate: classify.EstimateTokens(exec.Task)})
+		if f != nil {
+			exec.Error, exec.StatusCode = f, int32(resilience.StatusOf(resilience.Kind(f.Code)))
+			return out, nil
+		}
+		defer p.settle(exec)
 	}
 	m, known := e.catalog.Load().Get(req.Model)
 	switch {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net/http"
 	"os"
 	"slices"
 	"strings"
@@ -31,6 +32,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/classify"
 	"github.com/conclave-ai/conclave/internal/core/feedback"
+	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/plan"
 	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
@@ -86,6 +88,7 @@ type Engine struct {
 	blueprints *blueprints.Set
 	store      store.Store
 	spool      *spool.Spool
+	keys       *Keys
 	redis      *redis.Client // REDIS_URL's, when set
 	bus        *redisbus.Bus // what controllers tell each other through that Redis
 	// peers is where the reading of other controllers' rewards stands; only the loop folding them
@@ -217,6 +220,7 @@ func New(opts Options) (*Engine, error) {
 		e.deps.BreakerOpened = e.publishOpened
 		dir.SharedRound = e.sharedRound
 	}
+	e.openKeys()
 
 	// The registry routes every call to its provider: the workers' calls, and the embeddings calls the
 	// controller makes itself.
@@ -392,12 +396,51 @@ func (e *Engine) waitReady() error {
 func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
 	e.inflight.Add(1)
 	defer e.inflight.Done()
-	if req.Direct && len(req.Fallbacks) == 0 && len(req.Models) == 1 {
-		req.Fallbacks = e.cfg.Fallbacks[req.Models[0]] // the configuration's, unless the request names its own
-	}
 	if e.closing.Load() {
 		return refused(req, resilience.ShuttingDown, "conclave is shutting down", 0), nil
 	}
+	var key *pass
+	if k, ok := keys.CallerOf(ctx); ok && req.KeyId == "" {
+		req.KeyId = k.ID
+	}
+	if req.KeyId != "" {
+		p, globs, f := e.keys.admit(ctx, ask{id: req.RequestId, keyID: req.KeyId, named: append(slices.Clip(req.Models), req.Fallbacks...),
+			virtual: virtualModel(req), estimate: classify.EstimateTokens(req.Task)})
+		if f != nil {
+			return &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, KeyId: req.KeyId,
+				StatusCode: int32(resilience.StatusOf(resilience.Kind(f.Code))), Error: f}, nil
+		}
+		key, req.AllowedModels = p, globs
+	}
+	if req.Direct && len(req.Fallbacks) == 0 && len(req.Models) == 1 {
+		// The configuration's, unless the request names its own; a key keeps to those it may call.
+		for _, m := range e.cfg.Fallbacks[req.Models[0]] {
+			if key == nil || key.key.Allows(m) {
+				req.Fallbacks = append(req.Fallbacks, m)
+			}
+		}
+	}
+	exec, err := e.route(ctx, req)
+	if key != nil {
+		if exec == nil {
+			exec = &messages.Execution{StatusCode: http.StatusInternalServerError}
+		}
+		key.settle(exec)
+	}
+	return exec, err
+}
+
+// ConclaveModels starts the ids of the models Conclave makes of panels: conclave/auto lets the
+// classifier choose the blueprint, conclave/<blueprint> names it.
+const ConclaveModels = "conclave/"
+
+// virtualModel is the Conclave model a routed request asks for.
+func virtualModel(req *messages.RouteRequest) string {
+	return ConclaveModels + cmp.Or(req.Category, "auto")
+}
+
+// route is Route once the request is let in.
+func (e *Engine) route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
 	// The ask counts too: its images and conversation can be far larger than the task rendered of it.
 	size := int64(len(req.Task) + req.GetAsk().SizeVT())
 	if limit := e.cfg.MaxInflightBytes; limit > 0 {

@@ -125,6 +125,11 @@ func TestProtocolTableMatchesASixWayRequest(t *testing.T) {
 		}
 	})
 
+	// The providers' actors go live once they have started, a moment after the engine: before that an
+	// acquisition goes through the mailbox, which is right but not what the table counts.
+	waitUntil(t, func() bool {
+		return !slices.ContainsFunc(e.deps.Dir.Providers, func(p *actors.ProviderRef) bool { return !p.Live() })
+	})
 	locked(func() { recording = true })
 	six, majority := int32(6), "majority"
 	exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: "six", Workers: &six, MinResponses: &six, Strategy: &majority,

@@ -76,6 +76,8 @@ type Query struct {
 	ContextTokens int
 	// Requested, when not empty, is the request's explicit models list: every other model is skipped.
 	Requested map[string]bool
+	// Allowed, when set, says whether the caller's key may call a model: every other model is skipped.
+	Allowed func(model string) bool
 	// Unavailable, when set, says why a model cannot be called now (ModelRemoved, ModelEjected or
 	// ModelRateLimited) and until when, or returns zero for a model that can.
 	Unavailable func(model, provider string) (SkipReason, time.Time)
@@ -115,11 +117,12 @@ const (
 	NoVision
 	ParametersUnsupported
 	ConnectionRefused
+	NotAllowed
 )
 
 var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted",
 	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled", "provider_stopped", "no_vision",
-	"parameters_unsupported", "provider_connection_refused"}
+	"parameters_unsupported", "provider_connection_refused", "not_allowed_by_key"}
 
 func (r SkipReason) String() string {
 	if int(r) < len(skipNames) && r > 0 {
@@ -195,6 +198,8 @@ func (q *Query) reject(c *Candidate, status ProviderStatus, known bool) (SkipRea
 	switch {
 	case len(q.Requested) > 0 && !q.Requested[c.Model]:
 		return NotRequested, time.Time{}
+	case q.Allowed != nil && !q.Allowed(c.Model):
+		return NotAllowed, time.Time{}
 	case q.Tried[c.Model]:
 		return AlreadyTried, time.Time{}
 	case q.Refused[c.Provider]:

@@ -319,7 +319,7 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // sampling parameters the caller gave, which every model asked must carry.
 func Request(r *messages.RouteRequest, strictParams []string) plan.Request {
 	req := plan.Request{Task: r.Task, Category: r.Category, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
-		Fallbacks: r.Fallbacks, StrictParams: strictParams}
+		Fallbacks: r.Fallbacks, StrictParams: strictParams, Allowed: r.AllowedModels}
 	if r.TimeoutSeconds != nil {
 		// A timeout too small to be a duration still ends the request at once.
 		req.Timeout = max(time.Duration(*r.TimeoutSeconds*float64(time.Second)), time.Nanosecond)

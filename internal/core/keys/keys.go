@@ -5,6 +5,7 @@
 package keys
 
 import (
+	"context"
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
@@ -86,11 +87,11 @@ func (k Key) OverBudget(now time.Time) bool {
 }
 
 // Allows reports whether the key may call a model.
-func (k Key) Allows(model string) bool {
-	if len(k.Models) == 0 {
-		return true
-	}
-	for _, g := range k.Models {
+func (k Key) Allows(model string) bool { return len(k.Models) == 0 || Matches(k.Models, model) }
+
+// Matches reports whether one of globs matches a model id.
+func Matches(globs []string, model string) bool {
+	for _, g := range globs {
 		if Match(g, model) {
 			return true
 		}
@@ -179,6 +180,21 @@ func (p Period) End(created, now time.Time) time.Time {
 		return time.Time{}
 	}
 	return p.Start(created, now).Add(time.Duration(p))
+}
+
+// caller is the context key of the key a request authenticated with.
+type caller struct{}
+
+// WithCaller returns ctx carrying the key a request authenticated with: the way in reads the key
+// once, and what runs the request admits it on that reading.
+func WithCaller(ctx context.Context, k Key) context.Context {
+	return context.WithValue(ctx, caller{}, k)
+}
+
+// CallerOf returns the key ctx carries, if any (none for the admin token).
+func CallerOf(ctx context.Context) (Key, bool) {
+	k, ok := ctx.Value(caller{}).(Key)
+	return k, ok
 }
 
 // SecretPrefix starts every key's secret, so that a secret is told from the admin token at a glance

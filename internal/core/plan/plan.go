@@ -18,6 +18,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/classify"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 )
@@ -83,6 +84,9 @@ type Request struct {
 	// StrictParams are the parameters the request insists on (strict_parameters): only models whose
 	// provider carries every one are selected.
 	StrictParams []string
+	// Allowed are the caller's key's model globs: only models one of them matches are selected (none:
+	// every model).
+	Allowed []string
 }
 
 // Plan is the decision of steps 2 to 5.
@@ -114,6 +118,8 @@ type Plan struct {
 	s       *Settings
 	// requested is the request's models list, which replacements keep to as well.
 	requested map[string]bool
+	// allowed says whether the caller's key may call a model; nil when it may call any.
+	allowed func(model string) bool
 	// lacks says what a model lacks that the request needs; nil when it needs nothing special.
 	lacks func(model, provider string) bandit.SkipReason
 	// direct is a direct call's model and fallbacks, in the order they are asked.
@@ -269,6 +275,9 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 		}
 	}
 	p.lacks = p.needs(req)
+	if globs := req.Allowed; len(globs) > 0 {
+		p.allowed = func(model string) bool { return keys.Matches(globs, model) }
+	}
 	q := p.query(w, p.Blueprint.Workers)
 	cands := w.Candidates(p.Category)
 	sel := bandit.Select(rng, *cands, q)
@@ -291,7 +300,7 @@ func withCauses(f *Failure, skipped []bandit.Skip, w World) *Failure {
 	var out problems.Errors
 	now := w.Now()
 	for _, s := range skipped {
-		if s.Reason == bandit.NotRequested {
+		if s.Reason == bandit.NotRequested || s.Reason == bandit.NotAllowed {
 			continue
 		}
 		cause := s.Reason.String()
@@ -422,7 +431,7 @@ func (p *Plan) query(w World, n int) bandit.Query {
 	}
 	return bandit.Query{
 		N: n, ContextTokens: p.ContextTokens, Providers: status, Policy: p.s.Policy, TotalPulls: w.TotalPulls(p.Category),
-		Requested: p.requested, Lacks: p.lacks,
+		Requested: p.requested, Allowed: p.allowed, Lacks: p.lacks,
 		Unavailable: func(model, provider string) (bandit.SkipReason, time.Time) { return w.Model(model, provider, now) },
 	}
 }
@@ -464,12 +473,12 @@ func (p *Plan) Worker(w World, avoid []string) (string, bool) {
 	return workers[0], true
 }
 
-// SkipsToRecord returns the skipped models worth recording (every reason but not being requested), at
-// most MaxRecordedSkips.
+// SkipsToRecord returns the skipped models worth recording (every reason but not being requested or
+// allowed), at most MaxRecordedSkips.
 func (p *Plan) SkipsToRecord() []bandit.Skip {
 	var out []bandit.Skip
 	for _, s := range p.Selection.Skipped {
-		if s.Reason != bandit.NotRequested && len(out) < MaxRecordedSkips {
+		if s.Reason != bandit.NotRequested && s.Reason != bandit.NotAllowed && len(out) < MaxRecordedSkips {
 			out = append(out, s)
 		}
 	}

@@ -77,6 +77,19 @@ const (
 	NoValidAnswer Kind = "no_valid_answer"
 )
 
+// Refusals of a caller's API key, before anything is selected or called: the caller's own limits, so
+// 429 (and 403 for a model the key may not call), never a provider's fault.
+const (
+	// KeyRateLimited: the key's requests, tokens per minute or requests at once are spent.
+	KeyRateLimited Kind = "rate_limit_exceeded"
+	// BudgetExceeded: the key has spent its budget for the period.
+	BudgetExceeded Kind = "budget_exceeded"
+	// ModelNotAllowed: the request names a model outside the key's list.
+	ModelNotAllowed Kind = "model_not_allowed"
+	// KeyRevoked: the key was revoked or has expired since the request was let in.
+	KeyRevoked Kind = "key_revoked"
+)
+
 // StatusClientClosed is the status recorded for a request whose caller went away (no one reads it).
 const StatusClientClosed = 499
 
@@ -174,6 +187,10 @@ var table = map[Kind]Policy{
 	ClientClosed:            {Status: StatusClientClosed},
 	Overloaded:              {Status: http.StatusServiceUnavailable},
 	NoValidAnswer:           {Status: http.StatusBadGateway},
+	KeyRateLimited:          {Status: http.StatusTooManyRequests},
+	BudgetExceeded:          {Status: http.StatusTooManyRequests},
+	ModelNotAllowed:         {Status: http.StatusForbidden},
+	KeyRevoked:              {Status: http.StatusUnauthorized},
 }
 
 // PolicyFor returns the retry-table row for kind; unknown kinds are treated as Internal.

@@ -82,12 +82,15 @@ type Metrics struct {
 	quorum      *prometheus.CounterVec
 	refused     *prometheus.CounterVec
 	dropped     *prometheus.CounterVec
+	keySpend    *prometheus.CounterVec
+	keyRequests *prometheus.CounterVec
 
 	providerOf func(string) string
 
 	mu         sync.Mutex
 	models     map[string]bool
 	categories map[string]bool
+	keys       map[string]bool
 
 	resolvedMu   sync.RWMutex // guards callCache and requestCache
 	callCache    map[callKey]callInstruments
@@ -97,7 +100,7 @@ type Metrics struct {
 // New returns metrics on a registry of their own, with the Go runtime and process collectors, reading
 // gauges from src at scrape time.
 func New(src Source) *Metrics {
-	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}, categories: map[string]bool{}, providerOf: src.ProviderOf,
+	m := &Metrics{reg: prometheus.NewRegistry(), models: map[string]bool{}, categories: map[string]bool{}, keys: map[string]bool{}, providerOf: src.ProviderOf,
 		callCache: map[callKey]callInstruments{}, requestCache: map[requestKey]requestInstruments{}}
 	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conclave_http_requests_total", Help: "HTTP requests answered, by endpoint, status code and task category.",
@@ -136,12 +139,35 @@ func New(src Source) *Metrics {
 		Name: "conclave_actor_messages_dropped_total",
 		Help: "Messages an actor dropped instead of acting on them (a missing reply address, an unknown model, an impossible field), by actor kind and reason.",
 	}, []string{"actor", "reason"})
+	m.keySpend = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_key_spend_usd_total", Help: "What API keys spent on model calls, in US dollars, by key name.",
+	}, []string{"key"})
+	m.keyRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "conclave_key_requests_total", Help: "Requests made with API keys, by key name and HTTP status code.",
+	}, []string{"key", "code"})
 	m.reg.MustRegister(m.requests, m.duration, m.overhead, m.calls, m.callSeconds, m.tokens, m.cost, m.transitions, m.quorum, m.refused, m.dropped,
+		m.keySpend, m.keyRequests,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), &snapshots{src: src, m: m})
 	for _, o := range []string{"complete", "degraded", "failed"} {
 		m.quorum.WithLabelValues(o)
 	}
 	return m
+}
+
+// MaxKeys bounds the keys that get their own label value, as MaxModels bounds models.
+const MaxKeys = 500
+
+// KeyRequest counts a request made with a key (by its name) that answered with status, and what it
+// spent.
+func (m *Metrics) KeyRequest(name string, status int, usd float64) {
+	if m == nil {
+		return
+	}
+	name = m.bounded(m.keys, MaxKeys, name)
+	m.keyRequests.WithLabelValues(name, strconv.Itoa(status)).Inc()
+	if usd > 0 {
+		m.keySpend.WithLabelValues(name).Add(usd)
+	}
 }
 
 // Handler serves the registry in Prometheus' text format.

@@ -1,0 +1,237 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+)
+
+const keysUsage = `Usage: conclave keys COMMAND [flags]
+
+Manages the API keys of a running Conclave through its admin API (the admin token is
+CONCLAVE_API_TOKEN; the server CONCLAVE_SERVER, http://127.0.0.1:5000 by default).
+
+  create --name NAME [key flags]     make a key; its secret is printed this once only
+  list                               every key, revoked ones included
+  show ID                            one key, its spend and its limits in use
+  update ID [key flags]              change what the flags give
+  revoke ID                          refuse the key from now on, on every controller
+  spend ID [--since T] [--until T] [--group-by model|day]
+                                     what the key spent, from the records
+
+Key flags:
+  --name NAME              a name for people and metrics
+  --budget-usd N           the most the key may spend in a period ("none" to remove the budget)
+  --budget-period P        1d, 7d, 30d, or "" for the key's whole life
+  --rpm N, --tpm N         requests and tokens per minute (0: no limit)
+  --max-concurrency N      requests at once (0: no limit)
+  --models GLOBS           comma-separated globs over model ids: openai/*,conclave/* ("" for every model)
+  --expires-at T           RFC 3339 time the key stops working ("never" to remove it)
+  --metadata JSON          a JSON object kept with the key
+
+Common flags: --server URL, --token TOKEN
+`
+
+// keysCommand runs `conclave keys ...` against a running server's admin API.
+func keysCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if len(args) == 0 {
+			fmt.Fprint(stderr, keysUsage)
+			return errors.New("keys needs a command")
+		}
+		fmt.Fprint(stdout, keysUsage)
+		return nil
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	server := fs.String("server", envOr("CONCLAVE_SERVER", "http://127.0.0.1:5000"), "")
+	token := fs.String("token", os.Getenv("CONCLAVE_API_TOKEN"), "")
+	fields := map[string]*string{}
+	for _, name := range []string{"name", "budget-usd", "budget-period", "rpm", "tpm", "max-concurrency", "models", "expires-at", "metadata"} {
+		fields[name] = fs.String(name, "", "")
+	}
+	since, until, groupBy := fs.String("since", "", ""), fs.String("until", "", ""), fs.String("group-by", "", "")
+	// Flags may come before or after the id.
+	var positional []string
+	rest := args[1:]
+	for {
+		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, keysUsage)
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%w (see conclave keys --help)", err)
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	c := adminClient{server: strings.TrimRight(*server, "/"), token: *token, stdout: stdout}
+
+	wantID := func() (string, error) {
+		if len(positional) != 1 {
+			return "", fmt.Errorf("keys %s needs one key id (see conclave keys --help)", cmd)
+		}
+		return url.PathEscape(positional[0]), nil
+	}
+	switch cmd {
+	case "create", "update":
+		body, err := keyBody(fields, given)
+		if err != nil {
+			return err
+		}
+		if cmd == "create" {
+			if len(positional) > 0 {
+				return errors.New("keys create takes no id")
+			}
+			if err := c.do(ctx, http.MethodPost, "/admin/keys", body, http.StatusCreated); err != nil {
+				return err
+			}
+			fmt.Fprintln(stderr, "the key's secret is above; it is not kept and cannot be shown again")
+			return nil
+		}
+		id, err := wantID()
+		if err != nil {
+			return err
+		}
+		return c.do(ctx, http.MethodPatch, "/admin/keys/"+id, body, http.StatusOK)
+	case "list":
+		if len(positional) > 0 {
+			return errors.New("keys list takes no id")
+		}
+		return c.do(ctx, http.MethodGet, "/admin/keys", nil, http.StatusOK)
+	case "show", "revoke", "spend":
+		id, err := wantID()
+		if err != nil {
+			return err
+		}
+		switch cmd {
+		case "show":
+			return c.do(ctx, http.MethodGet, "/admin/keys/"+id, nil, http.StatusOK)
+		case "revoke":
+			return c.do(ctx, http.MethodDelete, "/admin/keys/"+id, nil, http.StatusOK)
+		}
+		q := url.Values{}
+		for name, v := range map[string]string{"since": *since, "until": *until, "group_by": *groupBy} {
+			if v != "" {
+				q.Set(name, v)
+			}
+		}
+		path := "/admin/keys/" + id + "/spend"
+		if len(q) > 0 {
+			path += "?" + q.Encode()
+		}
+		return c.do(ctx, http.MethodGet, path, nil, http.StatusOK)
+	}
+	fmt.Fprint(stderr, keysUsage)
+	return fmt.Errorf("unknown keys command %q", cmd)
+}
+
+// keyBody is the JSON of the key flags given; the server judges their values and lists what is wrong.
+func keyBody(fields map[string]*string, given map[string]bool) (map[string]any, error) {
+	body := map[string]any{}
+	for flagName, v := range fields {
+		if !given[flagName] {
+			continue
+		}
+		name := strings.ReplaceAll(flagName, "-", "_")
+		switch flagName {
+		case "budget-usd":
+			if *v == "none" {
+				body[name] = nil
+			} else if f, err := strconv.ParseFloat(*v, 64); err == nil {
+				body[name] = f
+			} else {
+				return nil, fmt.Errorf("--budget-usd %q is not a number (or none)", *v)
+			}
+		case "rpm", "tpm", "max-concurrency":
+			n, err := strconv.Atoi(*v)
+			if err != nil {
+				return nil, fmt.Errorf("--%s %q is not a whole number", flagName, *v)
+			}
+			body[name] = n
+		case "models":
+			globs := []string{}
+			for _, g := range strings.Split(*v, ",") {
+				if g = strings.TrimSpace(g); g != "" {
+					globs = append(globs, g)
+				}
+			}
+			body[name] = globs
+		case "expires-at":
+			if *v == "never" {
+				body[name] = nil
+			} else {
+				body[name] = *v
+			}
+		case "metadata":
+			var m json.RawMessage
+			if err := json.Unmarshal([]byte(*v), &m); err != nil {
+				return nil, fmt.Errorf("--metadata is not JSON: %v", err)
+			}
+			body[name] = m
+		default:
+			body[name] = *v
+		}
+	}
+	return body, nil
+}
+
+// adminClient calls the admin API and prints its answers.
+type adminClient struct {
+	server, token string
+	stdout        io.Writer
+}
+
+func (c adminClient) do(ctx context.Context, method, path string, body any, want int) error {
+	var rd io.Reader
+	if body != nil {
+		raw, err := json.Marshal(body)
+		if err != nil {
+			return err
+		}
+		rd = bytes.NewReader(raw)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.server+path, rd)
+	if err != nil {
+		return err
+	}
+	if rd != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return err
+	}
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, raw, "", "  ") != nil {
+		pretty.Reset()
+		pretty.Write(raw)
+	}
+	if resp.StatusCode != want {
+		return fmt.Errorf("%s %s: %s\n%s", method, path, resp.Status, pretty.String())
+	}
+	pretty.WriteByte('\n')
+	_, err = c.stdout.Write(pretty.Bytes())
+	return err
+}

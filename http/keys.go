@@ -1,0 +1,233 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/conclave-ai/conclave/internal/adapters/keystore"
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/problems"
+	"github.com/julienschmidt/httprouter"
+)
+
+// KeyRing is the API keys behind the admin API and the authentication of every request.
+type KeyRing interface {
+	// Authenticate returns a secret's key, or why it may not be used (keys.ErrUnknown, ErrRevoked,
+	// ErrExpired, or an error wrapping keystore.ErrUnavailable).
+	Authenticate(ctx context.Context, secret string) (keys.Key, error)
+	// Create returns the new key and its secret, which is never shown again.
+	Create(ctx context.Context, c keys.Changes) (keys.Key, string, error)
+	List(ctx context.Context) ([]keys.Key, error)
+	Get(ctx context.Context, id string) (keys.Key, error)
+	Update(ctx context.Context, id string, c keys.Changes) (keys.Key, error)
+	Revoke(ctx context.Context, id string) (keys.Key, error)
+	// Usage is how much of a key's limits is in use now.
+	Usage(ctx context.Context, k keys.Key) (ratelimit.Usage, error)
+	Spend(ctx context.Context, q store.SpendQuery) ([]store.SpendGroup, error)
+	Now() time.Time
+}
+
+// keyView is a key as the admin API shows it: never its secret.
+type keyView struct {
+	ID             string          `json:"id"`
+	Key            string          `json:"key,omitempty"` // the secret, in the answer to its creation only
+	Name           string          `json:"name"`
+	Status         string          `json:"status"`
+	BudgetUSD      *float64        `json:"budget_usd"`
+	BudgetPeriod   string          `json:"budget_period"`
+	RPM            int             `json:"rpm"`
+	TPM            int             `json:"tpm"`
+	MaxConcurrency int             `json:"max_concurrency"`
+	Models         []string        `json:"models"`
+	ExpiresAt      *time.Time      `json:"expires_at"`
+	Metadata       json.RawMessage `json:"metadata"`
+	CreatedAt      time.Time       `json:"created_at"`
+	UpdatedAt      time.Time       `json:"updated_at"`
+	RevokedAt      *time.Time      `json:"revoked_at"`
+	LastUsedAt     *time.Time      `json:"last_used_at"`
+	Spend          spendView       `json:"spend"`
+	Usage          keyUsageView    `json:"usage"`
+}
+
+type spendView struct {
+	PeriodStart time.Time  `json:"period_start"`
+	PeriodEnd   *time.Time `json:"period_end"`
+	SpendUSD    float64    `json:"spend_usd"`
+	TotalUSD    float64    `json:"total_usd"`
+}
+
+// keyUsageView is the key's limits in use now, in the window they count over.
+type keyUsageView struct {
+	Requests int `json:"requests"`
+	Tokens   int `json:"tokens"`
+	InFlight int `json:"in_flight"`
+}
+
+func (s *Server) viewKey(ctx context.Context, k keys.Key) keyView {
+	now := s.keys.Now()
+	v := keyView{ID: k.ID, Name: k.Name, Status: k.Status(now), BudgetUSD: k.Budget, BudgetPeriod: k.Period.String(), RPM: k.RPM, TPM: k.TPM,
+		MaxConcurrency: k.MaxConcurrency, Models: k.Models, ExpiresAt: k.ExpiresAt, Metadata: k.Metadata, CreatedAt: k.CreatedAt,
+		UpdatedAt: k.UpdatedAt, RevokedAt: k.RevokedAt, LastUsedAt: k.LastUsedAt,
+		Spend: spendView{PeriodStart: k.Period.Start(k.CreatedAt, now), SpendUSD: k.Spent(now), TotalUSD: k.Spend.Total}}
+	if v.Models == nil {
+		v.Models = []string{}
+	}
+	if len(v.Metadata) == 0 {
+		v.Metadata = json.RawMessage("{}")
+	}
+	if end := k.Period.End(k.CreatedAt, now); !end.IsZero() {
+		v.Spend.PeriodEnd = &end
+	}
+	if u, err := s.keys.Usage(ctx, k); err == nil {
+		v.Usage = keyUsageView{Requests: u.Requests, Tokens: u.Tokens, InFlight: u.InFlight}
+	}
+	return v
+}
+
+// keyError answers a key store's failure.
+func keyError(w http.ResponseWriter, err error) {
+	switch {
+	case errors.Is(err, keys.ErrUnknown):
+		writeError(w, http.StatusNotFound, "not_found", "no such API key", nil)
+	case errors.Is(err, keystore.ErrUnavailable):
+		w.Header().Set("Retry-After", "5")
+		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the key store is unavailable", nil)
+	default:
+		writeError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
+	}
+}
+
+// readChanges reads a key's fields from a request's body, answering what is wrong itself.
+func (s *Server) readChanges(w http.ResponseWriter, r *http.Request, creating bool) (keys.Changes, bool) {
+	body, ok := s.readJSON(w, r)
+	if !ok {
+		return keys.Changes{}, false
+	}
+	c, bad := keys.ReadChanges(body, creating)
+	if len(bad) > 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the key has problems", details(bad.Capped()))
+		return keys.Changes{}, false
+	}
+	return c, true
+}
+
+// createKey handles POST /admin/keys: 201 with the key and, this once only, its secret.
+func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	c, ok := s.readChanges(w, r, true)
+	if !ok {
+		return
+	}
+	k, secret, err := s.keys.Create(r.Context(), c)
+	if err != nil {
+		keyError(w, err)
+		return
+	}
+	v := s.viewKey(r.Context(), k)
+	v.Key = secret
+	w.Header().Set("Cache-Control", "no-store") // the secret must not stay in a cache
+	w.Header().Set("Location", "/admin/keys/"+k.ID)
+	writeJSON(w, http.StatusCreated, v)
+}
+
+func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	if _, bad := readQuery(r.URL.Query(), noParams); len(bad) > 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
+		return
+	}
+	list, err := s.keys.List(r.Context())
+	if err != nil {
+		keyError(w, err)
+		return
+	}
+	views := make([]keyView, 0, len(list))
+	for _, k := range list {
+		views = append(views, s.viewKey(r.Context(), k))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"keys": views})
+}
+
+func (s *Server) showKey(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	k, err := s.keys.Get(r.Context(), p.ByName("id"))
+	if err != nil {
+		keyError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.viewKey(r.Context(), k))
+}
+
+func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	c, ok := s.readChanges(w, r, false)
+	if !ok {
+		return
+	}
+	k, err := s.keys.Update(r.Context(), p.ByName("id"), c)
+	if err != nil {
+		keyError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.viewKey(r.Context(), k))
+}
+
+// revokeKey handles DELETE /admin/keys/:id: the key is refused at once, on every controller sharing
+// the store; it stays listed, revoked, with its spend.
+func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	k, err := s.keys.Revoke(r.Context(), p.ByName("id"))
+	if err != nil {
+		keyError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, s.viewKey(r.Context(), k))
+}
+
+var spendParams = map[string]bool{"since": true, "until": true, "group_by": true}
+
+// DefaultSpendWindow is how far back GET /admin/keys/:id/spend looks without since.
+const DefaultSpendWindow = 30 * 24 * time.Hour
+
+// keySpend handles GET /admin/keys/:id/spend?since=&until=&group_by=model|day.
+func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	f, bad := readQuery(r.URL.Query(), spendParams)
+	groupBy := r.URL.Query().Get("group_by")
+	switch groupBy {
+	case "":
+		groupBy = "model"
+	case "model", "day":
+	default:
+		bad = append(bad, problems.Problem{Field: "group_by", Message: "must be model or day"})
+	}
+	if len(bad) > 0 {
+		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
+		return
+	}
+	k, err := s.keys.Get(r.Context(), p.ByName("id"))
+	if err != nil {
+		keyError(w, err)
+		return
+	}
+	q := store.SpendQuery{KeyID: k.ID, Since: f.Since, Until: f.Until, ByDay: groupBy == "day"}
+	if q.Until.IsZero() {
+		q.Until = s.keys.Now().Add(time.Millisecond) // what was received up to now
+	}
+	if q.Since.IsZero() {
+		q.Since = q.Until.Add(-DefaultSpendWindow)
+	}
+	groups, err := s.keys.Spend(r.Context(), q)
+	if err != nil {
+		storeError(w, err)
+		return
+	}
+	total := 0.0
+	for _, g := range groups {
+		total += g.CostUSD
+	}
+	if groups == nil {
+		groups = []store.SpendGroup{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"key_id": k.ID, "since": q.Since.UTC(), "until": q.Until.UTC(), "group_by": groupBy,
+		"total_usd": total, "groups": groups})
+}

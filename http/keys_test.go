@@ -1,0 +1,438 @@
+package httpapi_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/engine"
+	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
+	"github.com/conclave-ai/conclave/internal/testenv/redistest"
+	"github.com/openai/openai-go/v3"
+	"go.uber.org/zap/zapcore"
+)
+
+const adminToken = "admin-token-0123456789"
+
+// keyEmbedModel is an embeddings model the tests add to the catalog.
+const keyEmbedModel = "text-embedding-3-small"
+
+func withAdmin(c *config.Config) { c.APIToken = secret.String(adminToken) }
+
+type createdKey struct {
+	ID     string `json:"id"`
+	Key    string `json:"key"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	Spend  struct {
+		SpendUSD float64 `json:"spend_usd"`
+		TotalUSD float64 `json:"total_usd"`
+	} `json:"spend"`
+	Usage struct {
+		Requests int `json:"requests"`
+		InFlight int `json:"in_flight"`
+	} `json:"usage"`
+	LastUsedAt *string  `json:"last_used_at"`
+	Models     []string `json:"models"`
+}
+
+// createKey makes a key through the admin API.
+func (tb *testbed) createKey(body map[string]any) createdKey {
+	tb.t.Helper()
+	var k createdKey
+	resp, raw := tb.do(http.MethodPost, "/admin/keys", body, &k)
+	if resp.StatusCode != http.StatusCreated {
+		tb.t.Fatalf("POST /admin/keys: %d %s", resp.StatusCode, raw)
+	}
+	return k
+}
+
+// as sends a request with a key (or any credential) instead of the testbed's token.
+func (tb *testbed) as(credential, method, path string, body any) (*http.Response, []byte) {
+	tb.t.Helper()
+	var rd io.Reader
+	if body != nil {
+		raw, _ := json.Marshal(body)
+		rd = bytes.NewReader(raw)
+	}
+	req, _ := http.NewRequest(method, tb.srv.URL+path, rd)
+	req.Header.Set("Authorization", "Bearer "+credential)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	return resp, raw
+}
+
+// modelCalls is how many model calls the server has made, by its metrics.
+func (tb *testbed) modelCalls() float64 {
+	tb.t.Helper()
+	families, err := tb.engine.Metrics().Registry().Gather()
+	if err != nil {
+		tb.t.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() == "conclave_model_calls_total" {
+			for _, m := range f.GetMetric() {
+				total += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return total
+}
+
+func errorCode(t *testing.T, raw []byte) string {
+	t.Helper()
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	if err := json.Unmarshal(raw, &e); err != nil {
+		t.Fatalf("not an error body: %s", raw)
+	}
+	return e.Error.Code
+}
+
+func TestTheAdminAPIKeepsKeys(t *testing.T) {
+	tb := newTestbed(t, withAdmin)
+	k := tb.createKey(map[string]any{"name": "team-a", "budget_usd": 5, "budget_period": "7d", "rpm": 60, "models": []string{"openai/*"},
+		"metadata": map[string]any{"team": "a"}})
+	if !strings.HasPrefix(k.Key, "ck-") || len(k.Key) != 46 || !strings.HasPrefix(k.ID, "key_") || k.Status != "active" {
+		t.Fatalf("created %+v", k)
+	}
+	var shown map[string]any
+	if resp, raw := tb.do(http.MethodGet, "/admin/keys/"+k.ID, nil, &shown); resp.StatusCode != http.StatusOK || strings.Contains(string(raw), k.Key) {
+		t.Fatalf("GET the key: %d %s", resp.StatusCode, raw)
+	}
+	if shown["budget_usd"] != 5.0 || shown["budget_period"] != "7d" || shown["rpm"] != 60.0 || shown["metadata"].(map[string]any)["team"] != "a" {
+		t.Fatalf("shown %v", shown)
+	}
+	var patched map[string]any
+	if resp, raw := tb.do(http.MethodPatch, "/admin/keys/"+k.ID, map[string]any{"rpm": 0, "budget_usd": nil, "name": "team-b"}, &patched); resp.StatusCode != http.StatusOK ||
+		patched["rpm"] != 0.0 || patched["budget_usd"] != nil || patched["name"] != "team-b" || patched["budget_period"] != "7d" {
+		t.Fatalf("PATCH: %d %s", resp.StatusCode, raw)
+	}
+	var list struct {
+		Keys []map[string]any `json:"keys"`
+	}
+	if resp, raw := tb.do(http.MethodGet, "/admin/keys", nil, &list); resp.StatusCode != http.StatusOK || len(list.Keys) != 1 || strings.Contains(string(raw), k.Key) {
+		t.Fatalf("list: %d %s", resp.StatusCode, raw)
+	}
+	resp, raw := tb.do(http.MethodPost, "/admin/keys", map[string]any{"budget_usd": -1, "budget_period": "2d", "models": "openai/*", "key": "ck-mine"}, nil)
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("a bad key: %d %s", resp.StatusCode, raw)
+	}
+	for _, field := range []string{"name", "budget_usd", "budget_period", "models", "key"} {
+		if !strings.Contains(string(raw), `"field":"`+field+`"`) {
+			t.Errorf("the refusal does not name %s: %s", field, raw)
+		}
+	}
+	if resp, _ := tb.do(http.MethodGet, "/admin/keys/key_unknown", nil, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("an unknown key: %d", resp.StatusCode)
+	}
+	// A key is no admin.
+	if resp, raw := tb.as(k.Key, http.MethodGet, "/admin/keys", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a key listing keys: %d %s", resp.StatusCode, raw)
+	}
+	if resp, _ := tb.as(k.Key, http.MethodGet, "/executions", nil); resp.StatusCode != http.StatusForbidden {
+		t.Errorf("a key listing every record: %d", resp.StatusCode)
+	}
+	var revoked map[string]any
+	if resp, raw := tb.do(http.MethodDelete, "/admin/keys/"+k.ID, nil, &revoked); resp.StatusCode != http.StatusOK || revoked["status"] != "revoked" {
+		t.Fatalf("DELETE: %d %s", resp.StatusCode, raw)
+	}
+	if resp, raw := tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq}); resp.StatusCode != http.StatusUnauthorized ||
+		!strings.Contains(string(raw), "revoked") {
+		t.Errorf("a revoked key: %d %s", resp.StatusCode, raw)
+	}
+	expired := tb.createKey(map[string]any{"name": "old", "expires_at": "2020-01-01T00:00:00Z"})
+	if resp, raw := tb.as(expired.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq}); resp.StatusCode != http.StatusUnauthorized ||
+		!strings.Contains(string(raw), "expired") {
+		t.Errorf("an expired key: %d %s", resp.StatusCode, raw)
+	}
+	if resp, _ := tb.as("ck-"+strings.Repeat("x", 43), http.MethodPost, "/route-thompson", map[string]any{"task": mcq}); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("an unknown key: %d", resp.StatusCode)
+	}
+}
+
+// A key's requests per minute: the third request in the minute is refused with 429 and Retry-After,
+// in OpenAI's shape on /v1, which OpenAI's own client reads as a typed error.
+func TestAKeysRequestsPerMinute(t *testing.T) {
+	tb := newTestbed(t, withAdmin)
+	k := tb.createKey(map[string]any{"name": "cron", "rpm": 2})
+	for i := range 2 {
+		if resp, raw := tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 1, "min_responses": 1}); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, raw)
+		}
+	}
+	resp, raw := tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq})
+	if resp.StatusCode != http.StatusTooManyRequests || errorCode(t, raw) != "rate_limit_exceeded" {
+		t.Fatalf("the third request: %d %s", resp.StatusCode, raw)
+	}
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 60 {
+		t.Errorf("Retry-After %q", resp.Header.Get("Retry-After"))
+	}
+	client := sdkClient(tb, k.Key)
+	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "conclave/auto",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)}})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Code != "rate_limit_exceeded" || apiErr.Type != "rate_limit_error" {
+		t.Fatalf("the SDK's fourth request: %v", err)
+	}
+	var shown createdKey
+	tb.do(http.MethodGet, "/admin/keys/"+k.ID, nil, &shown)
+	if shown.Usage.Requests != 2 || shown.Usage.InFlight != 0 || shown.LastUsedAt == nil {
+		t.Errorf("the key's use: %+v", shown)
+	}
+}
+
+// A budget below one request's cost: the first request spends it, the second is refused with
+// insufficient_quota / budget_exceeded before any model is called.
+func TestABudgetStopsTheNextRequest(t *testing.T) {
+	tb := newTestbed(t, withAdmin)
+	k := tb.createKey(map[string]any{"name": "tight", "budget_usd": 0.0000001, "budget_period": "1d"})
+	resp, raw := tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 3, "min_responses": 2})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first request: %d %s", resp.StatusCode, raw)
+	}
+	var first struct {
+		RequestID string  `json:"request_id"`
+		Cost      float64 `json:"cost"`
+	}
+	json.Unmarshal(raw, &first)
+	if rec := tb.record(first.RequestID); rec["key_id"] != k.ID || rec["cost"].(float64) <= 0.0000001 {
+		t.Fatalf("the first request's record: key %v, cost %v", rec["key_id"], rec["cost"])
+	}
+	calls := tb.modelCalls()
+	client := sdkClient(tb, k.Key)
+	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "conclave/auto",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)}})
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Code != "budget_exceeded" || apiErr.Type != "insufficient_quota" {
+		t.Fatalf("the second request: %v", err)
+	}
+	if apiErr.Response.Header.Get("Retry-After") == "" {
+		t.Error("a daily budget says when it starts again")
+	}
+	if after := tb.modelCalls(); after != calls {
+		t.Fatalf("a refused request called %v models", after-calls)
+	}
+	var shown createdKey
+	tb.do(http.MethodGet, "/admin/keys/"+k.ID, nil, &shown)
+	if shown.Spend.SpendUSD != first.Cost && shown.Spend.SpendUSD <= 0 {
+		t.Errorf("the key's spend %v, the request's cost %v", shown.Spend.SpendUSD, first.Cost)
+	}
+	var spend struct {
+		TotalUSD float64 `json:"total_usd"`
+		Groups   []struct {
+			Model    string  `json:"model"`
+			Day      string  `json:"day"`
+			Requests int     `json:"requests"`
+			CostUSD  float64 `json:"cost_usd"`
+		} `json:"groups"`
+	}
+	waitFor(t, func() bool { // the records reach the store in the recorder's next batch
+		resp, raw := tb.do(http.MethodGet, "/admin/keys/"+k.ID+"/spend?group_by=model", nil, &spend)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("spend by model: %d %s", resp.StatusCode, raw)
+		}
+		return len(spend.Groups) >= 2 && spend.TotalUSD > 0
+	})
+	if resp, raw := tb.do(http.MethodGet, "/admin/keys/"+k.ID+"/spend?group_by=day", nil, &spend); resp.StatusCode != http.StatusOK ||
+		len(spend.Groups) != 1 || spend.Groups[0].Requests != 1 || spend.Groups[0].Day == "" {
+		t.Fatalf("spend by day: %d %s", resp.StatusCode, raw)
+	}
+	if resp, raw := tb.do(http.MethodGet, "/admin/keys/"+k.ID+"/spend?group_by=week&color=red", nil, nil); resp.StatusCode != http.StatusBadRequest ||
+		!strings.Contains(string(raw), "group_by") || !strings.Contains(string(raw), "color") {
+		t.Errorf("a bad spend query: %d %s", resp.StatusCode, raw)
+	}
+}
+
+// A key limited to openai/* may not name another model (403 before anything is selected), and its
+// conclave/auto chooses among openai's models only.
+func TestAKeysModels(t *testing.T) {
+	tb := newTestbed(t, withAdmin)
+	k := tb.createKey(map[string]any{"name": "openai-only", "models": []string{"openai/*"}})
+	calls := tb.modelCalls()
+	resp, raw := tb.as(k.Key, http.MethodPost, "/v1/chat/completions", map[string]any{"model": groqModels[0],
+		"messages": []map[string]any{{"role": "user", "content": mcq}}})
+	if resp.StatusCode != http.StatusForbidden || errorCode(t, raw) != "model_not_allowed" || !strings.Contains(string(raw), groqModels[0]) {
+		t.Fatalf("another provider's model: %d %s", resp.StatusCode, raw)
+	}
+	if tb.modelCalls() != calls {
+		t.Fatal("a refused model was called")
+	}
+	resp, raw = tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 4, "min_responses": 2})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("conclave/auto: %d %s", resp.StatusCode, raw)
+	}
+	var routed struct {
+		RequestID string `json:"request_id"`
+	}
+	json.Unmarshal(raw, &routed)
+	rec := tb.record(routed.RequestID)
+	results, _ := rec["results"].([]any)
+	if len(results) == 0 {
+		t.Fatalf("no calls in %v", rec)
+	}
+	for _, r := range results {
+		if m := r.(map[string]any)["model"].(string); !strings.HasPrefix(m, "openai/") {
+			t.Errorf("a key limited to openai/* had %s asked", m)
+		}
+	}
+	// The key reads its own record, not another's.
+	if resp, _ := tb.as(k.Key, http.MethodGet, "/executions/"+routed.RequestID, nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("its own record: %d", resp.StatusCode)
+	}
+	_, theirs, _ := tb.route(map[string]any{"task": mcq, "workers": 1, "min_responses": 1})
+	if resp, _ := tb.as(k.Key, http.MethodGet, "/executions/"+theirs.RequestID, nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("the admin's record: %d", resp.StatusCode)
+	}
+}
+
+// A key's secret is shown once: it is in no log line, record or metric.
+func TestASecretIsShownOnce(t *testing.T) {
+	tb := newTestbed(t, withAdmin)
+	k := tb.createKey(map[string]any{"name": "quiet", "rpm": 1})
+	resp, raw := tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 2, "min_responses": 1})
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq}) // refused: over its rpm
+	tb.as(k.Key+"x", http.MethodPost, "/route-thompson", map[string]any{"task": mcq})
+	var routed struct {
+		RequestID string `json:"request_id"`
+	}
+	json.Unmarshal(raw, &routed)
+	_, record := tb.do(http.MethodGet, "/executions/"+routed.RequestID, nil, nil)
+	_, metrics := tb.do(http.MethodGet, "/metrics", nil, nil)
+	_, list := tb.do(http.MethodGet, "/admin/keys", nil, nil)
+	secretPart := k.Key[3:]
+	for what, text := range map[string]string{"record": string(record), "metrics": string(metrics), "key list": string(list)} {
+		if strings.Contains(text, secretPart) {
+			t.Errorf("the secret is in the %s", what)
+		}
+	}
+	if !strings.Contains(string(metrics), `conclave_key_requests_total{code="200",key="quiet"} 1`) ||
+		!strings.Contains(string(metrics), `conclave_key_requests_total{code="429",key="quiet"} 1`) || !strings.Contains(string(metrics), `conclave_key_spend_usd_total{key="quiet"}`) {
+		t.Errorf("the key's metrics are missing: %s", grepLines(string(metrics), "conclave_key_"))
+	}
+	for _, e := range tb.logs.All() {
+		line := e.Message
+		for _, f := range e.Context {
+			line += " " + f.String
+			if f.Type == zapcore.ErrorType {
+				line += " " + f.Interface.(error).Error()
+			}
+		}
+		if strings.Contains(line, secretPart) {
+			t.Fatalf("a log line holds the secret: %s", line)
+		}
+	}
+}
+
+func grepLines(text, prefix string) string {
+	var out []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, prefix) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+// Two controllers sharing PostgreSQL and Redis charge one budget and count one rpm window, and a key
+// revoked on one is refused on the other at once.
+func TestControllersShareKeysBudgetsAndLimits(t *testing.T) {
+	db := newDatabase(t)
+	_, prefix := redistest.New(t)
+	shared := func(node string) func(*config.Config) {
+		return func(c *config.Config) {
+			withAdmin(c)
+			sharing(prefix, node)(c)
+			withDatabase(db.url, filepath.Join(t.TempDir(), "spool-"+node))(c)
+		}
+	}
+	a, b := newTestbed(t, shared("ctl-a")), newTestbed(t, shared("ctl-b"))
+	limited := a.createKey(map[string]any{"name": "shared-rpm", "rpm": 3})
+	for i, tb := range []*testbed{a, b, a} {
+		if resp, raw := tb.as(limited.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 1, "min_responses": 1}); resp.StatusCode != http.StatusOK {
+			t.Fatalf("request %d: %d %s", i, resp.StatusCode, raw)
+		}
+	}
+	if resp, raw := b.as(limited.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq}); resp.StatusCode != http.StatusTooManyRequests {
+		t.Fatalf("the fourth request, on b: %d %s", resp.StatusCode, raw)
+	}
+
+	budget := b.createKey(map[string]any{"name": "shared-budget", "budget_usd": 0.0000001})
+	if resp, raw := a.as(budget.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 2, "min_responses": 1}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("the first request, on a: %d %s", resp.StatusCode, raw)
+	}
+	resp, raw := b.as(budget.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq})
+	if resp.StatusCode != http.StatusTooManyRequests || errorCode(t, raw) != "budget_exceeded" {
+		t.Fatalf("the second request, on b: %d %s", resp.StatusCode, raw)
+	}
+
+	if resp, raw := b.do(http.MethodDelete, "/admin/keys/"+limited.ID, nil, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("revoke on b: %d %s", resp.StatusCode, raw)
+	}
+	if resp, raw := a.as(limited.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq}); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the revoked key on a: %d %s", resp.StatusCode, raw)
+	}
+}
+
+// The embedded default keeps keys in memory: without a token, the loopback caller is the admin (as
+// before keys), and a key works, is limited and is revoked as anywhere.
+func TestKeysOnTheEmbeddedDefault(t *testing.T) {
+	base, err := catalog.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cat, err := base.With(catalog.Model{ID: keyEmbedModel, Provider: "deepseek", ContextWindow: 8192, InputPricePerMTok: 0.02, Tier: 3,
+		Capabilities: []string{catalog.Embeddings}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tb := newTestbed(t, nil, func(_ *config.Config, o *engine.Options) { o.Catalog = cat })
+	k := tb.createKey(map[string]any{"name": "local", "models": []string{"conclave/*", keyEmbedModel}})
+	if resp, raw := tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 1, "min_responses": 1}); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a key on the embedded default: %d %s", resp.StatusCode, raw)
+	}
+	// Let in by the key, the call then finds no upstream that embeds (the simulated providers do not).
+	if resp, raw := tb.as(k.Key, http.MethodPost, "/v1/embeddings", map[string]any{"model": keyEmbedModel, "input": "The cat sat."}); resp.StatusCode != http.StatusBadRequest ||
+		!strings.Contains(string(raw), "no embeddings") {
+		t.Fatalf("embeddings of a model in the key's list: %d %s", resp.StatusCode, raw)
+	}
+	if _, err := tb.engine.Keys().Update(context.Background(), k.ID, keys.Changes{Models: &[]string{"conclave/*"}}); err != nil {
+		t.Fatal(err)
+	}
+	if resp, raw := tb.as(k.Key, http.MethodPost, "/v1/embeddings", map[string]any{"model": keyEmbedModel, "input": "The cat sat."}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("embeddings of a model outside the key's list: %d %s", resp.StatusCode, raw)
+	}
+	if resp, raw := tb.as(k.Key, http.MethodPost, "/v1/chat/completions", map[string]any{"model": groqModels[0],
+		"messages": []map[string]any{{"role": "user", "content": mcq}}}); resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a model outside the key's list: %d %s", resp.StatusCode, raw)
+	}
+	if resp, raw := tb.as("any-client-placeholder", http.MethodGet, "/admin/keys", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("a loopback caller without a key, and no token configured: %d %s", resp.StatusCode, raw)
+	}
+	tb.do(http.MethodDelete, "/admin/keys/"+k.ID, nil, nil)
+	if resp, _ := tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq}); resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("a revoked key: %d", resp.StatusCode)
+	}
+}

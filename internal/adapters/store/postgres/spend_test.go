@@ -1,0 +1,82 @@
+package postgres
+
+import (
+	"context"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
+	"github.com/conclave-ai/conclave/messages"
+)
+
+// TestSpendAgreesWithTheMemoryStore sums a key's spend in PostgreSQL and in the memory store over the
+// same records: by model (the arbiter's call included) and by day, within the window, no other key's.
+func TestSpendAgreesWithTheMemoryStore(t *testing.T) {
+	s := open(t, pgtest.New(t, true))
+	mem := store.NewMemory(0, 0)
+	day := time.Date(2026, 3, 1, 23, 0, 0, 0, time.UTC)
+	var records []*messages.Execution
+	for i, c := range []struct {
+		key string
+		at  time.Time
+	}{{"key_a", day}, {"key_a", day.Add(2 * time.Hour)}, {"key_b", day}, {"key_a", day.Add(48 * time.Hour)}, {"", day}} {
+		r := record("r"+string(rune('0'+i)), "science", c.at)
+		r.KeyId = c.key
+		if i == 1 {
+			r.Decision.Arbiter, r.Decision.ArbiterCost, r.Cost = "judge/model", 0.004, 0.007
+		}
+		records = append(records, r)
+	}
+	ctx := context.Background()
+	if err := s.Insert(ctx, records); err != nil {
+		t.Fatal(err)
+	}
+	if err := mem.Insert(ctx, records); err != nil {
+		t.Fatal(err)
+	}
+	window := store.SpendQuery{KeyID: "key_a", Since: day.Add(-time.Hour), Until: day.Add(24 * time.Hour)}
+	byModel, err := s.Spend(ctx, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.SpendGroup{{Model: "judge/model", Requests: 1, CostUSD: 0.004}, {Model: "m-b", Requests: 2, CostUSD: 0.004},
+		{Model: "m-a", Requests: 2, CostUSD: 0.002}, {Model: "m-c", Requests: 2, CostUSD: 0}}
+	if !equalGroups(byModel, want) {
+		t.Errorf("by model: %+v, want %+v", byModel, want)
+	}
+	window.ByDay = true
+	byDay, err := s.Spend(ctx, window)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []store.SpendGroup{{Day: "2026-03-01", Requests: 1, CostUSD: 0.003}, {Day: "2026-03-02", Requests: 1, CostUSD: 0.007}}; !equalGroups(byDay, want) {
+		t.Errorf("by day: %+v, want %+v", byDay, want)
+	}
+	for _, q := range []store.SpendQuery{window, {KeyID: "key_a", Since: day.Add(-time.Hour), Until: day.Add(72 * time.Hour)}, {KeyID: "key_b", Since: day, Until: day.Add(time.Hour)}} {
+		fromPG, _ := s.Spend(ctx, q)
+		fromMemory, _ := mem.Spend(ctx, q)
+		if !equalGroups(fromPG, fromMemory) {
+			t.Errorf("%+v: PostgreSQL says %+v, the memory store %+v", q, fromPG, fromMemory)
+		}
+	}
+}
+
+// equalGroups compares groups with their costs to a millionth of a dollar (sums of floats).
+func equalGroups(a, b []store.SpendGroup) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		x, y := a[i], b[i]
+		if d := x.CostUSD - y.CostUSD; d > 1e-9 || d < -1e-9 {
+			return false
+		}
+		x.CostUSD, y.CostUSD = 0, 0
+		if !reflect.DeepEqual(x, y) {
+			return false
+		}
+	}
+	return true
+}
