@@ -1,3 +1,8 @@
+// The fuzzing build (make fuzz, -tags fuzz) leaves this file out: it calls Conclave with openai-go, as
+// openai_test.go.
+
+//go:build !fuzz
+
 package httpapi_test
 
 import (
