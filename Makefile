@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # SERVICES=1 makes PostgreSQL, Redis and sshd available first (installing them on a fresh Debian machine).
 SERVICES ?= 0
 
-.PHONY: build run test fuzz bench soak eval lint services proto
+.PHONY: build run test fuzz bench soak eval lint services proto classifier
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/conclave
@@ -16,6 +16,12 @@ run: build
 
 services:
 	scripts/services.sh
+
+# classifier trains the task classifier on the training split of internal/core/classify/data (seeded:
+# the same data gives the same file) and writes the weights the classify package embeds. A test fails
+# when the shipped weights were not trained from the data and options of the build.
+classifier:
+	$(GO) run ./cmd/classifier
 
 # test runs every test with the race detector, the fuzz targets' corpora among them, then each fuzz
 # target for FUZZTIME more (make fuzz FUZZTIME=10m for a long run). The fuzzing build leaves out the

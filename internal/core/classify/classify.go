@@ -95,30 +95,12 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// smoothing is the Laplace pseudo-count of the naive Bayes token likelihoods; it and keywordWeight were
-// chosen by 5-fold cross-validation on the training split.
-const smoothing = 1.0
-
-// Classifier is a trained, immutable classifier; it is safe for concurrent use.
+// Classifier is the shipped model with its options; it is safe for concurrent use.
 type Classifier struct {
 	opts     Options
-	vocab    map[uint64]int32 // token hash -> row of logLik
-	logLik   []float64        // len(vocab) × K: log P(token | category)
-	unseen   []float64        // K: log P(token | category) for tokens outside the vocabulary
-	logPrior []float64        // K
-	// temperature divides the naive Bayes log-score, whose independence assumption makes raw posteriors
-	// far too sure of themselves; it is fitted on leave-one-out predictions of the training set.
-	temperature float64
-	keywords    map[uint64][]keywordHit
-	// keywordBits has the bit of every keyword's hash set, so that a token that is no keyword is
-	// known without a map lookup.
-	keywordBits [64]uint64
-	scratch     *sync.Pool // *scratch, shared by the classifiers of one trained model
-}
-
-type scratch struct {
-	toks []uint64
-	buf  []byte
+	model    *Model
+	keywords map[uint64][]keywordHit // by the hash of a word or pair, as the extractor hashes them
+	scratch  *sync.Pool              // *extractor
 }
 
 type keywordHit struct {
@@ -157,235 +139,50 @@ type Scored struct {
 	Probability float64  `json:"probability"`
 }
 
-// New returns the shipped classifier, trained on the training part of the embedded dataset, with opts.
-// It is trained once per process: every classifier New returns shares the trained model.
+//go:embed model/classifier.bin
+var shippedWeights []byte
+
+// New returns the shipped classifier with opts. The weights are decoded once per process: every
+// classifier New returns shares them.
 func New(opts Options) (*Classifier, error) {
-	trained, err := shipped()
+	m, err := shipped()
 	if err != nil {
 		return nil, err
 	}
-	c := *trained
-	c.opts = opts.withDefaults()
-	return &c, nil
+	return WithModel(m, opts)
 }
 
-var shipped = sync.OnceValues(func() (*Classifier, error) {
-	train, _, err := Dataset()
-	if err != nil {
-		return nil, fmt.Errorf("classifier dataset: %w", err)
+var shipped = sync.OnceValues(func() (*Model, error) {
+	m := &Model{}
+	if err := m.UnmarshalBinary(shippedWeights); err != nil {
+		return nil, fmt.Errorf("the shipped classifier (make classifier writes it): %w", err)
 	}
-	return Train(train, Options{})
+	return m, nil
 })
 
-// Train fits a classifier on examples.
-func Train(examples []Example, opts Options) (*Classifier, error) {
-	k := len(Categories)
-	index := make(map[Category]int, k)
-	for i, c := range Categories {
-		index[c] = i
+// WithModel returns a classifier that answers with m.
+func WithModel(m *Model, opts Options) (*Classifier, error) {
+	if !slices.Equal(m.Categories, Categories) {
+		return nil, fmt.Errorf("%w: its categories %v are not this build's", ErrModelFormat, m.Categories)
 	}
-	c := &Classifier{opts: opts.withDefaults(), vocab: map[uint64]int32{}, keywords: map[uint64][]keywordHit{}}
-	c.scratch = &sync.Pool{New: func() any { return &scratch{toks: make([]uint64, 0, 256), buf: make([]byte, 0, 64)} }}
-
-	docs := make([]int, k)
-	var counts [][]float64 // per vocab row, per category
-	totals := make([]float64, k)
-	exTokens := make([][]uint64, len(examples))
-	exClass := make([]int, len(examples))
-	for i, ex := range examples {
-		ci, ok := index[ex.Category]
-		if !ok {
-			return nil, fmt.Errorf("example %d: unknown category %q", i, ex.Category)
-		}
-		exClass[i] = ci
-		docs[ci]++
-		toks, _ := appendTokens(nil, ex.Text, nil)
-		exTokens[i] = distinct(toks)
-		for _, h := range exTokens[i] {
-			row, ok := c.vocab[h]
-			if !ok {
-				row = int32(len(counts))
-				c.vocab[h] = row
-				counts = append(counts, make([]float64, k))
-			}
-			counts[row][ci]++
-			totals[ci]++
-		}
+	kws, err := keywordHits()
+	if err != nil {
+		return nil, err
 	}
-	for ci, n := range docs {
-		if n == 0 {
-			return nil, fmt.Errorf("no training example for category %s", Categories[ci])
-		}
-	}
-	v := float64(len(counts))
-	c.logPrior = make([]float64, k)
-	c.unseen = make([]float64, k)
-	for ci := range k {
-		c.logPrior[ci] = math.Log(float64(docs[ci]) / float64(len(examples)))
-		c.unseen[ci] = math.Log(smoothing / (totals[ci] + smoothing*v))
-	}
-	c.logLik = make([]float64, len(counts)*k)
-	for row, cs := range counts {
-		for ci := range k {
-			c.logLik[row*k+ci] = math.Log((cs[ci] + smoothing) / (totals[ci] + smoothing*v))
-		}
-	}
-	for cat, phrases := range keywords {
-		for _, p := range phrases {
-			h, ok := phraseHash(p)
-			if !ok {
-				return nil, fmt.Errorf("keyword %q of %s has more than two significant words", p, cat)
-			}
-			c.keywords[h] = append(c.keywords[h], keywordHit{category: index[cat], phrase: p})
-			c.keywordBits[h>>6%uint64(len(c.keywordBits))] |= 1 << (h & 63)
-		}
-	}
-	c.temperature = c.fitTemperature(exTokens, exClass, counts, totals, docs)
-	return c, nil
+	return &Classifier{opts: opts.withDefaults(), model: m, keywords: kws,
+		scratch: &sync.Pool{New: func() any { return newExtractor() }}}, nil
 }
 
-// fitTemperature picks the temperature that minimises the log-loss of leave-one-out predictions on the
-// training set: each example is scored by the model trained without it.
-func (c *Classifier) fitTemperature(exTokens [][]uint64, exClass []int, counts [][]float64, totals []float64, docs []int) float64 {
-	k := len(Categories)
-	v := float64(len(counts))
-	n := len(exTokens)
-	scores := make([][]float64, n)
-	for i, toks := range exTokens {
-		own := exClass[i]
-		s := make([]float64, k)
-		for ci := range k {
-			d := float64(docs[ci])
-			tot := totals[ci]
-			if ci == own {
-				d--
-				tot -= float64(len(toks))
-			}
-			s[ci] = math.Log(max(d, 0.5) / float64(n-1))
-			for _, h := range toks {
-				cnt := counts[c.vocab[h]][ci]
-				if ci == own {
-					cnt-- // tokens are distinct per example, so the example contributed exactly one
-				}
-				s[ci] += math.Log((cnt + smoothing) / (tot + smoothing*v))
-			}
-		}
-		scores[i] = s
-	}
-	kws := make([][maxCategories]float64, n) // the keywords' part does not depend on the temperature
-	for i, toks := range exTokens {
-		kws[i] = c.keywordScores(toks, nil)
-	}
-	probs := make([]float64, k)
-	loss := func(t float64) float64 {
-		sum := 0.0
-		for i, s := range scores {
-			kw := &kws[i]
-			for ci := range k {
-				probs[ci] = s[ci]/t + kw[ci]
-			}
-			softmax(probs)
-			sum -= math.Log(max(probs[exClass[i]], 1e-12))
-		}
-		return sum
-	}
-	return gridMinimum(temperatureGrid, loss)
-}
-
-// temperatureGrid is the temperatures tried: 1 to 60 by 0.5.
-var temperatureGrid = func() []float64 {
-	var g []float64
-	for t := 1.0; t <= 60; t += 0.5 {
-		g = append(g, t)
-	}
-	return g
-}()
-
-// gridMinimum returns the point of grid where f is least, by ternary search: the log-loss is unimodal
-// in the temperature, and a search evaluates it at about 20 points of the grid's 119 (training runs at
-// every start). Ties go to the smaller point.
-func gridMinimum(grid []float64, f func(float64) float64) float64 {
-	lo, hi := 0, len(grid)-1
-	for hi-lo > 2 {
-		m1, m2 := lo+(hi-lo)/3, hi-(hi-lo)/3
-		if f(grid[m1]) <= f(grid[m2]) {
-			hi = m2
-		} else {
-			lo = m1
-		}
-	}
-	best, bestLoss := grid[lo], f(grid[lo])
-	for _, t := range grid[lo+1 : hi+1] {
-		if l := f(t); l < bestLoss {
-			best, bestLoss = t, l
-		}
-	}
-	return best
-}
-
-// distinct sorts and deduplicates token hashes: the model counts whether a token occurs in a task, not
-// how often (binarised multinomial naive Bayes, which suits short texts better than raw counts).
-func distinct(toks []uint64) []uint64 {
-	slices.Sort(toks)
-	return slices.Compact(toks)
-}
-
-// keywordScores adds keywordWeight per matched keyword to its category and appends the signals.
-func (c *Classifier) keywordScores(toks []uint64, signals *[]Signal) (kw [maxCategories]float64) {
-	for _, h := range toks {
-		if c.keywordBits[h>>6%uint64(len(c.keywordBits))]&(1<<(h&63)) == 0 {
-			continue // no keyword hashes here: most tokens are none
-		}
-		for _, hit := range c.keywords[h] {
-			kw[hit.category] += keywordWeight
-			if signals != nil && !hasSignal(*signals, hit.phrase) {
-				*signals = append(*signals, Signal{Category: Categories[hit.category], Keyword: hit.phrase})
-			}
-		}
-	}
-	return kw
-}
-
-func hasSignal(signals []Signal, phrase string) bool {
-	for _, s := range signals {
-		if s.Keyword == phrase {
-			return true
-		}
-	}
-	return false
-}
-
-// maxCategories bounds the category count so per-call scores live on the stack.
-const maxCategories = 32
-
-// Temperature returns the fitted calibration temperature.
-func (c *Classifier) Temperature() float64 { return c.temperature }
+// Temperature returns the model's calibration temperature.
+func (c *Classifier) Temperature() float64 { return c.model.Temperature }
 
 // Classify classifies a task.
 func (c *Classifier) Classify(task string) Result {
-	k := len(Categories)
 	var scores [maxCategories]float64
-	s := scores[:k]
-	copy(s, c.logPrior)
-	sc := c.scratch.Get().(*scratch)
-	defer c.scratch.Put(sc)
-	sc.toks, sc.buf = appendTokens(sc.toks[:0], task, sc.buf[:0])
-	sc.toks = distinct(sc.toks)
-	for _, h := range sc.toks {
-		ll := c.unseen
-		if row, ok := c.vocab[h]; ok {
-			ll = c.logLik[int(row)*k : int(row)*k+k]
-		}
-		for ci := range s {
-			s[ci] += ll[ci]
-		}
-	}
-
-	var signals []Signal
-	kw := c.keywordScores(sc.toks, &signals)
-	for ci := range s {
-		s[ci] = s[ci]/c.temperature + kw[ci]
-	}
+	s := scores[:len(Categories)]
+	x := c.scratch.Get().(*extractor)
+	defer c.scratch.Put(x)
+	c.model.scores(x.features(task, c.keywords, c.model.Dim), s)
 	softmax(s)
 
 	order := top3(s)
@@ -394,7 +191,7 @@ func (c *Classifier) Classify(task string) Result {
 		Category:   best,
 		Best:       best,
 		Confidence: s[order[0]],
-		Signals:    signals,
+		Signals:    c.signals(x.hashes),
 		Metadata:   ExtractMetadata(task),
 	}
 	r.Alternatives = make([]Scored, 0, 2)
@@ -407,6 +204,19 @@ func (c *Classifier) Classify(task string) Result {
 	r.LowConfidence = r.Confidence < c.opts.LowConfidence
 	r.Priority = PriorityOf(r.Category)
 	return r
+}
+
+// signals lists the keywords among a task's word and pair hashes, each once.
+func (c *Classifier) signals(hashes []uint64) []Signal {
+	var out []Signal
+	for _, h := range hashes {
+		for _, hit := range c.keywords[h] {
+			if !slices.ContainsFunc(out, func(s Signal) bool { return s.Keyword == hit.phrase }) {
+				out = append(out, Signal{Category: Categories[hit.category], Keyword: hit.phrase})
+			}
+		}
+	}
+	return out
 }
 
 // top3 returns the indices of the three highest scores, highest first; equal scores keep their order.

@@ -136,8 +136,8 @@ func TestUnsureAnswersGeneral(t *testing.T) {
 		if r.Confidence < 0 || r.Confidence > 1 {
 			t.Fatalf("%q: confidence %v outside [0,1]", task, r.Confidence)
 		}
-		if !r.LowConfidence {
-			t.Errorf("%q: confidence %.2f not flagged low", task, r.Confidence)
+		if !r.LowConfidence && r.Best != General { // a near-empty task is most often small talk
+			t.Errorf("%q: %s at confidence %.2f not flagged low", task, r.Best, r.Confidence)
 		}
 		if r.Category != General {
 			t.Errorf("%q: answered %s (%.2f), want general", task, r.Category, r.Confidence)
@@ -199,12 +199,8 @@ func TestMetadata(t *testing.T) {
 }
 
 func TestKeywordsAreValidPhrases(t *testing.T) {
-	for cat, phrases := range keywords {
-		for _, p := range phrases {
-			if _, ok := phraseHash(p); !ok {
-				t.Errorf("%s keyword %q has more than two significant words", cat, p)
-			}
-		}
+	if _, err := keywordHits(); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -224,15 +220,25 @@ func TestGridMinimum(t *testing.T) {
 		f    func(float64) float64
 		want float64
 	}{
-		{"the least at the first point", func(t float64) float64 { return t }, 1},
-		{"the least at the last point", func(t float64) float64 { return -t }, 60},
-		{"the least inside", func(t float64) float64 { return (t - 17.5) * (t - 17.5) }, 17.5},
-		{"the least between two points goes to the nearer", func(t float64) float64 { return (t - 3.3) * (t - 3.3) }, 3.5},
-		{"a flat function gives the smallest point", func(float64) float64 { return 1 }, 1},
-		{"a loss falling steeply then flat", func(t float64) float64 { return 1/t + max(t-40, 0) }, 40},
+		{"the least at the first point", func(t float64) float64 { return t }, 0.2},
+		{"the least at the last point", func(t float64) float64 { return -t }, 5},
+		{"the least inside", func(t float64) float64 { return (t - 1.75) * (t - 1.75) }, 1.75},
+		{"the least between two points goes to the nearer", func(t float64) float64 { return (t - 1.33) * (t - 1.33) }, 1.35},
+		{"a flat function gives the smallest point", func(float64) float64 { return 1 }, 0.2},
+		{"a loss falling steeply then flat", func(t float64) float64 { return 1/t + max(t-4, 0) }, 4},
 	} {
 		if got := gridMinimum(grid, tc.f); got != tc.want {
 			t.Errorf("%s: %v, want %v", tc.desc, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkLoadModel decodes the shipped weights, as the first New of a process does.
+func BenchmarkLoadModel(b *testing.B) {
+	for b.Loop() {
+		var m Model
+		if err := m.UnmarshalBinary(shippedWeights); err != nil {
+			b.Fatal(err)
 		}
 	}
 }

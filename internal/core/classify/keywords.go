@@ -90,6 +90,3 @@ var keywords = map[Category][]string{
 	Migration:     {"migrate", "migration", "migrating", "upgrade", "port to", "move from", "switch from", "zero downtime", "backwards compatible"},
 }
 
-// keywordWeight is how much one matched keyword adds to its category's score, in units of the tempered
-// naive Bayes log-score.
-const keywordWeight = 1.5

@@ -1,0 +1,199 @@
+package classify
+
+import (
+	"fmt"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/conclave-ai/conclave/internal/platform/fnv1a"
+)
+
+// The model reads a task as a set of hashed features, each a bucket of a fixed-size table:
+//   - stemmed words and pairs of adjacent words, stop words left out;
+//   - character 3- and 4-grams of every word with its boundaries ("<sql", "sql>"), which carry
+//     inflections, identifiers, misspellings and languages whose words share roots with the training
+//     data's (and, in scripts written without spaces, a run of characters is one "word");
+//   - the punctuation a task uses ("{", ";", "=", "`"), which tells pasted code, logs and prose apart;
+//   - the task's length, as a bucket of its word count;
+//   - for each category, whether one of its keywords occurs: the model weighs the keyword signals
+//     instead of a fixed bonus.
+//
+// Hashes are FNV-1a, stable across processes and machines: the weights are trained ahead of time.
+
+// Feature hashing bounds.
+const (
+	// maxWords bounds the words read from a task: past them a long paste adds little but time.
+	maxWords = 600
+	// maxGramRunes bounds the runes of a word whose character n-grams are taken.
+	maxGramRunes = 24
+)
+
+// Feature kinds, mixed into each hash so that a word and a character n-gram never share a bucket by
+// construction.
+const (
+	kindWord byte = iota + 1
+	kindPair
+	kindGram
+	kindPunct
+	kindLength
+	kindKeyword
+)
+
+func featureHash(kind byte, b []byte) uint64 {
+	return uint64(fnv1a.Offset.AddByte(kind).AddBytes(b))
+}
+
+// extractor is the scratch space of one feature extraction.
+type extractor struct {
+	word   []byte   // the current word, lower-cased
+	stem   []byte   // its stem
+	pair   []byte   // the previous stem, a separator, this stem
+	gram   []byte   // "<" + word + ">"
+	bounds []int    // rune starts in gram
+	hashes []uint64 // word and pair hashes: keywords are looked up among them
+	feats  []uint32 // the buckets
+	// seen[b] == round marks bucket b as taken in this extraction: deduplication without a sort.
+	seen  []uint32
+	round uint32
+}
+
+func newExtractor() *extractor {
+	return &extractor{word: make([]byte, 0, 32), stem: make([]byte, 0, 32), pair: make([]byte, 0, 64),
+		gram: make([]byte, 0, 64), bounds: make([]int, 0, 64), hashes: make([]uint64, 0, 512), feats: make([]uint32, 0, 2048)}
+}
+
+// features returns the distinct buckets of text's features, in a slice owned by x.
+func (x *extractor) features(text string, keywords map[uint64][]keywordHit, dim uint32) []uint32 {
+	x.feats, x.hashes, x.pair = x.feats[:0], x.hashes[:0], x.pair[:0]
+	if len(x.seen) != int(dim) {
+		x.seen, x.round = make([]uint32, dim), 0
+	}
+	x.round++
+	if x.round == 0 { // wrapped: old marks could pass for this round's
+		clear(x.seen)
+		x.round = 1
+	}
+	add := func(h uint64) {
+		if b := uint32(h % uint64(dim)); x.seen[b] != x.round {
+			x.seen[b] = x.round
+			x.feats = append(x.feats, b)
+		}
+	}
+	words := 0
+	var punct [128]bool
+	flush := func() {
+		if len(x.word) == 0 {
+			return
+		}
+		words++
+		x.grams(add)
+		if !stopWords[string(x.word)] {
+			x.stem = append(x.stem[:0], x.word...)
+			x.stem = stem(x.stem)
+			h := featureHash(kindWord, x.stem)
+			add(h)
+			x.hashes = append(x.hashes, h)
+			if len(x.pair) > 0 {
+				x.pair = append(append(x.pair, ' '), x.stem...)
+				p := featureHash(kindPair, x.pair)
+				add(p)
+				x.hashes = append(x.hashes, p)
+			}
+			x.pair = append(x.pair[:0], x.stem...)
+		}
+		x.word = x.word[:0]
+	}
+	for i := 0; i < len(text) && words < maxWords; {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+				x.word = append(x.word, c)
+			case 'A' <= c && c <= 'Z':
+				x.word = append(x.word, c+'a'-'A')
+			default:
+				flush()
+				if c > ' ' {
+					punct[c] = true
+				}
+			}
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			x.word = utf8.AppendRune(x.word, unicode.ToLower(r))
+			continue
+		}
+		flush()
+	}
+	flush()
+	for c, seen := range punct {
+		if seen {
+			add(featureHash(kindPunct, []byte{byte(c)}))
+		}
+	}
+	add(featureHash(kindLength, []byte{lengthBucket(words)}))
+	for _, h := range x.hashes {
+		for _, hit := range keywords[h] {
+			add(featureHash(kindKeyword, []byte{byte(hit.category)}))
+		}
+	}
+	return x.feats
+}
+
+// grams adds the character 3- and 4-grams of the current word with its boundaries.
+func (x *extractor) grams(add func(uint64)) {
+	x.gram = append(append(append(x.gram[:0], '<'), x.word...), '>')
+	x.bounds = x.bounds[:0]
+	for i := 0; i < len(x.gram) && len(x.bounds) < maxGramRunes+2; {
+		x.bounds = append(x.bounds, i)
+		_, size := utf8.DecodeRune(x.gram[i:])
+		i += size
+	}
+	end := len(x.gram)
+	if len(x.bounds) == maxGramRunes+2 {
+		end = x.bounds[len(x.bounds)-1]
+	}
+	x.bounds = append(x.bounds, end)
+	runes := len(x.bounds) - 1
+	for n := 3; n <= 4; n++ {
+		for s := 0; s+n <= runes; s++ {
+			add(featureHash(kindGram, x.gram[x.bounds[s]:x.bounds[s+n]]))
+		}
+	}
+}
+
+// lengthBucket is a task's length class: 1–3, 4–7, 8–15 … words, doubling.
+func lengthBucket(words int) byte {
+	b := byte(0)
+	for words > 3 && b < 10 {
+		words >>= 1
+		b++
+	}
+	return b
+}
+
+// keywordHits maps the hash of every keyword, as the extractor hashes a word or a pair, to the
+// categories it signals.
+func keywordHits() (map[uint64][]keywordHit, error) {
+	hits := map[uint64][]keywordHit{}
+	x := newExtractor()
+	for ci, cat := range Categories {
+		for _, phrase := range keywords[cat] {
+			x.features(phrase, nil, 1)
+			var h uint64
+			switch len(x.hashes) {
+			case 1:
+				h = x.hashes[0]
+			case 3: // two words and their pair
+				h = x.hashes[2]
+			default:
+				return nil, fmt.Errorf("keyword %q of %s has more than two significant words", phrase, cat)
+			}
+			hits[h] = append(hits[h], keywordHit{category: ci, phrase: phrase})
+		}
+	}
+	return hits, nil
+}
