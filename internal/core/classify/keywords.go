@@ -89,4 +89,3 @@ var keywords = map[Category][]string{
 	Configuration: {"config", "configure", "configuration", "yaml", "dockerfile", "nginx", "terraform", "kubernetes manifest", "github actions", "ci pipeline", "helm"},
 	Migration:     {"migrate", "migration", "migrating", "upgrade", "port to", "move from", "switch from", "zero downtime", "backwards compatible"},
 }
-

@@ -118,7 +118,7 @@ func fit(samples []sample, opts TrainOptions) *Model {
 			smp := samples[i]
 			m.scores(smp.feats, s)
 			softmax(s)
-			s[smp.class]--                                    // s is now the gradient of the log-loss by the scores
+			s[smp.class]--                                               // s is now the gradient of the log-loss by the scores
 			v := float32(1 / math.Sqrt(float64(max(len(smp.feats), 1)))) // each feature's value
 			for _, f := range smp.feats {
 				row := int(f) * k
