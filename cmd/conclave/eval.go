@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/classify"
 	"github.com/conclave-ai/conclave/internal/eval"
 )
 
@@ -38,7 +40,8 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	limit := fs.Int("limit", 0, "at most this many prompts per dataset (0: all)")
 	latency := fs.Duration("latency", 0, "median latency of every replayed model (0: none, deterministic)")
 	every := fs.Int("every", 100, "timeline step in prompts")
-	out := fs.String("out", "reports/eval", "directory for report.json, report.md and report.svg")
+	out := fs.String("out", "reports/eval", "directory for report.json, report.md and report.svg (and classifier.json, classifier.svg)")
+	classifierSets := fs.String("classifier-sets", "internal/core/classify/testdata/*.jsonl", "labelled task sets (JSONL: category, shape, text) the classifier is measured on besides its held-out split")
 	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
 		fs.SetOutput(stdout)
 		fs.Usage()
@@ -97,16 +100,29 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		summary = s
 	}
 	rep.WriteTable(&table)
+	cls, err := classify.New(classify.Options{})
+	if err != nil {
+		return err
+	}
+	calibration, err := eval.EvaluateClassifier(cls, *classifierSets)
+	if err != nil {
+		return err
+	}
+	calibration.WriteTable(&table)
 	raw, err := json.MarshalIndent(summary, "", "  ")
 	if err != nil {
 		return err
 	}
-	svg, err := os.Create(filepath.Join(*out, "report.svg"))
+	rawClassifier, err := json.MarshalIndent(calibration, "", "  ")
 	if err != nil {
 		return err
 	}
-	err = errors.Join(rep.WriteSVG(svg), svg.Close(),
+	var svg, classifierSVG bytes.Buffer
+	err = errors.Join(rep.WriteSVG(&svg), calibration.WriteSVG(&classifierSVG),
+		os.WriteFile(filepath.Join(*out, "report.svg"), svg.Bytes(), 0o644),
+		os.WriteFile(filepath.Join(*out, "classifier.svg"), classifierSVG.Bytes(), 0o644),
 		os.WriteFile(filepath.Join(*out, "report.json"), append(raw, '\n'), 0o644),
+		os.WriteFile(filepath.Join(*out, "classifier.json"), append(rawClassifier, '\n'), 0o644),
 		os.WriteFile(filepath.Join(*out, "report.md"), []byte(table.String()), 0o644))
 	fmt.Fprint(stdout, table.String())
 	fmt.Fprintf(stdout, "\nreport: %s (report.json, report.md, report.svg), %s\n", *out, rep.Elapsed)
