@@ -140,15 +140,15 @@ type Cursor struct {
 	RequestID  string
 }
 
-// ErrBadCursor is returned for an After that no listing gave.
-var ErrBadCursor = errors.New("after is not a cursor of this listing")
+// ErrBadCursor is returned for an After or a Before that no listing gave.
+var ErrBadCursor = errors.New("not a cursor of this listing: give a page's next or prev as it is")
 
 // Encode returns the cursor as an opaque string.
 func (c Cursor) Encode() string {
 	return base64.RawURLEncoding.EncodeToString([]byte(strconv.FormatInt(c.ReceivedAt.UnixNano(), 10) + ":" + c.RequestID))
 }
 
-// ParseCursor reads an After; the empty string is the start.
+// ParseCursor reads an After or a Before; the empty string is the start.
 func ParseCursor(s string) (Cursor, bool, error) {
 	if s == "" {
 		return Cursor{}, false, nil
