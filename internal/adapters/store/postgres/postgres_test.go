@@ -429,8 +429,8 @@ func TestListByKeyAgreesWithTheMemoryStore(t *testing.T) {
 }
 
 // Listing by key can use executions_key, the partial index of keyed records, in a generic plan too
-// (the plan a prepared statement settles on, which knows no key): the query says key_id <> '', as
-// the index does.
+// (the plan a prepared statement settles on, which knows no key): the query asks for a key_id that
+// is not empty, as the index's predicate does.
 func TestListByKeyCanUseItsIndex(t *testing.T) {
 	s := open(t, pgtest.New(t, true))
 	ctx := context.Background()
