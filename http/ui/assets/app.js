@@ -311,16 +311,20 @@ async function executions() {
   const records = page.records;
   if (records.length === 0) return [...head, el("p", { class: "muted" }, "No execution matches. POST /route-thompson makes one."), pager];
   const keyCell = (id) => (id ? el("span", { title: id }, names[id] || id) : el("span", { class: "muted", title: "the admin token" }, "admin"));
+  const taskCell = (r) => {
+    const task = r.task + (r.task_clipped ? "…" : ""); // the listing holds 200 characters; the record, all of it
+    return el("span", { class: "task", title: task }, task);
+  };
   return [...head,
     table(["received", "task", "key", "category", "blueprint", "outcome", "#models", "#total ms", "#cost $"],
-      records.map((r) => [when(r.received_at), el("span", { class: "task", title: r.task + (r.task_clipped ? "…" : "") }, r.task + (r.task_clipped ? "…" : "")),
-        keyCell(r.key_id), r.category, r.blueprint, state(r.outcome || String(r.status_code)), (r.models || []).length, num(r.total_ms, 1), num(r.cost, 5)]),
+      records.map((r) => [when(r.received_at), taskCell(r), keyCell(r.key_id), r.category, r.blueprint,
+        state(r.outcome || String(r.status_code)), (r.models || []).length, num(r.total_ms, 1), num(r.cost, 5)]),
       (i) => { location.hash = "#/executions/" + records[i].request_id; },
       { id: "executions", row: (i) => ({ "data-id": records[i].request_id, "data-key": records[i].key_id || "" }) }),
     pager];
 }
 
-// clean leaves out a record's empty values.
+// clean leaves out an object's empty values.
 const clean = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v));
 
 function pageButton(id, label, cursor, onClick) {
