@@ -441,3 +441,99 @@ func TestKeysOnTheEmbeddedDefault(t *testing.T) {
 		t.Fatalf("a revoked key: %d", resp.StatusCode)
 	}
 }
+
+// summaryPage is a page of GET /executions as a test reads it.
+type summaryPage struct {
+	Records []struct {
+		RequestID   string `json:"request_id"`
+		KeyID       string `json:"key_id"`
+		Task        string `json:"task"`
+		TaskClipped bool   `json:"task_clipped"`
+	} `json:"records"`
+	Next string `json:"next"`
+	Prev string `json:"prev"`
+}
+
+func (p summaryPage) ids() string {
+	var ids []string
+	for _, r := range p.Records {
+		ids = append(ids, r.RequestID)
+	}
+	return strings.Join(ids, ",")
+}
+
+// GET /executions?key= lists one key's records, with their tasks clipped, a page at a time either
+// way; the listing stays the admin's, and a bad query names each of its problems.
+func TestListingAKeysExecutions(t *testing.T) {
+	for _, backend := range []string{"memory", "postgres"} {
+		t.Run(backend, func(t *testing.T) {
+			mutate := withAdmin
+			if backend == "postgres" {
+				db := newDatabase(t)
+				mutate = func(c *config.Config) {
+					withAdmin(c)
+					withDatabase(db.url, filepath.Join(t.TempDir(), "spool"))(c)
+				}
+			}
+			tb := newTestbed(t, mutate)
+			k := tb.createKey(map[string]any{"name": "lister"})
+			long := strings.Repeat("Größe? ", 50) // 350 characters, 400 bytes
+			for i, task := range []string{mcq, long, mcq + "\n(2)"} {
+				if resp, raw := tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": task, "workers": 2}); resp.StatusCode != http.StatusOK {
+					t.Fatalf("the key's request %d: %d %s", i, resp.StatusCode, raw)
+				}
+			}
+			for range 2 {
+				tb.route(map[string]any{"task": mcq, "workers": 2})
+			}
+			var all summaryPage
+			waitFor(t, func() bool {
+				tb.do(http.MethodGet, "/executions", nil, &all)
+				return len(all.Records) == 5
+			})
+			var first, second, back summaryPage
+			if resp, raw := tb.do(http.MethodGet, "/executions?limit=2&key="+k.ID, nil, &first); resp.StatusCode != http.StatusOK ||
+				len(first.Records) != 2 || first.Next == "" || first.Prev != "" {
+				t.Fatalf("the key's first page: %d %s", resp.StatusCode, raw)
+			}
+			tb.do(http.MethodGet, "/executions?limit=2&key="+k.ID+"&after="+first.Next, nil, &second)
+			if len(second.Records) != 1 || second.Next != "" || second.Prev == "" {
+				t.Fatalf("the key's second page: %+v", second)
+			}
+			tb.do(http.MethodGet, "/executions?limit=2&key="+k.ID+"&before="+second.Prev, nil, &back)
+			if back.ids() != first.ids() || back.Prev != "" || back.Next != first.Next {
+				t.Fatalf("back from the second page: %+v, want %+v", back, first)
+			}
+			clipped := 0
+			for _, r := range append(first.Records, second.Records...) {
+				if r.KeyID != k.ID || r.Task == "" {
+					t.Errorf("a summary of the key's: %+v", r)
+				}
+				if r.TaskClipped {
+					clipped++
+					if r.Task != string([]rune(long)[:200]) {
+						t.Errorf("the long task clipped to %q", r.Task)
+					}
+				}
+			}
+			if clipped != 1 {
+				t.Errorf("%d clipped tasks, want 1", clipped)
+			}
+			var bad errorResponse
+			resp, raw := tb.do(http.MethodGet, "/executions?key="+strings.Repeat("k", 65)+"&after="+first.Next+"&before=%21&outcome=meh", nil, &bad)
+			if resp.StatusCode != http.StatusBadRequest {
+				t.Fatalf("a bad query: %d %s", resp.StatusCode, raw)
+			}
+			named := map[string]int{}
+			for _, d := range bad.Error.Details {
+				named[d.Field]++
+			}
+			if named["key"] != 1 || named["before"] != 2 || named["outcome"] != 1 {
+				t.Errorf("the problems named: %v (%s)", named, raw)
+			}
+			if resp, _ := tb.as(k.Key, http.MethodGet, "/executions?key="+k.ID, nil); resp.StatusCode != http.StatusForbidden {
+				t.Errorf("a key listing its own records: %d", resp.StatusCode)
+			}
+		})
+	}
+}

@@ -14,10 +14,11 @@ import (
 
 // query parameters of the listing and analysis endpoints.
 var (
-	executionsParams = map[string]bool{"category": true, "model": true, "outcome": true, "since": true, "until": true, "limit": true, "after": true}
-	modelsParams     = map[string]bool{"category": true, "limit": true}
-	costParams       = map[string]bool{"since": true, "until": true}
-	noParams         = map[string]bool{}
+	executionsParams = map[string]bool{"category": true, "model": true, "outcome": true, "key": true, "since": true, "until": true, "limit": true,
+		"after": true, "before": true}
+	modelsParams = map[string]bool{"category": true, "limit": true}
+	costParams   = map[string]bool{"since": true, "until": true}
+	noParams     = map[string]bool{}
 )
 
 // readQuery checks a query against the parameters an endpoint takes and reads the common ones;
@@ -51,12 +52,19 @@ func readQuery(q url.Values, allowed map[string]bool) (store.Filter, problems.Er
 		}
 		return t
 	}
-	f.Category, f.Model, f.Outcome, f.After = str("category", 64), str("model", 256), str("outcome", 16), str("after", 512)
+	f.Category, f.Model, f.Outcome, f.KeyID = str("category", 64), str("model", 256), str("outcome", 16), str("key", 64)
+	f.After, f.Before = str("after", 512), str("before", 512)
 	if err := store.ValidOutcome(f.Outcome); err != nil {
 		bad.Add("outcome", err.Error())
 	}
 	if _, _, err := store.ParseCursor(f.After); err != nil {
 		bad.Add("after", err.Error())
+	}
+	if _, _, err := store.ParseCursor(f.Before); err != nil {
+		bad.Add("before", err.Error())
+	}
+	if f.After != "" && f.Before != "" {
+		bad.Add("before", "cannot be given with after: a page goes one way from one cursor")
 	}
 	f.Since, f.Until = when("since"), when("until")
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
@@ -82,7 +90,8 @@ func storeError(w http.ResponseWriter, err error) {
 	writeError(w, http.StatusInternalServerError, "internal", err.Error(), nil)
 }
 
-// executions handles GET /executions: summaries newest first, filtered, by keyset pages.
+// executions handles GET /executions: summaries newest first, filtered (by key too), by keyset pages
+// either way (after= a page's next, before= its prev).
 func (s *Server) executions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	f, bad := readQuery(r.URL.Query(), executionsParams)
 	if len(bad) > 0 {

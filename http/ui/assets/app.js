@@ -19,7 +19,10 @@ async function api(path) {
     const body = await resp.json().catch(() => ({}));
     if (!resp.ok) {
       const e = body.error || {};
-      throw new Error(`${resp.status} ${e.code || ""}: ${e.message || resp.statusText}`);
+      const err = new Error(`${resp.status} ${e.code || ""}: ${e.message || resp.statusText}`);
+      err.status = resp.status;
+      err.details = e.details || [];
+      throw err;
     }
     return body;
   }
@@ -52,21 +55,52 @@ function el(tag, attrs, ...children) {
   return node;
 }
 
-function table(headers, rows, onRow) {
+// table lays out rows under headers; a header starting with # is a number's column. onRow, when given,
+// makes each row a link; opts.id names the table and opts.row(i) gives each row's attributes.
+function table(headers, rows, onRow, opts = {}) {
   const head = el("tr", {}, headers.map((h) => el("th", h.startsWith("#") ? { class: "num" } : {}, h.replace(/^#/, ""))));
   const body = rows.map((r, i) => {
-    const tr = el("tr", onRow ? { class: "link", "data-row": i } : {},
-      r.map((c, j) => el("td", headers[j].startsWith("#") ? { class: "num" } : {}, c)));
+    const attrs = { ...(onRow ? { class: "link", "data-row": i } : {}), ...(opts.row ? opts.row(i) : {}) };
+    const tr = el("tr", attrs, r.map((c, j) => el("td", headers[j].startsWith("#") ? { class: "num" } : {}, c)));
     if (onRow) tr.onclick = () => onRow(i);
     return tr;
   });
-  return el("table", {}, el("thead", {}, head), el("tbody", {}, body));
+  return el("table", opts.id ? { id: opts.id } : {}, el("thead", {}, head), el("tbody", {}, body));
 }
 
 const state = (s) => el("span", { class: "state " + s }, s);
 const pct = (x) => (x === undefined || x === null ? "" : (100 * x).toFixed(1) + " %");
 const num = (x, d = 0) => (x === undefined || x === null ? "" : Number(x).toFixed(d));
 const meter = (x) => el("span", { class: "meter", title: pct(x) }, el("span", { style: `width:${Math.round(100 * Math.min(1, x || 0))}%` }));
+// usd writes dollars: cents from a dollar up, else to a millionth, as small costs are.
+const usd = (x) => "$" + (Math.abs(x || 0) >= 1 ? Number(x).toFixed(2) : Number(x || 0).toFixed(6));
+
+// when writes a moment in local time, with its date unless it is today.
+function when(ts) {
+  const d = new Date(ts);
+  return d.toDateString() === new Date().toDateString() ? d.toLocaleTimeString() : d.toLocaleString();
+}
+
+// ago writes how long ago a moment was, roughly.
+function ago(ts) {
+  const s = Math.max(0, (Date.now() - new Date(ts).getTime()) / 1000);
+  if (s < 60) return Math.round(s) + " s ago";
+  if (s < 3600) return Math.round(s / 60) + " min ago";
+  if (s < 86400) return Math.round(s / 3600) + " h ago";
+  return Math.round(s / 86400) + " d ago";
+}
+
+// hashQuery is the page's parameters: what follows "?" in the hash, so that a reload or a link keeps them.
+const hashQuery = () => new URLSearchParams(location.hash.split("?")[1] || "");
+
+// go shows a page with parameters (empty ones left out); the same hash again draws the page again.
+function go(page, params = {}) {
+  const q = new URLSearchParams();
+  for (const [k, v] of Object.entries(params)) if (v !== undefined && v !== null && v !== "") q.set(k, v);
+  const hash = "#/" + page + (q.toString() ? "?" + q : "");
+  if (location.hash === hash) render();
+  else location.hash = hash;
+}
 
 // Pages.
 
@@ -108,35 +142,69 @@ function betaPdf(x, a, b) {
 }
 
 const COLORS = ["#3b5bdb", "#e8590c", "#2f9e44", "#ae3ec9", "#1098ad", "#f08c00", "#c92a2a", "#5c940d"];
+const SVG = "http://www.w3.org/2000/svg";
 
+// svgEl builds an SVG element under a parent.
+function svgEl(parent, tag, attrs, text) {
+  const e = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+  if (text !== undefined) e.textContent = text;
+  parent.append(e);
+  return e;
+}
+
+// posterior samples an arm's Beta density on a grid, with its mean and 90 % interval (from the grid's
+// cumulative sum: close enough to read, and no special functions).
+function posterior(a, n) {
+  const ys = [];
+  for (let i = 1; i < n; i++) {
+    const y = betaPdf(i / n, a.alpha, a.beta);
+    ys.push(Number.isFinite(y) ? y : 0);
+  }
+  const total = ys.reduce((s, y) => s + y, 0) || 1;
+  let acc = 0, lo = 0, hi = 1;
+  ys.forEach((y, i) => {
+    const before = acc;
+    acc += y / total;
+    if (before < 0.05 && acc >= 0.05) lo = (i + 1) / n;
+    if (before < 0.95 && acc >= 0.95) hi = (i + 1) / n;
+  });
+  return { ys, peak: Math.max(...ys, 1e-12), mean: a.alpha / (a.alpha + a.beta), lo, hi };
+}
+
+// posteriorChart draws each arm's posterior in a row of its own over one shared axis (small
+// multiples): arms with alike records, every new arm among them, would lie on top of each other in
+// one chart. Each row is scaled to its own peak; the band is its 90 % interval, the tick its mean.
 function posteriorChart(arms) {
-  const w = 560, h = 220, pad = 30, n = 200;
-  const curves = arms.map((a) => {
-    const ys = [];
-    for (let i = 1; i < n; i++) ys.push(betaPdf(i / n, a.alpha, a.beta));
-    return ys;
-  });
-  const top = Math.max(1, ...curves.flat().filter(Number.isFinite));
-  const svg = document.createElementNS("http://www.w3.org/2000/svg", "svg");
+  const labelW = 290, plotW = 420, statsW = 250, rowH = 34, top = 26, axis = 22, n = 200;
+  const w = labelW + plotW + statsW, h = top + arms.length * rowH + axis;
+  const x = (p) => labelW + p * plotW;
+  const svg = document.createElementNS(SVG, "svg");
   svg.setAttribute("width", w); svg.setAttribute("height", h); svg.setAttribute("id", "posteriors");
-  const add = (tag, attrs, text) => {
-    const e = document.createElementNS("http://www.w3.org/2000/svg", tag);
-    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
-    if (text !== undefined) e.textContent = text;
-    svg.append(e);
-  };
-  add("line", { x1: pad, y1: h - pad, x2: w - 10, y2: h - pad, stroke: "#999" });
-  for (const t of [0, 0.25, 0.5, 0.75, 1]) add("text", { x: pad + t * (w - pad - 10) - 8, y: h - pad + 14 }, t.toFixed(2));
-  curves.forEach((ys, k) => {
-    const pts = ys.map((y, i) => `${(pad + ((i + 1) / n) * (w - pad - 10)).toFixed(1)},${(h - pad - (Number.isFinite(y) ? y : 0) / top * (h - 2 * pad)).toFixed(1)}`);
-    add("polyline", { points: pts.join(" "), fill: "none", stroke: COLORS[k % COLORS.length], "stroke-width": 1.6, class: "curve" });
+  svgEl(svg, "text", { x: 0, y: 14 }, "posterior of each arm's success rate, Beta(α, β): one row per arm, scaled to its peak; band: 90 % interval, tick: mean");
+  for (const t of [0, 0.25, 0.5, 0.75, 1]) {
+    svgEl(svg, "line", { x1: x(t), y1: top, x2: x(t), y2: h - axis, stroke: "#e3e6ec" });
+    svgEl(svg, "text", { x: x(t) - 10, y: h - 6 }, t.toFixed(2));
+  }
+  arms.forEach((a, k) => {
+    const p = posterior(a, n);
+    const color = COLORS[k % COLORS.length];
+    const y0 = top + k * rowH, base = y0 + rowH - 4, height = rowH - 8;
+    const g = svgEl(svg, "g", { class: "arm", "data-model": a.id });
+    svgEl(g, "rect", { x: x(p.lo), y: base - height, width: Math.max(1, x(p.hi) - x(p.lo)), height, fill: color, "fill-opacity": 0.1 });
+    svgEl(g, "line", { x1: x(0), y1: base, x2: x(1), y2: base, stroke: "#adb5bd" });
+    const pts = p.ys.map((y, i) => `${x((i + 1) / n).toFixed(1)},${(base - (y / p.peak) * height).toFixed(1)}`);
+    svgEl(g, "polyline", { points: pts.join(" "), fill: "none", stroke: color, "stroke-width": 1.6, class: "curve" });
+    svgEl(g, "line", { x1: x(p.mean), y1: base - height, x2: x(p.mean), y2: base, stroke: color, "stroke-dasharray": "3 2" });
+    svgEl(g, "text", { x: labelW - 8, y: base - height / 2 + 4, "text-anchor": "end" }, `${k + 1}. ${a.id}`);
+    svgEl(g, "text", { x: x(1) + 10, y: base - height / 2 + 4, class: "stats" },
+      `mean ${num(p.mean, 3)} · 90 % ${num(p.lo, 2)}–${num(p.hi, 2)} · ${a.pulls || 0} ${a.pulls === 1 ? "pull" : "pulls"}`);
   });
-  add("text", { x: pad, y: 14 }, "posterior of each arm's success rate (Beta(α, β))");
   return svg;
 }
 
 async function models() {
-  const params = new URLSearchParams(location.hash.split("?")[1] || "");
+  const params = hashQuery();
   const { blueprints } = await api("/blueprints");
   const category = params.get("category") || "general";
   const { models } = await api(`/models?sort=mean&category=${encodeURIComponent(category)}`);
@@ -147,23 +215,123 @@ async function models() {
     if (b.name === category) o.selected = true;
     return o;
   }));
-  pick.onchange = () => { location.hash = "#/models?category=" + pick.value; };
-  const legend = top.map((a, k) => el("div", {}, el("span", { class: "bar", style: `width:1.2rem;background:${COLORS[k % COLORS.length]}` }), " " + a.id));
+  pick.onchange = () => go("models", { category: pick.value });
   return [el("h2", {}, "Models: arms per category, ranked by mean"), el("p", {}, "category ", pick),
-    el("div", { class: "grid" }, posteriorChart(top), el("div", {}, legend)),
+    posteriorChart(top),
     el("h3", {}, `${arms.length} models`),
     table(["#rank", "model", "provider", "#mean", "#alpha", "#beta", "#pulls"],
       arms.slice(0, 50).map((a, i) => [i + 1, a.id, a.provider, num(a.mean, 3), num(a.alpha, 1), num(a.beta, 1), a.pulls]))];
 }
 
+// The listing's filters, as GET /executions names them; the page keeps them in its hash.
+const FILTERS = ["category", "model", "outcome", "key", "since", "until"];
+const PAGE_SIZES = ["10", "50", "200"];
+
+// keysOrNone lists the API keys, or null where this server keeps none (501) or the session is a
+// key's, not the admin's (403).
+async function keysOrNone() {
+  try {
+    return (await api("/admin/keys")).keys;
+  } catch (e) {
+    if (e.status === 501 || e.status === 403) return null;
+    throw e;
+  }
+}
+
+// localInput writes an RFC 3339 moment as a datetime-local input shows it (local time), and isoOf
+// reads it back.
+function localInput(iso) {
+  const d = new Date(iso);
+  if (!iso || Number.isNaN(d.getTime())) return "";
+  const pad = (n) => String(n).padStart(2, "0");
+  return `${d.getFullYear()}-${pad(d.getMonth() + 1)}-${pad(d.getDate())}T${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
+}
+const isoOf = (local) => (local ? new Date(local).toISOString() : "");
+
+// choice is a select of options ([value, label]) with "any" first, showing the current value even
+// when it is none of them (a key since deleted, say).
+function choice(name, current, options) {
+  if (current && !options.some(([v]) => v === current)) options = [...options, [current, current]];
+  const s = el("select", { id: "f-" + name, name }, el("option", { value: "" }, "any"), options.map(([v, label]) => el("option", { value: v }, label)));
+  s.value = current || "";
+  return s;
+}
+
+// executionFilters is the form of the listing's filters; applying it starts again from the newest page.
+function executionFilters(params, blueprints, keyList) {
+  const category = choice("category", params.get("category"), blueprints.map((b) => [b.name, b.name]));
+  const outcome = choice("outcome", params.get("outcome"), ["ok", "degraded", "failed"].map((o) => [o, o]));
+  const key = keyList ? choice("key", params.get("key"), keyList.map((k) => [k.id, `${k.name} (${k.id})`]))
+    : el("input", { id: "f-key", name: "key", placeholder: "key id", size: 24 });
+  if (!keyList) key.value = params.get("key") || "";
+  const model = el("input", { id: "f-model", name: "model", placeholder: "model id", size: 28 });
+  model.value = params.get("model") || "";
+  const since = el("input", { id: "f-since", name: "since", type: "datetime-local", step: 1 });
+  const until = el("input", { id: "f-until", name: "until", type: "datetime-local", step: 1 });
+  since.value = localInput(params.get("since"));
+  until.value = localInput(params.get("until"));
+  const limit = choice("limit", params.get("limit") || "50", PAGE_SIZES.map((n) => [n, n + " a page"]));
+  limit.firstChild.remove(); // a page has a size: no "any"
+  const form = el("form", { id: "filters", class: "filters" },
+    el("label", {}, "category ", category), el("label", {}, "model ", model), el("label", {}, "outcome ", outcome),
+    el("label", {}, "key ", key), el("label", {}, "since ", since), el("label", {}, "until ", until), limit,
+    el("button", { type: "submit", id: "apply" }, "Apply"), el("a", { href: "#/executions", id: "clear" }, "clear"));
+  form.onsubmit = (ev) => {
+    ev.preventDefault();
+    go("executions", { category: category.value, model: model.value.trim(), outcome: outcome.value, key: key.value.trim(),
+      since: isoOf(since.value), until: isoOf(until.value), limit: limit.value });
+  };
+  return form;
+}
+
 async function executions() {
-  const { records } = await api("/executions?limit=50");
-  return [el("h2", {}, "Executions (latest 50)"),
-    records.length === 0 ? el("p", { class: "muted" }, "No execution yet: POST /route-thompson to make one.") :
-      table(["received", "category", "blueprint", "outcome", "models", "#total ms", "#cost $"],
-        records.map((r) => [new Date(r.received_at).toLocaleTimeString(), r.category, r.blueprint, state(r.outcome || String(r.status_code)),
-          (r.models || []).length, num(r.total_ms, 1), num(r.cost, 5)]),
-        (i) => { location.hash = "#/executions/" + records[i].request_id; })];
+  const params = hashQuery();
+  const query = new URLSearchParams();
+  for (const k of [...FILTERS, "limit", "after", "before"]) if (params.get(k)) query.set(k, params.get(k));
+  if (!query.has("limit")) query.set("limit", "50");
+  let page, failure;
+  try {
+    page = await api("/executions?" + query);
+  } catch (e) {
+    if (e.status !== 400) throw e;
+    failure = el("p", { class: "error" }, e.message + ": " + e.details.map((d) => `${d.field} ${d.message}`).join("; "));
+  }
+  const { blueprints } = await api("/blueprints");
+  const keyList = await keysOrNone();
+  const form = executionFilters(params, blueprints, keyList);
+  const head = [el("h2", {}, "Executions"), form];
+  if (failure) return [...head, failure];
+  const names = Object.fromEntries((keyList || []).map((k) => [k.id, k.name]));
+  const filters = Object.fromEntries(FILTERS.map((k) => [k, params.get(k)]));
+  const limit = query.get("limit");
+  const pager = el("p", { class: "pager" },
+    pageButton("newer", "← newer", page.prev, () => go("executions", { ...filters, limit, before: page.prev })),
+    pageButton("older", "older →", page.next, () => go("executions", { ...filters, limit, after: page.next })),
+    params.get("after") || params.get("before") ? el("a", { href: "#/executions?" + new URLSearchParams({ ...clean(filters), limit }), id: "newest" }, "newest") : null);
+  const records = page.records;
+  if (records.length === 0) return [...head, el("p", { class: "muted" }, "No execution matches. POST /route-thompson makes one."), pager];
+  const keyCell = (id) => (id ? el("span", { title: id }, names[id] || id) : el("span", { class: "muted", title: "the admin token" }, "admin"));
+  const taskCell = (r) => {
+    const task = r.task + (r.task_clipped ? "…" : ""); // the listing holds 200 characters; the record, all of it
+    return el("span", { class: "task", title: task }, task);
+  };
+  return [...head,
+    table(["received", "task", "key", "category", "blueprint", "outcome", "#models", "#total ms", "#cost $"],
+      records.map((r) => [when(r.received_at), taskCell(r), keyCell(r.key_id), r.category, r.blueprint,
+        state(r.outcome || String(r.status_code)), (r.models || []).length, num(r.total_ms, 1), num(r.cost, 5)]),
+      (i) => { location.hash = "#/executions/" + records[i].request_id; },
+      { id: "executions", row: (i) => ({ "data-id": records[i].request_id, "data-key": records[i].key_id || "" }) }),
+    pager];
+}
+
+// clean leaves out an object's empty values.
+const clean = (o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v));
+
+function pageButton(id, label, cursor, onClick) {
+  const b = el("button", { id, type: "button" }, label);
+  b.disabled = !cursor;
+  b.onclick = onClick;
+  return b;
 }
 
 const PHASES = ["classify", "blueprint", "select", "assign", "dispatch", "collect", "consensus", "feedback"];
@@ -202,10 +370,81 @@ async function execution(id) {
   const agreed = ok.filter((r) => r.contributed).length;
   return [el("h2", {}, "Execution " + rec.request_id),
     el("p", {}, `category ${rec.classification?.category || "?"} · blueprint ${rec.blueprint?.name || "?"} · ${d.strategy || ""} · status ${rec.status_code}` +
+      ` · key ${rec.key_id || "admin"}` +
       ` · agreement ${agreed} of ${ok.length}` + (d.chosen_model ? ` · chosen ${d.chosen_model}` : "") + (rec.degraded ? " · degraded" : "")),
     el("h3", {}, "Waterfall"), waterfall(rec),
     el("h3", {}, "Answer"), el("div", { class: "answer", id: "answer" }, rec.answer || (rec.error ? rec.error.message : "")),
     el("h3", {}, "Task"), el("div", { class: "answer" }, rec.task)];
+}
+
+// budgetText says a key's budget and its period.
+function budgetText(k) {
+  if (k.budget_usd === null || k.budget_usd === undefined) return "none";
+  return usd(k.budget_usd) + (k.budget_period ? " per " + k.budget_period : " in all");
+}
+
+// spendCell shows a key's spend in its current period against its budget.
+function spendCell(k) {
+  const spent = k.spend.spend_usd;
+  if (k.budget_usd === null || k.budget_usd === undefined) return el("span", { class: "spend" }, usd(spent));
+  const share = k.budget_usd > 0 ? spent / k.budget_usd : 1;
+  const part = share > 0 && share < 0.001 ? "< 0.1 %" : pct(share); // a spend that rounds to 0.0 % is not none
+  return el("span", { class: "stack spend" + (share >= 1 ? " over" : "") }, meter(share),
+    `${usd(spent)} of ${usd(k.budget_usd)} (${part.replace(/ /g, "\u00a0")})`);
+}
+
+const compact = new Intl.NumberFormat("en", { notation: "compact" });
+
+// limitCell shows a limit and what of it is in use now; a zero limit is none.
+function limitCell(used, limit) {
+  if (!limit) return el("span", { class: "muted" }, `${compact.format(used)} (no limit)`);
+  return el("span", { class: "stack", title: `${used.toLocaleString()} of ${limit.toLocaleString()}` }, meter(used / limit),
+    `${compact.format(used)}/${compact.format(limit)}`);
+}
+
+function lastUse(k) {
+  return k.last_used_at ? el("span", { title: new Date(k.last_used_at).toLocaleString() }, ago(k.last_used_at)) : el("span", { class: "muted" }, "never");
+}
+
+async function keysPage() {
+  const list = await keysOrNone();
+  if (list === null) {
+    return [el("h2", {}, "Keys"), el("p", { class: "muted" }, "This server keeps no API keys, or this session signed in with a key rather than the admin token.")];
+  }
+  if (list.length === 0) return [el("h2", {}, "Keys"), el("p", { class: "muted" }, "No key yet: POST /admin/keys (or conclave keys create) makes one.")];
+  return [el("h2", {}, `Keys: ${list.length}`),
+    el("p", { class: "muted" }, "Spend counts the current budget period; requests and tokens in use count the last minute."),
+    table(["name", "id", "status", "budget", "spend this period", "#spent in all", "requests/min", "tokens/min", "concurrency", "last use"],
+      list.map((k) => [k.name, el("code", {}, k.id), state(k.status), budgetText(k), spendCell(k), usd(k.spend.total_usd),
+        limitCell(k.usage.requests, k.rpm), limitCell(k.usage.tokens, k.tpm), limitCell(k.usage.in_flight, k.max_concurrency), lastUse(k)]),
+      (i) => { location.hash = "#/keys/" + encodeURIComponent(list[i].id); },
+      { id: "keys", row: (i) => ({ "data-key": list[i].id }) })];
+}
+
+// spendTable lists a key's spend by model or by day, each with a bar against the largest.
+function spendTable(id, label, groups) {
+  if (groups.length === 0) return el("p", { class: "muted", id }, "Nothing spent in the window.");
+  const top = Math.max(...groups.map((g) => g.cost_usd), 1e-12);
+  return table([label, "#requests", "#cost", ""], groups.map((g) => [g.model || g.day, g.requests, usd(g.cost_usd),
+    el("span", { class: "bar", style: `width:${Math.max(1, Math.round(160 * g.cost_usd / top))}px` })]), null, { id });
+}
+
+async function keyPage(id) {
+  const path = "/admin/keys/" + encodeURIComponent(id);
+  const k = await api(path);
+  const byModel = await api(path + "/spend?group_by=model");
+  const byDay = await api(path + "/spend?group_by=day");
+  const period = k.spend.period_end ? `${when(k.spend.period_start)} to ${when(k.spend.period_end)}` : `since ${when(k.spend.period_start)}`;
+  return [el("h2", {}, `Key ${k.name} `, state(k.status)),
+    el("p", {}, el("code", {}, k.id), ` · created ${when(k.created_at)} · last use `, lastUse(k),
+      k.expires_at ? ` · expires ${when(k.expires_at)}` : "", " · ", el("a", { href: "#/executions?key=" + encodeURIComponent(k.id) }, "its executions")),
+    table(["budget", "spend this period", "period", "#spent in all", "requests/min", "tokens/min", "concurrency", "models"],
+      [[budgetText(k), spendCell(k), period, usd(k.spend.total_usd), limitCell(k.usage.requests, k.rpm), limitCell(k.usage.tokens, k.tpm),
+        limitCell(k.usage.in_flight, k.max_concurrency), k.models.length ? k.models.join(", ") : "any"]], null, { id: "key" }),
+    el("h3", {}, `Spend by model, last 30 days: `, el("span", { id: "spend-total" }, usd(byModel.total_usd))),
+    spendTable("spend-by-model", "model", byModel.groups),
+    el("h3", {}, "Spend by day (UTC)"),
+    spendTable("spend-by-day", "day", byDay.groups)];
 }
 
 async function evaluation() {
@@ -225,23 +464,35 @@ async function evaluation() {
     table(["run", ...datasets], rows)];
 }
 
-const pages = { fleet, providers, models, executions, eval: evaluation };
+const pages = { fleet, providers, models, executions, keys: keysPage, eval: evaluation };
+// detailPages are the pages of one thing, under their list's page: #/executions/<id>, #/keys/<id>.
+const detailPages = { executions: ["execution", execution], keys: ["key", keyPage] };
+
+// rendering counts renders: only the latest one draws, should an earlier one end after it.
+let rendering = 0;
 
 async function render() {
-  const [path] = location.hash.replace(/^#\/?/, "").split("?");
-  const [page, id] = path.split("/");
+  const turn = ++rendering;
+  const hash = location.hash;
+  const [path] = hash.replace(/^#\/?/, "").split("?");
+  const [page, id] = path.split("/").map(decodeURIComponent);
   const name = pages[page] ? page : "fleet";
+  const [drawn, draw] = id && detailPages[name] ? detailPages[name] : [name, pages[name]];
   for (const a of document.querySelectorAll("nav a")) a.classList.toggle("active", a.dataset.page === name);
   status.textContent = "loading…";
   try {
-    const nodes = page === "executions" && id ? await execution(id) : await pages[name]();
+    const nodes = await draw(id);
+    if (turn !== rendering) return;
     main.replaceChildren(...nodes);
-    main.setAttribute("data-page", page === "executions" && id ? "execution" : name);
+    main.setAttribute("data-page", drawn);
     status.textContent = "updated " + new Date().toLocaleTimeString();
   } catch (e) {
+    if (turn !== rendering) return;
     main.replaceChildren(el("p", { class: "error" }, e.message));
+    main.setAttribute("data-page", "error");
     status.textContent = "";
   }
+  main.dataset.drawn = hash; // what the page shows, for whoever waits for it
 }
 
 window.addEventListener("hashchange", render);

@@ -123,29 +123,30 @@ func (m *Memory) SetFeedback(_ context.Context, id string, fb Feedback) (bool, e
 
 // List implements Store.
 func (m *Memory) List(_ context.Context, f Filter) (Page, error) {
-	after, hasAfter, err := ParseCursor(f.After)
+	pos, err := f.Position()
 	if err != nil {
 		return Page{}, err
 	}
 	m.mu.RLock()
 	var hits []Summary
 	for _, e := range m.queue[m.head:] {
-		if s := e.summary; f.Matches(s) && (!hasAfter || after.Before(s.ReceivedAt, s.RequestID)) {
+		if s := e.summary; f.Matches(s) && pos.Admits(s.ReceivedAt, s.RequestID) {
 			hits = append(hits, s)
 		}
 	}
 	m.mu.RUnlock()
+	// The nearest records to the position first: the newest from the start or after a cursor, the
+	// oldest before one.
 	slices.SortFunc(hits, newestFirst)
+	if pos.Newer {
+		slices.Reverse(hits)
+	}
 	n := f.PageSize()
-	page := Page{Records: append([]Summary{}, hits[:min(n, len(hits))]...)}
-	for i := range page.Records {
-		page.Records[i].Models = slices.Clone(page.Records[i].Models) // the caller's to keep; the page's alone
+	rows := append([]Summary{}, hits[:min(n+1, len(hits))]...)
+	for i := range rows {
+		rows[i].Models = slices.Clone(rows[i].Models) // the caller's to keep; the page's alone
 	}
-	if len(hits) > n {
-		last := page.Records[n-1]
-		page.Next = Cursor{ReceivedAt: last.ReceivedAt, RequestID: last.RequestID}.Encode()
-	}
-	return page, nil
+	return PageOf(rows, n, pos), nil
 }
 
 func newestFirst(a, b Summary) int {

@@ -9,9 +9,11 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestMemoryKeepsTheMostRecent(t *testing.T) {
@@ -116,5 +118,104 @@ func TestMemoryHoldsRecordsByValue(t *testing.T) {
 	page, err := m.List(ctx, Filter{Model: "m2"})
 	if err != nil || len(page.Records) != 1 || page.Records[0].Category != "general" || len(page.Records[0].Models) != 2 {
 		t.Fatalf("listing by model: %+v (%v)", page, err)
+	}
+}
+
+// keyed is a record of a key's request received at a minute past t0, with a task.
+func keyed(id, key string, minute int, task string) *messages.Execution {
+	return &messages.Execution{RequestId: id, KeyId: key, Task: task, StatusCode: 200,
+		ReceivedAt:     timestamppb.New(time.Date(2026, 11, 30, 12, minute, 0, 0, time.UTC)),
+		Classification: &messages.Classification{Category: "general"}}
+}
+
+// pages lists a filter's pages from the newest on, then back from the oldest page by Prev: the ids of
+// each page, pages split by |.
+func pages(t *testing.T, s Store, f Filter) (forth, back string) {
+	t.Helper()
+	ctx := context.Background()
+	var ps []string
+	var last Page
+	for {
+		p, err := s.List(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, last = append(ps, ids(p)), p
+		if p.Next == "" {
+			break
+		}
+		f.After = p.Next
+	}
+	forth = strings.Join(ps, "|")
+	ps = []string{ids(last)}
+	f.After = ""
+	for last.Prev != "" {
+		f.Before = last.Prev
+		p, err := s.List(ctx, f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ps, last = append([]string{ids(p)}, ps...), p
+	}
+	return forth, strings.Join(ps, "|")
+}
+
+func ids(p Page) string {
+	var out []string
+	for _, r := range p.Records {
+		out = append(out, r.RequestID)
+	}
+	return strings.Join(out, ",")
+}
+
+func TestMemoryListsAKeysRecordsBothWays(t *testing.T) {
+	m := NewMemory(0, 0)
+	var recs []*messages.Execution
+	for i := range 9 {
+		key := "key_a"
+		if i%3 == 2 {
+			key = ""
+		}
+		recs = append(recs, keyed(fmt.Sprintf("r%d", i), key, i, "task"))
+	}
+	recs = append(recs, keyed("r9", "key_b", 9, "task"))
+	if err := m.Insert(context.Background(), recs); err != nil {
+		t.Fatal(err)
+	}
+	forth, back := pages(t, m, Filter{KeyID: "key_a", Limit: 4})
+	if want := "r7,r6,r4,r3|r1,r0"; forth != want || back != want {
+		t.Fatalf("key_a's pages: %s, and back %s; want %s", forth, back, want)
+	}
+	forth, back = pages(t, m, Filter{Limit: 3})
+	if want := "r9,r8,r7|r6,r5,r4|r3,r2,r1|r0"; forth != want || back != want {
+		t.Fatalf("every record's pages: %s, and back %s; want %s", forth, back, want)
+	}
+	page, err := m.List(context.Background(), Filter{KeyID: "key_b"})
+	if err != nil || ids(page) != "r9" || page.Records[0].KeyID != "key_b" || page.Next != "" || page.Prev != "" {
+		t.Fatalf("key_b's page: %+v (%v)", page, err)
+	}
+	if _, err := m.List(context.Background(), Filter{After: page.Next + "x", Before: "y"}); !errors.Is(err, ErrTwoCursors) {
+		t.Fatalf("two cursors: %v", err)
+	}
+}
+
+// A summary shows a task's first 200 characters, counted as characters: a task of two-byte and
+// four-byte characters is cut between two of them, never inside one.
+func TestASummaryClipsItsTaskByCharacters(t *testing.T) {
+	tests := []struct {
+		task, want string
+		clipped    bool
+	}{
+		{strings.Repeat("é", 200), strings.Repeat("é", 200), false},
+		{strings.Repeat("é", 201), strings.Repeat("é", 200), true},
+		{strings.Repeat("a", 199) + "😀😀", strings.Repeat("a", 199) + "😀", true},
+		{"short", "short", false},
+		{"a\x00b\xff\xfec", "ab\uFFFDc", false}, // as PostgreSQL keeps it
+	}
+	for _, tt := range tests {
+		s := Summarize(&messages.Execution{Task: tt.task}, false)
+		if s.Task != tt.want || s.TaskClipped != tt.clipped || !utf8.ValidString(s.Task) {
+			t.Errorf("%q: summary %q (clipped %v), want %q (%v)", tt.task, s.Task, s.TaskClipped, tt.want, tt.clipped)
+		}
 	}
 }

@@ -313,12 +313,37 @@ func (s *Store) SetFeedback(ctx context.Context, id string, fb store.Feedback) (
 	return applied && err == nil, classify(err)
 }
 
-// List implements store.Store: newest first, by keyset on (received_at, request_id).
+// List implements store.Store: newest first, by keyset on (received_at, request_id), in either
+// direction from a cursor.
 func (s *Store) List(ctx context.Context, f store.Filter) (store.Page, error) {
-	after, hasAfter, err := store.ParseCursor(f.After)
+	pos, err := f.Position()
 	if err != nil {
 		return store.Page{}, err
 	}
+	n := f.PageSize()
+	q, args := listQuery(f, pos, n+1)
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return store.Page{}, classify(err)
+	}
+	sums, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Summary, error) {
+		var m store.Summary
+		var status int32
+		var task string
+		err := row.Scan(&m.RequestID, &m.ClientRequestID, &m.NodeID, &m.ReceivedAt, &m.Category, &m.Blueprint, &m.Strategy, &m.Outcome,
+			&status, &m.ErrorCode, &m.KeyID, &task, &m.TotalMs, &m.InputTokens, &m.OutputTokens, &m.Cost, &m.Feedback, &m.Models)
+		m.StatusCode, m.ReceivedAt = int(status), m.ReceivedAt.UTC()
+		m.Task, m.TaskClipped = store.ClipTask(task)
+		return m, err
+	})
+	if err != nil {
+		return store.Page{}, classify(err)
+	}
+	return store.PageOf(sums, n, pos), nil
+}
+
+// listQuery is the query of a listing's page of at most limit summaries, and its arguments.
+func listQuery(f store.Filter, pos store.Position, limit int) (string, []any) {
 	var where []string
 	var args []any
 	arg := func(v any) string {
@@ -331,6 +356,11 @@ func (s *Store) List(ctx context.Context, f store.Filter) (store.Page, error) {
 	if f.Outcome != "" {
 		where = append(where, "e.outcome = "+arg(f.Outcome))
 	}
+	if f.KeyID != "" {
+		// executions_key holds keyed records only: the planner takes a partial index only when the
+		// query's conditions imply its predicate, and key_id = $n does not in a generic plan.
+		where = append(where, "e.key_id = "+arg(f.KeyID), "e.key_id <> ''")
+	}
 	if !f.Since.IsZero() {
 		where = append(where, "e.received_at >= "+arg(f.Since))
 	}
@@ -340,39 +370,25 @@ func (s *Store) List(ctx context.Context, f store.Filter) (store.Page, error) {
 	if f.Model != "" {
 		where = append(where, "EXISTS (SELECT 1 FROM workflow.worker_results r WHERE r.request_id = e.request_id AND r.model = "+arg(f.Model)+")")
 	}
-	if hasAfter {
-		where = append(where, fmt.Sprintf("(e.received_at, e.request_id) < (%s, %s)", arg(after.ReceivedAt), arg(after.RequestID)))
+	order := "DESC"
+	if pos.Set {
+		cmp := "<"
+		if pos.Newer {
+			cmp, order = ">", "ASC" // the nearest newer records first; PageOf lists them newest first
+		}
+		where = append(where, fmt.Sprintf("(e.received_at, e.request_id) %s (%s, %s)", cmp, arg(pos.Cursor.ReceivedAt), arg(pos.Cursor.RequestID)))
 	}
+	// The task is read one character beyond what a summary shows, so that ClipTask can say it had more.
 	q := `SELECT e.request_id, e.client_request_id, e.node_id, e.received_at, e.category, e.blueprint, e.strategy, e.outcome, e.status_code,
-    e.error_code, e.total_ms, e.input_tokens, e.output_tokens, e.cost, e.feedback IS NOT NULL,
+    e.error_code, e.key_id, left(e.task, ` + fmt.Sprint(store.TaskRunes+1) + `), e.total_ms, e.input_tokens, e.output_tokens, e.cost,
+    e.feedback IS NOT NULL,
     coalesce((SELECT array_agg(r.model ORDER BY r.position) FROM workflow.worker_results r WHERE r.request_id = e.request_id), '{}')
 FROM workflow.executions e`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
-	n := f.PageSize()
-	q += " ORDER BY e.received_at DESC, e.request_id DESC LIMIT " + arg(n+1)
-	rows, err := s.pool.Query(ctx, q, args...)
-	if err != nil {
-		return store.Page{}, classify(err)
-	}
-	sums, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Summary, error) {
-		var m store.Summary
-		var status int32
-		err := row.Scan(&m.RequestID, &m.ClientRequestID, &m.NodeID, &m.ReceivedAt, &m.Category, &m.Blueprint, &m.Strategy, &m.Outcome,
-			&status, &m.ErrorCode, &m.TotalMs, &m.InputTokens, &m.OutputTokens, &m.Cost, &m.Feedback, &m.Models)
-		m.StatusCode, m.ReceivedAt = int(status), m.ReceivedAt.UTC()
-		return m, err
-	})
-	if err != nil {
-		return store.Page{}, classify(err)
-	}
-	page := store.Page{Records: sums[:min(n, len(sums))]}
-	if len(sums) > n {
-		last := page.Records[n-1]
-		page.Next = store.Cursor{ReceivedAt: last.ReceivedAt, RequestID: last.RequestID}.Encode()
-	}
-	return page, nil
+	q += fmt.Sprintf(" ORDER BY e.received_at %s, e.request_id %s LIMIT %s", order, order, arg(limit))
+	return q, args
 }
 
 // Prune deletes the records received before a time, batch by batch (their rows go with them), and

@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"encoding/json"
-	"strings"
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/store"
@@ -62,12 +61,7 @@ type rewardColumns struct {
 
 // text makes a string fit a PostgreSQL text column, which takes neither NUL bytes nor invalid UTF-8
 // (a model may answer either); the record's bytes keep the exact text.
-func text(s string) string {
-	if strings.IndexByte(s, 0) >= 0 {
-		s = strings.ReplaceAll(s, "\x00", "")
-	}
-	return strings.ToValidUTF8(s, "\uFFFD")
-}
+func text(s string) string { return store.ValidText(s) }
 
 func jsonText(v any) string {
 	raw, _ := json.Marshal(v)
