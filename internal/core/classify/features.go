@@ -2,6 +2,7 @@ package classify
 
 import (
 	"fmt"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 
@@ -26,6 +27,11 @@ const (
 	maxWords = 600
 	// maxGramRunes bounds the runes of a word whose character n-grams are taken.
 	maxGramRunes = 24
+	// headWords and tailWords are how many words of a task's start and end also count as the ask's: a
+	// long task states its context in the middle and what it wants first or last.
+	headWords, tailWords = 12, 16
+	// tailBytes is how much of a task's end is read for its last words, however long the task.
+	tailBytes = 400
 )
 
 // Feature kinds, mixed into each hash so that a word and a character n-gram never share a bucket by
@@ -37,6 +43,8 @@ const (
 	kindPunct
 	kindLength
 	kindKeyword
+	kindHead
+	kindTail
 )
 
 func featureHash(kind byte, b []byte) uint64 {
@@ -79,7 +87,7 @@ func (x *extractor) features(text string, keywords map[uint64][]keywordHit, dim 
 			x.feats = append(x.feats, b)
 		}
 	}
-	words := 0
+	words, head := 0, 0
 	var punct [128]bool
 	flush := func() {
 		if len(x.word) == 0 {
@@ -92,6 +100,10 @@ func (x *extractor) features(text string, keywords map[uint64][]keywordHit, dim 
 			x.stem = stem(x.stem)
 			h := featureHash(kindWord, x.stem)
 			add(h)
+			if head < headWords {
+				add(featureHash(kindHead, x.stem))
+				head++
+			}
 			x.hashes = append(x.hashes, h)
 			if len(x.pair) > 0 {
 				x.pair = append(append(x.pair, ' '), x.stem...)
@@ -103,32 +115,8 @@ func (x *extractor) features(text string, keywords map[uint64][]keywordHit, dim 
 		}
 		x.word = x.word[:0]
 	}
-	for i := 0; i < len(text) && words < maxWords; {
-		c := text[i]
-		if c < utf8.RuneSelf {
-			i++
-			switch {
-			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
-				x.word = append(x.word, c)
-			case 'A' <= c && c <= 'Z':
-				x.word = append(x.word, c+'a'-'A')
-			default:
-				flush()
-				if c > ' ' {
-					punct[c] = true
-				}
-			}
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(text[i:])
-		i += size
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
-			x.word = utf8.AppendRune(x.word, unicode.ToLower(r))
-			continue
-		}
-		flush()
-	}
-	flush()
+	x.eachWord(text, func() bool { flush(); return words < maxWords }, func(c byte) { punct[c] = true })
+	x.tail(text, add)
 	for c, seen := range punct {
 		if seen {
 			add(featureHash(kindPunct, []byte{byte(c)}))
@@ -141,6 +129,71 @@ func (x *extractor) features(text string, keywords map[uint64][]keywordHit, dim 
 		}
 	}
 	return x.feats
+}
+
+// eachWord calls word after each word of text has been read into x.word (lower-cased) until it
+// returns false, and punct for each ASCII punctuation character.
+func (x *extractor) eachWord(text string, word func() bool, punct func(byte)) {
+	x.word = x.word[:0]
+	for i := 0; i < len(text); {
+		c := text[i]
+		if c < utf8.RuneSelf {
+			i++
+			switch {
+			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+				x.word = append(x.word, c)
+			case 'A' <= c && c <= 'Z':
+				x.word = append(x.word, c+'a'-'A')
+			default:
+				if len(x.word) > 0 && !word() {
+					return
+				}
+				if c > ' ' {
+					punct(c)
+				}
+			}
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(text[i:])
+		i += size
+		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+			x.word = utf8.AppendRune(x.word, unicode.ToLower(r))
+			continue
+		}
+		if len(x.word) > 0 && !word() {
+			return
+		}
+	}
+	if len(x.word) > 0 {
+		word()
+	}
+}
+
+// tail adds the last tailWords words of text (stop words left out) as features of their own kind.
+func (x *extractor) tail(text string, add func(uint64)) {
+	start := max(len(text)-tailBytes, 0)
+	for start > 0 && !utf8.RuneStart(text[start]) {
+		start++
+	}
+	if start > 0 { // a word cut at the window's edge is not a word
+		if i := strings.IndexFunc(text[start:], func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }); i >= 0 {
+			start += i
+		}
+	}
+	var ring [tailWords]uint64
+	n := 0
+	x.eachWord(text[start:], func() bool {
+		if !stopWords[string(x.word)] {
+			x.stem = stem(append(x.stem[:0], x.word...))
+			ring[n%tailWords] = featureHash(kindTail, x.stem)
+			n++
+		}
+		x.word = x.word[:0]
+		return true
+	}, func(byte) {})
+	for _, h := range ring[:min(n, tailWords)] {
+		add(h)
+	}
 }
 
 // grams adds the character 3- and 4-grams of the current word with its boundaries.
