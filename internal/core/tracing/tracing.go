@@ -189,6 +189,11 @@ func Spans(e *messages.Execution) []Span {
 		spans = append(spans, Span{Name: OperationChat + " " + d.ArbiterModel, Kind: Client, Parent: consensus, Start: start, End: end,
 			Attrs: attrs, Error: d.ArbiterErrorKind})
 	}
+	for i := range spans {
+		if spans[i].Error != "" {
+			spans[i].Attrs = append(spans[i].Attrs, Str(ErrorType, spans[i].Error))
+		}
+	}
 	return spans
 }
 
@@ -260,7 +265,7 @@ func consensusAttrs(e *messages.Execution) []Attr {
 }
 
 // Request is what the request's own span says of it once it has answered, and its error.type when it
-// failed ("" when it did not).
+// failed ("" when it did not; the attributes then hold it too).
 func Request(e *messages.Execution) ([]Attr, string) {
 	attrs := make([]Attr, 0, 12)
 	attrs = append(attrs, Str(RequestID, e.RequestId), Integer(StatusCode, int64(e.StatusCode)))
@@ -285,7 +290,11 @@ func Request(e *messages.Execution) ([]Attr, string) {
 	if e.Degraded {
 		attrs = append(attrs, Flag(Degraded, true))
 	}
-	return attrs, e.GetError().GetCode()
+	failed := e.GetError().GetCode()
+	if failed != "" {
+		attrs = append(attrs, Str(ErrorType, failed))
+	}
+	return attrs, failed
 }
 
 // TraceID is the trace id of a W3C traceparent (32 lower-case hex digits), or "" when it is not a

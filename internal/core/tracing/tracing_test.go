@@ -191,7 +191,8 @@ func TestCallAttributesFollowGenAIConventions(t *testing.T) {
 			ResponseID: "up-1", FinishReasons: "stop", Role: "panel", JobID: "r1/1", Worker: "worker-01", Attempt: "0", Status: "ok",
 			Contributed: "true", Cost: "0.002"}},
 		{"the arbiter's call", spans[6], map[string]string{
-			OperationName: "chat", ProviderName: "sim", RequestModel: "a", InputTokens: "400", OutputTokens: "9", Role: "arbiter", Cost: "0"}},
+			OperationName: "chat", ProviderName: "sim", RequestModel: "a", InputTokens: "400", OutputTokens: "9", Role: "arbiter", Cost: "0",
+			ErrorType: "upstream_5xx"}},
 		{"select", spans[1], map[string]string{Blueprint: "code_review", Strategy: "majority", Policy: "thompson", Eligible: "40", Picked: "a,b"}},
 		{"collect", spans[2], map[string]string{Degraded: "false", Asked: "2", Stopped: "all_asked"}},
 		{"consensus", spans[3], map[string]string{Strategy: "majority", Chosen: "a", DecidedBy: "local", Agreement: "2"}},
@@ -218,8 +219,8 @@ func TestRequest(t *testing.T) {
 		t.Errorf("request attributes %v, error %q; want %v", attrs(Span{Attrs: got}), failed, want)
 	}
 	e.StatusCode, e.Error = 503, &messages.Failure{Code: "no_responses"}
-	if _, failed := Request(e); failed != "no_responses" {
-		t.Errorf("a failed request's error.type = %q", failed)
+	if got, failed := Request(e); failed != "no_responses" || attrs(Span{Attrs: got})[ErrorType] != "no_responses" {
+		t.Errorf("a failed request's error.type = %q, attributes %v", failed, attrs(Span{Attrs: got}))
 	}
 }
 
