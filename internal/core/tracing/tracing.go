@@ -41,7 +41,7 @@ const (
 	DecidedBy         = "conclave.consensus.decided_by"
 	Agreement         = "conclave.consensus.agreement"
 	ArbiterError      = "conclave.consensus.arbiter_error"
-	Role              = "conclave.call.role"
+	Role              = "conclave.call.role" // arbiter; a panel's calls have none
 	JobID             = "conclave.call.job_id"
 	Worker            = "conclave.call.worker"
 	Attempt           = "conclave.call.attempt"
@@ -51,7 +51,6 @@ const (
 	StatusCode        = "conclave.status_code"
 	OperationChat     = "chat"
 	OperationEmbed    = "embeddings"
-	RolePanel         = "panel"
 	RoleArbiter       = "arbiter"
 	embeddingsRecords = "embeddings" // the blueprint an embeddings request's record names
 	directRecords     = "direct"     // the blueprint a direct call's record names
@@ -162,9 +161,17 @@ func Spans(e *messages.Execution) []Span {
 		if r.LatencyMs <= 0 && collectEnd.After(start) {
 			end = collectEnd
 		}
-		attrs := callAttrs(operation, r.Provider, r.Model, r.ServedModel, r.GetUsage(), RolePanel)
-		attrs = append(attrs, Str(JobID, r.JobId), Str(Worker, r.Worker), Integer(Attempt, int64(r.Attempt)), Str(Status, r.Status),
-			Number(Cost, r.Cost))
+		// What the call's span says beyond the GenAI attributes is what tells calls apart (its job and
+		// worker) and what a reader looks for (its cost, a retry's attempt, a status other than ok):
+		// every attribute costs each exported span an allocation or two.
+		attrs := callAttrs(operation, r.Provider, r.Model, r.ServedModel, r.GetUsage(), "")
+		attrs = append(attrs, Str(JobID, r.JobId), Str(Worker, r.Worker), Number(Cost, r.Cost))
+		if r.Attempt > 0 {
+			attrs = append(attrs, Integer(Attempt, int64(r.Attempt)))
+		}
+		if r.Status != "ok" {
+			attrs = append(attrs, Str(Status, r.Status))
+		}
 		if r.UpstreamRequestId != "" {
 			attrs = append(attrs, Str(ResponseID, r.UpstreamRequestId))
 		}
@@ -208,10 +215,13 @@ func callError(status, kind string) string {
 	return status
 }
 
-// callAttrs are the GenAI attributes of a model call.
+// callAttrs are the GenAI attributes of a model call, and its role when it is not one of the panel's.
 func callAttrs(operation, provider, model, served string, u *messages.Usage, role string) []Attr {
 	attrs := make([]Attr, 0, 14)
-	attrs = append(attrs, Str(OperationName, operation), Str(ProviderName, provider), Str(RequestModel, model), Str(Role, role))
+	attrs = append(attrs, Str(OperationName, operation), Str(ProviderName, provider), Str(RequestModel, model))
+	if role != "" {
+		attrs = append(attrs, Str(Role, role))
+	}
 	if served != "" {
 		attrs = append(attrs, Str(ResponseModel, served))
 	}

@@ -116,7 +116,9 @@ func TestSpans(t *testing.T) {
 		},
 		{
 			name: "an arbiter never asked (its permit refused) has no span",
-			edit: func(e *messages.Execution) { e.Decision.ArbiterModel, e.Decision.ArbiterError = "b", "permit refused: rate_limited" },
+			edit: func(e *messages.Execution) {
+				e.Decision.ArbiterModel, e.Decision.ArbiterError = "b", "permit refused: rate_limited"
+			},
 			want: []string{"classify<request 1ms+500µs ", "select<request 1.6ms+200µs ", "collect<request 2ms+100ms ",
 				"consensus<request 102ms+1ms ", "chat a<collect 2.5ms+10ms ", "chat b<collect 2.5ms+20ms "},
 		},
@@ -178,6 +180,7 @@ func attrs(s Span) map[string]string {
 func TestCallAttributesFollowGenAIConventions(t *testing.T) {
 	e := panel("a", "b")
 	e.Results[1].UpstreamRequestId, e.Results[1].FinishReason, e.Results[1].Cost = "up-1", "stop", 0.002
+	e.Results[0].Attempt, e.Results[0].Status, e.Results[0].ErrorKind, e.Results[0].Contributed = 2, "error", "upstream_5xx", false
 	e.Decision.ArbiterModel, e.Decision.ArbiterProvider, e.Decision.ArbiterStartedMs, e.Decision.ArbiterLatencyMs = "a", "sim", 0.1, 0.5
 	e.Decision.ArbiterUsage, e.Decision.ArbiterErrorKind = &messages.Usage{InputTokens: 400, OutputTokens: 9}, "upstream_5xx"
 	spans := Spans(e)
@@ -188,11 +191,13 @@ func TestCallAttributesFollowGenAIConventions(t *testing.T) {
 	}{
 		{"a panel's call", spans[5], map[string]string{
 			OperationName: "chat", ProviderName: "sim", RequestModel: "b", ResponseModel: "b-0601", InputTokens: "100", OutputTokens: "21",
-			ResponseID: "up-1", FinishReasons: "stop", Role: "panel", JobID: "r1/1", Worker: "worker-01", Attempt: "0", Status: "ok",
-			Contributed: "true", Cost: "0.002"}},
+			ResponseID: "up-1", FinishReasons: "stop", JobID: "r1/1", Worker: "worker-01", Contributed: "true", Cost: "0.002"}},
 		{"the arbiter's call", spans[6], map[string]string{
 			OperationName: "chat", ProviderName: "sim", RequestModel: "a", InputTokens: "400", OutputTokens: "9", Role: "arbiter", Cost: "0",
 			ErrorType: "upstream_5xx"}},
+		{"a retried call that failed", spans[4], map[string]string{
+			OperationName: "chat", ProviderName: "sim", RequestModel: "a", ResponseModel: "a-0601", InputTokens: "100", OutputTokens: "20",
+			JobID: "r1/0", Worker: "worker-01", Attempt: "2", Status: "error", Cost: "0", ErrorType: "upstream_5xx"}},
 		{"select", spans[1], map[string]string{Blueprint: "code_review", Strategy: "majority", Policy: "thompson", Eligible: "40", Picked: "a,b"}},
 		{"collect", spans[2], map[string]string{Degraded: "false", Asked: "2", Stopped: "all_asked"}},
 		{"consensus", spans[3], map[string]string{Strategy: "majority", Chosen: "a", DecidedBy: "local", Agreement: "2"}},

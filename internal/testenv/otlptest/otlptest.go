@@ -42,12 +42,22 @@ type Receiver struct {
 	mu       sync.Mutex
 	spans    []Span
 	requests int
-	failWith int // a status to answer instead of taking the spans (0: take them)
+	failWith int  // a status to answer instead of taking the spans (0: take them)
+	discard  bool // read each export and answer it, without decoding or keeping it
 }
 
 // Start starts a receiver, closed when the test ends.
 func Start(t testing.TB) *Receiver {
 	r := &Receiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+// StartDiscarding starts a receiver that takes every export and keeps nothing but their count: a
+// benchmark's, which measures the exporting side, not the collector.
+func StartDiscarding(t testing.TB) *Receiver {
+	r := &Receiver{discard: true}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
 	return r
@@ -73,6 +83,14 @@ func (r *Receiver) Requests() int {
 func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 	if req.Method != http.MethodPost || req.URL.Path != "/v1/traces" || req.Header.Get("Content-Type") != "application/x-protobuf" {
 		http.Error(w, "want POST /v1/traces of application/x-protobuf", http.StatusNotFound)
+		return
+	}
+	if r.discard {
+		_, _ = io.Copy(io.Discard, req.Body)
+		r.mu.Lock()
+		r.requests++
+		r.mu.Unlock()
+		w.Header().Set("Content-Type", "application/x-protobuf")
 		return
 	}
 	var body io.Reader = req.Body
