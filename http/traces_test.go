@@ -13,6 +13,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/config"
+	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/internal/platform/tracing"
 	"github.com/conclave-ai/conclave/internal/testenv/otlptest"
 	"github.com/conclave-ai/conclave/messages"
@@ -64,6 +65,9 @@ func (tb *testbed) postTraced(path, body, traceparent string) (*http.Response, [
 	req.Header.Set("Content-Type", "application/json")
 	if traceparent != "" {
 		req.Header.Set("traceparent", traceparent)
+	}
+	if tb.token != "" {
+		req.Header.Set("Authorization", "Bearer "+tb.token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -254,6 +258,40 @@ func TestAStreamNamesItsTraceUpFront(t *testing.T) {
 	}
 	if byName(t, spans, "chat "+model).Parent() != byName(t, spans, "collect").SpanID() {
 		t.Error("the call does not hang under collect")
+	}
+}
+
+// TestEveryDoorToThePipelineNamesItsTrace: each door that reaches the pipeline takes the caller's
+// traceparent and names the trace in its answer, whatever the answer; a caller that is not
+// authenticated makes no span, and the endpoints that only read are not traced.
+func TestEveryDoorToThePipelineNamesItsTrace(t *testing.T) {
+	rcv := otlptest.Start(t)
+	otelEnv(t, rcv.Endpoint())
+	traced, _ := withTracing(t, nil)
+	tb := newTestbed(t, func(c *config.Config) { c.APIToken = secret.String("trace-token-0123456") }, traced)
+	doors := []struct{ path, body string }{
+		{"/route-thompson", `{"task": "Is 2^10 larger than 10^3?", "workers": 2}`},
+		{"/v1/chat/completions", `{"model": "conclave/auto", "messages": [{"role": "user", "content": "Is 2^10 larger than 10^3?"}]}`},
+		{"/v1/responses", `{"model": "conclave/auto", "input": "Is 2^10 larger than 10^3?"}`},
+		{"/v1/messages", `{"model": "conclave/auto", "max_tokens": 64, "messages": [{"role": "user", "content": "Is 2^10 larger than 10^3?"}]}`},
+		{"/v1/embeddings", `{"model": "no-such-embedder", "input": "hi"}`}, // refused: the trace is named all the same
+		{"/route-thompson", `{"task": ""}`},
+	}
+	for _, d := range doors {
+		resp, raw := tb.postTraced(d.path, d.body, callerParent)
+		if got := resp.Header.Get("X-Trace-Id"); got != callerTrace || !strings.HasPrefix(resp.Header.Get("Traceparent"), "00-"+callerTrace+"-") {
+			t.Errorf("POST %s (%d %.80s): X-Trace-Id %q, traceparent %q", d.path, resp.StatusCode, raw, got, resp.Header.Get("Traceparent"))
+		}
+	}
+	token := tb.token
+	tb.token = "not-the-token-0123456789"
+	if resp, _ := tb.postTraced("/route-thompson", doors[0].body, callerParent); resp.StatusCode != http.StatusUnauthorized || resp.Header.Get("X-Trace-Id") != "" {
+		t.Errorf("an unauthenticated caller: %d, X-Trace-Id %q", resp.StatusCode, resp.Header.Get("X-Trace-Id"))
+	}
+	tb.token = token
+	resp, _ := tb.do(http.MethodGet, "/executions", nil, nil)
+	if resp.StatusCode != http.StatusOK || resp.Header.Get("X-Trace-Id") != "" {
+		t.Errorf("GET /executions: %d, X-Trace-Id %q", resp.StatusCode, resp.Header.Get("X-Trace-Id"))
 	}
 }
 
