@@ -219,6 +219,44 @@ func TestASixWayRequestIsOneTraceUnderTheCallers(t *testing.T) {
 	}
 }
 
+// TestTheArbitersCallHangsUnderConsensus: a rotating arbiter's call is a model call of its own, under
+// consensus, with the arbiter's role.
+func TestTheArbitersCallHangsUnderConsensus(t *testing.T) {
+	rcv := otlptest.Start(t)
+	otelEnv(t, rcv.Endpoint())
+	traced, tr := withTracing(t, nil)
+	tb := newTestbed(t, nil, traced)
+	resp, raw := tb.postTraced("/route-thompson", jsonOf(t, map[string]any{"task": mcq, "workers": 3, "strategy": "rotating"}), callerParent)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("status %d: %s", resp.StatusCode, raw)
+	}
+	var answer struct {
+		RequestID string `json:"request_id"`
+	}
+	if err := json.Unmarshal(raw, &answer); err != nil {
+		t.Fatal(err)
+	}
+	d := tb.execution(answer.RequestID).GetDecision()
+	if d.GetArbiterModel() == "" || d.GetArbiterProvider() == "" || d.GetArbiterStartedMs() <= 0 {
+		t.Fatalf("the record's arbiter: %v", d)
+	}
+	if err := tr.ForceFlush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	spans := rcv.Trace(t, callerTrace, 1+4+3+1)
+	consensus := byName(t, spans, "consensus")
+	var arbiter []otlptest.Span
+	for _, s := range spans {
+		if s.Parent() == consensus.SpanID() {
+			arbiter = append(arbiter, s)
+		}
+	}
+	if len(arbiter) != 1 || arbiter[0].GetName() != "chat "+d.ArbiterModel || arbiter[0].Attrs()["conclave.call.role"] != "arbiter" ||
+		arbiter[0].Attrs()["gen_ai.provider.name"] != d.ArbiterProvider {
+		t.Fatalf("under consensus: %v", names(arbiter))
+	}
+}
+
 // TestAStreamNamesItsTraceUpFront: a streamed answer's headers, which go out before its first piece,
 // name its trace; a direct call's trace has no classify or consensus, and its call hangs under collect.
 func TestAStreamNamesItsTraceUpFront(t *testing.T) {
