@@ -1,8 +1,8 @@
 package main
 
 import (
+	"encoding/json"
 	"io"
-	"strings"
 	"testing"
 
 	"github.com/conclave-ai/conclave/internal/testenv/otlptest"
@@ -50,7 +50,10 @@ func TestARemoteCallersTraceParentsTheRequest(t *testing.T) {
 			t.Errorf("%d %s spans under the request's: %v", below[phase], phase, below)
 		}
 	}
-	if want := `"trace_id": "` + trace + `"`; !strings.Contains(out, want) {
-		t.Errorf("the record lacks %s:\n%s", want, out)
+	var record struct {
+		TraceID string `json:"trace_id"`
+	}
+	if err := json.Unmarshal([]byte(out), &record); err != nil || record.TraceID != trace {
+		t.Errorf("the record's trace_id %q (%v), want %s", record.TraceID, err, trace)
 	}
 }
