@@ -40,6 +40,10 @@ type ConsensusActor struct {
 	settled    bool // the arbiter's permit (or acquisition) has been settled
 	// synthesis reads the answer the arbiter writes as it streams, for the coordinator to relay.
 	synthesis consensus.SynthesisStream
+	// started is when the arbiter's worker said its call started; errKind the call's error class when it
+	// failed or was cut by the deadline. Both are for the record's account of the call (its trace).
+	started time.Time
+	errKind string
 }
 
 type arbiterDeadline struct{}
@@ -113,7 +117,7 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 		// The arbiter's time is Conclave's choice, not the model's: its timeout blames nobody.
 		a.settle(ctx, resilience.Blame(resilience.Call{Kind: kind, Scope: resilience.ParseScope(m.ErrorScope)}), m)
 		if !m.Ok {
-			a.arbiterErr = fmt.Sprintf("%s: %s", m.ErrorKind, m.ErrorMessage)
+			a.arbiterErr, a.errKind = fmt.Sprintf("%s: %s", m.ErrorKind, m.ErrorMessage), m.ErrorKind
 		} else if v, err := consensus.ParseVerdict(m.Text, len(a.shown)); err != nil {
 			a.arbiterErr = err.Error()
 		} else {
@@ -129,12 +133,20 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 		if text := a.synthesis.Feed(m.Text); text != "" && !a.decided {
 			ctx.Send(ctx.Parent(), &messages.Delta{RequestId: a.in.RequestId, JobId: a.jobID, Text: text})
 		}
-	case *messages.JobStarted, *messages.JobQueued:
-		// The worker's word that the arbiter's call started or waits for a slot: its result will tell.
+	case *messages.JobStarted:
+		// The worker's word that the arbiter's call started: its result will tell how it went.
+		if m.JobId == a.jobID && a.started.IsZero() {
+			a.started = time.Now()
+		}
+	case *messages.JobQueued:
+		// The arbiter's call waits for a slot of its worker: its start or its result will tell.
 	case arbiterDeadline:
 		a.cancel = nil
 		if !a.decided {
 			a.arbiterErr = "arbiter did not answer in time"
+			if !a.started.IsZero() {
+				a.errKind = string(resilience.Cancelled) // the call is stopped as the decision is made
+			}
 			a.decide(ctx)
 		}
 	case *actor.Stopping:
@@ -254,6 +266,10 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 	reply := decision(a.in, a.st, a.verdict)
 	if d := reply.Decision; d != nil {
 		d.ArbiterError, d.ArbiterLatencyMs, d.ArbiterUsage, d.ArbiterCost = a.arbiterErr, a.latency, a.usage, a.cost
+		d.ArbiterModel, d.ArbiterProvider, d.ArbiterErrorKind = a.in.ArbiterModel, a.in.ArbiterProvider, a.errKind
+		if !a.started.IsZero() {
+			d.ArbiterStartedMs = max(ms(a.started.Sub(a.asked)), 0.001)
+		}
 		if ce := a.deps.Log.Check(zap.DebugLevel, "arbiter consulted"); ce != nil {
 			ce.Write(zap.String("event", "arbiter"), zap.String("request_id", a.in.RequestId),
 				zap.String("arbiter_model", a.in.ArbiterModel), zap.String("decided_by", d.Arbiter), zap.String("error", a.arbiterErr),

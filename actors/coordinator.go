@@ -32,6 +32,8 @@ type CoordinatorActor struct {
 	log     *zap.Logger
 	exec    *messages.Execution
 	began   time.Time
+	// origin is the request's receipt, from which the record counts the moments a trace shows.
+	origin  time.Time
 	world   plan.World
 	plan    *plan.Plan
 	machine *collect.Machine

@@ -62,6 +62,7 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 		execution.Arbiter(in, models, *c.round, time.Now(), c.deps.Plan.ArbiterTimeout, c.plan.Deadline, c.queueBy(), c.req.StreamTo != nil)
 	}
 	c.consensusStart = time.Now()
+	c.exec.Phases.ConsensusStartMs = execution.Offset(c.origin, c.consensusStart)
 	if in.ArbiterModel == "" {
 		// Pure and in one turn: a call, not a message. A panic in it fails this request alone.
 		c.onConsensus(ctx, decision(in, c.structure, nil))

@@ -10,6 +10,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/plan"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/core/tracing"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -29,8 +30,14 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	c.exec = &messages.Execution{
 		RequestId: c.req.RequestId, ClientRequestId: c.req.ClientRequestId, ReceivedAt: c.req.ReceivedAt, Task: c.req.Task,
 		Metadata: c.req.Metadata, TimeoutSeconds: c.req.TimeoutSeconds, NodeId: c.deps.NodeID, Phases: &messages.Phases{}, Retries: []*messages.Retry{},
-		KeyId: c.req.KeyId,
+		KeyId: c.req.KeyId, TraceId: tracing.TraceID(c.req.TraceParent),
 	}
+	// The record's moments are counted from the request's receipt; a request that came without one
+	// (a caller inside the process) was received now.
+	if c.exec.ReceivedAt == nil {
+		c.exec.ReceivedAt = ts(c.began)
+	}
+	c.origin = c.exec.ReceivedAt.AsTime()
 	req := c.planRequest()
 	p := plan.New(c.deps.Plan)
 	c.plan = p
@@ -41,11 +48,13 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 		record func()
 		// explains is true when the step's record explains its own failure (the skipped models).
 		explains bool
+		// start, for the steps a trace shows, is where the record keeps the step's start.
+		start *float64
 	}{
-		{func() *plan.Failure { return p.Classify(req) }, &phases.ClassifyMs, c.recordClassification, false},
-		{func() *plan.Failure { return p.ChooseBlueprint(req, c.began) }, &phases.BlueprintMs, c.recordBlueprint, false},
-		{func() *plan.Failure { return p.Select(c.world, req, c.rng) }, &phases.SelectMs, c.recordSelection, true},
-		{func() *plan.Failure { return p.Assign(c.world) }, &phases.AssignMs, c.recordAssignment, true},
+		{func() *plan.Failure { return p.Classify(req) }, &phases.ClassifyMs, c.recordClassification, false, &phases.ClassifyStartMs},
+		{func() *plan.Failure { return p.ChooseBlueprint(req, c.began) }, &phases.BlueprintMs, c.recordBlueprint, false, nil},
+		{func() *plan.Failure { return p.Select(c.world, req, c.rng) }, &phases.SelectMs, c.recordSelection, true, &phases.SelectStartMs},
+		{func() *plan.Failure { return p.Assign(c.world) }, &phases.AssignMs, c.recordAssignment, true, nil},
 	}
 	if req.Direct { // the model the caller named, then its fallbacks: nothing to classify or choose
 		steps = steps[2:]
@@ -54,6 +63,9 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	}
 	for _, step := range steps {
 		t := time.Now()
+		if step.start != nil {
+			*step.start = execution.Offset(c.origin, t)
+		}
 		f := step.run()
 		*step.phase = ms(time.Since(t))
 		if f == nil || step.explains {
@@ -86,6 +98,7 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 	}
 	c.machine = collect.New(cfg, initial, env{c}, c.rng)
 	c.dispatchStart, c.undispatched = time.Now(), len(initial)
+	phases.CollectStartMs = execution.Offset(c.origin, c.dispatchStart)
 	if consensus.AsksArbiter(bp.Strategy) {
 		// The turn is taken now, off the actor (a shared rotation asks Redis), so that neither this
 		// actor nor the consensus waits on I/O.

@@ -198,6 +198,9 @@ func (s summary) MarshalLogObject(o zapcore.ObjectEncoder) error {
 	if e.KeyId != "" {
 		o.AddString("key_id", e.KeyId)
 	}
+	if e.TraceId != "" { // a log line leads to its trace, and back
+		o.AddString("trace_id", e.TraceId)
+	}
 	o.AddString("category", s.category)
 	if c := e.Classification; c != nil && !c.Explicit {
 		o.AddFloat64("confidence", c.Confidence)

@@ -78,7 +78,8 @@ func newTestbed(t *testing.T, mutate func(*config.Config), opts ...option) *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(httpapi.New(e, httpapi.Options{Token: cfg.APIToken, Keys: e.Keys(), MaxBodyBytes: cfg.MaxBodyBytes, Log: zap.New(core), StreamKeepAlive: 50 * time.Millisecond}))
+	srv := httptest.NewServer(httpapi.New(e, httpapi.Options{Token: cfg.APIToken, Keys: e.Keys(), MaxBodyBytes: cfg.MaxBodyBytes, Log: zap.New(core),
+		StreamKeepAlive: 50 * time.Millisecond, Tracing: eo.Tracing}))
 	tb := &testbed{t: t, srv: srv, engine: e, logs: logs, token: cfg.APIToken.Reveal()}
 	t.Cleanup(func() {
 		srv.Close()

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/platform/tracing"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/julienschmidt/httprouter"
 )
@@ -92,6 +93,29 @@ func (rw *response) Flush() {
 
 // Unwrap gives http.ResponseController the connection underneath.
 func (rw *response) Unwrap() http.ResponseWriter { return rw.ResponseWriter }
+
+// traced gives a request through a door to the pipeline its span, once its caller is authenticated
+// (so that nobody without a key makes spans): a child of the caller's traceparent when it sent one.
+// The answer's traceparent and X-Trace-Id name the span before the handler writes anything, so a
+// stream's headers carry them too. Without tracing the handler is left as it is.
+func (s *Server) traced(method, route string, h httprouter.Handle) httprouter.Handle {
+	if s.opts.Tracing == nil {
+		return h
+	}
+	t := s.opts.Tracing
+	return func(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+		ctx, span := t.StartHTTP(r, method, route)
+		tracing.Headers(w.Header(), span.SpanContext())
+		defer func() {
+			status := http.StatusOK
+			if rw, ok := w.(*response); ok && rw.wroteHeader {
+				status = rw.status
+			}
+			tracing.EndHTTP(span, status)
+		}()
+		h(w, r.WithContext(ctx), p)
+	}
+}
 
 // routing marks the moment a handler hands its request to the pipeline.
 func routing(w http.ResponseWriter) {

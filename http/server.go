@@ -34,6 +34,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/platform/metrics"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
+	"github.com/conclave-ai/conclave/internal/platform/tracing"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/julienschmidt/httprouter"
 	"go.uber.org/zap"
@@ -80,6 +81,9 @@ type Options struct {
 	// DefaultStreamKeepAlive.
 	StreamKeepAlive time.Duration
 	Log             *zap.Logger
+	// Tracing, when set, gives each request through a door to the pipeline a span (a child of the
+	// caller's traceparent), named in the answer's traceparent and X-Trace-Id headers; nil traces nothing.
+	Tracing *tracing.Tracing
 }
 
 // Server is the HTTP API.
@@ -107,12 +111,12 @@ func New(engine Engine, opts Options) *Server {
 	if opts.Token.Set() {
 		s.token = sha256.Sum256([]byte(opts.Token.Reveal()))
 	}
-	s.handle(http.MethodPost, "/route-thompson", s.authed(s.route))
-	s.handle(http.MethodPost, "/v1/chat/completions", s.authedWith(s.chatCompletions, writeOpenAIError))
-	s.handle(http.MethodPost, "/v1/responses", s.authedWith(s.responses, writeOpenAIError))
-	s.handle(http.MethodPost, "/v1/embeddings", s.authedWith(s.embeddings, writeOpenAIError))
+	s.handle(http.MethodPost, "/route-thompson", s.authed(s.traced(http.MethodPost, "/route-thompson", s.route)))
+	s.handle(http.MethodPost, "/v1/chat/completions", s.authedWith(s.traced(http.MethodPost, "/v1/chat/completions", s.chatCompletions), writeOpenAIError))
+	s.handle(http.MethodPost, "/v1/responses", s.authedWith(s.traced(http.MethodPost, "/v1/responses", s.responses), writeOpenAIError))
+	s.handle(http.MethodPost, "/v1/embeddings", s.authedWith(s.traced(http.MethodPost, "/v1/embeddings", s.embeddings), writeOpenAIError))
 	// Anthropic's clients send their key as x-api-key, OpenAI's as a bearer token: every door takes both.
-	s.handle(http.MethodPost, messagesPath, s.authedWith(s.messagesHandler, writeAnthropicError))
+	s.handle(http.MethodPost, messagesPath, s.authedWith(s.traced(http.MethodPost, messagesPath, s.messagesHandler), writeAnthropicError))
 	s.handle(http.MethodGet, "/v1/models", s.authedWith(s.v1Models, writeOpenAIError))
 	// Model ids hold slashes (conclave/auto, vendor/model): the id is the rest of the path.
 	s.handle(http.MethodGet, "/v1/models/*id", s.authedWith(s.v1Model, writeOpenAIError))

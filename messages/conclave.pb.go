@@ -2588,8 +2588,11 @@ type WorkerResult struct {
 	ToolCalls         []*ToolCall `protobuf:"bytes,22,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// dropped_parameters names the parameters this call's provider could not carry.
 	DroppedParameters []string `protobuf:"bytes,23,rep,name=dropped_parameters,json=droppedParameters,proto3" json:"dropped_parameters,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// started_ms is when the call's worker said it started, in milliseconds after received_at (the
+	// call's span in the request's trace); 0 when it never started.
+	StartedMs     float64 `protobuf:"fixed64,24,opt,name=started_ms,json=startedMs,proto3" json:"started_ms,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkerResult) Reset() {
@@ -2783,6 +2786,13 @@ func (x *WorkerResult) GetDroppedParameters() []string {
 	return nil
 }
 
+func (x *WorkerResult) GetStartedMs() float64 {
+	if x != nil {
+		return x.StartedMs
+	}
+	return 0
+}
+
 type ArbiterDecision struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
 	Strategy string                 `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"`
@@ -2807,9 +2817,17 @@ type ArbiterDecision struct {
 	Ballots []*Ballot `protobuf:"bytes,14,rep,name=ballots,proto3" json:"ballots,omitempty"`
 	// merged is true when the answer is the field-wise merge of the valid JSON answers (its canonical
 	// JSON); chosen is then the answer closest to it.
-	Merged        bool `protobuf:"varint,15,opt,name=merged,proto3" json:"merged,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Merged bool `protobuf:"varint,15,opt,name=merged,proto3" json:"merged,omitempty"`
+	// arbiter_model and arbiter_provider are the model asked to judge, whether or not its verdict was
+	// used (arbiter names who decided: that model, or local); arbiter_error_kind is its call's error
+	// class when the call failed; arbiter_started_ms is when its call started, in milliseconds after the
+	// consensus began (0: it never started).
+	ArbiterModel     string  `protobuf:"bytes,16,opt,name=arbiter_model,json=arbiterModel,proto3" json:"arbiter_model,omitempty"`
+	ArbiterProvider  string  `protobuf:"bytes,17,opt,name=arbiter_provider,json=arbiterProvider,proto3" json:"arbiter_provider,omitempty"`
+	ArbiterErrorKind string  `protobuf:"bytes,18,opt,name=arbiter_error_kind,json=arbiterErrorKind,proto3" json:"arbiter_error_kind,omitempty"`
+	ArbiterStartedMs float64 `protobuf:"fixed64,19,opt,name=arbiter_started_ms,json=arbiterStartedMs,proto3" json:"arbiter_started_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *ArbiterDecision) Reset() {
@@ -2947,6 +2965,34 @@ func (x *ArbiterDecision) GetMerged() bool {
 	return false
 }
 
+func (x *ArbiterDecision) GetArbiterModel() string {
+	if x != nil {
+		return x.ArbiterModel
+	}
+	return ""
+}
+
+func (x *ArbiterDecision) GetArbiterProvider() string {
+	if x != nil {
+		return x.ArbiterProvider
+	}
+	return ""
+}
+
+func (x *ArbiterDecision) GetArbiterErrorKind() string {
+	if x != nil {
+		return x.ArbiterErrorKind
+	}
+	return ""
+}
+
+func (x *ArbiterDecision) GetArbiterStartedMs() float64 {
+	if x != nil {
+		return x.ArbiterStartedMs
+	}
+	return 0
+}
+
 // Ballot is one answer's vote in a decision over JSON answers or tool calls.
 type Ballot struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -3047,18 +3093,24 @@ func (x *Ballot) GetProblem() string {
 }
 
 type Phases struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	ClassifyMs    float64                `protobuf:"fixed64,1,opt,name=classify_ms,json=classifyMs,proto3" json:"classify_ms,omitempty"`
-	BlueprintMs   float64                `protobuf:"fixed64,2,opt,name=blueprint_ms,json=blueprintMs,proto3" json:"blueprint_ms,omitempty"`
-	SelectMs      float64                `protobuf:"fixed64,3,opt,name=select_ms,json=selectMs,proto3" json:"select_ms,omitempty"`
-	AssignMs      float64                `protobuf:"fixed64,4,opt,name=assign_ms,json=assignMs,proto3" json:"assign_ms,omitempty"`
-	DispatchMs    float64                `protobuf:"fixed64,5,opt,name=dispatch_ms,json=dispatchMs,proto3" json:"dispatch_ms,omitempty"`
-	CollectMs     float64                `protobuf:"fixed64,6,opt,name=collect_ms,json=collectMs,proto3" json:"collect_ms,omitempty"`
-	ConsensusMs   float64                `protobuf:"fixed64,7,opt,name=consensus_ms,json=consensusMs,proto3" json:"consensus_ms,omitempty"`
-	FeedbackMs    float64                `protobuf:"fixed64,8,opt,name=feedback_ms,json=feedbackMs,proto3" json:"feedback_ms,omitempty"`
-	TotalMs       float64                `protobuf:"fixed64,9,opt,name=total_ms,json=totalMs,proto3" json:"total_ms,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	ClassifyMs  float64                `protobuf:"fixed64,1,opt,name=classify_ms,json=classifyMs,proto3" json:"classify_ms,omitempty"`
+	BlueprintMs float64                `protobuf:"fixed64,2,opt,name=blueprint_ms,json=blueprintMs,proto3" json:"blueprint_ms,omitempty"`
+	SelectMs    float64                `protobuf:"fixed64,3,opt,name=select_ms,json=selectMs,proto3" json:"select_ms,omitempty"`
+	AssignMs    float64                `protobuf:"fixed64,4,opt,name=assign_ms,json=assignMs,proto3" json:"assign_ms,omitempty"`
+	DispatchMs  float64                `protobuf:"fixed64,5,opt,name=dispatch_ms,json=dispatchMs,proto3" json:"dispatch_ms,omitempty"`
+	CollectMs   float64                `protobuf:"fixed64,6,opt,name=collect_ms,json=collectMs,proto3" json:"collect_ms,omitempty"`
+	ConsensusMs float64                `protobuf:"fixed64,7,opt,name=consensus_ms,json=consensusMs,proto3" json:"consensus_ms,omitempty"`
+	FeedbackMs  float64                `protobuf:"fixed64,8,opt,name=feedback_ms,json=feedbackMs,proto3" json:"feedback_ms,omitempty"`
+	TotalMs     float64                `protobuf:"fixed64,9,opt,name=total_ms,json=totalMs,proto3" json:"total_ms,omitempty"`
+	// The starts of the phases a trace shows, in milliseconds after received_at; 0 for a phase that did
+	// not run (a direct call is neither classified nor merged).
+	ClassifyStartMs  float64 `protobuf:"fixed64,10,opt,name=classify_start_ms,json=classifyStartMs,proto3" json:"classify_start_ms,omitempty"`
+	SelectStartMs    float64 `protobuf:"fixed64,11,opt,name=select_start_ms,json=selectStartMs,proto3" json:"select_start_ms,omitempty"`
+	CollectStartMs   float64 `protobuf:"fixed64,12,opt,name=collect_start_ms,json=collectStartMs,proto3" json:"collect_start_ms,omitempty"`
+	ConsensusStartMs float64 `protobuf:"fixed64,13,opt,name=consensus_start_ms,json=consensusStartMs,proto3" json:"consensus_start_ms,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Phases) Reset() {
@@ -3150,6 +3202,34 @@ func (x *Phases) GetFeedbackMs() float64 {
 func (x *Phases) GetTotalMs() float64 {
 	if x != nil {
 		return x.TotalMs
+	}
+	return 0
+}
+
+func (x *Phases) GetClassifyStartMs() float64 {
+	if x != nil {
+		return x.ClassifyStartMs
+	}
+	return 0
+}
+
+func (x *Phases) GetSelectStartMs() float64 {
+	if x != nil {
+		return x.SelectStartMs
+	}
+	return 0
+}
+
+func (x *Phases) GetCollectStartMs() float64 {
+	if x != nil {
+		return x.CollectStartMs
+	}
+	return 0
+}
+
+func (x *Phases) GetConsensusStartMs() float64 {
+	if x != nil {
+		return x.ConsensusStartMs
 	}
 	return 0
 }
@@ -6196,7 +6276,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04Skip\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x8b\x06\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xaa\x06\n" +
 	"\fWorkerResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -6226,7 +6306,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\x13provider_latency_ms\x18\x15 \x01(\x01R\x11providerLatencyMs\x124\n" +
 	"\n" +
 	"tool_calls\x18\x16 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12-\n" +
-	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\"\x86\x04\n" +
+	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\x12\x1d\n" +
+	"\n" +
+	"started_ms\x18\x18 \x01(\x01R\tstartedMs\"\xb2\x05\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -6243,7 +6325,11 @@ const file_conclave_proto_rawDesc = "" +
 	"\farbiter_cost\x18\f \x01(\x01R\varbiterCost\x12\x1c\n" +
 	"\tsynthesis\x18\r \x01(\bR\tsynthesis\x12-\n" +
 	"\aballots\x18\x0e \x03(\v2\x13.conclave.v1.BallotR\aballots\x12\x16\n" +
-	"\x06merged\x18\x0f \x01(\bR\x06merged\"\xae\x01\n" +
+	"\x06merged\x18\x0f \x01(\bR\x06merged\x12#\n" +
+	"\rarbiter_model\x18\x10 \x01(\tR\farbiterModel\x12)\n" +
+	"\x10arbiter_provider\x18\x11 \x01(\tR\x0farbiterProvider\x12,\n" +
+	"\x12arbiter_error_kind\x18\x12 \x01(\tR\x10arbiterErrorKind\x12,\n" +
+	"\x12arbiter_started_ms\x18\x13 \x01(\x01R\x10arbiterStartedMs\"\xae\x01\n" +
 	"\x06Ballot\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
 	"\x04form\x18\x02 \x01(\tR\x04form\x12\x1c\n" +
@@ -6251,7 +6337,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x06digest\x18\x04 \x01(\tR\x06digest\x12\x14\n" +
 	"\x05group\x18\x05 \x01(\x05R\x05group\x12\x14\n" +
 	"\x05valid\x18\x06 \x01(\bR\x05valid\x12\x18\n" +
-	"\aproblem\x18\a \x01(\tR\aproblem\"\xa5\x02\n" +
+	"\aproblem\x18\a \x01(\tR\aproblem\"\xd1\x03\n" +
 	"\x06Phases\x12\x1f\n" +
 	"\vclassify_ms\x18\x01 \x01(\x01R\n" +
 	"classifyMs\x12!\n" +
@@ -6265,7 +6351,12 @@ const file_conclave_proto_rawDesc = "" +
 	"\fconsensus_ms\x18\a \x01(\x01R\vconsensusMs\x12\x1f\n" +
 	"\vfeedback_ms\x18\b \x01(\x01R\n" +
 	"feedbackMs\x12\x19\n" +
-	"\btotal_ms\x18\t \x01(\x01R\atotalMs\"\xb4\x01\n" +
+	"\btotal_ms\x18\t \x01(\x01R\atotalMs\x12*\n" +
+	"\x11classify_start_ms\x18\n" +
+	" \x01(\x01R\x0fclassifyStartMs\x12&\n" +
+	"\x0fselect_start_ms\x18\v \x01(\x01R\rselectStartMs\x12(\n" +
+	"\x10collect_start_ms\x18\f \x01(\x01R\x0ecollectStartMs\x12,\n" +
+	"\x12consensus_start_ms\x18\r \x01(\x01R\x10consensusStartMs\"\xb4\x01\n" +
 	"\fBanditUpdate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bcategory\x18\x02 \x01(\tR\bcategory\x12\x16\n" +

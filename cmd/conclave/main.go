@@ -24,6 +24,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/internal/platform/logging"
+	"github.com/conclave-ai/conclave/internal/platform/tracing"
 	"go.uber.org/zap"
 	"golang.org/x/net/netutil"
 )
@@ -133,7 +134,20 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	}
 	log = log.With(zap.String("node_id", cfg.NodeID)) // every line says which controller wrote it
 
-	eng, err := engine.New(engine.Options{Config: cfg, Log: log})
+	// Traces go where the OTEL_* variables say; without an endpoint there is no tracer at all.
+	traces, err := tracing.New(ctx, tracing.Options{Log: log, Version: version, NodeID: cfg.NodeID})
+	if err != nil {
+		return err
+	}
+	// Last: the spans of the requests that finished during the shutdown are exported too.
+	defer func() {
+		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		if err := traces.Shutdown(tctx); err != nil {
+			log.Warn("spans not exported at shutdown", zap.String("event", "trace_export_failed"), zap.Error(err))
+		}
+	}()
+	eng, err := engine.New(engine.Options{Config: cfg, Log: log, Tracing: traces})
 	if err != nil {
 		return err
 	}
@@ -147,7 +161,7 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	ln = netutil.LimitListener(ln, cfg.MaxConnections)
 	srv := &http.Server{
 		Handler: httpapi.New(eng, httpapi.Options{Token: cfg.APIToken, Keys: eng.Keys(), MaxBodyBytes: cfg.MaxBodyBytes, Log: log,
-			EvalReport: cfg.EvalReport}),
+			EvalReport: cfg.EvalReport, Tracing: traces}),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       cfg.ReadTimeout(),
 		WriteTimeout:      cfg.WriteTimeout(),

@@ -28,6 +28,7 @@ type routeFlags struct {
 	workers, minResponses                    int
 	json                                     bool
 	remote, remoteListen                     string
+	traceparent                              string
 	tlsCert, tlsKey, tlsCA                   string
 	fs                                       *flag.FlagSet
 }
@@ -47,6 +48,7 @@ Flags:`)
 	fs.StringVar(&f.server, "server", envOr("CONCLAVE_SERVER", "http://127.0.0.1:5000"), "Conclave's address (CONCLAVE_SERVER)")
 	fs.StringVar(&f.token, "token", os.Getenv("CONCLAVE_API_TOKEN"), "bearer token (CONCLAVE_API_TOKEN)")
 	fs.StringVar(&f.requestID, "request-id", "", "your own id for the request (sent as X-Request-ID)")
+	fs.StringVar(&f.traceparent, "traceparent", os.Getenv("TRACEPARENT"), "W3C traceparent of the trace the request joins, when Conclave exports traces (TRACEPARENT)")
 	fs.StringVar(&f.category, "category", "", "blueprint to use instead of classifying the task")
 	fs.StringVar(&f.models, "models", "", "comma-separated model ids to choose among")
 	fs.StringVar(&f.strategy, "strategy", "", "consensus strategy: majority, weighted, rotating or pairwise")
@@ -171,6 +173,9 @@ func routeCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	}
 	if f.requestID != "" {
 		req.Header.Set("X-Request-ID", f.requestID)
+	}
+	if f.traceparent != "" {
+		req.Header.Set("Traceparent", f.traceparent)
 	}
 	if !f.json {
 		req.Header.Set("Accept", "text/event-stream")

@@ -28,7 +28,7 @@ func (f *routeFlags) routeRemote(ctx context.Context, body map[string]any, stdou
 	if err != nil {
 		return err
 	}
-	req.RequestId = f.requestID
+	req.RequestId, req.TraceParent = f.requestID, f.traceparent
 	client, err := remotedoor.NewClient(remotedoor.ClientOptions{Listen: f.remoteListen, Token: secret.String(f.token), Log: zap.NewNop(), // the command's output is the view
 		TLS: remotedoor.TLSFiles{Cert: f.tlsCert, Key: f.tlsKey, CA: f.tlsCA}})
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/internal/platform/logging"
+	"github.com/conclave-ai/conclave/internal/platform/tracing"
+	"github.com/conclave-ai/conclave/internal/testenv/otlptest"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
 )
@@ -35,23 +37,51 @@ func BenchmarkRouteMajority6(b *testing.B) { benchmarkMajority(b, 6) }
 // each model beyond the first costs.
 func BenchmarkRouteMajority1(b *testing.B) { benchmarkMajority(b, 1) }
 
-func benchmarkMajority(b *testing.B, models int32) {
+// BenchmarkRouteMajority6Traced is BenchmarkRouteMajority6 with traces on, exported over OTLP/HTTP to
+// a receiver on loopback (in this process, which reads each export and keeps nothing): the request's
+// span, its four phases' and its six calls'.
+// Beside BenchmarkRouteMajority6 (traces off), what tracing costs a request.
+func BenchmarkRouteMajority6Traced(b *testing.B) {
+	rcv := otlptest.StartDiscarding(b)
+	for _, name := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_SAMPLER"} {
+		b.Setenv(name, "")
+	}
+	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.Endpoint())
+	tr, err := tracing.New(context.Background(), tracing.Options{})
+	if err != nil || tr == nil {
+		b.Fatal(tr, err)
+	}
+	defer tr.Shutdown(context.Background())
+	benchmarkMajorityWith(b, 6, tr)
+	if err := tr.ForceFlush(context.Background()); err != nil || rcv.Requests() == 0 {
+		b.Fatalf("%d exports: %v", rcv.Requests(), err)
+	}
+}
+
+func benchmarkMajority(b *testing.B, models int32) { benchmarkMajorityWith(b, models, nil) }
+
+func benchmarkMajorityWith(b *testing.B, models int32, tr *tracing.Tracing) {
 	log, err := logging.New("info", "json", io.Discard)
 	if err != nil {
 		b.Fatal(err)
 	}
 	strategy := "majority"
-	benchmarkRoute(b, log, func(r *messages.RouteRequest) { r.Workers, r.MinResponses, r.Strategy = &models, &models, &strategy })
+	benchmarkRouteWith(b, log, tr, func(r *messages.RouteRequest) { r.Workers, r.MinResponses, r.Strategy = &models, &models, &strategy })
 }
 
 func benchmarkRoute(b *testing.B, log *zap.Logger, shape ...func(*messages.RouteRequest)) {
+	benchmarkRouteWith(b, log, nil, shape...)
+}
+
+func benchmarkRouteWith(b *testing.B, log *zap.Logger, tr *tracing.Tracing, shape ...func(*messages.RouteRequest)) {
 	cfg := config.Default()
 	cfg.Sim.LatencyScale = 0
 	cfg.Sim.Faults = providers.Fault{}
 	for p := range cfg.RateLimits.Providers {
 		cfg.RateLimits.Providers[p] = ratelimit.Limits{}
 	}
-	e, err := New(Options{Config: cfg, Log: log})
+	e, err := New(Options{Config: cfg, Log: log, Tracing: tr})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,10 +14,12 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/classify"
+	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -41,6 +43,12 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 	exec := &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, ReceivedAt: req.ReceivedAt, NodeId: e.cfg.NodeID, KeyId: req.KeyId,
 		Task: strings.Join(req.Inputs, "\n\n"), Phases: &messages.Phases{},
 		Blueprint: &messages.Blueprint{Name: EmbeddingsBlueprint, Workers: 1, MinResponses: 1, TimeoutSeconds: EmbedTimeout.Seconds()}}
+	if e.tracing != nil { // the door's span is the request's
+		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+			exec.TraceId = sc.TraceID().String()
+			defer e.tracing.Record(ctx, exec)
+		}
+	}
 	out := &messages.EmbedResult{Execution: exec}
 	if e.closing.Load() {
 		fail(exec, resilience.ShuttingDown, "conclave is shutting down", 0)
@@ -137,6 +145,9 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 func (e *Engine) embedCall(ctx, callCtx context.Context, req *messages.EmbedRequest, m catalog.Model, provider *actor.PID,
 	res *messages.WorkerResult, exec *messages.Execution) [][]float32 {
 	t := time.Now()
+	if exec.ReceivedAt != nil {
+		res.StartedMs = execution.Offset(exec.ReceivedAt.AsTime(), t)
+	}
 	got, err := e.registry.Embed(callCtx, providers.EmbedCall{RequestID: req.RequestId, Provider: m.Provider, Model: m.ID, UpstreamModel: m.UpstreamID,
 		Inputs: req.Inputs, Dimensions: int(req.Dimensions), User: req.User})
 	res.LatencyMs, res.ProviderLatencyMs = ms(time.Since(t)), ms(got.Latency)

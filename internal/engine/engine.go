@@ -41,9 +41,11 @@ import (
 	"github.com/conclave-ai/conclave/internal/platform/logging"
 	"github.com/conclave-ai/conclave/internal/platform/mailboxes"
 	"github.com/conclave-ai/conclave/internal/platform/metrics"
+	"github.com/conclave-ai/conclave/internal/platform/tracing"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/supervisors"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -75,6 +77,8 @@ type Options struct {
 	// Observe hears of every message an actor of the tree takes, supervisors included
 	// (actors.Deps.Observe); tests map the protocol with it.
 	Observe func(self *actor.PID, msg any)
+	// Tracing exports the requests' traces; nil (traces off) makes none.
+	Tracing *tracing.Tracing
 }
 
 // Engine is a running Conclave.
@@ -109,6 +113,8 @@ type Engine struct {
 	discoverMu     sync.Mutex
 	// discoveryRetry is the first wait after a failed reading of a model list (Options.DiscoveryRetry).
 	discoveryRetry time.Duration
+	// tracing is nil when traces are off.
+	tracing *tracing.Tracing
 
 	inflight      sync.WaitGroup
 	inflightBytes atomic.Int64
@@ -161,7 +167,7 @@ func New(opts Options) (*Engine, error) {
 		return nil, err
 	}
 	e := &Engine{cfg: cfg, log: log, catalog: catalog.NewLive(cat), blueprints: bps, store: opts.Store, upstreams: ups,
-		discoveryRetry: cmp.Or(opts.DiscoveryRetry, DiscoveryRetry)}
+		discoveryRetry: cmp.Or(opts.DiscoveryRetry, DiscoveryRetry), tracing: opts.Tracing}
 	for _, b := range bps.All() {
 		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
 	}
@@ -393,7 +399,42 @@ func (e *Engine) waitReady() error {
 // failure with the HTTP status it maps to. The answer comes by the request's deadline (its timeout, or
 // the bound its blueprint gives); ctx ending first (the caller left) stops the request, which then
 // answers at once with client_closed_request.
+//
+// With traces on, the request belongs to the span in ctx (its door's), or else to one started here,
+// a child of the request's trace_parent (a remote caller's); the record names its trace, and the spans
+// of its phases and calls are emitted below the request's once it has answered. With traces off, a
+// caller's trace_parent is dropped: the record names no trace.
 func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
+	if e.tracing == nil {
+		req.TraceParent = ""
+		return e.admit(ctx, req)
+	}
+	span := trace.SpanFromContext(ctx)
+	var own trace.Span
+	if !span.SpanContext().IsValid() {
+		ctx, own = e.tracing.Start(ctx, "route", req.TraceParent)
+		span = own
+	}
+	req.TraceParent = tracing.TraceParent(span.SpanContext())
+	exec, err := e.admit(ctx, req)
+	if exec != nil && exec.TraceId == "" {
+		// Refused before a coordinator recorded it (a key's limits, the shutdown): the record is the
+		// engine's own, not yet handed to anyone.
+		exec.TraceId = span.SpanContext().TraceID().String()
+	}
+	e.tracing.Record(ctx, exec)
+	if own != nil {
+		status := http.StatusInternalServerError
+		if exec != nil {
+			status = int(exec.StatusCode)
+		}
+		tracing.End(own, status)
+	}
+	return exec, err
+}
+
+// admit lets a request in (a keyed request by its key's models, budget and limits) and routes it.
+func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
 	e.inflight.Add(1)
 	defer e.inflight.Done()
 	if e.closing.Load() {

@@ -164,8 +164,10 @@ type Job struct {
 	// Initial marks the first dispatches, timed as the dispatch phase.
 	Initial bool
 	state   jobState
-	// Budget is the time the call had from its start, reported by its worker.
-	Budget time.Duration
+	// Budget is the time the call had from its start, reported by its worker; StartedAt is when the
+	// worker said it started (zero while it has not), which places the call in the request's trace.
+	Budget    time.Duration
+	StartedAt time.Time
 	// Probe marks a half-open probe (set by the interpreter from its permit, for the record and the log).
 	Probe bool
 	// Record is how the call ended, once settled.
@@ -406,7 +408,7 @@ func (m *Machine) Permit(now time.Time, seq int, p Permit) []Effect {
 func (m *Machine) Started(now time.Time, seq int, budget time.Duration) []Effect {
 	m.out = m.out[:0]
 	if j := m.Job(seq); j != nil && j.state == dispatched {
-		j.state, j.Budget = running, budget
+		j.state, j.Budget, j.StartedAt = running, budget, now
 	}
 	return m.out
 }

@@ -217,16 +217,20 @@ func Votes(category string, answers []*collect.Job, r *messages.ConsensusResult)
 }
 
 // Results writes the calls, their usage and cost, and the retry history into exec. jobID names a job
-// as its messages did.
+// as its messages did. A call that started is placed after exec's received_at, for its trace.
 func Results(exec *messages.Execution, records []*collect.Record, retries []collect.Retry, answers []*collect.Job,
 	r *messages.ConsensusResult, jobID func(*collect.Job) string) {
 	results := make([]messages.WorkerResult, len(records)) // one allocation for the list
 	exec.Results = make([]*messages.WorkerResult, 0, len(records))
+	origin := exec.GetReceivedAt().AsTime()
 	for k, rec := range records {
 		j := rec.Job
 		wr := &results[k]
 		*wr = messages.WorkerResult{JobId: jobID(j), Model: j.Slot.Model, Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt),
 			Status: string(rec.Status), ErrorKind: string(rec.Kind), ErrorScope: rec.Scope.String(), BudgetMs: ms(j.Budget)}
+		if !j.StartedAt.IsZero() && exec.ReceivedAt != nil {
+			wr.StartedMs = Offset(origin, j.StartedAt)
+		}
 		if res, ok := rec.Ref.(*messages.JobResult); ok {
 			wr.Text, wr.LatencyMs, wr.ErrorMessage, wr.HttpStatus, wr.Usage = res.Text, res.LatencyMs, res.ErrorMessage, res.HttpStatus, res.Usage
 			wr.FinishReason, wr.ServedModel, wr.Cost, wr.UpstreamRequestId = res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId
@@ -314,6 +318,11 @@ func DirectAnswerProblem(j *collect.Job, st *consensus.Structure) string {
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// Offset is a moment of a request as the record keeps it: milliseconds after its receipt (origin). It
+// is never below a microsecond, since 0 says that a phase or a call did not happen; a moment a clock
+// step put before the receipt is at its start.
+func Offset(origin, t time.Time) float64 { return max(ms(t.Sub(origin)), 0.001) }
 
 // Request is what the plan needs of a route request. strictParams, with strict_parameters, are the
 // sampling parameters the caller gave, which every model asked must carry.

@@ -12,6 +12,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/plan"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 func TestFailureSaysWhyThereIsNoAnswer(t *testing.T) {
@@ -194,5 +195,18 @@ func TestArbiterEndsWithTheRequest(t *testing.T) {
 				t.Fatalf("deadline %v, want %v", in.Deadline.AsTime(), tt.want)
 			}
 		})
+	}
+}
+
+func TestResultsPlaceStartedCallsAfterTheReceipt(t *testing.T) {
+	received := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	started := &collect.Job{Seq: 0, Slot: &collect.Slot{Model: "a"}, StartedAt: received.Add(2500 * time.Microsecond)}
+	never := &collect.Job{Seq: 1, Slot: &collect.Slot{Model: "b"}}
+	early := &collect.Job{Seq: 2, Slot: &collect.Slot{Model: "c"}, StartedAt: received.Add(-time.Millisecond)} // a clock stepped back
+	records := []*collect.Record{{Job: started, Status: collect.OK}, {Job: never, Status: collect.NotSent}, {Job: early, Status: collect.OK}}
+	exec := &messages.Execution{ReceivedAt: timestamppb.New(received)}
+	Results(exec, records, nil, nil, nil, func(j *collect.Job) string { return fmt.Sprint(j.Seq) })
+	if got := []float64{exec.Results[0].StartedMs, exec.Results[1].StartedMs, exec.Results[2].StartedMs}; fmt.Sprint(got) != "[2.5 0 0.001]" {
+		t.Errorf("started at %v ms: want 2.5, 0 for the call that never started, and the receipt's first microsecond", got)
 	}
 }

@@ -337,6 +337,9 @@ Each flag has an environment variable; a flag beats its variable, which beats th
                        database_url only); default none: the memory store
   REDIS_URL            Redis for rate limits shared by every controller (environment or the config
                        file's redis_url only); default none: each controller counts its own
+  OTEL_EXPORTER_OTLP_ENDPOINT
+                       an OTLP/HTTP endpoint every request's trace goes to, with OpenTelemetry's other
+                       OTEL_* variables (environment only); default none: no traces
 `)
 }
 
