@@ -17,13 +17,13 @@ func logClassified(log *zap.Logger, p *plan.Plan, cls *messages.Classification) 
 			zap.Float64("confidence", r.Confidence), zap.String("best", string(r.Best)), zap.Bool("fallback", r.Fallback),
 			zap.Bool("explicit", cls.Explicit), zap.Array("signals", signalsField(r.Signals)), zap.String("priority", cls.Priority),
 			zap.String("language", cls.Language), zap.String("complexity", cls.Complexity), zap.Int32("context_length", cls.ContextLength),
-			zap.String("answer_kind", cls.AnswerKind))
+			zap.String("answer_kind", cls.AnswerKind), zap.String("classified_by", cls.ClassifiedBy))
 	}
 	if r.LowConfidence && !cls.Explicit {
 		if ce := log.Check(zap.DebugLevel, "low confidence classification"); ce != nil {
 			ce.Write(zap.String("event", "low_confidence_classification"),
 				zap.String("category", p.Category), zap.String("best", string(r.Best)), zap.Float64("confidence", r.Confidence),
-				zap.Array("alternatives", alternativesField(r.Alternatives)))
+				zap.Array("alternatives", alternativesField(r.Alternatives)), zap.String("classified_by", cls.ClassifiedBy))
 		}
 	}
 }

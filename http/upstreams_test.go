@@ -27,8 +27,12 @@ const (
 
 var weightedScore = regexp.MustCompile(`\[(\d+)\] \(weighted score`)
 
-// judge answers like a model: a verdict for an arbiter's prompt, the answer (B) otherwise.
+// judge answers like a model: a category for a classifying prompt, a verdict for an arbiter's prompt,
+// the answer (B) otherwise.
 func judge(model, prompt string) string {
+	if strings.HasPrefix(prompt, classifyingPrompt) {
+		return "Category: translation"
+	}
 	n := len(weightedScore.FindAllString(prompt, -1))
 	if n == 0 {
 		return "The answer is (B)."

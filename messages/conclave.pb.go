@@ -121,9 +121,13 @@ type RouteRequest struct {
 	// every model). A named model outside them is refused before the request gets here.
 	AllowedModels []string `protobuf:"bytes,22,rep,name=allowed_models,json=allowedModels,proto3" json:"allowed_models,omitempty"`
 	// trace_parent is the W3C traceparent of the request's span, so its model calls' spans join it.
-	TraceParent   string `protobuf:"bytes,23,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	TraceParent string `protobuf:"bytes,23,opt,name=trace_parent,json=traceParent,proto3" json:"trace_parent,omitempty"`
+	// classified_category is the category the classifying model (config classify.model) gave a task
+	// the local classifier was unsure of; classified_by names that model.
+	ClassifiedCategory string `protobuf:"bytes,24,opt,name=classified_category,json=classifiedCategory,proto3" json:"classified_category,omitempty"`
+	ClassifiedBy       string `protobuf:"bytes,25,opt,name=classified_by,json=classifiedBy,proto3" json:"classified_by,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -313,6 +317,20 @@ func (x *RouteRequest) GetAllowedModels() []string {
 func (x *RouteRequest) GetTraceParent() string {
 	if x != nil {
 		return x.TraceParent
+	}
+	return ""
+}
+
+func (x *RouteRequest) GetClassifiedCategory() string {
+	if x != nil {
+		return x.ClassifiedCategory
+	}
+	return ""
+}
+
+func (x *RouteRequest) GetClassifiedBy() string {
+	if x != nil {
+		return x.ClassifiedBy
 	}
 	return ""
 }
@@ -2047,7 +2065,10 @@ type Classification struct {
 	// explicit is true when the request named its category and classification only measured the task.
 	Explicit bool `protobuf:"varint,11,opt,name=explicit,proto3" json:"explicit,omitempty"`
 	// answer_kind is text, choice, number or exact: when two answers are the same one.
-	AnswerKind    string `protobuf:"bytes,12,opt,name=answer_kind,json=answerKind,proto3" json:"answer_kind,omitempty"`
+	AnswerKind string `protobuf:"bytes,12,opt,name=answer_kind,json=answerKind,proto3" json:"answer_kind,omitempty"`
+	// classified_by is the model that chose the category when the local classifier was unsure (config
+	// classify.model); confidence and best stay the local classifier's.
+	ClassifiedBy  string `protobuf:"bytes,13,opt,name=classified_by,json=classifiedBy,proto3" json:"classified_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2162,6 +2183,13 @@ func (x *Classification) GetExplicit() bool {
 func (x *Classification) GetAnswerKind() string {
 	if x != nil {
 		return x.AnswerKind
+	}
+	return ""
+}
+
+func (x *Classification) GetClassifiedBy() string {
+	if x != nil {
+		return x.ClassifiedBy
 	}
 	return ""
 }
@@ -6002,7 +6030,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xd3\a\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\b\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -6033,7 +6061,9 @@ const file_conclave_proto_rawDesc = "" +
 	".actor.PIDR\bstreamTo\x12\x15\n" +
 	"\x06key_id\x18\x15 \x01(\tR\x05keyId\x12%\n" +
 	"\x0eallowed_models\x18\x16 \x03(\tR\rallowedModels\x12!\n" +
-	"\ftrace_parent\x18\x17 \x01(\tR\vtraceParentB\v\n" +
+	"\ftrace_parent\x18\x17 \x01(\tR\vtraceParent\x12/\n" +
+	"\x13classified_category\x18\x18 \x01(\tR\x12classifiedCategory\x12#\n" +
+	"\rclassified_by\x18\x19 \x01(\tR\fclassifiedByB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
@@ -6221,7 +6251,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\bselected\x18\x03 \x01(\x05R\bselected\x12\x14\n" +
 	"\x05waves\x18\x04 \x01(\x05R\x05waves\x12\x18\n" +
 	"\astopped\x18\x05 \x01(\tR\astopped\x12\x1c\n" +
-	"\tposterior\x18\x06 \x01(\x01R\tposterior\"\x8e\x03\n" +
+	"\tposterior\x18\x06 \x01(\x01R\tposterior\"\xb3\x03\n" +
 	"\x0eClassification\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x1e\n" +
 	"\n" +
@@ -6240,7 +6270,8 @@ const file_conclave_proto_rawDesc = "" +
 	" \x01(\x05R\rcontextLength\x12\x1a\n" +
 	"\bexplicit\x18\v \x01(\bR\bexplicit\x12\x1f\n" +
 	"\vanswer_kind\x18\f \x01(\tR\n" +
-	"answerKind\">\n" +
+	"answerKind\x12#\n" +
+	"\rclassified_by\x18\r \x01(\tR\fclassifiedBy\">\n" +
 	"\x06Signal\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x18\n" +
 	"\akeyword\x18\x02 \x01(\tR\akeyword\"\x8c\x02\n" +

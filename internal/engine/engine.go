@@ -115,6 +115,8 @@ type Engine struct {
 	discoveryRetry time.Duration
 	// tracing is nil when traces are off.
 	tracing *tracing.Tracing
+	// classifying asks config classify.model about unsure classifications; nil without one.
+	classifying *modelClassifier
 
 	inflight      sync.WaitGroup
 	inflightBytes atomic.Int64
@@ -170,6 +172,10 @@ func New(opts Options) (*Engine, error) {
 		discoveryRetry: cmp.Or(opts.DiscoveryRetry, DiscoveryRetry), tracing: opts.Tracing}
 	for _, b := range bps.All() {
 		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
+	}
+	budget := time.Duration(cfg.Classify.BudgetSeconds * float64(time.Second))
+	if e.classifying, err = newModelClassifier(cfg.Classify.Model, budget, cfg.Classify.CacheSize, classifier, log); err != nil {
+		return nil, fmt.Errorf("classify: %w", err)
 	}
 	backend := opts.Backend // serves the providers without an upstream of their own
 	if backend == nil && (len(ups) == 0 || cfg.Sim.Enabled) {
@@ -461,6 +467,7 @@ func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest) (*messag
 			}
 		}
 	}
+	e.hint(ctx, req)
 	exec, err := e.route(ctx, req)
 	if key != nil {
 		if exec == nil {

@@ -27,7 +27,7 @@ func Classification(p *plan.Plan) *messages.Classification {
 	cls := &messages.Classification{
 		Category: p.Category, Confidence: r.Confidence, Best: string(r.Best), Fallback: r.Fallback, LowConfidence: r.LowConfidence,
 		Priority: string(r.Priority), Language: md.Language, Complexity: string(md.Complexity),
-		ContextLength: int32(md.ContextLength), Explicit: p.Explicit, AnswerKind: string(p.AnswerKind),
+		ContextLength: int32(md.ContextLength), Explicit: p.Explicit, AnswerKind: string(p.AnswerKind), ClassifiedBy: p.ClassifiedBy,
 	}
 	for _, s := range r.Signals {
 		cls.Signals = append(cls.Signals, &messages.Signal{Category: string(s.Category), Keyword: s.Keyword})
@@ -327,7 +327,7 @@ func Offset(origin, t time.Time) float64 { return max(ms(t.Sub(origin)), 0.001) 
 // Request is what the plan needs of a route request. strictParams, with strict_parameters, are the
 // sampling parameters the caller gave, which every model asked must carry.
 func Request(r *messages.RouteRequest, strictParams []string) plan.Request {
-	req := plan.Request{Task: r.Task, Category: r.Category, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
+	req := plan.Request{Task: r.Task, Category: r.Category, Classified: r.ClassifiedCategory, ClassifiedBy: r.ClassifiedBy, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
 		Fallbacks: r.Fallbacks, StrictParams: strictParams, Allowed: r.AllowedModels}
 	if r.TimeoutSeconds != nil {
 		// A timeout too small to be a duration still ends the request at once.

@@ -68,6 +68,9 @@ type Request struct {
 	Task string
 	// Category names a blueprint and skips classification; empty lets the classifier choose.
 	Category string
+	// Classified is the category a classifying model gave the task (config classify.model), and
+	// ClassifiedBy that model: it replaces the classifier's category, whose confidence is kept.
+	Classified, ClassifiedBy string
 	// Models, when set, restricts selection to these models.
 	Models    []string
 	Overrides blueprints.Overrides
@@ -94,8 +97,10 @@ type Plan struct {
 	Category       string
 	Classification classify.Result
 	// Explicit is true when the request named its category.
-	Explicit   bool
-	AnswerKind consensus.Kind
+	Explicit bool
+	// ClassifiedBy is the classifying model whose category the plan took ("" for the classifier's own).
+	ClassifiedBy string
+	AnswerKind   consensus.Kind
 	// Heavy tasks prefer tier-1 workers.
 	Heavy bool
 	// ContextTokens is the context a call needs: the task plus the reserved answer.
@@ -178,6 +183,11 @@ func (p *Plan) Classify(req Request) *Failure {
 		p.Classification = classify.Result{Category: c, Best: c, Confidence: 1, Metadata: classify.ExtractMetadata(req.Task), Priority: classify.PriorityOf(c)}
 	} else {
 		p.Classification = s.Classifier.Classify(req.Task)
+		if c := classify.Category(req.Classified); req.ClassifiedBy != "" && slices.Contains(classify.Categories, c) {
+			r := &p.Classification
+			r.Category, r.Fallback, r.Priority = c, false, classify.PriorityOf(c)
+			p.ClassifiedBy = req.ClassifiedBy
+		}
 		p.Category = string(p.Classification.Category)
 	}
 	md := p.Classification.Metadata

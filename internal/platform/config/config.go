@@ -98,8 +98,10 @@ type Config struct {
 	// none), arbiter (the consensus score), or external (only through POST /executions/:id/feedback).
 	Reward string `json:"reward"`
 	// MinConfidence is the classifier confidence below which a task counts as general.
-	MinConfidence          float64 `json:"min_confidence"`
-	ShutdownTimeoutSeconds float64 `json:"shutdown_timeout_seconds"`
+	MinConfidence float64 `json:"min_confidence"`
+	// Classify asks a model for the category of a task the local classifier is unsure of.
+	Classify               Classify `json:"classify"`
+	ShutdownTimeoutSeconds float64  `json:"shutdown_timeout_seconds"`
 	// ReadTimeoutSeconds bounds reading a request, headers and body: a client sending a byte every few
 	// seconds is cut off. WriteTimeoutSeconds bounds the whole answer, a stream's included: it must
 	// exceed the longest request (timeout at most 3600 s).
@@ -114,6 +116,18 @@ type Config struct {
 	// rewards into its arms: what one learns, the others use this much later (plus the recorder's
 	// flush, 50 ms).
 	ArmsRefreshSeconds float64 `json:"arms_refresh_seconds"`
+}
+
+// Classify configures the classifying model. Without a model (the default) the local classifier alone
+// classifies.
+type Classify struct {
+	// Model is a catalog model asked for the category of a task whose local confidence is under the
+	// low-confidence threshold (0.6); its answers are kept by the task's hash. A cheap, fast model.
+	Model string `json:"model"`
+	// BudgetSeconds bounds the wait for its answer; past it, or when it fails, the local answer stands.
+	BudgetSeconds float64 `json:"budget_seconds"`
+	// CacheSize bounds the answers kept.
+	CacheSize int `json:"cache_size"`
 }
 
 // Breaker overrides a provider's circuit breakers: the provider's own, and the breaker each of its
@@ -211,6 +225,7 @@ func Default() Config {
 		Reward:                 "agreement",
 		Sharing:                10,
 		MinConfidence:          0.3,
+		Classify:               Classify{BudgetSeconds: 1.5, CacheSize: 10000},
 		ShutdownTimeoutSeconds: 30,
 		ArmsRefreshSeconds:     2,
 		ReadTimeoutSeconds:     30,
@@ -460,6 +475,11 @@ func (c Config) Validate() error {
 	between("read_timeout_seconds", c.ReadTimeoutSeconds, 1, 3600)
 	between("write_timeout_seconds", c.WriteTimeoutSeconds, 10, 7200)
 	between("max_connections", float64(c.MaxConnections), 1, 1_000_000)
+	between("classify budget_seconds", c.Classify.BudgetSeconds, 0.05, 60)
+	between("classify cache_size", float64(c.Classify.CacheSize), 1, 10_000_000)
+	if len(c.Classify.Model) > 256 {
+		bad("classify model: a model id of at most 256 bytes")
+	}
 	if len(c.RateLimits.Providers) > 64 || len(c.Breakers) > 64 {
 		bad("rate_limits and breakers may name at most 64 providers")
 	}
