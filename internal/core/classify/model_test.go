@@ -3,6 +3,7 @@ package classify
 import (
 	"bytes"
 	"errors"
+	"slices"
 	"testing"
 )
 
@@ -59,9 +60,9 @@ func TestTrainingIsDeterministic(t *testing.T) {
 }
 
 func TestModelRoundTrip(t *testing.T) {
-	m := &Model{Dim: 3, Categories: Categories, Weights: make([]float32, 3*len(Categories)), Bias: make([]float32, len(Categories)), Temperature: 0.75, Digest: 42}
+	m := &Model{Dim: 3, Categories: Categories, Weights: make([]int16, 3*len(Categories)), Scale: 0.01, Bias: make([]float32, len(Categories)), Temperature: 0.75, Digest: 42}
 	for i := range m.Weights {
-		m.Weights[i] = float32(i%7) - 3
+		m.Weights[i] = int16(i%7) - 3
 	}
 	m.Bias[2] = 1.5
 	b, err := m.MarshalBinary()
@@ -72,18 +73,14 @@ func TestModelRoundTrip(t *testing.T) {
 	if err := got.UnmarshalBinary(b); err != nil {
 		t.Fatal(err)
 	}
-	if got.Dim != 3 || got.Temperature != 0.75 || got.Digest != 42 || got.Bias[2] != 1.5 || len(got.Categories) != len(Categories) {
+	if got.Dim != 3 || got.Temperature != 0.75 || got.Digest != 42 || got.Bias[2] != 1.5 || got.Scale != 0.01 ||
+		!slices.Equal(got.Categories, Categories) || !slices.Equal(got.Weights, m.Weights) {
 		t.Fatalf("decoded %+v", got)
-	}
-	for i, w := range m.Weights {
-		if d := got.Weights[i] - w; d > 1e-3 || d < -1e-3 {
-			t.Fatalf("weight %d: %v, want %v", i, got.Weights[i], w)
-		}
 	}
 }
 
 func TestMalformedWeightsAreRefused(t *testing.T) {
-	good, err := (&Model{Dim: 2, Categories: Categories, Weights: make([]float32, 2*len(Categories)), Bias: make([]float32, len(Categories)), Temperature: 1}).MarshalBinary()
+	good, err := (&Model{Dim: 2, Categories: Categories, Weights: make([]int16, 2*len(Categories)), Scale: 1, Bias: make([]float32, len(Categories)), Temperature: 1}).MarshalBinary()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +99,7 @@ func TestMalformedWeightsAreRefused(t *testing.T) {
 			t.Errorf("%s: %v, want ErrModelFormat", tc.desc, err)
 		}
 	}
-	if _, err := WithModel(&Model{Dim: 1, Categories: Categories[:3], Weights: make([]float32, 3), Bias: make([]float32, 3), Temperature: 1}, Options{}); !errors.Is(err, ErrModelFormat) {
+	if _, err := WithModel(&Model{Dim: 1, Categories: Categories[:3], Weights: make([]int16, 3), Scale: 1, Bias: make([]float32, 3), Temperature: 1}, Options{}); !errors.Is(err, ErrModelFormat) {
 		t.Errorf("a model of other categories: %v, want ErrModelFormat", err)
 	}
 }

@@ -73,12 +73,12 @@ func TrainModel(examples []Example, opts TrainOptions) (*Model, error) {
 		}
 		samples[i] = sample{feats: append([]uint32(nil), x.features(ex.Text, kws, opts.Dim)...), class: ci}
 	}
-	m := fit(samples, opts)
-	m.Temperature = 1
+	w := fit(samples, opts)
+	m := &Model{Dim: opts.Dim, Categories: Categories, Bias: w.bias, Temperature: 1, Digest: Digest(examples, opts)}
+	m.Weights, m.Scale = quantize(w.w)
 	if opts.Folds > 1 {
 		m.Temperature = outOfFoldTemperature(samples, opts)
 	}
-	m.Digest = Digest(examples, opts)
 	return m, nil
 }
 
@@ -98,11 +98,32 @@ func Digest(examples []Example, opts TrainOptions) uint64 {
 	return uint64(h)
 }
 
-// fit trains weights and biases on samples, temperature 1.
-func fit(samples []sample, opts TrainOptions) *Model {
+// weights are a model in training: full-precision weights (Dim rows of K) and biases.
+type weights struct {
+	w, bias []float32
+}
+
+// scores writes the uncalibrated scores of every category for the features into s.
+func (m *weights) scores(feats []uint32, s []float64) {
+	k := len(s)
+	var acc [maxCategories]float32
+	a := acc[:k]
+	for _, f := range feats {
+		for ci, w := range m.w[int(f)*k : int(f)*k+k] {
+			a[ci] += w
+		}
+	}
+	norm := 1 / math.Sqrt(float64(max(len(feats), 1)))
+	for ci := range s {
+		s[ci] = float64(m.bias[ci]) + float64(a[ci])*norm
+	}
+}
+
+// fit trains weights and biases on samples.
+func fit(samples []sample, opts TrainOptions) *weights {
 	k := len(Categories)
-	m := &Model{Dim: opts.Dim, Categories: Categories, Weights: make([]float32, int(opts.Dim)*k), Bias: make([]float32, k), Temperature: 1}
-	sumSq := make([]float32, len(m.Weights)) // AdaGrad's accumulated squared gradients
+	m := &weights{w: make([]float32, int(opts.Dim)*k), bias: make([]float32, k)}
+	sumSq := make([]float32, len(m.w)) // AdaGrad's accumulated squared gradients
 	biasSq := make([]float64, k)
 	rng := rand.New(rand.NewPCG(opts.Seed, 0x636c6173736966)) // "classif"
 	order := make([]int, len(samples))
@@ -124,14 +145,14 @@ func fit(samples []sample, opts TrainOptions) *Model {
 				row := int(f) * k
 				for ci, g := range s {
 					j := row + ci
-					grad := float32(g)*v + float32(opts.L2)*m.Weights[j]
+					grad := float32(g)*v + float32(opts.L2)*m.w[j]
 					sumSq[j] += grad * grad
-					m.Weights[j] -= float32(opts.Rate) * grad / float32(math.Sqrt(float64(sumSq[j])+eps))
+					m.w[j] -= float32(opts.Rate) * grad / float32(math.Sqrt(float64(sumSq[j])+eps))
 				}
 			}
 			for ci, g := range s {
 				biasSq[ci] += g * g
-				m.Bias[ci] -= float32(opts.Rate * g / math.Sqrt(biasSq[ci]+eps))
+				m.bias[ci] -= float32(opts.Rate * g / math.Sqrt(biasSq[ci]+eps))
 			}
 		}
 	}
