@@ -67,13 +67,16 @@ type Estimate struct {
 	Answers float64
 }
 
-// sums are a model's credit and answers: what its accuracy is estimated from.
-type sums struct{ credit, answers float64 }
+// sums are a model's credit and answers, and over the answers whose truth a caller gave, the truth
+// less the credit: what its accuracy is estimated from.
+type sums struct{ credit, answers, rectify, labels float64 }
 
 type prompt struct {
+	id     string // the request's id, when known: a caller's truth about it finds the prompt so
 	votes  []Vote
 	groups int
 	credit []float64 // per vote: the posterior that its answer is right
+	truth  []float64 // per vote: 1 if a caller said it was right, 0 if wrong; nil without a truth
 }
 
 type category struct {
@@ -104,7 +107,10 @@ const MinAnswers = 3
 // category is due. It reports whether it refitted. A prompt with fewer than MinAnswers answers is
 // left out. Between refits the new credit (and the credit of the prompt it pushes out of the
 // window) updates the sums, so an observation costs the prompt, not the window.
-func (e *Estimator) Observe(cat string, votes []Vote) bool {
+func (e *Estimator) Observe(cat string, votes []Vote) bool { return e.ObserveRequest(cat, "", votes) }
+
+// ObserveRequest is Observe of a request's votes, kept under its id so that Confirm can find them.
+func (e *Estimator) ObserveRequest(cat, id string, votes []Vote) bool {
 	groups, answers := 0, 0
 	for _, v := range votes {
 		groups = max(groups, v.Group+1)
@@ -115,13 +121,66 @@ func (e *Estimator) Observe(cat string, votes []Vote) bool {
 	if answers < MinAnswers {
 		return false
 	}
+	p := prompt{id: id, votes: append([]Vote(nil), votes...), groups: groups}
+	p.credit = e.credit(cat, &p)
+	return e.push(cat, p)
+}
+
+// Confirm takes a caller's truth about a request: right says whether each vote's answer was right.
+// The request's prompt, if still kept, gets the truth (the same prompt must not count twice);
+// otherwise the votes join as a new prompt, which teaches even with fewer than MinAnswers answers, for
+// the truth needs no quorum. It reports whether it refitted.
+//
+// The truth anchors the estimate by how far the posterior credit misses it on the prompts that have
+// both: a model's accuracy is its share of credit plus its mean of truth less credit there (the
+// rectifier of prediction-powered inference, Angelopoulos et al. 2023). The credit of models that err
+// together follows their agreement; on a few prompts with the truth their shortfall shows, and the
+// correction applies to all their prompts, where counting the truth as a few more prompts' credit
+// would move the estimate only by the truth's small share.
+func (e *Estimator) Confirm(cat, id string, votes []Vote, right []bool) bool {
+	if len(votes) != len(right) || len(votes) == 0 {
+		return false
+	}
+	truth := make(map[string]bool, len(votes))
+	for i, v := range votes {
+		truth[v.Model] = right[i] && v.Group >= 0
+	}
+	if c := e.categories[cat]; c != nil && id != "" {
+		for k := range c.prompts {
+			old := &c.prompts[k]
+			if old.id != id || old.truth != nil {
+				continue
+			}
+			p := *old
+			p.truth = make([]float64, len(p.votes))
+			for j, v := range p.votes {
+				if truth[v.Model] {
+					p.truth[j] = 1
+				}
+			}
+			e.cur = e.cur.with(cat, &p, old)
+			c.prompts[k] = p
+			return false
+		}
+	}
+	p := prompt{id: id, votes: append([]Vote(nil), votes...), truth: make([]float64, len(votes))}
+	for j, v := range votes {
+		p.groups = max(p.groups, v.Group+1)
+		if truth[v.Model] {
+			p.truth[j] = 1
+		}
+	}
+	p.credit = e.credit(cat, &p)
+	return e.push(cat, p)
+}
+
+// push keeps a credited prompt in its category's window, and refits when the category is due.
+func (e *Estimator) push(cat string, p prompt) bool {
 	c := e.categories[cat]
 	if c == nil {
 		c = &category{}
 		e.categories[cat] = c
 	}
-	p := prompt{votes: append([]Vote(nil), votes...), groups: groups}
-	p.credit = e.credit(cat, &p)
 	var evicted *prompt
 	if len(c.prompts) < e.cfg.Window {
 		c.prompts = append(c.prompts, p)
@@ -195,21 +254,32 @@ func (e *Estimator) fromCredits() *View {
 	for cat, c := range e.categories {
 		m := map[string]sums{}
 		for i := range c.prompts {
-			p := &c.prompts[i]
-			for j, vote := range p.votes {
-				add(m, vote.Model, p.credit[j], 1)
-				add(v.overall, vote.Model, p.credit[j], 1)
-			}
+			addPrompt(m, v.overall, &c.prompts[i], 1)
 		}
 		v.cats[cat] = m
 	}
 	return v
 }
 
-func add(m map[string]sums, model string, credit, answers float64) {
+// addPrompt adds a prompt's credit (and truth) to a category's sums and the overall ones, or takes it
+// away with sign -1.
+func addPrompt(cat, overall map[string]sums, p *prompt, sign float64) {
+	for j, vote := range p.votes {
+		d := sums{credit: sign * p.credit[j], answers: sign}
+		if p.truth != nil {
+			d.rectify, d.labels = sign*(p.truth[j]-p.credit[j]), sign
+		}
+		add(cat, vote.Model, d)
+		add(overall, vote.Model, d)
+	}
+}
+
+func add(m map[string]sums, model string, d sums) {
 	s := m[model]
-	s.credit += credit
-	s.answers += answers
+	s.credit += d.credit
+	s.answers += d.answers
+	s.rectify += d.rectify
+	s.labels += d.labels
 	m[model] = s
 }
 
@@ -234,22 +304,45 @@ func (v *View) with(cat string, p, evicted *prompt) *View {
 	if m == nil {
 		m = map[string]sums{}
 	}
-	for i, vote := range p.votes {
-		add(m, vote.Model, p.credit[i], 1)
-		add(next.overall, vote.Model, p.credit[i], 1)
-	}
+	addPrompt(m, next.overall, p, 1)
 	if evicted != nil {
-		for i, vote := range evicted.votes {
-			add(m, vote.Model, -evicted.credit[i], -1)
-			add(next.overall, vote.Model, -evicted.credit[i], -1)
-		}
+		addPrompt(m, next.overall, evicted, -1)
 	}
 	next.cats[cat] = m
 	return next
 }
 
+// LabelSharing is how many pseudo-labels at no correction the rectifier of a model's accuracy starts
+// from: a few truths must not swing the estimate. In a category they are at the model's rectifier over
+// all categories.
+const LabelSharing = 10
+
+// The rectified estimate stays inside these bounds: a model is never certainly right or wrong.
+const minEstimate, maxEstimate = 0.01, 0.99
+
+// overallRectifier is a model's mean truth less credit over all categories, shrunk towards none.
+func (v *View) overallRectifier(model string) float64 {
+	o := v.overall[model]
+	return o.rectify / (o.labels + LabelSharing)
+}
+
+// rectified adds a rectifier to an estimate from credit alone, within the bounds.
+func rectified(p, r float64) float64 {
+	if r == 0 {
+		return p
+	}
+	return min(max(p+r, minEstimate), maxEstimate)
+}
+
 // overallAccuracy is a model's accuracy over all categories, or the prior's mean without answers.
 func (v *View) overallAccuracy(model string) float64 {
+	o := v.overall[model]
+	return rectified((o.credit+priorAlpha)/(o.answers+priorAlpha+priorBeta), v.overallRectifier(model))
+}
+
+// unrectified is overallAccuracy from credit alone: the pooling's prior, to which the category's own
+// rectifier then applies.
+func (v *View) unrectified(model string) float64 {
 	o := v.overall[model]
 	return (o.credit + priorAlpha) / (o.answers + priorAlpha + priorBeta)
 }
@@ -265,7 +358,12 @@ func (v *View) Get(category, model string) (Estimate, bool) {
 
 func (v *View) pooled(s sums, model string) float64 {
 	w := v.sharing
-	return (s.credit + priorAlpha + w*v.overallAccuracy(model)) / (s.answers + priorAlpha + priorBeta + w)
+	p := (s.credit + priorAlpha + w*v.unrectified(model)) / (s.answers + priorAlpha + priorBeta + w)
+	if s.labels == 0 && v.overall[model].labels == 0 {
+		return p
+	}
+	r := (s.rectify + LabelSharing*v.overallRectifier(model)) / (s.labels + LabelSharing)
+	return rectified(p, r)
 }
 
 // accuracyIn is Accuracy with the category's sums already looked up.

@@ -2,6 +2,7 @@ package accuracy
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -155,5 +156,96 @@ func BenchmarkObserve(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		e.Observe("mmlu", draw())
+	}
+}
+
+func TestConfirmKeepsTheTruth(t *testing.T) {
+	three := []Vote{{"a", 0}, {"b", 0}, {"c", 1}}
+	tests := []struct {
+		desc string
+		// observed is the prompt observed before the truth, under id "r1"; nil for none.
+		observed []Vote
+		id       string
+		votes    []Vote
+		right    []bool
+		// wantPrompts and wantTruth are the category's kept prompts and the truth of the last one.
+		wantPrompts int
+		wantTruth   []float64
+	}{
+		{"the truth joins the prompt it names", three, "r1", three, []bool{false, false, true}, 1, []float64{0, 0, 1}},
+		{"a truth about an unknown request joins as a prompt", three, "r2", []Vote{{"a", 0}, {"c", 1}}, []bool{true, false}, 2, []float64{1, 0}},
+		{"a truth teaches even with two answers", nil, "r1", []Vote{{"a", 0}, {"b", 1}}, []bool{false, true}, 1, []float64{0, 1}},
+		{"no answer is never right", nil, "r1", []Vote{{"a", -1}, {"b", 0}}, []bool{true, true}, 1, []float64{0, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			e := New(Config{})
+			if tt.observed != nil {
+				e.ObserveRequest("q", "r1", tt.observed)
+			}
+			e.Confirm("q", tt.id, tt.votes, tt.right)
+			c := e.categories["q"]
+			if len(c.prompts) != tt.wantPrompts {
+				t.Fatalf("%d prompts kept, want %d", len(c.prompts), tt.wantPrompts)
+			}
+			last := c.prompts[len(c.prompts)-1]
+			if fmt.Sprint(last.truth) != fmt.Sprint(tt.wantTruth) {
+				t.Fatalf("truth %v, want %v", last.truth, tt.wantTruth)
+			}
+			// The view sums the same credit and truth as a sum from scratch.
+			fresh := e.fromCredits()
+			for _, m := range []string{"a", "b", "c"} {
+				if got, want := e.View().Accuracy("q", m), fresh.Accuracy("q", m); math.Abs(got-want) > 1e-12 {
+					t.Errorf("%s: view %v, refit %v", m, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestASmallShareOfTruthAnchorsACliqueThatErrsTogether(t *testing.T) {
+	// Three weak models copy one another's answer most of the time: unlabelled, EM takes their
+	// agreement for accuracy. The truth of one prompt in twenty pulls their estimates back down.
+	rng := rand.New(rand.NewPCG(7, 8))
+	draw := func() []Vote {
+		strong := 0
+		if rng.Float64() >= 0.85 {
+			strong = 1 + rng.IntN(2)
+		}
+		shared := 0
+		if rng.Float64() >= 0.5 {
+			shared = 1 + rng.IntN(2)
+		}
+		votes := []Vote{{"strong", strong}}
+		for _, m := range []string{"w1", "w2", "w3"} {
+			g := shared
+			if rng.Float64() < 0.2 { // now and then one answers alone
+				g = rng.IntN(3)
+			}
+			votes = append(votes, Vote{m, g})
+		}
+		return votes
+	}
+	plain, anchored := New(Config{}), New(Config{})
+	for i := range 2000 {
+		votes := draw()
+		id := fmt.Sprint(i)
+		plain.ObserveRequest("q", id, votes)
+		anchored.ObserveRequest("q", id, votes)
+		if i%20 == 0 {
+			right := make([]bool, len(votes))
+			for j, v := range votes {
+				right[j] = v.Group == 0
+			}
+			anchored.Confirm("q", id, votes, right)
+		}
+	}
+	plain.Refit()
+	anchored.Refit()
+	p, a := plain.View().Accuracy("q", "w1"), anchored.View().Accuracy("q", "w1")
+	const truly = 0.8*0.5 + 0.2/3 // keeps the shared answer, or answers alone: right one time in three
+	t.Logf("w1: unlabelled %.3f, anchored %.3f, true %.3f", p, a, truly)
+	if math.Abs(a-truly) > 0.06 || math.Abs(p-truly) < 0.2 {
+		t.Fatalf("w1: unlabelled %.3f, anchored %.3f, true %.3f: the truth should pull the clique's estimate to it", p, a, truly)
 	}
 }

@@ -205,11 +205,11 @@ func FeedbackCalls(records []*collect.Record, answers []*collect.Job, ballots []
 }
 
 // Votes are the answers' groups for the accuracy estimator, when the consensus grouped them all.
-func Votes(category string, answers []*collect.Job, r *messages.ConsensusResult) *messages.Votes {
+func Votes(requestID, category string, answers []*collect.Job, r *messages.ConsensusResult) *messages.Votes {
 	if r == nil || len(r.Groups) != len(answers) {
 		return nil
 	}
-	votes := &messages.Votes{Category: category, Groups: r.Groups, Models: make([]string, len(answers))}
+	votes := &messages.Votes{Category: category, RequestId: requestID, Groups: r.Groups, Models: make([]string, len(answers))}
 	for i, j := range answers {
 		votes.Models[i] = j.Slot.Model
 	}
