@@ -143,11 +143,11 @@ func TestCorrect(t *testing.T) {
 }
 
 func TestParseRuns(t *testing.T) {
-	runs, err := ParseRuns("thompson/agreement, uniform/gold, thompson/gold5")
-	if err != nil || len(runs) != 3 || runs[1].Name() != "uniform/gold" || runs[2].Name() != "thompson/gold5" {
+	runs, err := ParseRuns("thompson/agreement, uniform/gold, thompson/gold5, thompson/reliability-dep")
+	if err != nil || len(runs) != 4 || runs[1].Name() != "uniform/gold" || runs[2].Name() != "thompson/gold5" || runs[3].Name() != "thompson/reliability-dep" {
 		t.Fatalf("%v %v", runs, err)
 	}
-	for _, bad := range []string{"thompson", "oracle/agreement", "thompson/vibes"} {
+	for _, bad := range []string{"thompson", "oracle/agreement", "thompson/vibes", "thompson/agreement-dep"} {
 		if _, err := ParseRuns(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}

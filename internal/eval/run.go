@@ -78,8 +78,9 @@ func newEngine(items []item, run Run, opts Options) (*engine.Engine, error) {
 	cfg.Seed = opts.Seed
 	cfg.NodeID = "eval" // the node id enters the random streams: fixed, so a seed replays on any machine
 	cfg.Policy = run.Policy
-	cfg.Reward = run.Reward
-	switch run.Reward {
+	reward, dependence := run.reward()
+	cfg.Reward, cfg.Dependence = reward, dependence
+	switch reward {
 	case "gold", "feedback":
 		cfg.Reward = "external" // the truth, or the judge's scores, come back through the feedback API
 	case "gold5":
@@ -145,6 +146,7 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 	rep.Overall.Runs[name] = overall
 	rewards := absorbed{}
 	audit := audited(len(items), opts.Seed)
+	reward, _ := run.reward()
 	bestN := map[string]float64{}
 	seen := map[string]int{}
 	for i, it := range items {
@@ -180,7 +182,7 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 			}
 		}
 		n := len(exec.BanditUpdates)
-		if (run.Reward == "gold" || run.Reward == "gold5" && audit[i]) && exec.StatusCode == 200 {
+		if (reward == "gold" || reward == "gold5" && audit[i]) && exec.StatusCode == 200 {
 			fb, err := e.Feedback(ctx, &messages.RecordFeedback{RequestId: req.RequestId, Answer: it.rec.Gold})
 			if err != nil {
 				return err

@@ -26,6 +26,11 @@ type Config struct {
 	// Warmup is the number of prompts of a category during which every prompt refits; zero means
 	// DefaultWarmup.
 	Warmup int
+	// Dependence makes the fit see models that err together: each refit estimates, per category, how
+	// much more often each pair of models agrees than their accuracies predict (Dependence), and votes
+	// for the same answer are discounted by it (PosteriorsDependent), in the credit here and in the
+	// consensus that reads the view. Off, votes count as independent evidence.
+	Dependence bool
 }
 
 // Defaults of Config.
@@ -77,12 +82,50 @@ type prompt struct {
 	groups int
 	credit []float64 // per vote: the posterior that its answer is right
 	truth  []float64 // per vote: 1 if a caller said it was right, 0 if wrong; nil without a truth
+	// partial prompts came with a truth alone, whose groups say nothing of which wrong answers agree:
+	// they are left out of the agreement counts.
+	partial bool
 }
+
+// pair names two models, in order.
+type pair [2]string
+
+func pairOf(a, b string) pair {
+	if a > b {
+		a, b = b, a
+	}
+	return pair{a, b}
+}
+
+// agreement counts the kept prompts a pair of models both answered, and those where they agreed.
+type agreement struct{ both, same float64 }
 
 type category struct {
 	prompts []prompt // a ring of at most Window prompts
 	next    int
 	seen    int
+	agree   map[pair]agreement // over the kept prompts; kept only when the fit models dependence
+}
+
+// count adds a prompt's agreements (sign 1) or takes them away (sign -1).
+func (c *category) count(p *prompt, sign float64) {
+	if p.partial {
+		return
+	}
+	for i, a := range p.votes {
+		for _, b := range p.votes[i+1:] {
+			if a.Group < 0 || b.Group < 0 || a.Model == b.Model {
+				continue
+			}
+			k := pairOf(a.Model, b.Model)
+			n := c.agree[k]
+			n.both += sign
+			if a.Group == b.Group {
+				n.same += sign
+			}
+			c.agree[k] = n
+		}
+	}
 }
 
 // Estimator holds the recent prompts of every category and the estimates fitted to them.
@@ -95,7 +138,7 @@ type Estimator struct {
 // New returns an empty estimator.
 func New(cfg Config) *Estimator {
 	cfg = cfg.withDefaults()
-	return &Estimator{cfg: cfg, categories: map[string]*category{}, cur: &View{cats: map[string]map[string]sums{}, overall: map[string]sums{}, sharing: cfg.Sharing}}
+	return &Estimator{cfg: cfg, categories: map[string]*category{}, cur: &View{cats: map[string]map[string]sums{}, overall: map[string]sums{}, sharing: cfg.Sharing, dep: map[string]map[pair]float64{}}}
 }
 
 // MinAnswers is the fewest answers a prompt needs to teach the estimator anything: with two, models
@@ -163,7 +206,7 @@ func (e *Estimator) Confirm(cat, id string, votes []Vote, right []bool) bool {
 			return false
 		}
 	}
-	p := prompt{id: id, votes: append([]Vote(nil), votes...), truth: make([]float64, len(votes))}
+	p := prompt{id: id, votes: append([]Vote(nil), votes...), truth: make([]float64, len(votes)), partial: true}
 	for j, v := range votes {
 		p.groups = max(p.groups, v.Group+1)
 		if truth[v.Model] {
@@ -178,7 +221,7 @@ func (e *Estimator) Confirm(cat, id string, votes []Vote, right []bool) bool {
 func (e *Estimator) push(cat string, p prompt) bool {
 	c := e.categories[cat]
 	if c == nil {
-		c = &category{}
+		c = &category{agree: map[pair]agreement{}}
 		e.categories[cat] = c
 	}
 	var evicted *prompt
@@ -189,6 +232,12 @@ func (e *Estimator) push(cat string, p prompt) bool {
 		evicted = &old
 		c.prompts[c.next] = p
 		c.next = (c.next + 1) % e.cfg.Window
+	}
+	if e.cfg.Dependence {
+		c.count(&p, 1)
+		if evicted != nil {
+			c.count(evicted, -1)
+		}
 	}
 	c.seen++
 	e.cur = e.cur.with(cat, &p, evicted)
@@ -222,7 +271,20 @@ func (e *Estimator) creditInto(dst []float64, cat string, p *prompt) []float64 {
 		acc = append(acc, e.cur.accuracyIn(cats, v.Model))
 		groupOf = append(groupOf, v.Group)
 	}
-	post = posteriorsInto(post[:p.groups], acc, groupOf)
+	var dependence [][]float64
+	if deps := e.cur.dep[cat]; len(deps) > 0 {
+		dependence = make([][]float64, len(p.votes))
+		flat := make([]float64, len(p.votes)*len(p.votes))
+		for i, a := range p.votes {
+			dependence[i] = flat[i*len(p.votes) : (i+1)*len(p.votes)]
+			for j, b := range p.votes {
+				if i != j && a.Model != b.Model {
+					dependence[i][j] = deps[pairOf(a.Model, b.Model)]
+				}
+			}
+		}
+	}
+	post = posteriorsInto(post[:p.groups], acc, groupOf, dependence)
 	for i, g := range groupOf {
 		dst[i] = 0
 		if g >= 0 {
@@ -248,15 +310,50 @@ func (e *Estimator) refit(sweeps int) {
 	}
 }
 
+// DependenceShrink is how many prompts of agreement exactly as independence predicts a pair's excess
+// agreement starts from: a pair seen together on a few prompts is taken as independent.
+const DependenceShrink = 30
+
+// dependence is, per category, each pair's excess agreement under the view's accuracies: Cohen's
+// kappa against the agreement the one-coin model predicts for independent models, pq+(1-p)(1-q)/(K-1),
+// (observed - expected) / (1 - expected), shrunk towards zero. Clones score 1, independent models 0.
+//
+// It is only as good as the accuracies it is measured against. Where models that err together are
+// most of a panel, EM takes their agreement for accuracy, and the excess moves to the models that are
+// in fact independent: without labels the two look alike. (A rank-one fit of the pairs' agreement
+// after Jaffe et al., AISTATS 2016, started from EM's accuracies and refitted without the pairs that
+// agreed significantly beyond it, kept the clique's skill all the same.) A share of truth (Confirm)
+// anchors the accuracies, and with them the excess.
+func (e *Estimator) dependence(v *View) map[string]map[pair]float64 {
+	out := make(map[string]map[pair]float64, len(e.categories))
+	for cat, c := range e.categories {
+		m := make(map[pair]float64, len(c.agree))
+		sums := v.cats[cat]
+		for k, n := range c.agree {
+			if n.both <= 0 {
+				continue
+			}
+			p, q := v.accuracyIn(sums, k[0]), v.accuracyIn(sums, k[1])
+			expected := p*q + (1-p)*(1-q)/(EffectiveOptions-1)
+			m[k] = (n.same - n.both*expected) / ((n.both + DependenceShrink) * max(1-expected, 1e-6))
+		}
+		out[cat] = m
+	}
+	return out
+}
+
 // fromCredits sums every kept credit into a new view.
 func (e *Estimator) fromCredits() *View {
-	v := &View{cats: make(map[string]map[string]sums, len(e.categories)), overall: map[string]sums{}, sharing: e.cfg.Sharing}
+	v := &View{cats: make(map[string]map[string]sums, len(e.categories)), overall: map[string]sums{}, sharing: e.cfg.Sharing, dep: e.cur.dep}
 	for cat, c := range e.categories {
 		m := map[string]sums{}
 		for i := range c.prompts {
 			addPrompt(m, v.overall, &c.prompts[i], 1)
 		}
 		v.cats[cat] = m
+	}
+	if e.cfg.Dependence {
+		v.dep = e.dependence(v)
 	}
 	return v
 }
@@ -290,6 +387,7 @@ type View struct {
 	cats    map[string]map[string]sums
 	overall map[string]sums
 	sharing float64
+	dep     map[string]map[pair]float64 // by category, from the last refit; empty without Dependence
 }
 
 // View returns the current estimates; later observations never change it.
@@ -298,7 +396,7 @@ func (e *Estimator) View() *View { return e.cur }
 // with returns a copy of v with a prompt's credit added and an evicted prompt's taken away; only the
 // maps that change are copied.
 func (v *View) with(cat string, p, evicted *prompt) *View {
-	next := &View{cats: make(map[string]map[string]sums, len(v.cats)), overall: maps.Clone(v.overall), sharing: v.sharing}
+	next := &View{cats: make(map[string]map[string]sums, len(v.cats)), overall: maps.Clone(v.overall), sharing: v.sharing, dep: v.dep}
 	maps.Copy(next.cats, v.cats)
 	m := maps.Clone(v.cats[cat])
 	if m == nil {
@@ -381,4 +479,15 @@ func (v *View) Accuracy(category, model string) float64 {
 		return est.Accuracy
 	}
 	return v.overallAccuracy(model)
+}
+
+// Dependence is how much more often two models agree in a category than their estimated accuracies
+// predict for independent models, as a share of the disagreement independence predicts: 1 for models
+// that always agree, 0 for independent ones or when unknown (the estimator does not model dependence,
+// or has not seen them together), negative for models that agree less than independence predicts.
+func (v *View) Dependence(category, a, b string) float64 {
+	if a == b {
+		return 0
+	}
+	return v.dep[category][pairOf(a, b)]
 }

@@ -249,3 +249,85 @@ func TestASmallShareOfTruthAnchorsACliqueThatErrsTogether(t *testing.T) {
 		t.Fatalf("w1: unlabelled %.3f, anchored %.3f, true %.3f: the truth should pull the clique's estimate to it", p, a, truly)
 	}
 }
+
+func TestDependenceFindsTheModelsThatErrTogether(t *testing.T) {
+	answer := func(rng *rand.Rand, p float64) int {
+		if rng.Float64() < p {
+			return 0
+		}
+		return 1 + rng.IntN(2)
+	}
+	// Without labels even a pair among five draws EM to it: it takes their agreement for accuracy,
+	// and the excess agreement shows between the others (see dependence). Anchored by a share of
+	// truth, the excess is where it belongs.
+	tests := []struct {
+		desc string
+		// clique copy one shared answer (right 55 % of the time) three times in four; the others
+		// answer on their own.
+		clique, others []string
+		// truth gives the true answer of one prompt in twenty.
+		truth bool
+		// dependent and independent are pairs whose dependence must be above 0.3, and within 0.15 of 0.
+		dependent, independent [][2]string
+	}{
+		{"three of five, with a share of truth", []string{"w1", "w2", "w3"}, []string{"strong", "mid"}, true,
+			[][2]string{{"w1", "w2"}, {"w2", "w3"}}, [][2]string{{"strong", "mid"}, {"strong", "w1"}, {"mid", "w3"}}},
+	}
+	skill := map[string]float64{"strong": 0.85, "mid": 0.7, "fair": 0.6}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			plain, dep := New(Config{}), New(Config{Dependence: true})
+			for i := range 1500 {
+				shared := answer(rng, 0.55)
+				var votes []Vote
+				for _, m := range tt.others {
+					votes = append(votes, Vote{m, answer(rng, skill[m])})
+				}
+				for _, m := range tt.clique {
+					g := shared
+					if rng.Float64() < 0.25 {
+						g = answer(rng, 0.55)
+					}
+					votes = append(votes, Vote{m, g})
+				}
+				id := fmt.Sprint(i)
+				plain.ObserveRequest("q", id, votes)
+				dep.ObserveRequest("q", id, votes)
+				if tt.truth && i%20 == 0 {
+					right := make([]bool, len(votes))
+					for j, v := range votes {
+						right[j] = v.Group == 0
+					}
+					plain.Confirm("q", id, votes, right)
+					dep.Confirm("q", id, votes, right)
+				}
+			}
+			plain.Refit()
+			dep.Refit()
+			v := dep.View()
+			for _, p := range tt.dependent {
+				if got := v.Dependence("q", p[0], p[1]); got < 0.3 {
+					t.Errorf("%s and %s err together: dependence %.3f, want above 0.3", p[0], p[1], got)
+				}
+			}
+			for _, p := range tt.independent {
+				if got := v.Dependence("q", p[0], p[1]); got < -0.15 || got > 0.15 {
+					t.Errorf("%s and %s are independent: dependence %.3f, want within 0.15 of 0", p[0], p[1], got)
+				}
+			}
+			if got := v.Dependence("q", "w1", "w1") + v.Dependence("q", "w1", "absent"); got != 0 {
+				t.Errorf("a model with itself, or with one never seen with it: %.3f, want 0", got)
+			}
+			if got := plain.View().Dependence("q", "w1", "w2"); got != 0 {
+				t.Errorf("an estimator without Dependence reports %.3f", got)
+			}
+			// Discounted, the clique's agreement earns it no more credit.
+			p, d := plain.View().Accuracy("q", "w1"), v.Accuracy("q", "w1")
+			t.Logf("w1: independent %.3f, dependent %.3f (true 0.55)", p, d)
+			if d > p+0.01 {
+				t.Errorf("w1: %.3f with dependence, %.3f without", d, p)
+			}
+		})
+	}
+}
