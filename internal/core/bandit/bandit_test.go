@@ -429,3 +429,41 @@ func BenchmarkSelectTop6Of250(b *testing.B) {
 		Select(rng, cands, q)
 	}
 }
+
+func TestDiverseSelectionPrefersPanelsThatDoNotErrTogether(t *testing.T) {
+	// Arms so sure that every draw is close to its mean: strong 0.9, the llamas about 0.8, other 0.7.
+	sure := func(model string, mean float64) Candidate {
+		return Candidate{Model: model, Provider: "p", Alpha: mean * 1e6, Beta: (1 - mean) * 1e6}
+	}
+	cands := []Candidate{sure("strong", 0.9), sure("llama1", 0.82), sure("llama2", 0.81), sure("llama3", 0.8), sure("other", 0.7)}
+	llamas := func(a, b string) float64 {
+		if a != b && a[:5] == "llama" && b[:5] == "llama" {
+			return 0.5
+		}
+		return 0
+	}
+	tests := []struct {
+		desc       string
+		n          int
+		dependence func(a, b string) float64
+		want       []string // in order
+	}{
+		{"without dependence the top scores", 3, nil, []string{"strong", "llama1", "llama2"}},
+		{"independent models keep the top scores", 3, func(string, string) float64 { return 0 }, []string{"strong", "llama1", "llama2"}},
+		{"a second llama adds less than an independent weaker model", 3, llamas, []string{"strong", "llama1", "other"}},
+		{"redundant models still fill a panel larger than the independent ones", 5, llamas, []string{"strong", "llama1", "other", "llama2", "llama3"}},
+		{"agreeing less than independence predicts is no bonus", 2, func(string, string) float64 { return -1 }, []string{"strong", "llama1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			sel := Select(rand.New(rand.NewPCG(1, 2)), cands, Query{N: tt.n, Dependence: tt.dependence})
+			var got []string
+			for _, p := range sel.Picks {
+				got = append(got, p.Model)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tt.want) || sel.Eligible != 5 {
+				t.Fatalf("picks %v (eligible %d), want %v", got, sel.Eligible, tt.want)
+			}
+		})
+	}
+}
