@@ -134,10 +134,7 @@ func (w world) Candidates(category string) *[]bandit.Candidate {
 }
 func (w world) Release(buf *[]bandit.Candidate)  { w.dir.Arms.Release(buf) }
 func (w world) TotalPulls(category string) int64 { return w.dir.Arms.TotalPulls(category) }
-func (w world) Dependence(category, model, other string) float64 {
-	return w.dir.Arms.Dependence(category, model, other)
-}
-func (w world) Workers() []assign.Worker { return w.dir.WorkerSnapshots() }
+func (w world) Workers() []assign.Worker         { return w.dir.WorkerSnapshots() }
 
 func (w world) Provider(name string, now time.Time) bandit.ProviderStatus {
 	if ref := w.dir.Provider(name); ref != nil {

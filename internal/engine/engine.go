@@ -208,7 +208,7 @@ func New(opts Options) (*Engine, error) {
 	breakers, modelBreakers, floors := breakerSettings(providerBreakers(cfg))
 	e.deps = &actors.Deps{
 		Log: log, Clock: clock.Or(opts.Clock), Catalog: e.catalog, Dir: dir,
-		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: e.catalog, Policy: policy, Diverse: cfg.Diverse, OutputReserve: 1024,
+		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: e.catalog, Policy: policy, OutputReserve: 1024,
 			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue(),
 			Carries: carries(ups)},
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,

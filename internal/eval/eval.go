@@ -29,17 +29,12 @@ type Run struct {
 	// feedback API after each request: an upper reference, not a product mode) or gold5 (reliability,
 	// and the true answer of a seeded GoldShare of the prompts, which also anchors the estimator: a
 	// small share of truth, as a product could buy). reliability-dep and gold5-dep are the same with
-	// an estimator that sees models that err together (config dependence), and reliability-dep-div
-	// and gold5-dep-div also select panels that do not (config diverse).
+	// an estimator that sees models that err together (config dependence).
 	Reward string `json:"reward"`
 }
 
-// reward is the run's reward without its suffixes, and whether it models dependence and selects by it.
-func (r Run) reward() (reward string, dependence, diverse bool) {
-	reward, diverse = strings.CutSuffix(r.Reward, "-div")
-	reward, dependence = strings.CutSuffix(reward, "-dep")
-	return reward, dependence, diverse
-}
+// reward is the run's reward without its -dep, and whether it had one.
+func (r Run) reward() (string, bool) { return strings.CutSuffix(r.Reward, "-dep") }
 
 // Name is "policy/reward".
 func (r Run) Name() string { return r.Policy + "/" + r.Reward }
@@ -56,9 +51,9 @@ func ParseRuns(s string) ([]Run, error) {
 			return nil, err
 		}
 		switch reward {
-		case "reliability", "agreement", "arbiter", "gold", "gold5", "reliability-dep", "gold5-dep", "reliability-dep-div", "gold5-dep-div":
+		case "reliability", "agreement", "arbiter", "gold", "gold5", "reliability-dep", "gold5-dep":
 		default:
-			return nil, fmt.Errorf("run %q: reward must be reliability, agreement, arbiter, gold or gold5 (the first and last with -dep or -dep-div or not)", part)
+			return nil, fmt.Errorf("run %q: reward must be reliability, agreement, arbiter, gold or gold5 (the first and last with -dep or not)", part)
 		}
 		runs = append(runs, Run{Policy: policy, Reward: reward})
 	}

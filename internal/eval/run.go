@@ -78,8 +78,8 @@ func newEngine(items []item, run Run, opts Options) (*engine.Engine, error) {
 	cfg.Seed = opts.Seed
 	cfg.NodeID = "eval" // the node id enters the random streams: fixed, so a seed replays on any machine
 	cfg.Policy = run.Policy
-	reward, dependence, diverse := run.reward()
-	cfg.Reward, cfg.Dependence, cfg.Diverse = reward, dependence, diverse
+	reward, dependence := run.reward()
+	cfg.Reward, cfg.Dependence = reward, dependence
 	switch reward {
 	case "gold", "feedback":
 		cfg.Reward = "external" // the truth, or the judge's scores, come back through the feedback API
@@ -146,7 +146,7 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 	rep.Overall.Runs[name] = overall
 	rewards := absorbed{}
 	audit := audited(len(items), opts.Seed)
-	reward, _, _ := run.reward()
+	reward, _ := run.reward()
 	bestN := map[string]float64{}
 	seen := map[string]int{}
 	for i, it := range items {

@@ -97,12 +97,6 @@ type Query struct {
 	// ParametersUnsupported for the parameters it insists on), or 0. Nil for a request that needs
 	// nothing special, which costs nothing.
 	Lacks func(model, provider string) SkipReason
-	// Dependence, when set, is how far two models err together (the reliability estimator's excess
-	// agreement): the picks are then made one at a time, each candidate's score divided by one plus
-	// its positive dependence on the models already picked, so that a panel prefers accurate models
-	// that are not redundant. A model that errs with one already picked adds little independent
-	// evidence to the vote: by the design effect, k such voters are worth about k/(1+(k-1)r).
-	Dependence func(model, other string) float64
 }
 
 // SkipReason says why a model was not eligible.
@@ -244,11 +238,6 @@ func Select(rng *rand.Rand, cands []Candidate, q Query) Selection {
 		logTotal = math.Log(float64(q.TotalPulls) + 1)
 	}
 	var statuses providerStatuses
-	// Without dependence only the top n scores are kept; with it every eligible one, to pick from.
-	keep := n
-	if q.Dependence != nil {
-		keep = len(cands)
-	}
 	for i := range cands {
 		c := &cands[i]
 		status, known := statuses.get(q.Providers, c.Provider)
@@ -272,43 +261,14 @@ func Select(rng *rand.Rand, cands []Candidate, q Query) Selection {
 			v = rng.Float64()
 		}
 		damp := RateLimitDamping(status.RateLimitUse)
-		if score := v * damp; len(sel.Picks) < keep || score >= sel.Picks[keep-1].Score { // most candidates miss the top n
-			insertTop(&sel.Picks, keep, Pick{Model: c.Model, Provider: c.Provider, Sampled: v, Score: score, Deprioritised: damp < 1, Alpha: c.Alpha, Beta: c.Beta})
+		if score := v * damp; len(sel.Picks) < n || score >= sel.Picks[n-1].Score { // most candidates miss the top n
+			insertTop(&sel.Picks, n, Pick{Model: c.Model, Provider: c.Provider, Sampled: v, Score: score, Deprioritised: damp < 1, Alpha: c.Alpha, Beta: c.Beta})
 		}
-	}
-	if q.Dependence != nil {
-		sel.Picks = diverse(sel.Picks, n, q.Dependence)
 	}
 	if q.Policy == EpsilonGreedy {
 		explore(rng, cands, &q, &sel)
 	}
 	return sel
-}
-
-// diverse picks n of the ranked candidates one at a time: each time the best by its score divided by
-// one plus its positive dependence on those already picked. The first pick is the top score.
-func diverse(ranked []Pick, n int, dependence func(model, other string) float64) []Pick {
-	n = min(n, len(ranked))
-	picks := make([]Pick, 0, n)
-	used := make([]bool, len(ranked))
-	for len(picks) < n {
-		best, bestScore := -1, 0.0
-		for i, c := range ranked {
-			if used[i] {
-				continue
-			}
-			d := 1.0
-			for _, p := range picks {
-				d += max(dependence(c.Model, p.Model), 0)
-			}
-			if s := c.Score / d; best < 0 || s > bestScore {
-				best, bestScore = i, s
-			}
-		}
-		used[best] = true
-		picks = append(picks, ranked[best])
-	}
-	return picks
 }
 
 // providerStatuses remembers the statuses of the few providers a selection meets, so that each of

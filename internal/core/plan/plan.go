@@ -29,8 +29,6 @@ type Settings struct {
 	Blueprints *blueprints.Set
 	Catalog    *catalog.Live
 	Policy     bandit.Policy
-	// Diverse makes selection prefer panels whose models do not err together (bandit.Query.Dependence).
-	Diverse bool
 	// OutputReserve is the number of tokens reserved for the answer when checking context windows.
 	OutputReserve int
 	// Rounds is the number of quorum-retry rounds a request may run.
@@ -58,8 +56,6 @@ type World interface {
 	Release(*[]bandit.Candidate)
 	// TotalPulls is the number of rewards a category's arms received (for UCB1).
 	TotalPulls(category string) int64
-	// Dependence is how far two models err together in a category (for Settings.Diverse).
-	Dependence(category, model, other string) float64
 	// Provider is a provider's status for selection at now.
 	Provider(name string, now time.Time) bandit.ProviderStatus
 	// Model says why a model cannot be called at now (removed, ejected, rate limited) and until when.
@@ -433,15 +429,11 @@ func (p *Plan) query(w World, n int) bandit.Query {
 	for _, name := range p.s.Catalog.Load().ProviderNames() {
 		status[name] = w.Provider(name, now)
 	}
-	q := bandit.Query{
+	return bandit.Query{
 		N: n, ContextTokens: p.ContextTokens, Providers: status, Policy: p.s.Policy, TotalPulls: w.TotalPulls(p.Category),
 		Requested: p.requested, Allowed: p.allowed, Lacks: p.lacks,
 		Unavailable: func(model, provider string) (bandit.SkipReason, time.Time) { return w.Model(model, provider, now) },
 	}
-	if p.s.Diverse {
-		q.Dependence = func(model, other string) float64 { return w.Dependence(p.Category, model, other) }
-	}
-	return q
 }
 
 // Replace selects up to n models a quorum round asks in place of models whose provider is down, none of

@@ -33,9 +33,8 @@ func (w *world) Candidates(string) *[]bandit.Candidate {
 	}
 	return &out
 }
-func (w *world) Release(*[]bandit.Candidate)               {}
-func (w *world) TotalPulls(string) int64                   { return 0 }
-func (w *world) Dependence(string, string, string) float64 { return 0 }
+func (w *world) Release(*[]bandit.Candidate) {}
+func (w *world) TotalPulls(string) int64     { return 0 }
 func (w *world) Provider(name string, _ time.Time) bandit.ProviderStatus {
 	s := w.providers[name]
 	s.ModelsOut = len(w.models) > 0 // Model answers for every provider's models

@@ -101,10 +101,6 @@ type Config struct {
 	// votes of models that agree more often than their accuracies predict count as less than
 	// independent evidence, in the vote and in the rewards.
 	Dependence bool `json:"dependence"`
-	// Diverse makes selection prefer panels whose models do not err together, by the dependence the
-	// reliability estimator learns (with dependence on): each pick's sampled score is divided by one
-	// plus its dependence on the models already picked.
-	Diverse bool `json:"diverse"`
 	// MinConfidence is the classifier confidence below which a task counts as general.
 	MinConfidence          float64 `json:"min_confidence"`
 	ShutdownTimeoutSeconds float64 `json:"shutdown_timeout_seconds"`
