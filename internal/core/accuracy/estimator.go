@@ -320,10 +320,12 @@ const DependenceShrink = 30
 //
 // It is only as good as the accuracies it is measured against. Where models that err together are
 // most of a panel, EM takes their agreement for accuracy, and the excess moves to the models that are
-// in fact independent: without labels the two look alike. (A rank-one fit of the pairs' agreement
-// after Jaffe et al., AISTATS 2016, started from EM's accuracies and refitted without the pairs that
-// agreed significantly beyond it, kept the clique's skill all the same.) A share of truth (Confirm)
-// anchors the accuracies, and with them the excess.
+// in fact independent: without labels the two look alike. Pairwise agreement alone cannot tell them
+// apart: three weak models that copy one another beside two strong independent ones agree pair by
+// pair exactly as three strong independent models beside two weak ones that err together, so a
+// rank-one fit of the pairs' agreement (after Jaffe et al., AISTATS 2016), trimmed of the pairs that
+// agree beyond it, lands on either reading by where it starts. A share of truth (Confirm) anchors
+// the accuracies, and with them the excess.
 func (e *Estimator) dependence(v *View) map[string]map[pair]float64 {
 	out := make(map[string]map[pair]float64, len(e.categories))
 	for cat, c := range e.categories {
