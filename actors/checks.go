@@ -286,14 +286,14 @@ func checkArmReward(r *messages.Reward, cat *catalog.Catalog, board *ArmBoard) s
 }
 
 // CheckVotes checks a reliability-weighted vote: a blueprint's category, a group per catalog model, each
-// group an answer of the prompt (or -1, none).
+// group an answer of the prompt (or -1, none), and with a caller's truth a verdict per model.
 func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *ArmBoard) string {
 	switch {
 	case v == nil:
 		return DropMalformed
 	case v.Category == bandit.AllCategories || !board.HasCategory(v.Category):
 		return DropUnknownCategory
-	case len(v.Models) != len(v.Groups):
+	case len(v.Models) != len(v.Groups), len(v.Right) > 0 && len(v.Right) != len(v.Models):
 		return DropMalformed
 	case len(v.Models) > MaxVotes:
 		return DropBadCount

@@ -218,7 +218,7 @@ func responses(in *messages.ConsensusInput) []consensus.Response {
 	for i, c := range in.Candidates {
 		resps[i] = consensus.Response{Model: c.Model, Provider: c.Provider, Worker: c.Worker, Text: c.Text,
 			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability, Accuracy: c.Accuracy, Learned: c.Learned,
-			ToolCalls: toolCalls(c.ToolCalls)}
+			ToolCalls: toolCalls(c.ToolCalls), Dependence: c.Dependence}
 	}
 	return resps
 }

@@ -98,7 +98,7 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 // feedback is step 9: the arms learn from the request (execution.Learning), in one message.
 func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResult) {
 	t := time.Now()
-	if votes := execution.Votes(c.plan.Category, c.answers, r); votes != nil {
+	if votes := execution.Votes(c.req.RequestId, c.plan.Category, c.answers, r); votes != nil {
 		c.deps.Dir.Arms.VoteSent()
 		ctx.Send(c.deps.Dir.Bandit, votes)
 	}

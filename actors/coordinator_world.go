@@ -75,6 +75,10 @@ func (w weights) Accuracy(model string) float64 {
 	return w.c.deps.Dir.Arms.Accuracy(w.c.plan.Category, model)
 }
 
+func (w weights) Dependence(model, other string) float64 {
+	return w.c.deps.Dir.Arms.Dependence(w.c.plan.Category, model, other)
+}
+
 func (w weights) Recency(model string) float64 {
 	return w.c.deps.Dir.Arms.Arm(w.c.plan.Category, model).Recency
 }

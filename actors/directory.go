@@ -431,6 +431,15 @@ func (b *ArmBoard) pooled(col, ci, all int) (alpha, beta float64, pulls int64) {
 	return alpha, beta, pulls
 }
 
+// Dependence is how far two models' votes in a category are not independent, by the reliability
+// estimator (accuracy.View.Dependence); zero before its first vote or when it does not model it.
+func (b *ArmBoard) Dependence(category, model, other string) float64 {
+	if est := b.estimates.Load(); est != nil {
+		return est.Dependence(category, model, other)
+	}
+	return 0
+}
+
 // Accuracy is the estimated probability that a model answers a category right: the reliability
 // estimator's when it has one, else the mean of the model's pooled arm there.
 func (b *ArmBoard) Accuracy(category, model string) float64 {

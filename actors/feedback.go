@@ -35,6 +35,27 @@ func FeedbackUpdates(exec *messages.Execution, fb *messages.RecordFeedback, arms
 	return out, nil
 }
 
+// TruthVotes is what a caller's true answer tells the reliability estimator: which models answered
+// right, nil when the feedback gave scores rather than the answer. The right answers are one group
+// and each wrong one its own: the truth says no more of how the wrong ones compare.
+func TruthVotes(requestID string, fb *messages.RecordFeedback, updates []*messages.BanditUpdate) *messages.Votes {
+	if fb.Answer == nil || len(updates) == 0 {
+		return nil
+	}
+	v := &messages.Votes{Category: updates[0].Category, RequestId: requestID}
+	wrong := int32(0)
+	for _, u := range updates {
+		right := u.Reward == 1 // the true answer rewards a right one with 1, a wrong one with 0
+		g := int32(0)
+		if !right {
+			wrong++
+			g = wrong
+		}
+		v.Models, v.Groups, v.Right = append(v.Models, u.Model), append(v.Groups, g), append(v.Right, right)
+	}
+	return v
+}
+
 func feedbackResult(status int, msg string) *messages.FeedbackResult {
 	return &messages.FeedbackResult{Status: int32(status), Message: msg}
 }

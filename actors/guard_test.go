@@ -215,6 +215,7 @@ func TestTheReliabilityEstimatorDropsImpossibleVotes(t *testing.T) {
 		{"votes of an invented category", &messages.Votes{Category: "invented", Models: good.Models, Groups: good.Groups}, DropUnknownCategory, false},
 		{"fewer groups than models", &messages.Votes{Category: "general", Models: good.Models, Groups: []int32{0}}, DropMalformed, false},
 		{"a group of two billion", &messages.Votes{Category: "general", Models: good.Models, Groups: []int32{0, 0, math.MaxInt32}}, DropMalformed, false},
+		{"a truth for fewer models than voted", &messages.Votes{Category: "general", Models: good.Models, Groups: good.Groups, Right: []bool{true}}, DropMalformed, false},
 		{"a message it does not take", &messages.Reward{}, DropUnknownMessage, false},
 	}
 	for _, row := range rows {
@@ -230,6 +231,15 @@ func TestTheReliabilityEstimatorDropsImpossibleVotes(t *testing.T) {
 	}
 	if deps.Dir.Arms.estimates.Load() == nil {
 		t.Fatal("the good votes were not observed")
+	}
+	// A well-formed truth is taken, not dropped.
+	truth := &messages.Votes{Category: "general", Models: good.Models, Groups: []int32{0, 0, 1}, Right: []bool{true, true, false}}
+	before := deps.Dir.Dropped(KindReliability, DropMalformed)
+	deps.Dir.Arms.VoteSent()
+	system.Root.Send(pid, truth)
+	waitUntil(t, func() bool { return !deps.Dir.Arms.VotesPending() })
+	if after := deps.Dir.Dropped(KindReliability, DropMalformed); after != before {
+		t.Fatalf("a well-formed truth was dropped")
 	}
 }
 

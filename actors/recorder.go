@@ -10,6 +10,7 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/adapters/store/spool"
+	"github.com/conclave-ai/conclave/internal/core/feedback"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
@@ -171,6 +172,12 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 				sent[i] = &messages.Reward{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason, RequestId: m.ask.req.RequestId}
 			}
 			rewards(ctx, r.deps.Dir.Bandit, sent...)
+			// The truth also anchors the reliability estimator, whose credit is otherwise the vote's own
+			// posterior: where models err together, the posterior follows them and the truth does not.
+			if v := TruthVotes(m.ask.req.RequestId, m.ask.req, m.updates); v != nil && r.deps.Reward == feedback.Reliability {
+				r.deps.Dir.Arms.VoteSent()
+				ctx.Send(r.deps.Dir.Bandit, v)
+			}
 			r.log.Info("feedback applied", zap.String("event", "feedback"), zap.String("request_id", m.ask.req.RequestId),
 				zap.Array("updates", updatesField(m.updates)))
 		}

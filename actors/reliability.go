@@ -41,10 +41,15 @@ func (a *ReliabilityActor) Receive(ctx actor.Context) {
 		for i, model := range m.Models {
 			votes[i] = accuracy.Vote{Model: model, Group: int(m.Groups[i])}
 		}
-		refit := a.est.Observe(m.Category, votes)
+		var refit bool
+		if len(m.Right) > 0 {
+			refit = a.est.Confirm(m.Category, m.RequestId, votes, m.Right)
+		} else {
+			refit = a.est.ObserveRequest(m.Category, m.RequestId, votes)
+		}
 		a.deps.Dir.Arms.SetEstimates(a.est.View())
 		if ce := a.deps.Log.Check(zap.DebugLevel, "reliability observed"); ce != nil {
-			ce.Write(zap.String("event", "reliability_observed"), zap.String("category", m.Category), zap.Int("votes", len(votes)), zap.Bool("refit", refit))
+			ce.Write(zap.String("event", "reliability_observed"), zap.String("category", m.Category), zap.Int("votes", len(votes)), zap.Bool("truth", len(m.Right) > 0), zap.Bool("refit", refit))
 		}
 	default:
 		a.deps.unknown(KindReliability, m)

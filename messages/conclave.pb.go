@@ -4983,7 +4983,10 @@ type Candidate struct {
 	// learned is the model's learned quality in the category, by which free text is chosen.
 	Learned float64 `protobuf:"fixed64,9,opt,name=learned,proto3" json:"learned,omitempty"`
 	// tool_calls are the answer's calls of tools: an answer that makes any votes with them.
-	ToolCalls     []*ToolCall `protobuf:"bytes,10,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	ToolCalls []*ToolCall `protobuf:"bytes,10,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	// dependence is, when the reliability estimator models dependence, the model's excess agreement
+	// with each candidate (by index; its own entry zero): how far their votes are not independent.
+	Dependence    []float64 `protobuf:"fixed64,11,rep,packed,name=dependence,proto3" json:"dependence,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5084,6 +5087,13 @@ func (x *Candidate) GetLearned() float64 {
 func (x *Candidate) GetToolCalls() []*ToolCall {
 	if x != nil {
 		return x.ToolCalls
+	}
+	return nil
+}
+
+func (x *Candidate) GetDependence() []float64 {
+	if x != nil {
+		return x.Dependence
 	}
 	return nil
 }
@@ -5205,10 +5215,16 @@ func (x *ConsensusResult) GetFailureDetails() []*Problem {
 // Votes is what a reliability-weighted vote tells the reliability estimator: each model's answer,
 // numbered among the prompt's distinct answers (-1: no answer).
 type Votes struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Category      string                 `protobuf:"bytes,1,opt,name=category,proto3" json:"category,omitempty"`
-	Models        []string               `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
-	Groups        []int32                `protobuf:"varint,3,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Category string                 `protobuf:"bytes,1,opt,name=category,proto3" json:"category,omitempty"`
+	Models   []string               `protobuf:"bytes,2,rep,name=models,proto3" json:"models,omitempty"`
+	Groups   []int32                `protobuf:"varint,3,rep,packed,name=groups,proto3" json:"groups,omitempty"`
+	// request_id names the request, so that a caller's truth about it can later replace its credit.
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// right, when set, is a caller's truth about an earlier vote of the request (feedback with the true
+	// answer): whether each model's answer was right. The groups then say only what the truth tells
+	// (the right answers one group, each wrong one its own).
+	Right         []bool `protobuf:"varint,5,rep,packed,name=right,proto3" json:"right,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5260,6 +5276,20 @@ func (x *Votes) GetModels() []string {
 func (x *Votes) GetGroups() []int32 {
 	if x != nil {
 		return x.Groups
+	}
+	return nil
+}
+
+func (x *Votes) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Votes) GetRight() []bool {
+	if x != nil {
+		return x.Right
 	}
 	return nil
 }
@@ -6561,7 +6591,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\x12B\n" +
 	"\x0fresponse_format\x18\r \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x12'\n" +
 	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\x12\x16\n" +
-	"\x06stream\x18\x0f \x01(\bR\x06stream\"\xb1\x02\n" +
+	"\x06stream\x18\x0f \x01(\bR\x06stream\"\xd1\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -6576,7 +6606,10 @@ const file_conclave_proto_rawDesc = "" +
 	"\alearned\x18\t \x01(\x01R\alearned\x124\n" +
 	"\n" +
 	"tool_calls\x18\n" +
-	" \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\"\xd7\x02\n" +
+	" \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12\x1e\n" +
+	"\n" +
+	"dependence\x18\v \x03(\x01R\n" +
+	"dependence\"\xd7\x02\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +
@@ -6587,11 +6620,14 @@ const file_conclave_proto_rawDesc = "" +
 	"\bunjudged\x18\b \x01(\bR\bunjudged\x12!\n" +
 	"\ffailure_code\x18\t \x01(\tR\vfailureCode\x12=\n" +
 	"\x0ffailure_details\x18\n" +
-	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetailsJ\x04\b\x06\x10\a\"S\n" +
+	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetailsJ\x04\b\x06\x10\a\"\x88\x01\n" +
 	"\x05Votes\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +
-	"\x06groups\x18\x03 \x03(\x05R\x06groups\"\x89\x01\n" +
+	"\x06groups\x18\x03 \x03(\x05R\x06groups\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x14\n" +
+	"\x05right\x18\x05 \x03(\bR\x05right\"\x89\x01\n" +
 	"\x06Reward\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bcategory\x18\x02 \x01(\tR\bcategory\x12\x16\n" +

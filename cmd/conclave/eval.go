@@ -29,7 +29,7 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	data := fs.String("data", "../shared/data/replay", "directory of <dataset>.dev.jsonl.gz replay files")
 	datasets := fs.String("datasets", strings.Join(eval.DefaultDatasets, ","), "datasets to replay")
-	runs := fs.String("runs", runNames(eval.DefaultRuns), "policy/reward configurations (rewards: reliability, agreement, arbiter, gold)")
+	runs := fs.String("runs", runNames(eval.DefaultRuns), "policy/reward configurations (rewards: reliability, agreement, arbiter, gold, gold5; reliability-dep and gold5-dep model dependence)")
 	seed := fs.Uint64("seed", 1, "seed of the order and of selection")
 	seedList := fs.String("seeds", "", "seeds to repeat the evaluation with, e.g. 1,2,3: every figure as its mean and range (overrides --seed)")
 	workers := fs.Int("workers", 5, "models asked per prompt")

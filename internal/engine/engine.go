@@ -27,6 +27,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/redisbus"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/adapters/store/spool"
+	"github.com/conclave-ai/conclave/internal/core/accuracy"
 	"github.com/conclave-ai/conclave/internal/core/assign"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
@@ -219,7 +220,8 @@ func New(opts Options) (*Engine, error) {
 		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
 		Dispatcher: mailboxes.NewPool(mailboxThroughput, 10*time.Second),
 		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
-		Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: opts.Middleware,
+		Reliability: accuracy.Config{Dependence: cfg.Dependence},
+		Breakers:    breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: opts.Middleware,
 		Observe: opts.Observe,
 	}
 	e.deps.Metrics = metrics.New(e.metricsSource())

@@ -25,10 +25,16 @@ type Run struct {
 	// Policy is a selection policy: thompson, ucb1, epsilon_greedy or uniform.
 	Policy string `json:"policy"`
 	// Reward is reliability (the answer's posterior by the reliability-weighted vote), agreement (with
-	// the consensus), arbiter (the consensus score) or gold (the true answer,
-	// given back through the feedback API after each request: an upper reference, not a product mode).
+	// the consensus), arbiter (the consensus score), gold (the true answer, given back through the
+	// feedback API after each request: an upper reference, not a product mode) or gold5 (reliability,
+	// and the true answer of a seeded GoldShare of the prompts, which also anchors the estimator: a
+	// small share of truth, as a product could buy). reliability-dep and gold5-dep are the same with
+	// an estimator that sees models that err together (config dependence).
 	Reward string `json:"reward"`
 }
+
+// reward is the run's reward without its -dep, and whether it had one.
+func (r Run) reward() (string, bool) { return strings.CutSuffix(r.Reward, "-dep") }
 
 // Name is "policy/reward".
 func (r Run) Name() string { return r.Policy + "/" + r.Reward }
@@ -45,9 +51,9 @@ func ParseRuns(s string) ([]Run, error) {
 			return nil, err
 		}
 		switch reward {
-		case "reliability", "agreement", "arbiter", "gold":
+		case "reliability", "agreement", "arbiter", "gold", "gold5", "reliability-dep", "gold5-dep":
 		default:
-			return nil, fmt.Errorf("run %q: reward must be reliability, agreement, arbiter or gold", part)
+			return nil, fmt.Errorf("run %q: reward must be reliability, agreement, arbiter, gold or gold5 (the first and last with -dep or not)", part)
 		}
 		runs = append(runs, Run{Policy: policy, Reward: reward})
 	}
@@ -55,10 +61,11 @@ func ParseRuns(s string) ([]Run, error) {
 }
 
 // DefaultRuns are the product (Thompson Sampling rewarded by agreement with the consensus), the
-// reliability-weighted vote that is to replace it, the other
+// reliability-weighted vote that is to replace it, the same with a small share of truth, the other
 // reward signals, the other selection policies, and uniform selection as the random baseline.
 var DefaultRuns = []Run{
-	{"thompson", "agreement"}, {"thompson", "reliability"}, {"thompson", "arbiter"}, {"thompson", "gold"},
+	{"thompson", "agreement"}, {"thompson", "reliability"}, {"thompson", "reliability-dep"}, {"thompson", "gold5"}, {"thompson", "gold5-dep"},
+	{"thompson", "arbiter"}, {"thompson", "gold"},
 	{"ucb1", "agreement"}, {"epsilon_greedy", "agreement"}, {"uniform", "agreement"},
 }
 

@@ -143,11 +143,11 @@ func TestCorrect(t *testing.T) {
 }
 
 func TestParseRuns(t *testing.T) {
-	runs, err := ParseRuns("thompson/agreement, uniform/gold")
-	if err != nil || len(runs) != 2 || runs[1].Name() != "uniform/gold" {
+	runs, err := ParseRuns("thompson/agreement, uniform/gold, thompson/gold5, thompson/reliability-dep")
+	if err != nil || len(runs) != 4 || runs[1].Name() != "uniform/gold" || runs[2].Name() != "thompson/gold5" || runs[3].Name() != "thompson/reliability-dep" {
 		t.Fatalf("%v %v", runs, err)
 	}
-	for _, bad := range []string{"thompson", "oracle/agreement", "thompson/vibes"} {
+	for _, bad := range []string{"thompson", "oracle/agreement", "thompson/vibes", "thompson/agreement-dep"} {
 		if _, err := ParseRuns(bad); err == nil {
 			t.Errorf("%q accepted", bad)
 		}
@@ -260,5 +260,37 @@ func TestFreeTextFeedbackLearnsWhoWritesBest(t *testing.T) {
 	rep.WriteTable(&table)
 	if !strings.Contains(table.String(), "| thompson/feedback |") {
 		t.Fatalf("table:\n%s", table.String())
+	}
+}
+
+func TestAuditedIsASeededShare(t *testing.T) {
+	a, again, other := audited(20000, 1), audited(20000, 1), audited(20000, 2)
+	count := func(xs []bool) (n int) {
+		for _, x := range xs {
+			if x {
+				n++
+			}
+		}
+		return n
+	}
+	if fmt.Sprint(a) != fmt.Sprint(again) || fmt.Sprint(a) == fmt.Sprint(other) {
+		t.Fatal("the audited prompts must follow the seed, and only it")
+	}
+	if n := count(a); n < 900 || n > 1100 {
+		t.Fatalf("%d of 20000 audited, want about %v", n, GoldShare*20000)
+	}
+}
+
+func TestGold5LearnsAKnownWorld(t *testing.T) {
+	data := world(t, 400, skills)
+	opts := Options{Data: data, Seed: 3, Workers: 3, Quorum: 2, Runs: []Run{{"thompson", "gold5"}}}
+	rep, err := Evaluate(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rep.Datasets["quiz"].Runs["thompson/gold5"]
+	t.Logf("thompson/gold5 %.3f (regret %.1f)", r.Accuracy, r.Regret)
+	if r.Accuracy < 0.8 || skills[r.Selected[0].Model] < 0.8 {
+		t.Fatalf("gold5 %+v", r)
 	}
 }

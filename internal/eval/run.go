@@ -3,6 +3,7 @@ package eval
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sort"
 	"time"
 
@@ -77,9 +78,13 @@ func newEngine(items []item, run Run, opts Options) (*engine.Engine, error) {
 	cfg.Seed = opts.Seed
 	cfg.NodeID = "eval" // the node id enters the random streams: fixed, so a seed replays on any machine
 	cfg.Policy = run.Policy
-	cfg.Reward = run.Reward
-	if run.Reward == "gold" || run.Reward == "feedback" {
+	reward, dependence := run.reward()
+	cfg.Reward, cfg.Dependence = reward, dependence
+	switch reward {
+	case "gold", "feedback":
 		cfg.Reward = "external" // the truth, or the judge's scores, come back through the feedback API
+	case "gold5":
+		cfg.Reward = "reliability" // label-free, but for the share of prompts whose truth comes back
 	}
 	cfg.RateLimits.Providers = map[string]ratelimit.Limits{}
 	cfg.WorkerSlots = 64
@@ -140,6 +145,8 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 	overall := &RunResult{}
 	rep.Overall.Runs[name] = overall
 	rewards := absorbed{}
+	audit := audited(len(items), opts.Seed)
+	reward, _ := run.reward()
 	bestN := map[string]float64{}
 	seen := map[string]int{}
 	for i, it := range items {
@@ -175,7 +182,7 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 			}
 		}
 		n := len(exec.BanditUpdates)
-		if run.Reward == "gold" && exec.StatusCode == 200 {
+		if (reward == "gold" || reward == "gold5" && audit[i]) && exec.StatusCode == 200 {
 			fb, err := e.Feedback(ctx, &messages.RecordFeedback{RequestId: req.RequestId, Answer: it.rec.Gold})
 			if err != nil {
 				return err
@@ -235,6 +242,20 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 	}
 	overall.Accuracy = float64(overall.Correct) / float64(len(items))
 	return nil
+}
+
+// GoldShare is the share of prompts whose true answer a gold5 run gives back.
+const GoldShare = 0.05
+
+// audited draws the prompts whose truth comes back under gold5: a GoldShare of them, drawn from the
+// seed alone, so every run of a seed (and every machine) audits the same prompts.
+func audited(n int, seed uint64) []bool {
+	rng := rand.New(rand.NewPCG(seed, 0x601d5))
+	out := make([]bool, n)
+	for i := range out {
+		out[i] = rng.Float64() < GoldShare
+	}
+	return out
 }
 
 func point(rep *Report, seen int, run string, overall *RunResult) {

@@ -26,6 +26,11 @@ type Config struct {
 	// Warmup is the number of prompts of a category during which every prompt refits; zero means
 	// DefaultWarmup.
 	Warmup int
+	// Dependence makes the fit see models that err together: each refit estimates, per category, how
+	// much more often each pair of models agrees than their accuracies predict (Dependence), and votes
+	// for the same answer are discounted by it (PosteriorsDependent), in the credit here and in the
+	// consensus that reads the view. Off, votes count as independent evidence.
+	Dependence bool
 }
 
 // Defaults of Config.
@@ -67,19 +72,60 @@ type Estimate struct {
 	Answers float64
 }
 
-// sums are a model's credit and answers: what its accuracy is estimated from.
-type sums struct{ credit, answers float64 }
+// sums are a model's credit and answers, and over the answers whose truth a caller gave, the truth
+// less the credit: what its accuracy is estimated from.
+type sums struct{ credit, answers, rectify, labels float64 }
 
 type prompt struct {
+	id     string // the request's id, when known: a caller's truth about it finds the prompt so
 	votes  []Vote
 	groups int
 	credit []float64 // per vote: the posterior that its answer is right
+	truth  []float64 // per vote: 1 if a caller said it was right, 0 if wrong; nil without a truth
+	// partial prompts came with a truth alone, whose groups say nothing of which wrong answers agree:
+	// they are left out of the agreement counts.
+	partial bool
 }
+
+// pair names two models, in order.
+type pair [2]string
+
+func pairOf(a, b string) pair {
+	if a > b {
+		a, b = b, a
+	}
+	return pair{a, b}
+}
+
+// agreement counts the kept prompts a pair of models both answered, and those where they agreed.
+type agreement struct{ both, same float64 }
 
 type category struct {
 	prompts []prompt // a ring of at most Window prompts
 	next    int
 	seen    int
+	agree   map[pair]agreement // over the kept prompts; kept only when the fit models dependence
+}
+
+// count adds a prompt's agreements (sign 1) or takes them away (sign -1).
+func (c *category) count(p *prompt, sign float64) {
+	if p.partial {
+		return
+	}
+	for i, a := range p.votes {
+		for _, b := range p.votes[i+1:] {
+			if a.Group < 0 || b.Group < 0 || a.Model == b.Model {
+				continue
+			}
+			k := pairOf(a.Model, b.Model)
+			n := c.agree[k]
+			n.both += sign
+			if a.Group == b.Group {
+				n.same += sign
+			}
+			c.agree[k] = n
+		}
+	}
 }
 
 // Estimator holds the recent prompts of every category and the estimates fitted to them.
@@ -92,7 +138,7 @@ type Estimator struct {
 // New returns an empty estimator.
 func New(cfg Config) *Estimator {
 	cfg = cfg.withDefaults()
-	return &Estimator{cfg: cfg, categories: map[string]*category{}, cur: &View{cats: map[string]map[string]sums{}, overall: map[string]sums{}, sharing: cfg.Sharing}}
+	return &Estimator{cfg: cfg, categories: map[string]*category{}, cur: &View{cats: map[string]map[string]sums{}, overall: map[string]sums{}, sharing: cfg.Sharing, dep: map[string]map[pair]float64{}}}
 }
 
 // MinAnswers is the fewest answers a prompt needs to teach the estimator anything: with two, models
@@ -104,7 +150,10 @@ const MinAnswers = 3
 // category is due. It reports whether it refitted. A prompt with fewer than MinAnswers answers is
 // left out. Between refits the new credit (and the credit of the prompt it pushes out of the
 // window) updates the sums, so an observation costs the prompt, not the window.
-func (e *Estimator) Observe(cat string, votes []Vote) bool {
+func (e *Estimator) Observe(cat string, votes []Vote) bool { return e.ObserveRequest(cat, "", votes) }
+
+// ObserveRequest is Observe of a request's votes, kept under its id so that Confirm can find them.
+func (e *Estimator) ObserveRequest(cat, id string, votes []Vote) bool {
 	groups, answers := 0, 0
 	for _, v := range votes {
 		groups = max(groups, v.Group+1)
@@ -115,13 +164,66 @@ func (e *Estimator) Observe(cat string, votes []Vote) bool {
 	if answers < MinAnswers {
 		return false
 	}
+	p := prompt{id: id, votes: append([]Vote(nil), votes...), groups: groups}
+	p.credit = e.credit(cat, &p)
+	return e.push(cat, p)
+}
+
+// Confirm takes a caller's truth about a request: right says whether each vote's answer was right.
+// The request's prompt, if still kept, gets the truth (the same prompt must not count twice);
+// otherwise the votes join as a new prompt, which teaches even with fewer than MinAnswers answers, for
+// the truth needs no quorum. It reports whether it refitted.
+//
+// The truth anchors the estimate by how far the posterior credit misses it on the prompts that have
+// both: a model's accuracy is its share of credit plus its mean of truth less credit there (the
+// rectifier of prediction-powered inference, Angelopoulos et al. 2023). The credit of models that err
+// together follows their agreement; on a few prompts with the truth their shortfall shows, and the
+// correction applies to all their prompts, where counting the truth as a few more prompts' credit
+// would move the estimate only by the truth's small share.
+func (e *Estimator) Confirm(cat, id string, votes []Vote, right []bool) bool {
+	if len(votes) != len(right) || len(votes) == 0 {
+		return false
+	}
+	truth := make(map[string]bool, len(votes))
+	for i, v := range votes {
+		truth[v.Model] = right[i] && v.Group >= 0
+	}
+	if c := e.categories[cat]; c != nil && id != "" {
+		for k := range c.prompts {
+			old := &c.prompts[k]
+			if old.id != id || old.truth != nil {
+				continue
+			}
+			p := *old
+			p.truth = make([]float64, len(p.votes))
+			for j, v := range p.votes {
+				if truth[v.Model] {
+					p.truth[j] = 1
+				}
+			}
+			e.cur = e.cur.with(cat, &p, old)
+			c.prompts[k] = p
+			return false
+		}
+	}
+	p := prompt{id: id, votes: append([]Vote(nil), votes...), truth: make([]float64, len(votes)), partial: true}
+	for j, v := range votes {
+		p.groups = max(p.groups, v.Group+1)
+		if truth[v.Model] {
+			p.truth[j] = 1
+		}
+	}
+	p.credit = e.credit(cat, &p)
+	return e.push(cat, p)
+}
+
+// push keeps a credited prompt in its category's window, and refits when the category is due.
+func (e *Estimator) push(cat string, p prompt) bool {
 	c := e.categories[cat]
 	if c == nil {
-		c = &category{}
+		c = &category{agree: map[pair]agreement{}}
 		e.categories[cat] = c
 	}
-	p := prompt{votes: append([]Vote(nil), votes...), groups: groups}
-	p.credit = e.credit(cat, &p)
 	var evicted *prompt
 	if len(c.prompts) < e.cfg.Window {
 		c.prompts = append(c.prompts, p)
@@ -130,6 +232,12 @@ func (e *Estimator) Observe(cat string, votes []Vote) bool {
 		evicted = &old
 		c.prompts[c.next] = p
 		c.next = (c.next + 1) % e.cfg.Window
+	}
+	if e.cfg.Dependence {
+		c.count(&p, 1)
+		if evicted != nil {
+			c.count(evicted, -1)
+		}
 	}
 	c.seen++
 	e.cur = e.cur.with(cat, &p, evicted)
@@ -163,7 +271,20 @@ func (e *Estimator) creditInto(dst []float64, cat string, p *prompt) []float64 {
 		acc = append(acc, e.cur.accuracyIn(cats, v.Model))
 		groupOf = append(groupOf, v.Group)
 	}
-	post = posteriorsInto(post[:p.groups], acc, groupOf)
+	var dependence [][]float64
+	if deps := e.cur.dep[cat]; len(deps) > 0 {
+		dependence = make([][]float64, len(p.votes))
+		flat := make([]float64, len(p.votes)*len(p.votes))
+		for i, a := range p.votes {
+			dependence[i] = flat[i*len(p.votes) : (i+1)*len(p.votes)]
+			for j, b := range p.votes {
+				if i != j && a.Model != b.Model {
+					dependence[i][j] = deps[pairOf(a.Model, b.Model)]
+				}
+			}
+		}
+	}
+	post = posteriorsInto(post[:p.groups], acc, groupOf, dependence)
 	for i, g := range groupOf {
 		dst[i] = 0
 		if g >= 0 {
@@ -189,27 +310,75 @@ func (e *Estimator) refit(sweeps int) {
 	}
 }
 
+// DependenceShrink is how many prompts of agreement exactly as independence predicts a pair's excess
+// agreement starts from: a pair seen together on a few prompts is taken as independent.
+const DependenceShrink = 30
+
+// dependence is, per category, each pair's excess agreement under the view's accuracies: Cohen's
+// kappa against the agreement the one-coin model predicts for independent models, pq+(1-p)(1-q)/(K-1),
+// (observed - expected) / (1 - expected), shrunk towards zero. Clones score 1, independent models 0.
+//
+// It is only as good as the accuracies it is measured against. Where models that err together are
+// most of a panel, EM takes their agreement for accuracy, and the excess moves to the models that are
+// in fact independent: without labels the two look alike. Pairwise agreement alone cannot tell them
+// apart: three weak models that copy one another beside two strong independent ones agree pair by
+// pair exactly as three strong independent models beside two weak ones that err together, so a
+// rank-one fit of the pairs' agreement (after Jaffe et al., AISTATS 2016), trimmed of the pairs that
+// agree beyond it, lands on either reading by where it starts. A share of truth (Confirm) anchors
+// the accuracies, and with them the excess.
+func (e *Estimator) dependence(v *View) map[string]map[pair]float64 {
+	out := make(map[string]map[pair]float64, len(e.categories))
+	for cat, c := range e.categories {
+		m := make(map[pair]float64, len(c.agree))
+		sums := v.cats[cat]
+		for k, n := range c.agree {
+			if n.both <= 0 {
+				continue
+			}
+			p, q := v.accuracyIn(sums, k[0]), v.accuracyIn(sums, k[1])
+			expected := p*q + (1-p)*(1-q)/(EffectiveOptions-1)
+			m[k] = (n.same - n.both*expected) / ((n.both + DependenceShrink) * max(1-expected, 1e-6))
+		}
+		out[cat] = m
+	}
+	return out
+}
+
 // fromCredits sums every kept credit into a new view.
 func (e *Estimator) fromCredits() *View {
-	v := &View{cats: make(map[string]map[string]sums, len(e.categories)), overall: map[string]sums{}, sharing: e.cfg.Sharing}
+	v := &View{cats: make(map[string]map[string]sums, len(e.categories)), overall: map[string]sums{}, sharing: e.cfg.Sharing, dep: e.cur.dep}
 	for cat, c := range e.categories {
 		m := map[string]sums{}
 		for i := range c.prompts {
-			p := &c.prompts[i]
-			for j, vote := range p.votes {
-				add(m, vote.Model, p.credit[j], 1)
-				add(v.overall, vote.Model, p.credit[j], 1)
-			}
+			addPrompt(m, v.overall, &c.prompts[i], 1)
 		}
 		v.cats[cat] = m
+	}
+	if e.cfg.Dependence {
+		v.dep = e.dependence(v)
 	}
 	return v
 }
 
-func add(m map[string]sums, model string, credit, answers float64) {
+// addPrompt adds a prompt's credit (and truth) to a category's sums and the overall ones, or takes it
+// away with sign -1.
+func addPrompt(cat, overall map[string]sums, p *prompt, sign float64) {
+	for j, vote := range p.votes {
+		d := sums{credit: sign * p.credit[j], answers: sign}
+		if p.truth != nil {
+			d.rectify, d.labels = sign*(p.truth[j]-p.credit[j]), sign
+		}
+		add(cat, vote.Model, d)
+		add(overall, vote.Model, d)
+	}
+}
+
+func add(m map[string]sums, model string, d sums) {
 	s := m[model]
-	s.credit += credit
-	s.answers += answers
+	s.credit += d.credit
+	s.answers += d.answers
+	s.rectify += d.rectify
+	s.labels += d.labels
 	m[model] = s
 }
 
@@ -220,6 +389,7 @@ type View struct {
 	cats    map[string]map[string]sums
 	overall map[string]sums
 	sharing float64
+	dep     map[string]map[pair]float64 // by category, from the last refit; empty without Dependence
 }
 
 // View returns the current estimates; later observations never change it.
@@ -228,28 +398,51 @@ func (e *Estimator) View() *View { return e.cur }
 // with returns a copy of v with a prompt's credit added and an evicted prompt's taken away; only the
 // maps that change are copied.
 func (v *View) with(cat string, p, evicted *prompt) *View {
-	next := &View{cats: make(map[string]map[string]sums, len(v.cats)), overall: maps.Clone(v.overall), sharing: v.sharing}
+	next := &View{cats: make(map[string]map[string]sums, len(v.cats)), overall: maps.Clone(v.overall), sharing: v.sharing, dep: v.dep}
 	maps.Copy(next.cats, v.cats)
 	m := maps.Clone(v.cats[cat])
 	if m == nil {
 		m = map[string]sums{}
 	}
-	for i, vote := range p.votes {
-		add(m, vote.Model, p.credit[i], 1)
-		add(next.overall, vote.Model, p.credit[i], 1)
-	}
+	addPrompt(m, next.overall, p, 1)
 	if evicted != nil {
-		for i, vote := range evicted.votes {
-			add(m, vote.Model, -evicted.credit[i], -1)
-			add(next.overall, vote.Model, -evicted.credit[i], -1)
-		}
+		addPrompt(m, next.overall, evicted, -1)
 	}
 	next.cats[cat] = m
 	return next
 }
 
+// LabelSharing is how many pseudo-labels at no correction the rectifier of a model's accuracy starts
+// from: a few truths must not swing the estimate. In a category they are at the model's rectifier over
+// all categories.
+const LabelSharing = 10
+
+// The rectified estimate stays inside these bounds: a model is never certainly right or wrong.
+const minEstimate, maxEstimate = 0.01, 0.99
+
+// overallRectifier is a model's mean truth less credit over all categories, shrunk towards none.
+func (v *View) overallRectifier(model string) float64 {
+	o := v.overall[model]
+	return o.rectify / (o.labels + LabelSharing)
+}
+
+// rectified adds a rectifier to an estimate from credit alone, within the bounds.
+func rectified(p, r float64) float64 {
+	if r == 0 {
+		return p
+	}
+	return min(max(p+r, minEstimate), maxEstimate)
+}
+
 // overallAccuracy is a model's accuracy over all categories, or the prior's mean without answers.
 func (v *View) overallAccuracy(model string) float64 {
+	o := v.overall[model]
+	return rectified((o.credit+priorAlpha)/(o.answers+priorAlpha+priorBeta), v.overallRectifier(model))
+}
+
+// unrectified is overallAccuracy from credit alone: the pooling's prior, to which the category's own
+// rectifier then applies.
+func (v *View) unrectified(model string) float64 {
 	o := v.overall[model]
 	return (o.credit + priorAlpha) / (o.answers + priorAlpha + priorBeta)
 }
@@ -265,7 +458,12 @@ func (v *View) Get(category, model string) (Estimate, bool) {
 
 func (v *View) pooled(s sums, model string) float64 {
 	w := v.sharing
-	return (s.credit + priorAlpha + w*v.overallAccuracy(model)) / (s.answers + priorAlpha + priorBeta + w)
+	p := (s.credit + priorAlpha + w*v.unrectified(model)) / (s.answers + priorAlpha + priorBeta + w)
+	if s.labels == 0 && v.overall[model].labels == 0 {
+		return p
+	}
+	r := (s.rectify + LabelSharing*v.overallRectifier(model)) / (s.labels + LabelSharing)
+	return rectified(p, r)
 }
 
 // accuracyIn is Accuracy with the category's sums already looked up.
@@ -283,4 +481,15 @@ func (v *View) Accuracy(category, model string) float64 {
 		return est.Accuracy
 	}
 	return v.overallAccuracy(model)
+}
+
+// Dependence is how much more often two models agree in a category than their estimated accuracies
+// predict for independent models, as a share of the disagreement independence predicts: 1 for models
+// that always agree, 0 for independent ones or when unknown (the estimator does not model dependence,
+// or has not seen them together), negative for models that agree less than independence predicts.
+func (v *View) Dependence(category, a, b string) float64 {
+	if a == b {
+		return 0
+	}
+	return v.dep[category][pairOf(a, b)]
 }

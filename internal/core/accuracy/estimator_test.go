@@ -2,6 +2,7 @@ package accuracy
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 )
@@ -155,5 +156,178 @@ func BenchmarkObserve(b *testing.B) {
 	b.ResetTimer()
 	for b.Loop() {
 		e.Observe("mmlu", draw())
+	}
+}
+
+func TestConfirmKeepsTheTruth(t *testing.T) {
+	three := []Vote{{"a", 0}, {"b", 0}, {"c", 1}}
+	tests := []struct {
+		desc string
+		// observed is the prompt observed before the truth, under id "r1"; nil for none.
+		observed []Vote
+		id       string
+		votes    []Vote
+		right    []bool
+		// wantPrompts and wantTruth are the category's kept prompts and the truth of the last one.
+		wantPrompts int
+		wantTruth   []float64
+	}{
+		{"the truth joins the prompt it names", three, "r1", three, []bool{false, false, true}, 1, []float64{0, 0, 1}},
+		{"a truth about an unknown request joins as a prompt", three, "r2", []Vote{{"a", 0}, {"c", 1}}, []bool{true, false}, 2, []float64{1, 0}},
+		{"a truth teaches even with two answers", nil, "r1", []Vote{{"a", 0}, {"b", 1}}, []bool{false, true}, 1, []float64{0, 1}},
+		{"no answer is never right", nil, "r1", []Vote{{"a", -1}, {"b", 0}}, []bool{true, true}, 1, []float64{0, 1}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			e := New(Config{})
+			if tt.observed != nil {
+				e.ObserveRequest("q", "r1", tt.observed)
+			}
+			e.Confirm("q", tt.id, tt.votes, tt.right)
+			c := e.categories["q"]
+			if len(c.prompts) != tt.wantPrompts {
+				t.Fatalf("%d prompts kept, want %d", len(c.prompts), tt.wantPrompts)
+			}
+			last := c.prompts[len(c.prompts)-1]
+			if fmt.Sprint(last.truth) != fmt.Sprint(tt.wantTruth) {
+				t.Fatalf("truth %v, want %v", last.truth, tt.wantTruth)
+			}
+			// The view sums the same credit and truth as a sum from scratch.
+			fresh := e.fromCredits()
+			for _, m := range []string{"a", "b", "c"} {
+				if got, want := e.View().Accuracy("q", m), fresh.Accuracy("q", m); math.Abs(got-want) > 1e-12 {
+					t.Errorf("%s: view %v, refit %v", m, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestASmallShareOfTruthAnchorsACliqueThatErrsTogether(t *testing.T) {
+	// Three weak models copy one another's answer most of the time: unlabelled, EM takes their
+	// agreement for accuracy. The truth of one prompt in twenty pulls their estimates back down.
+	rng := rand.New(rand.NewPCG(7, 8))
+	draw := func() []Vote {
+		strong := 0
+		if rng.Float64() >= 0.85 {
+			strong = 1 + rng.IntN(2)
+		}
+		shared := 0
+		if rng.Float64() >= 0.5 {
+			shared = 1 + rng.IntN(2)
+		}
+		votes := []Vote{{"strong", strong}}
+		for _, m := range []string{"w1", "w2", "w3"} {
+			g := shared
+			if rng.Float64() < 0.2 { // now and then one answers alone
+				g = rng.IntN(3)
+			}
+			votes = append(votes, Vote{m, g})
+		}
+		return votes
+	}
+	plain, anchored := New(Config{}), New(Config{})
+	for i := range 2000 {
+		votes := draw()
+		id := fmt.Sprint(i)
+		plain.ObserveRequest("q", id, votes)
+		anchored.ObserveRequest("q", id, votes)
+		if i%20 == 0 {
+			right := make([]bool, len(votes))
+			for j, v := range votes {
+				right[j] = v.Group == 0
+			}
+			anchored.Confirm("q", id, votes, right)
+		}
+	}
+	plain.Refit()
+	anchored.Refit()
+	p, a := plain.View().Accuracy("q", "w1"), anchored.View().Accuracy("q", "w1")
+	const truly = 0.8*0.5 + 0.2/3 // keeps the shared answer, or answers alone: right one time in three
+	t.Logf("w1: unlabelled %.3f, anchored %.3f, true %.3f", p, a, truly)
+	if math.Abs(a-truly) > 0.06 || math.Abs(p-truly) < 0.2 {
+		t.Fatalf("w1: unlabelled %.3f, anchored %.3f, true %.3f: the truth should pull the clique's estimate to it", p, a, truly)
+	}
+}
+
+func TestDependenceFindsTheModelsThatErrTogether(t *testing.T) {
+	answer := func(rng *rand.Rand, p float64) int {
+		if rng.Float64() < p {
+			return 0
+		}
+		return 1 + rng.IntN(2)
+	}
+	// Without labels even a pair among five draws EM to it: it takes their agreement for accuracy,
+	// and the excess agreement shows between the others (see dependence). Anchored by a share of
+	// truth, the excess is where it belongs.
+	tests := []struct {
+		desc string
+		// clique copy one shared answer (right 55 % of the time) three times in four; the others
+		// answer on their own.
+		clique, others []string
+		// truth gives the true answer of one prompt in twenty.
+		truth bool
+		// dependent and independent are pairs whose dependence must be above 0.3, and within 0.15 of 0.
+		dependent, independent [][2]string
+	}{
+		{"three of five, with a share of truth", []string{"w1", "w2", "w3"}, []string{"strong", "mid"}, true,
+			[][2]string{{"w1", "w2"}, {"w2", "w3"}}, [][2]string{{"strong", "mid"}, {"strong", "w1"}, {"mid", "w3"}}},
+	}
+	skill := map[string]float64{"strong": 0.85, "mid": 0.7, "fair": 0.6}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			rng := rand.New(rand.NewPCG(3, 4))
+			plain, dep := New(Config{}), New(Config{Dependence: true})
+			for i := range 1500 {
+				shared := answer(rng, 0.55)
+				var votes []Vote
+				for _, m := range tt.others {
+					votes = append(votes, Vote{m, answer(rng, skill[m])})
+				}
+				for _, m := range tt.clique {
+					g := shared
+					if rng.Float64() < 0.25 {
+						g = answer(rng, 0.55)
+					}
+					votes = append(votes, Vote{m, g})
+				}
+				id := fmt.Sprint(i)
+				plain.ObserveRequest("q", id, votes)
+				dep.ObserveRequest("q", id, votes)
+				if tt.truth && i%20 == 0 {
+					right := make([]bool, len(votes))
+					for j, v := range votes {
+						right[j] = v.Group == 0
+					}
+					plain.Confirm("q", id, votes, right)
+					dep.Confirm("q", id, votes, right)
+				}
+			}
+			plain.Refit()
+			dep.Refit()
+			v := dep.View()
+			for _, p := range tt.dependent {
+				if got := v.Dependence("q", p[0], p[1]); got < 0.3 {
+					t.Errorf("%s and %s err together: dependence %.3f, want above 0.3", p[0], p[1], got)
+				}
+			}
+			for _, p := range tt.independent {
+				if got := v.Dependence("q", p[0], p[1]); got < -0.15 || got > 0.15 {
+					t.Errorf("%s and %s are independent: dependence %.3f, want within 0.15 of 0", p[0], p[1], got)
+				}
+			}
+			if got := v.Dependence("q", "w1", "w1") + v.Dependence("q", "w1", "absent"); got != 0 {
+				t.Errorf("a model with itself, or with one never seen with it: %.3f, want 0", got)
+			}
+			if got := plain.View().Dependence("q", "w1", "w2"); got != 0 {
+				t.Errorf("an estimator without Dependence reports %.3f", got)
+			}
+			// Discounted, the clique's agreement earns it no more credit.
+			p, d := plain.View().Accuracy("q", "w1"), v.Accuracy("q", "w1")
+			t.Logf("w1: independent %.3f, dependent %.3f (true 0.55)", p, d)
+			if d > p+0.01 {
+				t.Errorf("w1: %.3f with dependence, %.3f without", d, p)
+			}
+		})
 	}
 }

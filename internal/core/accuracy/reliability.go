@@ -29,11 +29,37 @@ func Weight(p float64) float64 {
 // as groups without votes, as many as EffectiveOptions leaves (none when more groups were answered).
 // A group nobody voted for gets zero.
 func Posteriors(accuracy []float64, groupOf []int, groups int) []float64 {
-	return posteriorsInto(make([]float64, groups), accuracy, groupOf)
+	return posteriorsInto(make([]float64, groups), accuracy, groupOf, nil)
 }
 
-// posteriorsInto is Posteriors writing into post (one entry per group), which it returns.
-func posteriorsInto(post, accuracy []float64, groupOf []int) []float64 {
+// PosteriorsDependent is Posteriors for voters that may err together: dependence[i][j] is the
+// excess agreement of voters i and j (Dependence), and a voter's weight is divided by one plus its
+// positive excess agreement with the others who gave its answer. That is the design effect of
+// correlated evidence: k voters of pairwise correlation r are worth k/(1+(k-1)r) independent ones, so
+// each weighs 1/(1+(k-1)r) of its own; k clones count as one voter, and votes that disagree are not
+// discounted, for their disagreement is what independence predicts. A nil dependence is Posteriors.
+func PosteriorsDependent(accuracy []float64, groupOf []int, groups int, dependence [][]float64) []float64 {
+	return posteriorsInto(make([]float64, groups), accuracy, groupOf, dependence)
+}
+
+// discount is the divisor of voter i's weight: one plus its positive dependence on the others that
+// gave its answer.
+func discount(i int, groupOf []int, dependence [][]float64) float64 {
+	d := 1.0
+	if dependence == nil || i >= len(dependence) {
+		return d
+	}
+	row := dependence[i]
+	for j, g := range groupOf {
+		if j != i && g == groupOf[i] && j < len(row) {
+			d += max(row[j], 0)
+		}
+	}
+	return d
+}
+
+// posteriorsInto is PosteriorsDependent writing into post (one entry per group), which it returns.
+func posteriorsInto(post, accuracy []float64, groupOf []int, dependence [][]float64) []float64 {
 	groups := len(post)
 	var stack [16]bool
 	voted := stack[:0]
@@ -46,7 +72,7 @@ func posteriorsInto(post, accuracy []float64, groupOf []int) []float64 {
 	clear(logit)
 	for i, g := range groupOf {
 		if g >= 0 {
-			logit[g] += Weight(accuracy[i])
+			logit[g] += Weight(accuracy[i]) / discount(i, groupOf, dependence)
 			voted[g] = true
 		}
 	}

@@ -48,6 +48,9 @@ type Response struct {
 	Learned float64
 	// ToolCalls are the answer's calls of tools: an answer that makes any votes with them, not its text.
 	ToolCalls []ToolCall
+	// Dependence is, when known, the model's excess agreement with each response (by index): the
+	// reliability-weighted vote discounts the votes of models that err together. Nil: independent.
+	Dependence []float64
 }
 
 // Weights of the weighted score.

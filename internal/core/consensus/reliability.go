@@ -20,7 +20,9 @@ func (b *ballot) reliable() bool {
 // reliabilityVote is majority voting weighted by each model's estimated accuracy (the one-coin
 // model of the accuracy package). The answer is the group of equivalent answers with the highest
 // posterior, ties going to the higher sum of weighted scores; each response's posterior is its
-// group's. Responses without an answer vote for nothing and have posterior zero.
+// group's. Responses without an answer vote for nothing and have posterior zero. Responses that carry
+// their dependence on the others have their votes for a shared answer discounted by it
+// (accuracy.PosteriorsDependent).
 func (b *ballot) reliabilityVote() Result {
 	groupOf, groups := b.groups()
 	n := len(b.resps)
@@ -43,7 +45,16 @@ func (b *ballot) reliabilityVote() Result {
 		r.Scores, r.Groups = make([]float64, n), voteOf
 		return r
 	}
-	post := accuracy.Posteriors(acc, voteOf, answered)
+	var dependence [][]float64
+	for i, r := range b.resps {
+		if len(r.Dependence) == n {
+			if dependence == nil {
+				dependence = make([][]float64, n)
+			}
+			dependence[i] = r.Dependence
+		}
+	}
+	post := accuracy.PosteriorsDependent(acc, voteOf, answered, dependence)
 	weight := make([]float64, answered)
 	for i, g := range voteOf {
 		if g >= 0 {

@@ -13,6 +13,13 @@ func voter(model, text string, accuracy float64) Response {
 	return r
 }
 
+// dependentVoter is a voter with its dependence on each response of the ballot, by index.
+func dependentVoter(model, text string, accuracy float64, dependence ...float64) Response {
+	r := voter(model, text, accuracy)
+	r.Dependence = dependence
+	return r
+}
+
 func TestReliabilityVote(t *testing.T) {
 	tests := []struct {
 		desc       string
@@ -32,6 +39,18 @@ func TestReliabilityVote(t *testing.T) {
 			wantAnswer: "D",
 			// A: (0.8/0.6)² = 16/9; D: 1.9/0.05 = 38; one option unanswered.
 			wantPosterior: []float64{(16.0 / 9) / (16.0/9 + 38 + 1), (16.0 / 9) / (16.0/9 + 38 + 1), 38 / (16.0/9 + 38 + 1)}},
+		{desc: "a clique of three weak models that err together no longer outvotes one strong model", kind: Choice,
+			resps: []Response{dependentVoter("weak1", "A", 0.6, 0, 0.8, 0.8, 0), dependentVoter("weak2", "A", 0.6, 0.8, 0, 0.8, 0),
+				dependentVoter("weak3", "A", 0.6, 0.8, 0.8, 0, 0), voter("strong", "D", 0.9)},
+			wantAnswer: "D",
+			// Each weak vote weighs 1/(1+0.8+0.8) of log 3: A 3^(3/2.6); D 1.8/0.1 = 18; one option unanswered.
+			wantPosterior: []float64{math.Pow(3, 3/2.6) / (math.Pow(3, 3/2.6) + 19), math.Pow(3, 3/2.6) / (math.Pow(3, 3/2.6) + 19),
+				math.Pow(3, 3/2.6) / (math.Pow(3, 3/2.6) + 19), 18 / (math.Pow(3, 3/2.6) + 19)}},
+		{desc: "the same clique taken as independent outvotes the strong model", kind: Choice,
+			resps:      []Response{voter("weak1", "A", 0.6), voter("weak2", "A", 0.6), voter("weak3", "A", 0.6), voter("strong", "D", 0.9)},
+			wantAnswer: "A",
+			// A: 3³ = 27; D: 18; one option unanswered.
+			wantPosterior: []float64{27.0 / 46, 27.0 / 46, 27.0 / 46, 18.0 / 46}},
 		{desc: "a model worse than chance counts against its answer", kind: Number,
 			resps:      []Response{voter("bad", "7", 0.2), voter("fair", "8", 0.5)},
 			wantAnswer: "8",

@@ -143,6 +143,8 @@ type Weights interface {
 	Reliability(provider string) float64
 	Capability(model string) float64
 	Accuracy(model string) float64
+	// Dependence is how far two models' votes are not independent (accuracy.View.Dependence).
+	Dependence(model, other string) float64
 	Recency(model string) float64
 }
 
@@ -168,7 +170,35 @@ func ConsensusInput(req *messages.RouteRequest, p *plan.Plan, answers []*collect
 		}
 		in.Candidates = append(in.Candidates, cand)
 	}
+	if accuracyVotes {
+		dependent(in.Candidates, w)
+	}
 	return in
+}
+
+// dependent gives each candidate its dependence on the others, when any pair has one: votes of models
+// that err together are then discounted.
+func dependent(cands []*messages.Candidate, w Weights) {
+	var rows [][]float64
+	for i, a := range cands {
+		for j, b := range cands {
+			if j == i {
+				continue
+			}
+			if d := w.Dependence(a.Model, b.Model); d != 0 {
+				if rows == nil {
+					rows = make([][]float64, len(cands))
+					for k := range rows {
+						rows[k] = make([]float64, len(cands))
+					}
+				}
+				rows[i][j] = d
+			}
+		}
+	}
+	for i, row := range rows {
+		cands[i].Dependence = row
+	}
 }
 
 // DirectAnswer is a direct call's answer as a consensus of one, which judges nobody: the model's arm
@@ -205,11 +235,11 @@ func FeedbackCalls(records []*collect.Record, answers []*collect.Job, ballots []
 }
 
 // Votes are the answers' groups for the accuracy estimator, when the consensus grouped them all.
-func Votes(category string, answers []*collect.Job, r *messages.ConsensusResult) *messages.Votes {
+func Votes(requestID, category string, answers []*collect.Job, r *messages.ConsensusResult) *messages.Votes {
 	if r == nil || len(r.Groups) != len(answers) {
 		return nil
 	}
-	votes := &messages.Votes{Category: category, Groups: r.Groups, Models: make([]string, len(answers))}
+	votes := &messages.Votes{Category: category, RequestId: requestID, Groups: r.Groups, Models: make([]string, len(answers))}
 	for i, j := range answers {
 		votes.Models[i] = j.Slot.Model
 	}

@@ -59,6 +59,12 @@ func (w fixedWeights) Reliability(provider string) float64 { w.reads[provider]++
 func (fixedWeights) Capability(string) float64             { return 0.5 }
 func (fixedWeights) Accuracy(string) float64               { return 0.8 }
 func (fixedWeights) Recency(string) float64                { return 0.7 }
+func (fixedWeights) Dependence(a, b string) float64 {
+	if a+b == "ac" || a+b == "ca" { // a and c err together
+		return 0.4
+	}
+	return 0
+}
 
 func TestConsensusInputWeighsEachAnswer(t *testing.T) {
 	answer := func(model, provider, text string) *collect.Job {
@@ -81,6 +87,11 @@ func TestConsensusInputWeighsEachAnswer(t *testing.T) {
 		}
 		if want := map[bool]float64{false: 0, true: 0.8}[accuracyVotes]; c.Accuracy != want {
 			t.Errorf("accuracy votes %v: candidate accuracy %v, want %v", accuracyVotes, c.Accuracy, want)
+		}
+		// Votes by accuracy carry each model's dependence on the others; other votes none.
+		want := map[bool]string{false: "[] [] []", true: "[0 0 0.4] [0 0 0] [0.4 0 0]"}[accuracyVotes]
+		if got := fmt.Sprint(in.Candidates[0].Dependence, " ", in.Candidates[1].Dependence, " ", in.Candidates[2].Dependence); got != want {
+			t.Errorf("accuracy votes %v: dependence %s, want %s", accuracyVotes, got, want)
 		}
 	}
 }

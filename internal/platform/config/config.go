@@ -97,6 +97,10 @@ type Config struct {
 	// probability that the answer is right by the reliability-weighted vote, agreement where there is
 	// none), arbiter (the consensus score), or external (only through POST /executions/:id/feedback).
 	Reward string `json:"reward"`
+	// Dependence makes the reliability estimator see models that err together (reward reliability):
+	// votes of models that agree more often than their accuracies predict count as less than
+	// independent evidence, in the vote and in the rewards.
+	Dependence bool `json:"dependence"`
 	// MinConfidence is the classifier confidence below which a task counts as general.
 	MinConfidence float64 `json:"min_confidence"`
 	// Classify asks a model for the category of a task the local classifier is unsure of.
