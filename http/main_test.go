@@ -109,15 +109,31 @@ func (tb *testbed) do(method, path string, body any, out any) (*http.Response, [
 		}
 		rd = bytes.NewReader(raw)
 	}
-	req, err := http.NewRequest(method, tb.srv.URL+path, rd)
+	resp, raw := tb.send(method, path, rd, nil)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			tb.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
+		}
+	}
+	return resp, raw
+}
+
+// send sends a request with the testbed's token, a JSON body when there is one, and header, and returns
+// the answer read whole.
+func (tb *testbed) send(method, path string, body io.Reader, header http.Header) (*http.Response, []byte) {
+	tb.t.Helper()
+	req, err := http.NewRequest(method, tb.srv.URL+path, body)
 	if err != nil {
 		tb.t.Fatal(err)
 	}
 	if tb.token != "" {
 		req.Header.Set("Authorization", "Bearer "+tb.token)
 	}
-	if rd != nil {
+	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -127,11 +143,6 @@ func (tb *testbed) do(method, path string, body any, out any) (*http.Response, [
 	raw, err := io.ReadAll(resp.Body)
 	if err != nil {
 		tb.t.Fatal(err)
-	}
-	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			tb.t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
-		}
 	}
 	return resp, raw
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"slices"
 	"strings"
@@ -58,27 +57,11 @@ func withTracing(t *testing.T, log *zap.Logger) (option, *tracing.Tracing) {
 // postTraced sends a JSON body with the caller's traceparent (when given) and returns the answer, read whole.
 func (tb *testbed) postTraced(path, body, traceparent string) (*http.Response, []byte) {
 	tb.t.Helper()
-	req, err := http.NewRequest(http.MethodPost, tb.srv.URL+path, strings.NewReader(body))
-	if err != nil {
-		tb.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
+	header := http.Header{}
 	if traceparent != "" {
-		req.Header.Set("traceparent", traceparent)
+		header.Set("traceparent", traceparent)
 	}
-	if tb.token != "" {
-		req.Header.Set("Authorization", "Bearer "+tb.token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		tb.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	raw, err := io.ReadAll(resp.Body)
-	if err != nil {
-		tb.t.Fatal(err)
-	}
-	return resp, raw
+	return tb.send(http.MethodPost, path, strings.NewReader(body), header)
 }
 
 // jsonOf is a body as JSON.
