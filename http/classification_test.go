@@ -1,12 +1,12 @@
 package httpapi_test
 
 import (
-	"bufio"
-	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/conclave-ai/conclave/internal/core/classify"
 )
 
 // classificationFloors guard against regressions of the answer's category through the real API, per
@@ -33,13 +33,12 @@ func TestClassificationThroughTheAPI(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		sc := bufio.NewScanner(fh)
-		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-		for sc.Scan() {
-			var ex struct{ Category, Shape, Text string }
-			if err := json.Unmarshal(sc.Bytes(), &ex); err != nil {
-				t.Fatalf("%s: %v", f, err)
-			}
+		exs, err := classify.ReadExamples(fh, f)
+		fh.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, ex := range exs {
 			status, resp, bad := tb.route(map[string]any{"task": ex.Text, "workers": 1, "min_responses": 1})
 			if status != 200 {
 				t.Fatalf("%s: %d %+v", set, status, bad)
@@ -49,13 +48,9 @@ func TestClassificationThroughTheAPI(t *testing.T) {
 				got[name] = &tally{}
 			}
 			got[name].seen++
-			if resp.Category == ex.Category {
+			if resp.Category == string(ex.Category) {
 				got[name].right++
 			}
-		}
-		fh.Close()
-		if err := sc.Err(); err != nil {
-			t.Fatal(err)
 		}
 	}
 	for name, floor := range classificationFloors {

@@ -27,17 +27,6 @@ const (
 	callerParent = "00-" + callerTrace + "-" + callerSpan + "-01"
 )
 
-// otelEnv sets the environment as an operator would to export traces to endpoint ("" for none), and
-// clears the other OTEL_* variables the SDK reads. Tests that call it cannot run in parallel.
-func otelEnv(t *testing.T, endpoint string) {
-	t.Helper()
-	for _, name := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
-		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"} {
-		t.Setenv(name, "")
-	}
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
-}
-
 // withTracing gives the testbed's engine and server the tracer the environment describes, logging to
 // log (nil: nowhere), shut down (its spans exported) after them.
 func withTracing(t *testing.T, log *zap.Logger) (option, *tracing.Tracing) {
@@ -115,7 +104,7 @@ func names(spans []otlptest.Span) []string {
 // token counts. The record and the answer's headers name the caller's trace.
 func TestASixWayRequestIsOneTraceUnderTheCallers(t *testing.T) {
 	rcv := otlptest.Start(t)
-	otelEnv(t, rcv.Endpoint())
+	otlptest.Env(t, rcv.Endpoint())
 	traced, tr := withTracing(t, nil)
 	tb := newTestbed(t, nil, traced)
 
@@ -206,7 +195,7 @@ func TestASixWayRequestIsOneTraceUnderTheCallers(t *testing.T) {
 // consensus, with the arbiter's role.
 func TestTheArbitersCallHangsUnderConsensus(t *testing.T) {
 	rcv := otlptest.Start(t)
-	otelEnv(t, rcv.Endpoint())
+	otlptest.Env(t, rcv.Endpoint())
 	traced, tr := withTracing(t, nil)
 	tb := newTestbed(t, nil, traced)
 	resp, raw := tb.postTraced("/route-thompson", jsonOf(t, map[string]any{"task": mcq, "workers": 3, "strategy": "rotating"}), callerParent)
@@ -244,7 +233,7 @@ func TestTheArbitersCallHangsUnderConsensus(t *testing.T) {
 // name its trace; a direct call's trace has no classify or consensus, and its call hangs under collect.
 func TestAStreamNamesItsTraceUpFront(t *testing.T) {
 	rcv := otlptest.Start(t)
-	otelEnv(t, rcv.Endpoint())
+	otlptest.Env(t, rcv.Endpoint())
 	traced, tr := withTracing(t, nil)
 	tb := newTestbed(t, nil, traced)
 	model := groqModels[0]
@@ -287,7 +276,7 @@ func TestAStreamNamesItsTraceUpFront(t *testing.T) {
 // authenticated makes no span, and the endpoints that only read are not traced.
 func TestEveryDoorToThePipelineNamesItsTrace(t *testing.T) {
 	rcv := otlptest.Start(t)
-	otelEnv(t, rcv.Endpoint())
+	otlptest.Env(t, rcv.Endpoint())
 	traced, _ := withTracing(t, nil)
 	tb := newTestbed(t, func(c *config.Config) { c.APIToken = secret.String("trace-token-0123456") }, traced)
 	doors := []struct{ path, body string }{
@@ -319,7 +308,7 @@ func TestEveryDoorToThePipelineNamesItsTrace(t *testing.T) {
 // TestWithoutAnEndpointNothingIsTraced: without OTEL_EXPORTER_OTLP_ENDPOINT there is no tracer: the
 // answer names no trace, the record keeps none, and the caller's traceparent is not taken up.
 func TestWithoutAnEndpointNothingIsTraced(t *testing.T) {
-	otelEnv(t, "")
+	otlptest.Env(t, "")
 	tr, err := tracing.New(context.Background(), tracing.Options{})
 	if err != nil || tr != nil {
 		t.Fatalf("without an endpoint: tracing %v, %v", tr, err)
@@ -355,7 +344,7 @@ func TestWithoutAnEndpointNothingIsTraced(t *testing.T) {
 func TestExportFailuresAreLoggedAndBounded(t *testing.T) {
 	rcv := otlptest.Start(t)
 	rcv.FailWith(http.StatusBadRequest) // not retried: each export fails at once
-	otelEnv(t, rcv.Endpoint())
+	otlptest.Env(t, rcv.Endpoint())
 	core, logs := observer.New(zap.InfoLevel)
 	traced, tr := withTracing(t, zap.New(core))
 	tb := newTestbed(t, nil, traced)

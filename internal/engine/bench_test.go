@@ -43,11 +43,7 @@ func BenchmarkRouteMajority1(b *testing.B) { benchmarkMajority(b, 1) }
 // Beside BenchmarkRouteMajority6 (traces off), what tracing costs a request.
 func BenchmarkRouteMajority6Traced(b *testing.B) {
 	rcv := otlptest.StartDiscarding(b)
-	for _, name := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
-		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_SAMPLER"} {
-		b.Setenv(name, "")
-	}
-	b.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.Endpoint())
+	otlptest.Env(b, rcv.Endpoint())
 	tr, err := tracing.New(context.Background(), tracing.Options{})
 	if err != nil || tr == nil {
 		b.Fatal(tr, err)

@@ -1,14 +1,13 @@
 package eval
 
 import (
-	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 
 	"github.com/conclave-ai/conclave/internal/core/classify"
@@ -51,77 +50,75 @@ type ShareAccuracy struct {
 	Accuracy float64 `json:"accuracy"`
 }
 
-// labelled is a task with its category and, in an adversarial set, its shape.
-type labelled struct {
-	Category classify.Category `json:"category"`
-	Shape    string            `json:"shape"`
-	Text     string            `json:"text"`
-}
-
 // EvaluateClassifier measures c on the held-out split of the shipped examples and on every JSONL file
 // that glob matches (the adversarial sets: category, shape and text per line). Confidence is the best
-// category's, before the general fallback, since that is what the threshold judges.
+// category's, before the general fallback, since that is what the threshold judges. Each task is
+// classified once: it counts for its set, its set's shape, and its confidence bin.
 func EvaluateClassifier(c *classify.Classifier, glob string) (*ClassifierReport, error) {
 	_, held, err := classify.Dataset()
 	if err != nil {
 		return nil, err
 	}
-	sets := map[string][]labelled{}
-	for _, ex := range held {
-		sets["held-out split"] = append(sets["held-out split"], labelled{Category: ex.Category, Text: ex.Text})
-	}
+	sets := map[string][]classify.Example{"held-out split": held}
 	files, err := filepath.Glob(glob)
 	if err != nil {
 		return nil, err
 	}
 	for _, f := range files {
-		tasks, err := readLabelled(f)
+		fh, err := os.Open(f)
 		if err != nil {
 			return nil, err
 		}
-		name := strings.TrimSuffix(filepath.Base(f), ".jsonl")
-		for _, t := range tasks {
-			sets[name] = append(sets[name], t)
-			if t.Shape != "" {
-				sets[name+" "+t.Shape] = append(sets[name+" "+t.Shape], t)
-			}
+		exs, err := classify.ReadExamples(fh, f)
+		fh.Close()
+		if err != nil {
+			return nil, err
+		}
+		sets[strings.TrimSuffix(filepath.Base(f), ".jsonl")] = exs
+	}
+
+	type tally struct{ right, tasks int }
+	tallies := map[string]*tally{}
+	count := func(name string, right bool) {
+		t := tallies[name]
+		if t == nil {
+			t = &tally{}
+			tallies[name] = t
+		}
+		t.tasks++
+		if right {
+			t.right++
 		}
 	}
-	names := make([]string, 0, len(sets))
-	for n := range sets {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-
 	rep := &ClassifierReport{Reliability: make([]ReliabilityBin, 10)}
-	var below, above, total ShareAccuracy
-	for _, name := range names {
-		right := 0
-		whole := !strings.Contains(name, " ") || name == "held-out split" // shapes repeat their set's tasks
-		for _, t := range sets[name] {
-			r := c.Classify(t.Text)
-			ok := r.Best == t.Category
-			if ok {
-				right++
-			}
-			if !whole {
-				continue
+	var below, above ShareAccuracy
+	total := 0
+	for name, exs := range sets {
+		for _, ex := range exs {
+			r := c.Classify(ex.Text)
+			right := r.Best == ex.Category
+			count(name, right)
+			if ex.Shape != "" {
+				count(name+" "+ex.Shape, right)
 			}
 			b := &rep.Reliability[min(int(r.Confidence*10), 9)]
-			b.Tasks++
-			b.Confidence += r.Confidence
 			side := &above
 			if r.Confidence < 0.6 {
 				side = &below
 			}
+			b.Tasks++
+			b.Confidence += r.Confidence
 			side.Share++
-			total.Share++
-			if ok {
+			total++
+			if right {
 				b.Accuracy++
 				side.Accuracy++
 			}
 		}
-		rep.Sets = append(rep.Sets, ClassifierSet{Name: name, Tasks: len(sets[name]), Accuracy: float64(right) / float64(max(len(sets[name]), 1))})
+	}
+	for _, name := range slices.Sorted(maps.Keys(tallies)) {
+		t := tallies[name]
+		rep.Sets = append(rep.Sets, ClassifierSet{Name: name, Tasks: t.tasks, Accuracy: float64(t.right) / float64(t.tasks)})
 	}
 	for i := range rep.Reliability {
 		b := &rep.Reliability[i]
@@ -129,39 +126,17 @@ func EvaluateClassifier(c *classify.Classifier, glob string) (*ClassifierReport,
 		if b.Tasks > 0 {
 			b.Confidence /= float64(b.Tasks)
 			b.Accuracy /= float64(b.Tasks)
-			rep.ECE += math.Abs(b.Accuracy-b.Confidence) * float64(b.Tasks) / total.Share
+			rep.ECE += math.Abs(b.Accuracy-b.Confidence) * float64(b.Tasks) / float64(total)
 		}
 	}
 	for _, s := range []*ShareAccuracy{&below, &above} {
 		if s.Share > 0 {
 			s.Accuracy /= s.Share
 		}
-		s.Share /= max(total.Share, 1)
+		s.Share /= float64(max(total, 1))
 	}
 	rep.BelowLow, rep.AboveLow = below, above
 	return rep, nil
-}
-
-func readLabelled(path string) ([]labelled, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	var out []labelled
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		var t labelled
-		if err := json.Unmarshal(sc.Bytes(), &t); err != nil {
-			return nil, fmt.Errorf("%s:%d: %w", path, line, err)
-		}
-		out = append(out, t)
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return out, nil
 }
 
 // WriteTable writes the classifier's accuracies and its reliability diagram as Markdown.

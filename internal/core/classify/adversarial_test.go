@@ -1,8 +1,6 @@
 package classify
 
 import (
-	"bufio"
-	"encoding/json"
 	"os"
 	"testing"
 )
@@ -18,24 +16,18 @@ func TestAdversarialHeldOut(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	exs, err := ReadExamples(f, f.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
 	c := classifier(t)
 	type tally struct{ right, seen int }
 	shapes := map[string]*tally{"clear": {}, "misleading": {}}
 	missed := map[string]map[Category]int{"clear": {}, "misleading": {}}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-	for line := 1; sc.Scan(); line++ {
-		var ex struct {
-			Category Category `json:"category"`
-			Shape    string   `json:"shape"`
-			Text     string   `json:"text"`
-		}
-		if err := json.Unmarshal(sc.Bytes(), &ex); err != nil {
-			t.Fatalf("line %d: %v", line, err)
-		}
+	for line, ex := range exs {
 		s, ok := shapes[ex.Shape]
 		if !ok {
-			t.Fatalf("line %d: shape %q", line, ex.Shape)
+			t.Fatalf("line %d: shape %q", line+1, ex.Shape)
 		}
 		s.seen++
 		if got := c.Classify(ex.Text).Category; got == ex.Category {
@@ -43,9 +35,6 @@ func TestAdversarialHeldOut(t *testing.T) {
 		} else {
 			missed[ex.Shape][ex.Category]++
 		}
-	}
-	if err := sc.Err(); err != nil {
-		t.Fatal(err)
 	}
 	for shape, floor := range map[string]float64{"clear": minAdversarialClear, "misleading": minAdversarialMisleading} {
 		s := shapes[shape]

@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"io/fs"
 	"maps"
 	"math"
@@ -22,10 +23,31 @@ import (
 //go:embed data/*.jsonl
 var dataFS embed.FS
 
-// Example is one labelled task.
+// Example is one labelled task. In an adversarial set it also has a shape (clear, or misleading: its
+// keywords point elsewhere) and, in the second, a form (code, long, other_language …).
 type Example struct {
 	Category Category `json:"category"`
+	Shape    string   `json:"shape,omitempty"`
+	Form     string   `json:"form,omitempty"`
 	Text     string   `json:"text"`
+}
+
+// ReadExamples reads labelled tasks, one JSON object per line; name says where they come from in errors.
+func ReadExamples(r io.Reader, name string) ([]Example, error) {
+	var out []Example
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
+	for line := 1; sc.Scan(); line++ {
+		var ex Example
+		if err := json.Unmarshal(sc.Bytes(), &ex); err != nil {
+			return nil, fmt.Errorf("%s:%d: %w", name, line, err)
+		}
+		out = append(out, ex)
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return out, nil
 }
 
 // HeldOutPerCategory is how many examples of each category are kept out of training for evaluation.
@@ -46,17 +68,12 @@ func Dataset() (train, heldOut []Example, err error) {
 		if err != nil {
 			return nil, nil, err
 		}
-		sc := bufio.NewScanner(bytes.NewReader(raw))
-		sc.Buffer(make([]byte, 0, 64*1024), 1<<20)
-		for line := 1; sc.Scan(); line++ {
-			var ex Example
-			if err := json.Unmarshal(sc.Bytes(), &ex); err != nil {
-				return nil, nil, fmt.Errorf("%s:%d: %w", f, line, err)
-			}
-			byCategory[ex.Category] = append(byCategory[ex.Category], ex)
+		exs, err := ReadExamples(bytes.NewReader(raw), f)
+		if err != nil {
+			return nil, nil, err
 		}
-		if err := sc.Err(); err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", f, err)
+		for _, ex := range exs {
+			byCategory[ex.Category] = append(byCategory[ex.Category], ex)
 		}
 	}
 	cats := slices.Sorted(maps.Keys(byCategory))

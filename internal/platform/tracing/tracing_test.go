@@ -68,11 +68,7 @@ func TestTheLogNamesTheEndpointWithoutItsCredentials(t *testing.T) {
 // caller's trace; anything else starts a new trace. The answer's headers name the span.
 func TestARequestJoinsItsCallersTraceOrStartsOne(t *testing.T) {
 	rcv := otlptest.Start(t)
-	for _, name := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
-		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_SAMPLER"} {
-		t.Setenv(name, "")
-	}
-	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", rcv.Endpoint())
+	otlptest.Env(t, rcv.Endpoint())
 	tr, err := New(context.Background(), Options{})
 	if err != nil || tr == nil {
 		t.Fatalf("tracing %v, %v", tr, err)

@@ -47,20 +47,27 @@ type Receiver struct {
 }
 
 // Start starts a receiver, closed when the test ends.
-func Start(t testing.TB) *Receiver {
-	r := &Receiver{}
+func Start(t testing.TB) *Receiver { return start(t, &Receiver{}) }
+
+// StartDiscarding starts a receiver that takes every export and keeps nothing but their count: a
+// benchmark's, which measures the exporting side, not the collector.
+func StartDiscarding(t testing.TB) *Receiver { return start(t, &Receiver{discard: true}) }
+
+func start(t testing.TB, r *Receiver) *Receiver {
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
 	return r
 }
 
-// StartDiscarding starts a receiver that takes every export and keeps nothing but their count: a
-// benchmark's, which measures the exporting side, not the collector.
-func StartDiscarding(t testing.TB) *Receiver {
-	r := &Receiver{discard: true}
-	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
-	t.Cleanup(r.srv.Close)
-	return r
+// Env sets the environment as an operator would to export traces to endpoint ("" for none), and
+// clears the other OTEL_* variables the SDK reads. Tests that call it cannot run in parallel.
+func Env(t testing.TB, endpoint string) {
+	t.Helper()
+	for _, name := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_PROTOCOL",
+		"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG", "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES"} {
+		t.Setenv(name, "")
+	}
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint)
 }
 
 // Endpoint is the receiver's base URL, as OTEL_EXPORTER_OTLP_ENDPOINT takes it.
