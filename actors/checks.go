@@ -293,7 +293,7 @@ func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *ArmBoard) string
 		return DropMalformed
 	case v.Category == bandit.AllCategories || !board.HasCategory(v.Category):
 		return DropUnknownCategory
-	case len(v.Models) != len(v.Groups), len(v.Right) > 0 && len(v.Right) != len(v.Models):
+	case len(v.Models) != len(v.Groups), len(v.Right) > 0 && len(v.Right) != len(v.Models), len(v.Later) > 0 && len(v.Later) != len(v.Models):
 		return DropMalformed
 	case len(v.Models) > MaxVotes:
 		return DropBadCount

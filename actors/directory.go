@@ -396,7 +396,7 @@ func (b *ArmBoard) appendCandidates(category string, dst []bandit.Candidate) []b
 	l := b.layout.Load()
 	est := b.estimates.Load()
 	for i, m := range l.models {
-		c := bandit.Candidate{Model: m.ID, Provider: m.Provider, ContextWindow: m.ContextWindow, Alpha: b.prior.Alpha, Beta: b.prior.Beta}
+		c := bandit.Candidate{Model: m.ID, Provider: m.Provider, Family: m.Family, ContextWindow: m.ContextWindow, Alpha: b.prior.Alpha, Beta: b.prior.Beta}
 		if ok && category != bandit.AllCategories {
 			c.Alpha, c.Beta, c.Pulls = b.pooled(l.active[i].col, ci, all)
 			if est != nil {

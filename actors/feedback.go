@@ -20,7 +20,7 @@ func FeedbackUpdates(exec *messages.Execution, fb *messages.RecordFeedback, arms
 	var answers []feedback.Call
 	for _, r := range exec.Results {
 		if r.Status == "ok" {
-			answers = append(answers, feedback.Call{Model: r.Model, Arm: resilience.Judged, Text: r.Text})
+			answers = append(answers, feedback.Call{Model: r.Model, Arm: resilience.Judged, Text: r.Text, Later: r.Wave > 0})
 		}
 	}
 	updates, err := feedback.FromCaller(answers, fb.Answer, fb.Scores, kind)

@@ -39,7 +39,7 @@ func (a *ReliabilityActor) Receive(ctx actor.Context) {
 		}
 		votes := make([]accuracy.Vote, len(m.Models))
 		for i, model := range m.Models {
-			votes[i] = accuracy.Vote{Model: model, Group: int(m.Groups[i])}
+			votes[i] = accuracy.Vote{Model: model, Group: int(m.Groups[i]), Later: len(m.Later) > 0 && m.Later[i]}
 		}
 		var refit bool
 		if len(m.Right) > 0 {

@@ -101,8 +101,22 @@ func TestAnAdaptiveQuorumAsksBestFirstUntilTheAnswerIsSettled(t *testing.T) {
 			t.Fatalf("stopped %q", q.Stopped)
 		}
 		stopped[q.Stopped]++
-		if rec := tb.record(resp.RequestID); rec["quorum"].(map[string]any)["stopped"] != q.Stopped {
+		rec := tb.record(resp.RequestID)
+		if rec["quorum"].(map[string]any)["stopped"] != q.Stopped {
 			t.Fatalf("record quorum %v, response %+v", rec["quorum"], q)
+		}
+		// Each call says which wave asked it: waves of one, so the waves number the calls.
+		waves := map[float64]bool{}
+		for _, r := range rec["results"].([]any) {
+			w, _ := r.(map[string]any)["wave"].(float64)
+			waves[w] = true
+		}
+		if want := q.Waves; q.Stopped == "audit" {
+			if len(waves) != 1 || !waves[0] {
+				t.Fatalf("an audit asks everyone in one wave: waves %v", waves)
+			}
+		} else if len(waves) != int(want) || !waves[0] || !waves[float64(want-1)] {
+			t.Fatalf("the calls' waves %v, want 0 to %d", waves, want-1)
 		}
 	}
 	// Agreeing models settle some requests with fewer than all four.

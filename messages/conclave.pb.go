@@ -2618,7 +2618,10 @@ type WorkerResult struct {
 	DroppedParameters []string `protobuf:"bytes,23,rep,name=dropped_parameters,json=droppedParameters,proto3" json:"dropped_parameters,omitempty"`
 	// started_ms is when the call's worker said it started, in milliseconds after received_at (the
 	// call's span in the request's trace); 0 when it never started.
-	StartedMs     float64 `protobuf:"fixed64,24,opt,name=started_ms,json=startedMs,proto3" json:"started_ms,omitempty"`
+	StartedMs float64 `protobuf:"fixed64,24,opt,name=started_ms,json=startedMs,proto3" json:"started_ms,omitempty"`
+	// wave is the adaptive quorum's wave that asked the call: 0 for the first (and for every call of a
+	// fixed quorum), more for a model asked only because the earlier answers did not settle the request.
+	Wave          int32 `protobuf:"varint,25,opt,name=wave,proto3" json:"wave,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2817,6 +2820,13 @@ func (x *WorkerResult) GetDroppedParameters() []string {
 func (x *WorkerResult) GetStartedMs() float64 {
 	if x != nil {
 		return x.StartedMs
+	}
+	return 0
+}
+
+func (x *WorkerResult) GetWave() int32 {
+	if x != nil {
+		return x.Wave
 	}
 	return 0
 }
@@ -5224,7 +5234,11 @@ type Votes struct {
 	// right, when set, is a caller's truth about an earlier vote of the request (feedback with the true
 	// answer): whether each model's answer was right. The groups then say only what the truth tells
 	// (the right answers one group, each wrong one its own).
-	Right         []bool `protobuf:"varint,5,rep,packed,name=right,proto3" json:"right,omitempty"`
+	Right []bool `protobuf:"varint,5,rep,packed,name=right,proto3" json:"right,omitempty"`
+	// later, when set, marks each model asked only because an adaptive quorum's earlier waves did not
+	// settle the request: its answer weighs in the prompt's posterior, but its own accuracy is not
+	// estimated from it, for it saw only the prompts the first wave found hard.
+	Later         []bool `protobuf:"varint,6,rep,packed,name=later,proto3" json:"later,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5290,6 +5304,13 @@ func (x *Votes) GetRequestId() string {
 func (x *Votes) GetRight() []bool {
 	if x != nil {
 		return x.Right
+	}
+	return nil
+}
+
+func (x *Votes) GetLater() []bool {
+	if x != nil {
+		return x.Later
 	}
 	return nil
 }
@@ -6337,7 +6358,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04Skip\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xaa\x06\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xbe\x06\n" +
 	"\fWorkerResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -6369,7 +6390,8 @@ const file_conclave_proto_rawDesc = "" +
 	"tool_calls\x18\x16 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12-\n" +
 	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\x12\x1d\n" +
 	"\n" +
-	"started_ms\x18\x18 \x01(\x01R\tstartedMs\"\xb2\x05\n" +
+	"started_ms\x18\x18 \x01(\x01R\tstartedMs\x12\x12\n" +
+	"\x04wave\x18\x19 \x01(\x05R\x04wave\"\xb2\x05\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -6620,14 +6642,15 @@ const file_conclave_proto_rawDesc = "" +
 	"\bunjudged\x18\b \x01(\bR\bunjudged\x12!\n" +
 	"\ffailure_code\x18\t \x01(\tR\vfailureCode\x12=\n" +
 	"\x0ffailure_details\x18\n" +
-	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetailsJ\x04\b\x06\x10\a\"\x88\x01\n" +
+	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetailsJ\x04\b\x06\x10\a\"\x9e\x01\n" +
 	"\x05Votes\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +
 	"\x06groups\x18\x03 \x03(\x05R\x06groups\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x14\n" +
-	"\x05right\x18\x05 \x03(\bR\x05right\"\x89\x01\n" +
+	"\x05right\x18\x05 \x03(\bR\x05right\x12\x14\n" +
+	"\x05later\x18\x06 \x03(\bR\x05later\"\x89\x01\n" +
 	"\x06Reward\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bcategory\x18\x02 \x01(\tR\bcategory\x12\x16\n" +

@@ -7,6 +7,12 @@ import "maps"
 type Vote struct {
 	Model string
 	Group int
+	// Later marks a model asked only because the earlier answers did not settle the prompt (an adaptive
+	// quorum's later wave). Its answer weighs in the prompt's posterior, and so credits the others, but
+	// its own accuracy is not estimated from it: it is asked only on the prompts the first wave found
+	// hard, and crediting it there would rate it below the models asked first on every prompt, which
+	// then keep being asked first.
+	Later bool
 }
 
 // Config tunes the estimator. The zero value is usable.
@@ -114,7 +120,7 @@ func (c *category) count(p *prompt, sign float64) {
 	}
 	for i, a := range p.votes {
 		for _, b := range p.votes[i+1:] {
-			if a.Group < 0 || b.Group < 0 || a.Model == b.Model {
+			if a.Group < 0 || b.Group < 0 || a.Model == b.Model || a.Later || b.Later {
 				continue
 			}
 			k := pairOf(a.Model, b.Model)
@@ -364,6 +370,9 @@ func (e *Estimator) fromCredits() *View {
 // away with sign -1.
 func addPrompt(cat, overall map[string]sums, p *prompt, sign float64) {
 	for j, vote := range p.votes {
+		if vote.Later {
+			continue
+		}
 		d := sums{credit: sign * p.credit[j], answers: sign}
 		if p.truth != nil {
 			d.rectify, d.labels = sign*(p.truth[j]-p.credit[j]), sign

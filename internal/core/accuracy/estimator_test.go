@@ -41,7 +41,7 @@ func TestEMFindsTheStrongModelAloneInBeingRight(t *testing.T) {
 		}
 	}
 	// The strong model outvotes two weak ones that agree.
-	credit := e.credit("quiz", &prompt{votes: []Vote{{"strong", 0}, {"weak1", 1}, {"weak2", 1}}, groups: 2})
+	credit := e.credit("quiz", &prompt{votes: []Vote{{Model: "strong", Group: 0}, {Model: "weak1", Group: 1}, {Model: "weak2", Group: 1}}, groups: 2})
 	if credit[0] <= credit[1] {
 		t.Fatalf("credit %v: the strong model alone should be believed", credit)
 	}
@@ -66,7 +66,7 @@ func TestPoolingLendsACategoryTheModelsOverallAccuracy(t *testing.T) {
 				e.Observe("old", quiz(rng, accuracy, []string{"a", "b", "c"}, 2))
 			}
 			// One prompt in a new category where "a" is alone: with pooling its record elsewhere counts.
-			e.Observe("new", []Vote{{"a", 0}, {"b", 1}, {"c", 1}})
+			e.Observe("new", []Vote{{Model: "a", Group: 0}, {Model: "b", Group: 1}, {Model: "c", Group: 1}})
 			got, _ := e.View().Get("new", "a")
 			if got.Accuracy < tt.wantNear-0.15 || got.Accuracy > tt.wantNear+0.15 {
 				t.Fatalf("estimate in the new category %+v, want about %.2f", got, tt.wantNear)
@@ -82,7 +82,7 @@ func TestTheWindowKeepsTheLatestPrompts(t *testing.T) {
 		if i >= 60 { // the model turns wrong: only the latest 50 prompts count
 			g = 1
 		}
-		e.Observe("quiz", []Vote{{"drifts", g}, {"steady1", 0}, {"steady2", 0}})
+		e.Observe("quiz", []Vote{{Model: "drifts", Group: g}, {Model: "steady1", Group: 0}, {Model: "steady2", Group: 0}})
 	}
 	got, _ := e.View().Get("quiz", "drifts")
 	if got.Answers != 50 || got.Accuracy > 0.3 {
@@ -92,19 +92,19 @@ func TestTheWindowKeepsTheLatestPrompts(t *testing.T) {
 
 func TestAViewNeverChanges(t *testing.T) {
 	e := New(Config{})
-	e.Observe("quiz", []Vote{{"a", 0}, {"b", 0}, {"c", 0}})
+	e.Observe("quiz", []Vote{{Model: "a", Group: 0}, {Model: "b", Group: 0}, {Model: "c", Group: 0}})
 	v := e.View()
 	before, ok := v.Get("quiz", "a")
 	if !ok {
 		t.Fatal("no estimate after a prompt")
 	}
 	for range 30 {
-		e.Observe("quiz", []Vote{{"a", 1}, {"b", 0}, {"c", 0}})
+		e.Observe("quiz", []Vote{{Model: "a", Group: 1}, {Model: "b", Group: 0}, {Model: "c", Group: 0}})
 	}
 	if after, _ := v.Get("quiz", "a"); after != before {
 		t.Fatalf("a published view changed: %+v then %+v", before, after)
 	}
-	for _, votes := range [][]Vote{{{"a", -1}}, {{"a", 0}, {"b", 0}}, {{"a", 0}, {"b", 0}, {"c", -1}}} {
+	for _, votes := range [][]Vote{{{Model: "a", Group: -1}}, {{Model: "a", Group: 0}, {Model: "b", Group: 0}}, {{Model: "a", Group: 0}, {Model: "b", Group: 0}, {Model: "c", Group: -1}}} {
 		if e.Observe("quiz", votes) {
 			t.Fatalf("a prompt with fewer than %d answers refitted: %v", MinAnswers, votes)
 		}
@@ -160,7 +160,7 @@ func BenchmarkObserve(b *testing.B) {
 }
 
 func TestConfirmKeepsTheTruth(t *testing.T) {
-	three := []Vote{{"a", 0}, {"b", 0}, {"c", 1}}
+	three := []Vote{{Model: "a", Group: 0}, {Model: "b", Group: 0}, {Model: "c", Group: 1}}
 	tests := []struct {
 		desc string
 		// observed is the prompt observed before the truth, under id "r1"; nil for none.
@@ -173,9 +173,9 @@ func TestConfirmKeepsTheTruth(t *testing.T) {
 		wantTruth   []float64
 	}{
 		{"the truth joins the prompt it names", three, "r1", three, []bool{false, false, true}, 1, []float64{0, 0, 1}},
-		{"a truth about an unknown request joins as a prompt", three, "r2", []Vote{{"a", 0}, {"c", 1}}, []bool{true, false}, 2, []float64{1, 0}},
-		{"a truth teaches even with two answers", nil, "r1", []Vote{{"a", 0}, {"b", 1}}, []bool{false, true}, 1, []float64{0, 1}},
-		{"no answer is never right", nil, "r1", []Vote{{"a", -1}, {"b", 0}}, []bool{true, true}, 1, []float64{0, 1}},
+		{"a truth about an unknown request joins as a prompt", three, "r2", []Vote{{Model: "a", Group: 0}, {Model: "c", Group: 1}}, []bool{true, false}, 2, []float64{1, 0}},
+		{"a truth teaches even with two answers", nil, "r1", []Vote{{Model: "a", Group: 0}, {Model: "b", Group: 1}}, []bool{false, true}, 1, []float64{0, 1}},
+		{"no answer is never right", nil, "r1", []Vote{{Model: "a", Group: -1}, {Model: "b", Group: 0}}, []bool{true, true}, 1, []float64{0, 1}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -216,13 +216,13 @@ func TestASmallShareOfTruthAnchorsACliqueThatErrsTogether(t *testing.T) {
 		if rng.Float64() >= 0.5 {
 			shared = 1 + rng.IntN(2)
 		}
-		votes := []Vote{{"strong", strong}}
+		votes := []Vote{{Model: "strong", Group: strong}}
 		for _, m := range []string{"w1", "w2", "w3"} {
 			g := shared
 			if rng.Float64() < 0.2 { // now and then one answers alone
 				g = rng.IntN(3)
 			}
-			votes = append(votes, Vote{m, g})
+			votes = append(votes, Vote{Model: m, Group: g})
 		}
 		return votes
 	}
@@ -282,14 +282,14 @@ func TestDependenceFindsTheModelsThatErrTogether(t *testing.T) {
 				shared := answer(rng, 0.55)
 				var votes []Vote
 				for _, m := range tt.others {
-					votes = append(votes, Vote{m, answer(rng, skill[m])})
+					votes = append(votes, Vote{Model: m, Group: answer(rng, skill[m])})
 				}
 				for _, m := range tt.clique {
 					g := shared
 					if rng.Float64() < 0.25 {
 						g = answer(rng, 0.55)
 					}
-					votes = append(votes, Vote{m, g})
+					votes = append(votes, Vote{Model: m, Group: g})
 				}
 				id := fmt.Sprint(i)
 				plain.ObserveRequest("q", id, votes)
@@ -329,5 +329,32 @@ func TestDependenceFindsTheModelsThatErrTogether(t *testing.T) {
 				t.Errorf("w1: %.3f with dependence, %.3f without", d, p)
 			}
 		})
+	}
+}
+
+func TestALaterWavesVoteCreditsTheOthersButNotItself(t *testing.T) {
+	// "second" is asked after the first wave only, on the prompts where the first wave split: there
+	// it is right as often as "a" is, but rating it there would rate it on the hard prompts alone.
+	e := New(Config{})
+	for i := range 300 {
+		votes := []Vote{{Model: "a", Group: 0}, {Model: "b", Group: 0}, {Model: "c", Group: 0}}
+		if i%3 == 0 { // a hard prompt: the first wave splits and the second is asked
+			votes = []Vote{{Model: "a", Group: 0}, {Model: "b", Group: 1}, {Model: "c", Group: 2}, {Model: "second", Group: i % 2, Later: true}}
+		}
+		e.Observe("quiz", votes)
+	}
+	v := e.View()
+	if got, ok := v.Get("quiz", "second"); ok {
+		t.Fatalf("the later wave's model has an estimate from its later answers: %+v", got)
+	}
+	for _, m := range []string{"a", "b", "c"} {
+		if got, _ := v.Get("quiz", m); got.Answers != 300 {
+			t.Fatalf("%s: estimate %+v, want 300 answers", m, got)
+		}
+	}
+	// Its answer still weighs: joining "b", it makes "b" more likely right than "c".
+	credit := e.credit("quiz", &prompt{votes: []Vote{{Model: "a", Group: 0}, {Model: "b", Group: 1}, {Model: "c", Group: 2}, {Model: "second", Group: 1, Later: true}}, groups: 3})
+	if credit[1] <= credit[2] {
+		t.Fatalf("credit %v: the later vote did not count for the answer it joined", credit)
 	}
 }

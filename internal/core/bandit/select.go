@@ -9,8 +9,11 @@ import (
 
 // Candidate is a model that may be selected, with its arm for the request's category.
 type Candidate struct {
-	Model         string
-	Provider      string
+	Model    string
+	Provider string
+	// Family is the model's lineage from the catalog (llama, gemini, ...): models of one family share
+	// training data and err together.
+	Family        string
 	ContextWindow int
 	Alpha, Beta   float64
 	Pulls         int64
@@ -148,6 +151,7 @@ type Skip struct {
 type Pick struct {
 	Model    string `json:"model"`
 	Provider string `json:"provider"`
+	Family   string `json:"family,omitempty"`
 	// Sampled is the policy's raw value for the arm (a Beta draw for Thompson Sampling).
 	Sampled float64 `json:"sampled"`
 	// Score is the value the ranking used: Sampled, damped when the provider is near its rate limit.
@@ -262,7 +266,7 @@ func Select(rng *rand.Rand, cands []Candidate, q Query) Selection {
 		}
 		damp := RateLimitDamping(status.RateLimitUse)
 		if score := v * damp; len(sel.Picks) < n || score >= sel.Picks[n-1].Score { // most candidates miss the top n
-			insertTop(&sel.Picks, n, Pick{Model: c.Model, Provider: c.Provider, Sampled: v, Score: score, Deprioritised: damp < 1, Alpha: c.Alpha, Beta: c.Beta})
+			insertTop(&sel.Picks, n, Pick{Model: c.Model, Provider: c.Provider, Family: c.Family, Sampled: v, Score: score, Deprioritised: damp < 1, Alpha: c.Alpha, Beta: c.Beta})
 		}
 	}
 	if q.Policy == EpsilonGreedy {
@@ -362,7 +366,7 @@ func explore(rng *rand.Rand, cands []Candidate, q *Query, sel *Selection) {
 		picked[chosen.Model] = true
 		mean := chosen.Alpha / (chosen.Alpha + chosen.Beta)
 		damp := RateLimitDamping(q.Providers[chosen.Provider].RateLimitUse)
-		sel.Picks[i] = Pick{Model: chosen.Model, Provider: chosen.Provider, Sampled: mean, Score: mean * damp, Deprioritised: damp < 1, Explored: true,
+		sel.Picks[i] = Pick{Model: chosen.Model, Provider: chosen.Provider, Family: chosen.Family, Sampled: mean, Score: mean * damp, Deprioritised: damp < 1, Explored: true,
 			Alpha: chosen.Alpha, Beta: chosen.Beta}
 	}
 }

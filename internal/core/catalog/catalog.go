@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"slices"
 	"sort"
+	"strings"
 )
 
 //go:embed models.json
@@ -221,4 +222,34 @@ func (c *Catalog) Only(providers map[string]bool) (*Catalog, error) {
 // must not be modified.
 func (c *Catalog) ProviderNames() []string {
 	return c.providers
+}
+
+// Families returns the families the catalog's models belong to, sorted.
+func (c *Catalog) Families() []string {
+	var out []string
+	for _, m := range c.models {
+		if m.Family != "" && !slices.Contains(out, m.Family) {
+			out = append(out, m.Family)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// FamilyIn names the family of a model known only by its name: the family among known that a word of
+// the name starts with, followed by nothing or a version ("Meta-Llama-3_1-70B" and "Qwen1.5-72B-Chat"
+// are of llama and qwen, "chatgpt-4o" of none), the longest when several match; "" when none does.
+func FamilyIn(name string, known []string) string {
+	best := ""
+	for _, word := range strings.FieldsFunc(strings.ToLower(name), func(r rune) bool {
+		return !('a' <= r && r <= 'z' || '0' <= r && r <= '9')
+	}) {
+		for _, f := range known {
+			rest, ok := strings.CutPrefix(word, f)
+			if ok && len(f) > len(best) && (rest == "" || '0' <= rest[0] && rest[0] <= '9') {
+				best = f
+			}
+		}
+	}
+	return best
 }

@@ -89,3 +89,26 @@ func TestWithAndOnly(t *testing.T) {
 		t.Fatal("an invalid model was added")
 	}
 }
+
+func TestFamilyIn(t *testing.T) {
+	known := []string{"gemini", "gemma", "gpt", "llama", "mistral", "mixtral", "qwen", "yi", "o-series"}
+	tests := []struct{ desc, name, want string }{
+		{"a word of the name", "Meta-Llama-3_1-70B-Instruct", "llama"},
+		{"a family followed by its version", "Qwen1.5-72B-Chat", "qwen"},
+		{"glued version", "gpt4_0613", "gpt"},
+		{"a longer word is another name", "chatgpt-4o-latest", ""},
+		{"a word that only starts like a family", "yield-7b", ""},
+		{"case does not matter", "MIXTRAL-8x7B", "mixtral"},
+		{"no family", "o1-mini-2024-09-12", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			if got := FamilyIn(tt.name, known); got != tt.want {
+				t.Fatalf("FamilyIn(%q) = %q, want %q", tt.name, got, tt.want)
+			}
+		})
+	}
+	if f, err := Embedded(); err != nil || !slices.Contains(f.Families(), "llama") {
+		t.Fatalf("the embedded catalog's families lack llama (%v)", err)
+	}
+}

@@ -137,6 +137,9 @@ type Slot struct {
 	Index    int
 	Model    string
 	Provider string
+	// Wave is the adaptive quorum's wave that asked the slot: 0 for the first (and for every slot of a
+	// fixed quorum), more for a model asked because the earlier answers did not settle the request.
+	Wave     int
 	attempts int
 	used     []string // workers already tried
 	state    slotState
@@ -340,7 +343,7 @@ func (m *Machine) newSlot(a Assignment) *Slot {
 	if n := len(m.spareSlots); n > 0 {
 		s, m.spareSlots = &m.spareSlots[0], m.spareSlots[1:]
 	}
-	*s = Slot{Index: len(m.slots), Model: a.Model, Provider: a.Provider, retry: -1}
+	*s = Slot{Index: len(m.slots), Model: a.Model, Provider: a.Provider, Wave: m.quorum.Waves - 1, retry: -1}
 	m.slots = append(m.slots, s)
 	m.tried[a.Model] = true
 	return s
@@ -698,11 +701,11 @@ func (m *Machine) nextWave(now time.Time) bool {
 		return false
 	}
 	n := min(a.Wave, len(m.reserve))
+	m.quorum.Waves++
 	for _, r := range m.reserve[:n] {
 		m.startJob(m.newSlot(r), r.Worker) // planning assigned every selected model a worker
 	}
 	m.reserve = m.reserve[n:]
-	m.quorum.Waves++
 	m.progress(now)
 	return true
 }

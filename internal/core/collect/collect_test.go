@@ -521,6 +521,11 @@ func TestAdaptiveQuorumAsksInWaves(t *testing.T) {
 			if d.Quorum != tt.want || len(h.m.Slots()) != tt.wantJobs || len(d.Answers) != tt.wantJobs {
 				t.Fatalf("quorum %+v with %d slots, want %+v", d.Quorum, len(h.m.Slots()), tt.want)
 			}
+			for i, s := range h.m.Slots() { // waves of one: the i-th model was asked by the i-th wave
+				if s.Wave != i {
+					t.Fatalf("slot %d (%s) asked by wave %d", i, s.Model, s.Wave)
+				}
+			}
 		})
 	}
 }

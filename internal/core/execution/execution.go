@@ -219,7 +219,7 @@ func answerOf(answers []*collect.Job, j *collect.Job) (int, bool) {
 func FeedbackCalls(records []*collect.Record, answers []*collect.Job, ballots []*messages.Ballot, r *messages.ConsensusResult) []feedback.Call {
 	calls := make([]feedback.Call, 0, len(records))
 	for _, rec := range records {
-		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout}
+		call := feedback.Call{Model: rec.Job.Slot.Model, Arm: rec.Verdict.Arm, TimedOut: rec.Status == collect.Timeout, Later: rec.Job.Slot.Wave > 0}
 		if i, ok := answerOf(answers, rec.Job); ok && rec.Status == collect.OK {
 			call.Invalid = i < len(ballots) && !ballots[i].Valid
 			if r != nil {
@@ -242,6 +242,12 @@ func Votes(requestID, category string, answers []*collect.Job, r *messages.Conse
 	votes := &messages.Votes{Category: category, RequestId: requestID, Groups: r.Groups, Models: make([]string, len(answers))}
 	for i, j := range answers {
 		votes.Models[i] = j.Slot.Model
+		if j.Slot.Wave > 0 {
+			if votes.Later == nil {
+				votes.Later = make([]bool, len(answers))
+			}
+			votes.Later[i] = true
+		}
 	}
 	return votes
 }
@@ -257,7 +263,7 @@ func Results(exec *messages.Execution, records []*collect.Record, retries []coll
 		j := rec.Job
 		wr := &results[k]
 		*wr = messages.WorkerResult{JobId: jobID(j), Model: j.Slot.Model, Provider: j.Slot.Provider, Worker: j.Worker, Attempt: int32(j.Attempt),
-			Status: string(rec.Status), ErrorKind: string(rec.Kind), ErrorScope: rec.Scope.String(), BudgetMs: ms(j.Budget)}
+			Wave: int32(j.Slot.Wave), Status: string(rec.Status), ErrorKind: string(rec.Kind), ErrorScope: rec.Scope.String(), BudgetMs: ms(j.Budget)}
 		if !j.StartedAt.IsZero() && exec.ReceivedAt != nil {
 			wr.StartedMs = Offset(origin, j.StartedAt)
 		}

@@ -57,6 +57,11 @@ type Call struct {
 	// Invalid marks an answer that is not what the request asked for (not JSON, against its schema, a
 	// call of no offered tool): a poor answer whatever the judge, known without any judge.
 	Invalid bool
+	// Later marks a call an adaptive quorum made only because its earlier waves did not settle the
+	// request. Such a model sees only the prompts the first wave found hard, so judging its answer
+	// would rate it on a harder share than its own: its arm learns from its faults, its invalid
+	// answers, and the answers it gives when asked first (or by an audit that asks everyone).
+	Later bool
 }
 
 // Update is one model's reward.
@@ -74,7 +79,7 @@ type Judge func(c Call) (reward float64, reason string, ok bool)
 // timeout above an error. Faults of the model earn beta + 1, and so does an invalid answer, whatever
 // the judge (even one that judges nothing now): its fault is as certain as an error's. Calls that say
 // nothing of the model (a rate limit, a host or Conclave fault, a call cut by a short deadline or never
-// sent) leave its arm alone.
+// sent) leave its arm alone, and so does a later wave's valid answer (Call.Later).
 func Rewards(calls []Call, judge Judge) []Update {
 	type best struct {
 		Update
@@ -91,6 +96,10 @@ func Rewards(calls []Call, judge Judge) []Update {
 		case resilience.Judged:
 			if c.Invalid {
 				u, rank = Update{c.Model, 0, "invalid"}, 2
+				break
+			}
+			if c.Later { // it answered, so no fault of an earlier attempt stands; but it is not judged
+				u, rank, skip = Update{c.Model, 0, "later_wave"}, 2, true
 				break
 			}
 			reward, reason, ok := judge(c)

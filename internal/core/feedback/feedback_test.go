@@ -21,6 +21,7 @@ func TestRewards(t *testing.T) {
 		c.Invalid = true
 		return c
 	}
+	later := func(c Call) Call { c.Later = true; return c }
 	voted := func(model string, contributed bool, posterior float64) Call {
 		c := answer(model, "B", contributed, posterior)
 		c.Posterior = &posterior
@@ -43,6 +44,9 @@ func TestRewards(t *testing.T) {
 		{"an invalid answer is poor, whatever its score", []Call{answer("a", "{}", true, 0.7), invalid("b")}, Arbiter, "[{a 0.7 arbiter_score} {b 0 invalid}]"},
 		{"an invalid answer is poor even when answers wait for the truth", []Call{answer("a", "{}", true, 0.7), invalid("b")}, External, "[{b 0 invalid}]"},
 		{"an invalid answer ranks above an error of the same model", []Call{fault("b", false), invalid("b")}, Agreement, "[{b 0 invalid}]"},
+		{"a later wave's answer is not judged, but its fault is", []Call{voted("a", true, 0.9), later(voted("b", true, 0.9)), later(fault("c", false))}, Reliability, "[{a 0.9 posterior} {c 0 error}]"},
+		{"a later wave's answer clears its earlier fault", []Call{later(fault("b", false)), later(answer("b", "B", true, 1))}, Agreement, "[]"},
+		{"a later wave's invalid answer is still poor", []Call{later(invalid("b"))}, Agreement, "[{b 0 invalid}]"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

@@ -292,6 +292,9 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 	cands := w.Candidates(p.Category)
 	sel := bandit.Select(rng, *cands, q)
 	w.Release(cands)
+	if p.Blueprint.Adaptive() {
+		sel.Picks = AcrossFamilies(sel.Picks, p.Blueprint.MinResponses)
+	}
 	p.Selection = sel
 	if len(sel.Picks) > 0 {
 		return nil
