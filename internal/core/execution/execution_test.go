@@ -221,3 +221,31 @@ func TestResultsPlaceStartedCallsAfterTheReceipt(t *testing.T) {
 		t.Errorf("started at %v ms: want 2.5, 0 for the call that never started, and the receipt's first microsecond", got)
 	}
 }
+
+func TestVotesMarkTheModelsAskedOnHardPromptsAlone(t *testing.T) {
+	answers := func(waves ...int) []*collect.Job {
+		out := make([]*collect.Job, len(waves))
+		for i, w := range waves {
+			out[i] = &collect.Job{Slot: &collect.Slot{Model: fmt.Sprint("m", i), Wave: w}}
+		}
+		return out
+	}
+	tests := []struct {
+		desc  string
+		waves []int
+		want  string // Votes.Later
+	}{
+		{"one wave (a fixed quorum, an audit, a settled first wave): nobody", []int{0, 0, 0}, "[]"},
+		{"a first wave and a later one", []int{0, 0, 0, 1, 1}, "[false false false true true]"},
+		{"two waves of two", []int{0, 0, 1, 1}, "[false false true true]"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			a := answers(tt.waves...)
+			r := &messages.ConsensusResult{Groups: make([]int32, len(a))}
+			if got := fmt.Sprint(Votes("req", "quiz", a, r).Later); got != tt.want {
+				t.Fatalf("later %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
