@@ -30,10 +30,12 @@ func TestAcrossFamilies(t *testing.T) {
 		wave  int
 		want  string
 	}{
-		{"one family's best three: the first wave takes the best of each family", picks("a:llama", "b:llama", "c:llama", "d:gemini", "e:qwen"), 3, "adebc"},
+		{"one family's best three: no family fills the first wave", picks("a:llama", "b:llama", "c:llama", "d:gemini", "e:qwen"), 3, "abdce"},
 		{"families already apart: selection order kept", picks("a:llama", "b:gemini", "c:qwen", "d:llama", "e:gemini"), 3, "abcde"},
-		{"too few families: the wave fills with the next best", picks("a:llama", "b:llama", "c:gemini", "d:llama"), 3, "acbd"},
-		{"a pick without a family is its own", picks("a:", "b:", "c:llama", "d:llama"), 3, "abcd"},
+		{"two of a family and one from outside: selection order kept", picks("a:llama", "b:llama", "c:gemini", "d:llama"), 3, "abcd"},
+		{"a wave of two takes one of a family", picks("a:llama", "b:llama", "c:gemini"), 2, "acb"},
+		{"too few families: the wave fills with the next best", picks("a:llama", "b:llama", "c:llama", "d:llama"), 3, "abcd"},
+		{"a pick without a family is its own", picks("a:", "b:", "c:", "d:llama"), 3, "abcd"},
 		{"a wave of all the picks: nothing to order", picks("a:llama", "b:llama"), 2, "ab"},
 	}
 	for _, tt := range tests {
