@@ -38,8 +38,13 @@ func (a *ReliabilityActor) Receive(ctx actor.Context) {
 			return
 		}
 		votes := make([]accuracy.Vote, len(m.Models))
+		cat := a.deps.catalog()
 		for i, model := range m.Models {
 			votes[i] = accuracy.Vote{Model: model, Group: int(m.Groups[i]), Later: len(m.Later) > 0 && m.Later[i]}
+			if cat != nil {
+				info, _ := cat.Get(model)
+				votes[i].Family = info.Family
+			}
 		}
 		var refit bool
 		if len(m.Right) > 0 {

@@ -13,6 +13,9 @@ type Vote struct {
 	// hard, and crediting it there would rate it below the models asked first on every prompt, which
 	// then keep being asked first.
 	Later bool
+	// Family is the model's family (catalog), "" when unknown: two models of one family are presumed
+	// to err together until their prompts show otherwise (FamilyDependence).
+	Family string
 }
 
 // Config tunes the estimator. The zero value is usable.
@@ -103,8 +106,12 @@ func pairOf(a, b string) pair {
 	return pair{a, b}
 }
 
-// agreement counts the kept prompts a pair of models both answered, and those where they agreed.
-type agreement struct{ both, same float64 }
+// agreement counts the kept prompts a pair of models both answered, and those where they agreed;
+// family says they are of one family.
+type agreement struct {
+	both, same float64
+	family     bool
+}
 
 type category struct {
 	prompts []prompt // a ring of at most Window prompts
@@ -126,6 +133,7 @@ func (c *category) count(p *prompt, sign float64) {
 			k := pairOf(a.Model, b.Model)
 			n := c.agree[k]
 			n.both += sign
+			n.family = a.Family != "" && a.Family == b.Family
 			if a.Group == b.Group {
 				n.same += sign
 			}
@@ -316,9 +324,16 @@ func (e *Estimator) refit(sweeps int) {
 	}
 }
 
-// DependenceShrink is how many prompts of agreement exactly as independence predicts a pair's excess
-// agreement starts from: a pair seen together on a few prompts is taken as independent.
+// DependenceShrink is how many prompts of agreement at the prior a pair's excess agreement starts
+// from: a pair seen together on a few prompts is taken as independent, or as dependent as
+// FamilyDependence says when both are of one family.
 const DependenceShrink = 30
+
+// FamilyDependence is the excess agreement presumed of two models of one family before their prompts
+// say: they share training data and err together (Llama-3-70B and Llama-3.1-70B agree 30 points more
+// often on MMLU-Pro than their accuracies predict). Without a prior the excess is measured against
+// accuracies that EM took from that very agreement, and lands on the independent models instead.
+const FamilyDependence = 0.5
 
 // dependence is, per category, each pair's excess agreement under the view's accuracies: Cohen's
 // kappa against the agreement the one-coin model predicts for independent models, pq+(1-p)(1-q)/(K-1),
@@ -343,7 +358,12 @@ func (e *Estimator) dependence(v *View) map[string]map[pair]float64 {
 			}
 			p, q := v.accuracyIn(sums, k[0]), v.accuracyIn(sums, k[1])
 			expected := p*q + (1-p)*(1-q)/(EffectiveOptions-1)
-			m[k] = (n.same - n.both*expected) / ((n.both + DependenceShrink) * max(1-expected, 1e-6))
+			prior := 0.0
+			if n.family {
+				prior = FamilyDependence
+			}
+			slack := max(1-expected, 1e-6)
+			m[k] = (n.same - n.both*expected + DependenceShrink*prior*slack) / ((n.both + DependenceShrink) * slack)
 		}
 		out[cat] = m
 	}

@@ -358,3 +358,33 @@ func TestALaterWavesVoteCreditsTheOthersButNotItself(t *testing.T) {
 		t.Fatalf("credit %v: the later vote did not count for the answer it joined", credit)
 	}
 }
+
+func TestModelsOfOneFamilyArePresumedToErrTogether(t *testing.T) {
+	// Four independent models, two of them of one family: on a few prompts the family's pair starts
+	// from FamilyDependence, the others from none; many prompts of independent answers bring it down.
+	rng := rand.New(rand.NewPCG(5, 6))
+	family := map[string]string{"l1": "llama", "l2": "llama", "g": "gemini", "q": ""}
+	observe := func(e *Estimator, n int) {
+		for range n {
+			votes := quiz(rng, map[string]float64{"l1": 0.7, "l2": 0.7, "g": 0.7, "q": 0.7}, []string{"l1", "l2", "g", "q"}, 2)
+			for i := range votes {
+				votes[i].Family = family[votes[i].Model]
+			}
+			e.Observe("quiz", votes)
+		}
+		e.Refit()
+	}
+	e := New(Config{Dependence: true})
+	observe(e, 10)
+	v := e.View()
+	if got := v.Dependence("quiz", "l1", "l2"); got < FamilyDependence/2 {
+		t.Fatalf("one family after 10 prompts: dependence %.3f, want near %.1f", got, FamilyDependence)
+	}
+	if got := v.Dependence("quiz", "l1", "g"); got > 0.15 || got < -0.15 {
+		t.Fatalf("two families after 10 prompts: dependence %.3f, want near 0", got)
+	}
+	observe(e, 1500)
+	if got := e.View().Dependence("quiz", "l1", "l2"); got > 0.1 {
+		t.Fatalf("one family answering independently on 1510 prompts: dependence %.3f, want near 0", got)
+	}
+}
