@@ -188,6 +188,8 @@ func TestCheckVotes(t *testing.T) {
 		{"fewer groups than models", func(v *messages.Votes) { v.Groups = v.Groups[:2] }, DropMalformed},
 		{"a group past the answers", func(v *messages.Votes) { v.Groups[0] = math.MaxInt32 }, DropMalformed},
 		{"a group below none", func(v *messages.Votes) { v.Groups[0] = -2 }, DropMalformed},
+		{"later marks for every model", func(v *messages.Votes) { v.Later = []bool{false, false, true} }, ""},
+		{"later marks for some models only", func(v *messages.Votes) { v.Later = []bool{false, true} }, DropMalformed},
 		{"absurdly many votes", func(v *messages.Votes) {
 			v.Models, v.Groups = make([]string, MaxVotes+1), make([]int32, MaxVotes+1)
 		}, DropBadCount},
