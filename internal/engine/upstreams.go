@@ -95,7 +95,7 @@ func catalogModel(provider string, m config.ProviderModel) catalog.Model {
 	if len(caps) == 0 {
 		caps = []string{"chat"}
 	}
-	return catalog.Model{ID: m.ID, Provider: provider, Family: provider, ContextWindow: m.Context, MaxOutputTokens: m.MaxOutput,
+	return catalog.Model{ID: m.ID, Provider: provider, Family: catalog.FamilyOf(m.ID), ContextWindow: m.Context, MaxOutputTokens: m.MaxOutput,
 		InputPricePerMTok: m.PriceIn, OutputPricePerMTok: m.PriceOut, Capabilities: caps, Tier: tier}
 }
 

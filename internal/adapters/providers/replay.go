@@ -154,21 +154,12 @@ func (d *ReplayData) Models() []string {
 }
 
 // Catalog describes the replayed models for selection: all under the replay provider, alike in
-// everything but their name and the family it names (by the embedded catalog's families; a name that
-// names none is its own family), so that only what they answer tells them apart.
+// everything but their name and the family it names (catalog.FamilyOf), so that only what they answer
+// tells them apart.
 func (d *ReplayData) Catalog() (*catalog.Catalog, error) {
-	embedded, err := catalog.Embedded()
-	if err != nil {
-		return nil, err
-	}
-	families := embedded.Families()
 	var models []catalog.Model
 	for _, m := range d.Models() {
-		family := catalog.FamilyIn(m, families)
-		if family == "" {
-			family = m
-		}
-		models = append(models, catalog.Model{ID: m, Provider: ReplayProvider, Family: family, ContextWindow: 1 << 20,
+		models = append(models, catalog.Model{ID: m, Provider: ReplayProvider, Family: catalog.FamilyOf(m), ContextWindow: 1 << 20,
 			MaxOutputTokens: 4096, Capabilities: []string{"chat"}, Tier: 2})
 	}
 	return catalog.New(models)

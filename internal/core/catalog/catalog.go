@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 )
 
 //go:embed models.json
@@ -223,6 +224,29 @@ func (c *Catalog) Only(providers map[string]bool) (*Catalog, error) {
 func (c *Catalog) ProviderNames() []string {
 	return c.providers
 }
+
+// FamilyOf names the family of a model known only by its id: the embedded catalog's family that a
+// word of the id names (FamilyIn), else the vendor part of the id ("meta-llama/..."), else the id
+// itself, a family of its own. Families are a prior (models of one family err together), so an
+// unknown model is taken as related to none rather than to its provider's other models.
+func FamilyOf(id string) string {
+	if f := FamilyIn(id, embeddedFamilies()); f != "" {
+		return f
+	}
+	if vendor, _, ok := strings.Cut(id, "/"); ok && vendor != "" {
+		return vendor
+	}
+	return id
+}
+
+// embeddedFamilies are the embedded catalog's families, read once.
+var embeddedFamilies = sync.OnceValue(func() []string {
+	c, err := Embedded()
+	if err != nil { // the embedded file is checked by the tests: without it no family is known
+		return nil
+	}
+	return c.Families()
+})
 
 // Families returns the families the catalog's models belong to, sorted.
 func (c *Catalog) Families() []string {

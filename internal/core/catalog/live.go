@@ -3,7 +3,6 @@ package catalog
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"sync/atomic"
 )
 
@@ -103,7 +102,7 @@ func (m Model) Upstream() string {
 const DefaultContext = 8192
 
 // Defaults fills what a listing did not say of a model: tier 2, the chat tag, an 8k context window and
-// a family from the vendor part of its id.
+// a family from its id (FamilyOf).
 func Defaults(m Model) Model {
 	if m.ContextWindow <= 0 {
 		m.ContextWindow = DefaultContext
@@ -115,10 +114,7 @@ func Defaults(m Model) Model {
 		m.Capabilities = []string{"chat"}
 	}
 	if m.Family == "" {
-		m.Family = m.Provider
-		if vendor, _, ok := strings.Cut(m.ID, "/"); ok {
-			m.Family = vendor
-		}
+		m.Family = FamilyOf(m.ID)
 	}
 	return m
 }

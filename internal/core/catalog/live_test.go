@@ -82,8 +82,12 @@ func TestReconcile(t *testing.T) {
 
 func TestDefaults(t *testing.T) {
 	m := Defaults(Model{ID: "meta-llama/llama-4", Provider: "openrouter"})
-	if m.ContextWindow != DefaultContext || m.Tier != 2 || !m.Has("chat") || m.Family != "meta-llama" {
+	if m.ContextWindow != DefaultContext || m.Tier != 2 || !m.Has("chat") || m.Family != "llama" {
 		t.Fatalf("%+v", m)
+	}
+	// A family the embedded catalog does not know: the vendor, else the model's own.
+	if a, b := Defaults(Model{ID: "acme/rocket-2", Provider: "openrouter"}), Defaults(Model{ID: "rocket-2", Provider: "local"}); a.Family != "acme" || b.Family != "rocket-2" {
+		t.Fatalf("families %q and %q, want acme and rocket-2", a.Family, b.Family)
 	}
 	if err := validate(m); err != nil {
 		t.Fatal(err)
