@@ -121,11 +121,14 @@ const (
 	ParametersUnsupported
 	ConnectionRefused
 	NotAllowed
+	// FamilyMajority: eligible and drawn among the best, but its family already holds as many places
+	// as a panel gives one family (the plan's NoFamilyMajority).
+	FamilyMajority
 )
 
 var skipNames = [...]string{"", "not_in_requested_models", "context_window_too_small", "provider_breaker_open", "provider_rate_limit_exhausted",
 	"model_removed", "already_tried", "model_ejected", "model_rate_limited", "provider_disabled", "provider_stopped", "no_vision",
-	"parameters_unsupported", "provider_connection_refused", "not_allowed_by_key"}
+	"parameters_unsupported", "provider_connection_refused", "not_allowed_by_key", "family_majority"}
 
 func (r SkipReason) String() string {
 	if int(r) < len(skipNames) && r > 0 {

@@ -288,12 +288,24 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 	if globs := req.Allowed; len(globs) > 0 {
 		p.allowed = func(model string) bool { return keys.Matches(globs, model) }
 	}
-	q := p.query(w, p.Blueprint.Workers)
+	// A fixed panel votes at once: twice the panel is drawn, so that a family over its share leaves its
+	// place to the next best. An adaptive quorum's answer is mostly its first wave's, which no family
+	// may fill by itself.
+	adaptive, n := p.Blueprint.Adaptive(), p.Blueprint.Workers
+	if !adaptive {
+		n *= 2
+	}
 	cands := w.Candidates(p.Category)
-	sel := bandit.Select(rng, *cands, q)
+	sel := bandit.Select(rng, *cands, p.query(w, n))
 	w.Release(cands)
-	if p.Blueprint.Adaptive() {
+	if adaptive {
 		sel.Picks = AcrossFamilies(sel.Picks, p.Blueprint.MinResponses)
+	} else {
+		var capped []bandit.Pick
+		sel.Picks, capped = NoFamilyMajority(sel.Picks, p.Blueprint.Workers)
+		for _, c := range capped {
+			sel.Skipped = append(sel.Skipped, bandit.Skip{Model: c.Model, Provider: c.Provider, Reason: bandit.FamilyMajority})
+		}
 	}
 	p.Selection = sel
 	if len(sel.Picks) > 0 {

@@ -27,3 +27,29 @@ func AcrossFamilies(picks []bandit.Pick, wave int) []bandit.Pick {
 	}
 	return append(first, rest...)
 }
+
+// NoFamilyMajority chooses a panel of n among picks in selection order such that no model family
+// holds a majority of it while picks of other families are left: a family takes at most n/2 places
+// (at least one) until the others are filled, then the best picks left over fill what is
+// still free. Models of one family err together, and a majority of them outvotes the rest whether
+// right or wrong. capped are the picks left out for their family.
+func NoFamilyMajority(picks []bandit.Pick, n int) (panel, capped []bandit.Pick) {
+	if len(picks) <= n {
+		return picks, nil
+	}
+	limit := max(n/2, 1)
+	panel = make([]bandit.Pick, 0, n)
+	taken := make(map[string]int, n)
+	for _, p := range picks {
+		switch {
+		case len(panel) == n:
+		case p.Family != "" && taken[p.Family] >= limit:
+			capped = append(capped, p)
+		default:
+			taken[p.Family]++
+			panel = append(panel, p)
+		}
+	}
+	fill := min(n-len(panel), len(capped))
+	return append(panel, capped[:fill]...), capped[fill:]
+}

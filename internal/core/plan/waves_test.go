@@ -46,3 +46,42 @@ func TestAcrossFamilies(t *testing.T) {
 		})
 	}
 }
+
+func TestNoFamilyMajority(t *testing.T) {
+	picks := func(spec ...string) []bandit.Pick {
+		out := make([]bandit.Pick, len(spec))
+		for i, s := range spec {
+			fmt.Sscanf(s, "%1s:%s", &out[i].Model, &out[i].Family)
+		}
+		return out
+	}
+	models := func(ps []bandit.Pick) string {
+		s := ""
+		for _, p := range ps {
+			s += p.Model
+		}
+		return s
+	}
+	tests := []struct {
+		desc               string
+		picks              []bandit.Pick
+		n                  int
+		wantPanel, wantCut string
+	}{
+		{"three of a family among the best five: the third gives way", picks("a:llama", "b:llama", "c:llama", "d:gemini", "e:gemini", "f:qwen", "g:yi"), 5, "abdef", "c"},
+		{"no family over two of five: the best five", picks("a:llama", "b:gemini", "c:llama", "d:qwen", "e:yi", "f:phi"), 5, "abcde", ""},
+		{"too few other families: the best left over fill the panel", picks("a:llama", "b:llama", "c:llama", "d:llama", "e:gemini", "f:llama"), 5, "abecd", "f"},
+		{"a panel of three: one of each family", picks("a:llama", "b:llama", "c:gemini", "d:qwen"), 3, "acd", "b"},
+		{"a panel of four: two of a family is no majority", picks("a:llama", "b:llama", "c:llama", "d:gemini", "e:qwen"), 4, "abde", "c"},
+		{"picks without a family are their own", picks("a:", "b:", "c:", "d:"), 3, "abc", ""},
+		{"no more picks than places: all of them", picks("a:llama", "b:llama", "c:llama"), 3, "abc", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			panel, cut := NoFamilyMajority(tt.picks, tt.n)
+			if models(panel) != tt.wantPanel || models(cut) != tt.wantCut {
+				t.Fatalf("panel %s, left out %s; want %s and %s", models(panel), models(cut), tt.wantPanel, tt.wantCut)
+			}
+		})
+	}
+}
