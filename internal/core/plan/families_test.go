@@ -7,23 +7,25 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 )
 
+// picks reads "model:family" specs (one-letter models) as picks in selection order.
+func picks(spec ...string) []bandit.Pick {
+	out := make([]bandit.Pick, len(spec))
+	for i, s := range spec {
+		fmt.Sscanf(s, "%1s:%s", &out[i].Model, &out[i].Family)
+	}
+	return out
+}
+
+// models spells picks' models in order.
+func models(ps []bandit.Pick) string {
+	s := ""
+	for _, p := range ps {
+		s += p.Model
+	}
+	return s
+}
+
 func TestAcrossFamilies(t *testing.T) {
-	picks := func(spec ...string) []bandit.Pick { // "model:family"
-		out := make([]bandit.Pick, len(spec))
-		for i, s := range spec {
-			var p bandit.Pick
-			fmt.Sscanf(s, "%1s:%s", &p.Model, &p.Family)
-			out[i] = p
-		}
-		return out
-	}
-	models := func(ps []bandit.Pick) string {
-		s := ""
-		for _, p := range ps {
-			s += p.Model
-		}
-		return s
-	}
 	tests := []struct {
 		desc  string
 		picks []bandit.Pick
@@ -48,20 +50,6 @@ func TestAcrossFamilies(t *testing.T) {
 }
 
 func TestNoFamilyMajority(t *testing.T) {
-	picks := func(spec ...string) []bandit.Pick {
-		out := make([]bandit.Pick, len(spec))
-		for i, s := range spec {
-			fmt.Sscanf(s, "%1s:%s", &out[i].Model, &out[i].Family)
-		}
-		return out
-	}
-	models := func(ps []bandit.Pick) string {
-		s := ""
-		for _, p := range ps {
-			s += p.Model
-		}
-		return s
-	}
 	tests := []struct {
 		desc               string
 		picks              []bandit.Pick
