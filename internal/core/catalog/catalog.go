@@ -225,12 +225,18 @@ func (c *Catalog) ProviderNames() []string {
 	return c.providers
 }
 
-// FamilyOf names the family of a model known only by its id: the embedded catalog's family that a
-// word of the id names (FamilyIn), else the vendor part of the id ("meta-llama/..."), else the id
-// itself, a family of its own. Families are a prior (models of one family err together), so an
-// unknown model is taken as related to none rather than to its provider's other models.
+// FamilyOf names the family of a model known only by its id: the family of the embedded catalog's
+// model that the id is a snapshot of ("o1-mini-2024-09-12" of openai/o1-mini: the catalog's name, then
+// dash-separated tags), else the embedded catalog's family that a word of the id names (FamilyIn),
+// else the vendor part of the id ("meta-llama/..."), else the id itself, a family of its own. Families
+// are a prior (models of one family err together), so an unknown model is taken as related to none
+// rather than to its provider's other models.
 func FamilyOf(id string) string {
-	if f := FamilyIn(id, embeddedFamilies()); f != "" {
+	known := embeddedFamilies()
+	if f := snapshotFamily(id, known.byName); f != "" {
+		return f
+	}
+	if f := FamilyIn(id, known.families); f != "" {
 		return f
 	}
 	if vendor, _, ok := strings.Cut(id, "/"); ok && vendor != "" {
@@ -239,13 +245,43 @@ func FamilyOf(id string) string {
 	return id
 }
 
+// snapshotFamily is the family of the longest catalog name (lower case, without its vendor) that the
+// id's name is, or begins with before a dash; "" when there is none.
+func snapshotFamily(id string, byName map[string]string) string {
+	name := strings.ToLower(id[strings.LastIndexByte(id, '/')+1:])
+	for {
+		if f, ok := byName[name]; ok {
+			return f
+		}
+		i := strings.LastIndexByte(name, '-')
+		if i <= 0 {
+			return ""
+		}
+		name = name[:i]
+	}
+}
+
+// knownFamilies are the embedded catalog's families, and each model's family by its name (lower
+// case, without its vendor).
+type knownFamilies struct {
+	families []string
+	byName   map[string]string
+}
+
 // embeddedFamilies are the embedded catalog's families, read once.
-var embeddedFamilies = sync.OnceValue(func() []string {
+var embeddedFamilies = sync.OnceValue(func() knownFamilies {
 	c, err := Embedded()
 	if err != nil { // the embedded file is checked by the tests: without it no family is known
-		return nil
+		return knownFamilies{}
 	}
-	return c.Families()
+	k := knownFamilies{families: c.Families(), byName: make(map[string]string, c.Len())}
+	for _, m := range c.All() {
+		name := strings.ToLower(m.ID[strings.LastIndexByte(m.ID, '/')+1:])
+		if _, dup := k.byName[name]; m.Family != "" && !dup {
+			k.byName[name] = m.Family
+		}
+	}
+	return k
 })
 
 // Families returns the families the catalog's models belong to, sorted.

@@ -90,6 +90,24 @@ func TestWithAndOnly(t *testing.T) {
 	}
 }
 
+func TestFamilyOf(t *testing.T) {
+	tests := []struct{ desc, id, want string }{
+		{"a dated snapshot of a catalog model", "o1-mini-2024-09-12", "o-series"},
+		{"a snapshot whose name is no family's word", "chatgpt-4o-latest-24-09-07", "gpt"},
+		{"a catalog model's own name, with a vendor", "OpenAI/O1-Preview", "o-series"},
+		{"a word of the id names the family", "Meta-Llama-3_1-70B-Instruct", "llama"},
+		{"the vendor part", "acme/rocket-2", "acme"},
+		{"a family of its own", "rocket-2", "rocket-2"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			if got := FamilyOf(tt.id); got != tt.want {
+				t.Fatalf("FamilyOf(%q) = %q, want %q", tt.id, got, tt.want)
+			}
+		})
+	}
+}
+
 func TestFamilyIn(t *testing.T) {
 	known := []string{"gemini", "gemma", "gpt", "llama", "mistral", "mixtral", "qwen", "yi", "o-series"}
 	tests := []struct{ desc, name, want string }{
