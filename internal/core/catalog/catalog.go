@@ -248,7 +248,7 @@ func FamilyOf(id string) string {
 // snapshotFamily is the family of the longest catalog name (lower case, without its vendor) that the
 // id's name is, or begins with before a dash; "" when there is none.
 func snapshotFamily(id string, byName map[string]string) string {
-	name := strings.ToLower(id[strings.LastIndexByte(id, '/')+1:])
+	name := bareName(id)
 	for {
 		if f, ok := byName[name]; ok {
 			return f
@@ -260,6 +260,9 @@ func snapshotFamily(id string, byName map[string]string) string {
 		name = name[:i]
 	}
 }
+
+// bareName is a model id without its vendor, in lower case.
+func bareName(id string) string { return strings.ToLower(id[strings.LastIndexByte(id, '/')+1:]) }
 
 // knownFamilies are the embedded catalog's families, and each model's family by its name (lower
 // case, without its vendor).
@@ -276,7 +279,7 @@ var embeddedFamilies = sync.OnceValue(func() knownFamilies {
 	}
 	k := knownFamilies{families: c.Families(), byName: make(map[string]string, c.Len())}
 	for _, m := range c.All() {
-		name := strings.ToLower(m.ID[strings.LastIndexByte(m.ID, '/')+1:])
+		name := bareName(m.ID)
 		if _, dup := k.byName[name]; m.Family != "" && !dup {
 			k.byName[name] = m.Family
 		}
