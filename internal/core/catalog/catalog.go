@@ -271,7 +271,7 @@ type knownFamilies struct {
 	byName   map[string]string
 }
 
-// embeddedFamilies are the embedded catalog's families, read once.
+// embeddedFamilies is what the embedded catalog knows of families, read once.
 var embeddedFamilies = sync.OnceValue(func() knownFamilies {
 	c, err := Embedded()
 	if err != nil { // the embedded file is checked by the tests: without it no family is known
