@@ -93,7 +93,7 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 		// A share of requests asks every model, so that estimates keep learning from the models a
 		// settled answer would not have asked.
 		if c.audit = c.rng.Float64() < bp.Audit(); !c.audit {
-			cfg.Adaptive = &collect.Adaptive{Wave: bp.MinResponses, Settled: c.settled}
+			cfg.Adaptive = &collect.Adaptive{Wave: bp.MinResponses, Settle: c.settle}
 		}
 	}
 	c.machine = collect.New(cfg, initial, env{c}, c.rng)

@@ -1,11 +1,13 @@
 package actors
 
 import (
+	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/collect"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/execution"
+	"github.com/conclave-ai/conclave/internal/core/feedback"
 	"github.com/conclave-ai/conclave/internal/core/plan"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -23,18 +25,26 @@ func (c *CoordinatorActor) planRequest() plan.Request {
 	return execution.Request(c.req, strict)
 }
 
-// settled tells an adaptive quorum whether the answers so far settle the request: the leading
-// answer's posterior under the reliability-weighted vote reaches the blueprint's tau. Free text never
-// settles early; JSON answers and tool calls vote with their ballots.
-func (c *CoordinatorActor) settled(answers []*collect.Job) (bool, float64) {
+// settle tells an adaptive quorum whether the answers so far settle the request: the leading
+// answer's posterior under the reliability-weighted vote reaches the blueprint's tau, or the models not
+// yet asked could not change what the consensus decides. Free text never settles early; JSON answers
+// and tool calls vote with their ballots.
+func (c *CoordinatorActor) settle(answers []*collect.Job, unasked []collect.Assignment) collect.Verdict {
+	arms, category := c.deps.Dir.Arms, c.plan.Category
 	resps := make([]consensus.Response, len(answers))
 	for i, j := range answers {
 		res := j.Record.Ref.(*messages.JobResult)
 		resps[i] = consensus.Response{Model: j.Slot.Model, Text: res.Text, ToolCalls: toolCalls(res.ToolCalls),
-			Accuracy: c.deps.Dir.Arms.Accuracy(c.plan.Category, j.Slot.Model)}
+			Accuracy: arms.Accuracy(category, j.Slot.Model)}
 	}
 	p, ok := consensus.Leading(resps, c.plan.AnswerKind, c.structure)
-	return ok && p >= c.plan.Blueprint.Tau(), p
+	v := collect.Verdict{Settled: ok && p >= c.plan.Blueprint.Tau(), Posterior: p}
+	// A plain majority vote (where rewards do not weigh votes by accuracy) is settled as soon as the
+	// unasked models could not change it, and the next wave asks only as many as could.
+	if !v.Settled && len(unasked) > 0 && c.plan.Blueprint.Strategy == blueprints.Majority && c.deps.Reward != feedback.Reliability {
+		v.Settled, v.Next = consensus.Decided(resps, len(unasked), c.plan.AnswerKind, c.structure)
+	}
+	return v
 }
 
 // env answers the collection machine's questions from the plan and the published snapshots.

@@ -45,12 +45,22 @@ type Config struct {
 }
 
 // Adaptive is an adaptive quorum: Start asks the first Wave assignments (they are best-first), and
-// each time a wave has settled the machine asks Settled of the answers so far; unsettled, the next
-// Wave are asked, until none is left.
+// each time a wave has settled the machine asks Settle of the answers so far; unsettled, the next
+// wave is asked, until none is left.
 type Adaptive struct {
 	Wave int
-	// Settled reports whether the answers settle the request, with the leading answer's posterior.
-	Settled func(answers []*Job) (bool, float64)
+	// Settle judges the answers so far, knowing the assignments not yet asked (best-first).
+	Settle func(answers []*Job, unasked []Assignment) Verdict
+}
+
+// Verdict is an adaptive quorum's judgement of the answers at the end of a wave.
+type Verdict struct {
+	// Settled ends asking. Posterior is the leading answer's.
+	Settled   bool
+	Posterior float64
+	// Next is how many of the unasked the next wave asks: the fewest that could settle the request,
+	// so no model is asked whose answer could not matter. Zero means Wave.
+	Next int
 }
 
 // Quorum is how collection used its models.
@@ -688,19 +698,24 @@ const (
 // end it; otherwise the next wave is asked at once, and nextWave reports true.
 func (m *Machine) nextWave(now time.Time) bool {
 	a := m.cfg.Adaptive
-	var settled bool
+	var v Verdict
 	if m.ok > 0 {
-		settled, m.quorum.Posterior = a.Settled(m.answers())
+		v = a.Settle(m.answers(), m.reserve)
+		m.quorum.Posterior = v.Posterior
 	}
 	switch {
-	case settled:
+	case v.Settled:
 		m.quorum.Stopped = Settled
 		return false
 	case len(m.reserve) == 0:
 		m.quorum.Stopped = Cap
 		return false
 	}
-	n := min(a.Wave, len(m.reserve))
+	n := a.Wave
+	if v.Next > 0 {
+		n = v.Next
+	}
+	n = min(n, len(m.reserve))
 	m.quorum.Waves++
 	for _, r := range m.reserve[:n] {
 		m.startJob(m.newSlot(r), r.Worker) // planning assigned every selected model a worker

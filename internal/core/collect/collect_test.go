@@ -476,17 +476,17 @@ func TestARefusalEveryCallMetIsTheAnswer(t *testing.T) {
 
 func TestAdaptiveQuorumAsksInWaves(t *testing.T) {
 	// Answers settle when at least two agree; the harness's three models come in waves of one.
-	agree := func(answers []*Job) (bool, float64) {
+	agree := func(answers []*Job, _ []Assignment) Verdict {
 		votes := map[string]int{}
 		for _, j := range answers {
 			votes[j.Record.Ref.(string)]++
 		}
 		for _, n := range votes {
 			if n >= 2 {
-				return true, 0.97
+				return Verdict{Settled: true, Posterior: 0.97}
 			}
 		}
-		return false, 0.5
+		return Verdict{Posterior: 0.5}
 	}
 	answer := func(h *harness, seq int, text string) {
 		h.run(seq, 10*time.Second)
@@ -506,7 +506,7 @@ func TestAdaptiveQuorumAsksInWaves(t *testing.T) {
 		t.Run(tt.desc, func(t *testing.T) {
 			h := newHarness(t, func(c *Config) {
 				c.MinResponses = 1
-				c.Adaptive = &Adaptive{Wave: 1, Settled: agree}
+				c.Adaptive = &Adaptive{Wave: 1, Settle: agree}
 			})
 			if got := kinds(h.all); got != "acquire0 wake" {
 				t.Fatalf("start: %s", got)
@@ -530,9 +530,35 @@ func TestAdaptiveQuorumAsksInWaves(t *testing.T) {
 	}
 }
 
+func TestALaterWaveAsksAsManyAsTheVerdictNeeds(t *testing.T) {
+	// A first wave of one that is not settled, whose verdict needs one more model of the two unasked.
+	var unaskedSeen []int
+	h := newHarness(t, func(c *Config) {
+		c.MinResponses = 1
+		c.Adaptive = &Adaptive{Wave: 1, Settle: func(answers []*Job, unasked []Assignment) Verdict {
+			unaskedSeen = append(unaskedSeen, len(unasked))
+			return Verdict{Settled: len(answers) == 2, Next: 1}
+		}}
+	})
+	h.run(0, 10*time.Second)
+	h.keep(h.m.Result(h.now, 0, Reply{OK: true, Text: "A", Ref: "A"}))
+	if len(h.m.Slots()) != 2 || h.m.Slots()[1].Wave != 1 {
+		t.Fatalf("the second wave asked %d slots, want one more", len(h.m.Slots())-1)
+	}
+	h.run(1, 10*time.Second)
+	h.keep(h.m.Result(h.now, 1, Reply{OK: true, Text: "A", Ref: "A"}))
+	d := h.m.Done()
+	if want := (Quorum{Asked: 2, Waves: 2, Stopped: Settled}); !h.finished() || d.Quorum != want {
+		t.Fatalf("quorum %+v, want %+v", d.Quorum, want)
+	}
+	if !slices.Equal(unaskedSeen, []int{2, 1}) {
+		t.Fatalf("the verdicts saw %v unasked models, want [2 1]", unaskedSeen)
+	}
+}
+
 func TestAnAdaptiveQuorumCutByTheDeadlineSaysSo(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
-		c.Adaptive = &Adaptive{Wave: 2, Settled: func([]*Job) (bool, float64) { return false, 0.4 }}
+		c.Adaptive = &Adaptive{Wave: 2, Settle: func([]*Job, []Assignment) Verdict { return Verdict{Posterior: 0.4} }}
 	})
 	h.advance(31 * time.Second)
 	if d := h.m.Done(); d.Quorum.Stopped != Deadline || d.Quorum.Asked != 2 {
