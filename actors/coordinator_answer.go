@@ -6,7 +6,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/execution"
-	"github.com/conclave-ai/conclave/internal/core/feedback"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
@@ -43,7 +42,7 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 		c.onConsensus(ctx, execution.DirectAnswer(j))
 		return
 	}
-	in := execution.ConsensusInput(c.req, c.plan, d.Answers, weights{c}, c.deps.Reward == feedback.Reliability)
+	in := execution.ConsensusInput(c.req, c.plan, d.Answers, weights{c}, c.accuracyVotes())
 	models := make([]string, len(d.Answers))
 	for i, j := range d.Answers {
 		models[i] = j.Slot.Model

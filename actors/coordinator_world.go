@@ -29,7 +29,7 @@ func (c *CoordinatorActor) planRequest() plan.Request {
 // answer's posterior under the reliability-weighted vote reaches the blueprint's tau, or the models not
 // yet asked could not change what the consensus decides. Free text never settles early; JSON answers
 // and tool calls vote with their ballots.
-func (c *CoordinatorActor) settle(answers []*collect.Job, unasked []collect.Assignment) collect.Verdict {
+func (c *CoordinatorActor) settle(answers []*collect.Job, unasked int) collect.Verdict {
 	arms, category := c.deps.Dir.Arms, c.plan.Category
 	resps := make([]consensus.Response, len(answers))
 	for i, j := range answers {
@@ -41,11 +41,14 @@ func (c *CoordinatorActor) settle(answers []*collect.Job, unasked []collect.Assi
 	v := collect.Verdict{Settled: ok && p >= c.plan.Blueprint.Tau(), Posterior: p}
 	// A plain majority vote (where rewards do not weigh votes by accuracy) is settled as soon as the
 	// unasked models could not change it, and the next wave asks only as many as could.
-	if !v.Settled && len(unasked) > 0 && c.plan.Blueprint.Strategy == blueprints.Majority && c.deps.Reward != feedback.Reliability {
-		v.Settled, v.Next = consensus.Decided(resps, len(unasked), c.plan.AnswerKind, c.structure)
+	if !v.Settled && unasked > 0 && c.plan.Blueprint.Strategy == blueprints.Majority && !c.accuracyVotes() {
+		v.Settled, v.Next = consensus.Decided(resps, unasked, c.plan.AnswerKind, c.structure)
 	}
 	return v
 }
+
+// accuracyVotes reports whether the consensus weighs votes by accuracy: only where rewards measure it.
+func (c *CoordinatorActor) accuracyVotes() bool { return c.deps.Reward == feedback.Reliability }
 
 // env answers the collection machine's questions from the plan and the published snapshots.
 type env struct{ c *CoordinatorActor }

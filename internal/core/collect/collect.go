@@ -49,8 +49,8 @@ type Config struct {
 // wave is asked, until none is left.
 type Adaptive struct {
 	Wave int
-	// Settle judges the answers so far, knowing the assignments not yet asked (best-first).
-	Settle func(answers []*Job, unasked []Assignment) Verdict
+	// Settle judges the answers so far, knowing how many selected models are not yet asked.
+	Settle func(answers []*Job, unasked int) Verdict
 }
 
 // Verdict is an adaptive quorum's judgement of the answers at the end of a wave.
@@ -700,7 +700,7 @@ func (m *Machine) nextWave(now time.Time) bool {
 	a := m.cfg.Adaptive
 	var v Verdict
 	if m.ok > 0 {
-		v = a.Settle(m.answers(), m.reserve)
+		v = a.Settle(m.answers(), len(m.reserve))
 		m.quorum.Posterior = v.Posterior
 	}
 	switch {

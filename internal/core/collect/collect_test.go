@@ -476,7 +476,7 @@ func TestARefusalEveryCallMetIsTheAnswer(t *testing.T) {
 
 func TestAdaptiveQuorumAsksInWaves(t *testing.T) {
 	// Answers settle when at least two agree; the harness's three models come in waves of one.
-	agree := func(answers []*Job, _ []Assignment) Verdict {
+	agree := func(answers []*Job, _ int) Verdict {
 		votes := map[string]int{}
 		for _, j := range answers {
 			votes[j.Record.Ref.(string)]++
@@ -535,8 +535,8 @@ func TestALaterWaveAsksAsManyAsTheVerdictNeeds(t *testing.T) {
 	var unaskedSeen []int
 	h := newHarness(t, func(c *Config) {
 		c.MinResponses = 1
-		c.Adaptive = &Adaptive{Wave: 1, Settle: func(answers []*Job, unasked []Assignment) Verdict {
-			unaskedSeen = append(unaskedSeen, len(unasked))
+		c.Adaptive = &Adaptive{Wave: 1, Settle: func(answers []*Job, unasked int) Verdict {
+			unaskedSeen = append(unaskedSeen, unasked)
 			return Verdict{Settled: len(answers) == 2, Next: 1}
 		}}
 	})
@@ -558,7 +558,7 @@ func TestALaterWaveAsksAsManyAsTheVerdictNeeds(t *testing.T) {
 
 func TestAnAdaptiveQuorumCutByTheDeadlineSaysSo(t *testing.T) {
 	h := newHarness(t, func(c *Config) {
-		c.Adaptive = &Adaptive{Wave: 2, Settle: func([]*Job, []Assignment) Verdict { return Verdict{Posterior: 0.4} }}
+		c.Adaptive = &Adaptive{Wave: 2, Settle: func([]*Job, int) Verdict { return Verdict{Posterior: 0.4} }}
 	})
 	h.advance(31 * time.Second)
 	if d := h.m.Done(); d.Quorum.Stopped != Deadline || d.Quorum.Asked != 2 {

@@ -88,27 +88,20 @@ func Leading(resps []Response, kind Kind, st *Structure) (float64, bool) {
 	if len(resps) == 0 {
 		return 0, false
 	}
-	resps, kind = keyed(resps, kind, st)
+	if Structured(resps, st) {
+		keyed := slices.Clone(resps)
+		for i, b := range Ballots(resps, st, kind) {
+			keyed[i].Text = ""
+			if b.Valid {
+				keyed[i].Text = b.key()
+			}
+		}
+		resps, kind = keyed, Exact
+	}
 	b := newBallot(resps, false, kind, nil)
 	if !b.reliable() {
 		return 0, false
 	}
 	r := b.reliabilityVote()
 	return r.Scores[r.Chosen], true
-}
-
-// keyed returns structured answers (st) as the keys of their ballots, an invalid one as no answer, so
-// that they vote as exact answers; other answers as they are.
-func keyed(resps []Response, kind Kind, st *Structure) ([]Response, Kind) {
-	if !Structured(resps, st) {
-		return resps, kind
-	}
-	out := slices.Clone(resps)
-	for i, b := range Ballots(resps, st, kind) {
-		out[i].Text = ""
-		if b.Valid {
-			out[i].Text = b.key()
-		}
-	}
-	return out, Exact
 }
