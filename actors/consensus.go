@@ -293,7 +293,7 @@ func decision(in *messages.ConsensusInput, st *consensus.Structure, verdict *con
 	resps := responses(in)
 	kind, _ := consensus.ParseKind(in.AnswerKind)
 	cin := consensus.Input{Strategy: blueprints.Strategy(in.Strategy), Responses: resps, Round: in.Round, QualityFromAgreement: true,
-		Kind: kind, Structure: st}
+		Kind: kind, Structure: st, Deciders: int(in.Deciders)}
 	if verdict != nil {
 		cin.Arbiter, cin.Verdict = in.ArbiterModel, verdict
 	}
@@ -312,6 +312,7 @@ func decision(in *messages.ConsensusInput, st *consensus.Structure, verdict *con
 		return reply
 	}
 	reply.Answer, reply.Contributed, reply.Weighted, reply.Unjudged = r.Answer, r.Contributed, r.Weighted, r.Unjudged
+	reply.InMajority = r.InMajority
 	if len(r.Groups) > 0 {
 		reply.Groups = make([]int32, len(r.Groups))
 		for i, g := range r.Groups {

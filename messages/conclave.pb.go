@@ -4839,7 +4839,10 @@ type ConsensusInput struct {
 	ResponseFormat *OutputFormat `protobuf:"bytes,13,opt,name=response_format,json=responseFormat,proto3" json:"response_format,omitempty"`
 	Tools          []*Tool       `protobuf:"bytes,14,rep,name=tools,proto3" json:"tools,omitempty"`
 	// stream asks the arbiter's call to stream, and its synthesis to reach the coordinator as Deltas.
-	Stream        bool `protobuf:"varint,15,opt,name=stream,proto3" json:"stream,omitempty"`
+	Stream bool `protobuf:"varint,15,opt,name=stream,proto3" json:"stream,omitempty"`
+	// deciders, for a plain majority vote, is how many answers decide it: those of the models with the
+	// best learned quality; the others break ties among them (0: every answer votes alike).
+	Deciders      int32 `protobuf:"varint,16,opt,name=deciders,proto3" json:"deciders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -4977,6 +4980,13 @@ func (x *ConsensusInput) GetStream() bool {
 		return x.Stream
 	}
 	return false
+}
+
+func (x *ConsensusInput) GetDeciders() int32 {
+	if x != nil {
+		return x.Deciders
+	}
+	return 0
 }
 
 type Candidate struct {
@@ -5125,8 +5135,11 @@ type ConsensusResult struct {
 	// the decision's ballots, so that the record shows them and feedback penalises the invalid answers.
 	FailureCode    string     `protobuf:"bytes,9,opt,name=failure_code,json=failureCode,proto3" json:"failure_code,omitempty"`
 	FailureDetails []*Problem `protobuf:"bytes,10,rep,name=failure_details,json=failureDetails,proto3" json:"failure_details,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// in_majority, for a vote its deciders decided, says whose answer the plain majority of all the
+	// answers chose: what agreement rewards learn from, so that the deciders do not grade themselves.
+	InMajority    []bool `protobuf:"varint,11,rep,packed,name=in_majority,json=inMajority,proto3" json:"in_majority,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsensusResult) Reset() {
@@ -5218,6 +5231,13 @@ func (x *ConsensusResult) GetFailureCode() string {
 func (x *ConsensusResult) GetFailureDetails() []*Problem {
 	if x != nil {
 		return x.FailureDetails
+	}
+	return nil
+}
+
+func (x *ConsensusResult) GetInMajority() []bool {
+	if x != nil {
+		return x.InMajority
 	}
 	return nil
 }
@@ -6592,7 +6612,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\xd5\x04\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\xf1\x04\n" +
 	"\x0eConsensusInput\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -6613,7 +6633,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\bqueue_by\x18\f \x01(\v2\x1a.google.protobuf.TimestampR\aqueueBy\x12B\n" +
 	"\x0fresponse_format\x18\r \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x12'\n" +
 	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\x12\x16\n" +
-	"\x06stream\x18\x0f \x01(\bR\x06stream\"\xd1\x02\n" +
+	"\x06stream\x18\x0f \x01(\bR\x06stream\x12\x1a\n" +
+	"\bdeciders\x18\x10 \x01(\x05R\bdeciders\"\xd1\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -6631,7 +6652,7 @@ const file_conclave_proto_rawDesc = "" +
 	" \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12\x1e\n" +
 	"\n" +
 	"dependence\x18\v \x03(\x01R\n" +
-	"dependence\"\xd7\x02\n" +
+	"dependence\"\xf8\x02\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +
@@ -6642,7 +6663,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\bunjudged\x18\b \x01(\bR\bunjudged\x12!\n" +
 	"\ffailure_code\x18\t \x01(\tR\vfailureCode\x12=\n" +
 	"\x0ffailure_details\x18\n" +
-	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetailsJ\x04\b\x06\x10\a\"\x9e\x01\n" +
+	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetails\x12\x1f\n" +
+	"\vin_majority\x18\v \x03(\bR\n" +
+	"inMajorityJ\x04\b\x06\x10\a\"\x9e\x01\n" +
 	"\x05Votes\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +

@@ -4521,6 +4521,13 @@ func (m *ConsensusInput) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Deciders != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Deciders))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0x80
+	}
 	if m.Stream {
 		i--
 		if m.Stream {
@@ -4791,6 +4798,19 @@ func (m *ConsensusResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.InMajority) > 0 {
+		for iNdEx := len(m.InMajority) - 1; iNdEx >= 0; iNdEx-- {
+			i--
+			if m.InMajority[iNdEx] {
+				dAtA[i] = 1
+			} else {
+				dAtA[i] = 0
+			}
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.InMajority)))
+		i--
+		dAtA[i] = 0x5a
 	}
 	if len(m.FailureDetails) > 0 {
 		for iNdEx := len(m.FailureDetails) - 1; iNdEx >= 0; iNdEx-- {
@@ -7682,6 +7702,9 @@ func (m *ConsensusInput) SizeVT() (n int) {
 	if m.Stream {
 		n += 2
 	}
+	if m.Deciders != 0 {
+		n += 2 + protohelpers.SizeOfVarint(uint64(m.Deciders))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -7779,6 +7802,9 @@ func (m *ConsensusResult) SizeVT() (n int) {
 			l = e.SizeVT()
 			n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	if len(m.InMajority) > 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(len(m.InMajority))) + len(m.InMajority)*1
 	}
 	n += len(m.unknownFields)
 	return n
@@ -20852,6 +20878,25 @@ func (m *ConsensusInput) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Stream = bool(v != 0)
+		case 16:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deciders", wireType)
+			}
+			m.Deciders = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.Deciders |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -21611,6 +21656,76 @@ func (m *ConsensusResult) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
+		case 11:
+			if wireType == 0 {
+				var v int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.InMajority = append(m.InMajority, bool(v != 0))
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				elementCount = packedLen
+				if elementCount != 0 && len(m.InMajority) == 0 {
+					m.InMajority = make([]bool, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v int
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return protohelpers.ErrIntOverflow
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= int(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.InMajority = append(m.InMajority, bool(v != 0))
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field InMajority", wireType)
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

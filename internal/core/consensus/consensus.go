@@ -5,6 +5,7 @@
 package consensus
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -96,6 +97,11 @@ type Input struct {
 	// Structure is the request's format (Compile): with JSON asked for, or tool calls among the answers,
 	// the decision votes on ballots (see Ballots) instead of text. Nil asks for text.
 	Structure *Structure
+	// Deciders, for a plain majority vote on text, is how many answers decide it: those of the models
+	// with the best learned quality (Response.Learned; ties to the earlier response). The other answers
+	// only break ties among the deciders' answers. Zero, or at least the number of answers, lets every
+	// answer vote alike.
+	Deciders int
 }
 
 // Result is a consensus decision.
@@ -117,8 +123,11 @@ type Result struct {
 	// Groups numbers each response's answer among the distinct answers of a reliability-weighted
 	// vote (-1 for no answer): what the reliability estimator learns from. Nil for any other decision;
 	// when set, Scores are the answers' posteriors.
-	Groups       []int    `json:"groups,omitempty"`
-	Contributed  []bool   `json:"contributed"`
+	Groups      []int  `json:"groups,omitempty"`
+	Contributed []bool `json:"contributed"`
+	// InMajority, for a vote its deciders decided (Input.Deciders), is whether each response's answer
+	// is the one the plain majority of all the responses chose; nil for any other decision.
+	InMajority   []bool   `json:"in_majority,omitempty"`
 	Agreement    []string `json:"agreement"`
 	Disagreement []string `json:"disagreement"`
 	// Synthesis is true when the answer is the arbiter's unified answer rather than one response.
@@ -170,14 +179,19 @@ func Decide(in Input) (Result, error) {
 		case b.freeText():
 			r = b.byLearned()
 		default:
-			r = b.vote(false)
+			dec := b.deciders(in.Deciders)
+			r = b.vote(false, dec)
+			if dec != nil { // what the answers learn from: the vote of them all
+				all := b.vote(false, nil)
+				r.InMajority = b.contributed(all.Answer, all.Chosen)
+			}
 		}
 	case blueprints.Weighted:
 		if v == nil && b.freeText() {
 			r = b.byLearned()
 			break
 		}
-		r = b.vote(true)
+		r = b.vote(true, nil)
 		if v != nil {
 			r.Arbiter = in.Arbiter
 			if v.Answer != "" && (in.Kind == Text || in.Kind == "") {
@@ -301,15 +315,21 @@ func (b *ballot) groups() (groupOf []int, groups [][]int) {
 }
 
 // vote is majority voting (weighted=false: one vote each, ties broken by the sum of weighted scores) or
-// weighted voting (each vote counts its weighted score). The answer is the best-scored member's text.
-func (b *ballot) vote(weighted bool) Result {
+// weighted voting (each vote counts its weighted score). With deciders, only theirs count, and the
+// others' votes, then the weighted scores, break ties among them. The answer is the best-scored
+// member's text.
+func (b *ballot) vote(weighted bool, deciders []bool) Result {
 	groupOf, groups := b.groups()
 	mass := make([]float64, len(groups))
 	weight := make([]float64, len(groups))
+	decided := make([]int, len(groups)) // the deciders' votes; all zero when every answer votes alike
 	total := 0.0
 	for g, members := range groups {
 		for _, i := range members {
 			weight[g] += b.weighted[i]
+			if deciders != nil && deciders[i] {
+				decided[g]++
+			}
 		}
 		if weighted {
 			mass[g] = weight[g]
@@ -320,6 +340,12 @@ func (b *ballot) vote(weighted bool) Result {
 	}
 	best := 0
 	for g := 1; g < len(groups); g++ {
+		if decided[g] != decided[best] {
+			if decided[g] > decided[best] {
+				best = g
+			}
+			continue
+		}
 		if mass[g] > mass[best] || (mass[g] == mass[best] && weight[g] > weight[best]) {
 			best = g
 		}
@@ -332,6 +358,21 @@ func (b *ballot) vote(weighted bool) Result {
 		}
 	}
 	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: scores}
+}
+
+// deciders marks the k responses whose models have the best learned quality, ties going to the earlier
+// response; nil when every response decides (k zero, or k at least the number of responses).
+func (b *ballot) deciders(k int) []bool {
+	if k <= 0 || k >= len(b.resps) {
+		return nil
+	}
+	order := b.all()
+	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(b.resps[j].Learned, b.resps[i].Learned) })
+	out := make([]bool, len(b.resps))
+	for _, i := range order[:k] {
+		out[i] = true
+	}
+	return out
 }
 
 // bestBy returns the candidate with the highest key, ties going to the higher weighted score and then

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,6 +96,99 @@ func TestMajority(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestDecidersDecideAPlainMajority(t *testing.T) {
+	learned := func(model, text string, q float64) Response {
+		r := resp(model, text, 0.5)
+		r.Learned = q
+		return r
+	}
+	// Two proven models against three drawn to explore: a plain vote follows the explorers.
+	split := []Response{learned("a", "A", 0.8), learned("b", "A", 0.7), learned("c", "B", 0.6), learned("d", "B", 0.2), learned("e", "B", 0.1)}
+	tests := []struct {
+		desc       string
+		resps      []Response
+		deciders   int
+		wantAnswer string
+		// contributed is the answer's group; inMajority the plain majority's, nil when every answer voted.
+		contributed, inMajority []bool
+	}{
+		{
+			desc: "the answers of the best-learned models decide; the others cannot outvote them", resps: split, deciders: 3,
+			wantAnswer: "A", contributed: []bool{true, true, false, false, false}, inMajority: []bool{false, false, true, true, true},
+		},
+		{
+			desc: "no deciders: every answer votes alike", resps: split, deciders: 0,
+			wantAnswer: "B", contributed: []bool{false, false, true, true, true},
+		},
+		{
+			desc: "as many deciders as answers: every answer votes alike", resps: split, deciders: 5,
+			wantAnswer: "B", contributed: []bool{false, false, true, true, true},
+		},
+		{
+			desc:  "the other answers break a tie among the deciders",
+			resps: []Response{learned("a", "A", 0.8), learned("b", "B", 0.7), learned("c", "C", 0.6), learned("d", "C", 0.2), learned("e", "D", 0.1)}, deciders: 3,
+			wantAnswer: "C", contributed: []bool{false, false, true, true, false}, inMajority: []bool{false, false, true, true, false},
+		},
+		{
+			desc:  "ties in learned quality go to the earlier answers",
+			resps: []Response{learned("a", "A", 0.5), learned("b", "A", 0.5), learned("c", "B", 0.5), learned("d", "B", 0.5), learned("e", "B", 0.5)}, deciders: 3,
+			wantAnswer: "A", contributed: []bool{true, true, false, false, false}, inMajority: []bool{false, false, true, true, true},
+		},
+		{
+			desc:  "two deciders agreeing outweigh a plain majority of three",
+			resps: []Response{learned("a", "A", 0.1), learned("b", "B", 0.9), learned("c", "B", 0.8), learned("d", "A", 0.7), learned("e", "A", 0.2)}, deciders: 3,
+			wantAnswer: "B", contributed: []bool{false, true, true, false, false}, inMajority: []bool{true, false, false, true, true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			r, err := Decide(Input{Strategy: blueprints.Majority, Responses: tt.resps, Kind: Choice, Deciders: tt.deciders})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Answer != tt.wantAnswer {
+				t.Fatalf("answer %q, want %q", r.Answer, tt.wantAnswer)
+			}
+			if fmt.Sprint(r.Contributed) != fmt.Sprint(tt.contributed) || fmt.Sprint(r.InMajority) != fmt.Sprint(tt.inMajority) {
+				t.Fatalf("contributed %v, in majority %v; want %v, %v", r.Contributed, r.InMajority, tt.contributed, tt.inMajority)
+			}
+		})
+	}
+}
+
+func TestDecidersLeaveOtherDecisionsAlone(t *testing.T) {
+	resps := []Response{resp("a", "A", 0.9), resp("b", "B", 0.5), resp("c", "B", 0.5)}
+	for i := range resps {
+		resps[i].Learned = 0.9 - 0.1*float64(i)
+	}
+	// A weighted vote and a reliability-weighted one weigh every answer already.
+	for _, in := range []Input{
+		{Strategy: blueprints.Weighted, Responses: resps, Kind: Choice, Deciders: 1},
+		{Strategy: blueprints.Majority, Responses: withAccuracy(resps, 0.7), Kind: Choice, Deciders: 1},
+	} {
+		r, err := Decide(in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.InMajority != nil {
+			t.Fatalf("%s: in majority %v, want none", in.Strategy, r.InMajority)
+		}
+		plain := in
+		plain.Deciders = 0
+		if want, _ := Decide(plain); r.Answer != want.Answer {
+			t.Fatalf("%s: answer %q with deciders, %q without", in.Strategy, r.Answer, want.Answer)
+		}
+	}
+}
+
+func withAccuracy(resps []Response, acc float64) []Response {
+	out := slices.Clone(resps)
+	for i := range out {
+		out[i].Accuracy = acc
+	}
+	return out
 }
 
 func TestMajorityVoteShares(t *testing.T) {

@@ -41,7 +41,7 @@ func (b *ballot) reliabilityVote() Result {
 		voteOf[i], acc[i] = renumber[groupOf[i]], b.resps[i].Accuracy
 	}
 	if answered == 0 { // nobody answered: the plain vote picks among the blanks
-		r := b.vote(false)
+		r := b.vote(false, nil)
 		r.Scores, r.Groups = make([]float64, n), voteOf
 		return r
 	}

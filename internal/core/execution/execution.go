@@ -149,10 +149,14 @@ type Weights interface {
 }
 
 // ConsensusInput is step 8's input: every answer with its weights. Votes weigh by accuracy only where
-// rewards measure it (accuracyVotes).
+// rewards measure it (accuracyVotes); a plain majority is decided by the blueprint's min_responses
+// answers of the models learned best, for a panel holds models drawn to explore beside the proven ones.
 func ConsensusInput(req *messages.RouteRequest, p *plan.Plan, answers []*collect.Job, w Weights, accuracyVotes bool) *messages.ConsensusInput {
 	in := &messages.ConsensusInput{RequestId: req.RequestId, Category: p.Category, Strategy: string(p.Blueprint.Strategy), Task: req.Task,
 		AnswerKind: string(p.AnswerKind), ResponseFormat: req.GetAsk().GetResponseFormat(), Tools: req.GetAsk().GetTools()}
+	if p.Blueprint.Strategy == blueprints.Majority {
+		in.Deciders = int32(p.Blueprint.MinResponses)
+	}
 	reliability := map[string]float64{} // one reading per provider, so its candidates are weighed alike
 	for _, j := range answers {
 		s := j.Slot
@@ -224,6 +228,9 @@ func FeedbackCalls(records []*collect.Record, answers []*collect.Job, ballots []
 			call.Invalid = i < len(ballots) && !ballots[i].Valid
 			if r != nil {
 				call.Contributed, call.Score = r.Contributed[i], r.Decision.Scores[i]
+				if len(r.InMajority) > i { // a vote its deciders decided: agreement learns from the vote of all
+					call.Contributed = r.InMajority[i]
+				}
 				if len(r.Groups) > 0 { // a reliability-weighted vote: the scores are posteriors
 					call.Posterior = &r.Decision.Scores[i]
 				}

@@ -71,12 +71,15 @@ func TestConsensusInputWeighsEachAnswer(t *testing.T) {
 		return &collect.Job{Slot: &collect.Slot{Model: model, Provider: provider}, Worker: "w", Record: &collect.Record{Ref: &messages.JobResult{Text: text}}}
 	}
 	answers := []*collect.Job{answer("a", "p", "A"), answer("b", "p", "B"), answer("c", "q", "A")}
-	p := &plan.Plan{Category: "math", Blueprint: blueprints.Blueprint{Strategy: blueprints.Majority}}
+	p := &plan.Plan{Category: "math", Blueprint: blueprints.Blueprint{Strategy: blueprints.Majority, MinResponses: 2}}
 	for _, accuracyVotes := range []bool{false, true} {
 		w := fixedWeights{reads: map[string]int{}}
 		in := ConsensusInput(&messages.RouteRequest{RequestId: "r", Task: "t"}, p, answers, w, accuracyVotes)
 		if len(in.Candidates) != 3 || in.Category != "math" || in.Strategy != string(blueprints.Majority) {
 			t.Fatalf("input %v", in)
+		}
+		if in.Deciders != 2 {
+			t.Errorf("a plain majority decided by %d answers, want the blueprint's min_responses 2", in.Deciders)
 		}
 		if w.reads["p"] != 1 || w.reads["q"] != 1 {
 			t.Errorf("a provider's reliability was read %v times: once per provider keeps its candidates alike", w.reads)
@@ -92,6 +95,15 @@ func TestConsensusInputWeighsEachAnswer(t *testing.T) {
 		want := map[bool]string{false: "[] [] []", true: "[0 0 0.4] [0 0 0] [0.4 0 0]"}[accuracyVotes]
 		if got := fmt.Sprint(in.Candidates[0].Dependence, " ", in.Candidates[1].Dependence, " ", in.Candidates[2].Dependence); got != want {
 			t.Errorf("accuracy votes %v: dependence %s, want %s", accuracyVotes, got, want)
+		}
+	}
+}
+
+func TestOnlyAPlainMajorityHasDeciders(t *testing.T) {
+	for _, s := range []blueprints.Strategy{blueprints.Weighted, blueprints.Rotating, blueprints.Pairwise} {
+		p := &plan.Plan{Blueprint: blueprints.Blueprint{Strategy: s, MinResponses: 2}}
+		if in := ConsensusInput(&messages.RouteRequest{}, p, nil, fixedWeights{reads: map[string]int{}}, false); in.Deciders != 0 {
+			t.Errorf("%s: deciders %d, want none (every answer weighs in)", s, in.Deciders)
 		}
 	}
 }
@@ -156,6 +168,8 @@ func TestLearningTeachesEveryCallersArm(t *testing.T) {
 		{"a consensus that judged nobody penalises only the fault", "math", &messages.ConsensusResult{Unjudged: true,
 			Contributed: []bool{true, true}, Decision: &messages.ArbiterDecision{Scores: []float64{1, 1}}}, map[string]float64{"c": 0}, "math"},
 		{"a direct call learns on the arm over all categories", "", judged, map[string]float64{"a": 1, "b": 0, "c": 0}, bandit.AllCategories},
+		{"a vote its deciders decided rewards agreement with the vote of all", "math", &messages.ConsensusResult{Contributed: []bool{true, false},
+			InMajority: []bool{false, true}, Decision: &messages.ArbiterDecision{Scores: []float64{0.5, 0.5}}}, map[string]float64{"a": 0, "b": 1, "c": 0}, "math"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {

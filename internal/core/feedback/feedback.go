@@ -48,7 +48,9 @@ type Call struct {
 	// TimedOut names a penalty a timeout rather than an error.
 	TimedOut bool
 	Text     string
-	// Contributed and Score are the consensus's view of an answer that went to it.
+	// Contributed and Score are the consensus's view of an answer that went to it. Where the vote's
+	// deciders chose the answer, Contributed is its agreement with the plain majority of all answers,
+	// so that the deciders are not rewarded for the decisions they alone made.
 	Contributed bool
 	Score       float64
 	// Posterior is the answer's probability of being right by the reliability-weighted vote; nil when
