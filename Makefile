@@ -83,7 +83,7 @@ eval: build
 
 # proto regenerates messages/*.pb.go; it needs protoc (Debian: protobuf-compiler), protoc-gen-go
 # (go install google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12) and protoc-gen-go-vtproto
-# (go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.0).
+# (go install github.com/planetscale/vtprotobuf/cmd/protoc-gen-go-vtproto@v0.6.1-0.20240319094008-0393e58bdf10, the version go.mod requires).
 proto:
 	protoc -I messages -I "$$($(GO) list -m -f '{{.Dir}}' github.com/asynkron/protoactor-go)/actor" -I /usr/include \
 		--go_out=. --go_opt=module=github.com/conclave-ai/conclave \

@@ -312,7 +312,7 @@ func decision(in *messages.ConsensusInput, st *consensus.Structure, verdict *con
 		return reply
 	}
 	reply.Answer, reply.Contributed, reply.Weighted, reply.Unjudged = r.Answer, r.Contributed, r.Weighted, r.Unjudged
-	reply.InMajority = r.InMajority
+	reply.InMajority, reply.Deciders = r.InMajority, r.Deciders
 	if len(r.Groups) > 0 {
 		reply.Groups = make([]int32, len(r.Groups))
 		for i, g := range r.Groups {

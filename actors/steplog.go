@@ -64,7 +64,7 @@ func logConsensus(log *zap.Logger, r *messages.ConsensusResult, degraded bool) {
 		d := r.Decision
 		ce.Write(zap.String("event", "consensus"), zap.String("strategy", d.Strategy),
 			zap.String("arbiter", d.Arbiter), zap.Int32("chosen", d.Chosen), zap.Float64s("scores", d.Scores),
-			zap.Bools("contributed", r.Contributed), zap.Strings("agreement", d.Agreement), zap.Strings("disagreement", d.Disagreement),
+			zap.Bools("contributed", r.Contributed), zap.Bools("deciders", r.Deciders), zap.Strings("agreement", d.Agreement), zap.Strings("disagreement", d.Disagreement),
 			zap.String("arbiter_error", d.ArbiterError), zap.Bool("degraded", degraded), zap.Bool("merged", d.Merged),
 			zap.Int("invalid", execution.InvalidBallots(d.Ballots)))
 	}

@@ -202,6 +202,7 @@ type routeResponse struct {
 		LatencyMs     float64 `json:"latency_ms"`
 		WeightedScore float64 `json:"weighted_score"`
 		Contributed   bool    `json:"contributed"`
+		Decider       bool    `json:"decider"`
 		ErrorKind     string  `json:"error_kind"`
 		Usage         usage   `json:"usage"`
 		Cost          float64 `json:"cost"`

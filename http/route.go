@@ -490,6 +490,7 @@ type responseView struct {
 	ProviderLatencyMs float64   `json:"provider_latency_ms,omitempty"`
 	WeightedScore     float64   `json:"weighted_score"`
 	Contributed       bool      `json:"contributed"`
+	Decider           bool      `json:"decider,omitempty"` // it decided a plain majority vote; the others broke ties
 	Attempt           int32     `json:"attempt"`
 	ErrorKind         string    `json:"error_kind,omitempty"`
 	ErrorScope        string    `json:"error_scope,omitempty"`
@@ -549,7 +550,7 @@ func renderRoute(e *messages.Execution) routeResponse {
 	}
 	for i, r := range e.Results {
 		resp.Responses[i] = responseView{Model: r.Model, Provider: r.Provider, Worker: r.Worker, Status: r.Status, LatencyMs: r.LatencyMs,
-			ProviderLatencyMs: r.ProviderLatencyMs, WeightedScore: r.WeightedScore, Contributed: r.Contributed, Attempt: r.Attempt, ErrorKind: r.ErrorKind, ErrorScope: r.ErrorScope,
+			ProviderLatencyMs: r.ProviderLatencyMs, WeightedScore: r.WeightedScore, Contributed: r.Contributed, Decider: r.Decider, Attempt: r.Attempt, ErrorKind: r.ErrorKind, ErrorScope: r.ErrorScope,
 			Usage: viewUsage(r.Usage), Cost: r.Cost, DroppedParameters: r.DroppedParameters}
 	}
 	if p := e.Phases; p != nil {

@@ -37,7 +37,7 @@ func TestEveryStrategyEndToEnd(t *testing.T) {
 				if resp.Answer == "" || len(resp.Responses) != 5 || resp.Degraded {
 					t.Fatalf("answer %q from %d responses (degraded %v)", resp.Answer, len(resp.Responses), resp.Degraded)
 				}
-				contributed := 0
+				contributed, deciders := 0, 0
 				for _, r := range resp.Responses {
 					if r.Status != "ok" || r.WeightedScore <= 0 || r.WeightedScore > 1 || r.Worker == "" || r.Provider == "" {
 						t.Fatalf("response %+v", r)
@@ -45,9 +45,21 @@ func TestEveryStrategyEndToEnd(t *testing.T) {
 					if r.Contributed {
 						contributed++
 					}
+					if r.Decider {
+						deciders++
+					}
 				}
 				if contributed == 0 {
 					t.Fatal("no response contributed to the answer")
+				}
+				// A plain majority over short answers is decided by min_responses of them; every other
+				// decision lets every answer weigh in.
+				wantDeciders := 0
+				if strategy == blueprints.Majority && kind == "multiple choice" {
+					wantDeciders = 3
+				}
+				if deciders != wantDeciders {
+					t.Fatalf("%d answers decided, want %d", deciders, wantDeciders)
 				}
 				switch strategy {
 				case blueprints.Majority:
@@ -75,6 +87,15 @@ func TestEveryStrategyEndToEnd(t *testing.T) {
 				}
 				if ups, _ := rec["bandit_updates"].([]any); len(ups) != want {
 					t.Fatalf("record has %d bandit updates, want %d", len(ups), want)
+				}
+				recorded := 0
+				for _, r := range rec["results"].([]any) {
+					if r.(map[string]any)["decider"] == true {
+						recorded++
+					}
+				}
+				if recorded != wantDeciders {
+					t.Fatalf("the record has %d deciders, want %d", recorded, wantDeciders)
 				}
 				// Tokens and cost: the request's are the sum of its calls', the arbiter's included.
 				sum, tokens := 0.0, 0

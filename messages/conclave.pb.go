@@ -2621,7 +2621,11 @@ type WorkerResult struct {
 	StartedMs float64 `protobuf:"fixed64,24,opt,name=started_ms,json=startedMs,proto3" json:"started_ms,omitempty"`
 	// wave is the adaptive quorum's wave that asked the call: 0 for the first (and for every call of a
 	// fixed quorum), more for a model asked only because the earlier answers did not settle the request.
-	Wave          int32 `protobuf:"varint,25,opt,name=wave,proto3" json:"wave,omitempty"`
+	Wave int32 `protobuf:"varint,25,opt,name=wave,proto3" json:"wave,omitempty"`
+	// decider: the call's answer was one of those that decided a plain majority vote (the blueprint's
+	// min_responses answers of the models learned best); the others only broke ties. False on every call
+	// of a decision where all answers voted alike.
+	Decider       bool `protobuf:"varint,26,opt,name=decider,proto3" json:"decider,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2829,6 +2833,13 @@ func (x *WorkerResult) GetWave() int32 {
 		return x.Wave
 	}
 	return 0
+}
+
+func (x *WorkerResult) GetDecider() bool {
+	if x != nil {
+		return x.Decider
+	}
+	return false
 }
 
 type ArbiterDecision struct {
@@ -5137,7 +5148,9 @@ type ConsensusResult struct {
 	FailureDetails []*Problem `protobuf:"bytes,10,rep,name=failure_details,json=failureDetails,proto3" json:"failure_details,omitempty"`
 	// in_majority, for a vote its deciders decided, says whose answer the plain majority of all the
 	// answers chose: what agreement rewards learn from, so that the deciders do not grade themselves.
-	InMajority    []bool `protobuf:"varint,11,rep,packed,name=in_majority,json=inMajority,proto3" json:"in_majority,omitempty"`
+	InMajority []bool `protobuf:"varint,11,rep,packed,name=in_majority,json=inMajority,proto3" json:"in_majority,omitempty"`
+	// deciders, for a vote its deciders decided, marks the candidates whose answers decided it.
+	Deciders      []bool `protobuf:"varint,12,rep,packed,name=deciders,proto3" json:"deciders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5238,6 +5251,13 @@ func (x *ConsensusResult) GetFailureDetails() []*Problem {
 func (x *ConsensusResult) GetInMajority() []bool {
 	if x != nil {
 		return x.InMajority
+	}
+	return nil
+}
+
+func (x *ConsensusResult) GetDeciders() []bool {
+	if x != nil {
+		return x.Deciders
 	}
 	return nil
 }
@@ -6378,7 +6398,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04Skip\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xbe\x06\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xd8\x06\n" +
 	"\fWorkerResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -6411,7 +6431,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\x12dropped_parameters\x18\x17 \x03(\tR\x11droppedParameters\x12\x1d\n" +
 	"\n" +
 	"started_ms\x18\x18 \x01(\x01R\tstartedMs\x12\x12\n" +
-	"\x04wave\x18\x19 \x01(\x05R\x04wave\"\xb2\x05\n" +
+	"\x04wave\x18\x19 \x01(\x05R\x04wave\x12\x18\n" +
+	"\adecider\x18\x1a \x01(\bR\adecider\"\xb2\x05\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -6652,7 +6673,7 @@ const file_conclave_proto_rawDesc = "" +
 	" \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12\x1e\n" +
 	"\n" +
 	"dependence\x18\v \x03(\x01R\n" +
-	"dependence\"\xf8\x02\n" +
+	"dependence\"\x94\x03\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +
@@ -6665,7 +6686,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0ffailure_details\x18\n" +
 	" \x03(\v2\x14.conclave.v1.ProblemR\x0efailureDetails\x12\x1f\n" +
 	"\vin_majority\x18\v \x03(\bR\n" +
-	"inMajorityJ\x04\b\x06\x10\a\"\x9e\x01\n" +
+	"inMajority\x12\x1a\n" +
+	"\bdeciders\x18\f \x03(\bR\bdecidersJ\x04\b\x06\x10\a\"\x9e\x01\n" +
 	"\x05Votes\x12\x1a\n" +
 	"\bcategory\x18\x01 \x01(\tR\bcategory\x12\x16\n" +
 	"\x06models\x18\x02 \x03(\tR\x06models\x12\x16\n" +

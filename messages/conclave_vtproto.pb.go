@@ -2471,6 +2471,18 @@ func (m *WorkerResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Decider {
+		i--
+		if m.Decider {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xd0
+	}
 	if m.Wave != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.Wave))
 		i--
@@ -4799,6 +4811,19 @@ func (m *ConsensusResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.Deciders) > 0 {
+		for iNdEx := len(m.Deciders) - 1; iNdEx >= 0; iNdEx-- {
+			i--
+			if m.Deciders[iNdEx] {
+				dAtA[i] = 1
+			} else {
+				dAtA[i] = 0
+			}
+		}
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.Deciders)))
+		i--
+		dAtA[i] = 0x62
+	}
 	if len(m.InMajority) > 0 {
 		for iNdEx := len(m.InMajority) - 1; iNdEx >= 0; iNdEx-- {
 			i--
@@ -6868,6 +6893,9 @@ func (m *WorkerResult) SizeVT() (n int) {
 	if m.Wave != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.Wave))
 	}
+	if m.Decider {
+		n += 3
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -7805,6 +7833,9 @@ func (m *ConsensusResult) SizeVT() (n int) {
 	}
 	if len(m.InMajority) > 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(len(m.InMajority))) + len(m.InMajority)*1
+	}
+	if len(m.Deciders) > 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(len(m.Deciders))) + len(m.Deciders)*1
 	}
 	n += len(m.unknownFields)
 	return n
@@ -15558,6 +15589,26 @@ func (m *WorkerResult) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 26:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Decider", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Decider = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -21725,6 +21776,76 @@ func (m *ConsensusResult) UnmarshalVT(dAtA []byte) error {
 				}
 			} else {
 				return fmt.Errorf("proto: wrong wireType = %d for field InMajority", wireType)
+			}
+		case 12:
+			if wireType == 0 {
+				var v int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					v |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				m.Deciders = append(m.Deciders, bool(v != 0))
+			} else if wireType == 2 {
+				var packedLen int
+				for shift := uint(0); ; shift += 7 {
+					if shift >= 64 {
+						return protohelpers.ErrIntOverflow
+					}
+					if iNdEx >= l {
+						return io.ErrUnexpectedEOF
+					}
+					b := dAtA[iNdEx]
+					iNdEx++
+					packedLen |= int(b&0x7F) << shift
+					if b < 0x80 {
+						break
+					}
+				}
+				if packedLen < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				postIndex := iNdEx + packedLen
+				if postIndex < 0 {
+					return protohelpers.ErrInvalidLength
+				}
+				if postIndex > l {
+					return io.ErrUnexpectedEOF
+				}
+				var elementCount int
+				elementCount = packedLen
+				if elementCount != 0 && len(m.Deciders) == 0 {
+					m.Deciders = make([]bool, 0, elementCount)
+				}
+				for iNdEx < postIndex {
+					var v int
+					for shift := uint(0); ; shift += 7 {
+						if shift >= 64 {
+							return protohelpers.ErrIntOverflow
+						}
+						if iNdEx >= l {
+							return io.ErrUnexpectedEOF
+						}
+						b := dAtA[iNdEx]
+						iNdEx++
+						v |= int(b&0x7F) << shift
+						if b < 0x80 {
+							break
+						}
+					}
+					m.Deciders = append(m.Deciders, bool(v != 0))
+				}
+			} else {
+				return fmt.Errorf("proto: wrong wireType = %d for field Deciders", wireType)
 			}
 		default:
 			iNdEx = preIndex

@@ -67,11 +67,13 @@ type TraceStep struct {
 	LatencyMs     float64 `json:"latency_ms"`
 	WeightedScore float64 `json:"weighted_score"`
 	Contributed   bool    `json:"contributed"`
-	Chosen        bool    `json:"chosen"`
-	ErrorKind     string  `json:"error_kind,omitempty"`
-	Strategy      *string `json:"strategy"`
-	Arbiter       *string `json:"arbiter"`
-	Fallback      *bool   `json:"fallback"`
+	// Decider: the response's answer was one of those that decided a plain majority vote.
+	Decider   bool    `json:"decider"`
+	Chosen    bool    `json:"chosen"`
+	ErrorKind string  `json:"error_kind,omitempty"`
+	Strategy  *string `json:"strategy"`
+	Arbiter   *string `json:"arbiter"`
+	Fallback  *bool   `json:"fallback"`
 }
 
 // PhaseLatency is one pipeline phase's durations.

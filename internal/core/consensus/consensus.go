@@ -127,7 +127,10 @@ type Result struct {
 	Contributed []bool `json:"contributed"`
 	// InMajority, for a vote its deciders decided (Input.Deciders), is whether each response's answer
 	// is the one the plain majority of all the responses chose; nil for any other decision.
-	InMajority   []bool   `json:"in_majority,omitempty"`
+	InMajority []bool `json:"in_majority,omitempty"`
+	// Deciders, for a vote its deciders decided, marks the responses whose answers decided it; nil when
+	// every answer voted alike.
+	Deciders     []bool   `json:"deciders,omitempty"`
 	Agreement    []string `json:"agreement"`
 	Disagreement []string `json:"disagreement"`
 	// Synthesis is true when the answer is the arbiter's unified answer rather than one response.
@@ -184,6 +187,7 @@ func Decide(in Input) (Result, error) {
 			if dec != nil { // what the answers learn from: the vote of them all
 				all := b.vote(false, nil)
 				r.InMajority = b.contributed(all.Answer, all.Chosen)
+				r.Deciders = dec
 			}
 		}
 	case blueprints.Weighted:

@@ -111,12 +111,14 @@ func TestDecidersDecideAPlainMajority(t *testing.T) {
 		resps      []Response
 		deciders   int
 		wantAnswer string
-		// contributed is the answer's group; inMajority the plain majority's, nil when every answer voted.
-		contributed, inMajority []bool
+		// contributed is the answer's group; inMajority the plain majority's and decided the answers
+		// that decided, both nil when every answer voted alike.
+		contributed, inMajority, decided []bool
 	}{
 		{
 			desc: "the answers of the best-learned models decide; the others cannot outvote them", resps: split, deciders: 3,
 			wantAnswer: "A", contributed: []bool{true, true, false, false, false}, inMajority: []bool{false, false, true, true, true},
+			decided: []bool{true, true, true, false, false},
 		},
 		{
 			desc: "no deciders: every answer votes alike", resps: split, deciders: 0,
@@ -130,16 +132,19 @@ func TestDecidersDecideAPlainMajority(t *testing.T) {
 			desc:  "the other answers break a tie among the deciders",
 			resps: []Response{learned("a", "A", 0.8), learned("b", "B", 0.7), learned("c", "C", 0.6), learned("d", "C", 0.2), learned("e", "D", 0.1)}, deciders: 3,
 			wantAnswer: "C", contributed: []bool{false, false, true, true, false}, inMajority: []bool{false, false, true, true, false},
+			decided: []bool{true, true, true, false, false},
 		},
 		{
 			desc:  "ties in learned quality go to the earlier answers",
 			resps: []Response{learned("a", "A", 0.5), learned("b", "A", 0.5), learned("c", "B", 0.5), learned("d", "B", 0.5), learned("e", "B", 0.5)}, deciders: 3,
 			wantAnswer: "A", contributed: []bool{true, true, false, false, false}, inMajority: []bool{false, false, true, true, true},
+			decided: []bool{true, true, true, false, false},
 		},
 		{
 			desc:  "two deciders agreeing outweigh a plain majority of three",
 			resps: []Response{learned("a", "A", 0.1), learned("b", "B", 0.9), learned("c", "B", 0.8), learned("d", "A", 0.7), learned("e", "A", 0.2)}, deciders: 3,
 			wantAnswer: "B", contributed: []bool{false, true, true, false, false}, inMajority: []bool{true, false, false, true, true},
+			decided: []bool{false, true, true, true, false},
 		},
 	}
 	for _, tt := range tests {
@@ -151,8 +156,10 @@ func TestDecidersDecideAPlainMajority(t *testing.T) {
 			if r.Answer != tt.wantAnswer {
 				t.Fatalf("answer %q, want %q", r.Answer, tt.wantAnswer)
 			}
-			if fmt.Sprint(r.Contributed) != fmt.Sprint(tt.contributed) || fmt.Sprint(r.InMajority) != fmt.Sprint(tt.inMajority) {
-				t.Fatalf("contributed %v, in majority %v; want %v, %v", r.Contributed, r.InMajority, tt.contributed, tt.inMajority)
+			if fmt.Sprint(r.Contributed) != fmt.Sprint(tt.contributed) || fmt.Sprint(r.InMajority) != fmt.Sprint(tt.inMajority) ||
+				fmt.Sprint(r.Deciders) != fmt.Sprint(tt.decided) {
+				t.Fatalf("contributed %v, in majority %v, deciders %v; want %v, %v, %v", r.Contributed, r.InMajority, r.Deciders,
+					tt.contributed, tt.inMajority, tt.decided)
 			}
 		})
 	}
@@ -172,8 +179,8 @@ func TestDecidersLeaveOtherDecisionsAlone(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.InMajority != nil {
-			t.Fatalf("%s: in majority %v, want none", in.Strategy, r.InMajority)
+		if r.InMajority != nil || r.Deciders != nil {
+			t.Fatalf("%s: in majority %v, deciders %v, want none", in.Strategy, r.InMajority, r.Deciders)
 		}
 		plain := in
 		plain.Deciders = 0

@@ -284,6 +284,7 @@ func Results(exec *messages.Execution, records []*collect.Record, retries []coll
 		}
 		if i, ok := answerOf(answers, j); ok && r != nil && rec.Status == collect.OK {
 			wr.WeightedScore, wr.Contributed = r.Weighted[i], r.Contributed[i]
+			wr.Decider = i < len(r.Deciders) && r.Deciders[i]
 			if d := r.Decision; d != nil && int(d.Chosen) == i {
 				exec.FinishReason, exec.ToolCalls = wr.FinishReason, wr.ToolCalls
 			}

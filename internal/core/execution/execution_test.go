@@ -121,7 +121,7 @@ func TestResultsSumTheCallsAndTheArbiter(t *testing.T) {
 		{Job: c, Status: collect.Error, Kind: resilience.UpstreamTimeout, Ref: &messages.JobResult{Cost: 0}},
 	}
 	exec := &messages.Execution{Decision: &messages.ArbiterDecision{Chosen: 1, ArbiterCost: 0.005, ArbiterUsage: usage(100, 10)}}
-	r := &messages.ConsensusResult{Weighted: []float64{0.4, 0.6}, Contributed: []bool{false, true}, Decision: exec.Decision}
+	r := &messages.ConsensusResult{Weighted: []float64{0.4, 0.6}, Contributed: []bool{false, true}, Deciders: []bool{true, false}, Decision: exec.Decision}
 	retries := []collect.Retry{{Model: "c", Kind: resilience.UpstreamTimeout, Delay: 1500 * time.Microsecond, Outcome: "scheduled"}}
 	Results(exec, records, retries, []*collect.Job{a, b}, r, func(j *collect.Job) string { return fmt.Sprintf("r/%d", j.Seq) })
 	if len(exec.Results) != 3 || exec.Results[2].JobId != "r/2" || exec.Results[2].Status != string(collect.Error) {
@@ -138,6 +138,9 @@ func TestResultsSumTheCallsAndTheArbiter(t *testing.T) {
 	}
 	if exec.FinishReason != "tool_calls" || len(exec.ToolCalls) != 1 || !exec.Results[1].Contributed || exec.Results[1].WeightedScore != 0.6 {
 		t.Errorf("the chosen answer's finish %q and tool calls %v; result %v", exec.FinishReason, exec.ToolCalls, exec.Results[1])
+	}
+	if !exec.Results[0].Decider || exec.Results[1].Decider || exec.Results[2].Decider {
+		t.Errorf("deciders %v %v %v, want the first answer's alone", exec.Results[0].Decider, exec.Results[1].Decider, exec.Results[2].Decider)
 	}
 	if len(exec.Retries) != 1 || exec.Retries[0].DelayMs != 1.5 {
 		t.Errorf("retries %v", exec.Retries)

@@ -48,8 +48,8 @@ WHERE day >= date_trunc('day', $1::timestamptz) AND day < $2 ORDER BY day DESC`,
 // Trace implements store.Analyst.
 func (s *Store) Trace(ctx context.Context, id string) ([]store.TraceStep, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT position, model, provider, worker, attempt, status, latency_ms, weighted_score, contributed, coalesce(chosen, false),
-    error_kind, strategy, arbiter, fallback
+SELECT position, model, provider, worker, attempt, status, latency_ms, weighted_score, contributed, decider,
+    coalesce(chosen, false), error_kind, strategy, arbiter, fallback
 FROM workflow.request_trace WHERE request_id = $1 ORDER BY position`, id)
 	if err != nil {
 		return nil, classify(err)

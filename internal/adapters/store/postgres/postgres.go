@@ -173,14 +173,14 @@ RETURNING request_id`,
 		b.Queue(`
 INSERT INTO workflow.worker_results (request_id, position, job_id, model, provider, worker, attempt, status, latency_ms,
     provider_latency_ms, budget_ms, raw_response, weighted_score, contributed, input_tokens, output_tokens, cost, error_kind,
-    error_scope, error_message, http_status, finish_reason, served_model, upstream_request_id)
+    error_scope, error_message, http_status, finish_reason, served_model, upstream_request_id, decider)
 SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int4[], $8::text[], $9::float8[],
     $10::float8[], $11::float8[], $12::text[], $13::float8[], $14::bool[], $15::int8[], $16::int8[], $17::float8[], $18::text[],
-    $19::text[], $20::text[], $21::int4[], $22::text[], $23::text[], $24::text[]) AS u(id)
-WHERE u.id = ANY($25)`,
+    $19::text[], $20::text[], $21::int4[], $22::text[], $23::text[], $24::text[], $25::bool[]) AS u(id)
+WHERE u.id = ANY($26)`,
 			r.id, r.position, r.job, r.model, r.provider, r.worker, r.attempt, r.status, r.latency, r.providerLatency, r.budget, r.raw,
 			r.score, r.contributed, r.inputTokens, r.outputTokens, r.cost, r.errKind, r.errScope, r.errMessage, r.httpStatus, r.finish,
-			r.served, r.upstreamID, fresh)
+			r.served, r.upstreamID, r.decider, fresh)
 		v := c.verdict
 		b.Queue(`
 INSERT INTO workflow.arbiter_decisions (request_id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,

@@ -136,6 +136,7 @@ func TestARecordLeavesItsRowsOnce(t *testing.T) {
 	s := open(t, pgtest.New(t, true))
 	ctx := context.Background()
 	rec := record("r1", "code_review", t0)
+	rec.Results[1].Decider = true
 	for range 2 { // the second write, from a spool say, adds nothing
 		if err := s.Insert(ctx, []*messages.Execution{rec}); err != nil {
 			t.Fatal(err)
@@ -159,6 +160,12 @@ func TestARecordLeavesItsRowsOnce(t *testing.T) {
 	s.pool.QueryRow(ctx, `SELECT fallback, scores FROM workflow.arbiter_decisions WHERE request_id = 'r1'`).Scan(&fallback, &scores)
 	if raw != "B with a NUL" || outcome != "ok" || !fallback || len(scores) != 2 {
 		t.Fatalf("raw %q, outcome %s, fallback %v, scores %v", raw, outcome, fallback, scores)
+	}
+	var deciders []bool
+	s.pool.QueryRow(ctx, `SELECT array_agg(decider ORDER BY position) FROM workflow.worker_results WHERE request_id = 'r1'`).Scan(&deciders)
+	trace, err := s.Trace(ctx, "r1")
+	if fmt.Sprint(deciders) != "[false true false]" || err != nil || len(trace) != 3 || trace[0].Decider || !trace[1].Decider {
+		t.Fatalf("deciders %v, trace %+v, %v", deciders, trace, err)
 	}
 	if _, err := s.Get(ctx, "nope"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("an unknown id: %v", err)

@@ -35,7 +35,7 @@ type resultColumns struct {
 	job, model, provider, worker, status, raw, errKind, errScope, errMessage []string
 	finish, served, upstreamID                                               []string
 	latency, providerLatency, budget, score, cost                            []float64
-	contributed                                                              []bool
+	contributed, decider                                                     []bool
 	inputTokens, outputTokens                                                []int64
 }
 
@@ -142,6 +142,7 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 		r.score = append(r.score, w.WeightedScore)
 		r.cost = append(r.cost, w.Cost)
 		r.contributed = append(r.contributed, w.Contributed)
+		r.decider = append(r.decider, w.Decider)
 		r.inputTokens = append(r.inputTokens, int64(w.GetUsage().GetInputTokens()))
 		r.outputTokens = append(r.outputTokens, int64(w.GetUsage().GetOutputTokens()))
 	}
