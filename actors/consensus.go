@@ -217,7 +217,7 @@ func responses(in *messages.ConsensusInput) []consensus.Response {
 	resps := make([]consensus.Response, len(in.Candidates))
 	for i, c := range in.Candidates {
 		resps[i] = consensus.Response{Model: c.Model, Provider: c.Provider, Worker: c.Worker, Text: c.Text,
-			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability, Accuracy: c.Accuracy, Learned: c.Learned,
+			Capability: c.Capability, Recency: c.Recency, Reliability: c.Reliability, Accuracy: c.Accuracy, Learned: c.Learned, Anchored: c.Anchored,
 			ToolCalls: toolCalls(c.ToolCalls), Dependence: c.Dependence}
 	}
 	return resps

@@ -88,6 +88,10 @@ func (w weights) Accuracy(model string) float64 {
 	return w.c.deps.Dir.Arms.Accuracy(w.c.plan.Category, model)
 }
 
+func (w weights) Anchored(model string) bool {
+	return w.c.deps.Dir.Arms.Anchored(w.c.plan.Category, model)
+}
+
 func (w weights) Dependence(model, other string) float64 {
 	return w.c.deps.Dir.Arms.Dependence(w.c.plan.Category, model, other)
 }

@@ -457,6 +457,16 @@ func (b *ArmBoard) Accuracy(category, model string) float64 {
 	return alpha / (alpha + beta)
 }
 
+// Anchored reports whether callers' truth anchors a model's estimated accuracy in a category
+// (accuracy.Estimate.Anchored); false without a reliability estimator.
+func (b *ArmBoard) Anchored(category, model string) bool {
+	if est := b.estimates.Load(); est != nil {
+		e, ok := est.Get(category, model)
+		return ok && e.Anchored()
+	}
+	return false
+}
+
 // SetEstimates publishes the reliability estimator's latest estimates; only its actor calls it.
 func (b *ArmBoard) SetEstimates(v *accuracy.View) { b.estimates.Store(v) }
 

@@ -1,10 +1,12 @@
 package actors
 
 import (
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/conclave-ai/conclave/internal/core/accuracy"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 )
@@ -75,4 +77,22 @@ func TestTheBoardChangesUnderReaders(t *testing.T) {
 		board.SetModels(models[:1+i%2])
 	}
 	wg.Wait()
+}
+
+func TestTheBoardAnchorsOnlyWhatTruthAnchored(t *testing.T) {
+	board := NewArmBoard([]catalog.Model{{ID: "a", Provider: "p"}}, []string{"general"}, bandit.DefaultPrior, 0)
+	if board.Anchored("general", "a") {
+		t.Fatal("anchored without an estimator")
+	}
+	est := accuracy.New(accuracy.Config{})
+	votes := []accuracy.Vote{{Model: "a", Group: 0}, {Model: "b", Group: 1}}
+	for i := range accuracy.LabelSharing {
+		id := fmt.Sprint(i)
+		est.ObserveRequest("general", id, votes)
+		est.Confirm("general", id, votes, []bool{true, false})
+	}
+	board.SetEstimates(est.View())
+	if !board.Anchored("general", "a") || board.Anchored("code_review", "a") || board.Anchored("general", "c") {
+		t.Fatal("anchored where no truth was given, or not where it was")
+	}
 }

@@ -5017,7 +5017,10 @@ type Candidate struct {
 	ToolCalls []*ToolCall `protobuf:"bytes,10,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	// dependence is, when the reliability estimator models dependence, the model's excess agreement
 	// with each candidate (by index; its own entry zero): how far their votes are not independent.
-	Dependence    []float64 `protobuf:"fixed64,11,rep,packed,name=dependence,proto3" json:"dependence,omitempty"`
+	Dependence []float64 `protobuf:"fixed64,11,rep,packed,name=dependence,proto3" json:"dependence,omitempty"`
+	// anchored: callers' truth anchors the model's estimated accuracy in the category
+	// (accuracy.Estimate.Anchored), so a reliability-weighted vote may let it decide.
+	Anchored      bool `protobuf:"varint,12,opt,name=anchored,proto3" json:"anchored,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -5127,6 +5130,13 @@ func (x *Candidate) GetDependence() []float64 {
 		return x.Dependence
 	}
 	return nil
+}
+
+func (x *Candidate) GetAnchored() bool {
+	if x != nil {
+		return x.Anchored
+	}
+	return false
 }
 
 type ConsensusResult struct {
@@ -6655,7 +6665,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0fresponse_format\x18\r \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x12'\n" +
 	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\x12\x16\n" +
 	"\x06stream\x18\x0f \x01(\bR\x06stream\x12\x1a\n" +
-	"\bdeciders\x18\x10 \x01(\x05R\bdeciders\"\xd1\x02\n" +
+	"\bdeciders\x18\x10 \x01(\x05R\bdeciders\"\xed\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -6673,7 +6683,8 @@ const file_conclave_proto_rawDesc = "" +
 	" \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12\x1e\n" +
 	"\n" +
 	"dependence\x18\v \x03(\x01R\n" +
-	"dependence\"\x94\x03\n" +
+	"dependence\x12\x1a\n" +
+	"\banchored\x18\f \x01(\bR\banchored\"\x94\x03\n" +
 	"\x0fConsensusResult\x128\n" +
 	"\bdecision\x18\x01 \x01(\v2\x1c.conclave.v1.ArbiterDecisionR\bdecision\x12\x16\n" +
 	"\x06answer\x18\x02 \x01(\tR\x06answer\x12 \n" +

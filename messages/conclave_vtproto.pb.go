@@ -4698,6 +4698,16 @@ func (m *Candidate) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Anchored {
+		i--
+		if m.Anchored {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x60
+	}
 	if len(m.Dependence) > 0 {
 		for iNdEx := len(m.Dependence) - 1; iNdEx >= 0; iNdEx-- {
 			f1 := math.Float64bits(float64(m.Dependence[iNdEx]))
@@ -7782,6 +7792,9 @@ func (m *Candidate) SizeVT() (n int) {
 	}
 	if len(m.Dependence) > 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(len(m.Dependence)*8)) + len(m.Dependence)*8
+	}
+	if m.Anchored {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -21270,6 +21283,26 @@ func (m *Candidate) UnmarshalVT(dAtA []byte) error {
 			} else {
 				return fmt.Errorf("proto: wrong wireType = %d for field Dependence", wireType)
 			}
+		case 12:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Anchored", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Anchored = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

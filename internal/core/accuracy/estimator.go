@@ -77,9 +77,15 @@ const priorAlpha, priorBeta = 1.0, 1.0
 // Estimate is a model's estimated accuracy in a category, and the answers it rests on.
 type Estimate struct {
 	Accuracy float64
-	// Answers is the number of the model's answers in the category within the window.
-	Answers float64
+	// Answers is the number of the model's answers in the category within the window; Labels those of
+	// them whose truth a caller gave.
+	Answers, Labels float64
 }
+
+// Anchored reports whether callers' truth anchors the estimate: at least as many labelled answers as
+// the pseudo-labels its rectifier starts from (LabelSharing), so that the truth, not the agreement of
+// models that err together, has the larger say in it.
+func (e Estimate) Anchored() bool { return e.Labels >= LabelSharing }
 
 // sums are a model's credit and answers, and over the answers whose truth a caller gave, the truth
 // less the credit: what its accuracy is estimated from.
@@ -482,7 +488,7 @@ func (v *View) Get(category, model string) (Estimate, bool) {
 	if !ok || s.answers <= 0 {
 		return Estimate{}, false
 	}
-	return Estimate{Accuracy: v.pooled(s, model), Answers: s.answers}, true
+	return Estimate{Accuracy: v.pooled(s, model), Answers: s.answers, Labels: s.labels}, true
 }
 
 func (v *View) pooled(s sums, model string) float64 {

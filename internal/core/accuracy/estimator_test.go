@@ -388,3 +388,26 @@ func TestModelsOfOneFamilyArePresumedToErrTogether(t *testing.T) {
 		t.Fatalf("one family answering independently on 1510 prompts: dependence %.3f, want near 0", got)
 	}
 }
+
+func TestAnEstimateIsAnchoredByAsMuchTruthAsItsRectifiersPrior(t *testing.T) {
+	e := New(Config{})
+	votes := []Vote{{Model: "a", Group: 0}, {Model: "b", Group: 0}, {Model: "c", Group: 1}}
+	right := []bool{true, true, false}
+	for i := range LabelSharing {
+		id := fmt.Sprint(i)
+		e.ObserveRequest("q", id, votes)
+		e.ObserveRequest("q", id+"-unlabelled", votes)
+		if est, _ := e.View().Get("q", "a"); est.Anchored() || est.Labels != float64(i) {
+			t.Fatalf("after %d truths: labels %v, anchored %v", i, est.Labels, est.Anchored())
+		}
+		e.Confirm("q", id, votes, right)
+	}
+	for _, m := range []string{"a", "c"} {
+		if est, _ := e.View().Get("q", m); !est.Anchored() || est.Labels != LabelSharing || est.Answers != 2*LabelSharing {
+			t.Fatalf("%s after %d truths: %+v", m, LabelSharing, est)
+		}
+	}
+	if est, _ := e.View().Get("other", "a"); est.Anchored() {
+		t.Fatal("the truth of one category anchored another")
+	}
+}

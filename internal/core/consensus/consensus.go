@@ -52,6 +52,9 @@ type Response struct {
 	// Dependence is, when known, the model's excess agreement with each response (by index): the
 	// reliability-weighted vote discounts the votes of models that err together. Nil: independent.
 	Dependence []float64
+	// Anchored is true when callers' truth anchors Accuracy (accuracy.Estimate.Anchored): only such
+	// models decide a reliability-weighted vote that has deciders.
+	Anchored bool
 }
 
 // Weights of the weighted score.
@@ -100,7 +103,9 @@ type Input struct {
 	// Deciders, for a plain majority vote on text, is how many answers decide it: those of the models
 	// with the best learned quality (Response.Learned; ties to the earlier response). The other answers
 	// only break ties among the deciders' answers. Zero, or at least the number of answers, lets every
-	// answer vote alike.
+	// answer vote alike. A reliability-weighted vote has deciders only when that many answers are
+	// Anchored, and takes them from those: without truth, the best-estimated models may be a clique
+	// whose agreement the estimate took for accuracy, and nothing would outvote it.
 	Deciders int
 }
 
@@ -178,7 +183,7 @@ func Decide(in Input) (Result, error) {
 	case blueprints.Majority:
 		switch {
 		case b.reliable():
-			r = b.reliabilityVote()
+			r = b.reliabilityVote(b.anchoredDeciders(in.Deciders))
 		case b.freeText():
 			r = b.byLearned()
 		default:
@@ -370,7 +375,28 @@ func (b *ballot) deciders(k int) []bool {
 	if k <= 0 || k >= len(b.resps) {
 		return nil
 	}
-	order := b.all()
+	return b.bestLearned(b.all(), k)
+}
+
+// anchoredDeciders are the k best-learned of the anchored responses, or nil when fewer are anchored.
+func (b *ballot) anchoredDeciders(k int) []bool {
+	if k <= 0 || k >= len(b.resps) {
+		return nil
+	}
+	var anchored []int
+	for i, r := range b.resps {
+		if r.Anchored {
+			anchored = append(anchored, i)
+		}
+	}
+	if len(anchored) < k {
+		return nil
+	}
+	return b.bestLearned(anchored, k)
+}
+
+// bestLearned marks the k of order with the best learned quality, ties to the earlier.
+func (b *ballot) bestLearned(order []int, k int) []bool {
 	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(b.resps[j].Learned, b.resps[i].Learned) })
 	out := make([]bool, len(b.resps))
 	for _, i := range order[:k] {

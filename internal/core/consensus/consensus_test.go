@@ -170,7 +170,8 @@ func TestDecidersLeaveOtherDecisionsAlone(t *testing.T) {
 	for i := range resps {
 		resps[i].Learned = 0.9 - 0.1*float64(i)
 	}
-	// A weighted vote and a reliability-weighted one weigh every answer already.
+	// A weighted vote weighs every answer already, and so does a reliability-weighted one whose
+	// estimates no truth anchors.
 	for _, in := range []Input{
 		{Strategy: blueprints.Weighted, Responses: resps, Kind: Choice, Deciders: 1},
 		{Strategy: blueprints.Majority, Responses: withAccuracy(resps, 0.7), Kind: Choice, Deciders: 1},
@@ -187,6 +188,63 @@ func TestDecidersLeaveOtherDecisionsAlone(t *testing.T) {
 		if want, _ := Decide(plain); r.Answer != want.Answer {
 			t.Fatalf("%s: answer %q with deciders, %q without", in.Strategy, r.Answer, want.Answer)
 		}
+	}
+}
+
+func TestAnchoredDecidersDecideAReliabilityWeightedVote(t *testing.T) {
+	estimated := func(model, text string, acc float64, anchored bool) Response {
+		r := resp(model, text, 0.5)
+		r.Accuracy, r.Learned, r.Anchored = acc, acc, anchored
+		return r
+	}
+	// The two best models say A; three weaker ones, together weighing a little more, say B.
+	split := func(anchored ...bool) []Response {
+		accs, texts := []float64{0.8, 0.75, 0.7, 0.65, 0.6}, "AABBB"
+		out := make([]Response, len(accs))
+		for i, a := range accs {
+			out[i] = estimated(string(rune('a'+i)), texts[i:i+1], a, anchored[i])
+		}
+		return out
+	}
+	tests := []struct {
+		desc       string
+		resps      []Response
+		wantAnswer string
+		decided    []bool // nil: every answer weighed by its accuracy
+	}{
+		{
+			desc: "the three best anchored models decide", resps: split(true, true, true, true, true),
+			wantAnswer: "A", decided: []bool{true, true, true, false, false},
+		},
+		{
+			desc: "too few anchored models: every answer weighs in", resps: split(true, true, false, false, false),
+			wantAnswer: "B",
+		},
+		{
+			desc: "an unanchored model does not decide, however well estimated", resps: split(false, true, true, true, true),
+			wantAnswer: "B", decided: []bool{false, true, true, true, false},
+		},
+		{
+			desc: "the other answers break a tie among the deciders",
+			resps: []Response{estimated("a", "A", 0.7, true), estimated("b", "B", 0.7, true), estimated("c", "C", 0.7, true),
+				estimated("d", "C", 0.5, false), estimated("e", "D", 0.5, false)},
+			wantAnswer: "C", decided: []bool{true, true, true, false, false},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.desc, func(t *testing.T) {
+			r, err := Decide(Input{Strategy: blueprints.Majority, Responses: tt.resps, Kind: Choice, Deciders: 3})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.Answer != tt.wantAnswer || fmt.Sprint(r.Deciders) != fmt.Sprint(tt.decided) || len(r.Groups) != len(tt.resps) {
+				t.Fatalf("answer %q, deciders %v, groups %v; want %q, %v", r.Answer, r.Deciders, r.Groups, tt.wantAnswer, tt.decided)
+			}
+			// The answer's posterior leads.
+			if top := slices.Max(r.Scores); r.Scores[r.Chosen] != top {
+				t.Fatalf("the answer's posterior %v, the highest %v", r.Scores[r.Chosen], top)
+			}
+		})
 	}
 }
 

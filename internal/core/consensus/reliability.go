@@ -23,7 +23,10 @@ func (b *ballot) reliable() bool {
 // group's. Responses without an answer vote for nothing and have posterior zero. Responses that carry
 // their dependence on the others have their votes for a shared answer discounted by it
 // (accuracy.PosteriorsDependent).
-func (b *ballot) reliabilityVote() Result {
+//
+// With deciders, the other responses' votes weigh as those of a model just better than chance: they
+// break ties among the deciders' answers and nothing more.
+func (b *ballot) reliabilityVote(deciders []bool) Result {
 	groupOf, groups := b.groups()
 	n := len(b.resps)
 	voteOf := make([]int, n) // groups numbered among the answered ones, -1 for no answer
@@ -39,6 +42,9 @@ func (b *ballot) reliabilityVote() Result {
 	}
 	for i := range b.resps {
 		voteOf[i], acc[i] = renumber[groupOf[i]], b.resps[i].Accuracy
+		if deciders != nil && !deciders[i] {
+			acc[i] = tieBreaker
+		}
 	}
 	if answered == 0 { // nobody answered: the plain vote picks among the blanks
 		r := b.vote(false, nil)
@@ -78,8 +84,12 @@ func (b *ballot) reliabilityVote() Result {
 		}
 	}
 	chosen := b.bestBy(members, b.weighted)
-	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: posterior, Groups: voteOf}
+	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: posterior, Groups: voteOf, Deciders: deciders}
 }
+
+// tieBreaker is the accuracy a reliability-weighted vote gives a response that is not a decider: a
+// vote's weight is log(p(K-1)/(1-p)), nearly nothing just above 1/K.
+const tieBreaker = 1.0/accuracy.EffectiveOptions + 0.001
 
 // Leading returns the posterior of the leading answer under the reliability-weighted vote, and false
 // when the answers cannot be weighed so (free text, or an accuracy unknown). Structured answers (st)
@@ -102,6 +112,6 @@ func Leading(resps []Response, kind Kind, st *Structure) (float64, bool) {
 	if !b.reliable() {
 		return 0, false
 	}
-	r := b.reliabilityVote()
+	r := b.reliabilityVote(nil)
 	return r.Scores[r.Chosen], true
 }

@@ -143,6 +143,8 @@ type Weights interface {
 	Reliability(provider string) float64
 	Capability(model string) float64
 	Accuracy(model string) float64
+	// Anchored is whether callers' truth anchors the model's accuracy (accuracy.Estimate.Anchored).
+	Anchored(model string) bool
 	// Dependence is how far two models' votes are not independent (accuracy.View.Dependence).
 	Dependence(model, other string) float64
 	Recency(model string) float64
@@ -170,7 +172,7 @@ func ConsensusInput(req *messages.RouteRequest, p *plan.Plan, answers []*collect
 		cand := &messages.Candidate{Model: s.Model, Provider: s.Provider, Worker: j.Worker, Text: res.Text, ToolCalls: res.ToolCalls,
 			Capability: w.Capability(s.Model), Recency: w.Recency(s.Model), Reliability: rel, Learned: learned}
 		if accuracyVotes {
-			cand.Accuracy = learned
+			cand.Accuracy, cand.Anchored = learned, w.Anchored(s.Model)
 		}
 		in.Candidates = append(in.Candidates, cand)
 	}

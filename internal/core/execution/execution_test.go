@@ -59,6 +59,7 @@ func (w fixedWeights) Reliability(provider string) float64 { w.reads[provider]++
 func (fixedWeights) Capability(string) float64             { return 0.5 }
 func (fixedWeights) Accuracy(string) float64               { return 0.8 }
 func (fixedWeights) Recency(string) float64                { return 0.7 }
+func (fixedWeights) Anchored(model string) bool            { return model == "b" }
 func (fixedWeights) Dependence(a, b string) float64 {
 	if a+b == "ac" || a+b == "ca" { // a and c err together
 		return 0.4
@@ -88,8 +89,8 @@ func TestConsensusInputWeighsEachAnswer(t *testing.T) {
 		if c.Model != "b" || c.Text != "B" || c.Reliability != 0.9 || c.Capability != 0.5 || c.Learned != 0.8 || c.Recency != 0.7 {
 			t.Errorf("candidate %v", c)
 		}
-		if want := map[bool]float64{false: 0, true: 0.8}[accuracyVotes]; c.Accuracy != want {
-			t.Errorf("accuracy votes %v: candidate accuracy %v, want %v", accuracyVotes, c.Accuracy, want)
+		if want := map[bool]float64{false: 0, true: 0.8}[accuracyVotes]; c.Accuracy != want || c.Anchored != accuracyVotes || in.Candidates[0].Anchored {
+			t.Errorf("accuracy votes %v: candidate accuracy %v (anchored %v), want %v", accuracyVotes, c.Accuracy, c.Anchored, want)
 		}
 		// Votes by accuracy carry each model's dependence on the others; other votes none.
 		want := map[bool]string{false: "[] [] []", true: "[0 0 0.4] [0 0 0] [0.4 0 0]"}[accuracyVotes]
