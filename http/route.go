@@ -490,7 +490,7 @@ type responseView struct {
 	ProviderLatencyMs float64   `json:"provider_latency_ms,omitempty"`
 	WeightedScore     float64   `json:"weighted_score"`
 	Contributed       bool      `json:"contributed"`
-	Decider           bool      `json:"decider,omitempty"` // it decided a plain majority vote; the others broke ties
+	Decider           bool      `json:"decider,omitempty"` // it decided a majority vote; the others broke ties
 	Attempt           int32     `json:"attempt"`
 	ErrorKind         string    `json:"error_kind,omitempty"`
 	ErrorScope        string    `json:"error_scope,omitempty"`

@@ -2622,9 +2622,10 @@ type WorkerResult struct {
 	// wave is the adaptive quorum's wave that asked the call: 0 for the first (and for every call of a
 	// fixed quorum), more for a model asked only because the earlier answers did not settle the request.
 	Wave int32 `protobuf:"varint,25,opt,name=wave,proto3" json:"wave,omitempty"`
-	// decider: the call's answer was one of those that decided a plain majority vote (the blueprint's
-	// min_responses answers of the models learned best); the others only broke ties. False on every call
-	// of a decision where all answers voted alike.
+	// decider: the call's answer was one of those that decided a majority vote (the blueprint's
+	// min_responses answers of the models learned best, or of those anchored by callers' truth when votes
+	// weigh by accuracy); the others only broke ties. False on every call of a decision where all answers
+	// weighed in alike.
 	Decider       bool `protobuf:"varint,26,opt,name=decider,proto3" json:"decider,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -4851,8 +4852,9 @@ type ConsensusInput struct {
 	Tools          []*Tool       `protobuf:"bytes,14,rep,name=tools,proto3" json:"tools,omitempty"`
 	// stream asks the arbiter's call to stream, and its synthesis to reach the coordinator as Deltas.
 	Stream bool `protobuf:"varint,15,opt,name=stream,proto3" json:"stream,omitempty"`
-	// deciders, for a plain majority vote, is how many answers decide it: those of the models with the
-	// best learned quality; the others break ties among them (0: every answer votes alike).
+	// deciders, for a majority vote, is how many answers decide it: those of the models with the best
+	// learned quality (anchored ones, where votes weigh by accuracy); the others break ties among them
+	// (0: every answer votes alike).
 	Deciders      int32 `protobuf:"varint,16,opt,name=deciders,proto3" json:"deciders,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -1,6 +1,6 @@
--- Which answers decided a plain majority vote: the blueprint's min_responses answers of the models
--- learned best, the others only breaking ties (false on every response of a decision where all
--- answers voted alike).
+-- Which answers decided a majority vote: the blueprint's min_responses answers of the models learned
+-- best, the others only breaking ties (false on every response of a decision where all answers
+-- weighed in alike).
 ALTER TABLE workflow.worker_results ADD COLUMN decider boolean NOT NULL DEFAULT false;
 
 -- A view's new column goes last, for CREATE OR REPLACE keeps the old ones in place.

@@ -67,7 +67,7 @@ type TraceStep struct {
 	LatencyMs     float64 `json:"latency_ms"`
 	WeightedScore float64 `json:"weighted_score"`
 	Contributed   bool    `json:"contributed"`
-	// Decider: the response's answer was one of those that decided a plain majority vote.
+	// Decider: the response's answer was one of those that decided a majority vote.
 	Decider   bool    `json:"decider"`
 	Chosen    bool    `json:"chosen"`
 	ErrorKind string  `json:"error_kind,omitempty"`
