@@ -467,4 +467,28 @@ func executionWaterfall(b *browser) {
 		b.t.Fatalf("execution page: answer %q, %d waterfall rows: %q", answer, rows, text)
 	}
 	b.shot("execution")
+
+	// A majority vote names the answers that decided it.
+	var routed struct {
+		RequestID string `json:"request_id"`
+		Responses []struct {
+			Model   string `json:"model"`
+			Decider bool   `json:"decider"`
+		} `json:"responses"`
+	}
+	body := map[string]any{"task": "Which planet is largest?\nA) Mars\nB) Jupiter\nC) Venus\nD) Mercury",
+		"strategy": "majority", "workers": 5, "min_responses": 3}
+	if status := call(b.base, http.MethodPost, "/route-thompson", body, &routed); status != http.StatusOK {
+		b.t.Fatalf("a majority vote: %d", status)
+	}
+	var deciders []string
+	for _, r := range routed.Responses {
+		if r.Decider {
+			deciders = append(deciders, r.Model)
+		}
+	}
+	text = b.open("#/executions/"+routed.RequestID, "execution")
+	if len(deciders) != 3 || !strings.Contains(text, "decided by "+strings.Join(deciders, ", ")) {
+		b.t.Fatalf("the execution page of a vote decided by %v: %q", deciders, text)
+	}
 }

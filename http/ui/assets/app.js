@@ -368,10 +368,12 @@ async function execution(id) {
   const d = rec.decision || {};
   const ok = (rec.results || []).filter((r) => r.status === "ok");
   const agreed = ok.filter((r) => r.contributed).length;
+  const deciders = ok.filter((r) => r.decider).map((r) => r.model); // a majority vote's deciders; the others broke ties
   return [el("h2", {}, "Execution " + rec.request_id),
     el("p", {}, `category ${rec.classification?.category || "?"} · blueprint ${rec.blueprint?.name || "?"} · ${d.strategy || ""} · status ${rec.status_code}` +
       ` · key ${rec.key_id || "admin"}` +
-      ` · agreement ${agreed} of ${ok.length}` + (d.chosen_model ? ` · chosen ${d.chosen_model}` : "") + (rec.degraded ? " · degraded" : "")),
+      ` · agreement ${agreed} of ${ok.length}` + (deciders.length ? ` · decided by ${deciders.join(", ")}` : "") +
+      (d.chosen_model ? ` · chosen ${d.chosen_model}` : "") + (rec.degraded ? " · degraded" : "")),
     el("h3", {}, "Waterfall"), waterfall(rec),
     el("h3", {}, "Answer"), el("div", { class: "answer", id: "answer" }, rec.answer || (rec.error ? rec.error.message : "")),
     el("h3", {}, "Task"), el("div", { class: "answer" }, rec.task)];
