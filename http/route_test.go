@@ -478,3 +478,42 @@ func TestFeedbackAPI(t *testing.T) {
 		t.Fatalf("scores: %d %s", r.StatusCode, raw)
 	}
 }
+
+// TestTruthLetsAnchoredModelsDecide: where votes weigh by estimated accuracy, the best models decide only
+// once callers' truth anchors their estimates (ten labelled answers each); before, every answer weighs in.
+func TestTruthLetsAnchoredModelsDecide(t *testing.T) {
+	tb := newTestbed(t, func(c *config.Config) { c.Reward = "reliability" })
+	models := []string{"deepseek-chat", "llama3.1-8b", "gemini-2.0-flash", "claude-3-haiku-20240307"}
+	body := map[string]any{"task": mcq, "category": "general", "models": models, "workers": len(models), "min_responses": 3, "strategy": "majority"}
+	truth := "(" + strings.ToUpper(providers.SimTruth(mcq)) + ")"
+	deciders := func(resp routeResponse) (n int) {
+		for _, r := range resp.Responses {
+			if r.Decider {
+				n++
+			}
+		}
+		return n
+	}
+	for i := 0; ; i++ {
+		status, resp, bad := tb.route(body)
+		if status != http.StatusOK || len(resp.Responses) != len(models) {
+			t.Fatalf("request %d: %d %+v", i, status, bad)
+		}
+		n := deciders(resp)
+		switch {
+		case n == 3:
+			if i < 10 {
+				t.Fatalf("request %d was decided by its best models after %d truths, want at least 10", i, i)
+			}
+			t.Logf("decided by the anchored models after %d truths", i)
+			return
+		case n != 0:
+			t.Fatalf("request %d: %d deciders, want none or 3", i, n)
+		case i >= 30:
+			t.Fatalf("no request decided by anchored models after %d truths", i)
+		}
+		if r, raw := tb.do(http.MethodPost, "/executions/"+resp.RequestID+"/feedback", map[string]any{"answer": truth}, nil); r.StatusCode != http.StatusOK {
+			t.Fatalf("feedback %d: %d %s", i, r.StatusCode, raw)
+		}
+	}
+}
