@@ -309,6 +309,12 @@ func TestRouteCommand(t *testing.T) {
 			t.Fatalf("the live view lacks %q:\n%s", want, text)
 		}
 	}
+	// A majority vote says how many of the best-learned answers decided it.
+	out.Reset()
+	if err := run(context.Background(), []string{"route", "--server", addr, task, "--category", "general", "--workers", "3", "--min-responses", "2",
+		"--strategy", "majority"}, &out, &errs); err != nil || !strings.Contains(out.String(), " agree, 2 decided, ") {
+		t.Fatalf("a majority vote's answer line (%v):\n%s", err, out.String())
+	}
 	out.Reset()
 	if err := run(context.Background(), []string{"route", "--json", "--server", addr, "--workers", "2", "--min-responses", "1", "--metadata", `{"answer_kind":"choice"}`, task}, &out, &errs); err != nil {
 		t.Fatalf("%v: %s", err, errs.String())

@@ -353,22 +353,29 @@ type answer struct {
 
 type answered struct {
 	Contributed bool   `json:"contributed"`
+	Decider     bool   `json:"decider"`
 	Status      string `json:"status"`
 }
 
 func (a answer) show(out io.Writer) {
-	agreed, answered := 0, 0
+	agreed, answered, deciders := 0, 0, 0
 	for _, r := range a.Responses {
 		if r.Status == "ok" {
 			answered++
 			if r.Contributed {
 				agreed++
 			}
+			if r.Decider {
+				deciders++
+			}
 		}
 	}
 	note := ""
+	if deciders > 0 { // a majority vote the best-learned answers decided; the others broke ties
+		note += fmt.Sprintf(", %d decided", deciders)
+	}
 	if a.Degraded {
-		note = ", degraded"
+		note += ", degraded"
 	}
 	fmt.Fprintf(out, "\nanswer (%d of %d agree%s, %s, $%.4f, request %s):\n%s\n", agreed, answered, note,
 		time.Duration(a.Phases.TotalMs*float64(time.Millisecond)).Round(time.Millisecond), a.Cost, a.RequestID, a.Answer)

@@ -75,7 +75,7 @@ func (f *routeFlags) routeRemote(ctx context.Context, body map[string]any, stdou
 		a := answer{RequestID: exec.RequestId, Answer: exec.Answer, Degraded: exec.Degraded, Cost: exec.Cost}
 		a.Phases.TotalMs = exec.GetPhases().GetTotalMs()
 		for _, r := range exec.Results {
-			a.Responses = append(a.Responses, answered{Contributed: r.Contributed, Status: r.Status})
+			a.Responses = append(a.Responses, answered{Contributed: r.Contributed, Decider: r.Decider, Status: r.Status})
 		}
 		a.show(stdout)
 	}
