@@ -458,13 +458,10 @@ func (b *ArmBoard) Accuracy(category, model string) float64 {
 }
 
 // Anchored reports whether callers' truth anchors a model's estimated accuracy in a category
-// (accuracy.Estimate.Anchored); false without a reliability estimator.
+// (accuracy.View.Anchored); false without a reliability estimator.
 func (b *ArmBoard) Anchored(category, model string) bool {
-	if est := b.estimates.Load(); est != nil {
-		e, ok := est.Get(category, model)
-		return ok && e.Anchored()
-	}
-	return false
+	est := b.estimates.Load()
+	return est != nil && est.Anchored(category, model)
 }
 
 // SetEstimates publishes the reliability estimator's latest estimates; only its actor calls it.

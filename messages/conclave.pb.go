@@ -5021,7 +5021,7 @@ type Candidate struct {
 	// with each candidate (by index; its own entry zero): how far their votes are not independent.
 	Dependence []float64 `protobuf:"fixed64,11,rep,packed,name=dependence,proto3" json:"dependence,omitempty"`
 	// anchored: callers' truth anchors the model's estimated accuracy in the category
-	// (accuracy.Estimate.Anchored), so a reliability-weighted vote may let it decide.
+	// (accuracy.View.Anchored), so a reliability-weighted vote may let it decide.
 	Anchored      bool `protobuf:"varint,12,opt,name=anchored,proto3" json:"anchored,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -82,11 +82,6 @@ type Estimate struct {
 	Answers, Labels float64
 }
 
-// Anchored reports whether callers' truth anchors the estimate: at least as many labelled answers as
-// the pseudo-labels its rectifier starts from (LabelSharing), so that the truth, not the agreement of
-// models that err together, has the larger say in it.
-func (e Estimate) Anchored() bool { return e.Labels >= LabelSharing }
-
 // sums are a model's credit and answers, and over the answers whose truth a caller gave, the truth
 // less the credit: what its accuracy is estimated from.
 type sums struct{ credit, answers, rectify, labels float64 }
@@ -507,6 +502,13 @@ func (v *View) accuracyIn(cat map[string]sums, model string) float64 {
 		return v.pooled(s, model)
 	}
 	return v.overallAccuracy(model)
+}
+
+// Anchored reports whether callers' truth anchors a model's estimate in a category: at least as many
+// labelled answers there as the pseudo-labels its rectifier starts from (LabelSharing), so that the
+// truth, not the agreement of models that err together, has the larger say in it.
+func (v *View) Anchored(category, model string) bool {
+	return v.cats[category][model].labels >= LabelSharing
 }
 
 // Accuracy is a model's estimated accuracy in a category: its estimate there, or its accuracy over

@@ -397,17 +397,17 @@ func TestAnEstimateIsAnchoredByAsMuchTruthAsItsRectifiersPrior(t *testing.T) {
 		id := fmt.Sprint(i)
 		e.ObserveRequest("q", id, votes)
 		e.ObserveRequest("q", id+"-unlabelled", votes)
-		if est, _ := e.View().Get("q", "a"); est.Anchored() || est.Labels != float64(i) {
-			t.Fatalf("after %d truths: labels %v, anchored %v", i, est.Labels, est.Anchored())
+		if est, _ := e.View().Get("q", "a"); e.View().Anchored("q", "a") || est.Labels != float64(i) {
+			t.Fatalf("after %d truths: labels %v, anchored", i, est.Labels)
 		}
 		e.Confirm("q", id, votes, right)
 	}
 	for _, m := range []string{"a", "c"} {
-		if est, _ := e.View().Get("q", m); !est.Anchored() || est.Labels != LabelSharing || est.Answers != 2*LabelSharing {
+		if est, _ := e.View().Get("q", m); !e.View().Anchored("q", m) || est.Labels != LabelSharing || est.Answers != 2*LabelSharing {
 			t.Fatalf("%s after %d truths: %+v", m, LabelSharing, est)
 		}
 	}
-	if est, _ := e.View().Get("other", "a"); est.Anchored() {
+	if e.View().Anchored("other", "a") {
 		t.Fatal("the truth of one category anchored another")
 	}
 }

@@ -52,7 +52,7 @@ type Response struct {
 	// Dependence is, when known, the model's excess agreement with each response (by index): the
 	// reliability-weighted vote discounts the votes of models that err together. Nil: independent.
 	Dependence []float64
-	// Anchored is true when callers' truth anchors Accuracy (accuracy.Estimate.Anchored): only such
+	// Anchored is true when callers' truth anchors Accuracy (accuracy.View.Anchored): only such
 	// models decide a reliability-weighted vote that has deciders.
 	Anchored bool
 }
@@ -183,16 +183,18 @@ func Decide(in Input) (Result, error) {
 	case blueprints.Majority:
 		switch {
 		case b.reliable():
-			r = b.reliabilityVote(b.anchoredDeciders(in.Deciders))
+			dec := b.deciders(in.Deciders, true)
+			r = b.reliabilityVote(dec)
+			r.Deciders = dec
 		case b.freeText():
 			r = b.byLearned()
 		default:
-			dec := b.deciders(in.Deciders)
+			dec := b.deciders(in.Deciders, false)
 			r = b.vote(false, dec)
+			r.Deciders = dec
 			if dec != nil { // what the answers learn from: the vote of them all
 				all := b.vote(false, nil)
 				r.InMajority = b.contributed(all.Answer, all.Chosen)
-				r.Deciders = dec
 			}
 		}
 	case blueprints.Weighted:
@@ -370,33 +372,19 @@ func (b *ballot) vote(weighted bool, deciders []bool) Result {
 }
 
 // deciders marks the k responses whose models have the best learned quality, ties going to the earlier
-// response; nil when every response decides (k zero, or k at least the number of responses).
-func (b *ballot) deciders(k int) []bool {
+// response, among the anchored ones when anchoredOnly; nil when every response decides (k zero, or k at
+// least the number of responses) or fewer than k are anchored.
+func (b *ballot) deciders(k int, anchoredOnly bool) []bool {
 	if k <= 0 || k >= len(b.resps) {
 		return nil
 	}
-	return b.bestLearned(b.all(), k)
-}
-
-// anchoredDeciders are the k best-learned of the anchored responses, or nil when fewer are anchored.
-func (b *ballot) anchoredDeciders(k int) []bool {
-	if k <= 0 || k >= len(b.resps) {
-		return nil
-	}
-	var anchored []int
-	for i, r := range b.resps {
-		if r.Anchored {
-			anchored = append(anchored, i)
+	order := b.all()
+	if anchoredOnly {
+		order = slices.DeleteFunc(order, func(i int) bool { return !b.resps[i].Anchored })
+		if len(order) < k {
+			return nil
 		}
 	}
-	if len(anchored) < k {
-		return nil
-	}
-	return b.bestLearned(anchored, k)
-}
-
-// bestLearned marks the k of order with the best learned quality, ties to the earlier.
-func (b *ballot) bestLearned(order []int, k int) []bool {
 	slices.SortStableFunc(order, func(i, j int) int { return cmp.Compare(b.resps[j].Learned, b.resps[i].Learned) })
 	out := make([]bool, len(b.resps))
 	for _, i := range order[:k] {

@@ -84,7 +84,7 @@ func (b *ballot) reliabilityVote(deciders []bool) Result {
 		}
 	}
 	chosen := b.bestBy(members, b.weighted)
-	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: posterior, Groups: voteOf, Deciders: deciders}
+	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: posterior, Groups: voteOf}
 }
 
 // tieBreaker is the accuracy a reliability-weighted vote gives a response that is not a decider: a

@@ -143,7 +143,7 @@ type Weights interface {
 	Reliability(provider string) float64
 	Capability(model string) float64
 	Accuracy(model string) float64
-	// Anchored is whether callers' truth anchors the model's accuracy (accuracy.Estimate.Anchored).
+	// Anchored is whether callers' truth anchors the model's accuracy (accuracy.View.Anchored).
 	Anchored(model string) bool
 	// Dependence is how far two models' votes are not independent (accuracy.View.Dependence).
 	Dependence(model, other string) float64
