@@ -114,10 +114,10 @@ func (o Options) withDefaults() Options {
 
 // Classifier is the shipped model with its options; it is safe for concurrent use.
 type Classifier struct {
-	opts     Options
-	model    *Model
-	keywords map[uint64][]keywordHit // by the hash of a word or pair, as the extractor hashes them
-	scratch  *sync.Pool              // *extractor
+	opts    Options
+	model   *Model
+	lexicon lexicon    // keywords and glosses
+	scratch *sync.Pool // *extractor
 }
 
 type keywordHit struct {
@@ -182,11 +182,11 @@ func WithModel(m *Model, opts Options) (*Classifier, error) {
 	if !slices.Equal(m.Categories, Categories) {
 		return nil, fmt.Errorf("%w: its categories %v are not this build's", ErrModelFormat, m.Categories)
 	}
-	kws, err := keywordHits()
+	lex, err := newLexicon()
 	if err != nil {
 		return nil, err
 	}
-	return &Classifier{opts: opts.withDefaults(), model: m, keywords: kws,
+	return &Classifier{opts: opts.withDefaults(), model: m, lexicon: lex,
 		scratch: &sync.Pool{New: func() any { return newExtractor() }}}, nil
 }
 
@@ -199,7 +199,7 @@ func (c *Classifier) Classify(task string) Result {
 	s := scores[:len(Categories)]
 	x := c.scratch.Get().(*extractor)
 	defer c.scratch.Put(x)
-	c.model.scores(x.features(task, c.keywords, c.model.Dim), s)
+	c.model.scores(x.features(task, c.lexicon, c.model.Dim), s)
 	softmax(s)
 
 	order := top3(s)
@@ -227,7 +227,7 @@ func (c *Classifier) Classify(task string) Result {
 func (c *Classifier) signals(hashes []uint64) []Signal {
 	var out []Signal
 	for _, h := range hashes {
-		for _, hit := range c.keywords[h] {
+		for _, hit := range c.lexicon[h].hits {
 			if !slices.ContainsFunc(out, func(s Signal) bool { return s.Keyword == hit.phrase }) {
 				out = append(out, Signal{Category: Categories[hit.category], Keyword: hit.phrase})
 			}

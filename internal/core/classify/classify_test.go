@@ -198,8 +198,8 @@ func TestMetadata(t *testing.T) {
 	}
 }
 
-func TestKeywordsAreValidPhrases(t *testing.T) {
-	if _, err := keywordHits(); err != nil {
+func TestLexiconIsValid(t *testing.T) {
+	if _, err := newLexicon(); err != nil {
 		t.Fatal(err)
 	}
 }

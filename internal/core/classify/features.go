@@ -2,6 +2,8 @@ package classify
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"unicode"
 	"unicode/utf8"
@@ -13,11 +15,14 @@ import (
 //   - stemmed words and pairs of adjacent words, stop words left out;
 //   - character 3- and 4-grams of every word with its boundaries ("<sql", "sql>"), which carry
 //     inflections, identifiers, misspellings and languages whose words share roots with the training
-//     data's (and, in scripts written without spaces, a run of characters is one "word");
+//     data's;
+//   - in Chinese, Japanese and Korean, each character is a word, so that pairs of them are bigrams;
 //   - the punctuation a task uses ("{", ";", "=", "`"), which tells pasted code, logs and prose apart;
 //   - the task's length, as a bucket of its word count;
 //   - for each category, whether one of its keywords occurs: the model weighs the keyword signals
-//     instead of a fixed bonus.
+//     instead of a fixed bonus;
+//   - for a word of another language that asks what an English word asks (glosses), that English
+//     word, so that what the model learned of it carries over.
 //
 // Hashes are FNV-1a, stable across processes and machines: the weights are trained ahead of time.
 
@@ -59,6 +64,7 @@ type extractor struct {
 	gram   []byte   // "<" + word + ">"
 	bounds []int    // rune starts in gram
 	hashes []uint64 // word and pair hashes: keywords are looked up among them
+	inHead int      // how many of hashes come from the task's first headWords words
 	feats  []uint32 // the buckets
 	// seen[b] == round marks bucket b as taken in this extraction: deduplication without a sort.
 	seen  []uint32
@@ -71,8 +77,8 @@ func newExtractor() *extractor {
 }
 
 // features returns the distinct buckets of text's features, in a slice owned by x.
-func (x *extractor) features(text string, keywords map[uint64][]keywordHit, dim uint32) []uint32 {
-	x.feats, x.hashes, x.pair = x.feats[:0], x.hashes[:0], x.pair[:0]
+func (x *extractor) features(text string, lex lexicon, dim uint32) []uint32 {
+	x.feats, x.hashes, x.pair, x.inHead = x.feats[:0], x.hashes[:0], x.pair[:0], 0
 	if len(x.seen) != int(dim) {
 		x.seen, x.round = make([]uint32, dim), 0
 	}
@@ -100,7 +106,8 @@ func (x *extractor) features(text string, keywords map[uint64][]keywordHit, dim 
 			x.stem = stem(x.stem)
 			h := featureHash(kindWord, x.stem)
 			add(h)
-			if head < headWords {
+			inHead := head < headWords
+			if inHead {
 				add(featureHash(kindHead, x.stem))
 				head++
 			}
@@ -110,6 +117,9 @@ func (x *extractor) features(text string, keywords map[uint64][]keywordHit, dim 
 				p := featureHash(kindPair, x.pair)
 				add(p)
 				x.hashes = append(x.hashes, p)
+			}
+			if inHead {
+				x.inHead = len(x.hashes)
 			}
 			x.pair = append(x.pair[:0], x.stem...)
 		}
@@ -123,9 +133,18 @@ func (x *extractor) features(text string, keywords map[uint64][]keywordHit, dim 
 		}
 	}
 	add(featureHash(kindLength, []byte{lengthBucket(words)}))
-	for _, h := range x.hashes {
-		for _, hit := range keywords[h] {
+	// A gloss is appended to the hashes, so that the loop reads its English word's keywords in turn.
+	for i := 0; i < len(x.hashes); i++ {
+		l := lex[x.hashes[i]]
+		for _, hit := range l.hits {
 			add(featureHash(kindKeyword, []byte{byte(hit.category)}))
+		}
+		for _, g := range l.glosses {
+			add(g.word)
+			if i < x.inHead {
+				add(g.head)
+			}
+			x.hashes = append(x.hashes, g.word)
 		}
 	}
 	return x.feats
@@ -156,6 +175,16 @@ func (x *extractor) eachWord(text string, word func() bool, punct func(byte)) {
 		}
 		r, size := utf8.DecodeRuneInString(text[i:])
 		i += size
+		if charWord(r) {
+			if len(x.word) > 0 && !word() {
+				return
+			}
+			x.word = utf8.AppendRune(x.word, r)
+			if !word() {
+				return
+			}
+			continue
+		}
 		if unicode.IsLetter(r) || unicode.IsDigit(r) {
 			x.word = utf8.AppendRune(x.word, unicode.ToLower(r))
 			continue
@@ -167,6 +196,14 @@ func (x *extractor) eachWord(text string, word func() bool, punct func(byte)) {
 	if len(x.word) > 0 {
 		word()
 	}
+}
+
+// charWord reports whether r is read as a word by itself: Chinese and Japanese are written without
+// spaces, and a Korean word is a stem and its particles run together, so a run of them would be one
+// long word that no other task shares. One character a word, their pairs are the scripts' bigrams,
+// which is how their words are spelt.
+func charWord(r rune) bool {
+	return unicode.In(r, unicode.Han, unicode.Hiragana, unicode.Katakana, unicode.Hangul)
 }
 
 // tail adds the last tailWords words of text (stop words left out) as features of their own kind.
@@ -228,25 +265,72 @@ func lengthBucket(words int) byte {
 	return b
 }
 
-// keywordHits maps the hash of every keyword, as the extractor hashes a word or a pair, to the
-// categories it signals.
-func keywordHits() (map[uint64][]keywordHit, error) {
-	hits := map[uint64][]keywordHit{}
+// lexeme is what a word or pair of words signals: the categories it is a keyword of, and the English
+// words it is a gloss of, read as if the task had said them too.
+type lexeme struct {
+	hits    []keywordHit
+	glosses []gloss
+}
+
+// gloss is an English word as a word of the task (kindWord) and as one of its first words (kindHead).
+type gloss struct{ word, head uint64 }
+
+// lexicon maps the hash of every keyword and gloss, as the extractor hashes a word or a pair, to what
+// it signals.
+type lexicon map[uint64]lexeme
+
+// newLexicon builds the lexicon of the keywords and glosses.
+func newLexicon() (lexicon, error) {
+	lex := lexicon{}
 	x := newExtractor()
 	for ci, cat := range Categories {
 		for _, phrase := range keywords[cat] {
-			x.features(phrase, nil, 1)
-			var h uint64
-			switch len(x.hashes) {
-			case 1:
-				h = x.hashes[0]
-			case 3: // two words and their pair
-				h = x.hashes[2]
-			default:
-				return nil, fmt.Errorf("keyword %q of %s has more than two significant words", phrase, cat)
+			h, err := x.phraseHash(phrase)
+			if err != nil {
+				return nil, fmt.Errorf("keyword of %s: %w", cat, err)
 			}
-			hits[h] = append(hits[h], keywordHit{category: ci, phrase: phrase})
+			l := lex[h]
+			l.hits = append(l.hits, keywordHit{category: ci, phrase: phrase})
+			lex[h] = l
 		}
 	}
-	return hits, nil
+	// In a fixed order, so that training on the same examples gives the same weights.
+	words := slices.Sorted(maps.Keys(glosses))
+	english := map[uint64]string{}
+	for _, word := range words {
+		h, err := x.phraseHash(word)
+		if err != nil || len(x.hashes) != 1 {
+			return nil, fmt.Errorf("glossed word %q is not one significant word", word)
+		}
+		english[h] = word
+	}
+	for _, word := range words {
+		target, _ := x.phraseHash(word)
+		g := gloss{word: target, head: featureHash(kindHead, stem([]byte(word)))}
+		for _, phrase := range glosses[word] {
+			h, err := x.phraseHash(phrase)
+			if err != nil {
+				return nil, fmt.Errorf("gloss of %q: %w", word, err)
+			}
+			if w, ok := english[h]; ok { // it would be read as a gloss of itself, over and over
+				return nil, fmt.Errorf("gloss %q of %q reads as the glossed word %q", phrase, word, w)
+			}
+			l := lex[h]
+			l.glosses = append(l.glosses, g)
+			lex[h] = l
+		}
+	}
+	return lex, nil
+}
+
+// phraseHash is the hash the extractor gives a phrase of one significant word, or of two (their pair).
+func (x *extractor) phraseHash(phrase string) (uint64, error) {
+	x.features(phrase, nil, 1)
+	switch len(x.hashes) {
+	case 1:
+		return x.hashes[0], nil
+	case 3: // two words and their pair
+		return x.hashes[2], nil
+	}
+	return 0, fmt.Errorf("%q has no significant word or more than two", phrase)
 }

@@ -60,7 +60,7 @@ func TrainModel(examples []Example, opts TrainOptions) (*Model, error) {
 	for i, c := range Categories {
 		index[c] = i
 	}
-	kws, err := keywordHits()
+	lex, err := newLexicon()
 	if err != nil {
 		return nil, err
 	}
@@ -71,7 +71,7 @@ func TrainModel(examples []Example, opts TrainOptions) (*Model, error) {
 		if !ok {
 			return nil, fmt.Errorf("example %d: unknown category %q", i, ex.Category)
 		}
-		samples[i] = sample{feats: append([]uint32(nil), x.features(ex.Text, kws, opts.Dim)...), class: ci}
+		samples[i] = sample{feats: append([]uint32(nil), x.features(ex.Text, lex, opts.Dim)...), class: ci}
 	}
 	w := fit(samples, opts)
 	m := &Model{Dim: opts.Dim, Categories: Categories, Bias: w.bias, Temperature: 1, Digest: Digest(examples, opts)}
