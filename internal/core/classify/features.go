@@ -26,6 +26,10 @@ import (
 //
 // Hashes are FNV-1a, stable across processes and machines: the weights are trained ahead of time.
 
+// featuresVersion numbers the way tasks are read into features; a change to it must bump it, so that
+// weights trained the old way are refused (TestShippedWeightsAreCurrent) until make classifier runs.
+const featuresVersion = 2
+
 // Feature hashing bounds.
 const (
 	// maxWords bounds the words read from a task: past them a long paste adds little but time.

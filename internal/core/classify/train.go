@@ -3,8 +3,10 @@ package classify
 import (
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"math"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/conclave-ai/conclave/internal/platform/fnv1a"
 )
@@ -82,16 +84,28 @@ func TrainModel(examples []Example, opts TrainOptions) (*Model, error) {
 	return m, nil
 }
 
-// Digest identifies a training run's examples and options: the shipped weights carry it, and a test
-// refuses weights whose digest differs from the embedded data's (run make classifier).
+// Digest identifies a training run's examples, lexicon, features and options: the shipped weights
+// carry it, and a test refuses weights whose digest differs from the embedded data's (run make
+// classifier).
 func Digest(examples []Example, opts TrainOptions) uint64 {
 	opts = opts.withDefaults()
 	h := fnv1a.Offset
 	for _, ex := range examples {
 		h = h.AddString(string(ex.Category)).AddByte(0).AddString(ex.Text).AddByte(0)
 	}
+	// The lexicon and the extractor's version: a change to either changes every example's features.
+	for _, c := range Categories {
+		for _, k := range keywords[c] {
+			h = h.AddString(k).AddByte(0)
+		}
+	}
+	for _, word := range slices.Sorted(maps.Keys(glosses)) {
+		for _, g := range glosses[word] {
+			h = h.AddString(word).AddByte(1).AddString(g).AddByte(0)
+		}
+	}
 	var b [8]byte
-	for _, v := range []uint64{uint64(opts.Dim), uint64(opts.Epochs), math.Float64bits(opts.Rate), math.Float64bits(opts.L2), uint64(opts.Folds), opts.Seed, modelVersion} {
+	for _, v := range []uint64{uint64(opts.Dim), uint64(opts.Epochs), math.Float64bits(opts.Rate), math.Float64bits(opts.L2), uint64(opts.Folds), opts.Seed, modelVersion, featuresVersion} {
 		binary.LittleEndian.PutUint64(b[:], v)
 		h = h.AddBytes(b[:])
 	}
