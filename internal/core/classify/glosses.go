@@ -148,7 +148,7 @@ var glosses = map[string][]string{
 		"zafiyet", "lỗ hổng", "kerentanan", "漏洞", "脆弱", "취약",
 	},
 	"test": {
-		"testen", "pruebas", "prueba", "testar", "testare", "testy",
+		"testen", "pruebas", "prueba", "testar", "testare",
 		"testów", "przetestuj", "тест", "тесты", "тестов", "протестируй", "тести", "testleri", "kiểm thử",
 		"pengujian", "测试", "測試", "テス", "試験", "테스",
 	},
@@ -187,7 +187,7 @@ var glosses = map[string][]string{
 		"statystyki", "статистика", "статистику", "istatistik", "thống kê", "statistika", "统计", "統計", "통계",
 	},
 	"data": {
-		"daten", "données", "datos", "dados", "dati", "gegevens", "dane", "данные", "дані", "veri",
+		"daten", "données", "datos", "dados", "dati", "gegevens", "данные", "дані", "veri",
 		"dữ liệu", "数据", "數據", "デー",
 	},
 	"architecture": {
