@@ -300,17 +300,17 @@ func newLexicon() (lexicon, error) {
 	}
 	// In a fixed order, so that training on the same examples gives the same weights.
 	words := slices.Sorted(maps.Keys(glosses))
-	english := map[uint64]string{}
-	for _, word := range words {
+	english := make(map[uint64]string, len(words))
+	targets := make([]gloss, len(words))
+	for i, word := range words {
 		h, err := x.phraseHash(word)
 		if err != nil || len(x.hashes) != 1 {
 			return nil, fmt.Errorf("glossed word %q is not one significant word", word)
 		}
 		english[h] = word
+		targets[i] = gloss{word: h, head: featureHash(kindHead, stem([]byte(word)))}
 	}
-	for _, word := range words {
-		target, _ := x.phraseHash(word)
-		g := gloss{word: target, head: featureHash(kindHead, stem([]byte(word)))}
+	for i, word := range words {
 		for _, phrase := range glosses[word] {
 			h, err := x.phraseHash(phrase)
 			if err != nil {
@@ -320,7 +320,7 @@ func newLexicon() (lexicon, error) {
 				return nil, fmt.Errorf("gloss %q of %q reads as the glossed word %q", phrase, word, w)
 			}
 			l := lex[h]
-			l.glosses = append(l.glosses, g)
+			l.glosses = append(l.glosses, targets[i])
 			lex[h] = l
 		}
 	}
