@@ -28,7 +28,7 @@ import (
 
 // featuresVersion numbers the way tasks are read into features; a change to it must bump it, so that
 // weights trained the old way are refused (TestShippedWeightsAreCurrent) until make classifier runs.
-const featuresVersion = 2
+const featuresVersion = 3
 
 // Feature hashing bounds.
 const (
@@ -68,7 +68,7 @@ type extractor struct {
 	gram   []byte   // "<" + word + ">"
 	bounds []int    // rune starts in gram
 	hashes []uint64 // word and pair hashes: keywords are looked up among them
-	inHead int      // how many of hashes come from the task's first headWords words
+	at     []int32  // per hash, the index of the significant word it ends at: where a gloss stood
 	feats  []uint32 // the buckets
 	// seen[b] == round marks bucket b as taken in this extraction: deduplication without a sort.
 	seen  []uint32
@@ -77,12 +77,12 @@ type extractor struct {
 
 func newExtractor() *extractor {
 	return &extractor{word: make([]byte, 0, 32), stem: make([]byte, 0, 32), pair: make([]byte, 0, 64),
-		gram: make([]byte, 0, 64), bounds: make([]int, 0, 64), hashes: make([]uint64, 0, 512), feats: make([]uint32, 0, 2048)}
+		gram: make([]byte, 0, 64), bounds: make([]int, 0, 64), hashes: make([]uint64, 0, 512), at: make([]int32, 0, 512), feats: make([]uint32, 0, 2048)}
 }
 
 // features returns the distinct buckets of text's features, in a slice owned by x.
 func (x *extractor) features(text string, lex lexicon, dim uint32) []uint32 {
-	x.feats, x.hashes, x.pair, x.inHead = x.feats[:0], x.hashes[:0], x.pair[:0], 0
+	x.feats, x.hashes, x.at, x.pair = x.feats[:0], x.hashes[:0], x.at[:0], x.pair[:0]
 	if len(x.seen) != int(dim) {
 		x.seen, x.round = make([]uint32, dim), 0
 	}
@@ -97,7 +97,7 @@ func (x *extractor) features(text string, lex lexicon, dim uint32) []uint32 {
 			x.feats = append(x.feats, b)
 		}
 	}
-	words, head := 0, 0
+	words, significant := 0, 0 // every word read; those not stop words
 	var punct [128]bool
 	flush := func() {
 		if len(x.word) == 0 {
@@ -110,21 +110,17 @@ func (x *extractor) features(text string, lex lexicon, dim uint32) []uint32 {
 			x.stem = stem(x.stem)
 			h := featureHash(kindWord, x.stem)
 			add(h)
-			inHead := head < headWords
-			if inHead {
+			if significant < headWords {
 				add(featureHash(kindHead, x.stem))
-				head++
 			}
-			x.hashes = append(x.hashes, h)
+			x.hashes, x.at = append(x.hashes, h), append(x.at, int32(significant))
 			if len(x.pair) > 0 {
 				x.pair = append(append(x.pair, ' '), x.stem...)
 				p := featureHash(kindPair, x.pair)
 				add(p)
-				x.hashes = append(x.hashes, p)
+				x.hashes, x.at = append(x.hashes, p), append(x.at, int32(significant))
 			}
-			if inHead {
-				x.inHead = len(x.hashes)
-			}
+			significant++
 			x.pair = append(x.pair[:0], x.stem...)
 		}
 		x.word = x.word[:0]
@@ -137,7 +133,8 @@ func (x *extractor) features(text string, lex lexicon, dim uint32) []uint32 {
 		}
 	}
 	add(featureHash(kindLength, []byte{lengthBucket(words)}))
-	// A gloss is appended to the hashes, so that the loop reads its English word's keywords in turn.
+	// A gloss is appended to the hashes, so that the loop reads its English word's keywords in turn;
+	// it is also a first or last word where it stood among them.
 	for i := 0; i < len(x.hashes); i++ {
 		l := lex[x.hashes[i]]
 		for _, hit := range l.hits {
@@ -145,10 +142,17 @@ func (x *extractor) features(text string, lex lexicon, dim uint32) []uint32 {
 		}
 		for _, g := range l.glosses {
 			add(g.word)
-			if i < x.inHead {
+			for _, h := range g.grams {
+				add(h)
+			}
+			at := int(x.at[i])
+			if at < headWords {
 				add(g.head)
 			}
-			x.hashes = append(x.hashes, g.word)
+			if at >= significant-tailWords && words < maxWords { // the end read is the task's
+				add(g.tail)
+			}
+			x.hashes, x.at = append(x.hashes, g.word), append(x.at, x.at[i])
 		}
 	}
 	return x.feats
@@ -189,7 +193,7 @@ func (x *extractor) eachWord(text string, word func() bool, punct func(byte)) {
 			}
 			continue
 		}
-		if unicode.IsLetter(r) || unicode.IsDigit(r) {
+		if inWord(r) {
 			x.word = utf8.AppendRune(x.word, unicode.ToLower(r))
 			continue
 		}
@@ -201,6 +205,10 @@ func (x *extractor) eachWord(text string, word func() bool, punct func(byte)) {
 		word()
 	}
 }
+
+// inWord reports whether r belongs to a word: letters, digits, and the marks that Devanagari, Thai
+// and other scripts write their vowels with (a word split at each would be read as its fragments).
+func inWord(r rune) bool { return unicode.IsLetter(r) || unicode.IsDigit(r) || unicode.IsMark(r) }
 
 // charWord reports whether r is read as a word by itself: Chinese and Japanese are written without
 // spaces, and a Korean word is a stem and its particles run together, so a run of them would be one
@@ -217,7 +225,7 @@ func (x *extractor) tail(text string, add func(uint64)) {
 		start++
 	}
 	if start > 0 { // a word cut at the window's edge is not a word
-		if i := strings.IndexFunc(text[start:], func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }); i >= 0 {
+		if i := strings.IndexFunc(text[start:], func(r rune) bool { return !inWord(r) }); i >= 0 {
 			start += i
 		}
 	}
@@ -276,8 +284,12 @@ type lexeme struct {
 	glosses []gloss
 }
 
-// gloss is an English word as a word of the task (kindWord) and as one of its first words (kindHead).
-type gloss struct{ word, head uint64 }
+// gloss is an English word as a word of the task (kindWord) with its character n-grams, as one of its
+// first words (kindHead) and as one of its last (kindTail).
+type gloss struct {
+	word, head, tail uint64
+	grams            []uint64
+}
 
 // lexicon maps the hash of every keyword and gloss, as the extractor hashes a word or a pair, to what
 // it signals.
@@ -308,7 +320,10 @@ func newLexicon() (lexicon, error) {
 			return nil, fmt.Errorf("glossed word %q is not one significant word", word)
 		}
 		english[h] = word
-		targets[i] = gloss{word: h, head: featureHash(kindHead, stem([]byte(word)))}
+		st := stem([]byte(word))
+		targets[i] = gloss{word: h, head: featureHash(kindHead, st), tail: featureHash(kindTail, st)}
+		x.word = append(x.word[:0], word...)
+		x.grams(func(g uint64) { targets[i].grams = append(targets[i].grams, g) })
 	}
 	for i, word := range words {
 		for _, phrase := range glosses[word] {

@@ -16,11 +16,13 @@ var glosses = map[string][]string{
 		"přelož", "přeložit", "переведи", "перевести", "переведите", "перевод", "переклади", "перекласти",
 		"переклад", "çevir", "tercüme", "dịch sang", "bản dịch", "hãy dịch", "terjemahkan", "terjemahan",
 		"menerjemahkan", "翻译", "翻譯", "译成", "譯成", "翻訳", "英訳", "和訳", "번역",
+		"ترجم", "ترجمة", "بترجمة", "ترجمها", "अनुवाद", "ترجمه",
 	},
 	"english": {
 		"englisch", "englische", "englischen", "anglais", "inglés", "inglês", "inglese", "engels", "engelska",
 		"angielski", "angielskiego", "anglicky", "английский", "английском", "английского", "англійську",
 		"англійською", "ingilizce", "tiếng anh", "inggris", "英文", "英语", "英語", "영어",
+		"الإنجليزية", "الانجليزية", "अंग्रेज़ी", "अंग्रेजी",
 	},
 	"summarize": {
 		"zusammenfassen", "zusammenfassung", "kürze", "résume", "résumer", "résumez", "synthèse",
@@ -30,6 +32,7 @@ var glosses = map[string][]string{
 		"сократить", "кратко", "резюмируй", "перескажи", "выжимка", "підсумуй", "стисло", "özetle",
 		"özet", "tóm tắt", "ringkas", "ringkaskan", "ringkasan", "rangkum", "rangkuman", "总结", "總結",
 		"摘要", "概括", "归纳", "要約", "要点", "概要", "요약",
+		"لخص", "ملخص", "تلخيص", "सारांश", "संक्षेप", "خلاصه",
 	},
 	"explain": {
 		"erkläre", "erklären", "erklärung", "explique", "expliquer", "expliquez", "explication", "explica",
@@ -38,6 +41,7 @@ var glosses = map[string][]string{
 		"объясни", "объяснить", "объясните", "объяснение", "поясни", "поясніть", "пояснення", "açıkla",
 		"açıklama", "giải thích", "jelaskan", "penjelasan", "解释", "解釋", "讲解", "原理", "説明", "解説",
 		"仕組", "설명", "원리",
+		"اشرح", "شرح", "اشرحي", "समझाइए", "समझाओ", "समझाएं", "व्याख्या", "توضیح",
 	},
 	"compare": {
 		"vergleiche", "vergleichen", "vergleich", "comparer", "comparez", "comparaison", "compara", "comparar",
@@ -45,11 +49,13 @@ var glosses = map[string][]string{
 		"vergelijken", "jämför", "jämförelse", "porównaj", "porównanie", "porovnej", "сравни", "сравнить",
 		"сравнение", "порівняй", "порівняння", "karşılaştır", "karşılaştırma", "so sánh", "bandingkan",
 		"perbandingan", "比较", "比較", "对比", "對比", "비교",
+		"قارن", "مقارنة", "तुलना", "مقایسه",
 	},
 	"difference": {
 		"unterschied", "unterschiede", "différence", "différences", "diferencia", "diferencias", "diferença",
 		"differenza", "verschil", "skillnad", "różnica", "rozdíl", "разница", "отличие", "отличается",
 		"різниця", "fark", "khác nhau", "perbedaan", "区别", "區別", "差异", "違い", "차이",
+		"الفرق", "अंतर", "فرق", "تفاوت",
 	},
 	"plan": {
 		"planen", "zeitplan", "planung", "planifier", "planifie", "calendrier", "planifica", "planificar",
@@ -57,35 +63,42 @@ var glosses = map[string][]string{
 		"pianificazione", "plannen", "planera", "planering", "tidsplan", "zaplanuj", "harmonogram",
 		"naplánuj", "спланируй", "спланировать", "планирование", "распиши", "сплануй", "planla", "kế hoạch",
 		"rencanakan", "rencana", "jadwal", "计划", "計劃", "规划", "日程", "計画", "予定", "準備", "段取", "계획", "일정",
+		"خطة", "योजना",
 	},
 	"why": {
-		"warum", "wieso", "pourquoi", "por qué", "por quê", "perché", "waarom", "varför", "dlaczego", "proč",
+		"warum", "wieso", "pourquoi", "por qué", "por quê", "waarom", "varför", "dlaczego", "proč",
 		"почему", "зачем", "чому", "neden", "niçin", "tại sao", "vì sao", "mengapa", "kenapa", "为何", "為何",
 		"なぜ", "왜",
+		"لماذا", "क्यों", "چرا",
 	},
 	"ideas": {
 		"ideen", "vorschläge", "idées", "ideias", "idee", "ideeën", "idéer", "pomysły", "pomysłów", "nápady",
 		"идеи", "идей", "придумай", "ідеї", "ідей", "fikir", "fikirler", "ý tưởng", "gagasan", "想法", "点子",
 		"點子", "创意", "創意", "主意", "イデ", "디어",
+		"أفكار", "افكار", "विचार", "सुझाव", "ایده",
 	},
 	"implement": {
 		"implementiere", "implementieren", "implémente", "implémenter", "implementa", "implementar",
 		"implementare", "implementeer", "implementera", "zaimplementuj", "implementuj",
 		"реализуй", "реализовать", "реалізуй", "uygula", "implementasikan", "实现", "實現", "実装", "구현",
+		"نفذ", "تنفيذ", "लागू",
 	},
 	"function": {
 		"funktion", "fonction", "función", "função", "funzione", "functie", "funkcja", "funkcję", "funkci",
 		"функцию", "функция", "функцію", "fonksiyon", "fungsi", "函数", "函數", "関数", "함수",
+		"دالة", "फ़ंक्शन", "फंक्शन",
 	},
 	"write": {
 		"schreibe", "schreib", "écris", "écrire", "escribe", "escribir", "escreva", "escrever", "scrivi",
 		"scrivere", "schrijf", "skriv", "napisz", "napiš", "напиши", "написать", "напишіть", "yaz", "viết",
 		"tuliskan", "buatkan", "编写", "編寫", "写一", "寫一", "書い", "작성",
+		"اكتب", "लिखो", "लिखिए", "लिखें", "بنویس",
 	},
 	"error": {
 		"fehler", "fehlermeldung", "erreur", "erreurs", "fallo", "erro", "foutmelding",
 		"felmeddelande", "błąd", "błędu", "ошибка", "ошибку", "ошибки", "помилка", "помилку",
 		"hata", "hatası", "lỗi", "kesalahan", "错误", "錯誤", "报错", "異常", "异常", "エラ", "例外", "오류", "에러",
+		"خطأ", "الخطأ", "त्रुटि", "एरर", "خطا",
 	},
 	"bug": {
 		"absturz", "stürzt", "bogue", "falla", "баг", "падает", "崩溃", "不具", "バグ", "버그",
@@ -107,6 +120,7 @@ var glosses = map[string][]string{
 		"configurar", "configuración", "configuração", "configurare", "configurazione", "configureer",
 		"konfigurera", "skonfiguruj", "konfiguracja", "настрой", "настроить", "настройка", "конфигурация",
 		"налаштуй", "налаштування", "yapılandır", "cấu hình", "konfigurasi", "配置", "设置", "設定", "構成", "설정",
+		"إعداد", "اعداد", "تكوين", "कॉन्फ़िगर",
 	},
 	"settings": {
 		"einstellungen", "paramètres", "ajustes", "impostazioni", "instellingen", "inställningar",
@@ -118,12 +132,14 @@ var glosses = map[string][]string{
 		"rifattorizza", "riscrivi", "riscrivere", "herschrijf", "refaktorera", "skriv om", "przepisz",
 		"zrefaktoryzuj", "перепиши", "переписать", "рефакторинг", "отрефактори", "yeniden yaz", "重构", "重構",
 		"重写", "重寫", "리팩",
+		"أعد كتابة", "दोबारा लिखो",
 	},
 	"migrate": {
 		"migrieren", "migriere", "umstellen", "umstellung", "portieren", "migrer", "migrez", "migrar",
 		"migración", "migração", "migrare", "migrazione", "migreren", "migratie", "migrera", "migrering",
 		"migracja", "zmigruj", "миграция", "мигрировать", "мигрируй", "міграція", "taşı", "geçiş",
 		"di chuyển", "migrasi", "迁移", "遷移", "移行", "전환",
+		"ترحيل", "माइग्रेट", "माइग्रेशन",
 	},
 	"documentation": {
 		"dokumentation", "dokumentiere", "anleitung", "hilfeseite", "documente", "documenter", "documentación",
@@ -131,31 +147,37 @@ var glosses = map[string][]string{
 		"hjälpsidan", "hjälpsida", "användarguide", "dokumentacja", "dokumentację", "instrukcja",
 		"документация", "документацию", "инструкция", "инструкцию", "документація", "dokümantasyon",
 		"kılavuz", "tài liệu", "dokumentasi", "文档", "文檔", "ドキ", "マニ", "문서",
+		"توثيق", "وثائق", "दस्तावेज़", "दस्तावेज", "مستندات",
 	},
 	"review": {
 		"überprüfe", "überprüfen", "durchsehen", "relis", "relire", "revisa", "revisar", "revisión",
 		"revisão", "revisiona", "rivedi", "revisione", "beoordeel", "granska", "granskning",
 		"przejrzyj", "ревью", "просмотри", "incele", "审查", "審查", "审核", "评审", "レビ", "리뷰", "검토",
+		"راجع", "مراجعة", "समीक्षा", "بررسی",
 	},
 	"security": {
 		"sicherheit", "sécurité", "seguridad", "segurança", "sicurezza", "beveiliging", "säkerhet",
 		"bezpieczeństwo", "bezpečnost", "безопасность", "безпека", "güvenlik", "bảo mật", "keamanan",
 		"安全", "セキ", "보안",
+		"أمان", "الأمان", "أمن", "सुरक्षा", "امنیت",
 	},
 	"vulnerability": {
 		"schwachstelle", "sicherheitslücke", "vulnérabilité", "faille", "vulnerabilidad", "vulnerabilidade",
 		"vulnerabilità", "kwetsbaarheid", "sårbarhet", "podatność", "уязвимость", "уязвимости", "вразливість",
 		"zafiyet", "lỗ hổng", "kerentanan", "漏洞", "脆弱", "취약",
+		"ثغرة", "ثغرات", "भेद्यता", "آسیب‌پذیری",
 	},
 	"test": {
 		"testen", "pruebas", "prueba", "testar", "testare",
 		"testów", "przetestuj", "тест", "тесты", "тестов", "протестируй", "тести", "testleri", "kiểm thử",
 		"pengujian", "测试", "測試", "テス", "試験", "테스",
+		"اختبار", "اختبارات", "परीक्षण", "टेस्ट", "تست",
 	},
 	"research": {
 		"forschung", "studien", "recherche", "investigación", "pesquisa", "ricerca", "onderzoek", "forskning",
 		"badania", "badań", "výzkum", "исследования", "исследований", "исследование", "дослідження",
 		"araştırma", "nghiên cứu", "penelitian", "研究", "文献", "文獻", "论文", "論文", "연구", "논문",
+		"بحث", "أبحاث", "دراسات", "शोध", "अनुसंधान", "پژوهش",
 	},
 	"classify": {
 		"klassifiziere", "klassifizieren", "kategorisiere", "kategorisieren", "einordnen", "classer",
@@ -164,11 +186,13 @@ var glosses = map[string][]string{
 		"klassificera", "kategorisera", "sklasyfikuj", "skategoryzuj", "klasifikuj", "классифицируй",
 		"классифицировать", "распредели", "класифікуй", "sınıflandır", "phân loại", "klasifikasikan",
 		"kelompokkan", "分类", "分類", "类目", "類目", "类别", "類別", "분류",
+		"صنف", "تصنيف", "वर्गीकृत", "वर्गीकरण", "دسته‌بندی",
 	},
 	"category": {
 		"kategorie", "kategorien", "catégorie", "catégories", "categoría", "categorías", "categoria",
 		"categorias", "categorie", "kategori", "kategorii", "категорию", "категории", "категорія",
 		"danh mục", "カテ",
+		"فئة", "فئات", "श्रेणी", "श्रेणियों",
 	},
 	"evaluate": {
 		"bewerte", "bewerten", "bewertung", "beurteile", "évalue", "évaluer", "évaluation", "evalúa",
@@ -176,11 +200,13 @@ var glosses = map[string][]string{
 		"valutazione", "evalueer", "bedöm", "utvärdera", "oceń", "ocenić", "ocena", "ohodnoť", "оцени",
 		"оценить", "оценка", "оцените", "оціни", "değerlendir", "puanla", "đánh giá", "nilai", "evaluasi",
 		"评估", "評估", "评价", "評價", "评分", "打分", "評価", "採点", "평가", "채점",
+		"قيم", "تقييم", "मूल्यांकन", "ارزیابی",
 	},
 	"analyze": {
 		"analysiere", "analysieren", "analyser", "analiza", "analizar", "analise", "analisar", "analizza",
 		"analizzare", "analyseer", "analysera", "przeanalizuj", "analyzuj", "проанализируй",
 		"проанализировать", "проаналізуй", "analiz", "phân tích", "analisis", "分析", "분석",
+		"حلل", "تحليل", "विश्लेषण", "تحلیل",
 	},
 	"statistics": {
 		"statistik", "statistiques", "estadísticas", "estatísticas", "statistiche", "statistieken",
@@ -189,15 +215,18 @@ var glosses = map[string][]string{
 	"data": {
 		"daten", "données", "datos", "dados", "dati", "gegevens", "данные", "дані", "veri",
 		"dữ liệu", "数据", "數據", "デー",
+		"بيانات", "البيانات", "डेटा", "داده",
 	},
 	"architecture": {
 		"architektur", "arquitectura", "arquitetura", "architettura", "architectuur", "arkitektur",
 		"architektura", "architekturę", "архитектура", "архитектуру", "архітектура", "mimari", "kiến trúc",
 		"arsitektur", "架构", "架構", "아키",
+		"معمارية", "आर्किटेक्चर", "معماری",
 	},
 	"design": {
 		"entwirf", "entwerfen", "concevoir", "conçois", "diseña", "diseñar", "projete", "progetta",
 		"progettare", "ontwerp", "ontwerpen", "zaprojektuj", "спроектируй", "спроектировать", "设计", "設計",
 		"설계",
+		"صمم", "تصميم", "डिज़ाइन", "طراحی",
 	},
 }

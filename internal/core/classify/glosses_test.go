@@ -21,6 +21,9 @@ func TestGlossesReadAsEnglish(t *testing.T) {
 		{"Korean, syllables of one word", "다음 분기 출시 계획을 주 단위로 세워 주세요.", Planning, "plan"},
 		{"Vietnamese, a pair of syllables", "Hãy dịch đoạn văn này sang tiếng Anh giúp tôi.", Translation, "translate"},
 		{"Spanish, an ambiguous word left out, its unambiguous form read", "Resúmeme este informe en cinco puntos.", Summarization, "summarize"},
+		{"Hindi, a word whose vowels are marks", "कृपया इस लेख का सारांश पाँच बिंदुओं में लिखें।", Summarization, "summarize"},
+		{"Arabic", "ترجم هذه الرسالة إلى الإنجليزية من فضلك.", Translation, "translate"},
+		{"Persian", "تفاوت بین این دو پایگاه داده را با هم مقایسه کن.", Comparison, "compare"},
 	} {
 		r := c.Classify(tc.task)
 		if !slices.Contains(r.Signals, Signal{Category: tc.want, Keyword: tc.keyword}) {
@@ -46,5 +49,14 @@ func TestCharactersAreWords(t *testing.T) {
 	}
 	if got := len(x.hashes); got != 2*12-1 { // 12 characters, 11 pairs
 		t.Errorf("%d words and pairs, want 23", got)
+	}
+}
+
+// Vowel signs are part of their word: a Devanagari word is one word, not its fragments.
+func TestMarksAreInWords(t *testing.T) {
+	x := newExtractor()
+	x.features("समझाइए", nil, 1<<16)
+	if len(x.hashes) != 1 {
+		t.Errorf("one Hindi word read as %d words and pairs", len(x.hashes))
 	}
 }
