@@ -69,7 +69,7 @@ func TestAClassifyingModelDecidesWhatTheClassifierCannot(t *testing.T) {
 		t.Fatalf("a clear task asked the classifying model (%d calls)", n)
 	}
 
-	slow := "qqq wwwv zzzk"
+	slow := "xq zzv kkw plm"
 	local := c.Classify(slow)
 	if !local.LowConfidence || local.Best == classify.Translation {
 		t.Fatalf("the test needs another unsure task: %+v", local)
