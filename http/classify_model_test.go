@@ -25,6 +25,23 @@ func classifyingCalls(s *providertest.Server) int {
 	return n
 }
 
+// unsureTasks are tasks of no language, for the local classifier to be unsure of; which of them it is
+// unsure of moves with its weights, so the test takes the first that fit.
+var unsureTasks = []string{"zxqv blorptang fimble", "xq zzv kkw plm", "qqq wwwv zzzk", "vrk plonq zed mib", "jj kx wub trell"}
+
+// unsureTask returns the first of unsureTasks after skip that c is unsure of and does not call
+// translation (the category the classifying model answers), and its place.
+func unsureTask(t *testing.T, c *classify.Classifier, skip int) (string, classify.Result, int) {
+	t.Helper()
+	for i := skip; i < len(unsureTasks); i++ {
+		if r := c.Classify(unsureTasks[i]); r.LowConfidence && r.Best != classify.Translation {
+			return unsureTasks[i], r, i
+		}
+	}
+	t.Fatalf("the test needs a task the classifier is unsure of and does not call translation: none of %q after %d", unsureTasks, skip)
+	return "", classify.Result{}, 0
+}
+
 // A task the local classifier is unsure of goes to classify.model once; its category is the model's,
 // the record says so, and the same task again is answered from the cache. A task the classifier is
 // sure of asks no model; a model slower than the budget leaves the local answer.
@@ -32,14 +49,11 @@ func TestAClassifyingModelDecidesWhatTheClassifierCannot(t *testing.T) {
 	u := newUpstreams(t, func(c *config.Config) {
 		c.Classify = config.Classify{Model: "qwen-a", BudgetSeconds: 0.5, CacheSize: 100}
 	})
-	unsure := "zxqv blorptang fimble"
 	c, err := classify.New(classify.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if r := c.Classify(unsure); !r.LowConfidence || r.Best == classify.Translation {
-		t.Fatalf("the test needs a task the classifier is unsure of and does not call translation: %+v", r)
-	}
+	unsure, _, at := unsureTask(t, c, 0)
 	for i := range 2 {
 		status, resp, bad := u.route(map[string]any{"task": unsure, "workers": 1, "min_responses": 1})
 		if status != 200 {
@@ -69,11 +83,7 @@ func TestAClassifyingModelDecidesWhatTheClassifierCannot(t *testing.T) {
 		t.Fatalf("a clear task asked the classifying model (%d calls)", n)
 	}
 
-	slow := "xq zzv kkw plm"
-	local := c.Classify(slow)
-	if !local.LowConfidence || local.Best == classify.Translation {
-		t.Fatalf("the test needs another unsure task: %+v", local)
-	}
+	slow, local, _ := unsureTask(t, c, at+1) // another task: the first is in the cache
 	u.local.Queue(providertest.Response{Delay: 3 * time.Second})
 	status, resp, bad := u.route(map[string]any{"task": slow, "workers": 1, "min_responses": 1})
 	if status != 200 || resp.Category != string(local.Category) {
