@@ -316,11 +316,13 @@ func newLexicon() (lexicon, error) {
 	targets := make([]gloss, len(words))
 	for i, word := range words {
 		h, err := x.phraseHash(word)
-		if err != nil || len(x.hashes) != 1 {
-			return nil, fmt.Errorf("glossed word %q is not one significant word", word)
+		st := stem([]byte(word))
+		// The head and tail hashes are the extractor's recipe for this stem; the word's own hash,
+		// taken both ways, shows the stem is the one the extractor reads.
+		if err != nil || len(x.hashes) != 1 || featureHash(kindWord, st) != h {
+			return nil, fmt.Errorf("glossed word %q is not one significant word as the extractor reads it", word)
 		}
 		english[h] = word
-		st := stem([]byte(word))
 		targets[i] = gloss{word: h, head: featureHash(kindHead, st), tail: featureHash(kindTail, st)}
 		x.word = append(x.word[:0], word...)
 		x.grams(func(g uint64) { targets[i].grams = append(targets[i].grams, g) })
