@@ -449,7 +449,7 @@ func checkJobResult(r *messages.JobResult, requestID string) string {
 	switch {
 	case r == nil:
 		return DropMalformed
-	case badMs(r.LatencyMs), badMs(r.ProviderLatencyMs), badSeconds(r.RetryAfterSeconds), !finite(r.Cost) || r.Cost < 0:
+	case badMs(r.LatencyMs), badMs(r.ProviderLatencyMs), badSeconds(r.RetryAfterSeconds), r.CostNanos < 0:
 		return DropBadNumber
 	case r.Usage != nil && (r.Usage.InputTokens < 0 || r.Usage.OutputTokens < 0), r.Attempt < 0:
 		return DropBadCount

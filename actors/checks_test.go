@@ -253,7 +253,7 @@ func TestCheckCoordinatorInputs(t *testing.T) {
 		{"a result with absurdly many tool calls", checkJobResult(&messages.JobResult{JobId: req + "/1", Ok: true, ToolCalls: make([]*messages.ToolCall, MaxToolCalls+1)}, req), DropBadCount},
 		{"a call of a function no tool names still counts", checkJobResult(&messages.JobResult{JobId: req + "/1", Ok: true,
 			ToolCalls: []*messages.ToolCall{{Id: "1", Name: "invented", Arguments: "{broken"}}}, req), ""},
-		{"a result with a NaN cost", checkJobResult(&messages.JobResult{JobId: req + "/1", Cost: math.NaN()}, req), DropBadNumber},
+		{"a result with a negative cost", checkJobResult(&messages.JobResult{JobId: req + "/1", CostNanos: -1}, req), DropBadNumber},
 		{"a result with a huge error kind", checkJobResult(&messages.JobResult{JobId: req + "/1", ErrorKind: string(make([]byte, 100))}, req), DropMalformed},
 		{"a result of another request", checkJobResult(&messages.JobResult{JobId: "other/1"}, req), DropWrongTarget},
 		{"any job's result, with no id", checkJobResult(&messages.JobResult{}, ""), DropNoJobID},

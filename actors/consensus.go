@@ -35,7 +35,7 @@ type ConsensusActor struct {
 	arbiterErr string
 	latency    float64
 	usage      *messages.Usage // the arbiter call's
-	cost       float64
+	cost       int64 // nano-dollars
 	decided    bool
 	settled    bool // the arbiter's permit (or acquisition) has been settled
 	// synthesis reads the answer the arbiter writes as it streams, for the coordinator to relay.
@@ -109,7 +109,7 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 		if a.decided {
 			return // came after the decision: the call was given back already
 		}
-		a.latency, a.usage, a.cost = m.LatencyMs, m.Usage, m.Cost
+		a.latency, a.usage, a.cost = m.LatencyMs, m.Usage, m.CostNanos
 		kind := resilience.Kind(m.ErrorKind)
 		if m.Ok {
 			kind = ""
@@ -265,7 +265,7 @@ func (a *ConsensusActor) decide(ctx actor.Context) {
 	}
 	reply := decision(a.in, a.st, a.verdict)
 	if d := reply.Decision; d != nil {
-		d.ArbiterError, d.ArbiterLatencyMs, d.ArbiterUsage, d.ArbiterCost = a.arbiterErr, a.latency, a.usage, a.cost
+		d.ArbiterError, d.ArbiterLatencyMs, d.ArbiterUsage, d.ArbiterCostNanos = a.arbiterErr, a.latency, a.usage, a.cost
 		d.ArbiterModel, d.ArbiterProvider, d.ArbiterErrorKind = a.in.ArbiterModel, a.in.ArbiterProvider, a.errKind
 		if !a.started.IsZero() {
 			d.ArbiterStartedMs = max(ms(a.started.Sub(a.asked)), 0.001)

@@ -139,6 +139,11 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	if status >= 500 {
 		level = zap.WarnLevel
 	}
+	if f := c.exec.Error; f != nil && Shedding(resilience.Kind(f.Code)) {
+		// Counted in one line for all; the request's own line is for debugging.
+		c.deps.Shed().Add(f.Code)
+		level = zap.DebugLevel
+	}
 	if ce := c.deps.Log.Check(level, "request finished"); ce != nil {
 		ce.Write(zap.String("request_id", c.req.RequestId), zap.Inline(summary{c.exec, c.plan.Category}))
 	}

@@ -3,6 +3,7 @@ package actors
 import (
 	"hash/fnv"
 	"math/rand/v2"
+	"sync"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -16,6 +17,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/plan"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/clock"
+	"github.com/conclave-ai/conclave/internal/platform/logging"
 	"github.com/conclave-ai/conclave/internal/platform/mailboxes"
 	"github.com/conclave-ai/conclave/internal/platform/metrics"
 	"go.uber.org/zap"
@@ -75,6 +77,27 @@ type Deps struct {
 	// with it. It runs on the actor's goroutine and must not block. Production sets none, and then no
 	// actor pays for it.
 	Observe func(self *actor.PID, msg any)
+
+	shedOnce sync.Once
+	shed     *logging.Tally
+}
+
+// ShedLogEvery is how often at most the requests refused for load are logged, as one line.
+const ShedLogEvery = 10 * time.Second
+
+// Shed is the tally of the requests refused for load (see Shedding): under overload they are nearly
+// every request, and a line each filled the log with one refusal said over and over.
+func (d *Deps) Shed() *logging.Tally {
+	d.shedOnce.Do(func() {
+		d.shed = logging.NewTally(d.Log.With(zap.String("event", "requests_shed")), "requests refused for load", ShedLogEvery, d.now)
+	})
+	return d.shed
+}
+
+// Shedding reports whether a request failing with kind was refused for load: the providers' limits
+// had no room before its queue bound, or the requests in flight were too many.
+func Shedding(kind resilience.Kind) bool {
+	return kind == resilience.RateLimited || kind == resilience.Overloaded
 }
 
 // catalog is the live catalog, or nil when there is none (then every model is unknown).

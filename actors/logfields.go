@@ -7,6 +7,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/classify"
 	"github.com/conclave-ai/conclave/internal/core/collect"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap/zapcore"
 )
@@ -246,7 +247,7 @@ func (s summary) MarshalLogObject(o zapcore.ObjectEncoder) error {
 		o.AddFloat64("consensus_ms", p.ConsensusMs)
 		o.AddFloat64("total_ms", p.TotalMs)
 	}
-	o.AddFloat64("cost", e.Cost)
+	o.AddString("cost", money.USD(e.CostNanos).String())
 	if u := e.Usage; u != nil {
 		o.AddInt32("input_tokens", u.InputTokens)
 		o.AddInt32("output_tokens", u.OutputTokens)

@@ -36,7 +36,7 @@ func embeddingUpstreams(t *testing.T) *upstreams {
 		c.APIToken = secret.String(sdkToken)
 		for provider, id := range map[string]string{"local": localEmbed, "gemini": geminiEmbed, "anthropic": anthropicEmbed} {
 			p := c.Providers[provider]
-			p.Models = append(p.Models, config.ProviderModel{ID: id, Context: 8192, PriceIn: 0.02, Capabilities: []string{"embeddings"}})
+			p.Models = append(p.Models, config.ProviderModel{ID: id, Context: 8192, PriceIn: price("0.02"), Capabilities: []string{"embeddings"}})
 			c.Providers[provider] = p
 		}
 	})
@@ -88,8 +88,8 @@ func TestOpenAIGoEmbeddings(t *testing.T) {
 			t.Fatalf("record %v", rec)
 		}
 		call := results[0].(map[string]any)
-		if call["model"] != localEmbed || call["provider"] != "local" || call["status"] != "ok" || call["cost"].(float64) <= 0 ||
-			call["usage"].(map[string]any)["input_tokens"] != float64(providertest.EmbeddingTokens(inputs)) || rec["cost"] != call["cost"] {
+		if call["model"] != localEmbed || call["provider"] != "local" || call["status"] != "ok" || nanos(t, call, "cost_nanos") <= 0 ||
+			call["usage"].(map[string]any)["input_tokens"] != float64(providertest.EmbeddingTokens(inputs)) || nanos(t, rec, "cost_nanos") != nanos(t, call, "cost_nanos") {
 			t.Fatalf("the recorded call %v", call)
 		}
 		if !hasMetric(u, "conclave_model_calls_total{", `model="`+localEmbed+`"`, `outcome="ok"`) {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/messages"
@@ -25,7 +26,7 @@ func embeddingServer(t *testing.T) *Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := base.With(catalog.Model{ID: embedModel, Provider: "openrouter", ContextWindow: 8192, InputPricePerMTok: 0.02, Tier: 3,
+	cat, err := base.With(catalog.Model{ID: embedModel, Provider: "openrouter", ContextWindow: 8192, InputPricePerMTok: money.PerMillionDollar / 50, Tier: 3,
 		Capabilities: []string{catalog.Embeddings}})
 	if err != nil {
 		t.Fatal(err)

@@ -138,7 +138,7 @@ func TestAKeyTravelsToItsProviderOnlyInsideSSH(t *testing.T) {
 	tb := newTestbed(t, func(c *config.Config) {
 		withFleet(path)(c)
 		c.Providers = map[string]config.Provider{"local": {Kind: "openai", BaseURL: local.URL + "/v1", APIKeyEnv: "FLEET_LOCAL_KEY", DiscoverySeconds: &off,
-			Models: []config.ProviderModel{{ID: "qwen-a", Context: 32768, PriceIn: 1, PriceOut: 2}}}}
+			Models: []config.ProviderModel{{ID: "qwen-a", Context: 32768, PriceIn: price("1"), PriceOut: price("2")}}}}
 	})
 	status, ok, e := tb.route(map[string]any{"task": mcq, "category": "general", "models": []string{"qwen-a"}, "workers": 1, "min_responses": 1})
 	if status != http.StatusOK || ok.Responses[0].Worker != "gpu-01" || ok.Cost <= 0 {

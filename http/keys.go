@@ -11,6 +11,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/julienschmidt/httprouter"
 )
@@ -38,7 +39,7 @@ type keyView struct {
 	Key            string          `json:"key,omitempty"` // the secret, in the answer to its creation only
 	Name           string          `json:"name"`
 	Status         string          `json:"status"`
-	BudgetUSD      *float64        `json:"budget_usd"`
+	BudgetUSD      *money.USD      `json:"budget_usd"`
 	BudgetPeriod   string          `json:"budget_period"`
 	RPM            int             `json:"rpm"`
 	TPM            int             `json:"tpm"`
@@ -57,8 +58,8 @@ type keyView struct {
 type spendView struct {
 	PeriodStart time.Time  `json:"period_start"`
 	PeriodEnd   *time.Time `json:"period_end"`
-	SpendUSD    float64    `json:"spend_usd"`
-	TotalUSD    float64    `json:"total_usd"`
+	SpendUSD    money.USD  `json:"spend_usd"`
+	TotalUSD    money.USD  `json:"total_usd"`
 }
 
 // keyUsageView is the key's limits in use now, in the window they count over.
@@ -221,7 +222,7 @@ func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.P
 		storeError(w, err)
 		return
 	}
-	total := 0.0
+	var total money.USD
 	for _, g := range groups {
 		total += g.CostUSD
 	}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
@@ -40,8 +41,8 @@ type createdKey struct {
 	Name   string `json:"name"`
 	Status string `json:"status"`
 	Spend  struct {
-		SpendUSD float64 `json:"spend_usd"`
-		TotalUSD float64 `json:"total_usd"`
+		SpendUSD money.USD `json:"spend_usd"`
+		TotalUSD money.USD `json:"total_usd"`
 	} `json:"spend"`
 	Usage struct {
 		Requests int `json:"requests"`
@@ -216,12 +217,12 @@ func TestABudgetStopsTheNextRequest(t *testing.T) {
 		t.Fatalf("the first request: %d %s", resp.StatusCode, raw)
 	}
 	var first struct {
-		RequestID string  `json:"request_id"`
-		Cost      float64 `json:"cost"`
+		RequestID string    `json:"request_id"`
+		Cost      money.USD `json:"cost"`
 	}
 	json.Unmarshal(raw, &first)
-	if rec := tb.record(first.RequestID); rec["key_id"] != k.ID || rec["cost"].(float64) <= 0.0000001 {
-		t.Fatalf("the first request's record: key %v, cost %v", rec["key_id"], rec["cost"])
+	if rec := tb.record(first.RequestID); rec["key_id"] != k.ID || nanos(t, rec, "cost_nanos") != first.Cost || first.Cost <= 100 {
+		t.Fatalf("the first request's record: key %v, cost %v nano-dollars, answered %s", rec["key_id"], rec["cost_nanos"], first.Cost)
 	}
 	calls := tb.modelCalls()
 	client := sdkClient(tb, k.Key)
@@ -239,16 +240,16 @@ func TestABudgetStopsTheNextRequest(t *testing.T) {
 	}
 	var shown createdKey
 	tb.do(http.MethodGet, "/admin/keys/"+k.ID, nil, &shown)
-	if shown.Spend.SpendUSD != first.Cost && shown.Spend.SpendUSD <= 0 {
+	if shown.Spend.SpendUSD != first.Cost {
 		t.Errorf("the key's spend %v, the request's cost %v", shown.Spend.SpendUSD, first.Cost)
 	}
 	var spend struct {
-		TotalUSD float64 `json:"total_usd"`
+		TotalUSD money.USD `json:"total_usd"`
 		Groups   []struct {
-			Model    string  `json:"model"`
-			Day      string  `json:"day"`
-			Requests int     `json:"requests"`
-			CostUSD  float64 `json:"cost_usd"`
+			Model    string    `json:"model"`
+			Day      string    `json:"day"`
+			Requests int       `json:"requests"`
+			CostUSD  money.USD `json:"cost_usd"`
 		} `json:"groups"`
 	}
 	waitFor(t, func() bool { // the records reach the store in the recorder's next batch
@@ -334,7 +335,7 @@ func TestASecretIsShownOnce(t *testing.T) {
 		}
 	}
 	if !strings.Contains(string(metrics), `conclave_key_requests_total{code="200",key="quiet"} 1`) ||
-		!strings.Contains(string(metrics), `conclave_key_requests_total{code="429",key="quiet"} 1`) || !strings.Contains(string(metrics), `conclave_key_spend_usd_total{key="quiet"}`) {
+		!strings.Contains(string(metrics), `conclave_key_requests_total{code="429",key="quiet"} 1`) || !strings.Contains(string(metrics), `conclave_key_spend_nanodollars_total{key="quiet"}`) {
 		t.Errorf("the key's metrics are missing: %s", grepLines(string(metrics), "conclave_key_"))
 	}
 	for _, e := range tb.logs.All() {
@@ -408,7 +409,7 @@ func TestKeysOnTheEmbeddedDefault(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cat, err := base.With(catalog.Model{ID: keyEmbedModel, Provider: "deepseek", ContextWindow: 8192, InputPricePerMTok: 0.02, Tier: 3,
+	cat, err := base.With(catalog.Model{ID: keyEmbedModel, Provider: "deepseek", ContextWindow: 8192, InputPricePerMTok: money.PerMillionDollar / 50, Tier: 3,
 		Capabilities: []string{catalog.Embeddings}})
 	if err != nil {
 		t.Fatal(err)

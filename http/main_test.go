@@ -7,12 +7,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"testing"
 	"time"
 
 	httpapi "github.com/conclave-ai/conclave/http"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/clock"
 	"github.com/conclave-ai/conclave/internal/platform/config"
@@ -195,20 +197,20 @@ type routeResponse struct {
 		ArbiterError string   `json:"arbiter_error"`
 	} `json:"consensus"`
 	Responses []struct {
-		Model         string  `json:"model"`
-		Provider      string  `json:"provider"`
-		Worker        string  `json:"worker"`
-		Status        string  `json:"status"`
-		LatencyMs     float64 `json:"latency_ms"`
-		WeightedScore float64 `json:"weighted_score"`
-		Contributed   bool    `json:"contributed"`
-		Decider       bool    `json:"decider"`
-		ErrorKind     string  `json:"error_kind"`
-		Usage         usage   `json:"usage"`
-		Cost          float64 `json:"cost"`
+		Model         string    `json:"model"`
+		Provider      string    `json:"provider"`
+		Worker        string    `json:"worker"`
+		Status        string    `json:"status"`
+		LatencyMs     float64   `json:"latency_ms"`
+		WeightedScore float64   `json:"weighted_score"`
+		Contributed   bool      `json:"contributed"`
+		Decider       bool      `json:"decider"`
+		ErrorKind     string    `json:"error_kind"`
+		Usage         usage     `json:"usage"`
+		Cost          money.USD `json:"cost"`
 	} `json:"responses"`
 	Usage    usage              `json:"usage"`
-	Cost     float64            `json:"cost"`
+	Cost     money.USD          `json:"cost"`
 	Phases   map[string]float64 `json:"phases"`
 	Retries  []retry            `json:"retries"`
 	Degraded bool               `json:"degraded"`
@@ -236,6 +238,33 @@ type errorResponse struct {
 		} `json:"details"`
 		Retries []retry `json:"retries"`
 	} `json:"error"`
+}
+
+// price is a price of the configuration, in dollars per million tokens.
+func price(dollars string) *money.Price {
+	p, err := money.ParsePrice(dollars)
+	if err != nil {
+		panic(err)
+	}
+	return &p
+}
+
+// nanos reads an amount of a record as GET /executions/:id writes it: whole nano-dollars in a string
+// (protobuf's JSON form of an int64); an absent amount is zero.
+func nanos(t testing.TB, rec map[string]any, field string) money.USD {
+	t.Helper()
+	s, ok := rec[field].(string)
+	if !ok {
+		if rec[field] != nil {
+			t.Fatalf("%s is %v, not a string of nano-dollars", field, rec[field])
+		}
+		return 0
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		t.Fatalf("%s: %v", field, err)
+	}
+	return money.USD(n)
 }
 
 // record fetches an execution record.

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
@@ -290,9 +291,9 @@ type conclaveExtension struct {
 	Answered    int      `json:"answered"`
 	ChosenModel string   `json:"chosen_model,omitempty"`
 	// Agreement is the share of the answers that agree with the one returned.
-	Agreement float64 `json:"agreement"`
-	Degraded  bool    `json:"degraded"`
-	CostUSD   float64 `json:"cost_usd"`
+	Agreement float64   `json:"agreement"`
+	Degraded  bool      `json:"degraded"`
+	CostUSD   money.USD `json:"cost_usd"`
 	// DroppedParameters names the caller's parameters that a called model's provider could not carry,
 	// left out of that call.
 	DroppedParameters []string `json:"dropped_parameters"`
@@ -311,7 +312,7 @@ func renderCompletion(e *messages.Execution, model string) completion {
 // extensionOf is Conclave's extension of an answer, from its record.
 func extensionOf(e *messages.Execution) conclaveExtension {
 	x := conclaveExtension{RequestID: e.RequestId, Category: e.GetClassification().GetCategory(), Blueprint: e.GetBlueprint().GetName(),
-		Strategy: e.GetDecision().GetStrategy(), ChosenModel: e.GetDecision().GetChosenModel(), Degraded: e.Degraded, CostUSD: e.Cost,
+		Strategy: e.GetDecision().GetStrategy(), ChosenModel: e.GetDecision().GetChosenModel(), Degraded: e.Degraded, CostUSD: money.USD(e.CostNanos),
 		ModelsAsked: []string{}, DroppedParameters: e.DroppedParameters}
 	if x.DroppedParameters == nil {
 		x.DroppedParameters = []string{}

@@ -68,7 +68,7 @@ func TestARequestLeavesItsRowsInEveryTable(t *testing.T) {
 	if got := db.count(t, `SELECT count(*) FROM learning.strategy_performance_history WHERE request_id = $1`, id); got != len(ok.Responses) {
 		t.Errorf("%d rewards recorded, want %d", got, len(ok.Responses))
 	}
-	if db.count(t, `SELECT count(*) FROM workflow.executions WHERE request_id = $1 AND category = 'general' AND outcome = 'ok' AND answer = $2 AND cost = $3`,
+	if db.count(t, `SELECT count(*) FROM workflow.executions WHERE request_id = $1 AND category = 'general' AND outcome = 'ok' AND answer = $2 AND cost_nanos = $3`,
 		id, ok.Answer, ok.Cost) != 1 {
 		t.Error("the execution's columns do not say what the answer said")
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
@@ -419,9 +420,9 @@ type routeResponse struct {
 	Phases          *phasesView    `json:"phases"`
 	Retries         []retryView    `json:"retries"`
 	Degraded        bool           `json:"degraded"`
-	// Usage and Cost (US dollars) sum every call the request made, the arbiter's included.
+	// Usage and Cost (US dollars, exact) sum every call the request made, the arbiter's included.
 	Usage usageView `json:"usage"`
-	Cost  float64   `json:"cost"`
+	Cost  money.USD `json:"cost"`
 	// Quorum says how many of the selected models were asked, in how many waves, and why asking stopped.
 	Quorum *quorumView `json:"quorum,omitempty"`
 	// DroppedParameters names the parameters that a called model's provider could not carry, left out
@@ -451,13 +452,16 @@ type quorumView struct {
 	Posterior float64 `json:"posterior,omitempty"`
 }
 
+// usageView is a call's or a request's tokens; estimated says Conclave counted them, the provider
+// having reported none (a call cut before its last event).
 type usageView struct {
 	InputTokens  int32 `json:"input_tokens"`
 	OutputTokens int32 `json:"output_tokens"`
+	Estimated    bool  `json:"estimated,omitempty"`
 }
 
 func viewUsage(u *messages.Usage) usageView {
-	return usageView{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens()}
+	return usageView{InputTokens: u.GetInputTokens(), OutputTokens: u.GetOutputTokens(), Estimated: u.GetEstimated()}
 }
 
 type blueprintView struct {
@@ -495,7 +499,7 @@ type responseView struct {
 	ErrorKind         string    `json:"error_kind,omitempty"`
 	ErrorScope        string    `json:"error_scope,omitempty"`
 	Usage             usageView `json:"usage"`
-	Cost              float64   `json:"cost"`
+	Cost              money.USD `json:"cost"`
 	DroppedParameters []string  `json:"dropped_parameters,omitempty"`
 }
 
@@ -522,7 +526,7 @@ func retryViews(rs []*messages.Retry) []retryView {
 func renderRoute(e *messages.Execution) routeResponse {
 	resp := routeResponse{
 		RequestID: e.RequestId, ClientRequestID: e.ClientRequestId, Answer: e.Answer, Degraded: e.Degraded, Retries: retryViews(e.Retries),
-		Usage: viewUsage(e.Usage), Cost: e.Cost,
+		Usage: viewUsage(e.Usage), Cost: money.USD(e.CostNanos),
 		Responses: make([]responseView, len(e.Results)),
 		Consensus: consensusView{Agreement: []string{}, Disagreement: []string{}}, DroppedParameters: e.DroppedParameters,
 	}
@@ -551,7 +555,7 @@ func renderRoute(e *messages.Execution) routeResponse {
 	for i, r := range e.Results {
 		resp.Responses[i] = responseView{Model: r.Model, Provider: r.Provider, Worker: r.Worker, Status: r.Status, LatencyMs: r.LatencyMs,
 			ProviderLatencyMs: r.ProviderLatencyMs, WeightedScore: r.WeightedScore, Contributed: r.Contributed, Decider: r.Decider, Attempt: r.Attempt, ErrorKind: r.ErrorKind, ErrorScope: r.ErrorScope,
-			Usage: viewUsage(r.Usage), Cost: r.Cost, DroppedParameters: r.DroppedParameters}
+			Usage: viewUsage(r.Usage), Cost: money.USD(r.CostNanos), DroppedParameters: r.DroppedParameters}
 	}
 	if p := e.Phases; p != nil {
 		resp.Phases = &phasesView{ClassifyMs: p.ClassifyMs, BlueprintMs: p.BlueprintMs, SelectMs: p.SelectMs, AssignMs: p.AssignMs,

@@ -2,7 +2,6 @@ package httpapi_test
 
 import (
 	"fmt"
-	"math"
 	"net/http"
 	"strings"
 	"testing"
@@ -11,6 +10,7 @@ import (
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"go.uber.org/zap"
@@ -98,15 +98,16 @@ func TestEveryStrategyEndToEnd(t *testing.T) {
 					t.Fatalf("the record has %d deciders, want %d", recorded, wantDeciders)
 				}
 				// Tokens and cost: the request's are the sum of its calls', the arbiter's included.
-				sum, tokens := 0.0, 0
+				var sum money.USD
+				tokens := 0
 				for _, r := range resp.Responses {
 					sum += r.Cost
 					tokens += r.Usage.InputTokens
 				}
 				decision := rec["decision"].(map[string]any)
-				sum += decision["arbiter_cost"].(float64)
-				if resp.Usage.InputTokens < tokens || tokens == 0 || math.Abs(resp.Cost-sum) > 1e-12 || rec["cost"].(float64) != resp.Cost {
-					t.Fatalf("usage %+v cost %g, want the sum %g of the calls' (%d input tokens)", resp.Usage, resp.Cost, sum, tokens)
+				sum += nanos(t, decision, "arbiter_cost_nanos")
+				if resp.Usage.InputTokens < tokens || tokens == 0 || resp.Cost != sum || nanos(t, rec, "cost_nanos") != resp.Cost {
+					t.Fatalf("usage %+v cost %s, want the sum %s of the calls' (%d input tokens)", resp.Usage, resp.Cost, sum, tokens)
 				}
 			})
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"go.uber.org/zap"
@@ -66,7 +67,7 @@ func newUpstreams(t *testing.T, change func(*config.Config)) *upstreams {
 		c.SecretsFile = u.secrets
 		c.Providers = map[string]config.Provider{
 			"local": {Kind: "openai", BaseURL: u.local.URL + "/v1", APIKeyEnv: "LOCAL_KEY", DiscoverySeconds: &off,
-				Models: []config.ProviderModel{{ID: "qwen-a", Context: 32768, PriceIn: 1, PriceOut: 2, Capabilities: []string{"chat", "vision", "tools"}}, {ID: "qwen-b", Context: 32768, PriceIn: 1, PriceOut: 2}}},
+				Models: []config.ProviderModel{{ID: "qwen-a", Context: 32768, PriceIn: price("1"), PriceOut: price("2"), Capabilities: []string{"chat", "vision", "tools"}}, {ID: "qwen-b", Context: 32768, PriceIn: price("1"), PriceOut: price("2")}}},
 			"anthropic": {BaseURL: u.anthropic.URL, DiscoverySeconds: &off},
 			"gemini":    {BaseURL: u.gemini.URL, DiscoverySeconds: &off},
 		}
@@ -141,8 +142,8 @@ func TestRealAdaptersEndToEnd(t *testing.T) {
 			t.Fatalf("recorded result %v", r)
 		}
 	}
-	if ok.Cost <= 0 || rec["cost"] != ok.Cost || rec["decision"].(map[string]any)["arbiter_cost"] == nil {
-		t.Fatalf("cost %g, record %v", ok.Cost, rec["cost"])
+	if ok.Cost <= 0 || nanos(t, rec, "cost_nanos") != ok.Cost || nanos(t, rec["decision"].(map[string]any), "arbiter_cost_nanos") <= 0 {
+		t.Fatalf("cost %s, record %v", ok.Cost, rec["cost_nanos"])
 	}
 	// The keys reached their providers, in headers only.
 	if got := u.local.Requests()[0].Header.Get("Authorization"); got != "Bearer "+localKey {
@@ -226,7 +227,7 @@ func TestDiscoveryKeepsThePoolToWhatTheProviderLists(t *testing.T) {
 	if len(u.local.Listings()) != 1 || u.local.Listings()[0].Header.Get("Authorization") != "Bearer "+localKey {
 		t.Fatalf("listings %+v", u.local.Listings())
 	}
-	if m, _ := u.engine.Catalog().Get("qwen-a"); m.ContextWindow != 32768 || m.InputPricePerMTok != 1 {
+	if m, _ := u.engine.Catalog().Get("qwen-a"); m.ContextWindow != 32768 || m.InputPricePerMTok != money.PerMillionDollar {
 		t.Fatalf("the configured model became %+v", m)
 	}
 	// qwen-b is gone, qwen-c is new.

@@ -8,6 +8,7 @@ import (
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/julienschmidt/httprouter"
@@ -55,8 +56,8 @@ type modelView struct {
 	Provider           string             `json:"provider"`
 	Tier               int                `json:"tier"`
 	ContextWindow      int                `json:"context_window"`
-	InputPricePerMTok  float64            `json:"input_price_per_mtok"`
-	OutputPricePerMTok float64            `json:"output_price_per_mtok"`
+	InputPricePerMTok  money.Price        `json:"input_price_per_mtok"`
+	OutputPricePerMTok money.Price        `json:"output_price_per_mtok"`
 	Capabilities       []string           `json:"capabilities"`
 	Arms               map[string]armView `json:"arms"`
 }

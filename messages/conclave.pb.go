@@ -1690,9 +1690,10 @@ type Execution struct {
 	Deadline       *timestamppb.Timestamp `protobuf:"bytes,23,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	// node_id is the controller that ran the request.
 	NodeId string `protobuf:"bytes,24,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
-	// usage and cost sum every call the request made, the arbiter's included (cost in US dollars).
-	Usage *Usage  `protobuf:"bytes,25,opt,name=usage,proto3" json:"usage,omitempty"`
-	Cost  float64 `protobuf:"fixed64,26,opt,name=cost,proto3" json:"cost,omitempty"`
+	// usage and cost_nanos sum every call the request made, the arbiter's included (cost in nano-dollars,
+	// US dollars times 1e9: see internal/core/money). usage.estimated is set when any call's usage was.
+	Usage     *Usage `protobuf:"bytes,25,opt,name=usage,proto3" json:"usage,omitempty"`
+	CostNanos int64  `protobuf:"varint,33,opt,name=cost_nanos,json=costNanos,proto3" json:"cost_nanos,omitempty"`
 	// quorum says how many models were asked and why asking stopped.
 	Quorum *QuorumOutcome `protobuf:"bytes,27,opt,name=quorum,proto3" json:"quorum,omitempty"`
 	// tool_calls are the answer's calls of tools (its finish_reason then tool_calls).
@@ -1914,9 +1915,9 @@ func (x *Execution) GetUsage() *Usage {
 	return nil
 }
 
-func (x *Execution) GetCost() float64 {
+func (x *Execution) GetCostNanos() int64 {
 	if x != nil {
-		return x.Cost
+		return x.CostNanos
 	}
 	return 0
 }
@@ -2605,12 +2606,12 @@ type WorkerResult struct {
 	ErrorScope string `protobuf:"bytes,15,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
 	// budget_ms is the time the call had: the blueprint's timeout, or less when a deadline cut it.
 	BudgetMs float64 `protobuf:"fixed64,16,opt,name=budget_ms,json=budgetMs,proto3" json:"budget_ms,omitempty"`
-	// finish_reason and served_model are the provider's words; cost is in US dollars, from the catalog's
-	// prices; upstream_request_id is the provider's id of the call.
-	FinishReason      string  `protobuf:"bytes,17,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
-	ServedModel       string  `protobuf:"bytes,18,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
-	Cost              float64 `protobuf:"fixed64,19,opt,name=cost,proto3" json:"cost,omitempty"`
-	UpstreamRequestId string  `protobuf:"bytes,20,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
+	// finish_reason and served_model are the provider's words; cost_nanos is in nano-dollars, from the
+	// catalog's prices and the usage; upstream_request_id is the provider's id of the call.
+	FinishReason      string `protobuf:"bytes,17,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	ServedModel       string `protobuf:"bytes,18,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
+	CostNanos         int64  `protobuf:"varint,27,opt,name=cost_nanos,json=costNanos,proto3" json:"cost_nanos,omitempty"`
+	UpstreamRequestId string `protobuf:"bytes,20,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
 	// provider_latency_ms is the provider's own round trip, within latency_ms.
 	ProviderLatencyMs float64     `protobuf:"fixed64,21,opt,name=provider_latency_ms,json=providerLatencyMs,proto3" json:"provider_latency_ms,omitempty"`
 	ToolCalls         []*ToolCall `protobuf:"bytes,22,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
@@ -2787,9 +2788,9 @@ func (x *WorkerResult) GetServedModel() string {
 	return ""
 }
 
-func (x *WorkerResult) GetCost() float64 {
+func (x *WorkerResult) GetCostNanos() int64 {
 	if x != nil {
-		return x.Cost
+		return x.CostNanos
 	}
 	return 0
 }
@@ -2857,9 +2858,9 @@ type ArbiterDecision struct {
 	ArbiterError     string  `protobuf:"bytes,8,opt,name=arbiter_error,json=arbiterError,proto3" json:"arbiter_error,omitempty"`
 	ArbiterLatencyMs float64 `protobuf:"fixed64,9,opt,name=arbiter_latency_ms,json=arbiterLatencyMs,proto3" json:"arbiter_latency_ms,omitempty"`
 	ChosenModel      string  `protobuf:"bytes,10,opt,name=chosen_model,json=chosenModel,proto3" json:"chosen_model,omitempty"`
-	// arbiter_usage and arbiter_cost are the arbiter model's call, when one was asked.
-	ArbiterUsage *Usage  `protobuf:"bytes,11,opt,name=arbiter_usage,json=arbiterUsage,proto3" json:"arbiter_usage,omitempty"`
-	ArbiterCost  float64 `protobuf:"fixed64,12,opt,name=arbiter_cost,json=arbiterCost,proto3" json:"arbiter_cost,omitempty"`
+	// arbiter_usage and arbiter_cost_nanos are the arbiter model's call, when one was asked.
+	ArbiterUsage     *Usage `protobuf:"bytes,11,opt,name=arbiter_usage,json=arbiterUsage,proto3" json:"arbiter_usage,omitempty"`
+	ArbiterCostNanos int64  `protobuf:"varint,20,opt,name=arbiter_cost_nanos,json=arbiterCostNanos,proto3" json:"arbiter_cost_nanos,omitempty"`
 	// synthesis is true when the answer is the arbiter's unified answer rather than one response.
 	Synthesis bool `protobuf:"varint,13,opt,name=synthesis,proto3" json:"synthesis,omitempty"`
 	// ballots, for a decision over JSON answers or tool calls, are each answer's vote, in the order of
@@ -2987,9 +2988,9 @@ func (x *ArbiterDecision) GetArbiterUsage() *Usage {
 	return nil
 }
 
-func (x *ArbiterDecision) GetArbiterCost() float64 {
+func (x *ArbiterDecision) GetArbiterCostNanos() int64 {
 	if x != nil {
-		return x.ArbiterCost
+		return x.ArbiterCostNanos
 	}
 	return 0
 }
@@ -3594,9 +3595,12 @@ func (x *Problem) GetMessage() string {
 }
 
 type Usage struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	InputTokens   int32                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
-	OutputTokens  int32                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	InputTokens  int32                  `protobuf:"varint,1,opt,name=input_tokens,json=inputTokens,proto3" json:"input_tokens,omitempty"`
+	OutputTokens int32                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
+	// estimated is true when the provider did not report the usage (the call was cut before its last
+	// event) and the tokens were counted by Conclave's tokenizer: the prompt and the output it had sent.
+	Estimated     bool `protobuf:"varint,3,opt,name=estimated,proto3" json:"estimated,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3643,6 +3647,13 @@ func (x *Usage) GetOutputTokens() int32 {
 		return x.OutputTokens
 	}
 	return 0
+}
+
+func (x *Usage) GetEstimated() bool {
+	if x != nil {
+		return x.Estimated
+	}
+	return false
 }
 
 // RateLimitInfo is what a provider's response headers said about its limits.
@@ -4185,10 +4196,11 @@ type JobResult struct {
 	HttpStatus        int32                  `protobuf:"varint,15,opt,name=http_status,json=httpStatus,proto3" json:"http_status,omitempty"`
 	RetryAfterSeconds float64                `protobuf:"fixed64,16,opt,name=retry_after_seconds,json=retryAfterSeconds,proto3" json:"retry_after_seconds,omitempty"`
 	// error_scope is model or provider when the failure says which it concerns.
-	ErrorScope        string      `protobuf:"bytes,17,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
-	FinishReason      string      `protobuf:"bytes,18,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
-	ServedModel       string      `protobuf:"bytes,19,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
-	Cost              float64     `protobuf:"fixed64,20,opt,name=cost,proto3" json:"cost,omitempty"`
+	ErrorScope   string `protobuf:"bytes,17,opt,name=error_scope,json=errorScope,proto3" json:"error_scope,omitempty"`
+	FinishReason string `protobuf:"bytes,18,opt,name=finish_reason,json=finishReason,proto3" json:"finish_reason,omitempty"`
+	ServedModel  string `protobuf:"bytes,19,opt,name=served_model,json=servedModel,proto3" json:"served_model,omitempty"`
+	// cost_nanos is the call's cost in nano-dollars.
+	CostNanos         int64       `protobuf:"varint,25,opt,name=cost_nanos,json=costNanos,proto3" json:"cost_nanos,omitempty"`
 	UpstreamRequestId string      `protobuf:"bytes,21,opt,name=upstream_request_id,json=upstreamRequestId,proto3" json:"upstream_request_id,omitempty"`
 	ProviderLatencyMs float64     `protobuf:"fixed64,22,opt,name=provider_latency_ms,json=providerLatencyMs,proto3" json:"provider_latency_ms,omitempty"`
 	ToolCalls         []*ToolCall `protobuf:"bytes,23,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
@@ -4360,9 +4372,9 @@ func (x *JobResult) GetServedModel() string {
 	return ""
 }
 
-func (x *JobResult) GetCost() float64 {
+func (x *JobResult) GetCostNanos() int64 {
 	if x != nil {
-		return x.Cost
+		return x.CostNanos
 	}
 	return 0
 }
@@ -6307,7 +6319,7 @@ const file_conclave_proto_rawDesc = "" +
 	"error_kind\x18\x0e \x01(\tR\terrorKind\x12\x19\n" +
 	"\bdelay_ms\x18\x0f \x01(\x01R\adelayMs\x12\x1a\n" +
 	"\bstrategy\x18\x10 \x01(\tR\bstrategy\x12!\n" +
-	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xac\v\n" +
+	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xc3\v\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -6338,8 +6350,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0ftimeout_seconds\x18\x16 \x01(\x01H\x00R\x0etimeoutSeconds\x88\x01\x01\x126\n" +
 	"\bdeadline\x18\x17 \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12\x17\n" +
 	"\anode_id\x18\x18 \x01(\tR\x06nodeId\x12(\n" +
-	"\x05usage\x18\x19 \x01(\v2\x12.conclave.v1.UsageR\x05usage\x12\x12\n" +
-	"\x04cost\x18\x1a \x01(\x01R\x04cost\x122\n" +
+	"\x05usage\x18\x19 \x01(\v2\x12.conclave.v1.UsageR\x05usage\x12\x1d\n" +
+	"\n" +
+	"cost_nanos\x18! \x01(\x03R\tcostNanos\x122\n" +
 	"\x06quorum\x18\x1b \x01(\v2\x1a.conclave.v1.QuorumOutcomeR\x06quorum\x124\n" +
 	"\n" +
 	"tool_calls\x18\x1c \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12#\n" +
@@ -6347,7 +6360,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x12dropped_parameters\x18\x1e \x03(\tR\x11droppedParameters\x12\x15\n" +
 	"\x06key_id\x18\x1f \x01(\tR\x05keyId\x12\x19\n" +
 	"\btrace_id\x18  \x01(\tR\atraceIdB\x12\n" +
-	"\x10_timeout_seconds\"\xa3\x01\n" +
+	"\x10_timeout_secondsJ\x04\b\x1a\x10\x1bR\x04cost\"\xa3\x01\n" +
 	"\rQuorumOutcome\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
 	"\x05asked\x18\x02 \x01(\x05R\x05asked\x12\x1a\n" +
@@ -6410,7 +6423,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04Skip\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xd8\x06\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xef\x06\n" +
 	"\fWorkerResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -6434,8 +6447,9 @@ const file_conclave_proto_rawDesc = "" +
 	"errorScope\x12\x1b\n" +
 	"\tbudget_ms\x18\x10 \x01(\x01R\bbudgetMs\x12#\n" +
 	"\rfinish_reason\x18\x11 \x01(\tR\ffinishReason\x12!\n" +
-	"\fserved_model\x18\x12 \x01(\tR\vservedModel\x12\x12\n" +
-	"\x04cost\x18\x13 \x01(\x01R\x04cost\x12.\n" +
+	"\fserved_model\x18\x12 \x01(\tR\vservedModel\x12\x1d\n" +
+	"\n" +
+	"cost_nanos\x18\x1b \x01(\x03R\tcostNanos\x12.\n" +
 	"\x13upstream_request_id\x18\x14 \x01(\tR\x11upstreamRequestId\x12.\n" +
 	"\x13provider_latency_ms\x18\x15 \x01(\x01R\x11providerLatencyMs\x124\n" +
 	"\n" +
@@ -6444,7 +6458,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\n" +
 	"started_ms\x18\x18 \x01(\x01R\tstartedMs\x12\x12\n" +
 	"\x04wave\x18\x19 \x01(\x05R\x04wave\x12\x18\n" +
-	"\adecider\x18\x1a \x01(\bR\adecider\"\xb2\x05\n" +
+	"\adecider\x18\x1a \x01(\bR\adeciderJ\x04\b\x13\x10\x14R\x04cost\"\xd1\x05\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -6457,15 +6471,15 @@ const file_conclave_proto_rawDesc = "" +
 	"\x12arbiter_latency_ms\x18\t \x01(\x01R\x10arbiterLatencyMs\x12!\n" +
 	"\fchosen_model\x18\n" +
 	" \x01(\tR\vchosenModel\x127\n" +
-	"\rarbiter_usage\x18\v \x01(\v2\x12.conclave.v1.UsageR\farbiterUsage\x12!\n" +
-	"\farbiter_cost\x18\f \x01(\x01R\varbiterCost\x12\x1c\n" +
+	"\rarbiter_usage\x18\v \x01(\v2\x12.conclave.v1.UsageR\farbiterUsage\x12,\n" +
+	"\x12arbiter_cost_nanos\x18\x14 \x01(\x03R\x10arbiterCostNanos\x12\x1c\n" +
 	"\tsynthesis\x18\r \x01(\bR\tsynthesis\x12-\n" +
 	"\aballots\x18\x0e \x03(\v2\x13.conclave.v1.BallotR\aballots\x12\x16\n" +
 	"\x06merged\x18\x0f \x01(\bR\x06merged\x12#\n" +
 	"\rarbiter_model\x18\x10 \x01(\tR\farbiterModel\x12)\n" +
 	"\x10arbiter_provider\x18\x11 \x01(\tR\x0farbiterProvider\x12,\n" +
 	"\x12arbiter_error_kind\x18\x12 \x01(\tR\x10arbiterErrorKind\x12,\n" +
-	"\x12arbiter_started_ms\x18\x13 \x01(\x01R\x10arbiterStartedMs\"\xae\x01\n" +
+	"\x12arbiter_started_ms\x18\x13 \x01(\x01R\x10arbiterStartedMsJ\x04\b\f\x10\rR\farbiter_cost\"\xae\x01\n" +
 	"\x06Ballot\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x12\n" +
 	"\x04form\x18\x02 \x01(\tR\x04form\x12\x1c\n" +
@@ -6518,10 +6532,11 @@ const file_conclave_proto_rawDesc = "" +
 	"\x13retry_after_seconds\x18\x04 \x01(\x01R\x11retryAfterSeconds\"9\n" +
 	"\aProblem\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"O\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"m\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x05R\vinputTokens\x12#\n" +
-	"\routput_tokens\x18\x02 \x01(\x05R\foutputTokens\"\xb8\x02\n" +
+	"\routput_tokens\x18\x02 \x01(\x05R\foutputTokens\x12\x1c\n" +
+	"\testimated\x18\x03 \x01(\bR\testimated\"\xb8\x02\n" +
 	"\rRateLimitInfo\x12%\n" +
 	"\x0elimit_requests\x18\x01 \x01(\x03R\rlimitRequests\x12-\n" +
 	"\x12remaining_requests\x18\x02 \x01(\x03R\x11remainingRequests\x12!\n" +
@@ -6571,7 +6586,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x05probe\x18\x03 \x01(\bR\x05probe\"8\n" +
 	"\tJobQueued\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
-	"\x05probe\x18\x02 \x01(\bR\x05probe\"\xb8\x06\n" +
+	"\x05probe\x18\x02 \x01(\bR\x05probe\"\xcf\x06\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
@@ -6598,13 +6613,14 @@ const file_conclave_proto_rawDesc = "" +
 	"\verror_scope\x18\x11 \x01(\tR\n" +
 	"errorScope\x12#\n" +
 	"\rfinish_reason\x18\x12 \x01(\tR\ffinishReason\x12!\n" +
-	"\fserved_model\x18\x13 \x01(\tR\vservedModel\x12\x12\n" +
-	"\x04cost\x18\x14 \x01(\x01R\x04cost\x12.\n" +
+	"\fserved_model\x18\x13 \x01(\tR\vservedModel\x12\x1d\n" +
+	"\n" +
+	"cost_nanos\x18\x19 \x01(\x03R\tcostNanos\x12.\n" +
 	"\x13upstream_request_id\x18\x15 \x01(\tR\x11upstreamRequestId\x12.\n" +
 	"\x13provider_latency_ms\x18\x16 \x01(\x01R\x11providerLatencyMs\x124\n" +
 	"\n" +
 	"tool_calls\x18\x17 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12-\n" +
-	"\x12dropped_parameters\x18\x18 \x03(\tR\x11droppedParameters\"\xc4\x02\n" +
+	"\x12dropped_parameters\x18\x18 \x03(\tR\x11droppedParametersJ\x04\b\x14\x10\x15R\x04cost\"\xc4\x02\n" +
 	"\aAcquire\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +

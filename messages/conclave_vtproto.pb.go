@@ -1550,6 +1550,13 @@ func (m *Execution) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.CostNanos != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CostNanos))
+		i--
+		dAtA[i] = 0x2
+		i--
+		dAtA[i] = 0x88
+	}
 	if len(m.TraceId) > 0 {
 		i -= len(m.TraceId)
 		copy(dAtA[i:], m.TraceId)
@@ -1613,14 +1620,6 @@ func (m *Execution) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		dAtA[i] = 0x1
 		i--
 		dAtA[i] = 0xda
-	}
-	if m.Cost != 0 {
-		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.Cost))))
-		i--
-		dAtA[i] = 0x1
-		i--
-		dAtA[i] = 0xd1
 	}
 	if m.Usage != nil {
 		size, err := m.Usage.MarshalToSizedBufferVT(dAtA[:i])
@@ -2471,6 +2470,13 @@ func (m *WorkerResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.CostNanos != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CostNanos))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xd8
+	}
 	if m.Decider {
 		i--
 		if m.Decider {
@@ -2539,14 +2545,6 @@ func (m *WorkerResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		dAtA[i] = 0x1
 		i--
 		dAtA[i] = 0xa2
-	}
-	if m.Cost != 0 {
-		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.Cost))))
-		i--
-		dAtA[i] = 0x1
-		i--
-		dAtA[i] = 0x99
 	}
 	if len(m.ServedModel) > 0 {
 		i -= len(m.ServedModel)
@@ -2712,6 +2710,13 @@ func (m *ArbiterDecision) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.ArbiterCostNanos != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.ArbiterCostNanos))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xa0
+	}
 	if m.ArbiterStartedMs != 0 {
 		i -= 8
 		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.ArbiterStartedMs))))
@@ -2778,12 +2783,6 @@ func (m *ArbiterDecision) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		}
 		i--
 		dAtA[i] = 0x68
-	}
-	if m.ArbiterCost != 0 {
-		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.ArbiterCost))))
-		i--
-		dAtA[i] = 0x61
 	}
 	if m.ArbiterUsage != nil {
 		size, err := m.ArbiterUsage.MarshalToSizedBufferVT(dAtA[:i])
@@ -3364,6 +3363,16 @@ func (m *Usage) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.Estimated {
+		i--
+		if m.Estimated {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x18
+	}
 	if m.OutputTokens != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.OutputTokens))
 		i--
@@ -3891,6 +3900,13 @@ func (m *JobResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.CostNanos != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CostNanos))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xc8
+	}
 	if len(m.DroppedParameters) > 0 {
 		for iNdEx := len(m.DroppedParameters) - 1; iNdEx >= 0; iNdEx-- {
 			i -= len(m.DroppedParameters[iNdEx])
@@ -3932,14 +3948,6 @@ func (m *JobResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		dAtA[i] = 0x1
 		i--
 		dAtA[i] = 0xaa
-	}
-	if m.Cost != 0 {
-		i -= 8
-		binary.LittleEndian.PutUint64(dAtA[i:], uint64(math.Float64bits(float64(m.Cost))))
-		i--
-		dAtA[i] = 0x1
-		i--
-		dAtA[i] = 0xa1
 	}
 	if len(m.ServedModel) > 0 {
 		i -= len(m.ServedModel)
@@ -6529,9 +6537,6 @@ func (m *Execution) SizeVT() (n int) {
 		l = m.Usage.SizeVT()
 		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if m.Cost != 0 {
-		n += 10
-	}
 	if m.Quorum != nil {
 		l = m.Quorum.SizeVT()
 		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
@@ -6559,6 +6564,9 @@ func (m *Execution) SizeVT() (n int) {
 	l = len(m.TraceId)
 	if l > 0 {
 		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.CostNanos != 0 {
+		n += 2 + protohelpers.SizeOfVarint(uint64(m.CostNanos))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -6875,9 +6883,6 @@ func (m *WorkerResult) SizeVT() (n int) {
 	if l > 0 {
 		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if m.Cost != 0 {
-		n += 10
-	}
 	l = len(m.UpstreamRequestId)
 	if l > 0 {
 		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
@@ -6905,6 +6910,9 @@ func (m *WorkerResult) SizeVT() (n int) {
 	}
 	if m.Decider {
 		n += 3
+	}
+	if m.CostNanos != 0 {
+		n += 2 + protohelpers.SizeOfVarint(uint64(m.CostNanos))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -6960,9 +6968,6 @@ func (m *ArbiterDecision) SizeVT() (n int) {
 		l = m.ArbiterUsage.SizeVT()
 		n += 1 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if m.ArbiterCost != 0 {
-		n += 9
-	}
 	if m.Synthesis {
 		n += 2
 	}
@@ -6989,6 +6994,9 @@ func (m *ArbiterDecision) SizeVT() (n int) {
 	}
 	if m.ArbiterStartedMs != 0 {
 		n += 10
+	}
+	if m.ArbiterCostNanos != 0 {
+		n += 2 + protohelpers.SizeOfVarint(uint64(m.ArbiterCostNanos))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7206,6 +7214,9 @@ func (m *Usage) SizeVT() (n int) {
 	}
 	if m.OutputTokens != 0 {
 		n += 1 + protohelpers.SizeOfVarint(uint64(m.OutputTokens))
+	}
+	if m.Estimated {
+		n += 2
 	}
 	n += len(m.unknownFields)
 	return n
@@ -7484,9 +7495,6 @@ func (m *JobResult) SizeVT() (n int) {
 	if l > 0 {
 		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
-	if m.Cost != 0 {
-		n += 10
-	}
 	l = len(m.UpstreamRequestId)
 	if l > 0 {
 		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
@@ -7505,6 +7513,9 @@ func (m *JobResult) SizeVT() (n int) {
 			l = len(s)
 			n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 		}
+	}
+	if m.CostNanos != 0 {
+		n += 2 + protohelpers.SizeOfVarint(uint64(m.CostNanos))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -13169,17 +13180,6 @@ func (m *Execution) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
-		case 26:
-			if wireType != 1 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Cost", wireType)
-			}
-			var v uint64
-			if (iNdEx + 8) > l {
-				return io.ErrUnexpectedEOF
-			}
-			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
-			iNdEx += 8
-			m.Cost = float64(math.Float64frombits(v))
 		case 27:
 			if wireType != 2 {
 				return fmt.Errorf("proto: wrong wireType = %d for field Quorum", wireType)
@@ -13378,6 +13378,25 @@ func (m *Execution) UnmarshalVT(dAtA []byte) error {
 			}
 			m.TraceId = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
+		case 33:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CostNanos", wireType)
+			}
+			m.CostNanos = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CostNanos |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -15452,17 +15471,6 @@ func (m *WorkerResult) UnmarshalVT(dAtA []byte) error {
 			}
 			m.ServedModel = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
-		case 19:
-			if wireType != 1 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Cost", wireType)
-			}
-			var v uint64
-			if (iNdEx + 8) > l {
-				return io.ErrUnexpectedEOF
-			}
-			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
-			iNdEx += 8
-			m.Cost = float64(math.Float64frombits(v))
 		case 20:
 			if wireType != 2 {
 				return fmt.Errorf("proto: wrong wireType = %d for field UpstreamRequestId", wireType)
@@ -15622,6 +15630,25 @@ func (m *WorkerResult) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Decider = bool(v != 0)
+		case 27:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CostNanos", wireType)
+			}
+			m.CostNanos = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CostNanos |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -16004,17 +16031,6 @@ func (m *ArbiterDecision) UnmarshalVT(dAtA []byte) error {
 				return err
 			}
 			iNdEx = postIndex
-		case 12:
-			if wireType != 1 {
-				return fmt.Errorf("proto: wrong wireType = %d for field ArbiterCost", wireType)
-			}
-			var v uint64
-			if (iNdEx + 8) > l {
-				return io.ErrUnexpectedEOF
-			}
-			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
-			iNdEx += 8
-			m.ArbiterCost = float64(math.Float64frombits(v))
 		case 13:
 			if wireType != 0 {
 				return fmt.Errorf("proto: wrong wireType = %d for field Synthesis", wireType)
@@ -16196,6 +16212,25 @@ func (m *ArbiterDecision) UnmarshalVT(dAtA []byte) error {
 			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
 			iNdEx += 8
 			m.ArbiterStartedMs = float64(math.Float64frombits(v))
+		case 20:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field ArbiterCostNanos", wireType)
+			}
+			m.ArbiterCostNanos = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.ArbiterCostNanos |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -17457,6 +17492,26 @@ func (m *Usage) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 3:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Estimated", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.Estimated = bool(v != 0)
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -19284,17 +19339,6 @@ func (m *JobResult) UnmarshalVT(dAtA []byte) error {
 			}
 			m.ServedModel = string(dAtA[iNdEx:postIndex])
 			iNdEx = postIndex
-		case 20:
-			if wireType != 1 {
-				return fmt.Errorf("proto: wrong wireType = %d for field Cost", wireType)
-			}
-			var v uint64
-			if (iNdEx + 8) > l {
-				return io.ErrUnexpectedEOF
-			}
-			v = uint64(binary.LittleEndian.Uint64(dAtA[iNdEx:]))
-			iNdEx += 8
-			m.Cost = float64(math.Float64frombits(v))
 		case 21:
 			if wireType != 2 {
 				return fmt.Errorf("proto: wrong wireType = %d for field UpstreamRequestId", wireType)
@@ -19404,6 +19448,25 @@ func (m *JobResult) UnmarshalVT(dAtA []byte) error {
 			}
 			m.DroppedParameters = append(m.DroppedParameters, string(dAtA[iNdEx:postIndex]))
 			iNdEx = postIndex
+		case 25:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CostNanos", wireType)
+			}
+			m.CostNanos = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CostNanos |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

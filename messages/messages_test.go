@@ -39,7 +39,7 @@ func TestRecordsEncodeAsProtoDoes(t *testing.T) {
 	timeout := 12.5
 	in := &Execution{
 		RequestId: "r1", ClientRequestId: "c1", Task: "Which gas? é", Metadata: meta, TimeoutSeconds: &timeout, NodeId: "node-a",
-		ReceivedAt: timestamppb.New(time.Unix(1700000000, 123456789)), StatusCode: 200, Degraded: true, Cost: 1e-7,
+		ReceivedAt: timestamppb.New(time.Unix(1700000000, 123456789)), StatusCode: 200, Degraded: true, CostNanos: 123_456_789,
 		Classification: &Classification{Category: "qa", Confidence: 0.87, Signals: []*Signal{{Category: "qa", Keyword: "which"}}},
 		Selection:      &Selection{Policy: "thompson", Eligible: 215, SkipCounts: map[string]int32{"breaker_open": 2, "rate_limited": 1}, Picks: []*Pick{{Model: "m1", Sampled: 0.7, Alpha: 3, Beta: 1.5}}},
 		Results: []*WorkerResult{{JobId: "r1/0", Model: "m1", Status: "ok", LatencyMs: 1.25, Usage: &Usage{InputTokens: 10, OutputTokens: 5}, Contributed: true},

@@ -13,6 +13,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+
+	"github.com/conclave-ai/conclave/internal/core/money"
 )
 
 const keysUsage = `Usage: conclave keys COMMAND [flags]
@@ -151,10 +153,10 @@ func keyBody(fields map[string]*string, given map[string]bool) (map[string]any, 
 		case "budget-usd":
 			if *v == "none" {
 				body[name] = nil
-			} else if f, err := strconv.ParseFloat(*v, 64); err == nil {
-				body[name] = f
+			} else if b, err := money.Parse(*v); err == nil {
+				body[name] = b // an exact decimal, as given
 			} else {
-				return nil, fmt.Errorf("--budget-usd %q is not a number (or none)", *v)
+				return nil, fmt.Errorf("--budget-usd %q is not a decimal number of dollars (or none): %w", *v, err)
 			}
 		case "rpm", "tpm", "max-concurrency":
 			n, err := strconv.Atoi(*v)

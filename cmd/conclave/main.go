@@ -184,8 +184,13 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 			log.Warn("the remote listener is reachable beyond loopback without some of its protections",
 				zap.String("event", "remote_insecure"), zap.String("address", r.Listen), zap.Strings("without", exposed))
 		}
-		ep, err := remotedoor.Listen(eng, remotedoor.Options{Addr: r.Listen, Token: cfg.APIToken, Log: log, Refused: eng.Metrics().RemoteRefused,
-			TLS: remotedoor.TLSFiles{Cert: r.TLSCert, Key: r.TLSKey, CA: r.TLSCA}})
+		opts := remotedoor.Options{Addr: r.Listen, Token: cfg.APIToken, Log: log, Refused: eng.Metrics().RemoteRefused,
+			TLS: remotedoor.TLSFiles{Cert: r.TLSCert, Key: r.TLSKey, CA: r.TLSCA}, RedisPrefix: cfg.RedisPrefix}
+		if shared := eng.Redis(); shared != nil {
+			// The controllers sharing Redis take a captured request once between them, not once each.
+			opts.Redis = shared
+		}
+		ep, err := remotedoor.Listen(eng, opts)
 		if err != nil {
 			_ = ln.Close()
 			_ = eng.Shutdown(context.Background())

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/encoding/protojson"
 )
@@ -341,10 +342,10 @@ func replyStatus(p *messages.Progress) string {
 
 // answer is what the live view shows of the response.
 type answer struct {
-	RequestID string  `json:"request_id"`
-	Answer    string  `json:"answer"`
-	Degraded  bool    `json:"degraded"`
-	Cost      float64 `json:"cost"`
+	RequestID string    `json:"request_id"`
+	Answer    string    `json:"answer"`
+	Degraded  bool      `json:"degraded"`
+	Cost      money.USD `json:"cost"`
 	Phases    struct {
 		TotalMs float64 `json:"total_ms"`
 	} `json:"phases"`
@@ -377,6 +378,6 @@ func (a answer) show(out io.Writer) {
 	if a.Degraded {
 		note += ", degraded"
 	}
-	fmt.Fprintf(out, "\nanswer (%d of %d agree%s, %s, $%.4f, request %s):\n%s\n", agreed, answered, note,
+	fmt.Fprintf(out, "\nanswer (%d of %d agree%s, %s, $%s, request %s):\n%s\n", agreed, answered, note,
 		time.Duration(a.Phases.TotalMs*float64(time.Millisecond)).Round(time.Millisecond), a.Cost, a.RequestID, a.Answer)
 }

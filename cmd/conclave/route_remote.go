@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/remotedoor"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
@@ -72,7 +73,7 @@ func (f *routeFlags) routeRemote(ctx context.Context, body map[string]any, stdou
 		return fmt.Errorf("route: %d %s: %s", exec.StatusCode, exec.GetError().GetCode(), exec.GetError().GetMessage())
 	}
 	if !f.json {
-		a := answer{RequestID: exec.RequestId, Answer: exec.Answer, Degraded: exec.Degraded, Cost: exec.Cost}
+		a := answer{RequestID: exec.RequestId, Answer: exec.Answer, Degraded: exec.Degraded, Cost: money.USD(exec.CostNanos)}
 		a.Phases.TotalMs = exec.GetPhases().GetTotalMs()
 		for _, r := range exec.Results {
 			a.Responses = append(a.Responses, answered{Contributed: r.Contributed, Decider: r.Decider, Status: r.Status})

@@ -16,6 +16,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/classify"
 	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
@@ -130,9 +131,15 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 	exec.Phases.TotalMs = exec.Phases.CollectMs
 	e.deps.Metrics.Execution(exec)
 	e.system.Root.Send(e.deps.Dir.Recorder, exec)
-	e.log.Info("embeddings answered", zap.String("event", "embeddings"), zap.String("request_id", req.RequestId), zap.String("model", m.ID),
+	level := zap.InfoLevel
+	if exec.Error != nil && actors.Shedding(resilience.Kind(exec.Error.Code)) {
+		// Counted in one line for all, as a routed request refused for load.
+		e.deps.Shed().Add(exec.Error.Code)
+		level = zap.DebugLevel
+	}
+	e.log.Check(level, "embeddings answered").Write(zap.String("event", "embeddings"), zap.String("request_id", req.RequestId), zap.String("model", m.ID),
 		zap.String("provider", m.Provider), zap.Int("inputs", len(req.Inputs)), zap.Int32("status", exec.StatusCode), zap.String("error_kind", res.ErrorKind),
-		zap.Float64("latency_ms", res.LatencyMs), zap.Float64("cost", exec.Cost))
+		zap.Float64("latency_ms", res.LatencyMs), zap.Stringer("cost", money.USD(exec.CostNanos)))
 	if e.spool != nil { // as Route: the answer waits for its record
 		e.awaitRecord(exec.RequestId)
 	}
@@ -198,9 +205,9 @@ func (e *Engine) embedCall(ctx, callCtx context.Context, req *messages.EmbedRequ
 	settled.Usage = res.Usage
 	e.system.Root.Send(provider, actors.Settlement(res.JobId, m.ID, verdict, 0, settled))
 	if cost, ok := e.registry.Price(m.ID, providers.Usage{InputTokens: tokens}); ok {
-		res.Cost = cost
+		res.CostNanos = int64(cost)
 	}
-	exec.Usage, exec.Cost = res.Usage, res.Cost
+	exec.Usage, exec.CostNanos = res.Usage, res.CostNanos
 	res.Contributed = true
 	exec.Decision = &messages.ArbiterDecision{Strategy: EmbeddingsBlueprint, ChosenModel: m.ID, Scores: []float64{1}}
 	return got.Vectors

@@ -34,6 +34,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/classify"
 	"github.com/conclave-ai/conclave/internal/core/feedback"
 	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/plan"
 	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
@@ -350,9 +351,9 @@ func overProviders[T any](cfg config.Config, byName map[string]T, own func(confi
 
 // catalogPrices prices calls by the catalog.
 func catalogPrices(cat *catalog.Live) providers.Prices {
-	return func(model string) (float64, float64, bool) {
+	return func(model string) (money.Rates, bool) {
 		m, ok := cat.Load().Get(model)
-		return m.InputPricePerMTok, m.OutputPricePerMTok, ok
+		return m.Rates(), ok
 	}
 }
 
@@ -496,6 +497,7 @@ func (e *Engine) route(ctx context.Context, req *messages.RouteRequest) (*messag
 	if limit := e.cfg.MaxInflightBytes; limit > 0 {
 		defer e.inflightBytes.Add(-size)
 		if e.inflightBytes.Add(size) > limit {
+			e.deps.Shed().Add(string(resilience.Overloaded))
 			return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks and asks", limit), time.Second), nil
 		}
 	}
@@ -667,6 +669,9 @@ func (e *Engine) peerOpened(o redisbus.Opened) {
 	}
 }
 
+// Redis returns the client of REDIS_URL, or nil when there is none: the remote door shares it.
+func (e *Engine) Redis() *redis.Client { return e.redis }
+
 // Metrics returns the engine's metrics registry.
 func (e *Engine) Metrics() *metrics.Metrics { return e.deps.Metrics }
 
@@ -814,6 +819,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		if e.redis != nil {
 			err = errors.Join(err, e.redis.Close())
 		}
+		e.deps.Shed().Flush()
 		e.log.Info("conclave engine stopped", zap.String("event", "engine_stopped"), zap.Error(err))
 	})
 	return err

@@ -17,6 +17,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/clock"
@@ -218,7 +219,7 @@ func (k *Keys) judge(ctx context.Context, key keys.Key, a ask) (*pass, []string,
 	now := k.Now()
 	if key.OverBudget(now) {
 		f := &messages.Failure{Code: string(resilience.BudgetExceeded),
-			Message: fmt.Sprintf("the API key has spent its budget of $%.4f for this period", *key.Budget)}
+			Message: fmt.Sprintf("the API key has spent its budget of $%s for this period", *key.Budget)}
 		if end := key.Period.End(key.CreatedAt, now); !end.IsZero() {
 			f.RetryAfterSeconds = math.Ceil(end.Sub(now).Seconds())
 		}
@@ -279,13 +280,14 @@ func (p *pass) settle(exec *messages.Execution) {
 			k.log.Warn("an API key's limiter did not take a release", zap.String("event", "key_limiter_failed"), zap.String("key_id", p.key.ID), zap.Error(err))
 		}
 	}
-	if err := k.store.Charge(ctx, p.key.ID, p.key.Period.Start(p.key.CreatedAt, now), exec.Cost, now); err != nil {
+	cost := money.USD(exec.CostNanos)
+	if err := k.store.Charge(ctx, p.key.ID, p.key.Period.Start(p.key.CreatedAt, now), cost, now); err != nil {
 		k.log.Error("a request's cost was not charged to its API key", zap.String("event", "key_charge_failed"), zap.String("key_id", p.key.ID),
-			zap.String("request_id", p.id), zap.Float64("cost", exec.Cost), zap.Error(err))
+			zap.String("request_id", p.id), zap.Stringer("cost", cost), zap.Error(err))
 	}
 	status := int(exec.StatusCode)
 	if status == 0 {
 		status = http.StatusOK
 	}
-	k.metrics.KeyRequest(p.key.Name, status, exec.Cost)
+	k.metrics.KeyRequest(p.key.Name, status, cost)
 }

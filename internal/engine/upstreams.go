@@ -95,8 +95,15 @@ func catalogModel(provider string, m config.ProviderModel) catalog.Model {
 	if len(caps) == 0 {
 		caps = []string{"chat"}
 	}
-	return catalog.Model{ID: m.ID, Provider: provider, Family: catalog.FamilyOf(m.ID), ContextWindow: m.Context, MaxOutputTokens: m.MaxOutput,
-		InputPricePerMTok: m.PriceIn, OutputPricePerMTok: m.PriceOut, Capabilities: caps, Tier: tier}
+	out := catalog.Model{ID: m.ID, Provider: provider, Family: catalog.FamilyOf(m.ID), ContextWindow: m.Context, MaxOutputTokens: m.MaxOutput,
+		Capabilities: caps, Tier: tier, Unpriced: m.PriceIn == nil && m.PriceOut == nil}
+	if m.PriceIn != nil {
+		out.InputPricePerMTok = *m.PriceIn
+	}
+	if m.PriceOut != nil {
+		out.OutputPricePerMTok = *m.PriceOut
+	}
+	return out
 }
 
 func or(a, b string) string {

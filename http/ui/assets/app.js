@@ -16,7 +16,7 @@ async function api(path) {
       await askToken();
       continue;
     }
-    const body = await resp.json().catch(() => ({}));
+    const body = await resp.text().then((text) => JSON.parse(text, keepMoney)).catch(() => ({}));
     if (!resp.ok) {
       const e = body.error || {};
       const err = new Error(`${resp.status} ${e.code || ""}: ${e.message || resp.statusText}`);
@@ -26,6 +26,13 @@ async function api(path) {
     }
     return body;
   }
+}
+
+// Amounts of money (cost, cost_usd, budget_usd, spend_usd, total_usd, ...) come as exact decimals:
+// keepMoney keeps each as the text the server wrote, so that none is shown rounded through a float.
+const MONEY = /(^|_)(cost|usd)(_|$)/;
+function keepMoney(key, value, context) {
+  return typeof value === "number" && MONEY.test(key) && context && context.source ? context.source : value;
 }
 
 function askToken() {
@@ -72,8 +79,14 @@ const state = (s) => el("span", { class: "state " + s }, s);
 const pct = (x) => (x === undefined || x === null ? "" : (100 * x).toFixed(1) + " %");
 const num = (x, d = 0) => (x === undefined || x === null ? "" : Number(x).toFixed(d));
 const meter = (x) => el("span", { class: "meter", title: pct(x) }, el("span", { style: `width:${Math.round(100 * Math.min(1, x || 0))}%` }));
-// usd writes dollars: cents from a dollar up, else to a millionth, as small costs are.
-const usd = (x) => "$" + (Math.abs(x || 0) >= 1 ? Number(x).toFixed(2) : Number(x || 0).toFixed(6));
+// usd writes an amount exactly as the server gave it, with cents at least: $0.075, $12.00, $0.00000015.
+function usd(x) {
+  let s = String(x === null || x === undefined ? 0 : x);
+  if (/e/i.test(s)) s = Number(s).toFixed(9).replace(/0+$/, ""); // a number whose text the browser did not keep
+  const neg = s.startsWith("-");
+  const [whole, frac = ""] = (neg ? s.slice(1) : s).split(".");
+  return (neg ? "-$" : "$") + whole + "." + frac.padEnd(2, "0");
+}
 
 // when writes a moment in local time, with its date unless it is today.
 function when(ts) {
@@ -316,9 +329,9 @@ async function executions() {
     return el("span", { class: "task", title: task }, task);
   };
   return [...head,
-    table(["received", "task", "key", "category", "blueprint", "outcome", "#models", "#total ms", "#cost $"],
+    table(["received", "task", "key", "category", "blueprint", "outcome", "#models", "#total ms", "#cost"],
       records.map((r) => [when(r.received_at), taskCell(r), keyCell(r.key_id), r.category, r.blueprint,
-        state(r.outcome || String(r.status_code)), (r.models || []).length, num(r.total_ms, 1), num(r.cost, 5)]),
+        state(r.outcome || String(r.status_code)), (r.models || []).length, num(r.total_ms, 1), usd(r.cost)]),
       (i) => { location.hash = "#/executions/" + records[i].request_id; },
       { id: "executions", row: (i) => ({ "data-id": records[i].request_id, "data-key": records[i].key_id || "" }) }),
     pager];

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/messages"
@@ -43,7 +44,7 @@ const (
 // Router says how a host calls a provider: its wire format, base URL and key (providers.Registry).
 type Router interface {
 	Route(provider string) (kind, baseURL string, key secret.String, ok bool)
-	Price(model string, u providers.Usage) (float64, bool)
+	Price(model string, u providers.Usage) (money.USD, bool)
 }
 
 // SSHOptions configure the SSH transports of a fleet.

@@ -18,6 +18,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/fleet/agent"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/internal/testenv/sshtest"
@@ -34,7 +35,7 @@ type router struct{}
 func (router) Route(string) (string, string, secret.String, bool) {
 	return providers.KindSimulated, "", key, true
 }
-func (router) Price(string, providers.Usage) (float64, bool) { return 0.5, true }
+func (router) Price(string, providers.Usage) (money.USD, bool) { return money.Dollar / 2, true }
 
 // host is an in-process SSH server running the agent, and a transport to it.
 type host struct {
@@ -143,7 +144,7 @@ func TestJobsShareOneAgentSession(t *testing.T) {
 	h := newHost(t, false)
 	tr, logs := h.transport(t, fleet.ModeAgent)
 	health := recordHealth(tr)
-	inParallel(t, tr, 20, func(r providers.Reply) bool { return r.Text != "" && r.Cost == 0.5 })
+	inParallel(t, tr, 20, func(r providers.Reply) bool { return r.Text != "" && r.Cost == money.Dollar/2 })
 	if n := h.execs.Load(); n != 1 {
 		t.Fatalf("%d sessions for 20 jobs, want one", n)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/proto"
@@ -212,23 +213,23 @@ func ResultOf(res *messages.JobResult, reply providers.Reply, err error, latency
 	}
 	res.DroppedParameters = reply.Dropped
 	if u := reply.Usage; u.InputTokens > 0 || u.OutputTokens > 0 {
-		res.Usage = &messages.Usage{InputTokens: int32(u.InputTokens), OutputTokens: int32(u.OutputTokens)}
+		res.Usage = &messages.Usage{InputTokens: int32(u.InputTokens), OutputTokens: int32(u.OutputTokens), Estimated: u.Estimated}
 	}
-	res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId = reply.FinishReason, reply.ServedModel, reply.Cost, reply.UpstreamRequestID
+	res.FinishReason, res.ServedModel, res.CostNanos, res.UpstreamRequestId = reply.FinishReason, reply.ServedModel, int64(reply.Cost), reply.UpstreamRequestID
 	res.ProviderLatencyMs = ms(reply.Latency)
 	return res
 }
 
 // ReplyOf is the reply, or the classified error, a result from an agent carries.
 func ReplyOf(res *messages.JobResult) (providers.Reply, error) {
-	reply := providers.Reply{Text: res.Text, FinishReason: res.FinishReason, ServedModel: res.ServedModel, Cost: res.Cost,
+	reply := providers.Reply{Text: res.Text, FinishReason: res.FinishReason, ServedModel: res.ServedModel, Cost: money.USD(res.CostNanos),
 		UpstreamRequestID: res.UpstreamRequestId, Latency: time.Duration(res.ProviderLatencyMs * float64(time.Millisecond)),
 		Dropped: res.DroppedParameters}
 	for _, c := range res.ToolCalls {
 		reply.ToolCalls = append(reply.ToolCalls, providers.ToolCall{ID: c.Id, Name: c.Name, Arguments: c.Arguments})
 	}
 	if u := res.Usage; u != nil {
-		reply.Usage = providers.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens)}
+		reply.Usage = providers.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens), Estimated: u.Estimated}
 	}
 	if rl := res.RateLimit; rl != nil {
 		u := UpstreamOf(rl)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/money"
 )
 
 // ErrUnavailable wraps a failure to reach the store.
@@ -31,10 +32,10 @@ type Store interface {
 	Update(ctx context.Context, id string, c keys.Changes, now time.Time) (keys.Key, error)
 	// Revoke ends a key at now; revoking it again changes nothing.
 	Revoke(ctx context.Context, id string, now time.Time) (keys.Key, error)
-	// Charge adds usd to the key's spend in the budget period that began at periodStart (a later
+	// Charge adds amount to the key's spend in the budget period that began at periodStart (a later
 	// period than the one counted starts afresh; an earlier one counts only in the total) and marks
 	// the key used at at.
-	Charge(ctx context.Context, id string, periodStart time.Time, usd float64, at time.Time) error
+	Charge(ctx context.Context, id string, periodStart time.Time, amount money.USD, at time.Time) error
 }
 
 // Memory keeps keys in the process.
@@ -127,7 +128,7 @@ func (m *Memory) Revoke(_ context.Context, id string, now time.Time) (keys.Key, 
 }
 
 // Charge implements Store.
-func (m *Memory) Charge(_ context.Context, id string, periodStart time.Time, usd float64, at time.Time) error {
+func (m *Memory) Charge(_ context.Context, id string, periodStart time.Time, amount money.USD, at time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	k, ok := m.byID[id]
@@ -137,11 +138,11 @@ func (m *Memory) Charge(_ context.Context, id string, periodStart time.Time, usd
 	s := &k.Spend
 	switch {
 	case s.PeriodStart.Equal(periodStart):
-		s.Period += usd
+		s.Period += amount
 	case s.PeriodStart.Before(periodStart):
-		s.PeriodStart, s.Period = periodStart, usd
+		s.PeriodStart, s.Period = periodStart, amount
 	}
-	s.Total += usd
+	s.Total += amount
 	if k.LastUsedAt == nil || k.LastUsedAt.Before(at) {
 		k.LastUsedAt = &at
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/adapters/keystore"
 	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -40,7 +41,7 @@ func newKey(t *testing.T, s keystore.Store, id, secret string, c keys.Changes) k
 func TestKeysKeepWhatTheyAreGiven(t *testing.T) {
 	stores(t, func(t *testing.T, s keystore.Store) {
 		ctx := context.Background()
-		name, budget, rpm, period := "team-a", 2.5, 3, keys.Week
+		name, budget, rpm, period := "team-a", 2_500_000_000*money.NanoDollar, 3, keys.Week
 		models := []string{"openai/*", "conclave/*"}
 		expiry := created.Add(48 * time.Hour)
 		newKey(t, s, "key_a", "ck-a", keys.Changes{Name: &name, Budget: &budget, RPM: &rpm, Period: &period, Models: &models,
@@ -78,20 +79,20 @@ func TestKeysKeepWhatTheyAreGiven(t *testing.T) {
 func TestUpdatesAndRevocations(t *testing.T) {
 	stores(t, func(t *testing.T, s keystore.Store) {
 		ctx := context.Background()
-		name, budget, period := "team-a", 1.0, keys.Day
+		name, budget, period := "team-a", money.Dollar, keys.Day
 		newKey(t, s, "key_a", "ck-a", keys.Changes{Name: &name, Budget: &budget, Period: &period})
 		start := period.Start(created, created)
-		if err := s.Charge(ctx, "key_a", start, 0.25, created.Add(time.Minute)); err != nil {
+		if err := s.Charge(ctx, "key_a", start, money.Dollar/4, created.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		later := created.Add(time.Hour)
 		rpm := 7
 		k, err := s.Update(ctx, "key_a", keys.Changes{RPM: &rpm, ClearBudget: true}, later)
-		if err != nil || k.RPM != 7 || k.Budget != nil || k.Name != name || !k.UpdatedAt.Equal(later) || k.Spent(later) != 0.25 {
+		if err != nil || k.RPM != 7 || k.Budget != nil || k.Name != name || !k.UpdatedAt.Equal(later) || k.Spent(later) != money.Dollar/4 {
 			t.Fatalf("updated to %+v, %v", k, err)
 		}
 		week := keys.Week
-		if k, _ = s.Update(ctx, "key_a", keys.Changes{Period: &week}, later); k.Spent(later) != 0 || k.Spend.Total != 0.25 {
+		if k, _ = s.Update(ctx, "key_a", keys.Changes{Period: &week}, later); k.Spent(later) != 0 || k.Spend.Total != money.Dollar/4 {
 			t.Errorf("a new budget period starts its spend afresh, the total stays: %+v", k.Spend)
 		}
 		if _, err := s.Update(ctx, "key_x", keys.Changes{RPM: &rpm}, later); !errors.Is(err, keys.ErrUnknown) {
@@ -121,27 +122,27 @@ func TestChargesCountPerPeriodAndAtOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := s.Charge(ctx, "key_a", day1, 0.5, created.Add(time.Minute)); err != nil {
+				if err := s.Charge(ctx, "key_a", day1, money.Dollar/2, created.Add(time.Minute)); err != nil {
 					t.Error(err)
 				}
 			}()
 		}
 		wg.Wait()
 		k, _ := s.Get(ctx, "key_a")
-		if k.Spent(created.Add(time.Hour)) != 10 || k.Spend.Total != 10 || !k.LastUsedAt.Equal(created.Add(time.Minute)) {
+		if k.Spent(created.Add(time.Hour)) != 10*money.Dollar || k.Spend.Total != 10*money.Dollar || !k.LastUsedAt.Equal(created.Add(time.Minute)) {
 			t.Fatalf("after 20 charges of 0.5: %+v, last used %v", k.Spend, k.LastUsedAt)
 		}
-		if err := s.Charge(ctx, "key_a", day2, 1, day2.Add(time.Minute)); err != nil {
+		if err := s.Charge(ctx, "key_a", day2, money.Dollar, day2.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Charge(ctx, "key_a", day1, 2, created.Add(2*time.Minute)); err != nil { // late, from the day before
+		if err := s.Charge(ctx, "key_a", day1, 2*money.Dollar, created.Add(2*time.Minute)); err != nil { // late, from the day before
 			t.Fatal(err)
 		}
 		k, _ = s.Get(ctx, "key_a")
-		if now := day2.Add(time.Hour); k.Spent(now) != 1 || k.Spend.Total != 13 || !k.LastUsedAt.Equal(day2.Add(time.Minute)) {
+		if now := day2.Add(time.Hour); k.Spent(now) != money.Dollar || k.Spend.Total != 13*money.Dollar || !k.LastUsedAt.Equal(day2.Add(time.Minute)) {
 			t.Fatalf("the next day: %+v (spent %v), last used %v", k.Spend, k.Spent(now), k.LastUsedAt)
 		}
-		if err := s.Charge(ctx, "key_x", day1, 1, day1); !errors.Is(err, keys.ErrUnknown) {
+		if err := s.Charge(ctx, "key_x", day1, money.Dollar, day1); !errors.Is(err, keys.ErrUnknown) {
 			t.Errorf("charging an unknown key: %v", err)
 		}
 	})

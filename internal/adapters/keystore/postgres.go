@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
@@ -19,8 +20,8 @@ type Postgres struct {
 // NewPostgres returns the store over a pool whose database has the schema.
 func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
 
-const keyColumns = `id, name, budget_usd, budget_period, rpm, tpm, max_concurrency, models, expires_at, metadata,
-	created_at, updated_at, revoked_at, last_used_at, coalesce(period_start, created_at), period_spend_usd, spend_usd`
+const keyColumns = `id, name, budget_nanos, budget_period, rpm, tpm, max_concurrency, models, expires_at, metadata,
+	created_at, updated_at, revoked_at, last_used_at, coalesce(period_start, created_at), period_spend_nanos, spend_nanos`
 
 func scanKey(row pgx.Row) (keys.Key, error) {
 	var k keys.Key
@@ -44,7 +45,7 @@ func scanKey(row pgx.Row) (keys.Key, error) {
 
 // Create implements Store.
 func (p *Postgres) Create(ctx context.Context, k keys.Key, hash []byte) error {
-	_, err := p.pool.Exec(ctx, `INSERT INTO auth.keys (id, name, secret_hash, budget_usd, budget_period, rpm, tpm, max_concurrency, models,
+	_, err := p.pool.Exec(ctx, `INSERT INTO auth.keys (id, name, secret_hash, budget_nanos, budget_period, rpm, tpm, max_concurrency, models,
 	expires_at, metadata, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
 		k.ID, k.Name, hash, k.Budget, k.Period.String(), k.RPM, k.TPM, k.MaxConcurrency, nonNil(k.Models), k.ExpiresAt, string(k.Metadata), k.CreatedAt)
 	if err != nil {
@@ -94,10 +95,10 @@ func (p *Postgres) Update(ctx context.Context, id string, c keys.Changes, now ti
 			return err
 		}
 		out = c.Apply(k, now)
-		_, err = tx.Exec(ctx, `UPDATE auth.keys SET name = $2, budget_usd = $3, budget_period = $4, rpm = $5, tpm = $6, max_concurrency = $7,
+		_, err = tx.Exec(ctx, `UPDATE auth.keys SET name = $2, budget_nanos = $3, budget_period = $4, rpm = $5, tpm = $6, max_concurrency = $7,
 	models = $8, expires_at = $9, metadata = $10, updated_at = $11,
 	period_start = CASE WHEN budget_period = $4 THEN period_start END,
-	period_spend_usd = CASE WHEN budget_period = $4 THEN period_spend_usd ELSE 0 END
+	period_spend_nanos = CASE WHEN budget_period = $4 THEN period_spend_nanos ELSE 0 END
 	WHERE id = $1`, id, out.Name, out.Budget, out.Period.String(), out.RPM, out.TPM, out.MaxConcurrency, nonNil(out.Models), out.ExpiresAt,
 			string(out.Metadata), out.UpdatedAt)
 		return err
@@ -125,15 +126,15 @@ func (p *Postgres) Revoke(ctx context.Context, id string, now time.Time) (keys.K
 }
 
 // Charge implements Store, in one statement: two controllers charging at once both count.
-func (p *Postgres) Charge(ctx context.Context, id string, periodStart time.Time, usd float64, at time.Time) error {
+func (p *Postgres) Charge(ctx context.Context, id string, periodStart time.Time, amount money.USD, at time.Time) error {
 	tag, err := p.pool.Exec(ctx, `UPDATE auth.keys SET
-	period_spend_usd = CASE WHEN period_start = $2 THEN period_spend_usd + $3
+	period_spend_nanos = CASE WHEN period_start = $2 THEN period_spend_nanos + $3
 	                        WHEN period_start IS NULL OR period_start < $2 THEN $3
-	                        ELSE period_spend_usd END,
+	                        ELSE period_spend_nanos END,
 	period_start = greatest(period_start, $2),
-	spend_usd = spend_usd + $3,
+	spend_nanos = spend_nanos + $3,
 	last_used_at = greatest(last_used_at, $4)
-	WHERE id = $1`, id, periodStart, usd, at)
+	WHERE id = $1`, id, periodStart, amount, at)
 	if err != nil {
 		return fmt.Errorf("%w: charge key: %v", ErrUnavailable, err)
 	}

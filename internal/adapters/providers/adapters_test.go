@@ -12,6 +12,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 )
@@ -50,7 +51,7 @@ func TestAdaptersSpeakTheirWireFormat(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if reply.Text != "4 (vendor/m-1, 2+2?)" || reply.Usage != (Usage{12, 7}) || reply.FinishReason == "" || reply.ServedModel == "" || reply.UpstreamRequestID == "" {
+			if reply.Text != "4 (vendor/m-1, 2+2?)" || reply.Usage != (Usage{InputTokens: 12, OutputTokens: 7}) || reply.FinishReason == "" || reply.ServedModel == "" || reply.UpstreamRequestID == "" {
 				t.Fatalf("reply %+v", reply)
 			}
 			req := s.Last()
@@ -343,10 +344,12 @@ func TestRegistryRoutesKeysAndPrices(t *testing.T) {
 	s := providertest.New(providertest.OpenAI, nil)
 	defer s.Close()
 	up := NewUpstream("local", "openai", s.URL, NewOpenAI(NewHTTPClient(), "local"), "k-1")
-	prices := func(model string) (float64, float64, bool) { return 2, 10, model == "m-1" }
+	prices := func(model string) (money.Rates, bool) {
+		return money.Rates{In: 2 * money.PerMillionDollar, Out: 10 * money.PerMillionDollar}, model == "m-1"
+	}
 	r := NewRegistry(prices, nil, up)
 	reply, err := r.Complete(context.Background(), Call{Provider: "local", Model: "m-1", Messages: UserPrompt("hi")})
-	if err != nil || reply.Cost != (12*2+7*10)/1e6 {
+	if err != nil || reply.Cost != (12*2+7*10)*money.Dollar/1e6 {
 		t.Fatalf("%+v %v", reply, err)
 	}
 	if got := s.Last().Header.Get("Authorization"); got != "Bearer k-1" {

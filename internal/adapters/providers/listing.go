@@ -8,10 +8,10 @@ import (
 	"net/url"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 )
 
@@ -76,12 +76,9 @@ func get(ctx context.Context, client *http.Client, u string, header http.Header,
 }
 
 // perToken reads OpenRouter's price of one token, a decimal string, as US dollars per million tokens.
-func perToken(s string) float64 {
-	f, err := strconv.ParseFloat(s, 64)
-	if err != nil || f < 0 {
-		return 0
-	}
-	return f * 1e6
+func perToken(s string) (money.Price, bool) {
+	p, err := money.ParsePerToken(s)
+	return p, err == nil && p >= 0
 }
 
 type openAIModels struct {
@@ -137,8 +134,14 @@ func (o *OpenAI) ListModels(ctx context.Context, baseURL string, key secret.Stri
 			l.reject(NoTextOutput)
 			continue
 		}
+		// A listing without prices (or with a provider's "-1", variable) leaves the model unpriced.
+		m.Unpriced = true
 		if d.Pricing != nil {
-			m.InputPricePerMTok, m.OutputPricePerMTok = perToken(d.Pricing.Prompt), perToken(d.Pricing.Completion)
+			in, okIn := perToken(d.Pricing.Prompt)
+			out, okOut := perToken(d.Pricing.Completion)
+			if okIn && okOut {
+				m.InputPricePerMTok, m.OutputPricePerMTok, m.Unpriced = in, out, false
+			}
 		}
 		if d.TopProvider != nil && d.TopProvider.MaxCompletionTokens > 0 {
 			m.MaxOutputTokens = d.TopProvider.MaxCompletionTokens

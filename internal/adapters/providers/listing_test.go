@@ -8,6 +8,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 )
 
@@ -60,9 +61,9 @@ func TestOpenRouterListsPricesAndModalities(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := catalog.Model{ID: "vendor/chat", ContextWindow: 200000, InputPricePerMTok: 3, OutputPricePerMTok: 15}
+	want := catalog.Model{ID: "vendor/chat", ContextWindow: 200000, InputPricePerMTok: 3 * money.PerMillionDollar, OutputPricePerMTok: 15 * money.PerMillionDollar}
 	if len(l.Models) != 1 || l.Models[0].ID != want.ID || l.Models[0].ContextWindow != want.ContextWindow ||
-		!near(l.Models[0].InputPricePerMTok, 3) || !near(l.Models[0].OutputPricePerMTok, 15) || l.Rejected[NoTextOutput] != 1 {
+		l.Models[0].InputPricePerMTok != want.InputPricePerMTok || l.Models[0].OutputPricePerMTok != want.OutputPricePerMTok || l.Models[0].Unpriced || l.Rejected[NoTextOutput] != 1 {
 		t.Fatalf("listed %+v, rejected %v", l.Models, l.Rejected)
 	}
 }

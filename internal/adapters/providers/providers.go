@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 )
 
@@ -200,10 +201,12 @@ func (c Call) Upstream() string {
 	return c.Model
 }
 
-// Usage counts tokens.
+// Usage counts tokens. Estimated says Conclave counted them (the provider reported none: the call was
+// cut before its usage came).
 type Usage struct {
 	InputTokens  int
 	OutputTokens int
+	Estimated    bool
 }
 
 // Reply is a model's answer.
@@ -218,8 +221,8 @@ type Reply struct {
 	// ServedModel is the model that actually answered, when the provider says (a gateway may route).
 	ServedModel string
 	Usage       Usage
-	// Cost is the call's price in US dollars, from the catalog's prices and the usage.
-	Cost float64
+	// Cost is the call's price, from the catalog's prices and the usage.
+	Cost money.USD
 	// UpstreamRequestID is the provider's id of the request, for asking its support.
 	UpstreamRequestID string
 	// RateLimit is what the provider's headers said about its limits; nil when they said nothing.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 )
@@ -39,8 +40,8 @@ func (u *Upstream) SetKey(k secret.String) bool {
 	return true
 }
 
-// Prices gives a model's prices in US dollars per million input and output tokens.
-type Prices func(model string) (in, out float64, ok bool)
+// Prices gives a model's prices; ok is false for a model without them.
+type Prices func(model string) (money.Rates, bool)
 
 // Registry routes each call to its provider's upstream, filling in the key and base URL, and prices
 // the reply. Providers without an upstream of their own go to the fallback backend (the simulated
@@ -89,14 +90,14 @@ func (r *Registry) Route(provider string) (kind, baseURL string, key secret.Stri
 	return "", "", "", false
 }
 
-// Price is a call's cost in US dollars from its model's prices and its usage; ok is false for a model
-// without prices.
-func (r *Registry) Price(model string, u Usage) (cost float64, ok bool) {
+// Price is a call's cost from its model's prices and its usage; ok is false for a model without
+// prices.
+func (r *Registry) Price(model string, u Usage) (cost money.USD, ok bool) {
 	if r.prices == nil {
 		return 0, false
 	}
-	in, out, ok := r.prices(model)
-	return (in*float64(u.InputTokens) + out*float64(u.OutputTokens)) / 1e6, ok
+	rates, ok := r.prices(model)
+	return rates.Cost(int64(u.InputTokens), int64(u.OutputTokens)), ok
 }
 
 // Complete implements Backend.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 )
 
@@ -56,7 +57,7 @@ func TestStreamsDeliverPiecesInOrder(t *testing.T) {
 				t.Fatalf("pieces %q, reply %+v", got, reply)
 			}
 			// Usage from the last event: earlier ones count less (Anthropic's message_start, Gemini's chunks).
-			if reply.Usage != (Usage{30, 9}) || reply.FinishReason == "" || reply.ServedModel == "" || reply.UpstreamRequestID == "" {
+			if reply.Usage != (Usage{InputTokens: 30, OutputTokens: 9}) || reply.FinishReason == "" || reply.ServedModel == "" || reply.UpstreamRequestID == "" {
 				t.Fatalf("reply %+v", reply)
 			}
 			req := s.Last()
@@ -234,7 +235,7 @@ func TestAnAnswerThatIsNoStreamIsOnePiece(t *testing.T) {
 	defer s.Close()
 	s.Queue(providertest.Response{Body: providertest.ChatCompletion("m", "all at once", 3, 2)})
 	reply, deltas, err := streamOf(t, NewOpenAI(NewHTTPClient(), "local"), call(s, "local"))
-	if err != nil || len(deltas) != 1 || deltas[0].Text != "all at once" || reply.Usage != (Usage{3, 2}) {
+	if err != nil || len(deltas) != 1 || deltas[0].Text != "all at once" || reply.Usage != (Usage{InputTokens: 3, OutputTokens: 2}) {
 		t.Fatalf("%+v %+v %v", reply, deltas, err)
 	}
 }
@@ -331,11 +332,13 @@ func TestRegistryStreamsWithKeysAndPrices(t *testing.T) {
 	s := providertest.New(providertest.Anthropic, nil)
 	defer s.Close()
 	up := NewUpstream("anthropic", KindAnthropic, s.URL, NewAnthropic(NewHTTPClient(), "anthropic"), "k-1")
-	prices := func(model string) (float64, float64, bool) { return 2, 10, model == "m-1" }
+	prices := func(model string) (money.Rates, bool) {
+		return money.Rates{In: 2 * money.PerMillionDollar, Out: 10 * money.PerMillionDollar}, model == "m-1"
+	}
 	r := NewRegistry(prices, nil, up)
 	var pieces []string
 	reply, err := r.Stream(t.Context(), Call{Provider: "anthropic", Model: "m-1", Messages: UserPrompt("hi")}, func(d Delta) { pieces = append(pieces, d.Text) })
-	if err != nil || reply.Cost != (12*2+7*10)/1e6 || strings.Join(pieces, "") != reply.Text || len(pieces) < 2 {
+	if err != nil || reply.Cost != (12*2+7*10)*money.Dollar/1e6 || strings.Join(pieces, "") != reply.Text || len(pieces) < 2 {
 		t.Fatalf("%+v %q %v", reply, pieces, err)
 	}
 	if got := s.Last().Header.Get("x-api-key"); got != "k-1" {

@@ -15,11 +15,12 @@ import (
 	"google.golang.org/protobuf/proto"
 )
 
-// AuthHeader is the envelope header that authenticates a remote message: "v1.<unix ms>.<mac>", the
-// mac an HMAC-SHA256 keyed with the token over the time, the message's type, its target's name, what
-// it answers (an answer names its request's own header; a request, nothing), its sender and its
-// content. The token itself never crosses the network, and a message cannot be moved to another
-// target, request or sender, changed, or used after MaxSkew.
+// AuthHeader is the envelope header that authenticates a remote message: "v2.<unix ms>.<mac>", the
+// mac an HMAC-SHA256 keyed with the token over the time, the message's type, the node it is sent to
+// (its address as the sender wrote it), its target's name, what it answers (an answer names its
+// request's own header; a request, nothing), its sender and its content. The token itself never
+// crosses the network, and a message cannot be moved to another node, target, request or sender,
+// changed, or used after MaxSkew.
 const AuthHeader = "conclave-auth"
 
 // MaxSkew is how far a message's time may be from the receiver's clock: clocks differ a little, and a
@@ -34,10 +35,14 @@ var (
 )
 
 // authVersion starts every header and every mac'd text, so a later scheme cannot be confused with it.
-const authVersion = "v1"
+// v1 did not cover the node a message is sent to, so a message captured on its way to one node was
+// good at every other node sharing the token: it is refused.
+const authVersion = "v2"
 
 // Addressed is where a message goes and what it answers: the parts of the mac besides the message.
 type Addressed struct {
+	// Node is the address of the node it is sent to, as its sender addressed it (the target PID's).
+	Node string
 	// Target is the name of the actor it is sent to.
 	Target string
 	// Answers is the AuthHeader of the request it answers; empty for a request.
@@ -125,6 +130,7 @@ func authMAC(key []byte, ms int64, to Addressed, msg proto.Message) ([]byte, err
 	part([]byte(authVersion))
 	part(strconv.AppendInt(nil, ms, 10))
 	part([]byte(proto.MessageName(msg)))
+	part([]byte(to.Node))
 	part([]byte(to.Target))
 	part([]byte(to.Answers))
 	part([]byte(to.Sender.GetAddress()))

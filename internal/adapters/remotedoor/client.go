@@ -60,6 +60,8 @@ func NewClient(opts ClientOptions) (*Client, error) {
 	for _, m := range answerTypes {
 		types[proto.MessageName(m)] = true
 	}
+	// Answers are signed for the address the client's requests named as their sender, its own: no
+	// other name of it is taken (Mine is left to Local).
 	gate := &Gate{Key: c.key, Types: types, Now: time.Now, Local: c.system.Address,
 		Target: func(id string) bool {
 			_, waiting := c.pending.Load(id)

@@ -37,6 +37,9 @@ const (
 	RefusedConnections = "connections"
 	// RefusedReplayed: a route request whose authentication was seen already.
 	RefusedReplayed = "replayed"
+	// RefusedDestination: an authenticated message signed for another node's address (captured on
+	// its way there), or for an address of this node's that it does not know as its own.
+	RefusedDestination = "destination"
 )
 
 // receiveMethod is protoactor remote's message stream, the only gRPC method a door serves.
@@ -45,7 +48,7 @@ const receiveMethod = "/remote.Remoting/Receive"
 // Gate decides which envelopes of an inbound message batch reach the actor system behind a remote
 // listener. It runs on the gRPC stream, before protoactor reads the batch: what it drops is never
 // decoded by protoactor, delivered, or answered. It holds no state; its decisions are a function of the
-// batch and the time.
+// batch, the time and the node's names.
 type Gate struct {
 	// Key authenticates each envelope (see AuthHeader); empty admits envelopes without authentication
 	// (a loopback listener without a token).
@@ -63,7 +66,10 @@ type Gate struct {
 	// target's name here, whatever address they carried (never passed on to another node), and a
 	// sender may not claim it.
 	Local func() string
-	Now   func() time.Time
+	// Mine says whether an address names this node. A message is signed for the address its sender
+	// sent it to, which must be one of this node's; nil knows Local alone.
+	Mine func(addr string) bool
+	Now  func() time.Time
 }
 
 // Admit filters a batch in place, keeping the envelopes the gate admits (their targets made local),
@@ -128,14 +134,25 @@ func (g *Gate) check(b *remote.MessageBatch, e *remote.MessageEnvelope) string {
 	if err != nil {
 		return RefusedMalformed
 	}
-	to := Addressed{Target: target.Id, Sender: sender}
+	to := Addressed{Node: target.Address, Target: target.Id, Sender: sender}
 	if g.Answers != nil {
 		to.Answers = g.Answers(target.Id)
 	}
 	if a.verify(g.Key, to, msg) != nil {
 		return RefusedAuth
 	}
+	// Only now: the address is the signer's, and telling whether it is this node's may take a lookup.
+	if !g.mine(target.Address) {
+		return RefusedDestination
+	}
 	return ""
+}
+
+func (g *Gate) mine(addr string) bool {
+	if g.Mine == nil {
+		return addr == g.Local()
+	}
+	return g.Mine(addr)
 }
 
 // decode reads a message's content as its type, for authentication.

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,6 +61,9 @@ func (g *gateway) Receive(ctx actor.Context) {
 	}
 	if g.inflight.Add(1) > g.maxInflight {
 		g.inflight.Add(-1)
+		if s, ok := g.router.(shedder); ok {
+			s.Shed("overloaded")
+		}
 		exec := refusal(req, http.StatusServiceUnavailable, "overloaded", fmt.Sprintf("%d remote requests are running already", g.maxInflight))
 		exec.Error.RetryAfterSeconds = 1
 		reply(exec)
@@ -90,6 +92,10 @@ func (g *gateway) Receive(ctx actor.Context) {
 		reply(exec)
 	}()
 }
+
+// shedder is a router that logs the requests refused for load in one line for all (the engine): the
+// gateway's bound refuses them without a line of its own.
+type shedder interface{ Shed(code string) }
 
 // check refuses what the pipeline cannot take, listing every problem: the door's own (the size of the
 // task, the caller's id, where progress goes) and intake's, the one validation of a route request every
@@ -139,39 +145,3 @@ func refusal(req *messages.RouteRequest, status int, code, msg string) *messages
 
 // answerTypes are the messages the gateway sends back; a client's gate takes only these.
 var answerTypes = []proto.Message{&messages.Execution{}, &messages.Progress{}}
-
-// replays remembers the authentication of every route request taken within MaxSkew, so that one
-// captured on its way (where the door runs without TLS) is not taken a second time. At most maxSeen
-// are kept: past that, the oldest are forgotten, and a replay of one of them within its five minutes
-// would be taken again; at the gateway's bound of requests in flight that takes over a thousand new
-// requests a second.
-type replays struct {
-	mu    sync.Mutex
-	seen  map[string]bool
-	order []seenAuth // oldest first
-}
-
-type seenAuth struct {
-	auth string
-	at   time.Time
-}
-
-const maxSeen = 1 << 18
-
-func newReplays() *replays { return &replays{seen: map[string]bool{}} }
-
-// first reports whether auth is seen for the first time at now, and remembers it.
-func (r *replays) first(auth string, now time.Time) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for len(r.order) > 0 && (now.Sub(r.order[0].at) > 2*MaxSkew || len(r.order) >= maxSeen) {
-		delete(r.seen, r.order[0].auth)
-		r.order = r.order[1:]
-	}
-	if r.seen[auth] {
-		return false
-	}
-	r.seen[auth] = true
-	r.order = append(r.order, seenAuth{auth: auth, at: now})
-	return true
-}

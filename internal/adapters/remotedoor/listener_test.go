@@ -39,6 +39,13 @@ type pipeline struct {
 	mu    sync.Mutex
 	tasks []string
 	hold  chan struct{} // when set, requests wait for it to close
+	shed  []string      // the codes of the requests the gateway refused for load
+}
+
+func (p *pipeline) Shed(code string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.shed = append(p.shed, code)
 }
 
 func (p *pipeline) RouteWithProgress(_ context.Context, req *messages.RouteRequest, onProgress func(*messages.Progress)) (*messages.Execution, error) {
@@ -181,9 +188,9 @@ func TestNothingButAnAuthenticatedRouteRequestCrossesTheDoor(t *testing.T) {
 	}
 	// A route request signed with another token, and one whose time is long gone.
 	a.Send(t, wire{msg: routeMsg, target: &actor.PID{Address: l.Addr(), Id: RouteActor}, sender: caller,
-		header: signed(t, []byte("another-token-0123456789"), time.Now(), RouteActor, caller, routeMsg)}.batch(t))
+		header: signed(t, []byte("another-token-0123456789"), time.Now(), &actor.PID{Address: l.Addr(), Id: RouteActor}, caller, routeMsg)}.batch(t))
 	a.Send(t, wire{msg: routeMsg, target: &actor.PID{Address: l.Addr(), Id: RouteActor}, sender: caller,
-		header: signed(t, []byte(testToken), time.Now().Add(-time.Hour), RouteActor, caller, routeMsg)}.batch(t))
+		header: signed(t, []byte(testToken), time.Now().Add(-time.Hour), &actor.PID{Address: l.Addr(), Id: RouteActor}, caller, routeMsg)}.batch(t))
 	sent += 2
 	// Indexes protoactor's reader would follow out of range, and serializers it does not have.
 	for _, edit := range []func(*remote.MessageBatch){
@@ -205,6 +212,38 @@ func TestNothingButAnAuthenticatedRouteRequestCrossesTheDoor(t *testing.T) {
 	}
 	if n := logs.FilterField(zap.String("event", "remote_refused")).Len(); n < 1 || n > 2 {
 		t.Fatalf("%d remote_refused lines for %d refusals: want the first, then a bounded sample", n, sent)
+	}
+}
+
+// Two nodes share the token: a request captured on its way to one (node A) and sent to another (this
+// listener, node B) is refused there as signed for elsewhere, and readdressed to B it no longer
+// authenticates. The same request signed for B's address is taken.
+func TestARequestSignedForAnotherNodeIsRefused(t *testing.T) {
+	if !alone(t) {
+		return
+	}
+	p := &pipeline{}
+	core, logs := observer.New(zap.WarnLevel)
+	l, refused := listen(t, p, Options{Token: testToken, Log: zap.New(core)})
+	b := &actor.PID{Address: l.Addr(), Id: RouteActor}
+	nodeA := &actor.PID{Address: "127.0.0.1:1", Id: RouteActor}  // this machine, another port: another node
+	sender := &actor.PID{Address: "127.0.0.1:2", Id: "future$a"} // answers go nowhere, at once
+	forA := &messages.RemoteRoute{Request: &messages.RouteRequest{Task: "for node A"}}
+	forB := &messages.RemoteRoute{Request: &messages.RouteRequest{Task: "for node B"}}
+	peer := remotetest.Dial(t, l.Addr())
+	peer.Send(t, wire{msg: forA, target: nodeA, sender: sender, header: signed(t, []byte(testToken), time.Now(), nodeA, sender, forA)}.batch(t))
+	peer.Send(t, wire{msg: forA, target: b, sender: sender, header: signed(t, []byte(testToken), time.Now(), nodeA, sender, forA)}.batch(t))
+	peer.Send(t, wire{msg: forB, target: b, sender: sender, header: signed(t, []byte(testToken), time.Now(), b, sender, forB)}.batch(t))
+	waitFor(t, "the request for B", func() bool { return len(p.reached()) > 0 })
+	waitFor(t, "both refusals", func() bool { return refused.get(RefusedDestination)+refused.get(RefusedAuth) >= 2 })
+	if got := p.reached(); !slices.Equal(got, []string{"for node B"}) {
+		t.Fatalf("the pipeline got %q", got)
+	}
+	if refused.get(RefusedDestination) != 1 || refused.get(RefusedAuth) != 1 {
+		t.Fatalf("refused as destination %d, unauthenticated %d: want one each", refused.get(RefusedDestination), refused.get(RefusedAuth))
+	}
+	if lines := logs.FilterField(zap.String("event", "remote_refused")).FilterField(zap.String("reason", RefusedDestination)); lines.Len() != 1 {
+		t.Fatalf("%d remote_refused lines for the request signed for node A", lines.Len())
 	}
 }
 
@@ -260,18 +299,22 @@ func TestRefusalsAreLoggedFirstThenSampled(t *testing.T) {
 
 // gateway runs the gateway in an actor system without remote: what reaches it has crossed the gate.
 func gatewayFor(t *testing.T, p Router, maxInflight int64) (*actor.ActorSystem, *actor.PID) {
-	system, pid, _ := keyedGateway(t, p, maxInflight, nil)
+	system, pid, _ := keyedGateway(t, p, maxInflight, nil, nil)
 	return system, pid
 }
 
-// keyedGateway is a gateway whose requests were authenticated with key; it counts its refusals.
-func keyedGateway(t *testing.T, p Router, maxInflight int64, key []byte) (*actor.ActorSystem, *actor.PID, *refusalCounts) {
+// keyedGateway is a gateway whose requests were authenticated with key, remembering them in seen (its
+// own memory when nil); it counts its refusals.
+func keyedGateway(t *testing.T, p Router, maxInflight int64, key []byte, seen *replays) (*actor.ActorSystem, *actor.PID, *refusalCounts) {
 	t.Helper()
 	system := actor.NewActorSystem(logging.ActorLogger(zap.NewNop()))
 	t.Cleanup(system.Shutdown)
 	counts := &refusalCounts{}
+	if seen == nil {
+		seen = newReplays(nil, "", nil)
+	}
 	g := &gateway{router: p, log: zap.NewNop(), now: time.Now, local: func() string { return nonhost }, maxInflight: maxInflight,
-		key: key, refused: counts.add, seen: newReplays()}
+		key: key, refused: counts.add, seen: seen}
 	pid, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), RouteActor)
 	if err != nil {
 		t.Fatal(err)
@@ -334,19 +377,9 @@ func TestTheGatewayChecksARequest(t *testing.T) {
 // refused without an answer.
 func TestARouteRequestIsTakenOnce(t *testing.T) {
 	p := &pipeline{}
-	system, pid, refused := keyedGateway(t, p, 8, gateKey)
-	send := func(auth string) (*messages.Execution, error) {
-		future := actor.NewFuture(system, time.Second)
-		env := &actor.MessageEnvelope{Message: routeMsg, Sender: future.PID()}
-		env.SetHeader(AuthHeader, auth)
-		system.Root.Send(pid, env)
-		res, err := future.Result()
-		if err != nil {
-			return nil, err
-		}
-		return res.(*messages.Execution), nil
-	}
-	first, err := Sign(gateKey, time.Now(), Addressed{Target: RouteActor, Sender: caller}, routeMsg)
+	system, pid, refused := keyedGateway(t, p, 8, gateKey, nil)
+	send := func(auth string) (*messages.Execution, error) { return sendAuthenticated(system, pid, auth) }
+	first, err := Sign(gateKey, time.Now(), Addressed{Node: here, Target: RouteActor, Sender: caller}, routeMsg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,14 +392,28 @@ func TestARouteRequestIsTakenOnce(t *testing.T) {
 	if len(p.reached()) != 1 || refused.get(RefusedReplayed) != 1 {
 		t.Fatalf("the pipeline got %q; %d replays refused", p.reached(), refused.get(RefusedReplayed))
 	}
-	second, _ := Sign(gateKey, time.Now().Add(time.Millisecond), Addressed{Target: RouteActor, Sender: caller}, routeMsg)
+	second, _ := Sign(gateKey, time.Now().Add(time.Millisecond), Addressed{Node: here, Target: RouteActor, Sender: caller}, routeMsg)
 	if exec, err := send(second); err != nil || exec.StatusCode != 200 {
 		t.Fatalf("the same task sent again, signed anew: %v %v", exec, err)
 	}
 }
 
+// sendAuthenticated hands the gateway at pid a route request with the authentication header auth, as
+// the gate does once it checked it, and waits a second for the answer.
+func sendAuthenticated(system *actor.ActorSystem, pid *actor.PID, auth string) (*messages.Execution, error) {
+	future := actor.NewFuture(system, time.Second)
+	env := &actor.MessageEnvelope{Message: routeMsg, Sender: future.PID()}
+	env.SetHeader(AuthHeader, auth)
+	system.Root.Send(pid, env)
+	res, err := future.Result()
+	if err != nil {
+		return nil, err
+	}
+	return res.(*messages.Execution), nil
+}
+
 func TestReplaysForgetWhatIsPastTheSkew(t *testing.T) {
-	r := newReplays()
+	r := newReplays(nil, "", nil)
 	if !r.first("a", gateNow) || r.first("a", gateNow.Add(MaxSkew)) {
 		t.Fatal("a replay within the skew was taken")
 	}
@@ -384,6 +431,11 @@ func TestRemoteRequestsBeyondTheBoundAreShed(t *testing.T) {
 	if exec.StatusCode != 503 || exec.GetError().GetCode() != "overloaded" || exec.GetError().GetRetryAfterSeconds() <= 0 {
 		t.Fatalf("the second request: %v", exec)
 	}
+	p.mu.Lock()
+	if !slices.Equal(p.shed, []string{"overloaded"}) { // in the engine's one line for all
+		t.Errorf("refusals counted for the log: %v", p.shed)
+	}
+	p.mu.Unlock()
 	close(p.hold)
 	if res, err := first.Result(); err != nil || res.(*messages.Execution).StatusCode != 200 {
 		t.Fatalf("the first request: %v %v", res, err)

@@ -20,6 +20,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/platform/logging"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"google.golang.org/grpc"
@@ -54,6 +55,14 @@ type Options struct {
 	MaxInflight int
 	// Now is the clock authentication reads; nil is the wall clock.
 	Now func() time.Time
+	// Names are addresses ("host:port") callers reach this node at that it cannot tell itself: a load
+	// balancer's, a port forwarded to it. Its listening address, the names of its TLS certificate at
+	// its port, and names resolving to the address it listens on are its names already (see names).
+	Names []string
+	// Redis, when set, holds the replay cache shared by every node on it under RedisPrefix: a captured
+	// request is taken by one of them at most (see replays). Nil keeps it in this process.
+	Redis       redis.UniversalClient
+	RedisPrefix string
 }
 
 // DefaultMaxInflight bounds the remote requests running at once unless Options say otherwise; more
@@ -95,20 +104,25 @@ func Listen(router Router, opts Options) (*Listener, error) {
 		return nil, err
 	}
 	key := tokenKey(opts.Token)
+	cert, err := opts.TLS.leaf()
+	if err != nil {
+		return nil, err
+	}
 	maxInflight := opts.MaxInflight
 	if maxInflight <= 0 {
 		maxInflight = DefaultMaxInflight
 	}
 	system := actor.NewActorSystem(logging.ActorLogger(sampled(log)))
 	g := &gateway{router: router, log: log, key: key, now: now, maxInflight: int64(maxInflight), local: system.Address,
-		refused: func(reason string) { refusals.refuse(reason, "") }, seen: newReplays()}
+		refused: func(reason string) { refusals.refuse(reason, "") }, seen: newReplays(opts.Redis, opts.RedisPrefix, log)}
 	// The gateway is there before the port opens, and the gate reads the address remote gives it then.
 	if _, err := system.Root.SpawnNamed(actor.PropsFromProducer(func() actor.Actor { return g }), RouteActor); err != nil {
 		system.Shutdown()
 		return nil, fmt.Errorf("remote route gateway: %w", err)
 	}
+	mine := newNames(system.Address, opts.Names, cert)
 	gate := &Gate{Key: key, Types: map[protoreflect.FullName]bool{proto.MessageName(&messages.RemoteRoute{}): true},
-		Target: func(id string) bool { return id == RouteActor }, NeedSender: true, Local: system.Address, Now: now}
+		Target: func(id string) bool { return id == RouteActor }, NeedSender: true, Local: system.Address, Mine: mine.mine, Now: now}
 	r, err := startRemote(system, opts.Addr, append(append(serverCreds, serverLimits...), gate.Interceptors(refusals.refuse)...), dialCreds)
 	if err != nil {
 		system.Shutdown()
@@ -183,7 +197,7 @@ func envelope(key []byte, now time.Time, to *actor.PID, answers string, sender *
 	if len(key) == 0 {
 		return env, "", nil
 	}
-	auth, err := Sign(key, now, Addressed{Target: to.Id, Answers: answers, Sender: sender}, msg)
+	auth, err := Sign(key, now, Addressed{Node: to.Address, Target: to.Id, Answers: answers, Sender: sender}, msg)
 	if err != nil {
 		return nil, "", err
 	}
@@ -191,7 +205,7 @@ func envelope(key []byte, now time.Time, to *actor.PID, answers string, sender *
 	return env, auth, nil
 }
 
-// answer sends msg, signed as an answer to the request authenticated by answers.
+// answer sends msg, signed as an answer to the request authenticated by answers, for the node of to.
 func answer(system *actor.ActorSystem, key []byte, now time.Time, to *actor.PID, answers string, msg proto.Message) error {
 	env, _, err := envelope(key, now, to, answers, nil, msg)
 	if err != nil {

@@ -103,3 +103,19 @@ func (c *countedConn) Close() error {
 	c.once.Do(func() { c.live.Add(-1) })
 	return c.Conn.Close()
 }
+
+// leaf is the node's certificate, nil without TLS: the names in it are names of the node's (see names).
+func (f TLSFiles) leaf() (*x509.Certificate, error) {
+	if f.Cert == "" || f.Key == "" {
+		return nil, nil
+	}
+	pair, err := tls.LoadX509KeyPair(f.Cert, f.Key)
+	if err != nil {
+		return nil, fmt.Errorf("remote TLS certificate: %w", err)
+	}
+	leaf, err := x509.ParseCertificate(pair.Certificate[0])
+	if err != nil {
+		return nil, fmt.Errorf("remote TLS certificate %s: %w", f.Cert, err)
+	}
+	return leaf, nil
+}

@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"time"
+
+	"github.com/conclave-ai/conclave/internal/core/money"
 )
 
 // Analyst answers the questions records are kept for (PostgreSQL's views; see migrations/003_views.sql).
@@ -21,17 +23,17 @@ type Analyst interface {
 // ModelPerformance is one model in one category: how often its answer agreed with the consensus, what
 // callers' feedback gave it, and how fast it answered.
 type ModelPerformance struct {
-	Category       string   `json:"category"`
-	Model          string   `json:"model"`
-	Provider       string   `json:"provider"`
-	Calls          int64    `json:"calls"`
-	Answers        int64    `json:"answers"`
-	AgreementRate  *float64 `json:"agreement_rate"`
-	FeedbackReward *float64 `json:"feedback_reward"`
-	FeedbackCount  int64    `json:"feedback_count"`
-	P50LatencyMs   *float64 `json:"p50_latency_ms"`
-	P95LatencyMs   *float64 `json:"p95_latency_ms"`
-	Cost           float64  `json:"cost"`
+	Category       string    `json:"category"`
+	Model          string    `json:"model"`
+	Provider       string    `json:"provider"`
+	Calls          int64     `json:"calls"`
+	Answers        int64     `json:"answers"`
+	AgreementRate  *float64  `json:"agreement_rate"`
+	FeedbackReward *float64  `json:"feedback_reward"`
+	FeedbackCount  int64     `json:"feedback_count"`
+	P50LatencyMs   *float64  `json:"p50_latency_ms"`
+	P95LatencyMs   *float64  `json:"p95_latency_ms"`
+	Cost           money.USD `json:"cost"`
 }
 
 // ProviderCost is one provider's calls, tokens and cost on one day.
@@ -42,7 +44,7 @@ type ProviderCost struct {
 	Calls        int64     `json:"calls"`
 	InputTokens  int64     `json:"input_tokens"`
 	OutputTokens int64     `json:"output_tokens"`
-	Cost         float64   `json:"cost"`
+	Cost         money.USD `json:"cost"`
 }
 
 // RequestCost is the requests of one day, with tokens and cost per request.
@@ -50,10 +52,11 @@ type RequestCost struct {
 	Day              time.Time `json:"day"`
 	Requests         int64     `json:"requests"`
 	TokensPerRequest float64   `json:"tokens_per_request"`
-	CostPerRequest   float64   `json:"cost_per_request"`
-	InputTokens      int64     `json:"input_tokens"`
-	OutputTokens     int64     `json:"output_tokens"`
-	Cost             float64   `json:"cost"`
+	// CostPerRequest is the day's cost over its requests, rounded down to a nano-dollar.
+	CostPerRequest money.USD `json:"cost_per_request"`
+	InputTokens    int64     `json:"input_tokens"`
+	OutputTokens   int64     `json:"output_tokens"`
+	Cost           money.USD `json:"cost"`
 }
 
 // TraceStep is one response of a request and what it did for the answer.

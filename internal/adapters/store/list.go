@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -64,7 +65,7 @@ type Summary struct {
 	TotalMs         float64   `json:"total_ms"`
 	InputTokens     int64     `json:"input_tokens"`
 	OutputTokens    int64     `json:"output_tokens"`
-	Cost            float64   `json:"cost"`
+	Cost            money.USD `json:"cost"`
 	Feedback        bool      `json:"feedback"`
 }
 
@@ -74,7 +75,7 @@ func Summarize(e *messages.Execution, feedback bool) Summary {
 		Category: e.GetClassification().GetCategory(), Blueprint: e.GetBlueprint().GetName(), Strategy: e.GetBlueprint().GetStrategy(),
 		Outcome: Outcome(e), StatusCode: int(e.StatusCode), ErrorCode: e.GetError().GetCode(), KeyID: e.KeyId,
 		TotalMs: e.GetPhases().GetTotalMs(), InputTokens: int64(e.GetUsage().GetInputTokens()), OutputTokens: int64(e.GetUsage().GetOutputTokens()),
-		Cost: e.Cost, Feedback: feedback || len(e.Feedback) > 0, Models: []string{}}
+		Cost: money.USD(e.CostNanos), Feedback: feedback || len(e.Feedback) > 0, Models: []string{}}
 	s.Task, s.TaskClipped = ClipTask(ValidText(e.Task))
 	// A summary outlives its record (the memory store keeps summaries beside encoded records): the
 	// clipped task must not hold on to a task of megabytes.

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/messages"
 )
 
@@ -20,10 +21,10 @@ type SpendQuery struct {
 
 // SpendGroup is one model's or one day's spend.
 type SpendGroup struct {
-	Model    string  `json:"model,omitempty"`
-	Day      string  `json:"day,omitempty"`
-	Requests int64   `json:"requests"`
-	CostUSD  float64 `json:"cost_usd"`
+	Model    string    `json:"model,omitempty"`
+	Day      string    `json:"day,omitempty"`
+	Requests int64     `json:"requests"`
+	CostUSD  money.USD `json:"cost_usd"`
 }
 
 // Spender is a store that sums what keys spent.
@@ -35,7 +36,7 @@ type Spender interface {
 // highest first) then model.
 func SpendOf(q SpendQuery, records []*messages.Execution) []SpendGroup {
 	groups := map[string]*SpendGroup{}
-	add := func(name string, cost float64) {
+	add := func(name string, cost int64) {
 		g, ok := groups[name]
 		if !ok {
 			g = &SpendGroup{}
@@ -47,7 +48,7 @@ func SpendOf(q SpendQuery, records []*messages.Execution) []SpendGroup {
 			groups[name] = g
 		}
 		g.Requests++
-		g.CostUSD += cost
+		g.CostUSD += money.USD(cost)
 	}
 	for _, e := range records {
 		at := e.GetReceivedAt().AsTime()
@@ -55,14 +56,14 @@ func SpendOf(q SpendQuery, records []*messages.Execution) []SpendGroup {
 			continue
 		}
 		if q.ByDay {
-			add(at.UTC().Format(time.DateOnly), e.Cost)
+			add(at.UTC().Format(time.DateOnly), e.CostNanos)
 			continue
 		}
 		for _, r := range e.Results {
-			add(r.Model, r.Cost)
+			add(r.Model, r.CostNanos)
 		}
-		if d := e.GetDecision(); d.GetArbiterCost() > 0 {
-			add(d.Arbiter, d.ArbiterCost)
+		if d := e.GetDecision(); d.GetArbiterCostNanos() > 0 {
+			add(d.Arbiter, d.ArbiterCostNanos)
 		}
 	}
 	out := make([]SpendGroup, 0, len(groups))

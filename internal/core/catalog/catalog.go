@@ -12,6 +12,8 @@ import (
 	"sort"
 	"strings"
 	"sync"
+
+	"github.com/conclave-ai/conclave/internal/core/money"
 )
 
 //go:embed models.json
@@ -36,15 +38,25 @@ type Model struct {
 	ID       string `json:"id"`
 	Provider string `json:"provider"`
 	// UpstreamID is the id to send to the provider, when it is not ID.
-	UpstreamID         string   `json:"upstream_id,omitempty"`
-	Family             string   `json:"family"`
-	ContextWindow      int      `json:"context_window"`
-	MaxOutputTokens    int      `json:"max_output_tokens"`
-	InputPricePerMTok  float64  `json:"input_price_per_mtok"`
-	OutputPricePerMTok float64  `json:"output_price_per_mtok"`
-	Capabilities       []string `json:"capabilities"`
+	UpstreamID      string `json:"upstream_id,omitempty"`
+	Family          string `json:"family"`
+	ContextWindow   int    `json:"context_window"`
+	MaxOutputTokens int    `json:"max_output_tokens"`
+	// InputPricePerMTok and OutputPricePerMTok are US dollars per million tokens, exact.
+	InputPricePerMTok  money.Price `json:"input_price_per_mtok"`
+	OutputPricePerMTok money.Price `json:"output_price_per_mtok"`
+	// Unpriced marks a model whose price nobody gave (discovered from a provider's listing without
+	// prices, or configured without price_in and price_out): its prices read zero but are not known to
+	// be, so a key with a budget may not call it.
+	Unpriced     bool     `json:"unpriced,omitempty"`
+	Capabilities []string `json:"capabilities"`
 	// Tier is a strength hint: 1 frontier, 2 strong mid-size, 3 small and fast.
 	Tier int `json:"tier"`
+}
+
+// Rates are the model's prices.
+func (m Model) Rates() money.Rates {
+	return money.Rates{In: m.InputPricePerMTok, Out: m.OutputPricePerMTok}
 }
 
 // Has reports whether the model carries a capability tag.

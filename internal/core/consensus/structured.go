@@ -51,8 +51,9 @@ type Structure struct {
 	tools  map[string]string // name -> parameters schema
 }
 
-// Compile readies a request's format. It fails only on a schema that cannot be compiled: the caller's
-// mistake, to be refused before any model is asked. A schema may not refer to anything outside itself.
+// Compile readies a request's format. It fails only on a schema that cannot be compiled (CheckSchema,
+// which intake calls, refuses it first): the caller's mistake, to be refused before any model is
+// asked. A schema may not refer to anything outside itself.
 func Compile(f Format) (*Structure, error) {
 	s := &Structure{json: f.Type == FormatJSONObject || f.Type == FormatJSONSchema}
 	if s.json && f.Type == FormatJSONSchema && strings.TrimSpace(f.Schema) != "" {
@@ -85,17 +86,10 @@ func (refuseLoads) Load(url string) (any, error) {
 	return nil, fmt.Errorf("a schema may only refer to itself, not to %s", url)
 }
 
+// compileSchema compiles a schema within its bounds, as intake checked it (CheckSchema).
 func compileSchema(text string) (*jsonschema.Schema, error) {
-	doc, err := ParseJSON(text)
-	if err != nil {
-		return nil, err
-	}
-	c := jsonschema.NewCompiler()
-	c.UseLoader(refuseLoads{})
-	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, err
-	}
-	return c.Compile(schemaURL)
+	sch, _, err := compileBounded(text, MaxSchemaNodes)
+	return sch, err
 }
 
 // Ballot forms: what an answer gave.
@@ -247,7 +241,7 @@ func callsBallot(calls []ToolCall, st *Structure, params map[string]*jsonschema.
 			sch, compiled := params[c.Name]
 			if !compiled {
 				if strings.TrimSpace(schema) != "" {
-					sch, _ = compileSchema(schema) // a schema that does not compile is the caller's fault: not checked
+					sch, _ = compileSchema(schema) // intake refused one that does not compile: past it, unchecked
 				}
 				params[c.Name] = sch
 			}

@@ -278,9 +278,9 @@ func Results(exec *messages.Execution, records []*collect.Record, retries []coll
 		}
 		if res, ok := rec.Ref.(*messages.JobResult); ok {
 			wr.Text, wr.LatencyMs, wr.ErrorMessage, wr.HttpStatus, wr.Usage = res.Text, res.LatencyMs, res.ErrorMessage, res.HttpStatus, res.Usage
-			wr.FinishReason, wr.ServedModel, wr.Cost, wr.UpstreamRequestId = res.FinishReason, res.ServedModel, res.Cost, res.UpstreamRequestId
+			wr.FinishReason, wr.ServedModel, wr.CostNanos, wr.UpstreamRequestId = res.FinishReason, res.ServedModel, res.CostNanos, res.UpstreamRequestId
 			wr.ProviderLatencyMs, wr.ToolCalls, wr.DroppedParameters = res.ProviderLatencyMs, res.ToolCalls, res.DroppedParameters
-			exec.Cost += res.Cost
+			exec.CostNanos += res.CostNanos
 			exec.Usage = addUsage(exec.Usage, res.Usage)
 			exec.DroppedParameters = union(exec.DroppedParameters, res.DroppedParameters)
 		}
@@ -294,7 +294,7 @@ func Results(exec *messages.Execution, records []*collect.Record, retries []coll
 		exec.Results = append(exec.Results, wr)
 	}
 	if d := exec.Decision; d != nil {
-		exec.Cost += d.ArbiterCost
+		exec.CostNanos += d.ArbiterCostNanos
 		exec.Usage = addUsage(exec.Usage, d.ArbiterUsage)
 	}
 	for _, rt := range retries {
@@ -322,6 +322,7 @@ func addUsage(sum, u *messages.Usage) *messages.Usage {
 	}
 	sum.InputTokens += u.InputTokens
 	sum.OutputTokens += u.OutputTokens
+	sum.Estimated = sum.Estimated || u.Estimated
 	return sum
 }
 

@@ -116,20 +116,20 @@ func TestResultsSumTheCallsAndTheArbiter(t *testing.T) {
 	a, b, c := job(0, "a"), job(1, "b"), job(2, "c")
 	usage := func(in, out int32) *messages.Usage { return &messages.Usage{InputTokens: in, OutputTokens: out} }
 	records := []*collect.Record{
-		{Job: a, Status: collect.OK, Ref: &messages.JobResult{Ok: true, Cost: 0.01, Usage: usage(10, 5), FinishReason: "stop", DroppedParameters: []string{"seed"}}},
-		{Job: b, Status: collect.OK, Ref: &messages.JobResult{Ok: true, Cost: 0.02, Usage: usage(20, 5), FinishReason: "tool_calls",
+		{Job: a, Status: collect.OK, Ref: &messages.JobResult{Ok: true, CostNanos: 10_000_000, Usage: usage(10, 5), FinishReason: "stop", DroppedParameters: []string{"seed"}}},
+		{Job: b, Status: collect.OK, Ref: &messages.JobResult{Ok: true, CostNanos: 20_000_000, Usage: usage(20, 5), FinishReason: "tool_calls",
 			ToolCalls: []*messages.ToolCall{{Name: "f"}}, DroppedParameters: []string{"seed", "user"}}},
-		{Job: c, Status: collect.Error, Kind: resilience.UpstreamTimeout, Ref: &messages.JobResult{Cost: 0}},
+		{Job: c, Status: collect.Error, Kind: resilience.UpstreamTimeout, Ref: &messages.JobResult{}},
 	}
-	exec := &messages.Execution{Decision: &messages.ArbiterDecision{Chosen: 1, ArbiterCost: 0.005, ArbiterUsage: usage(100, 10)}}
+	exec := &messages.Execution{Decision: &messages.ArbiterDecision{Chosen: 1, ArbiterCostNanos: 5_000_000, ArbiterUsage: usage(100, 10)}}
 	r := &messages.ConsensusResult{Weighted: []float64{0.4, 0.6}, Contributed: []bool{false, true}, Deciders: []bool{true, false}, Decision: exec.Decision}
 	retries := []collect.Retry{{Model: "c", Kind: resilience.UpstreamTimeout, Delay: 1500 * time.Microsecond, Outcome: "scheduled"}}
 	Results(exec, records, retries, []*collect.Job{a, b}, r, func(j *collect.Job) string { return fmt.Sprintf("r/%d", j.Seq) })
 	if len(exec.Results) != 3 || exec.Results[2].JobId != "r/2" || exec.Results[2].Status != string(collect.Error) {
 		t.Fatalf("results %v", exec.Results)
 	}
-	if got := fmt.Sprintf("%.3f", exec.Cost); got != "0.035" {
-		t.Errorf("cost %s, want the calls' and the arbiter's 0.035", got)
+	if exec.CostNanos != 35_000_000 {
+		t.Errorf("cost %d nano-dollars, want the calls' and the arbiter's 35,000,000", exec.CostNanos)
 	}
 	if exec.Usage.InputTokens != 130 || exec.Usage.OutputTokens != 20 {
 		t.Errorf("usage %v", exec.Usage)

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -91,7 +92,7 @@ func (c *checker) sampling(s *messages.Sampling) {
 }
 
 // tools checks the functions the models may call: a name of OpenAI's rule, unique among the tools,
-// and parameters that are a JSON schema object.
+// and parameters that are a JSON schema object that compiles.
 func (c *checker) tools(tools []*messages.Tool) {
 	if len(tools) > MaxTools {
 		c.bad.Add("tools", fmt.Sprintf("must hold between 1 and %d tools", MaxTools))
@@ -111,8 +112,12 @@ func (c *checker) tools(tools []*messages.Tool) {
 			c.bad.Add(tf+".name", fmt.Sprintf("%q names an earlier tool too", t.Name))
 		}
 		seen[t.Name] = true
-		if t.Parameters != "" && !jsonObject(t.Parameters) {
+		switch {
+		case t.Parameters == "":
+		case !jsonObject(t.Parameters):
 			c.bad.Add(tf+".parameters", "must be a JSON schema (an object)")
+		default:
+			c.schema(tf+".parameters", t.Parameters)
 		}
 	}
 }
@@ -142,7 +147,7 @@ func (c *checker) toolChoice(choice *messages.ToolChoice, tools []*messages.Tool
 }
 
 // format checks the answer's form: text, json_object, or json_schema with a name of OpenAI's rule and
-// a schema object.
+// a schema object that compiles.
 func (c *checker) format(f *messages.OutputFormat) {
 	if f == nil {
 		return
@@ -163,6 +168,24 @@ func (c *checker) format(f *messages.OutputFormat) {
 		c.bad.Add(field+".schema", "is required: the JSON schema of the answer")
 	case !jsonObject(f.Schema):
 		c.bad.Add(field+".schema", "must be a JSON schema (an object)")
+	default:
+		c.schema(field+".schema", f.Schema)
+	}
+}
+
+// MaxSchemaProblemBytes bounds what a problem says of why a schema cannot be compiled.
+const MaxSchemaProblemBytes = 220
+
+// schema compiles a schema object of the request (the output format's, a tool's parameters) as the
+// answers' check will, before any model is asked: one that cannot be compiled (a $ref to nothing, to
+// a URL, or back to itself) is refused now rather than after the panel was paid for. The request's
+// schemas share one bound of size (consensus.MaxSchemaNodes), so that compiling them all takes a
+// bounded time.
+func (c *checker) schema(field, text string) {
+	nodes, err := consensus.CheckSchema(text, consensus.MaxSchemaNodes-c.schemaNodes)
+	c.schemaNodes += nodes
+	if err != nil {
+		c.bad.Add(field, problems.Clip(err.Error(), MaxSchemaProblemBytes))
 	}
 }
 

@@ -98,6 +98,8 @@ func Check(req *messages.RouteRequest, env Env) Verdict {
 type checker struct {
 	env          Env
 	bad, unknown problems.Errors
+	// schemaNodes are the objects and booleans of the request's schemas read so far.
+	schemaNodes int
 }
 
 func (c *checker) verdict() Verdict { return Verdict{Bad: c.bad, Unknown: c.unknown} }

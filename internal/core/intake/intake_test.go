@@ -1,13 +1,18 @@
 package intake
 
 import (
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/types/known/structpb"
@@ -135,6 +140,76 @@ func TestCheck(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A schema the answers' check cannot compile is refused here, before any model is asked, under the
+// field that holds it.
+func TestSchemasAreCompiled(t *testing.T) {
+	e := testEnv(t)
+	var hits atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, `{"type":"string"}`)
+	}))
+	defer srv.Close()
+	format := func(schema string) *messages.Ask {
+		return &messages.Ask{ResponseFormat: &messages.OutputFormat{Type: "json_schema", Name: "answer", Schema: schema}}
+	}
+	tool := func(schemas ...string) *messages.Ask {
+		ask := &messages.Ask{}
+		for i, s := range schemas {
+			ask.Tools = append(ask.Tools, &messages.Tool{Name: fmt.Sprintf("f%d", i), Parameters: s})
+		}
+		return ask
+	}
+	// flat is an object schema of n properties, each {}: n+2 objects.
+	flat := func(n int) string {
+		props := make([]string, n)
+		for i := range props {
+			props[i] = fmt.Sprintf(`"p%d":{}`, i)
+		}
+		return `{"type":"object","properties":{` + strings.Join(props, ",") + `}}`
+	}
+	const schemaField = "response_format.json_schema.schema"
+	tests := []struct {
+		desc    string
+		ask     *messages.Ask
+		fields  []string
+		problem string // a part of every problem's message
+	}{
+		{"a recursive schema", format(`{"type":"object","properties":{"child":{"$ref":"#"}}}`), nil, ""},
+		{"a $ref cycle", format(`{"$defs":{"a":{"$ref":"#/$defs/a"}},"$ref":"#/$defs/a"}`), []string{schemaField},
+			"cannot be compiled: #/$defs/a refers to itself"},
+		{"a $ref to a missing definition", format(`{"type":"object","properties":{"a":{"$ref":"#/$defs/missing"}}}`), []string{schemaField},
+			"cannot be compiled: a $ref to #/$defs/missing finds nothing"},
+		{"a $ref to a URL", format(`{"$ref":"http://127.0.0.1:1/x.json"}`), []string{schemaField}, "cannot be compiled: a schema may only refer to itself"},
+		{"a $ref to a server", format(`{"$ref":"` + srv.URL + `/x.json"}`), []string{schemaField}, "cannot be compiled: a schema may only refer to itself"},
+		{"a type that is none", format(`{"type":"strin"}`), []string{schemaField}, "cannot be compiled: not a valid JSON schema"},
+		{"a deeply nested schema", format(strings.Repeat(`{"items":`, 40) + `{}` + strings.Repeat(`}`, 40)), []string{schemaField},
+			"must nest at most 32 levels"},
+		{"a multipleOf the compiler cannot read", format(`{"multipleOf":1e9999999}`), []string{schemaField}, "exponent"},
+		{"tools' parameters of every fault", tool(`{"type":"object"}`, `{"$ref":"#/$defs/x"}`, `{"$ref":"#"}`, `{"properties":{"a":{"$ref":"https://example.com/a.json"}}}`),
+			[]string{"tools[1].function.parameters", "tools[2].function.parameters", "tools[3].function.parameters"}, "cannot be compiled"},
+		{"tools and a format sharing the bound", &messages.Ask{Tools: tool(flat(3000)).Tools, ResponseFormat: format(flat(3000)).ResponseFormat},
+			[]string{schemaField}, fmt.Sprintf("at most %d objects and booleans", consensus.MaxSchemaNodes)},
+		{"a reason clipped", format(`{"$ref":"#/$defs/` + strings.Repeat("x", 1000) + `"}`), []string{schemaField}, "..."},
+	}
+	for _, tc := range tests {
+		t.Run(tc.desc, func(t *testing.T) {
+			v := Check(&messages.RouteRequest{Task: "x", Ask: tc.ask}, e)
+			if got := fields(v.Bad); !slices.Equal(got, tc.fields) {
+				t.Fatalf("bad %v, want %v: %v", got, tc.fields, v.Bad)
+			}
+			for _, p := range v.Bad {
+				if !strings.Contains(p.Message, tc.problem) || len(p.Message) > MaxSchemaProblemBytes+3 {
+					t.Errorf("%s: %q, want a message saying %q, of at most %d bytes", p.Field, p.Message, tc.problem, MaxSchemaProblemBytes)
+				}
+			}
+		})
+	}
+	if n := hits.Load(); n != 0 {
+		t.Fatalf("a schema's $ref was fetched %d times", n)
 	}
 }
 

@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 )
 
@@ -19,14 +19,16 @@ const (
 	MaxGlobBytes     = 256
 	MaxMetadataBytes = 4096
 	MaxLimit         = 1_000_000_000
-	MaxBudgetUSD     = 1e9
+	// MaxBudget keeps a budget, and what is spent and held against it, below 2^53 nano-dollars: the
+	// shared ledger's Lua arithmetic is in doubles, exact up to there.
+	MaxBudget = 9_000_000 * money.Dollar
 )
 
 // Changes are the fields a creation or an update sets; a nil field is left as it is. ClearBudget and
 // ClearExpiry say that a null was sent for budget_usd or expires_at.
 type Changes struct {
 	Name                     *string
-	Budget                   *float64
+	Budget                   *money.USD
 	ClearBudget              bool
 	Period                   *Period
 	RPM, TPM, MaxConcurrency *int
@@ -71,14 +73,14 @@ func ReadChanges(body []byte, creating bool) (Changes, problems.Errors) {
 		bad.Add("name", "is required")
 	}
 	if raw, ok := obj["budget_usd"]; ok {
-		var f float64
+		var b money.USD
 		switch {
 		case null("budget_usd"):
 			c.ClearBudget = true
-		case json.Unmarshal(raw, &f) != nil || math.IsNaN(f) || f < 0 || f > MaxBudgetUSD:
-			bad.Add("budget_usd", fmt.Sprintf("must be a number of US dollars from 0 to %g, or null for no budget", MaxBudgetUSD))
+		case b.UnmarshalJSON(raw) != nil || b < 0 || b > MaxBudget:
+			bad.Add("budget_usd", fmt.Sprintf("must be a decimal number of US dollars from 0 to %s with at most 9 decimals, or null for no budget", MaxBudget))
 		default:
-			c.Budget = &f
+			c.Budget = &b
 		}
 	}
 	if raw, ok := obj["budget_period"]; ok {

@@ -12,14 +12,16 @@ import (
 	"io"
 	"strings"
 	"time"
+
+	"github.com/conclave-ai/conclave/internal/core/money"
 )
 
 // Key is one caller's API key, as stored (the secret only as its hash).
 type Key struct {
 	ID   string
 	Name string
-	// Budget is the most the key may spend in a period, in US dollars; nil is no budget.
-	Budget *float64
+	// Budget is the most the key may spend in a period; nil is no budget.
+	Budget *money.USD
 	Period Period
 	// RPM, TPM and MaxConcurrency limit the key's requests per minute, tokens per minute and requests
 	// at once; zero is no limit.
@@ -39,8 +41,8 @@ type Key struct {
 // Spend is what a key has spent: in the budget period that began at PeriodStart, and in all.
 type Spend struct {
 	PeriodStart time.Time
-	Period      float64
-	Total       float64
+	Period      money.USD
+	Total       money.USD
 }
 
 // Errors of a key that may not be used. They are the caller's to read: they name no secret.
@@ -74,7 +76,7 @@ func (k Key) Status(now time.Time) string {
 
 // Spent is what the key has spent in the period that holds now: nothing when its stored spend counts
 // an earlier period.
-func (k Key) Spent(now time.Time) float64 {
+func (k Key) Spent(now time.Time) money.USD {
 	if k.Spend.PeriodStart.Equal(k.Period.Start(k.CreatedAt, now)) {
 		return k.Spend.Period
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/conclave-ai/conclave/internal/core/money"
 )
 
 func TestMatch(t *testing.T) {
@@ -72,9 +74,9 @@ func TestPeriods(t *testing.T) {
 func TestBudgetsAndUse(t *testing.T) {
 	created := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	now := created.Add(36 * time.Hour)
-	budget := 1.0
+	budget := money.Dollar
 	past := now.Add(-time.Minute)
-	k := Key{CreatedAt: created, Budget: &budget, Period: Day, Spend: Spend{PeriodStart: created.Add(24 * time.Hour), Period: 1.0, Total: 3}}
+	k := Key{CreatedAt: created, Budget: &budget, Period: Day, Spend: Spend{PeriodStart: created.Add(24 * time.Hour), Period: money.Dollar, Total: 3 * money.Dollar}}
 	if !k.OverBudget(now) {
 		t.Error("a key that spent its budget in this period must be over it")
 	}
@@ -137,10 +139,14 @@ func TestReadChanges(t *testing.T) {
 		{"a full creation", `{"name":"team-a","budget_usd":5,"budget_period":"7d","rpm":2,"tpm":1000,"max_concurrency":3,
 			"models":["openai/*"],"expires_at":"2027-01-31T00:00:00+01:00","metadata":{"team": "a"}}`, true, nil,
 			func(c Changes) bool {
-				return *c.Name == "team-a" && *c.Budget == 5 && *c.Period == Week && *c.RPM == 2 && *c.TPM == 1000 && *c.MaxConcurrency == 3 &&
+				return *c.Name == "team-a" && *c.Budget == 5*money.Dollar && *c.Period == Week && *c.RPM == 2 && *c.TPM == 1000 && *c.MaxConcurrency == 3 &&
 					(*c.Models)[0] == "openai/*" && c.ExpiresAt.Equal(time.Date(2027, 1, 30, 23, 0, 0, 0, time.UTC)) && string(c.Metadata) == `{"team":"a"}`
 			}},
 		{"a creation needs a name", `{"rpm":2}`, true, []string{"name"}, nil},
+		{"a budget is exact", `{"budget_usd":0.1}`, false, nil, func(c Changes) bool { return *c.Budget == money.Dollar/10 }},
+		{"a budget as a decimal string", `{"budget_usd":"12.000000001"}`, false, nil, func(c Changes) bool { return *c.Budget == 12*money.Dollar+1 }},
+		{"a budget finer than a nano-dollar", `{"budget_usd":0.0000000001}`, false, []string{"budget_usd"}, nil},
+		{"a budget past the most a ledger holds exactly", `{"budget_usd":9000000.000000001}`, false, []string{"budget_usd"}, nil},
 		{"an update does not", `{"rpm":2}`, false, nil, func(c Changes) bool { return c.Name == nil && *c.RPM == 2 }},
 		{"nulls clear", `{"budget_usd":null,"expires_at":null,"models":null}`, false, nil,
 			func(c Changes) bool { return c.ClearBudget && c.ClearExpiry && len(*c.Models) == 0 }},
@@ -175,14 +181,14 @@ func TestReadChanges(t *testing.T) {
 
 func TestApply(t *testing.T) {
 	now := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
-	budget, rpm := 2.0, 0
+	budget, rpm := 2*money.Dollar, 0
 	k := Key{Name: "old", Budget: &budget, RPM: 5, Models: []string{"*"}}
 	models := []string{"groq/*"}
 	got := Changes{ClearBudget: true, RPM: &rpm, Models: &models}.Apply(k, now)
 	if got.Budget != nil || got.RPM != 0 || got.Models[0] != "groq/*" || got.Name != "old" || !got.UpdatedAt.Equal(now) || string(got.Metadata) != "{}" {
 		t.Fatalf("applied: %+v", got)
 	}
-	if *k.Budget != 2 || k.RPM != 5 || k.Models[0] != "*" {
+	if *k.Budget != 2*money.Dollar || k.RPM != 5 || k.Models[0] != "*" {
 		t.Error("applying changed the key it was given")
 	}
 }

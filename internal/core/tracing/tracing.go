@@ -47,7 +47,7 @@ const (
 	Attempt           = "conclave.call.attempt"
 	Status            = "conclave.call.status"
 	Contributed       = "conclave.call.contributed"
-	Cost              = "conclave.cost_usd"
+	Cost              = "conclave.cost_nanos"
 	StatusCode        = "conclave.status_code"
 	OperationChat     = "chat"
 	OperationEmbed    = "embeddings"
@@ -165,7 +165,7 @@ func Spans(e *messages.Execution) []Span {
 		// worker) and what a reader looks for (its cost, a retry's attempt, a status other than ok):
 		// every attribute costs each exported span an allocation or two.
 		attrs := callAttrs(operation, r.Provider, r.Model, r.ServedModel, r.GetUsage(), "")
-		attrs = append(attrs, Str(JobID, r.JobId), Str(Worker, r.Worker), Number(Cost, r.Cost))
+		attrs = append(attrs, Str(JobID, r.JobId), Str(Worker, r.Worker), Integer(Cost, r.CostNanos))
 		if r.Attempt > 0 {
 			attrs = append(attrs, Integer(Attempt, int64(r.Attempt)))
 		}
@@ -192,7 +192,7 @@ func Spans(e *messages.Execution) []Span {
 			end = spans[consensus].End
 		}
 		attrs := callAttrs(OperationChat, d.ArbiterProvider, d.ArbiterModel, "", d.ArbiterUsage, RoleArbiter)
-		attrs = append(attrs, Number(Cost, d.ArbiterCost))
+		attrs = append(attrs, Integer(Cost, d.ArbiterCostNanos))
 		spans = append(spans, Span{Name: OperationChat + " " + d.ArbiterModel, Kind: Client, Parent: consensus, Start: start, End: end,
 			Attrs: attrs, Error: d.ArbiterErrorKind})
 	}
@@ -294,8 +294,8 @@ func Request(e *messages.Execution) ([]Attr, string) {
 	if u := e.GetUsage(); u != nil {
 		attrs = append(attrs, Integer(InputTokens, int64(u.InputTokens)), Integer(OutputTokens, int64(u.OutputTokens)))
 	}
-	if e.Cost > 0 {
-		attrs = append(attrs, Number(Cost, e.Cost))
+	if e.CostNanos > 0 {
+		attrs = append(attrs, Integer(Cost, e.CostNanos))
 	}
 	if e.Degraded {
 		attrs = append(attrs, Flag(Degraded, true))

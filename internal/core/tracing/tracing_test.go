@@ -179,7 +179,7 @@ func attrs(s Span) map[string]string {
 
 func TestCallAttributesFollowGenAIConventions(t *testing.T) {
 	e := panel("a", "b")
-	e.Results[1].UpstreamRequestId, e.Results[1].FinishReason, e.Results[1].Cost = "up-1", "stop", 0.002
+	e.Results[1].UpstreamRequestId, e.Results[1].FinishReason, e.Results[1].CostNanos = "up-1", "stop", 2_000_000
 	e.Results[0].Attempt, e.Results[0].Status, e.Results[0].ErrorKind, e.Results[0].Contributed = 2, "error", "upstream_5xx", false
 	e.Decision.ArbiterModel, e.Decision.ArbiterProvider, e.Decision.ArbiterStartedMs, e.Decision.ArbiterLatencyMs = "a", "sim", 0.1, 0.5
 	e.Decision.ArbiterUsage, e.Decision.ArbiterErrorKind = &messages.Usage{InputTokens: 400, OutputTokens: 9}, "upstream_5xx"
@@ -191,7 +191,7 @@ func TestCallAttributesFollowGenAIConventions(t *testing.T) {
 	}{
 		{"a panel's call", spans[5], map[string]string{
 			OperationName: "chat", ProviderName: "sim", RequestModel: "b", ResponseModel: "b-0601", InputTokens: "100", OutputTokens: "21",
-			ResponseID: "up-1", FinishReasons: "stop", JobID: "r1/1", Worker: "worker-01", Contributed: "true", Cost: "0.002"}},
+			ResponseID: "up-1", FinishReasons: "stop", JobID: "r1/1", Worker: "worker-01", Contributed: "true", Cost: "2000000"}},
 		{"the arbiter's call", spans[6], map[string]string{
 			OperationName: "chat", ProviderName: "sim", RequestModel: "a", InputTokens: "400", OutputTokens: "9", Role: "arbiter", Cost: "0",
 			ErrorType: "upstream_5xx"}},
@@ -216,10 +216,10 @@ func TestCallAttributesFollowGenAIConventions(t *testing.T) {
 
 func TestRequest(t *testing.T) {
 	e := panel("a")
-	e.Usage, e.Cost, e.KeyId, e.ClientRequestId = &messages.Usage{InputTokens: 7, OutputTokens: 3}, 0.5, "key1", "mine"
+	e.Usage, e.CostNanos, e.KeyId, e.ClientRequestId = &messages.Usage{InputTokens: 7, OutputTokens: 3}, 500_000_000, "key1", "mine"
 	got, failed := Request(e)
 	want := map[string]string{RequestID: "r1", StatusCode: "200", ClientRequestID: "mine", KeyID: "key1", Category: "code_review",
-		Blueprint: "code_review", Strategy: "majority", InputTokens: "7", OutputTokens: "3", Cost: "0.5"}
+		Blueprint: "code_review", Strategy: "majority", InputTokens: "7", OutputTokens: "3", Cost: "500000000"}
 	if fmt.Sprint(attrs(Span{Attrs: got})) != fmt.Sprint(want) || failed != "" {
 		t.Errorf("request attributes %v, error %q; want %v", attrs(Span{Attrs: got}), failed, want)
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/core/admission"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 )
@@ -116,11 +117,40 @@ type Config struct {
 	// Fallbacks are, by model id, the models a direct call of it moves to in order when the model or
 	// its provider fails (a request's own fallbacks replace them).
 	Fallbacks map[string][]string `json:"fallbacks"`
+	// Pricing prices the models nobody priced.
+	Pricing Pricing `json:"pricing"`
 	// ArmsRefreshSeconds is how often a controller sharing PostgreSQL folds the other controllers'
 	// rewards into its arms: what one learns, the others use this much later (plus the recorder's
 	// flush, 50 ms).
 	ArmsRefreshSeconds float64 `json:"arms_refresh_seconds"`
 }
+
+// Pricing is what a model without a price of its own costs. Without a default, such a model is free
+// to callers without a budget and refused (403 model_not_priced) to keys with one.
+type Pricing struct {
+	// DefaultPriceIn and DefaultPriceOut are US dollars per million input and output tokens; set
+	// either, and both apply (the other at 0).
+	DefaultPriceIn  *money.Price `json:"default_price_in"`
+	DefaultPriceOut *money.Price `json:"default_price_out"`
+}
+
+// Default returns the default prices, and whether any is set.
+func (p Pricing) Default() (money.Rates, bool) {
+	if p.DefaultPriceIn == nil && p.DefaultPriceOut == nil {
+		return money.Rates{}, false
+	}
+	var r money.Rates
+	if p.DefaultPriceIn != nil {
+		r.In = *p.DefaultPriceIn
+	}
+	if p.DefaultPriceOut != nil {
+		r.Out = *p.DefaultPriceOut
+	}
+	return r, true
+}
+
+// MaxPrice bounds a price: a million dollars per million tokens.
+const MaxPrice = money.Price(1_000_000 * money.Dollar)
 
 // Classify configures the classifying model. Without a model (the default) the local classifier alone
 // classifies.
@@ -186,10 +216,12 @@ type ProviderModel struct {
 	ID string `json:"id"`
 	// Context is its context window in tokens.
 	Context int `json:"context"`
-	// PriceIn and PriceOut are in US dollars per million input and output tokens.
-	PriceIn   float64 `json:"price_in"`
-	PriceOut  float64 `json:"price_out"`
-	MaxOutput int     `json:"max_output"`
+	// PriceIn and PriceOut are in US dollars per million input and output tokens, exact decimals. A
+	// model with neither is unpriced: a key with a budget may not call it unless pricing sets a
+	// default. Either alone prices the other at 0; both 0 mark the model free.
+	PriceIn   *money.Price `json:"price_in"`
+	PriceOut  *money.Price `json:"price_out"`
+	MaxOutput int          `json:"max_output"`
 	// Tier is a strength hint, 1 to 3 (default 2); Capabilities are catalog tags (default chat).
 	Tier         int      `json:"tier"`
 	Capabilities []string `json:"capabilities"`
@@ -512,6 +544,8 @@ func (c Config) Validate() error {
 	for _, name := range sortedKeys(c.Providers) {
 		errs = append(errs, c.Providers[name].validate(name)...)
 	}
+	errs = append(errs, collect(priceErr("pricing default_price_in", c.Pricing.DefaultPriceIn),
+		priceErr("pricing default_price_out", c.Pricing.DefaultPriceOut))...)
 	switch c.LogFormat {
 	case "json", "console":
 	default:
@@ -582,6 +616,14 @@ func (r Remote) Exposed(token bool) []string {
 func betweenErr(name string, v, lo, hi float64) error {
 	if !(v >= lo && v <= hi) {
 		return fmt.Errorf("%s must be between %g and %g, got %g", name, lo, hi, v)
+	}
+	return nil
+}
+
+// priceErr checks a price, when one is set.
+func priceErr(name string, p *money.Price) error {
+	if p != nil && (*p < 0 || *p > MaxPrice) {
+		return fmt.Errorf("%s must be between 0 and %s US dollars per million tokens, got %s", name, MaxPrice, *p)
 	}
 	return nil
 }
@@ -670,7 +712,7 @@ func (p Provider) validate(name string) []error {
 		}
 		seen[m.ID] = true
 		errs = append(errs, collect(betweenErr(where+" context", float64(m.Context), 1, 1e8),
-			betweenErr(where+" price_in", m.PriceIn, 0, 1e6), betweenErr(where+" price_out", m.PriceOut, 0, 1e6),
+			priceErr(where+" price_in", m.PriceIn), priceErr(where+" price_out", m.PriceOut),
 			betweenErr(where+" max_output", float64(m.MaxOutput), 0, 1e8), betweenErr(where+" tier", float64(m.Tier), 0, 3))...)
 	}
 	if p.Breaker != nil {

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -124,7 +125,9 @@ func New(src Source) *Metrics {
 		Name: "conclave_tokens_total", Help: "Tokens used by model calls, by provider, model and token type (input, output).",
 	}, []string{labelProvider, labelModel, labelTokenType})
 	m.cost = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "conclave_cost_usd_total", Help: "Cost of model calls in US dollars, by provider and model.",
+		// Nano-dollars, whole: a counter adds integers exactly up to 2^53 (9 million dollars), where
+		// fractions of dollars would gather float noise.
+		Name: "conclave_cost_nanodollars_total", Help: "Cost of model calls in nano-dollars (1e-9 US dollars), by provider and model.",
 	}, []string{labelProvider, labelModel})
 	m.transitions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conclave_breaker_transitions_total", Help: "Provider breaker transitions, by provider and the state entered.",
@@ -140,7 +143,7 @@ func New(src Source) *Metrics {
 		Help: "Messages an actor dropped instead of acting on them (a missing reply address, an unknown model, an impossible field), by actor kind and reason.",
 	}, []string{"actor", "reason"})
 	m.keySpend = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "conclave_key_spend_usd_total", Help: "What API keys spent on model calls, in US dollars, by key name.",
+		Name: "conclave_key_spend_nanodollars_total", Help: "What API keys spent on model calls, in nano-dollars (1e-9 US dollars), by key name.",
 	}, []string{"key"})
 	m.keyRequests = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "conclave_key_requests_total", Help: "Requests made with API keys, by key name and HTTP status code.",
@@ -159,14 +162,14 @@ const MaxKeys = 500
 
 // KeyRequest counts a request made with a key (by its name) that answered with status, and what it
 // spent.
-func (m *Metrics) KeyRequest(name string, status int, usd float64) {
+func (m *Metrics) KeyRequest(name string, status int, spent money.USD) {
 	if m == nil {
 		return
 	}
 	name = m.bounded(m.keys, MaxKeys, name)
 	m.keyRequests.WithLabelValues(name, strconv.Itoa(status)).Inc()
-	if usd > 0 {
-		m.keySpend.WithLabelValues(name).Add(usd)
+	if spent > 0 {
+		m.keySpend.WithLabelValues(name).Add(float64(spent))
 	}
 }
 
@@ -257,10 +260,10 @@ func (m *Metrics) Execution(e *messages.Execution) {
 		if in.seconds != nil {
 			in.seconds.Observe(r.LatencyMs / 1000)
 		}
-		in.usage.add(r.Usage, r.Cost)
+		in.usage.add(r.Usage, r.CostNanos)
 	}
 	if d := e.Decision; d != nil && d.Arbiter != "" && d.ArbiterUsage != nil && m.providerOf != nil {
-		m.usage(m.providerOf(d.Arbiter), m.model(d.Arbiter)).add(d.ArbiterUsage, d.ArbiterCost)
+		m.usage(m.providerOf(d.Arbiter), m.model(d.Arbiter)).add(d.ArbiterUsage, d.ArbiterCostNanos)
 	}
 	switch {
 	case e.StatusCode != http.StatusOK:
@@ -291,7 +294,7 @@ func (m *Metrics) usage(provider, model string) usageCounters {
 		cost: m.cost.WithLabelValues(provider, model)}
 }
 
-func (c usageCounters) add(u *messages.Usage, cost float64) {
+func (c usageCounters) add(u *messages.Usage, nanos int64) {
 	if u != nil {
 		if u.InputTokens > 0 {
 			c.input.Add(float64(u.InputTokens))
@@ -300,8 +303,8 @@ func (c usageCounters) add(u *messages.Usage, cost float64) {
 			c.output.Add(float64(u.OutputTokens))
 		}
 	}
-	if cost > 0 {
-		c.cost.Add(cost)
+	if nanos > 0 {
+		c.cost.Add(float64(nanos))
 	}
 }
 

@@ -11,7 +11,7 @@ import (
 // Models implements store.Analyst.
 func (s *Store) Models(ctx context.Context, category string, limit int) ([]store.ModelPerformance, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT category, model, provider, calls, answers, agreement_rate, feedback_reward, feedback_count, p50_latency_ms, p95_latency_ms, cost
+SELECT category, model, provider, calls, answers, agreement_rate, feedback_reward, feedback_count, p50_latency_ms, p95_latency_ms, cost_nanos
 FROM workflow.model_performance
 WHERE $1 = '' OR category = $1
 ORDER BY category, coalesce(feedback_reward, agreement_rate) DESC NULLS LAST, p50_latency_ms NULLS LAST
@@ -26,8 +26,8 @@ LIMIT $2`, category, limit)
 // Cost implements store.Analyst.
 func (s *Store) Cost(ctx context.Context, since, until time.Time) ([]store.ProviderCost, []store.RequestCost, error) {
 	rows, err := s.pool.Query(ctx, `
-SELECT day, provider, requests, calls, input_tokens, output_tokens, cost FROM workflow.provider_cost_daily
-WHERE day >= date_trunc('day', $1::timestamptz) AND day < $2 ORDER BY day DESC, cost DESC`, since, until)
+SELECT day, provider, requests, calls, input_tokens, output_tokens, cost_nanos FROM workflow.provider_cost_daily
+WHERE day >= date_trunc('day', $1::timestamptz) AND day < $2 ORDER BY day DESC, cost_nanos DESC`, since, until)
 	if err != nil {
 		return nil, nil, classify(err)
 	}
@@ -36,7 +36,7 @@ WHERE day >= date_trunc('day', $1::timestamptz) AND day < $2 ORDER BY day DESC, 
 		return nil, nil, classify(err)
 	}
 	rows, err = s.pool.Query(ctx, `
-SELECT day, requests, tokens_per_request, cost_per_request, input_tokens, output_tokens, cost FROM workflow.request_cost_daily
+SELECT day, requests, tokens_per_request, cost_per_request_nanos, input_tokens, output_tokens, cost_nanos FROM workflow.request_cost_daily
 WHERE day >= date_trunc('day', $1::timestamptz) AND day < $2 ORDER BY day DESC`, since, until)
 	if err != nil {
 		return nil, nil, classify(err)

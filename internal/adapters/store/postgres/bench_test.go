@@ -22,7 +22,7 @@ func BenchmarkInsert(b *testing.B) {
 	for len(base.Results) < 6 {
 		model, first := fmt.Sprintf("m-%d", len(base.Results)), base.Results[0]
 		base.Results = append(base.Results, &messages.WorkerResult{Model: model, Provider: first.Provider, Worker: first.Worker, Status: "ok",
-			Text: "The answer is (B): nitrogen makes up about 78% of dry air.", LatencyMs: 200, Usage: first.Usage, Cost: first.Cost})
+			Text: "The answer is (B): nitrogen makes up about 78% of dry air.", LatencyMs: 200, Usage: first.Usage, CostNanos: first.CostNanos})
 		base.BanditUpdates = append(base.BanditUpdates, &messages.BanditUpdate{Model: model, Category: "general", Reward: 1, Reason: "contributed"})
 	}
 	const batch = 128
@@ -34,7 +34,7 @@ func BenchmarkInsert(b *testing.B) {
 		for j := range recs {
 			recs[j] = &messages.Execution{RequestId: fmt.Sprintf("b%d-%d", i, j), ReceivedAt: base.ReceivedAt, CompletedAt: base.CompletedAt,
 				Task: base.Task, Classification: base.Classification, Blueprint: base.Blueprint, Results: base.Results, Decision: base.Decision,
-				Answer: base.Answer, StatusCode: 200, Phases: base.Phases, BanditUpdates: base.BanditUpdates, Usage: base.Usage, Cost: base.Cost}
+				Answer: base.Answer, StatusCode: 200, Phases: base.Phases, BanditUpdates: base.BanditUpdates, Usage: base.Usage, CostNanos: base.CostNanos}
 		}
 		if err := s.Insert(context.Background(), recs); err != nil {
 			b.Fatal(err)

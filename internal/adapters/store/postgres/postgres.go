@@ -147,13 +147,13 @@ func (s *Store) insert(ctx context.Context, records []*messages.Execution) error
 		rows, err := tx.Query(ctx, `
 INSERT INTO workflow.executions (request_id, client_request_id, node_id, received_at, completed_at, task, category, confidence,
     blueprint, workers, min_responses, timeout_seconds, overrides, strategy, outcome, status_code, error_code, degraded, answer,
-    total_ms, input_tokens, output_tokens, cost, record, key_id, trace_id)
+    total_ms, input_tokens, output_tokens, cost_nanos, record, key_id, trace_id)
 SELECT id, client_id, node, received, completed, task, category, confidence, blueprint, workers, min_responses, timeout,
     ARRAY(SELECT jsonb_array_elements_text(overrides::jsonb)), strategy, outcome, status, error_code, degraded, answer,
     total_ms, input_tokens, output_tokens, cost, record, key_id, trace_id
 FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamptz[], $6::text[], $7::text[], $8::float8[],
     $9::text[], $10::int4[], $11::int4[], $12::float8[], $13::text[], $14::text[], $15::text[], $16::int4[], $17::text[],
-    $18::bool[], $19::text[], $20::float8[], $21::int8[], $22::int8[], $23::float8[], $24::bytea[], $25::text[], $26::text[])
+    $18::bool[], $19::text[], $20::float8[], $21::int8[], $22::int8[], $23::int8[], $24::bytea[], $25::text[], $26::text[])
     AS u(id, client_id, node, received, completed, task, category, confidence, blueprint, workers, min_responses, timeout,
     overrides, strategy, outcome, status, error_code, degraded, answer, total_ms, input_tokens, output_tokens, cost, record, key_id, trace_id)
 ON CONFLICT (request_id) DO NOTHING
@@ -172,10 +172,10 @@ RETURNING request_id`,
 		r := c.results
 		b.Queue(`
 INSERT INTO workflow.worker_results (request_id, position, job_id, model, provider, worker, attempt, status, latency_ms,
-    provider_latency_ms, budget_ms, raw_response, weighted_score, contributed, input_tokens, output_tokens, cost, error_kind,
+    provider_latency_ms, budget_ms, raw_response, weighted_score, contributed, input_tokens, output_tokens, cost_nanos, error_kind,
     error_scope, error_message, http_status, finish_reason, served_model, upstream_request_id, decider)
 SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int4[], $8::text[], $9::float8[],
-    $10::float8[], $11::float8[], $12::text[], $13::float8[], $14::bool[], $15::int8[], $16::int8[], $17::float8[], $18::text[],
+    $10::float8[], $11::float8[], $12::text[], $13::float8[], $14::bool[], $15::int8[], $16::int8[], $17::int8[], $18::text[],
     $19::text[], $20::text[], $21::int4[], $22::text[], $23::text[], $24::text[], $25::bool[]) AS u(id)
 WHERE u.id = ANY($26)`,
 			r.id, r.position, r.job, r.model, r.provider, r.worker, r.attempt, r.status, r.latency, r.providerLatency, r.budget, r.raw,
@@ -184,12 +184,12 @@ WHERE u.id = ANY($26)`,
 		v := c.verdict
 		b.Queue(`
 INSERT INTO workflow.arbiter_decisions (request_id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,
-    scores, agreement, disagreement, arbiter_latency_ms, arbiter_input_tokens, arbiter_output_tokens, arbiter_cost)
+    scores, agreement, disagreement, arbiter_latency_ms, arbiter_input_tokens, arbiter_output_tokens, arbiter_cost_nanos)
 SELECT id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,
     ARRAY(SELECT jsonb_array_elements_text(scores::jsonb)::float8), ARRAY(SELECT jsonb_array_elements_text(agreement::jsonb)),
     ARRAY(SELECT jsonb_array_elements_text(disagreement::jsonb)), latency, input_tokens, output_tokens, cost
 FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::text[], $7::int4[], $8::bool[], $9::text[],
-    $10::text[], $11::text[], $12::float8[], $13::int8[], $14::int8[], $15::float8[])
+    $10::text[], $11::text[], $12::float8[], $13::int8[], $14::int8[], $15::int8[])
     AS u(id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis, scores, agreement, disagreement,
     latency, input_tokens, output_tokens, cost)
 WHERE u.id = ANY($16)`,
@@ -380,7 +380,7 @@ func listQuery(f store.Filter, pos store.Position, limit int) (string, []any) {
 	}
 	// The task is read one character beyond what a summary shows, so that ClipTask can say it had more.
 	q := `SELECT e.request_id, e.client_request_id, e.node_id, e.received_at, e.category, e.blueprint, e.strategy, e.outcome, e.status_code,
-    e.error_code, e.key_id, left(e.task, ` + fmt.Sprint(store.TaskRunes+1) + `), e.total_ms, e.input_tokens, e.output_tokens, e.cost,
+    e.error_code, e.key_id, left(e.task, ` + fmt.Sprint(store.TaskRunes+1) + `), e.total_ms, e.input_tokens, e.output_tokens, e.cost_nanos,
     e.feedback IS NOT NULL,
     coalesce((SELECT array_agg(r.model ORDER BY r.position) FROM workflow.worker_results r WHERE r.request_id = e.request_id), '{}')
 FROM workflow.executions e`

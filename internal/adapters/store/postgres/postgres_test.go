@@ -12,6 +12,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
 	"github.com/conclave-ai/conclave/messages"
@@ -33,9 +34,9 @@ func record(id, category string, at time.Time) *messages.Execution {
 		Overrides:      []string{"workers"},
 		Results: []*messages.WorkerResult{
 			{Model: "m-a", Provider: "groq", Worker: "w1", Status: "ok", Text: "B", LatencyMs: 120, Contributed: true, WeightedScore: 0.8,
-				Usage: &messages.Usage{InputTokens: 10, OutputTokens: 2}, Cost: 0.001},
+				Usage: &messages.Usage{InputTokens: 10, OutputTokens: 2}, CostNanos: int64(money.Dollar / 1000)},
 			{Model: "m-b", Provider: "gemini", Worker: "w2", Status: "ok", Text: "B\x00 with a NUL", LatencyMs: 300, Contributed: true, WeightedScore: 0.7,
-				Usage: &messages.Usage{InputTokens: 10, OutputTokens: 3}, Cost: 0.002},
+				Usage: &messages.Usage{InputTokens: 10, OutputTokens: 3}, CostNanos: int64(2 * money.Dollar / 1000)},
 			{Model: "m-c", Provider: "groq", Worker: "w3", Status: "timeout", ErrorKind: "upstream_timeout", LatencyMs: 30000},
 		},
 		Decision: &messages.ArbiterDecision{Strategy: "weighted", Arbiter: "local", ArbiterError: "late", ChosenModel: "m-a",
@@ -47,7 +48,7 @@ func record(id, category string, at time.Time) *messages.Execution {
 			{Model: "m-b", Category: category, Reward: 1, Reason: "contributed"},
 			{Model: "m-c", Category: category, Reward: 0, Reason: "timeout"},
 		},
-		Usage: &messages.Usage{InputTokens: 20, OutputTokens: 5}, Cost: 0.003,
+		Usage: &messages.Usage{InputTokens: 20, OutputTokens: 5}, CostNanos: int64(3 * money.Dollar / 1000),
 	}
 }
 
@@ -347,7 +348,7 @@ func TestPruneAndTheViews(t *testing.T) {
 		t.Fatalf("models %+v, %v", models, err)
 	}
 	providers, requests, err := s.Cost(ctx, t0.Add(-3*24*time.Hour), t0.Add(24*time.Hour))
-	if err != nil || len(requests) != 4 || len(providers) != 8 || requests[0].CostPerRequest != 0.003 {
+	if err != nil || len(requests) != 4 || len(providers) != 8 || requests[0].CostPerRequest != 3*money.Dollar/1000 {
 		t.Fatalf("cost %+v %+v, %v", providers, requests, err)
 	}
 	trace, err := s.Trace(ctx, "r00")

@@ -22,10 +22,10 @@ type execColumns struct {
 	id, clientID, node, task, category, blueprint, overrides, strategy, outcome, errorCode, answer []string
 	keyID, traceID                                                                                 []string
 	received, completed                                                                            []time.Time
-	confidence, timeout, totalMs, cost                                                             []float64
+	confidence, timeout, totalMs                                                                   []float64
 	workers, minResponses, status                                                                  []int32
 	degraded                                                                                       []bool
-	inputTokens, outputTokens                                                                      []int64
+	inputTokens, outputTokens, cost                                                                []int64
 	record                                                                                         [][]byte
 }
 
@@ -34,9 +34,9 @@ type resultColumns struct {
 	position, attempt, httpStatus                                            []int32
 	job, model, provider, worker, status, raw, errKind, errScope, errMessage []string
 	finish, served, upstreamID                                               []string
-	latency, providerLatency, budget, score, cost                            []float64
+	latency, providerLatency, budget, score                                  []float64
 	contributed, decider                                                     []bool
-	inputTokens, outputTokens                                                []int64
+	inputTokens, outputTokens, cost                                          []int64
 }
 
 type phaseColumns struct {
@@ -48,8 +48,8 @@ type verdictColumns struct {
 	id, strategy, arbiter, arbiterError, chosenModel, scores, agreement, disagreement []string
 	fallback, synthesis                                                               []bool
 	chosen                                                                            []int32
-	latency, cost                                                                     []float64
-	inputTokens, outputTokens                                                         []int64
+	latency                                                                           []float64
+	inputTokens, outputTokens, cost                                                   []int64
 }
 
 // rewardColumns are rewards for the learning tables, one row per (model, category) update.
@@ -107,7 +107,7 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 	x.confidence = append(x.confidence, e.GetClassification().GetConfidence())
 	x.timeout = append(x.timeout, bp.GetTimeoutSeconds())
 	x.totalMs = append(x.totalMs, e.GetPhases().GetTotalMs())
-	x.cost = append(x.cost, e.Cost)
+	x.cost = append(x.cost, e.CostNanos)
 	x.workers = append(x.workers, bp.GetWorkers())
 	x.minResponses = append(x.minResponses, bp.GetMinResponses())
 	x.status = append(x.status, e.StatusCode)
@@ -140,7 +140,7 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 		r.providerLatency = append(r.providerLatency, w.ProviderLatencyMs)
 		r.budget = append(r.budget, w.BudgetMs)
 		r.score = append(r.score, w.WeightedScore)
-		r.cost = append(r.cost, w.Cost)
+		r.cost = append(r.cost, w.CostNanos)
 		r.contributed = append(r.contributed, w.Contributed)
 		r.decider = append(r.decider, w.Decider)
 		r.inputTokens = append(r.inputTokens, int64(w.GetUsage().GetInputTokens()))
@@ -173,7 +173,7 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 		v.synthesis = append(v.synthesis, d.Synthesis)
 		v.chosen = append(v.chosen, d.Chosen)
 		v.latency = append(v.latency, d.ArbiterLatencyMs)
-		v.cost = append(v.cost, d.ArbiterCost)
+		v.cost = append(v.cost, d.ArbiterCostNanos)
 		v.inputTokens = append(v.inputTokens, int64(d.GetArbiterUsage().GetInputTokens()))
 		v.outputTokens = append(v.outputTokens, int64(d.GetArbiterUsage().GetOutputTokens()))
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -25,7 +26,7 @@ func TestSpendAgreesWithTheMemoryStore(t *testing.T) {
 		r := record("r"+string(rune('0'+i)), "science", c.at)
 		r.KeyId = c.key
 		if i == 1 {
-			r.Decision.Arbiter, r.Decision.ArbiterCost, r.Cost = "judge/model", 0.004, 0.007
+			r.Decision.Arbiter, r.Decision.ArbiterCostNanos, r.CostNanos = "judge/model", int64(4*money.Dollar/1000), int64(7*money.Dollar/1000)
 		}
 		records = append(records, r)
 	}
@@ -41,8 +42,8 @@ func TestSpendAgreesWithTheMemoryStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.SpendGroup{{Model: "judge/model", Requests: 1, CostUSD: 0.004}, {Model: "m-b", Requests: 2, CostUSD: 0.004},
-		{Model: "m-a", Requests: 2, CostUSD: 0.002}, {Model: "m-c", Requests: 2, CostUSD: 0}}
+	want := []store.SpendGroup{{Model: "judge/model", Requests: 1, CostUSD: 4 * money.Dollar / 1000}, {Model: "m-b", Requests: 2, CostUSD: 4 * money.Dollar / 1000},
+		{Model: "m-a", Requests: 2, CostUSD: 2 * money.Dollar / 1000}, {Model: "m-c", Requests: 2, CostUSD: 0}}
 	if !equalGroups(byModel, want) {
 		t.Errorf("by model: %+v, want %+v", byModel, want)
 	}
@@ -51,7 +52,7 @@ func TestSpendAgreesWithTheMemoryStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []store.SpendGroup{{Day: "2026-03-01", Requests: 1, CostUSD: 0.003}, {Day: "2026-03-02", Requests: 1, CostUSD: 0.007}}; !equalGroups(byDay, want) {
+	if want := []store.SpendGroup{{Day: "2026-03-01", Requests: 1, CostUSD: 3 * money.Dollar / 1000}, {Day: "2026-03-02", Requests: 1, CostUSD: 7 * money.Dollar / 1000}}; !equalGroups(byDay, want) {
 		t.Errorf("by day: %+v, want %+v", byDay, want)
 	}
 	for _, q := range []store.SpendQuery{window, {KeyID: "key_a", Since: day.Add(-time.Hour), Until: day.Add(72 * time.Hour)}, {KeyID: "key_b", Since: day, Until: day.Add(time.Hour)}} {
@@ -63,18 +64,13 @@ func TestSpendAgreesWithTheMemoryStore(t *testing.T) {
 	}
 }
 
-// equalGroups compares groups with their costs to a millionth of a dollar (sums of floats).
+// equalGroups compares groups exactly: costs are whole nano-dollars.
 func equalGroups(a, b []store.SpendGroup) bool {
 	if len(a) != len(b) {
 		return false
 	}
 	for i := range a {
-		x, y := a[i], b[i]
-		if d := x.CostUSD - y.CostUSD; d > 1e-9 || d < -1e-9 {
-			return false
-		}
-		x.CostUSD, y.CostUSD = 0, 0
-		if !reflect.DeepEqual(x, y) {
+		if !reflect.DeepEqual(a[i], b[i]) {
 			return false
 		}
 	}

@@ -1,0 +1,252 @@
+// Package money owns amounts of money and the one rule that turns tokens into them. Amounts are whole
+// nano-dollars (USD), prices are nano-dollars per million tokens (Price), both int64, so that every sum
+// is exact; they are read and written as decimal text, never through a float.
+//
+// The rounding rule, the only one: a call's cost is its input tokens times the input price plus its
+// output tokens times the output price, divided by a million, rounded up to the next whole nano-dollar
+// (Rates.Cost). Everything else (a request's cost, a key's spend, a day's total) is a sum of those
+// whole amounts, and exact.
+package money
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+	"strconv"
+	"strings"
+)
+
+// USD is an amount of US dollars in nano-dollars (1e-9 dollars).
+type USD int64
+
+// Units of USD.
+const (
+	NanoDollar USD = 1
+	Dollar     USD = 1_000_000_000
+	// Max is the largest amount: about 9.2 billion dollars.
+	Max USD = math.MaxInt64
+)
+
+// decimals is how many digits after the point an amount or a price keeps.
+const decimals = 9
+
+// ErrPrecision is returned for a decimal with more digits after the point than a nano-dollar holds.
+var ErrPrecision = errors.New("more than 9 digits after the decimal point")
+
+// ErrRange is returned for a decimal too large for an int64 of nano-dollars.
+var ErrRange = errors.New("out of range")
+
+// Dollars returns whole dollars as an amount.
+func Dollars(n int64) USD { return USD(n) * Dollar }
+
+// String writes the amount as an exact decimal of dollars with no trailing zeros: 0.075, 12, -0.000000001.
+func (a USD) String() string { return format(int64(a)) }
+
+// MarshalJSON writes the amount as an exact decimal JSON number of dollars.
+func (a USD) MarshalJSON() ([]byte, error) { return []byte(a.String()), nil }
+
+// UnmarshalJSON reads dollars from a JSON number or a decimal string, exactly.
+func (a *USD) UnmarshalJSON(raw []byte) error {
+	n, err := parseJSON(raw)
+	*a = USD(n)
+	return err
+}
+
+// Parse reads an exact decimal of dollars ("0.075", "12", "1e-3" is refused: no exponents).
+func Parse(s string) (USD, error) {
+	n, err := parse(s)
+	return USD(n), err
+}
+
+// Price is a price in nano-dollars per million tokens: a price of 0.15 dollars per million tokens is
+// Price(150_000_000).
+type Price int64
+
+// PerMillionDollar is a price of one dollar per million tokens.
+const PerMillionDollar = Price(Dollar)
+
+// String writes the price as an exact decimal of dollars per million tokens.
+func (p Price) String() string { return format(int64(p)) }
+
+// MarshalJSON writes the price as an exact decimal JSON number of dollars per million tokens.
+func (p Price) MarshalJSON() ([]byte, error) { return []byte(p.String()), nil }
+
+// UnmarshalJSON reads dollars per million tokens from a JSON number or a decimal string, exactly.
+func (p *Price) UnmarshalJSON(raw []byte) error {
+	n, err := parseJSON(raw)
+	*p = Price(n)
+	return err
+}
+
+// ParsePrice reads an exact decimal of dollars per million tokens.
+func ParsePrice(s string) (Price, error) {
+	n, err := parse(s)
+	return Price(n), err
+}
+
+// ParsePerToken reads an exact decimal of dollars per token, as providers' model listings give prices.
+func ParsePerToken(s string) (Price, error) {
+	n, err := parseScaled(s, decimals+6)
+	return Price(n), err
+}
+
+// PerToken writes the price as an exact decimal of dollars per token (a millionth of the price).
+func (p Price) PerToken() string { return formatScaled(int64(p), decimals+6) }
+
+// Rates are a model's prices for input and output tokens.
+type Rates struct {
+	In, Out Price
+}
+
+// Free reports whether both prices are zero.
+func (r Rates) Free() bool { return r.In == 0 && r.Out == 0 }
+
+// Cost is the cost of a call of in input and out output tokens: (in*In + out*Out) / 1e6, rounded up to
+// the next nano-dollar, and Max when it would not fit. Negative counts count as zero.
+func (r Rates) Cost(in, out int64) USD {
+	hi1, lo1 := mul(max(in, 0), int64(r.In))
+	hi2, lo2 := mul(max(out, 0), int64(r.Out))
+	lo, carry := bits.Add64(lo1, lo2, 0)
+	hi, overflow := bits.Add64(hi1, hi2, carry)
+	if overflow != 0 || hi >= 1_000_000 { // the quotient would not fit in 64 bits
+		return Max
+	}
+	q, rem := bits.Div64(hi, lo, 1_000_000)
+	if rem != 0 {
+		q++
+	}
+	if q > uint64(Max) {
+		return Max
+	}
+	return USD(q)
+}
+
+// mul multiplies two non-negative int64s into 128 bits; a negative price counts as zero.
+func mul(a, b int64) (hi, lo uint64) {
+	if a <= 0 || b <= 0 {
+		return 0, 0
+	}
+	return bits.Mul64(uint64(a), uint64(b))
+}
+
+// Add returns a+b, saturating at Max (and at -Max the other way): a sum of amounts never wraps.
+func Add(a, b USD) USD {
+	s := a + b
+	switch {
+	case a > 0 && b > 0 && s < 0:
+		return Max
+	case a < 0 && b < 0 && s >= 0:
+		return -Max
+	}
+	return s
+}
+
+// format writes n/1e9 as an exact decimal with no trailing zeros.
+func format(n int64) string { return formatScaled(n, decimals) }
+
+// formatScaled writes n/10^scale as an exact decimal with no trailing zeros.
+func formatScaled(n int64, scale int) string {
+	neg := n < 0
+	u := uint64(n)
+	if neg {
+		u = -u
+	}
+	digits := strconv.FormatUint(u, 10)
+	if len(digits) <= scale {
+		digits = strings.Repeat("0", scale-len(digits)+1) + digits
+	}
+	whole, frac := digits[:len(digits)-scale], strings.TrimRight(digits[len(digits)-scale:], "0")
+	out := whole
+	if frac != "" {
+		out += "." + frac
+	}
+	if neg {
+		out = "-" + out
+	}
+	return out
+}
+
+// parseJSON reads a JSON number or a JSON string holding a decimal.
+func parseJSON(raw []byte) (int64, error) {
+	s := strings.TrimSpace(string(raw))
+	if strings.HasPrefix(s, `"`) {
+		if err := json.Unmarshal(raw, &s); err != nil {
+			return 0, err
+		}
+	}
+	return parse(s)
+}
+
+// parse reads an exact decimal into units of 1e-9: an optional minus sign, digits with at most one
+// decimal point, and an optional exponent (1e-7, as JSON encoders write small numbers). The value
+// must be a whole number of units: what it reads is what was meant, never a rounding of it.
+func parse(s string) (int64, error) { return parseScaled(s, decimals) }
+
+// parseScaled reads an exact decimal into units of 10^-scale.
+func parseScaled(s string, scale int) (int64, error) {
+	bad := func(err error) (int64, error) { return 0, fmt.Errorf("%q is not a decimal amount: %w", clip(s), err) }
+	t := s
+	neg := strings.HasPrefix(t, "-")
+	if neg {
+		t = t[1:]
+	}
+	exp := 0
+	if i := strings.IndexAny(t, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(t[i+1:], "+"))
+		if err != nil || e < -40 || e > 40 {
+			return bad(errors.New("its exponent must be a whole number from -40 to 40"))
+		}
+		t, exp = t[:i], e
+	}
+	whole, frac, dot := strings.Cut(t, ".")
+	if (whole == "" && frac == "") || (dot && frac == "" && whole == "") || !digitsOnly(whole) || !digitsOnly(frac) {
+		return bad(errors.New("want digits, with at most one decimal point"))
+	}
+	// Move the point by the exponent, then by the places of a unit.
+	digits, point := whole+frac, len(whole)+exp+scale
+	digits = strings.TrimLeft(digits, "0")
+	point -= len(whole+frac) - len(digits)
+	if point < len(digits) {
+		if strings.TrimRight(digits[max(point, 0):], "0") != "" {
+			return bad(ErrPrecision)
+		}
+		digits = digits[:max(point, 0)]
+	} else {
+		if point-len(digits) > 19 {
+			return bad(ErrRange)
+		}
+		digits += strings.Repeat("0", point-len(digits))
+	}
+	if digits == "" {
+		return 0, nil
+	}
+	if len(digits) > 19 {
+		return bad(ErrRange)
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n > math.MaxInt64 {
+		return bad(ErrRange)
+	}
+	if neg {
+		return -int64(n), nil
+	}
+	return int64(n), nil
+}
+
+func digitsOnly(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+func clip(s string) string {
+	if len(s) > 32 {
+		return s[:32] + "…"
+	}
+	return s
+}
