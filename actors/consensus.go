@@ -10,6 +10,7 @@ import (
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
+	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
 	"go.uber.org/zap"
@@ -35,7 +36,7 @@ type ConsensusActor struct {
 	arbiterErr string
 	latency    float64
 	usage      *messages.Usage // the arbiter call's
-	cost       int64 // nano-dollars
+	cost       int64           // nano-dollars
 	decided    bool
 	settled    bool // the arbiter's permit (or acquisition) has been settled
 	// synthesis reads the answer the arbiter writes as it streams, for the coordinator to relay.
@@ -67,7 +68,7 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 			}
 			a.st = st
 		}
-		a.jobID = a.in.RequestId + "/arbiter"
+		a.jobID = execution.ArbiterCall(a.in.RequestId)
 		a.asked = time.Now()
 		deadline := a.in.Deadline.AsTime()
 		a.cancel = a.deps.Timers.SendOnce(max(time.Until(deadline), 0), ctx.Self(), arbiterDeadline{})
@@ -204,7 +205,7 @@ func (a *ConsensusActor) arbiterJob() *messages.Job {
 	system, prompt := consensus.ArbiterPrompt(strategy, a.in.Task, a.judged)
 	maxTokens, upstream := a.deps.modelLimits(a.in.ArbiterModel)
 	zero := 0.0
-	return &messages.Job{RequestId: a.in.RequestId, JobId: a.jobID, Kind: providers.KindArbiter, Model: a.in.ArbiterModel, UpstreamModel: upstream,
+	return &messages.Job{RequestId: a.in.RequestId, KeyId: a.in.KeyId, JobId: a.jobID, Kind: providers.KindArbiter, Model: a.in.ArbiterModel, UpstreamModel: upstream,
 		Provider: a.in.ArbiterProvider, System: system, Prompt: prompt, Task: a.in.Task, Candidates: texts, Category: a.in.Category,
 		MaxTokens: int32(maxTokens), Temperature: &zero, ResponseSchema: string(consensus.VerdictSchema(strategy)), ResponseName: "verdict_" + a.in.Strategy,
 		Deadline: a.in.Deadline, TimeoutSeconds: max(time.Until(a.in.Deadline.AsTime()).Seconds(), 0),

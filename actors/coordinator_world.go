@@ -114,7 +114,7 @@ func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
 	if s := c.req.GetAsk().GetSampling(); s != nil && s.MaxTokens != nil {
 		maxTokens = int(*s.MaxTokens) // the caller's limit, whatever the reserve
 	}
-	return &messages.Job{RequestId: c.req.RequestId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
+	return &messages.Job{RequestId: c.req.RequestId, KeyId: c.req.KeyId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
 		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
 		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask,
 		Stream: c.req.StreamTo != nil && c.plan.IsDirect()}

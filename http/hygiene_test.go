@@ -162,11 +162,11 @@ type panickingStore struct {
 	writes atomic.Int32
 }
 
-func (p *panickingStore) Insert(ctx context.Context, recs []*messages.Execution) error {
+func (p *panickingStore) Write(ctx context.Context, b store.Batch) error {
 	if p.writes.Add(1) == 1 {
 		panic("store bug")
 	}
-	return p.Memory.Insert(ctx, recs)
+	return p.Memory.Write(ctx, b)
 }
 
 func (p *panickingStore) Get(ctx context.Context, id string) (*messages.Execution, error) {

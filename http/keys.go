@@ -74,14 +74,14 @@ func (s *Server) viewKey(ctx context.Context, k keys.Key) keyView {
 	v := keyView{ID: k.ID, Name: k.Name, Status: k.Status(now), BudgetUSD: k.Budget, BudgetPeriod: k.Period.String(), RPM: k.RPM, TPM: k.TPM,
 		MaxConcurrency: k.MaxConcurrency, Models: k.Models, ExpiresAt: k.ExpiresAt, Metadata: k.Metadata, CreatedAt: k.CreatedAt,
 		UpdatedAt: k.UpdatedAt, RevokedAt: k.RevokedAt, LastUsedAt: k.LastUsedAt,
-		Spend: spendView{PeriodStart: k.Period.Start(k.CreatedAt, now), SpendUSD: k.Spent(now), TotalUSD: k.Spend.Total}}
+		Spend: spendView{PeriodStart: k.PeriodStart(now), SpendUSD: k.Spent(now), TotalUSD: k.Spend.Total}}
 	if v.Models == nil {
 		v.Models = []string{}
 	}
 	if len(v.Metadata) == 0 {
 		v.Metadata = json.RawMessage("{}")
 	}
-	if end := k.Period.End(k.CreatedAt, now); !end.IsZero() {
+	if end := k.PeriodEnd(now); !end.IsZero() {
 		v.Spend.PeriodEnd = &end
 	}
 	if u, err := s.keys.Usage(ctx, k); err == nil {

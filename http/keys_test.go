@@ -16,6 +16,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/keys"
@@ -25,6 +26,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/internal/testenv/redistest"
 	"github.com/openai/openai-go/v3"
+	oaoption "github.com/openai/openai-go/v3/option"
 	"go.uber.org/zap/zapcore"
 )
 
@@ -83,7 +85,8 @@ func (tb *testbed) as(credential, method, path string, body any) (*http.Response
 	return resp, raw
 }
 
-// modelCalls is how many model calls the server has made, by its metrics.
+// modelCalls is how many model calls the server has sent, by its metrics (a call refused before it
+// was sent counts as not_sent).
 func (tb *testbed) modelCalls() float64 {
 	tb.t.Helper()
 	families, err := tb.engine.Metrics().Registry().Gather()
@@ -92,8 +95,15 @@ func (tb *testbed) modelCalls() float64 {
 	}
 	total := 0.0
 	for _, f := range families {
-		if f.GetName() == "conclave_model_calls_total" {
-			for _, m := range f.GetMetric() {
+		if f.GetName() != "conclave_model_calls_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			sent := true
+			for _, l := range m.GetLabel() {
+				sent = sent && !(l.GetName() == "outcome" && l.GetValue() == "not_sent")
+			}
+			if sent {
 				total += m.GetCounter().GetValue()
 			}
 		}
@@ -207,41 +217,85 @@ func TestAKeysRequestsPerMinute(t *testing.T) {
 	}
 }
 
-// A budget below one request's cost: the first request spends it, the second is refused with
-// insufficient_quota / budget_exceeded before any model is called.
+// budgetModel is the model the budget tests call directly: one price, so that each call holds the
+// same worst case.
+const budgetModel = "openai/gpt-4o-mini"
+
+// directCall makes a direct call of budgetModel with a key: its status, answer and cost.
+func directCall(tb *testbed, secret string) (int, string, money.USD, []byte) {
+	tb.t.Helper()
+	resp, raw := tb.as(secret, http.MethodPost, "/v1/chat/completions", map[string]any{"model": budgetModel, "max_tokens": 200,
+		"messages": []map[string]any{{"role": "user", "content": mcq}}})
+	var ok struct {
+		ID       string `json:"id"`
+		Conclave struct {
+			CostUSD money.USD `json:"cost_usd"`
+		} `json:"conclave"`
+	}
+	if resp.StatusCode == http.StatusOK && json.Unmarshal(raw, &ok) != nil {
+		tb.t.Fatalf("an answer that does not read: %s", raw)
+	}
+	return resp.StatusCode, ok.ID, ok.Conclave.CostUSD, raw
+}
+
+// A budget with room for a few calls: each call holds its worst case against the budget before it is
+// sent, so requests go through until the budget has no room for one more call's worst case; the next
+// is refused with insufficient_quota / budget_exceeded before any model is called, without a
+// Retry-After (x-should-retry: false, the reset in the body), and the key never spends past its budget.
 func TestABudgetStopsTheNextRequest(t *testing.T) {
 	tb := newTestbed(t, withAdmin)
-	k := tb.createKey(map[string]any{"name": "tight", "budget_usd": 0.0000001, "budget_period": "1d"})
-	resp, raw := tb.as(k.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 3, "min_responses": 2})
-	if resp.StatusCode != http.StatusOK {
-		t.Fatalf("the first request: %d %s", resp.StatusCode, raw)
+	budget := money.Dollar / 2000
+	k := tb.createKey(map[string]any{"name": "tight", "budget_usd": budget, "budget_period": "1d"})
+	var spent money.USD
+	answered := 0
+	for i := 0; ; i++ {
+		if i == 200 {
+			t.Fatalf("%d requests answered: the budget of %s never stopped one (spent %s)", i, budget, spent)
+		}
+		calls := tb.modelCalls()
+		status, id, cost, raw := directCall(tb, k.Key)
+		if status == http.StatusTooManyRequests {
+			if errorCode(t, raw) != "budget_exceeded" || !strings.Contains(string(raw), "starts again at") {
+				t.Fatalf("the refusal: %s", raw)
+			}
+			if after := tb.modelCalls(); after != calls {
+				t.Fatalf("a refused request sent %v calls", after-calls)
+			}
+			break
+		}
+		if status != http.StatusOK || cost <= 0 {
+			t.Fatalf("request %d: %d %s", i, status, raw)
+		}
+		if rec := tb.record(id); rec["key_id"] != k.ID || nanos(t, rec, "cost_nanos") != cost {
+			t.Fatalf("request %d's record: key %v, cost %v nano-dollars, answered %s", i, rec["key_id"], rec["cost_nanos"], cost)
+		}
+		spent += cost
+		answered++
 	}
-	var first struct {
-		RequestID string    `json:"request_id"`
-		Cost      money.USD `json:"cost"`
+	if answered == 0 || spent > budget {
+		t.Fatalf("%d requests answered for %s, budget %s", answered, spent, budget)
 	}
-	json.Unmarshal(raw, &first)
-	if rec := tb.record(first.RequestID); rec["key_id"] != k.ID || nanos(t, rec, "cost_nanos") != first.Cost || first.Cost <= 100 {
-		t.Fatalf("the first request's record: key %v, cost %v nano-dollars, answered %s", rec["key_id"], rec["cost_nanos"], first.Cost)
-	}
+	// The official SDK at its default retries hears it at once: no Retry-After to wait out.
 	calls := tb.modelCalls()
-	client := sdkClient(tb, k.Key)
-	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: "conclave/auto",
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)}})
+	client := openai.NewClient(oaoption.WithBaseURL(tb.srv.URL+"/v1/"), oaoption.WithAPIKey(k.Key))
+	began := time.Now()
+	_, err := client.Chat.Completions.New(context.Background(), openai.ChatCompletionNewParams{Model: budgetModel,
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)}, MaxTokens: openai.Int(200)})
 	var apiErr *openai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != http.StatusTooManyRequests || apiErr.Code != "budget_exceeded" || apiErr.Type != "insufficient_quota" {
-		t.Fatalf("the second request: %v", err)
+		t.Fatalf("the SDK's request: %v", err)
 	}
-	if apiErr.Response.Header.Get("Retry-After") == "" {
-		t.Error("a daily budget says when it starts again")
+	if h := apiErr.Response.Header; h.Get("Retry-After") != "" || h.Get("X-Should-Retry") != "false" {
+		t.Errorf("the refusal's headers: %v", h)
 	}
 	if after := tb.modelCalls(); after != calls {
 		t.Fatalf("a refused request called %v models", after-calls)
 	}
+	t.Logf("the SDK heard the refusal after %v", time.Since(began))
 	var shown createdKey
 	tb.do(http.MethodGet, "/admin/keys/"+k.ID, nil, &shown)
-	if shown.Spend.SpendUSD != first.Cost {
-		t.Errorf("the key's spend %v, the request's cost %v", shown.Spend.SpendUSD, first.Cost)
+	if shown.Spend.SpendUSD != spent {
+		t.Errorf("the key's spend %s, its requests' costs %s", shown.Spend.SpendUSD, spent)
 	}
 	var spend struct {
 		TotalUSD money.USD `json:"total_usd"`
@@ -257,10 +311,10 @@ func TestABudgetStopsTheNextRequest(t *testing.T) {
 		if resp.StatusCode != http.StatusOK {
 			t.Fatalf("spend by model: %d %s", resp.StatusCode, raw)
 		}
-		return len(spend.Groups) >= 2 && spend.TotalUSD > 0
+		return len(spend.Groups) == 1 && spend.TotalUSD == spent
 	})
 	if resp, raw := tb.do(http.MethodGet, "/admin/keys/"+k.ID+"/spend?group_by=day", nil, &spend); resp.StatusCode != http.StatusOK ||
-		len(spend.Groups) != 1 || spend.Groups[0].Requests != 1 || spend.Groups[0].Day == "" {
+		len(spend.Groups) != 1 || spend.Groups[0].Requests < answered || spend.Groups[0].Day == "" || spend.Groups[0].CostUSD != spent {
 		t.Fatalf("spend by day: %d %s", resp.StatusCode, raw)
 	}
 	if resp, raw := tb.do(http.MethodGet, "/admin/keys/"+k.ID+"/spend?group_by=week&color=red", nil, nil); resp.StatusCode != http.StatusBadRequest ||
@@ -385,13 +439,28 @@ func TestControllersShareKeysBudgetsAndLimits(t *testing.T) {
 		t.Fatalf("the fourth request, on b: %d %s", resp.StatusCode, raw)
 	}
 
-	budget := b.createKey(map[string]any{"name": "shared-budget", "budget_usd": 0.0000001})
-	if resp, raw := a.as(budget.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 2, "min_responses": 1}); resp.StatusCode != http.StatusOK {
-		t.Fatalf("the first request, on a: %d %s", resp.StatusCode, raw)
+	// One budget, two controllers: requests on either go through until the shared account has no room
+	// for one more call, and then both refuse.
+	limit := money.Dollar / 2000
+	budget := b.createKey(map[string]any{"name": "shared-budget", "budget_usd": limit})
+	answered := 0
+	for i := 0; ; i++ {
+		tb, other := []*testbed{a, b}[i%2], []*testbed{a, b}[(i+1)%2]
+		status, _, _, raw := directCall(tb, budget.Key)
+		if status == http.StatusTooManyRequests && errorCode(t, raw) == "budget_exceeded" {
+			if status, _, _, raw := directCall(other, budget.Key); status != http.StatusTooManyRequests {
+				t.Fatalf("the other controller, after the budget: %d %s", status, raw)
+			}
+			break
+		}
+		if status != http.StatusOK || i == 200 {
+			t.Fatalf("request %d: %d %s", i, status, raw)
+		}
+		answered++
 	}
-	resp, raw := b.as(budget.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq})
-	if resp.StatusCode != http.StatusTooManyRequests || errorCode(t, raw) != "budget_exceeded" {
-		t.Fatalf("the second request, on b: %d %s", resp.StatusCode, raw)
+	var shown createdKey
+	if a.do(http.MethodGet, "/admin/keys/"+budget.ID, nil, &shown); answered < 2 || shown.Spend.SpendUSD > limit || shown.Spend.SpendUSD == 0 {
+		t.Fatalf("%d answered, spent %s of %s", answered, shown.Spend.SpendUSD, limit)
 	}
 
 	if resp, raw := b.do(http.MethodDelete, "/admin/keys/"+limited.ID, nil, nil); resp.StatusCode != http.StatusOK {

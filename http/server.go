@@ -32,6 +32,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/providerstate"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/internal/platform/metrics"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
 	"github.com/conclave-ai/conclave/internal/platform/tracing"
@@ -475,8 +476,14 @@ func (s *Server) settle(id string, exec *messages.Execution, err error) *message
 	return exec
 }
 
-// setRetryAfter tells a caller when to come back, when the failure knows.
+// setRetryAfter tells a caller when to come back, when the failure knows. A spent budget asks for no
+// retry at all (x-should-retry: false, which the official SDKs obey): its period may end in a month,
+// and a client that waits out a Retry-After would hang; the body says when it resets.
 func setRetryAfter(w http.ResponseWriter, f *messages.Failure) {
+	if f.GetCode() == string(resilience.BudgetExceeded) {
+		w.Header().Set("X-Should-Retry", "false")
+		return
+	}
 	if ra := f.GetRetryAfterSeconds(); ra > 0 {
 		w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(ra))))
 	}

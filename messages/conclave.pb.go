@@ -126,8 +126,11 @@ type RouteRequest struct {
 	// the local classifier was unsure of; classified_by names that model.
 	ClassifiedCategory string `protobuf:"bytes,24,opt,name=classified_category,json=classifiedCategory,proto3" json:"classified_category,omitempty"`
 	ClassifiedBy       string `protobuf:"bytes,25,opt,name=classified_by,json=classifiedBy,proto3" json:"classified_by,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// priced_only keeps selection to models with a price: the key has a budget, and a model without a
+	// price (and no default price) would cost it nothing.
+	PricedOnly    bool `protobuf:"varint,26,opt,name=priced_only,json=pricedOnly,proto3" json:"priced_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RouteRequest) Reset() {
@@ -333,6 +336,13 @@ func (x *RouteRequest) GetClassifiedBy() string {
 		return x.ClassifiedBy
 	}
 	return ""
+}
+
+func (x *RouteRequest) GetPricedOnly() bool {
+	if x != nil {
+		return x.PricedOnly
+	}
+	return false
 }
 
 // Delta is a piece of an answer as its provider streams it: text, and pieces of tool calls (the first
@@ -1420,6 +1430,226 @@ func (x *RecordDurable) GetStored() bool {
 	return false
 }
 
+// Call is one provider call as the journal of calls keeps it: its intent, written and made durable
+// before the call is sent (the recorder answers the intent with a RecordDurable for its call_id), and
+// then its settlement, written with its request's record. Amounts are nano-dollars.
+type Call struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	CallId    string                 `protobuf:"bytes,1,opt,name=call_id,json=callId,proto3" json:"call_id,omitempty"`
+	RequestId string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// key_id is the API key charged ("" for the admin token); period_start the start of the key's
+	// budget period the call counts in (unix microseconds).
+	KeyId       string `protobuf:"bytes,3,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
+	PeriodStart int64  `protobuf:"varint,4,opt,name=period_start,json=periodStart,proto3" json:"period_start,omitempty"`
+	Model       string `protobuf:"bytes,5,opt,name=model,proto3" json:"model,omitempty"`
+	Provider    string `protobuf:"bytes,6,opt,name=provider,proto3" json:"provider,omitempty"`
+	// node_id and run_id name the controller that sent it, and which run of it.
+	NodeId   string                 `protobuf:"bytes,7,opt,name=node_id,json=nodeId,proto3" json:"node_id,omitempty"`
+	RunId    string                 `protobuf:"bytes,8,opt,name=run_id,json=runId,proto3" json:"run_id,omitempty"`
+	OpenedAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=opened_at,json=openedAt,proto3" json:"opened_at,omitempty"`
+	Deadline *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// reserved_nanos and reserved_tokens are the call's worst case, held against its key.
+	ReservedNanos  int64 `protobuf:"varint,11,opt,name=reserved_nanos,json=reservedNanos,proto3" json:"reserved_nanos,omitempty"`
+	ReservedTokens int64 `protobuf:"varint,12,opt,name=reserved_tokens,json=reservedTokens,proto3" json:"reserved_tokens,omitempty"`
+	// state is open (the intent), settled or interrupted (settled at its reservation by a controller
+	// that found it open after its own controller died).
+	State     string                 `protobuf:"bytes,13,opt,name=state,proto3" json:"state,omitempty"`
+	SettledAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=settled_at,json=settledAt,proto3" json:"settled_at,omitempty"`
+	// usage and cost_nanos are what the call used and cost (usage.estimated when Conclave counted it).
+	Usage         *Usage `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"`
+	CostNanos     int64  `protobuf:"varint,16,opt,name=cost_nanos,json=costNanos,proto3" json:"cost_nanos,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Call) Reset() {
+	*x = Call{}
+	mi := &file_conclave_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Call) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Call) ProtoMessage() {}
+
+func (x *Call) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Call.ProtoReflect.Descriptor instead.
+func (*Call) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *Call) GetCallId() string {
+	if x != nil {
+		return x.CallId
+	}
+	return ""
+}
+
+func (x *Call) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+func (x *Call) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
+func (x *Call) GetPeriodStart() int64 {
+	if x != nil {
+		return x.PeriodStart
+	}
+	return 0
+}
+
+func (x *Call) GetModel() string {
+	if x != nil {
+		return x.Model
+	}
+	return ""
+}
+
+func (x *Call) GetProvider() string {
+	if x != nil {
+		return x.Provider
+	}
+	return ""
+}
+
+func (x *Call) GetNodeId() string {
+	if x != nil {
+		return x.NodeId
+	}
+	return ""
+}
+
+func (x *Call) GetRunId() string {
+	if x != nil {
+		return x.RunId
+	}
+	return ""
+}
+
+func (x *Call) GetOpenedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.OpenedAt
+	}
+	return nil
+}
+
+func (x *Call) GetDeadline() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+func (x *Call) GetReservedNanos() int64 {
+	if x != nil {
+		return x.ReservedNanos
+	}
+	return 0
+}
+
+func (x *Call) GetReservedTokens() int64 {
+	if x != nil {
+		return x.ReservedTokens
+	}
+	return 0
+}
+
+func (x *Call) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *Call) GetSettledAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.SettledAt
+	}
+	return nil
+}
+
+func (x *Call) GetUsage() *Usage {
+	if x != nil {
+		return x.Usage
+	}
+	return nil
+}
+
+func (x *Call) GetCostNanos() int64 {
+	if x != nil {
+		return x.CostNanos
+	}
+	return 0
+}
+
+// JournalEntry is a frame of the journal's spool, where intents and settlements wait while the
+// database is down.
+type JournalEntry struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Call          *Call                  `protobuf:"bytes,1,opt,name=call,proto3" json:"call,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *JournalEntry) Reset() {
+	*x = JournalEntry{}
+	mi := &file_conclave_proto_msgTypes[18]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *JournalEntry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*JournalEntry) ProtoMessage() {}
+
+func (x *JournalEntry) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[18]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use JournalEntry.ProtoReflect.Descriptor instead.
+func (*JournalEntry) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{18}
+}
+
+func (x *JournalEntry) GetCall() *Call {
+	if x != nil {
+		return x.Call
+	}
+	return nil
+}
+
 // PeerBreakerOpened tells a provider actor that another controller's breaker for its provider opened:
 // it opens too, until then, and half-opens on its own.
 type PeerBreakerOpened struct {
@@ -1433,7 +1663,7 @@ type PeerBreakerOpened struct {
 
 func (x *PeerBreakerOpened) Reset() {
 	*x = PeerBreakerOpened{}
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1445,7 +1675,7 @@ func (x *PeerBreakerOpened) String() string {
 func (*PeerBreakerOpened) ProtoMessage() {}
 
 func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1458,7 +1688,7 @@ func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerBreakerOpened.ProtoReflect.Descriptor instead.
 func (*PeerBreakerOpened) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{17}
+	return file_conclave_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *PeerBreakerOpened) GetProvider() string {
@@ -1511,7 +1741,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1523,7 +1753,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1536,7 +1766,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{18}
+	return file_conclave_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Progress) GetRequestId() string {
@@ -1712,7 +1942,7 @@ type Execution struct {
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1724,7 +1954,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1737,7 +1967,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{19}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Execution) GetRequestId() string {
@@ -1981,7 +2211,7 @@ type QuorumOutcome struct {
 
 func (x *QuorumOutcome) Reset() {
 	*x = QuorumOutcome{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2223,7 @@ func (x *QuorumOutcome) String() string {
 func (*QuorumOutcome) ProtoMessage() {}
 
 func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2236,7 @@ func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumOutcome.ProtoReflect.Descriptor instead.
 func (*QuorumOutcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *QuorumOutcome) GetMode() string {
@@ -2076,7 +2306,7 @@ type Classification struct {
 
 func (x *Classification) Reset() {
 	*x = Classification{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2088,7 +2318,7 @@ func (x *Classification) String() string {
 func (*Classification) ProtoMessage() {}
 
 func (x *Classification) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2101,7 +2331,7 @@ func (x *Classification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Classification.ProtoReflect.Descriptor instead.
 func (*Classification) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Classification) GetCategory() string {
@@ -2205,7 +2435,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2217,7 +2447,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2230,7 +2460,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Signal) GetCategory() string {
@@ -2263,7 +2493,7 @@ type Blueprint struct {
 
 func (x *Blueprint) Reset() {
 	*x = Blueprint{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2275,7 +2505,7 @@ func (x *Blueprint) String() string {
 func (*Blueprint) ProtoMessage() {}
 
 func (x *Blueprint) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2288,7 +2518,7 @@ func (x *Blueprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blueprint.ProtoReflect.Descriptor instead.
 func (*Blueprint) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Blueprint) GetName() string {
@@ -2361,7 +2591,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2373,7 +2603,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2386,7 +2616,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Selection) GetPolicy() string {
@@ -2440,7 +2670,7 @@ type Pick struct {
 
 func (x *Pick) Reset() {
 	*x = Pick{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2452,7 +2682,7 @@ func (x *Pick) String() string {
 func (*Pick) ProtoMessage() {}
 
 func (x *Pick) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2465,7 +2695,7 @@ func (x *Pick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pick.ProtoReflect.Descriptor instead.
 func (*Pick) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Pick) GetModel() string {
@@ -2535,7 +2765,7 @@ type Skip struct {
 
 func (x *Skip) Reset() {
 	*x = Skip{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2547,7 +2777,7 @@ func (x *Skip) String() string {
 func (*Skip) ProtoMessage() {}
 
 func (x *Skip) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2560,7 +2790,7 @@ func (x *Skip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Skip.ProtoReflect.Descriptor instead.
 func (*Skip) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Skip) GetModel() string {
@@ -2634,7 +2864,7 @@ type WorkerResult struct {
 
 func (x *WorkerResult) Reset() {
 	*x = WorkerResult{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2646,7 +2876,7 @@ func (x *WorkerResult) String() string {
 func (*WorkerResult) ProtoMessage() {}
 
 func (x *WorkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2659,7 +2889,7 @@ func (x *WorkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerResult.ProtoReflect.Descriptor instead.
 func (*WorkerResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WorkerResult) GetJobId() string {
@@ -2883,7 +3113,7 @@ type ArbiterDecision struct {
 
 func (x *ArbiterDecision) Reset() {
 	*x = ArbiterDecision{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2895,7 +3125,7 @@ func (x *ArbiterDecision) String() string {
 func (*ArbiterDecision) ProtoMessage() {}
 
 func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2908,7 +3138,7 @@ func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArbiterDecision.ProtoReflect.Descriptor instead.
 func (*ArbiterDecision) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ArbiterDecision) GetStrategy() string {
@@ -3066,7 +3296,7 @@ type Ballot struct {
 
 func (x *Ballot) Reset() {
 	*x = Ballot{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3078,7 +3308,7 @@ func (x *Ballot) String() string {
 func (*Ballot) ProtoMessage() {}
 
 func (x *Ballot) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3091,7 +3321,7 @@ func (x *Ballot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ballot.ProtoReflect.Descriptor instead.
 func (*Ballot) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Ballot) GetModel() string {
@@ -3166,7 +3396,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3178,7 +3408,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3191,7 +3421,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -3300,7 +3530,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3312,7 +3542,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3325,7 +3555,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -3387,7 +3617,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3399,7 +3629,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3412,7 +3642,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Retry) GetModel() string {
@@ -3485,7 +3715,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3497,7 +3727,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3510,7 +3740,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Failure) GetCode() string {
@@ -3552,7 +3782,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3564,7 +3794,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3577,7 +3807,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Problem) GetField() string {
@@ -3607,7 +3837,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3619,7 +3849,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3632,7 +3862,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -3673,7 +3903,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3685,7 +3915,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3698,7 +3928,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -3782,14 +4012,16 @@ type Job struct {
 	// system and prompt.
 	Ask *Ask `protobuf:"bytes,19,opt,name=ask,proto3" json:"ask,omitempty"`
 	// stream asks the worker to stream the call and send each Delta to the job's sender as it comes.
-	Stream        bool `protobuf:"varint,20,opt,name=stream,proto3" json:"stream,omitempty"`
+	Stream bool `protobuf:"varint,20,opt,name=stream,proto3" json:"stream,omitempty"`
+	// key_id is the API key the call is charged to ("" for the admin token).
+	KeyId         string `protobuf:"bytes,21,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3801,7 +4033,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3814,7 +4046,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *Job) GetRequestId() string {
@@ -3957,6 +4189,13 @@ func (x *Job) GetStream() bool {
 	return false
 }
 
+func (x *Job) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
 type Dispatch struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Job     *Job                   `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
@@ -3969,7 +4208,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3981,7 +4220,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3994,7 +4233,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -4027,7 +4266,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4039,7 +4278,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4052,7 +4291,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -4074,7 +4313,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4086,7 +4325,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4099,7 +4338,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -4135,7 +4374,7 @@ type JobQueued struct {
 
 func (x *JobQueued) Reset() {
 	*x = JobQueued{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4147,7 +4386,7 @@ func (x *JobQueued) String() string {
 func (*JobQueued) ProtoMessage() {}
 
 func (x *JobQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4160,7 +4399,7 @@ func (x *JobQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobQueued.ProtoReflect.Descriptor instead.
 func (*JobQueued) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *JobQueued) GetJobId() string {
@@ -4211,7 +4450,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4223,7 +4462,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4236,7 +4475,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -4431,7 +4670,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4443,7 +4682,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4456,7 +4695,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -4533,7 +4772,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4545,7 +4784,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4558,7 +4797,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Permit) GetJobId() string {
@@ -4630,7 +4869,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4642,7 +4881,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4655,7 +4894,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -4758,7 +4997,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4770,7 +5009,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4783,7 +5022,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{46}
+	return file_conclave_proto_rawDescGZIP(), []int{48}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -4798,7 +5037,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4810,7 +5049,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4823,7 +5062,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{47}
+	return file_conclave_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -4867,14 +5106,16 @@ type ConsensusInput struct {
 	// deciders, for a majority vote, is how many answers decide it: those of the models with the best
 	// learned quality (anchored ones, where votes weigh by accuracy); the others break ties among them
 	// (0: every answer votes alike).
-	Deciders      int32 `protobuf:"varint,16,opt,name=deciders,proto3" json:"deciders,omitempty"`
+	Deciders int32 `protobuf:"varint,16,opt,name=deciders,proto3" json:"deciders,omitempty"`
+	// key_id is the API key an arbiter model's call is charged to ("" for the admin token).
+	KeyId         string `protobuf:"bytes,17,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4886,7 +5127,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4899,7 +5140,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{48}
+	return file_conclave_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -5014,6 +5255,13 @@ func (x *ConsensusInput) GetDeciders() int32 {
 	return 0
 }
 
+func (x *ConsensusInput) GetKeyId() string {
+	if x != nil {
+		return x.KeyId
+	}
+	return ""
+}
+
 type Candidate struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Model       string                 `protobuf:"bytes,1,opt,name=model,proto3" json:"model,omitempty"`
@@ -5041,7 +5289,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5053,7 +5301,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5066,7 +5314,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{49}
+	return file_conclave_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Candidate) GetModel() string {
@@ -5181,7 +5429,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5193,7 +5441,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5206,7 +5454,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{50}
+	return file_conclave_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -5309,7 +5557,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5321,7 +5569,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5334,7 +5582,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{51}
+	return file_conclave_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *Votes) GetCategory() string {
@@ -5393,7 +5641,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5405,7 +5653,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5418,7 +5666,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{52}
+	return file_conclave_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Reward) GetModel() string {
@@ -5466,7 +5714,7 @@ type Rewards struct {
 
 func (x *Rewards) Reset() {
 	*x = Rewards{}
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5478,7 +5726,7 @@ func (x *Rewards) String() string {
 func (*Rewards) ProtoMessage() {}
 
 func (x *Rewards) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5491,7 +5739,7 @@ func (x *Rewards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewards.ProtoReflect.Descriptor instead.
 func (*Rewards) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{53}
+	return file_conclave_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Rewards) GetRewards() []*Reward {
@@ -5511,7 +5759,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5523,7 +5771,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5536,7 +5784,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{54}
+	return file_conclave_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -5558,7 +5806,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5570,7 +5818,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5583,7 +5831,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{55}
+	return file_conclave_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -5621,7 +5869,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5633,7 +5881,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5646,7 +5894,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{56}
+	return file_conclave_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -5683,7 +5931,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5695,7 +5943,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5708,7 +5956,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{57}
+	return file_conclave_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -5741,7 +5989,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[58]
+	mi := &file_conclave_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5753,7 +6001,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[58]
+	mi := &file_conclave_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5766,7 +6014,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{58}
+	return file_conclave_proto_rawDescGZIP(), []int{60}
 }
 
 type Flushed struct {
@@ -5781,7 +6029,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[59]
+	mi := &file_conclave_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5793,7 +6041,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[59]
+	mi := &file_conclave_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5806,7 +6054,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{59}
+	return file_conclave_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -5849,7 +6097,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[60]
+	mi := &file_conclave_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5861,7 +6109,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[60]
+	mi := &file_conclave_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5874,7 +6122,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{60}
+	return file_conclave_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -5991,7 +6239,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[61]
+	mi := &file_conclave_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6003,7 +6251,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[61]
+	mi := &file_conclave_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6016,7 +6264,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{61}
+	return file_conclave_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -6041,7 +6289,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[62]
+	mi := &file_conclave_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6053,7 +6301,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[62]
+	mi := &file_conclave_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6066,7 +6314,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{62}
+	return file_conclave_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -6106,7 +6354,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[63]
+	mi := &file_conclave_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6118,7 +6366,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[63]
+	mi := &file_conclave_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6131,7 +6379,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{63}
+	return file_conclave_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -6145,7 +6393,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xa9\b\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\b\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -6178,7 +6426,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0eallowed_models\x18\x16 \x03(\tR\rallowedModels\x12!\n" +
 	"\ftrace_parent\x18\x17 \x01(\tR\vtraceParent\x12/\n" +
 	"\x13classified_category\x18\x18 \x01(\tR\x12classifiedCategory\x12#\n" +
-	"\rclassified_by\x18\x19 \x01(\tR\fclassifiedByB\v\n" +
+	"\rclassified_by\x18\x19 \x01(\tR\fclassifiedBy\x12\x1f\n" +
+	"\vpriced_only\x18\x1a \x01(\bR\n" +
+	"pricedOnlyB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
@@ -6289,7 +6539,30 @@ const file_conclave_proto_rawDesc = "" +
 	"\rRecordDurable\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
-	"\x06stored\x18\x02 \x01(\bR\x06stored\"~\n" +
+	"\x06stored\x18\x02 \x01(\bR\x06stored\"\xb5\x04\n" +
+	"\x04Call\x12\x17\n" +
+	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\x12\x15\n" +
+	"\x06key_id\x18\x03 \x01(\tR\x05keyId\x12!\n" +
+	"\fperiod_start\x18\x04 \x01(\x03R\vperiodStart\x12\x14\n" +
+	"\x05model\x18\x05 \x01(\tR\x05model\x12\x1a\n" +
+	"\bprovider\x18\x06 \x01(\tR\bprovider\x12\x17\n" +
+	"\anode_id\x18\a \x01(\tR\x06nodeId\x12\x15\n" +
+	"\x06run_id\x18\b \x01(\tR\x05runId\x127\n" +
+	"\topened_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\bopenedAt\x126\n" +
+	"\bdeadline\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\bdeadline\x12%\n" +
+	"\x0ereserved_nanos\x18\v \x01(\x03R\rreservedNanos\x12'\n" +
+	"\x0freserved_tokens\x18\f \x01(\x03R\x0ereservedTokens\x12\x14\n" +
+	"\x05state\x18\r \x01(\tR\x05state\x129\n" +
+	"\n" +
+	"settled_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tsettledAt\x12(\n" +
+	"\x05usage\x18\x0f \x01(\v2\x12.conclave.v1.UsageR\x05usage\x12\x1d\n" +
+	"\n" +
+	"cost_nanos\x18\x10 \x01(\x03R\tcostNanos\"5\n" +
+	"\fJournalEntry\x12%\n" +
+	"\x04call\x18\x01 \x01(\v2\x11.conclave.v1.CallR\x04call\"~\n" +
 	"\x11PeerBreakerOpened\x12\x1a\n" +
 	"\bprovider\x18\x01 \x01(\tR\bprovider\x129\n" +
 	"\n" +
@@ -6544,7 +6817,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x10remaining_tokens\x18\x04 \x01(\x03R\x0fremainingTokens\x124\n" +
 	"\x16reset_requests_seconds\x18\x05 \x01(\x01R\x14resetRequestsSeconds\x120\n" +
 	"\x14reset_tokens_seconds\x18\x06 \x01(\x01R\x12resetTokensSeconds\x12\x1b\n" +
-	"\tper_model\x18\a \x01(\bR\bperModel\"\x83\x05\n" +
+	"\tper_model\x18\a \x01(\bR\bperModel\"\x9a\x05\n" +
 	"\x03Job\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -6570,7 +6843,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0eupstream_model\x18\x11 \x01(\tR\rupstreamModel\x12\x12\n" +
 	"\x04task\x18\x12 \x01(\tR\x04task\x12\"\n" +
 	"\x03ask\x18\x13 \x01(\v2\x10.conclave.v1.AskR\x03ask\x12\x16\n" +
-	"\x06stream\x18\x14 \x01(\bR\x06streamB\x0e\n" +
+	"\x06stream\x18\x14 \x01(\bR\x06stream\x12\x15\n" +
+	"\x06key_id\x18\x15 \x01(\tR\x05keyIdB\x0e\n" +
 	"\f_temperature\"k\n" +
 	"\bDispatch\x12\"\n" +
 	"\x03job\x18\x01 \x01(\v2\x10.conclave.v1.JobR\x03job\x12%\n" +
@@ -6661,7 +6935,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\rCancelRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
-	"\x04code\x18\x02 \x01(\tR\x04code\"\xf1\x04\n" +
+	"\x04code\x18\x02 \x01(\tR\x04code\"\x88\x05\n" +
 	"\x0eConsensusInput\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x1a\n" +
@@ -6683,7 +6957,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0fresponse_format\x18\r \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x12'\n" +
 	"\x05tools\x18\x0e \x03(\v2\x11.conclave.v1.ToolR\x05tools\x12\x16\n" +
 	"\x06stream\x18\x0f \x01(\bR\x06stream\x12\x1a\n" +
-	"\bdeciders\x18\x10 \x01(\x05R\bdeciders\"\xed\x02\n" +
+	"\bdeciders\x18\x10 \x01(\x05R\bdeciders\x12\x15\n" +
+	"\x06key_id\x18\x11 \x01(\tR\x05keyId\"\xed\x02\n" +
 	"\tCandidate\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
@@ -6797,7 +7072,7 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 67)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
@@ -6817,69 +7092,71 @@ var file_conclave_proto_goTypes = []any{
 	(*RemoteRoute)(nil),           // 15: conclave.v1.RemoteRoute
 	(*AwaitRecord)(nil),           // 16: conclave.v1.AwaitRecord
 	(*RecordDurable)(nil),         // 17: conclave.v1.RecordDurable
-	(*PeerBreakerOpened)(nil),     // 18: conclave.v1.PeerBreakerOpened
-	(*Progress)(nil),              // 19: conclave.v1.Progress
-	(*Execution)(nil),             // 20: conclave.v1.Execution
-	(*QuorumOutcome)(nil),         // 21: conclave.v1.QuorumOutcome
-	(*Classification)(nil),        // 22: conclave.v1.Classification
-	(*Signal)(nil),                // 23: conclave.v1.Signal
-	(*Blueprint)(nil),             // 24: conclave.v1.Blueprint
-	(*Selection)(nil),             // 25: conclave.v1.Selection
-	(*Pick)(nil),                  // 26: conclave.v1.Pick
-	(*Skip)(nil),                  // 27: conclave.v1.Skip
-	(*WorkerResult)(nil),          // 28: conclave.v1.WorkerResult
-	(*ArbiterDecision)(nil),       // 29: conclave.v1.ArbiterDecision
-	(*Ballot)(nil),                // 30: conclave.v1.Ballot
-	(*Phases)(nil),                // 31: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 32: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 33: conclave.v1.Retry
-	(*Failure)(nil),               // 34: conclave.v1.Failure
-	(*Problem)(nil),               // 35: conclave.v1.Problem
-	(*Usage)(nil),                 // 36: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 37: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 38: conclave.v1.Job
-	(*Dispatch)(nil),              // 39: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 40: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 41: conclave.v1.JobStarted
-	(*JobQueued)(nil),             // 42: conclave.v1.JobQueued
-	(*JobResult)(nil),             // 43: conclave.v1.JobResult
-	(*Acquire)(nil),               // 44: conclave.v1.Acquire
-	(*Permit)(nil),                // 45: conclave.v1.Permit
-	(*Outcome)(nil),               // 46: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 47: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 48: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 49: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 50: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 51: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 52: conclave.v1.Votes
-	(*Reward)(nil),                // 53: conclave.v1.Reward
-	(*Rewards)(nil),               // 54: conclave.v1.Rewards
-	(*GetExecution)(nil),          // 55: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 56: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 57: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 58: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 59: conclave.v1.Flush
-	(*Flushed)(nil),               // 60: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 61: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 62: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 63: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 64: conclave.v1.AgentHello
-	nil,                           // 65: conclave.v1.Sampling.LogitBiasEntry
-	nil,                           // 66: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 67: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 68: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 69: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 70: actor.PID
+	(*Call)(nil),                  // 18: conclave.v1.Call
+	(*JournalEntry)(nil),          // 19: conclave.v1.JournalEntry
+	(*PeerBreakerOpened)(nil),     // 20: conclave.v1.PeerBreakerOpened
+	(*Progress)(nil),              // 21: conclave.v1.Progress
+	(*Execution)(nil),             // 22: conclave.v1.Execution
+	(*QuorumOutcome)(nil),         // 23: conclave.v1.QuorumOutcome
+	(*Classification)(nil),        // 24: conclave.v1.Classification
+	(*Signal)(nil),                // 25: conclave.v1.Signal
+	(*Blueprint)(nil),             // 26: conclave.v1.Blueprint
+	(*Selection)(nil),             // 27: conclave.v1.Selection
+	(*Pick)(nil),                  // 28: conclave.v1.Pick
+	(*Skip)(nil),                  // 29: conclave.v1.Skip
+	(*WorkerResult)(nil),          // 30: conclave.v1.WorkerResult
+	(*ArbiterDecision)(nil),       // 31: conclave.v1.ArbiterDecision
+	(*Ballot)(nil),                // 32: conclave.v1.Ballot
+	(*Phases)(nil),                // 33: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 34: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 35: conclave.v1.Retry
+	(*Failure)(nil),               // 36: conclave.v1.Failure
+	(*Problem)(nil),               // 37: conclave.v1.Problem
+	(*Usage)(nil),                 // 38: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 39: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 40: conclave.v1.Job
+	(*Dispatch)(nil),              // 41: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 42: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 43: conclave.v1.JobStarted
+	(*JobQueued)(nil),             // 44: conclave.v1.JobQueued
+	(*JobResult)(nil),             // 45: conclave.v1.JobResult
+	(*Acquire)(nil),               // 46: conclave.v1.Acquire
+	(*Permit)(nil),                // 47: conclave.v1.Permit
+	(*Outcome)(nil),               // 48: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 49: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 50: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 51: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 52: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 53: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 54: conclave.v1.Votes
+	(*Reward)(nil),                // 55: conclave.v1.Reward
+	(*Rewards)(nil),               // 56: conclave.v1.Rewards
+	(*GetExecution)(nil),          // 57: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 58: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 59: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 60: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 61: conclave.v1.Flush
+	(*Flushed)(nil),               // 62: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 63: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 64: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 65: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 66: conclave.v1.AgentHello
+	nil,                           // 67: conclave.v1.Sampling.LogitBiasEntry
+	nil,                           // 68: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 69: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 70: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 71: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 72: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	68, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	69, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	70, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	70, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	71, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	72, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
 	7,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
-	70, // 4: conclave.v1.RouteRequest.stream_to:type_name -> actor.PID
+	72, // 4: conclave.v1.RouteRequest.stream_to:type_name -> actor.PID
 	3,  // 5: conclave.v1.Delta.tool_calls:type_name -> conclave.v1.ToolCallDelta
-	69, // 6: conclave.v1.EmbedRequest.received_at:type_name -> google.protobuf.Timestamp
-	20, // 7: conclave.v1.EmbedResult.execution:type_name -> conclave.v1.Execution
+	71, // 6: conclave.v1.EmbedRequest.received_at:type_name -> google.protobuf.Timestamp
+	22, // 7: conclave.v1.EmbedResult.execution:type_name -> conclave.v1.Execution
 	6,  // 8: conclave.v1.EmbedResult.vectors:type_name -> conclave.v1.Vector
 	8,  // 9: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
 	11, // 10: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
@@ -6888,75 +7165,80 @@ var file_conclave_proto_depIdxs = []int32{
 	14, // 13: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
 	9,  // 14: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
 	10, // 15: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
-	65, // 16: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
+	67, // 16: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
 	1,  // 17: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	69, // 18: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	69, // 19: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	69, // 20: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	68, // 21: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
-	22, // 22: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
-	24, // 23: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
-	25, // 24: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
-	28, // 25: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
-	29, // 26: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	31, // 27: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	32, // 28: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	33, // 29: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	34, // 30: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	32, // 31: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	69, // 32: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	69, // 33: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	36, // 34: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
-	21, // 35: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
-	10, // 36: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
-	23, // 37: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	26, // 38: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	66, // 39: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	27, // 40: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	36, // 41: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	10, // 42: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
-	36, // 43: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	30, // 44: conclave.v1.ArbiterDecision.ballots:type_name -> conclave.v1.Ballot
-	35, // 45: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	69, // 46: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	7,  // 47: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
-	38, // 48: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	70, // 49: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	36, // 50: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	37, // 51: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	10, // 52: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
-	69, // 53: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	70, // 54: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	39, // 55: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
-	70, // 56: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
-	69, // 57: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
-	37, // 58: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 59: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 60: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	50, // 61: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	69, // 62: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	69, // 63: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
-	13, // 64: conclave.v1.ConsensusInput.response_format:type_name -> conclave.v1.OutputFormat
-	11, // 65: conclave.v1.ConsensusInput.tools:type_name -> conclave.v1.Tool
-	10, // 66: conclave.v1.Candidate.tool_calls:type_name -> conclave.v1.ToolCall
-	29, // 67: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	35, // 68: conclave.v1.ConsensusResult.failure_details:type_name -> conclave.v1.Problem
-	53, // 69: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
-	20, // 70: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	67, // 71: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	32, // 72: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	62, // 73: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	63, // 74: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	43, // 75: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	40, // 76: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	64, // 77: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	2,  // 78: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
-	38, // 79: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	80, // [80:80] is the sub-list for method output_type
-	80, // [80:80] is the sub-list for method input_type
-	80, // [80:80] is the sub-list for extension type_name
-	80, // [80:80] is the sub-list for extension extendee
-	0,  // [0:80] is the sub-list for field type_name
+	71, // 18: conclave.v1.Call.opened_at:type_name -> google.protobuf.Timestamp
+	71, // 19: conclave.v1.Call.deadline:type_name -> google.protobuf.Timestamp
+	71, // 20: conclave.v1.Call.settled_at:type_name -> google.protobuf.Timestamp
+	38, // 21: conclave.v1.Call.usage:type_name -> conclave.v1.Usage
+	18, // 22: conclave.v1.JournalEntry.call:type_name -> conclave.v1.Call
+	71, // 23: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	71, // 24: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	71, // 25: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	70, // 26: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	24, // 27: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
+	26, // 28: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
+	27, // 29: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
+	30, // 30: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
+	31, // 31: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
+	33, // 32: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	34, // 33: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	35, // 34: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	36, // 35: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	34, // 36: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	71, // 37: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	71, // 38: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	38, // 39: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	23, // 40: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
+	10, // 41: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
+	25, // 42: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	28, // 43: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	68, // 44: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	29, // 45: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	38, // 46: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	10, // 47: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
+	38, // 48: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	32, // 49: conclave.v1.ArbiterDecision.ballots:type_name -> conclave.v1.Ballot
+	37, // 50: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	71, // 51: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	7,  // 52: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
+	40, // 53: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	72, // 54: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	38, // 55: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	39, // 56: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	10, // 57: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
+	71, // 58: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	72, // 59: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	41, // 60: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
+	72, // 61: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
+	71, // 62: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
+	39, // 63: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 64: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 65: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	52, // 66: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	71, // 67: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	71, // 68: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
+	13, // 69: conclave.v1.ConsensusInput.response_format:type_name -> conclave.v1.OutputFormat
+	11, // 70: conclave.v1.ConsensusInput.tools:type_name -> conclave.v1.Tool
+	10, // 71: conclave.v1.Candidate.tool_calls:type_name -> conclave.v1.ToolCall
+	31, // 72: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	37, // 73: conclave.v1.ConsensusResult.failure_details:type_name -> conclave.v1.Problem
+	55, // 74: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	22, // 75: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	69, // 76: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	34, // 77: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	64, // 78: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	65, // 79: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	45, // 80: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	42, // 81: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	66, // 82: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	2,  // 83: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
+	40, // 84: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	85, // [85:85] is the sub-list for method output_type
+	85, // [85:85] is the sub-list for method input_type
+	85, // [85:85] is the sub-list for extension type_name
+	85, // [85:85] is the sub-list for extension extendee
+	0,  // [0:85] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -6966,10 +7248,10 @@ func file_conclave_proto_init() {
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
 	file_conclave_proto_msgTypes[13].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[19].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[37].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[56].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[60].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[21].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[39].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[58].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[62].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -6983,7 +7265,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   67,
+			NumMessages:   69,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -17,11 +17,11 @@ func TestMigrateAndPruneCommands(t *testing.T) {
 	steps := []struct {
 		args, want string
 	}{
-		{"migrate status", "schema version 0 of 5"},
-		{"migrate up", "schema version 0 -> 5"},
-		{"migrate down", "schema version 5 -> 4"},
-		{"migrate up", "schema version 4 -> 5"},
-		{"migrate down --to 0", "schema version 5 -> 0"},
+		{"migrate status", "schema version 0 of 7"},
+		{"migrate up", "schema version 0 -> 7"},
+		{"migrate down", "schema version 7 -> 6"},
+		{"migrate up", "schema version 6 -> 7"},
+		{"migrate down --to 0", "schema version 7 -> 0"},
 		{"migrate up", "  1 applied  001_workflow.sql"},
 		{"records prune --older-than 30d", "deleted 0 records"},
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -19,6 +18,7 @@ import (
 	httpapi "github.com/conclave-ai/conclave/http"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/config"
 	"github.com/conclave-ai/conclave/internal/platform/secret"
@@ -169,11 +169,14 @@ func keyWithTraffic(t *testing.T, base string) (id, name string) {
 }
 
 // usd writes dollars as the dashboard does.
-func usd(x float64) string {
-	if x >= 1 || x <= -1 {
-		return fmt.Sprintf("$%.2f", x)
+// usd writes an amount as the dashboard does: exactly, with cents at least ($0.00125717, $5.00).
+func usd(x money.USD) string {
+	s := x.String()
+	whole, frac, _ := strings.Cut(s, ".")
+	for len(frac) < 2 {
+		frac += "0"
 	}
-	return fmt.Sprintf("$%.6f", x)
+	return "$" + whole + "." + frac
 }
 
 // browser is a headless Chromium on the dashboard of a server.
@@ -342,11 +345,11 @@ func keySpend(b *browser, id, name string) {
 	var k struct {
 		RPM   int `json:"rpm"`
 		Spend struct {
-			SpendUSD float64 `json:"spend_usd"`
+			SpendUSD money.USD `json:"spend_usd"`
 		} `json:"spend"`
 	}
 	var spend struct {
-		TotalUSD float64 `json:"total_usd"`
+		TotalUSD money.USD `json:"total_usd"`
 		Groups   []struct {
 			Model string `json:"model"`
 		} `json:"groups"`
@@ -355,7 +358,7 @@ func keySpend(b *browser, id, name string) {
 		b.t.Fatal("the admin API does not show the key")
 	}
 	if k.Spend.SpendUSD <= 0 || spend.TotalUSD <= 0 || len(spend.Groups) == 0 {
-		b.t.Fatalf("the key spent %g this period, %g by its records (%d models): its traffic cost nothing", k.Spend.SpendUSD, spend.TotalUSD, len(spend.Groups))
+		b.t.Fatalf("the key spent %s this period, %s by its records (%d models): its traffic cost nothing", k.Spend.SpendUSD, spend.TotalUSD, len(spend.Groups))
 	}
 	b.open("#/keys", "keys")
 	row := b.text(`#keys tr[data-key="` + id + `"]`)

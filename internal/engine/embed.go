@@ -59,7 +59,7 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 		req.KeyId, exec.KeyId = k.ID, k.ID
 	}
 	if req.KeyId != "" {
-		p, _, f := e.keys.admit(ctx, ask{id: req.RequestId, keyID: req.KeyId, named: []string{req.Model}, estimate: classify.EstimateTokens(exec.Task)})
+		p, _, f := e.keys.admit(ctx, ask{id: req.RequestId, keyID: req.KeyId, named: []string{req.Model}})
 		if f != nil {
 			exec.Error, exec.StatusCode = f, int32(resilience.StatusOf(resilience.Kind(f.Code)))
 			return out, nil

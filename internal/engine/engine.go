@@ -21,6 +21,7 @@ import (
 	"github.com/asynkron/protoactor-go/scheduler"
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/blueprints"
+	"github.com/conclave-ai/conclave/internal/adapters/books"
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
@@ -95,8 +96,11 @@ type Engine struct {
 	store      store.Store
 	spool      *spool.Spool
 	keys       *Keys
-	redis      *redis.Client // REDIS_URL's, when set
-	bus        *redisbus.Bus // what controllers tell each other through that Redis
+	// budgets hold keys' budget accounts; runID names this run of the controller in the journal.
+	budgets books.Budgets
+	runID   string
+	redis   *redis.Client // REDIS_URL's, when set
+	bus     *redisbus.Bus // what controllers tell each other through that Redis
 	// peers is where the reading of other controllers' rewards stands; only the loop folding them
 	// moves it after the start.
 	peers *peerCursor
@@ -236,6 +240,16 @@ func New(opts Options) (*Engine, error) {
 		dir.SharedRound = e.sharedRound
 	}
 	e.openKeys()
+	e.openBooks()
+	if e.bus != nil {
+		e.keys.changed = func(id string) {
+			go func() {
+				if err := e.bus.PublishKeyChanged(id); err != nil {
+					e.log.Warn("a key's change was not shared", zap.String("event", "key_share_failed"), zap.String("key_id", id), zap.Error(err))
+				}
+			}()
+		}
+	}
 
 	// The registry routes every call to its provider: the workers' calls, and the embeddings calls the
 	// controller makes itself.
@@ -250,6 +264,8 @@ func New(opts Options) (*Engine, error) {
 			}
 		}
 	}
+	bare := transport
+	transport = func(w fleet.WorkerSpec) fleet.Transport { return e.meter(bare(w)) }
 	var fleetChildren, providerChildren []supervisors.Child
 	for _, w := range dir.Workers {
 		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: e.deps.Props(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
@@ -287,8 +303,9 @@ func New(opts Options) (*Engine, error) {
 		}
 	}
 	if e.bus != nil {
-		e.background.Go(func() { e.bus.Listen(background, e.peerOpened) })
+		e.background.Go(func() { e.bus.Listen(background, redisbus.Handlers{Opened: e.peerOpened, KeyChanged: e.keys.Forget}) })
 	}
+	e.runBooks(background)
 	if l, ok := e.store.(store.Learning); ok && e.peers != nil {
 		every := time.Duration(cfg.ArmsRefreshSeconds * float64(time.Second))
 		e.background.Go(func() { e.foldPeerRewards(background, l, every) })
@@ -455,17 +472,20 @@ func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest) (*messag
 	}
 	if req.KeyId != "" {
 		p, globs, f := e.keys.admit(ctx, ask{id: req.RequestId, keyID: req.KeyId, named: append(slices.Clip(req.Models), req.Fallbacks...),
-			virtual: virtualModel(req), estimate: classify.EstimateTokens(req.Task)})
+			virtual: virtualModel(req)})
 		if f != nil {
 			return &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, KeyId: req.KeyId,
 				StatusCode: int32(resilience.StatusOf(resilience.Kind(f.Code))), Error: f}, nil
 		}
 		key, req.AllowedModels = p, globs
+		req.PricedOnly = p.key.Budget != nil && e.keys.defaultPrice == nil
 	}
 	if req.Direct && len(req.Fallbacks) == 0 && len(req.Models) == 1 {
-		// The configuration's, unless the request names its own; a key keeps to those it may call.
+		// The configuration's, unless the request names its own; a key keeps to those it may call (and,
+		// with a budget, to those with a price).
+		cat := e.catalog.Load()
 		for _, m := range e.cfg.Fallbacks[req.Models[0]] {
-			if key == nil || key.key.Allows(m) {
+			if model, _ := cat.Get(m); key == nil || (key.key.Allows(m) && !(req.PricedOnly && model.Unpriced)) {
 				req.Fallbacks = append(req.Fallbacks, m)
 			}
 		}

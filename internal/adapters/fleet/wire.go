@@ -69,7 +69,7 @@ func ReadFrame(r *bufio.Reader) (*messages.AgentFrame, error) {
 // CallOf is the provider call a job asks for: its conversation, tools, output format and parameters
 // (Ask), or else its system message and prompt.
 func CallOf(job *messages.Job) providers.Call {
-	call := providers.Call{RequestID: job.RequestId, JobID: job.JobId, Kind: job.Kind, Model: job.Model, UpstreamModel: job.UpstreamModel,
+	call := providers.Call{RequestID: job.RequestId, KeyID: job.KeyId, JobID: job.JobId, Kind: job.Kind, Model: job.Model, UpstreamModel: job.UpstreamModel,
 		Provider: job.Provider, MaxTokens: int(job.MaxTokens), Task: job.Task, Candidates: job.Candidates,
 		Category: job.Category, Attempt: int(job.Attempt)}
 	ask := job.GetAsk()
@@ -109,7 +109,7 @@ func CallOf(job *messages.Job) providers.Call {
 // JobOf is the job of a call, with the deadline it must meet: what travels to an agent, which makes
 // the same call of it (CallOf).
 func JobOf(call providers.Call, deadline time.Time) *messages.Job {
-	job := &messages.Job{RequestId: call.RequestID, JobId: call.JobID, Kind: call.Kind, Model: call.Model, UpstreamModel: call.UpstreamModel,
+	job := &messages.Job{RequestId: call.RequestID, KeyId: call.KeyID, JobId: call.JobID, Kind: call.Kind, Model: call.Model, UpstreamModel: call.UpstreamModel,
 		Provider: call.Provider, MaxTokens: int32(call.MaxTokens), Task: call.Task, Candidates: call.Candidates,
 		Category: call.Category, Attempt: int32(call.Attempt), Deadline: timestamppb.New(deadline)}
 	ask := &messages.Ask{Sampling: samplingOf(call.Params)}

@@ -1,7 +1,7 @@
 // Package keystore keeps API keys: Memory in the process for the embedded default, Postgres in schema
-// auth for controllers that share a database. A key's secret is kept only as its hash; the spend of
-// its current budget period sits in the key's row, so that charging it is one atomic update that
-// every controller sees.
+// auth for controllers that share a database, and Cache, the keys a controller has seen, in front of
+// either. A key's secret is kept only as its hash. What a key spent is charged where its calls are
+// settled (the journal's statement in PostgreSQL; Memory.Charge on the embedded default) and read here.
 package keystore
 
 import (
@@ -32,10 +32,11 @@ type Store interface {
 	Update(ctx context.Context, id string, c keys.Changes, now time.Time) (keys.Key, error)
 	// Revoke ends a key at now; revoking it again changes nothing.
 	Revoke(ctx context.Context, id string, now time.Time) (keys.Key, error)
-	// Charge adds amount to the key's spend in the budget period that began at periodStart (a later
-	// period than the one counted starts afresh; an earlier one counts only in the total) and marks
-	// the key used at at.
-	Charge(ctx context.Context, id string, periodStart time.Time, amount money.USD, at time.Time) error
+	// Changed returns the keys changed after since (revoked ones included) and the keys of ids, with
+	// their spend as it stands.
+	Changed(ctx context.Context, since time.Time, ids []string) ([]keys.Key, error)
+	// PeriodSpend reads what a key spent in the budget period that began at start.
+	PeriodSpend(ctx context.Context, id string, start time.Time) (money.USD, error)
 }
 
 // Memory keeps keys in the process.
@@ -107,7 +108,7 @@ func (m *Memory) Update(_ context.Context, id string, c keys.Changes, now time.T
 	}
 	changed := c.Apply(*k, now)
 	if changed.Period != k.Period {
-		changed.Spend.PeriodStart, changed.Spend.Period = time.Time{}, 0
+		changed.PeriodOrigin, changed.Spend.PeriodStart, changed.Spend.Period = now, time.Time{}, 0
 	}
 	*k = changed
 	return clone(*k), nil
@@ -127,7 +128,37 @@ func (m *Memory) Revoke(_ context.Context, id string, now time.Time) (keys.Key, 
 	return clone(*k), nil
 }
 
-// Charge implements Store.
+// Changed implements Store.
+func (m *Memory) Changed(_ context.Context, since time.Time, ids []string) ([]keys.Key, error) {
+	m.mu.Lock()
+	var out []keys.Key
+	for _, k := range m.byID {
+		if k.UpdatedAt.After(since) || slices.Contains(ids, k.ID) {
+			out = append(out, clone(*k))
+		}
+	}
+	m.mu.Unlock()
+	slices.SortFunc(out, byCreation)
+	return out, nil
+}
+
+// PeriodSpend implements Store.
+func (m *Memory) PeriodSpend(_ context.Context, id string, start time.Time) (money.USD, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k, ok := m.byID[id]
+	if !ok {
+		return 0, keys.ErrUnknown
+	}
+	if k.Spend.PeriodStart.Equal(start) {
+		return k.Spend.Period, nil
+	}
+	return 0, nil
+}
+
+// Charge adds amount to a key's spend in the budget period that began at periodStart (a later period
+// than the one counted starts afresh; an earlier one counts only in the total) and marks the key used
+// at at: the embedded default's settlement of a call.
 func (m *Memory) Charge(_ context.Context, id string, periodStart time.Time, amount money.USD, at time.Time) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -3,27 +3,54 @@ package keystore_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/keystore"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/adapters/store/postgres"
 	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// stores runs a test on the memory store and on PostgreSQL.
-func stores(t *testing.T, test func(t *testing.T, s keystore.Store)) {
-	t.Run("memory", func(t *testing.T) { test(t, keystore.NewMemory()) })
+// charger charges a key as a settled call does: the memory store's Charge on the embedded default,
+// the journal's settlement in PostgreSQL.
+type charger func(id string, periodStart time.Time, amount money.USD, at time.Time) error
+
+// stores runs a test on the memory store and on PostgreSQL, with the way each is charged.
+func stores(t *testing.T, test func(t *testing.T, s keystore.Store, charge charger)) {
+	t.Run("memory", func(t *testing.T) {
+		m := keystore.NewMemory()
+		test(t, m, func(id string, start time.Time, amount money.USD, at time.Time) error {
+			return m.Charge(context.Background(), id, start, amount, at)
+		})
+	})
 	t.Run("postgres", func(t *testing.T) {
-		pool, err := pgxpool.New(context.Background(), pgtest.New(t, true).Reveal())
+		url := pgtest.New(t, true)
+		pool, err := pgxpool.New(context.Background(), url.Reveal())
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(pool.Close)
-		test(t, keystore.NewPostgres(pool))
+		records, err := postgres.Open(context.Background(), url, postgres.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { records.Close() })
+		var n atomic.Int64
+		test(t, keystore.NewPostgres(pool), func(id string, start time.Time, amount money.USD, at time.Time) error {
+			call := &messages.Call{CallId: fmt.Sprint("call-", n.Add(1)), RequestId: "r", KeyId: id, PeriodStart: start.UnixMicro(), Model: "m",
+				Provider: "p", NodeId: "n", RunId: "run", OpenedAt: timestamppb.New(at), Deadline: timestamppb.New(at), State: store.CallSettled,
+				SettledAt: timestamppb.New(at), CostNanos: int64(amount)}
+			return records.Write(context.Background(), store.Batch{Calls: []*messages.Call{call}})
+		})
 	})
 }
 
@@ -39,7 +66,7 @@ func newKey(t *testing.T, s keystore.Store, id, secret string, c keys.Changes) k
 }
 
 func TestKeysKeepWhatTheyAreGiven(t *testing.T) {
-	stores(t, func(t *testing.T, s keystore.Store) {
+	stores(t, func(t *testing.T, s keystore.Store, charge charger) {
 		ctx := context.Background()
 		name, budget, rpm, period := "team-a", 2_500_000_000*money.NanoDollar, 3, keys.Week
 		models := []string{"openai/*", "conclave/*"}
@@ -77,12 +104,12 @@ func TestKeysKeepWhatTheyAreGiven(t *testing.T) {
 }
 
 func TestUpdatesAndRevocations(t *testing.T) {
-	stores(t, func(t *testing.T, s keystore.Store) {
+	stores(t, func(t *testing.T, s keystore.Store, charge charger) {
 		ctx := context.Background()
 		name, budget, period := "team-a", money.Dollar, keys.Day
 		newKey(t, s, "key_a", "ck-a", keys.Changes{Name: &name, Budget: &budget, Period: &period})
 		start := period.Start(created, created)
-		if err := s.Charge(ctx, "key_a", start, money.Dollar/4, created.Add(time.Minute)); err != nil {
+		if err := charge("key_a", start, money.Dollar/4, created.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
 		later := created.Add(time.Hour)
@@ -112,7 +139,7 @@ func TestUpdatesAndRevocations(t *testing.T) {
 }
 
 func TestChargesCountPerPeriodAndAtOnce(t *testing.T) {
-	stores(t, func(t *testing.T, s keystore.Store) {
+	stores(t, func(t *testing.T, s keystore.Store, charge charger) {
 		ctx := context.Background()
 		name, period := "team-a", keys.Day
 		newKey(t, s, "key_a", "ck-a", keys.Changes{Name: &name, Period: &period})
@@ -122,7 +149,7 @@ func TestChargesCountPerPeriodAndAtOnce(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				if err := s.Charge(ctx, "key_a", day1, money.Dollar/2, created.Add(time.Minute)); err != nil {
+				if err := charge("key_a", day1, money.Dollar/2, created.Add(time.Minute)); err != nil {
 					t.Error(err)
 				}
 			}()
@@ -132,18 +159,15 @@ func TestChargesCountPerPeriodAndAtOnce(t *testing.T) {
 		if k.Spent(created.Add(time.Hour)) != 10*money.Dollar || k.Spend.Total != 10*money.Dollar || !k.LastUsedAt.Equal(created.Add(time.Minute)) {
 			t.Fatalf("after 20 charges of 0.5: %+v, last used %v", k.Spend, k.LastUsedAt)
 		}
-		if err := s.Charge(ctx, "key_a", day2, money.Dollar, day2.Add(time.Minute)); err != nil {
+		if err := charge("key_a", day2, money.Dollar, day2.Add(time.Minute)); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.Charge(ctx, "key_a", day1, 2*money.Dollar, created.Add(2*time.Minute)); err != nil { // late, from the day before
+		if err := charge("key_a", day1, 2*money.Dollar, created.Add(2*time.Minute)); err != nil { // late, from the day before
 			t.Fatal(err)
 		}
 		k, _ = s.Get(ctx, "key_a")
 		if now := day2.Add(time.Hour); k.Spent(now) != money.Dollar || k.Spend.Total != 13*money.Dollar || !k.LastUsedAt.Equal(day2.Add(time.Minute)) {
 			t.Fatalf("the next day: %+v (spent %v), last used %v", k.Spend, k.Spent(now), k.LastUsedAt)
-		}
-		if err := s.Charge(ctx, "key_x", day1, money.Dollar, day1); !errors.Is(err, keys.ErrUnknown) {
-			t.Errorf("charging an unknown key: %v", err)
 		}
 	})
 }

@@ -12,7 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Postgres keeps keys in auth.keys (migration 004), shared by every controller on the database.
+// Postgres keeps keys in auth.keys (migrations 004 and 007), shared by every controller on the
+// database; what each key spent is in books.key_periods, where the journal's settlements add to it.
 type Postgres struct {
 	pool *pgxpool.Pool
 }
@@ -20,15 +21,25 @@ type Postgres struct {
 // NewPostgres returns the store over a pool whose database has the schema.
 func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
 
+// keyColumns read a key with its spend: its latest period's (which Key.Spent counts only when it is the
+// period that holds now), its total and its last charge.
 const keyColumns = `id, name, budget_nanos, budget_period, rpm, tpm, max_concurrency, models, expires_at, metadata,
-	created_at, updated_at, revoked_at, last_used_at, coalesce(period_start, created_at), period_spend_nanos, spend_nanos`
+	created_at, updated_at, revoked_at, period_origin, s.last_at, coalesce(l.period_start, period_origin), coalesce(l.spent_nanos, 0),
+	coalesce(s.total, 0)`
+
+// keyFrom joins a key's spend to it.
+const keyFrom = ` FROM auth.keys k
+	LEFT JOIN LATERAL (SELECT period_start, spent_nanos FROM books.key_periods p WHERE p.key_id = k.id
+		ORDER BY period_start DESC LIMIT 1) l ON true
+	LEFT JOIN LATERAL (SELECT sum(spent_nanos)::bigint AS total, max(last_at) AS last_at FROM books.key_periods p
+		WHERE p.key_id = k.id) s ON true`
 
 func scanKey(row pgx.Row) (keys.Key, error) {
 	var k keys.Key
 	var period string
 	var metadata []byte
 	err := row.Scan(&k.ID, &k.Name, &k.Budget, &period, &k.RPM, &k.TPM, &k.MaxConcurrency, &k.Models, &k.ExpiresAt, &metadata,
-		&k.CreatedAt, &k.UpdatedAt, &k.RevokedAt, &k.LastUsedAt, &k.Spend.PeriodStart, &k.Spend.Period, &k.Spend.Total)
+		&k.CreatedAt, &k.UpdatedAt, &k.RevokedAt, &k.PeriodOrigin, &k.LastUsedAt, &k.Spend.PeriodStart, &k.Spend.Period, &k.Spend.Total)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return keys.Key{}, keys.ErrUnknown
 	}
@@ -37,7 +48,7 @@ func scanKey(row pgx.Row) (keys.Key, error) {
 	}
 	k.Period, _ = keys.ParsePeriod(period)
 	k.Metadata = metadata
-	for _, t := range []*time.Time{&k.CreatedAt, &k.UpdatedAt, &k.Spend.PeriodStart} {
+	for _, t := range []*time.Time{&k.CreatedAt, &k.UpdatedAt, &k.PeriodOrigin, &k.Spend.PeriodStart} {
 		*t = t.UTC()
 	}
 	return k, nil
@@ -46,7 +57,7 @@ func scanKey(row pgx.Row) (keys.Key, error) {
 // Create implements Store.
 func (p *Postgres) Create(ctx context.Context, k keys.Key, hash []byte) error {
 	_, err := p.pool.Exec(ctx, `INSERT INTO auth.keys (id, name, secret_hash, budget_nanos, budget_period, rpm, tpm, max_concurrency, models,
-	expires_at, metadata, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12)`,
+	expires_at, metadata, created_at, updated_at, period_origin) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $12)`,
 		k.ID, k.Name, hash, k.Budget, k.Period.String(), k.RPM, k.TPM, k.MaxConcurrency, nonNil(k.Models), k.ExpiresAt, string(k.Metadata), k.CreatedAt)
 	if err != nil {
 		return fmt.Errorf("%w: create key: %v", ErrUnavailable, err)
@@ -56,17 +67,37 @@ func (p *Postgres) Create(ctx context.Context, k keys.Key, hash []byte) error {
 
 // Get implements Store.
 func (p *Postgres) Get(ctx context.Context, id string) (keys.Key, error) {
-	return scanKey(p.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM auth.keys WHERE id = $1`, id))
+	return scanKey(p.pool.QueryRow(ctx, `SELECT `+keyColumns+keyFrom+` WHERE id = $1`, id))
 }
 
 // ByHash implements Store.
 func (p *Postgres) ByHash(ctx context.Context, hash []byte) (keys.Key, error) {
-	return scanKey(p.pool.QueryRow(ctx, `SELECT `+keyColumns+` FROM auth.keys WHERE secret_hash = $1`, hash))
+	return scanKey(p.pool.QueryRow(ctx, `SELECT `+keyColumns+keyFrom+` WHERE secret_hash = $1`, hash))
 }
 
 // List implements Store.
 func (p *Postgres) List(ctx context.Context) ([]keys.Key, error) {
-	rows, err := p.pool.Query(ctx, `SELECT `+keyColumns+` FROM auth.keys ORDER BY created_at, id`)
+	return p.query(ctx, `SELECT `+keyColumns+keyFrom+` ORDER BY created_at, id`)
+}
+
+// Changed implements Store.
+func (p *Postgres) Changed(ctx context.Context, since time.Time, ids []string) ([]keys.Key, error) {
+	return p.query(ctx, `SELECT `+keyColumns+keyFrom+` WHERE updated_at > $1 OR id = ANY($2) ORDER BY created_at, id`, since, nonNil(ids))
+}
+
+// PeriodSpend implements Store.
+func (p *Postgres) PeriodSpend(ctx context.Context, id string, start time.Time) (money.USD, error) {
+	var spent money.USD
+	err := p.pool.QueryRow(ctx, `SELECT coalesce(sum(spent_nanos), 0)::bigint FROM books.key_periods WHERE key_id = $1 AND period_start = $2`,
+		id, start).Scan(&spent)
+	if err != nil {
+		return 0, fmt.Errorf("%w: read spend: %v", ErrUnavailable, err)
+	}
+	return spent, nil
+}
+
+func (p *Postgres) query(ctx context.Context, sql string, args ...any) ([]keys.Key, error) {
+	rows, err := p.pool.Query(ctx, sql, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%w: list keys: %v", ErrUnavailable, err)
 	}
@@ -90,15 +121,14 @@ func (p *Postgres) List(ctx context.Context) ([]keys.Key, error) {
 func (p *Postgres) Update(ctx context.Context, id string, c keys.Changes, now time.Time) (keys.Key, error) {
 	var out keys.Key
 	err := pgx.BeginFunc(ctx, p.pool, func(tx pgx.Tx) error {
-		k, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+` FROM auth.keys WHERE id = $1 FOR UPDATE`, id))
+		k, err := scanKey(tx.QueryRow(ctx, `SELECT `+keyColumns+keyFrom+` WHERE id = $1 FOR UPDATE OF k`, id))
 		if err != nil {
 			return err
 		}
 		out = c.Apply(k, now)
 		_, err = tx.Exec(ctx, `UPDATE auth.keys SET name = $2, budget_nanos = $3, budget_period = $4, rpm = $5, tpm = $6, max_concurrency = $7,
 	models = $8, expires_at = $9, metadata = $10, updated_at = $11,
-	period_start = CASE WHEN budget_period = $4 THEN period_start END,
-	period_spend_nanos = CASE WHEN budget_period = $4 THEN period_spend_nanos ELSE 0 END
+	period_origin = CASE WHEN budget_period = $4 THEN period_origin ELSE $11 END
 	WHERE id = $1`, id, out.Name, out.Budget, out.Period.String(), out.RPM, out.TPM, out.MaxConcurrency, nonNil(out.Models), out.ExpiresAt,
 			string(out.Metadata), out.UpdatedAt)
 		return err
@@ -123,25 +153,6 @@ func (p *Postgres) Revoke(ctx context.Context, id string, now time.Time) (keys.K
 		return keys.Key{}, keys.ErrUnknown
 	}
 	return p.Get(ctx, id)
-}
-
-// Charge implements Store, in one statement: two controllers charging at once both count.
-func (p *Postgres) Charge(ctx context.Context, id string, periodStart time.Time, amount money.USD, at time.Time) error {
-	tag, err := p.pool.Exec(ctx, `UPDATE auth.keys SET
-	period_spend_nanos = CASE WHEN period_start = $2 THEN period_spend_nanos + $3
-	                        WHEN period_start IS NULL OR period_start < $2 THEN $3
-	                        ELSE period_spend_nanos END,
-	period_start = greatest(period_start, $2),
-	spend_nanos = spend_nanos + $3,
-	last_used_at = greatest(last_used_at, $4)
-	WHERE id = $1`, id, periodStart, amount, at)
-	if err != nil {
-		return fmt.Errorf("%w: charge key: %v", ErrUnavailable, err)
-	}
-	if tag.RowsAffected() == 0 {
-		return keys.ErrUnknown
-	}
-	return nil
 }
 
 func nonNil(s []string) []string {

@@ -166,9 +166,11 @@ func (p Params) Given() []string {
 // Call is one request to one model.
 type Call struct {
 	RequestID string
-	JobID     string
-	Kind      string
-	Provider  string
+	// KeyID is the API key the call is charged to ("" for the admin token): never sent upstream.
+	KeyID    string
+	JobID    string
+	Kind     string
+	Provider string
 	// Model is the catalog's id; UpstreamModel the id as the provider names it (empty: Model).
 	Model         string
 	UpstreamModel string

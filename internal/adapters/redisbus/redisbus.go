@@ -1,8 +1,9 @@
 // Package redisbus owns what controllers tell each other through Redis, the engine built for it: a
 // provider breaker that opened, published on a channel so every controller stops calling that provider
-// within a second (each still half-opens on its own), and the rotating arbiter's turn, one counter per
-// blueprint, so rotation holds across controllers. It is an adapter: it moves messages, and the actors
-// decide what they mean.
+// within a second (each still half-opens on its own); an API key that changed (revoked, its limits or
+// budget), so every controller reads it again at once; and the rotating arbiter's turn, one counter per
+// blueprint, so rotation holds across controllers. It is an adapter: it moves messages, and the engine
+// and the actors decide what they mean.
 package redisbus
 
 import (
@@ -44,6 +45,34 @@ func New(client Client, prefix, node string, log *zap.Logger) *Bus {
 
 func (b *Bus) channel() string { return b.prefix + ":breakers" }
 
+func (b *Bus) keysChannel() string { return b.prefix + ":keys" }
+
+// keyChanged is the message of a key that changed.
+type keyChanged struct {
+	Key  string `json:"key"`
+	Node string `json:"node"`
+}
+
+// PublishKeyChanged tells the other controllers that a key changed.
+func (b *Bus) PublishKeyChanged(id string) error {
+	raw, err := json.Marshal(keyChanged{Key: id, Node: b.node})
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), publishTimeout)
+	defer cancel()
+	if err := b.client.Publish(ctx, b.keysChannel(), raw).Err(); err != nil {
+		return fmt.Errorf("publish key %s: %w", id, err)
+	}
+	return nil
+}
+
+// Handlers hear what other controllers said.
+type Handlers struct {
+	Opened     func(Opened)
+	KeyChanged func(id string)
+}
+
 // publishTimeout bounds one publication: a Redis that does not answer must not hold a breaker's news.
 const publishTimeout = time.Second
 
@@ -61,11 +90,11 @@ func (b *Bus) PublishOpened(provider string, until time.Time) error {
 	return nil
 }
 
-// Listen calls onOpened for every other controller's opening until ctx ends. The client resubscribes
-// by itself when Redis comes back; openings published meanwhile are lost, and each controller's own
-// breaker still opens on its own faults.
-func (b *Bus) Listen(ctx context.Context, onOpened func(Opened)) {
-	sub := b.client.Subscribe(ctx, b.channel())
+// Listen hands every other controller's word to its handler until ctx ends. The client resubscribes by
+// itself when Redis comes back; what was published meanwhile is lost: each controller's own breaker
+// still opens on its own faults, and reads changed keys again at its next refresh.
+func (b *Bus) Listen(ctx context.Context, h Handlers) {
+	sub := b.client.Subscribe(ctx, b.channel(), b.keysChannel())
 	defer sub.Close()
 	ch := sub.Channel()
 	for {
@@ -76,13 +105,24 @@ func (b *Bus) Listen(ctx context.Context, onOpened func(Opened)) {
 			if !ok {
 				return
 			}
+			if msg.Channel == b.keysChannel() {
+				var k keyChanged
+				if err := json.Unmarshal([]byte(msg.Payload), &k); err != nil || k.Key == "" {
+					b.log.Warn("a key message that is not one", zap.String("event", "cluster_message_invalid"), zap.Int("bytes", len(msg.Payload)))
+					continue
+				}
+				if k.Node != b.node && h.KeyChanged != nil {
+					h.KeyChanged(k.Key)
+				}
+				continue
+			}
 			var o Opened
 			if err := json.Unmarshal([]byte(msg.Payload), &o); err != nil || o.Provider == "" {
 				b.log.Warn("a breaker message that is not one", zap.String("event", "cluster_message_invalid"), zap.Int("bytes", len(msg.Payload)))
 				continue
 			}
-			if o.Node != b.node {
-				onOpened(o)
+			if o.Node != b.node && h.Opened != nil {
+				h.Opened(o)
 			}
 		}
 	}

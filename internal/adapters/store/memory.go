@@ -49,6 +49,10 @@ func NewMemory(records int, maxBytes int64) *Memory {
 	return &Memory{byID: make(map[string]*entry), records: records, maxBytes: maxBytes}
 }
 
+// Write implements Store: the memory store keeps records; the journal is not kept (it would die with
+// the process anyway), and its settlements are charged to keys as they come (see keystore.Memory).
+func (m *Memory) Write(ctx context.Context, b Batch) error { return m.Insert(ctx, b.Records) }
+
 // Insert implements Store.
 func (m *Memory) Insert(_ context.Context, records []*messages.Execution) error {
 	entries := make([]*entry, len(records))

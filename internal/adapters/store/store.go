@@ -37,11 +37,16 @@ func (e *RejectedError) Error() string {
 
 func (e *RejectedError) Unwrap() error { return e.Err }
 
-// Store persists execution records. Implementations are safe for concurrent use.
+// Store persists execution records and the journal of calls. Implementations are safe for concurrent
+// use.
 type Store interface {
 	// Insert writes records. A record whose request id is stored already is left as it is, so writing
 	// a batch again (after a failure, or from a spool) adds nothing twice.
 	Insert(ctx context.Context, records []*messages.Execution) error
+	// Write writes calls of the journal and records together. A call's intent (state open) is kept
+	// until its settlement (settled or interrupted) replaces it; a call settles once, and its key is
+	// charged its cost as it settles, so writing a batch again charges nothing twice.
+	Write(ctx context.Context, b Batch) error
 	// Get returns a record with its feedback, or ErrNotFound, or an error wrapping ErrUnavailable.
 	Get(ctx context.Context, requestID string) (*messages.Execution, error)
 	// SetFeedback records feedback on an execution that has none yet and reports whether it did; only
@@ -51,6 +56,23 @@ type Store interface {
 	List(ctx context.Context, f Filter) (Page, error)
 	Close() error
 }
+
+// Batch is one write of the recorder: journaled calls and records, written in one transaction where
+// the store has them.
+type Batch struct {
+	Calls   []*messages.Call
+	Records []*messages.Execution
+}
+
+// Settled reports whether a call of the journal is settled (its cost known, or interrupted).
+func Settled(c *messages.Call) bool { return c.State == CallSettled || c.State == CallInterrupted }
+
+// States of a journaled call.
+const (
+	CallOpen        = "open"
+	CallSettled     = "settled"
+	CallInterrupted = "interrupted"
+)
 
 // Learning is a store that also keeps what the bandit learned: the rewards of every record it
 // inserts and every feedback it sets, added to each arm atomically.

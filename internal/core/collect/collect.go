@@ -294,8 +294,10 @@ type Machine struct {
 	reserve  []Assignment // adaptive: the assignments no wave has asked yet, best-first
 	quorum   Quorum
 	finished bool
-	done     Done
-	out      []Effect
+	// stopped: the caller's own key refused a call; nothing more is asked.
+	stopped bool
+	done    Done
+	out     []Effect
 	// spareSlots and spareJobs are allocated ahead for the initial assignments.
 	spareSlots []Slot
 	spareJobs  []Job
@@ -470,6 +472,22 @@ func (m *Machine) Result(now time.Time, seq int, r Reply) []Effect {
 	default:
 		rec.Status = Error
 	}
+	if resilience.CallersOwn(kind) {
+		// Refused before it was sent by the caller's own key (its budget, its limits): no other model can
+		// be asked in its place, and nothing is retried; the calls out finish, and collection ends with
+		// what they answer.
+		rec.Status = NotSent
+		m.emit(Effect{Kind: Settle, Job: j, Record: rec})
+		j.Slot.state = slotFailed
+		m.stopped = true
+		for _, s := range m.slots {
+			if s.state == slotWaiting {
+				s.state = slotFailed
+			}
+		}
+		m.progress(now)
+		return m.emitWake(now)
+	}
 	m.emit(Effect{Kind: Settle, Job: j, Record: rec})
 	switch rec.Status {
 	case OK:
@@ -601,6 +619,10 @@ func (m *Machine) progress(now time.Time) {
 // and time remain, asking again the failed models whose provider is up (on other workers) and new
 // models in place of the others.
 func (m *Machine) endRound(now time.Time) {
+	if m.stopped {
+		m.finish(now, "")
+		return
+	}
 	if m.cfg.Adaptive != nil && m.nextWave(now) {
 		return
 	}
@@ -798,6 +820,9 @@ func (m *Machine) nothing() (resilience.Kind, time.Duration) {
 	wait, limited, down := time.Duration(0), true, true
 	refusal := m.records[0].Kind
 	for _, r := range m.records {
+		if resilience.CallersOwn(r.Kind) {
+			return r.Kind, 0 // what ended collection
+		}
 		if !r.rateLimited() {
 			limited = false
 		}

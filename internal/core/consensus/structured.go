@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+	"github.com/santhosh-tekuri/jsonschema/v6/kind"
 	"golang.org/x/text/language"
 	"golang.org/x/text/message"
 )
@@ -47,7 +48,7 @@ type ToolCall struct {
 // of them. The zero Structure (and nil) asks for text and knows no tools.
 type Structure struct {
 	json   bool
-	schema *jsonschema.Schema
+	schema *boundedSchema
 	tools  map[string]string // name -> parameters schema
 }
 
@@ -87,7 +88,7 @@ func (refuseLoads) Load(url string) (any, error) {
 }
 
 // compileSchema compiles a schema within its bounds, as intake checked it (CheckSchema).
-func compileSchema(text string) (*jsonschema.Schema, error) {
+func compileSchema(text string) (*boundedSchema, error) {
 	sch, _, err := compileBounded(text, MaxSchemaNodes)
 	return sch, err
 }
@@ -142,14 +143,14 @@ const maxProblemBytes = 300
 // schema is compiled once, for the first call that names it.
 func Ballots(resps []Response, st *Structure, kind Kind) []Ballot {
 	out := make([]Ballot, len(resps))
-	var params map[string]*jsonschema.Schema // the tools' schemas compiled so far (nil: not compilable)
+	var params map[string]*boundedSchema // the tools' schemas compiled so far (nil: not compilable)
 	groups := map[string]int{}
 	for i, r := range resps {
 		var b Ballot
 		switch {
 		case len(r.ToolCalls) > 0:
 			if params == nil {
-				params = map[string]*jsonschema.Schema{}
+				params = map[string]*boundedSchema{}
 			}
 			b = callsBallot(r.ToolCalls, st, params)
 		case st.JSON():
@@ -160,9 +161,7 @@ func Ballots(resps []Response, st *Structure, kind Kind) []Ballot {
 				b.Valid, b.Problem = false, "empty answer"
 			}
 		}
-		if len(b.Problem) > maxProblemBytes {
-			b.Problem = strings.ToValidUTF8(b.Problem[:maxProblemBytes], "") + "..."
-		}
+		b.Problem = clip(b.Problem, maxProblemBytes)
 		b.Group = -1
 		if b.Valid {
 			g, seen := groups[b.key()]
@@ -195,9 +194,12 @@ func jsonBallot(text string, st *Structure) Ballot {
 			b.Problem = "not a JSON object"
 			return b
 		}
-	} else if err := st.schema.Validate(v); err != nil {
-		b.Problem = "does not match the schema: " + schemaProblem(err)
-		return b
+	} else {
+		budget := int64(MaxAnswerWork)
+		if err := st.schema.check(v, &budget); err != nil {
+			b.Problem = "does not match the schema: " + schemaProblem(err)
+			return b
+		}
 	}
 	b.Valid = true
 	return b
@@ -206,8 +208,9 @@ func jsonBallot(text string, st *Structure) Ballot {
 // callsBallot reads an answer's tool calls as a multiset of (name, canonical arguments): the order of
 // the calls and their ids do not matter. Each call must name one of the request's tools (when it gave
 // any) with arguments that are a JSON object matching that tool's parameters.
-func callsBallot(calls []ToolCall, st *Structure, params map[string]*jsonschema.Schema) Ballot {
+func callsBallot(calls []ToolCall, st *Structure, params map[string]*boundedSchema) Ballot {
 	b := Ballot{Form: FormToolCalls}
+	budget := int64(MaxAnswerWork) // for all the calls of the answer
 	type call struct{ name, args string }
 	list := make([]call, len(calls))
 	values := make([]any, len(calls))
@@ -246,7 +249,7 @@ func callsBallot(calls []ToolCall, st *Structure, params map[string]*jsonschema.
 				params[c.Name] = sch
 			}
 			if sch != nil {
-				if err := sch.Validate(v); err != nil {
+				if err := sch.check(v, &budget); err != nil {
 					b.Problem = fmt.Sprintf("arguments of %s do not match its parameters: %s", strconv.Quote(c.Name), schemaProblem(err))
 				}
 			}
@@ -273,26 +276,155 @@ func callsBallot(calls []ToolCall, st *Structure, params map[string]*jsonschema.
 
 var schemaPrinter = message.NewPrinter(language.English)
 
-// schemaProblem says in one line where a value breaks its schema: each leaf error's place and reason.
+// maxProblemLeaves bounds the leaf errors schemaProblem reads: an error can have a million of them
+// (all alike, from a union's branches), which it would take as long to format as to find.
+const maxProblemLeaves = 64
+
+// schemaProblem says in one line where a value breaks its schema: its leaf errors' places and reasons,
+// each once, up to about maxProblemBytes ("; ..." when it leaves some out). It formats no more than
+// that: an error can have a million leaves, and a leaf can quote a megabyte of the value.
 func schemaProblem(err error) string {
 	var ve *jsonschema.ValidationError
 	if !errors.As(err, &ve) {
-		return err.Error()
+		return clip(err.Error(), maxProblemBytes)
 	}
-	var leaves []string
+	var (
+		b      strings.Builder
+		shown  = map[string]bool{}
+		leaves int
+		more   bool
+	)
 	var walk func(e *jsonschema.ValidationError)
 	walk = func(e *jsonschema.ValidationError) {
-		if len(e.Causes) == 0 {
-			at := "/" + strings.Join(e.InstanceLocation, "/")
-			leaves = append(leaves, "at "+at+": "+e.ErrorKind.LocalizedString(schemaPrinter))
-			return
-		}
-		for _, c := range e.Causes {
-			walk(c)
+		switch {
+		case more:
+		case len(e.Causes) > 0:
+			for _, c := range e.Causes {
+				walk(c)
+			}
+		case leaves >= maxProblemLeaves || b.Len() >= maxProblemBytes:
+			more = true
+		default:
+			leaves++
+			leaf := "at " + valuePlace(e.InstanceLocation) + ": " + leafReason(e.ErrorKind)
+			if !shown[leaf] {
+				shown[leaf] = true
+				if b.Len() > 0 {
+					b.WriteString("; ")
+				}
+				b.WriteString(leaf)
+			}
 		}
 	}
 	walk(ve)
-	return strings.Join(leaves, "; ")
+	if more {
+		b.WriteString("; ...")
+	}
+	return b.String()
+}
+
+// clip cuts s to at most n bytes (and "..."), on a character's boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "..."
+}
+
+// valuePlace names a place in a value (/a/0/b), cut short: an answer's keys can be long and deep.
+func valuePlace(loc []string) string {
+	var b strings.Builder
+	for _, tok := range loc {
+		if b.Len() >= 96 {
+			b.WriteString("/...")
+			break
+		}
+		b.WriteString("/" + clip(tok, 32))
+	}
+	if b.Len() == 0 {
+		return "/"
+	}
+	return b.String()
+}
+
+// leafReason says why a value breaks one keyword, in a bounded length: the library's own message for
+// the kinds that quote only the schema's few numbers, a shorter one for those that would quote the
+// value, an enum or a list of names whole.
+func leafReason(k jsonschema.ErrorKind) string {
+	switch k := k.(type) {
+	case *kind.Enum:
+		for _, w := range k.Want {
+			switch w.(type) {
+			case []any, map[string]any:
+				return "'enum' failed"
+			}
+		}
+		if len(k.Want) == 1 {
+			return "value must be " + shown(k.Want[0])
+		}
+		return "value must be one of " + listed(len(k.Want), func(i int) string { return shown(k.Want[i]) })
+	case *kind.Const:
+		switch k.Want.(type) {
+		case []any, map[string]any:
+			return "'const' failed"
+		}
+		return "value must be " + shown(k.Want)
+	case *kind.Format:
+		return "value is not valid " + clip(k.Want, 32)
+	case *kind.Pattern:
+		return "value does not match pattern " + shown(k.Want)
+	case *kind.AdditionalProperties:
+		return "additional properties " + listed(len(k.Properties), func(i int) string { return shown(k.Properties[i]) }) + " not allowed"
+	case *kind.PropertyNames:
+		return "invalid property name " + shown(k.Property)
+	case *kind.Required:
+		if len(k.Missing) == 1 {
+			return "missing property " + shown(k.Missing[0])
+		}
+		return "missing properties " + listed(len(k.Missing), func(i int) string { return shown(k.Missing[i]) })
+	case *kind.Dependency:
+		return dependent(k.Missing, k.Prop)
+	case *kind.DependentRequired:
+		return dependent(k.Missing, k.Prop)
+	case *kind.MinContains:
+		return fmt.Sprintf("min %d items required to match contains schema, but matched %d", k.Want, len(k.Got))
+	case *kind.MaxContains:
+		return fmt.Sprintf("max %d items required to match contains schema, but matched %d", k.Want, len(k.Got))
+	}
+	return clip(k.LocalizedString(schemaPrinter), 120)
+}
+
+func dependent(missing []string, prop string) string {
+	return "properties " + listed(len(missing), func(i int) string { return shown(missing[i]) }) + " required, if " + shown(prop) + " exists"
+}
+
+// shown writes a primitive JSON value of a problem, strings quoted and cut at 40 bytes.
+func shown(v any) string {
+	switch v := v.(type) {
+	case string:
+		return "'" + clip(v, 40) + "'"
+	case nil:
+		return "null"
+	case []any, map[string]any:
+		return "value"
+	}
+	return clip(fmt.Sprint(v), 40)
+}
+
+// listed joins the first of n items that fit in about 100 bytes, and says how many are left out.
+func listed(n int, item func(i int) string) string {
+	var b strings.Builder
+	for i := range n {
+		if b.Len() >= 100 {
+			fmt.Fprintf(&b, ", and %d more", n-i)
+			break
+		}
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(item(i))
+	}
+	return b.String()
 }
 
 // maxDisplayBytes bounds a ballot as it is written into a record.

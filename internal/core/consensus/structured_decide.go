@@ -282,7 +282,8 @@ func (s *structured) merge(weighted bool, shares []float64) (Result, bool) {
 	}
 	merged := mergeField(voters, "", &s.contests)
 	if s.st.schema != nil {
-		if err := s.st.schema.Validate(merged); err != nil {
+		budget := int64(MaxAnswerWork)
+		if err := s.st.schema.check(merged, &budget); err != nil {
 			s.note = "the field-wise merge was dropped: it does not match the schema: " + schemaProblem(err)
 			s.contests = nil
 			return Result{}, false

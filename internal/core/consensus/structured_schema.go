@@ -3,6 +3,7 @@ package consensus
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"strconv"
 	"strings"
 
@@ -32,48 +33,112 @@ const (
 // booleans it may hold (at most MaxSchemaNodes: a request's schemas share them), and returns how many
 // it holds, or why it cannot be used: it is out of bounds, or the compiler refuses it, or it refers
 // to itself without descending into the value, which JSON Schema leaves undefined and the check fails
-// on every value that reaches. It reads no file and fetches nothing: a reference to anything outside
-// the schema is refused. The error says so in one line.
+// on every value that reaches, or checking one value against it could take more than
+// MaxValueEvaluations evaluations of its subschemas. It reads no file and fetches nothing: a reference
+// to anything outside the schema is refused. The error says so in one line.
 func CheckSchema(text string, budget int) (nodes int, err error) {
 	_, nodes, err = compileBounded(text, budget)
 	return nodes, err
 }
 
-// compileBounded reads a schema's size and, within its bounds, compiles it: the one way a schema of a
-// request is compiled.
-func compileBounded(text string, budget int) (*jsonschema.Schema, int, error) {
+// boundedSchema is a compiled schema with what checking a value against it can cost.
+type boundedSchema struct {
+	sch  *jsonschema.Schema
+	cost *evalCost
+}
+
+// compileBounded reads a schema's size and, within its bounds, compiles it and reads its costs: the one
+// way a schema of a request is compiled.
+func compileBounded(text string, budget int) (*boundedSchema, int, error) {
 	nodes, err := schemaSize(text, min(budget, MaxSchemaNodes))
 	if err != nil {
 		return nil, nodes, err
 	}
-	sch, err := compileSafely(text)
+	sch, anchors, err := compileSafely(text)
 	if err != nil {
 		return nil, nodes, errors.New("cannot be compiled: " + compileReason(err))
 	}
 	if at := inPlaceCycle(sch); at != "" {
 		return nil, nodes, errors.New("cannot be compiled: " + at + " refers to itself without descending into the value (a $ref cycle)")
 	}
-	return sch, nodes, nil
+	cost, err := schemaCost(sch, anchors)
+	if err != nil {
+		return nil, nodes, err
+	}
+	return &boundedSchema{sch: sch, cost: cost}, nodes, nil
 }
 
-// compileSafely compiles a schema; a panic of the compiler (a multipleOf it cannot read as a fraction)
-// is an error of the schema, not the end of the process.
-func compileSafely(text string) (sch *jsonschema.Schema, err error) {
+// uncheckedError is an answer that was not checked against its schema, and why.
+type uncheckedError struct{ reason string }
+
+func (e *uncheckedError) Error() string { return e.reason }
+
+// check checks a value (as ParseJSON returns it) against the schema, within what is left of budget
+// (MaxAnswerWork for an answer), which it lowers by the work the value may take: a value that could
+// take more is not checked, nor one with a number the validator cannot read in bounded time.
+func (b *boundedSchema) check(v any, budget *int64) error {
+	work, problem := b.cost.answerWork(v, *budget)
+	switch {
+	case problem != "":
+		return &uncheckedError{"not checked, as it " + problem}
+	case work > *budget:
+		return &uncheckedError{fmt.Sprintf("not checked, as checking it could take more than the %d evaluations an answer may take", MaxAnswerWork)}
+	}
+	*budget -= work
+	return b.sch.Validate(v)
+}
+
+// compileSafely compiles a schema, and the subschemas that declare a $dynamicAnchor (which a
+// $dynamicRef can reach without any field leading to them); a panic of the compiler (a multipleOf it
+// cannot read as a fraction) is an error of the schema, not the end of the process.
+func compileSafely(text string) (sch *jsonschema.Schema, anchors []*jsonschema.Schema, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			sch, err = nil, errors.New("the compiler cannot read it")
+			sch, anchors, err = nil, nil, errors.New("the compiler cannot read it")
 		}
 	}()
 	doc, err := ParseJSON(text)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	c := jsonschema.NewCompiler()
 	c.UseLoader(refuseLoads{})
 	if err := c.AddResource(schemaURL, doc); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return c.Compile(schemaURL)
+	if sch, err = c.Compile(schemaURL); err != nil {
+		return nil, nil, err
+	}
+	if strings.Contains(text, "$dynamicAnchor") {
+		for _, at := range anchorPlaces(doc, "", nil) {
+			// One that does not compile is not a schema the compiler anchored (those compiled with
+			// the root): data that looks like one.
+			if s, err := c.Compile(schemaURL + "#" + at); err == nil {
+				anchors = append(anchors, s)
+			}
+		}
+	}
+	return sch, anchors, nil
+}
+
+// anchorPlaces appends the places (URL fragments) of a document's objects that declare a
+// $dynamicAnchor.
+func anchorPlaces(v any, at string, out []string) []string {
+	switch x := v.(type) {
+	case map[string]any:
+		if _, ok := x["$dynamicAnchor"].(string); ok {
+			out = append(out, at)
+		}
+		for k, e := range x {
+			tok := strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+			out = anchorPlaces(e, at+"/"+url.PathEscape(tok), out)
+		}
+	case []any:
+		for i, e := range x {
+			out = anchorPlaces(e, at+"/"+strconv.Itoa(i), out)
+		}
+	}
+	return out
 }
 
 // schemaSize reads a schema's text without building it: its objects and booleans, which it refuses

@@ -202,7 +202,7 @@ func TestFieldWiseMerge(t *testing.T) {
 			}
 			if r.Merged {
 				v, _ := ParseJSON(r.Answer)
-				if st.schema != nil && st.schema.Validate(v) != nil {
+				if st.schema != nil && st.schema.sch.Validate(v) != nil {
 					t.Fatalf("the merge %s breaks the schema", r.Answer)
 				}
 			}

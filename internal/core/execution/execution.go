@@ -18,6 +18,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -94,6 +95,11 @@ func Failure(d collect.Done, broken bool, records []*collect.Record, fault func(
 	if d.Failure == "" {
 		return "", "", 0, nil, false
 	}
+	switch {
+	case resilience.CallersOwn(d.Failure):
+		// The key's own refusal says what to do (and, for a budget, when it resets).
+		return d.Failure, errorOf(records, d.Failure), 0, nil, true
+	}
 	switch d.Failure {
 	case resilience.ClientClosed, resilience.ShuttingDown:
 		return d.Failure, StopMessage(d.Failure), 0, nil, true
@@ -126,6 +132,16 @@ func StopMessage(kind resilience.Kind) string {
 	return "the request was still running when the shutdown timeout ended"
 }
 
+// errorOf is what the call that failed with kind said.
+func errorOf(records []*collect.Record, kind resilience.Kind) string {
+	for _, rec := range records {
+		if r, ok := rec.Ref.(*messages.JobResult); ok && rec.Kind == kind && r.ErrorMessage != "" {
+			return r.ErrorMessage
+		}
+	}
+	return string(kind)
+}
+
 // lastError is what the last failed call said.
 func lastError(records []*collect.Record) string {
 	for i := len(records) - 1; i >= 0; i-- {
@@ -154,7 +170,7 @@ type Weights interface {
 // rewards measure it (accuracyVotes); a plain majority is decided by the blueprint's min_responses
 // answers of the models learned best, for a panel holds models drawn to explore beside the proven ones.
 func ConsensusInput(req *messages.RouteRequest, p *plan.Plan, answers []*collect.Job, w Weights, accuracyVotes bool) *messages.ConsensusInput {
-	in := &messages.ConsensusInput{RequestId: req.RequestId, Category: p.Category, Strategy: string(p.Blueprint.Strategy), Task: req.Task,
+	in := &messages.ConsensusInput{RequestId: req.RequestId, KeyId: req.KeyId, Category: p.Category, Strategy: string(p.Blueprint.Strategy), Task: req.Task,
 		AnswerKind: string(p.AnswerKind), ResponseFormat: req.GetAsk().GetResponseFormat(), Tools: req.GetAsk().GetTools()}
 	if p.Blueprint.Strategy == blueprints.Majority {
 		in.Deciders = int32(p.Blueprint.MinResponses)
@@ -375,7 +391,7 @@ func Offset(origin, t time.Time) float64 { return max(ms(t.Sub(origin)), 0.001) 
 // sampling parameters the caller gave, which every model asked must carry.
 func Request(r *messages.RouteRequest, strictParams []string) plan.Request {
 	req := plan.Request{Task: r.Task, Category: r.Category, Classified: r.ClassifiedCategory, ClassifiedBy: r.ClassifiedBy, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
-		Fallbacks: r.Fallbacks, StrictParams: strictParams, Allowed: r.AllowedModels}
+		Fallbacks: r.Fallbacks, StrictParams: strictParams, Allowed: r.AllowedModels, PricedOnly: r.PricedOnly}
 	if r.TimeoutSeconds != nil {
 		// A timeout too small to be a duration still ends the request at once.
 		req.Timeout = max(time.Duration(*r.TimeoutSeconds*float64(time.Second)), time.Nanosecond)
@@ -504,4 +520,76 @@ func Collection(p *plan.Plan, retryScale float64) (collect.Config, []collect.Ass
 		initial[i] = collect.Assignment{Model: pick.Model, Provider: pick.Provider, Worker: p.Workers[i]}
 	}
 	return cfg, initial
+}
+
+// ArbiterCall names the call an arbiter model makes for a request.
+func ArbiterCall(requestID string) string { return requestID + "/arbiter" }
+
+// Settle writes the settlements of a request's calls from the journal into its record: each call's
+// usage and cost in its result (or the arbiter's), a result added for a call the record lacks (one
+// that started as collection ended), and the request's usage and cost summed again. The journal's
+// word wins: a call cut short has its estimated usage there, which its result, answered as the call
+// was cancelled, may not carry. The record is returned unchanged when nothing differs, else a copy:
+// the record an answer was given with is never changed.
+func Settle(exec *messages.Execution, calls []*messages.Call) *messages.Execution {
+	if len(calls) == 0 || !settlesChange(exec, calls) {
+		return exec
+	}
+	out := proto.Clone(exec).(*messages.Execution)
+	for _, c := range calls {
+		if c.CallId == ArbiterCall(out.RequestId) && out.Decision != nil {
+			out.Decision.ArbiterUsage, out.Decision.ArbiterCostNanos = c.Usage, c.CostNanos
+			continue
+		}
+		if wr := resultOf(out, c.CallId); wr != nil {
+			wr.Usage, wr.CostNanos = c.Usage, c.CostNanos
+			continue
+		}
+		out.Results = append(out.Results, &messages.WorkerResult{JobId: c.CallId, Model: c.Model, Provider: c.Provider,
+			Status: string(collect.Cancelled), ErrorKind: string(resilience.Cancelled), Usage: c.Usage, CostNanos: c.CostNanos,
+			ErrorMessage: "the call was still running when collection ended"})
+	}
+	out.Usage, out.CostNanos = nil, 0
+	for _, wr := range out.Results {
+		out.Usage = addUsage(out.Usage, wr.Usage)
+		out.CostNanos += wr.CostNanos
+	}
+	if d := out.Decision; d != nil {
+		out.Usage = addUsage(out.Usage, d.ArbiterUsage)
+		out.CostNanos += d.ArbiterCostNanos
+	}
+	return out
+}
+
+// settlesChange reports whether any settlement says something the record does not.
+func settlesChange(exec *messages.Execution, calls []*messages.Call) bool {
+	for _, c := range calls {
+		var usage *messages.Usage
+		var cost int64
+		switch wr := resultOf(exec, c.CallId); {
+		case c.CallId == ArbiterCall(exec.RequestId) && exec.Decision != nil:
+			usage, cost = exec.Decision.ArbiterUsage, exec.Decision.ArbiterCostNanos
+		case wr == nil:
+			return true
+		default:
+			usage, cost = wr.Usage, wr.CostNanos
+		}
+		if cost != c.CostNanos || !sameUsage(usage, c.Usage) {
+			return true
+		}
+	}
+	return false
+}
+
+func sameUsage(a, b *messages.Usage) bool {
+	return a.GetInputTokens() == b.GetInputTokens() && a.GetOutputTokens() == b.GetOutputTokens() && a.GetEstimated() == b.GetEstimated()
+}
+
+func resultOf(exec *messages.Execution, jobID string) *messages.WorkerResult {
+	for _, wr := range exec.Results {
+		if wr.JobId == jobID {
+			return wr
+		}
+	}
+	return nil
 }

@@ -194,6 +194,14 @@ func TestSchemasAreCompiled(t *testing.T) {
 		{"tools and a format sharing the bound", &messages.Ask{Tools: tool(flat(3000)).Tools, ResponseFormat: format(flat(3000)).ResponseFormat},
 			[]string{schemaField}, fmt.Sprintf("at most %d objects and booleans", consensus.MaxSchemaNodes)},
 		{"a reason clipped", format(`{"$ref":"#/$defs/` + strings.Repeat("x", 1000) + `"}`), []string{schemaField}, "..."},
+		// 18 definitions, each an anyOf of two $refs to the next: a million evaluations of each value.
+		{"a schema whose check multiplies", format(func() string {
+			defs := make([]string, 18)
+			for i := range defs {
+				defs[i] = fmt.Sprintf(`"d%d":{"anyOf":[{"$ref":"#/$defs/d%d"},{"$ref":"#/$defs/d%d"}]}`, i, i+1, i+1)
+			}
+			return `{"$ref":"#/$defs/d0","$defs":{` + strings.Join(defs, ",") + `,"d18":{"type":"string"}}}`
+		}()), []string{schemaField}, "would take up to 1048574 evaluations of one value"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.desc, func(t *testing.T) {

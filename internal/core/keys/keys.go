@@ -23,6 +23,9 @@ type Key struct {
 	// Budget is the most the key may spend in a period; nil is no budget.
 	Budget *money.USD
 	Period Period
+	// PeriodOrigin is when the key's periods start counting from: its creation, or the last change of
+	// its period (which starts its spend afresh). Zero is its creation.
+	PeriodOrigin time.Time
 	// RPM, TPM and MaxConcurrency limit the key's requests per minute, tokens per minute and requests
 	// at once; zero is no limit.
 	RPM, TPM, MaxConcurrency int
@@ -37,6 +40,20 @@ type Key struct {
 	RevokedAt, LastUsedAt *time.Time
 	Spend                 Spend
 }
+
+// Origin is when the key's budget periods count from.
+func (k Key) Origin() time.Time {
+	if k.PeriodOrigin.IsZero() {
+		return k.CreatedAt
+	}
+	return k.PeriodOrigin
+}
+
+// PeriodStart is when the budget period that holds now began.
+func (k Key) PeriodStart(now time.Time) time.Time { return k.Period.Start(k.Origin(), now) }
+
+// PeriodEnd is when the budget period that holds now ends; zero for a lifetime budget.
+func (k Key) PeriodEnd(now time.Time) time.Time { return k.Period.End(k.Origin(), now) }
 
 // Spend is what a key has spent: in the budget period that began at PeriodStart, and in all.
 type Spend struct {
@@ -77,7 +94,7 @@ func (k Key) Status(now time.Time) string {
 // Spent is what the key has spent in the period that holds now: nothing when its stored spend counts
 // an earlier period.
 func (k Key) Spent(now time.Time) money.USD {
-	if k.Spend.PeriodStart.Equal(k.Period.Start(k.CreatedAt, now)) {
+	if k.Spend.PeriodStart.Equal(k.PeriodStart(now)) {
 		return k.Spend.Period
 	}
 	return 0

@@ -90,6 +90,8 @@ type Request struct {
 	// Allowed are the caller's key's model globs: only models one of them matches are selected (none:
 	// every model).
 	Allowed []string
+	// PricedOnly selects only models with a price (the key has a budget; no default price).
+	PricedOnly bool
 }
 
 // Plan is the decision of steps 2 to 5.
@@ -285,8 +287,15 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 		}
 	}
 	p.lacks = p.needs(req)
-	if globs := req.Allowed; len(globs) > 0 {
-		p.allowed = func(model string) bool { return keys.Matches(globs, model) }
+	if globs := req.Allowed; len(globs) > 0 || req.PricedOnly {
+		cat := p.s.Catalog.Load()
+		p.allowed = func(model string) bool {
+			if len(globs) > 0 && !keys.Matches(globs, model) {
+				return false
+			}
+			m, ok := cat.Get(model)
+			return !req.PricedOnly || (ok && !m.Unpriced)
+		}
 	}
 	// A fixed panel votes at once: twice the panel is drawn, so that a family over its share leaves its
 	// place to the next best. An adaptive quorum's answer is mostly its first wave's, which no family

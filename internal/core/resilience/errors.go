@@ -88,7 +88,20 @@ const (
 	ModelNotAllowed Kind = "model_not_allowed"
 	// KeyRevoked: the key was revoked or has expired since the request was let in.
 	KeyRevoked Kind = "key_revoked"
+	// ModelNotPriced: a key with a budget asked for a model without a price, which it could call
+	// without end.
+	ModelNotPriced Kind = "model_not_priced"
 )
+
+// CallersOwn reports whether a failure is the caller's own limit (its key's budget, limits, models):
+// a call refused for it was never sent, and no other model can be asked in its place.
+func CallersOwn(k Kind) bool {
+	switch k {
+	case KeyRateLimited, BudgetExceeded, ModelNotAllowed, KeyRevoked, ModelNotPriced:
+		return true
+	}
+	return false
+}
 
 // StatusClientClosed is the status recorded for a request whose caller went away (no one reads it).
 const StatusClientClosed = 499
@@ -190,6 +203,7 @@ var table = map[Kind]Policy{
 	KeyRateLimited:          {Status: http.StatusTooManyRequests},
 	BudgetExceeded:          {Status: http.StatusTooManyRequests},
 	ModelNotAllowed:         {Status: http.StatusForbidden},
+	ModelNotPriced:          {Status: http.StatusForbidden},
 	KeyRevoked:              {Status: http.StatusUnauthorized},
 }
 

@@ -142,9 +142,14 @@ func (s *Store) insert(ctx context.Context, records []*messages.Execution) error
 			return fmt.Errorf("encode %s: %w", r.RequestId, err)
 		}
 	}
-	return classify(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		x := c.exec
-		rows, err := tx.Query(ctx, `
+	return classify(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return insertRecords(ctx, tx, c) }))
+}
+
+// insertRecords inserts records laid out in columns within tx: the executions, then the calls,
+// verdicts, phases and rewards of those that were new, and the keys' requests per day.
+func insertRecords(ctx context.Context, tx pgx.Tx, c columns) error {
+	x := c.exec
+	rows, err := tx.Query(ctx, `
 INSERT INTO workflow.executions (request_id, client_request_id, node_id, received_at, completed_at, task, category, confidence,
     blueprint, workers, min_responses, timeout_seconds, overrides, strategy, outcome, status_code, error_code, degraded, answer,
     total_ms, input_tokens, output_tokens, cost_nanos, record, key_id, trace_id)
@@ -158,19 +163,19 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamp
     overrides, strategy, outcome, status, error_code, degraded, answer, total_ms, input_tokens, output_tokens, cost, record, key_id, trace_id)
 ON CONFLICT (request_id) DO NOTHING
 RETURNING request_id`,
-			x.id, x.clientID, x.node, x.received, x.completed, x.task, x.category, x.confidence, x.blueprint, x.workers, x.minResponses,
-			x.timeout, x.overrides, x.strategy, x.outcome, x.status, x.errorCode, x.degraded, x.answer, x.totalMs, x.inputTokens,
-			x.outputTokens, x.cost, x.record, x.keyID, x.traceID)
-		if err != nil {
-			return err
-		}
-		fresh, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil || len(fresh) == 0 {
-			return err
-		}
-		b := &pgx.Batch{}
-		r := c.results
-		b.Queue(`
+		x.id, x.clientID, x.node, x.received, x.completed, x.task, x.category, x.confidence, x.blueprint, x.workers, x.minResponses,
+		x.timeout, x.overrides, x.strategy, x.outcome, x.status, x.errorCode, x.degraded, x.answer, x.totalMs, x.inputTokens,
+		x.outputTokens, x.cost, x.record, x.keyID, x.traceID)
+	if err != nil {
+		return err
+	}
+	fresh, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil || len(fresh) == 0 {
+		return err
+	}
+	b := &pgx.Batch{}
+	r := c.results
+	b.Queue(`
 INSERT INTO workflow.worker_results (request_id, position, job_id, model, provider, worker, attempt, status, latency_ms,
     provider_latency_ms, budget_ms, raw_response, weighted_score, contributed, input_tokens, output_tokens, cost_nanos, error_kind,
     error_scope, error_message, http_status, finish_reason, served_model, upstream_request_id, decider)
@@ -178,11 +183,11 @@ SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[],
     $10::float8[], $11::float8[], $12::text[], $13::float8[], $14::bool[], $15::int8[], $16::int8[], $17::int8[], $18::text[],
     $19::text[], $20::text[], $21::int4[], $22::text[], $23::text[], $24::text[], $25::bool[]) AS u(id)
 WHERE u.id = ANY($26)`,
-			r.id, r.position, r.job, r.model, r.provider, r.worker, r.attempt, r.status, r.latency, r.providerLatency, r.budget, r.raw,
-			r.score, r.contributed, r.inputTokens, r.outputTokens, r.cost, r.errKind, r.errScope, r.errMessage, r.httpStatus, r.finish,
-			r.served, r.upstreamID, r.decider, fresh)
-		v := c.verdict
-		b.Queue(`
+		r.id, r.position, r.job, r.model, r.provider, r.worker, r.attempt, r.status, r.latency, r.providerLatency, r.budget, r.raw,
+		r.score, r.contributed, r.inputTokens, r.outputTokens, r.cost, r.errKind, r.errScope, r.errMessage, r.httpStatus, r.finish,
+		r.served, r.upstreamID, r.decider, fresh)
+	v := c.verdict
+	b.Queue(`
 INSERT INTO workflow.arbiter_decisions (request_id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,
     scores, agreement, disagreement, arbiter_latency_ms, arbiter_input_tokens, arbiter_output_tokens, arbiter_cost_nanos)
 SELECT id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,
@@ -193,15 +198,19 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::text
     AS u(id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis, scores, agreement, disagreement,
     latency, input_tokens, output_tokens, cost)
 WHERE u.id = ANY($16)`,
-			v.id, v.strategy, v.arbiter, v.fallback, v.arbiterError, v.chosenModel, v.chosen, v.synthesis, v.scores, v.agreement,
-			v.disagreement, v.latency, v.inputTokens, v.outputTokens, v.cost, fresh)
-		b.Queue(`
+		v.id, v.strategy, v.arbiter, v.fallback, v.arbiterError, v.chosenModel, v.chosen, v.synthesis, v.scores, v.agreement,
+		v.disagreement, v.latency, v.inputTokens, v.outputTokens, v.cost, fresh)
+	b.Queue(`
 INSERT INTO workflow.phases (request_id, phase, duration_ms)
 SELECT * FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(id) WHERE u.id = ANY($4)`,
-			c.phases.id, c.phases.phase, c.phases.ms, fresh)
-		queueRewards(b, c.rewards, fresh)
-		return tx.SendBatch(ctx, b).Close()
-	}))
+		c.phases.id, c.phases.phase, c.phases.ms, fresh)
+	queueRewards(b, c.rewards, fresh)
+	b.Queue(`
+INSERT INTO books.requests_daily AS d (key_id, day, requests)
+SELECT key, (received AT TIME ZONE 'UTC')::date, count(*) FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(id, key, received)
+WHERE u.id = ANY($4) AND key <> '' GROUP BY 1, 2 ORDER BY 1, 2
+ON CONFLICT (key_id, day) DO UPDATE SET requests = d.requests + excluded.requests`, x.id, x.keyID, x.received, fresh)
+	return tx.SendBatch(ctx, b).Close()
 }
 
 // queueRewards adds rewards to the history and to their arms and the models' all-categories arms,

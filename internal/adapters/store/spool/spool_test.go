@@ -1,8 +1,10 @@
 package spool
 
 import (
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"testing"
@@ -10,18 +12,22 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 )
 
-func recs(from, n int) []*messages.Execution {
+func recs(from, n int) []Entry {
 	var out []*messages.Execution
 	for i := from; i < from+n; i++ {
 		out = append(out, &messages.Execution{RequestId: fmt.Sprint(i), Task: "task"})
 	}
-	return out
+	return Records(out)
 }
 
-func ids(rs []*messages.Execution) string {
+func ids(es []Entry) string {
 	s := ""
-	for _, r := range rs {
-		s += r.RequestId + ","
+	for _, e := range es {
+		if e.Call != nil {
+			s += "call:" + e.Call.CallId + ","
+			continue
+		}
+		s += e.Record.RequestId + ","
 	}
 	return s
 }
@@ -100,5 +106,48 @@ func TestAFullSpoolSaysSo(t *testing.T) {
 	}
 	if n, _ := s.Pending(); n != 2 {
 		t.Fatalf("%d records kept, want the 2 that fit", n)
+	}
+}
+
+// TestCallsAndRecordsKeepTheirOrder spools a call's intent, its record and its settlement: they come
+// back in the order they went in.
+func TestCallsAndRecordsKeepTheirOrder(t *testing.T) {
+	s, err := Open(filepath.Join(t.TempDir(), "books.spool"), 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	open := &messages.Call{CallId: "r1/0", RequestId: "r1", State: "open", ReservedNanos: 5}
+	settled := &messages.Call{CallId: "r1/0", RequestId: "r1", State: "settled", CostNanos: 3}
+	if err := s.Append([]Entry{{Call: open}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Append(append(recs(1, 1), Entry{Call: settled}))
+	got, _, err := s.Peek(10)
+	if err != nil || ids(got) != "call:r1/0,1,call:r1/0," || got[0].Call.State != "open" || got[2].Call.CostNanos != 3 {
+		t.Fatalf("%s, %v", ids(got), err)
+	}
+}
+
+// TestASpoolOfRecordsAloneReads is a spool written before calls were spooled: its frames hold records
+// with no kind before them.
+func TestASpoolOfRecordsAloneReads(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.records")
+	rec := &messages.Execution{RequestId: "old-1", Task: "task"}
+	payload, _ := rec.MarshalVT()
+	var h [headerBytes]byte
+	binary.BigEndian.PutUint32(h[:4], uint32(len(payload)))
+	binary.BigEndian.PutUint32(h[4:], crc32.Checksum(payload, table))
+	if err := os.WriteFile(path, append(h[:], payload...), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s, err := Open(path, 1<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _, err := s.Peek(10)
+	if err != nil || ids(got) != "old-1," {
+		t.Fatalf("%s, %v", ids(got), err)
 	}
 }

@@ -1,0 +1,327 @@
+package books
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/keys"
+	"github.com/conclave-ai/conclave/internal/core/ledger"
+	"github.com/conclave-ai/conclave/internal/core/money"
+	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/platform/clock"
+	"github.com/conclave-ai/conclave/internal/platform/tokens"
+	"github.com/conclave-ai/conclave/messages"
+	"google.golang.org/protobuf/types/known/timestamppb"
+)
+
+// Journal keeps the journal of calls: an intent is durable when Open returns (else the call is not
+// sent), and a settlement is handed over to be written with its request's record.
+type Journal interface {
+	Open(ctx context.Context, c *messages.Call) error
+	Settle(c *messages.Call)
+}
+
+// Account is what the meter needs of a call's key: nothing for the admin token.
+type Account interface {
+	// Key returns the key the call is charged to, or false when it is gone (revoked meanwhile, or
+	// unknown to this controller).
+	Key(id string) (keys.Key, bool)
+	// Spent reads what a key spent in the period that began at start, for its account's opening.
+	Spent(ctx context.Context, k keys.Key, start time.Time) (money.USD, error)
+	// TokensPerMinute is the limiter of a key's tpm, or nil when it has none.
+	TokensPerMinute(k keys.Key) ratelimit.Limiter
+}
+
+// Pricing says what a model costs: its prices, output bound and family from the catalog, and the
+// configured default for a model without a price.
+type Pricing struct {
+	Models  func(id string) (catalog.Model, bool)
+	Default *money.Rates
+}
+
+// Rates are a model's prices, and whether it has any (a model nobody priced has none, unless there is a
+// default).
+func (p Pricing) Rates(m catalog.Model) (money.Rates, bool) {
+	switch {
+	case !m.Unpriced:
+		return m.Rates(), true
+	case p.Default != nil:
+		return *p.Default, true
+	}
+	return money.Rates{}, false
+}
+
+// Meter is a worker's transport with the books around each call: the call's worst case is held
+// against its key's budget and tokens per minute, its intent made durable in the journal, then it is
+// sent; its usage prices it (a call cut short, without the provider's usage, is counted by the
+// tokenizer: its prompt and what the provider had sent, marked estimated), its hold is settled with
+// that cost and the rest released, and its settlement goes to the journal. Every call that leaves is
+// journaled, the admin token's too. A call refused by its key's limits is never sent.
+type Meter struct {
+	Transport fleet.Transport
+	Budgets   Budgets
+	Journal   Journal
+	Accounts  Account
+	Pricing   Pricing
+	Clock     clock.Clock
+	// Node and RunID name this controller and its run in the journal.
+	Node, RunID string
+}
+
+// Run implements fleet.Transport.
+func (m *Meter) Run(ctx context.Context, call providers.Call) (providers.Reply, error) {
+	return m.call(ctx, call, nil)
+}
+
+// Stream implements fleet.Streamer.
+func (m *Meter) Stream(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
+	return m.call(ctx, call, onDelta)
+}
+
+// Close implements fleet.Transport.
+func (m *Meter) Close() error { return m.Transport.Close() }
+
+// OnHealth passes the transport's health on, when it reports one (SSH).
+func (m *Meter) OnHealth(f func(fleet.Health, error)) {
+	if h, ok := m.Transport.(interface {
+		OnHealth(func(fleet.Health, error))
+	}); ok {
+		h.OnHealth(f)
+	}
+}
+
+// settleTimeout bounds a settlement's way to the ledger, which runs after the call, when its caller
+// may have gone.
+const settleTimeout = 5 * time.Second
+
+func (m *Meter) call(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
+	model, known := m.Pricing.Models(call.Model)
+	if !known {
+		model = catalog.Model{ID: call.Model, Provider: call.Provider, Unpriced: true}
+	}
+	rates, priced := m.Pricing.Rates(model)
+	scheme := tokens.For(call.Model, model.Family)
+	prompt := PromptTokens(call, scheme)
+	bound := ledger.OutputBound(call.MaxTokens, model.MaxOutputTokens)
+	now := clock.Or(m.Clock).Now()
+	entry := &messages.Call{CallId: call.JobID, RequestId: call.RequestID, KeyId: call.KeyID, Model: call.Model, Provider: call.Provider,
+		NodeId: m.Node, RunId: m.RunID, OpenedAt: timestamppb.New(now), Deadline: timestamppb.New(deadlineOf(ctx, now)),
+		ReservedNanos: int64(min(ledger.WorstCase(rates, prompt, bound), ledger.MaxHold)), ReservedTokens: int64(prompt + bound), State: store.CallOpen}
+	held, err := m.hold(ctx, call, entry, priced)
+	if err != nil {
+		return providers.Reply{}, err
+	}
+	if err := m.Journal.Open(ctx, entry); err != nil {
+		// Settled at nothing, should the intent have been written after all.
+		held.release(0, -1)
+		m.settle(entry, 0, providers.Usage{})
+		return providers.Reply{}, &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
+			Err: fmt.Errorf("the call's intent could not be journaled, so it was not sent: %w", err)}
+	}
+	var sent strings.Builder // what the provider had sent, for a call cut before its usage came
+	relay := onDelta
+	if onDelta != nil {
+		relay = func(d providers.Delta) {
+			if sent.Len() < maxCounted {
+				sent.WriteString(d.Text)
+				for _, t := range d.ToolCalls {
+					sent.WriteString(t.Name)
+					sent.WriteString(t.Arguments)
+				}
+			}
+			onDelta(d)
+		}
+	}
+	reply, callErr := m.send(ctx, call, relay)
+	reply.Usage = Usage(reply, callErr, prompt, sent.String(), scheme)
+	if priced {
+		reply.Cost = rates.Cost(int64(reply.Usage.InputTokens), int64(reply.Usage.OutputTokens))
+	} else {
+		reply.Cost = 0
+	}
+	held.release(reply.Cost, reply.Usage.InputTokens+reply.Usage.OutputTokens)
+	m.settle(entry, reply.Cost, reply.Usage)
+	return reply, callErr
+}
+
+// settle hands a call's settlement to the journal.
+func (m *Meter) settle(entry *messages.Call, cost money.USD, u providers.Usage) {
+	entry.State, entry.SettledAt, entry.CostNanos = store.CallSettled, timestamppb.New(clock.Or(m.Clock).Now()), int64(cost)
+	entry.Usage = &messages.Usage{InputTokens: int32(min(u.InputTokens, maxInt32)), OutputTokens: int32(min(u.OutputTokens, maxInt32)),
+		Estimated: u.Estimated}
+	m.Journal.Settle(entry)
+}
+
+const maxInt32 = 1<<31 - 1
+
+// maxCounted bounds the text of a cut stream kept for counting: past it, the bytes are counted a
+// token each (a token is never shorter than a byte).
+const maxCounted = 8 << 20
+
+// send makes the call; a panic in the transport is the call's internal error, so that the call is
+// still settled.
+func (m *Meter) send(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (reply providers.Reply, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			reply, err = providers.Reply{}, &resilience.Error{Kind: resilience.Internal, Model: call.Model, Err: fmt.Errorf("panic in the call: %v", v)}
+		}
+	}()
+	if onDelta != nil {
+		return fleet.Stream(ctx, m.Transport, call, onDelta)
+	}
+	return m.Transport.Run(ctx, call)
+}
+
+// holding is a call's holds on its key: its budget's and its tokens per minute's.
+type holding struct {
+	m       *Meter
+	account ledger.AccountID
+	budget  bool
+	tpm     ratelimit.Limiter
+	call    string
+}
+
+// release settles the holds: the budget's with the call's cost, the tokens' with what it used (< 0:
+// nothing was sent, the tokens are given back).
+func (h *holding) release(cost money.USD, used int) {
+	if h == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
+	defer cancel()
+	if h.budget {
+		_ = h.m.Budgets.Settle(ctx, h.account, h.call, cost) // unsettled, the hold lapses at its amount
+	}
+	if h.tpm != nil {
+		_, _ = h.tpm.Release(ctx, h.call, max(used, 0))
+	}
+}
+
+// hold takes the call's holds on its key, or refuses the call for the key's own limits.
+func (m *Meter) hold(ctx context.Context, call providers.Call, entry *messages.Call, priced bool) (*holding, error) {
+	if call.KeyID == "" {
+		return nil, nil
+	}
+	refuse := func(kind resilience.Kind, format string, args ...any) error {
+		return &resilience.Error{Kind: kind, Provider: call.Provider, Model: call.Model, Err: fmt.Errorf(format, args...)}
+	}
+	key, ok := m.Accounts.Key(call.KeyID)
+	if !ok {
+		return nil, refuse(resilience.KeyRevoked, "the API key cannot be used any more")
+	}
+	now := clock.Or(m.Clock).Now()
+	start := key.PeriodStart(now)
+	h := &holding{m: m, call: call.JobID, account: ledger.AccountID{Key: key.ID, Period: start.UnixMicro()}}
+	entry.PeriodStart = h.account.Period // the period its cost counts in
+	if key.Budget != nil {
+		if !priced {
+			return nil, refuse(resilience.ModelNotPriced, "%s has no price, and the API key has a budget: set its price_in and price_out "+
+				"(providers.<provider>.models), or pricing.default_price_in and pricing.default_price_out", call.Model)
+		}
+		r := Reservation{Account: h.account, Budget: *key.Budget, Call: call.JobID, Amount: money.USD(entry.ReservedNanos),
+			PeriodEnd: key.PeriodEnd(now),
+			Spent:     func(ctx context.Context) (money.USD, error) { return m.Accounts.Spent(ctx, key, start) }}
+		a, err := m.Budgets.Reserve(ctx, r)
+		switch {
+		case errors.Is(err, ledger.ErrOverBudget):
+			return nil, refuse(resilience.BudgetExceeded, "%s", BudgetMessage(key, a, money.USD(entry.ReservedNanos), now))
+		case err != nil:
+			return nil, &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
+				Err: fmt.Errorf("the API key's budget could not be read: %w", err)}
+		}
+		h.budget = true
+	}
+	if l := m.Accounts.TokensPerMinute(key); l != nil {
+		d, err := l.Reserve(ctx, call.JobID, int(entry.ReservedTokens))
+		switch {
+		case errors.Is(err, ratelimit.ErrTooLarge):
+			h.release(0, -1)
+			return nil, refuse(resilience.KeyRateLimited, "the call may use %d tokens (its prompt and its output bound), more than the API key's %d tokens per minute",
+				entry.ReservedTokens, key.TPM)
+		case err == nil && !d.Allowed:
+			h.release(0, -1)
+			return nil, refuse(resilience.KeyRateLimited, "the API key's limit of %d tokens per minute is reached", key.TPM)
+		case err == nil:
+			h.tpm = l
+		} // a limiter that cannot count lets the call through, as a provider's does
+	}
+	return h, nil
+}
+
+// BudgetMessage tells a caller why its key's budget refused a call, and when the budget starts again.
+func BudgetMessage(k keys.Key, a ledger.Account, worstCase money.USD, now time.Time) string {
+	msg := fmt.Sprintf("the API key's budget of $%s has $%s left in this period ($%s spent, $%s held by calls in flight), "+
+		"less than this call may cost ($%s)", *k.Budget, max(a.Room(), 0), a.Spent, a.Held, worstCase)
+	if end := k.PeriodEnd(now); !end.IsZero() {
+		return msg + "; it starts again at " + end.UTC().Format(time.RFC3339)
+	}
+	return msg + "; it is the key's budget for its whole life"
+}
+
+// deadlineOf is when a call must end: its context's deadline, or an hour from now without one.
+func deadlineOf(ctx context.Context, now time.Time) time.Time {
+	if d, ok := ctx.Deadline(); ok {
+		return d
+	}
+	return now.Add(time.Hour)
+}
+
+// PromptTokens counts what a call sends as its prompt: each message's text and a few tokens of framing,
+// its images, its tools and its output format's schema.
+func PromptTokens(call providers.Call, s tokens.Scheme) int {
+	n := tokens.ReplyTokens
+	for _, msg := range call.Messages {
+		n += tokens.MessageTokens + s.Count(msg.Text()) + s.Count(msg.Name)
+		for _, p := range msg.Parts {
+			if p.Type != providers.PartText {
+				n += tokens.ImageTokens
+			}
+		}
+		for _, c := range msg.ToolCalls {
+			n += s.Count(c.Name) + s.Count(c.Arguments)
+		}
+	}
+	for _, t := range call.Tools {
+		n += s.Count(t.Name) + s.Count(t.Description) + s.Count(string(t.Parameters))
+	}
+	if f := call.ResponseFormat; f != nil {
+		n += s.Count(string(f.Schema))
+	}
+	return n
+}
+
+// Usage is what a call is charged for: the provider's usage when it reported one; otherwise, for a
+// call that was sent and answered or cut (cancelled, timed out, its stream broken after it began), the
+// tokenizer's count of its prompt and of what the provider had sent, marked estimated. A call the
+// provider refused (an error status, a refused connection) costs nothing.
+func Usage(reply providers.Reply, err error, prompt int, sent string, s tokens.Scheme) providers.Usage {
+	if u := reply.Usage; u.InputTokens > 0 || u.OutputTokens > 0 {
+		return u
+	}
+	output := sent
+	if err == nil {
+		output = reply.Text
+		for _, t := range reply.ToolCalls {
+			output += t.Name + t.Arguments
+		}
+	}
+	kind := resilience.KindOf(err)
+	cut := err != nil && (output != "" || kind == resilience.Cancelled || kind == resilience.UpstreamTimeout || kind == resilience.HostTimeout ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded))
+	if err != nil && !cut {
+		return providers.Usage{}
+	}
+	out := len(output) // past maxCounted, a token a byte
+	if len(output) < maxCounted {
+		out = s.Count(output)
+	}
+	return providers.Usage{InputTokens: prompt, OutputTokens: out, Estimated: true}
+}

@@ -1,0 +1,110 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/asynkron/protoactor-go/actor"
+	"github.com/conclave-ai/conclave/internal/adapters/books"
+	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/keystore"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/messages"
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+)
+
+// IntentWait bounds the wait for a call's intent to be durable: past it, the call is not sent.
+const IntentWait = 10 * time.Second
+
+// recorderJournal is the journal of calls through the recorder, which writes intents at once and
+// settlements with their records.
+type recorderJournal struct {
+	system   *actor.ActorSystem
+	recorder *actor.PID
+	// settled hears each settlement at once (the embedded default charges its memory key store).
+	settled func(*messages.Call)
+}
+
+// Open implements books.Journal.
+func (j recorderJournal) Open(ctx context.Context, c *messages.Call) error {
+	wait := IntentWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d))
+	}
+	if wait <= 0 {
+		return context.DeadlineExceeded
+	}
+	res, err := j.system.Root.RequestFuture(j.recorder, c, wait).Result()
+	if err != nil {
+		return fmt.Errorf("journal %s: %w", c.CallId, err)
+	}
+	if d, ok := res.(*messages.RecordDurable); !ok || !d.Stored {
+		return errors.New("neither the database nor the spool took the intent")
+	}
+	return nil
+}
+
+// Settle implements books.Journal.
+func (j recorderJournal) Settle(c *messages.Call) {
+	if j.settled != nil && c.KeyId != "" {
+		j.settled(c)
+	}
+	j.system.Root.Send(j.recorder, c)
+}
+
+// openBooks makes the keys' budget ledger: in Redis, shared by every controller, with this process's
+// memory while Redis is lost; in memory alone without Redis.
+func (e *Engine) openBooks() {
+	e.runID = uuid.NewString()
+	local := books.NewLocal(e.deps.Clock)
+	e.budgets = local
+	if e.redis != nil {
+		shared := books.NewShared(e.redis, e.cfg.RedisPrefix)
+		e.budgets = books.NewFailover(shared, local, e.deps.Clock, func(sharedNow bool, err error) {
+			if sharedNow {
+				e.log.Info("keys' budgets are held in Redis again", zap.String("event", "budgets_shared"))
+			} else {
+				e.log.Warn("Redis lost: keys' budgets are held in this controller's memory", zap.String("event", "budgets_local"), zap.Error(err))
+			}
+		})
+	}
+	if d, ok := e.cfg.Pricing.Default(); ok {
+		e.keys.defaultPrice = &d
+	}
+}
+
+// meter puts the books around a worker's transport.
+func (e *Engine) meter(t fleet.Transport) fleet.Transport {
+	journal := recorderJournal{system: e.system, recorder: e.deps.Dir.Recorder}
+	if e.keys.memory != nil {
+		// Charged as the call settles, so that the key's spend shows it before the answer: the memory
+		// store writes records a moment later.
+		journal.settled = e.keys.charge
+	}
+	return &books.Meter{Transport: t, Budgets: e.budgets, Journal: journal,
+		Accounts: e.keys, Pricing: books.Pricing{Models: func(id string) (catalog.Model, bool) { return e.catalog.Load().Get(id) },
+			Default: e.keys.defaultPrice}, Clock: e.deps.Clock, Node: e.cfg.NodeID, RunID: e.runID}
+}
+
+// runBooks keeps the books' background work going until ctx ends: the renewal of this controller's
+// holds in Redis, the key cache's refresh, and the word of keys changed on other controllers.
+func (e *Engine) runBooks(ctx context.Context) {
+	if r, ok := e.budgets.(interface{ Run(context.Context) }); ok {
+		e.background.Go(func() { r.Run(ctx) })
+	}
+	failing := false
+	e.background.Go(func() {
+		e.keys.cache.Run(ctx, keystore.RefreshEvery, func(err error) {
+			switch {
+			case err != nil && !failing:
+				e.log.Warn("the keys could not be read again: this controller serves the keys it has", zap.String("event", "keys_stale"), zap.Error(err))
+			case err == nil && failing:
+				e.log.Info("the keys are read again", zap.String("event", "keys_fresh"))
+			}
+			failing = err != nil
+		})
+	})
+}
