@@ -255,7 +255,10 @@ func TestTwoControllersRewardAnExecutionOnce(t *testing.T) {
 	for i := range statuses {
 		tb := []*testbed{a, b}[i%2]
 		wg.Go(func() {
-			resp, _ := tb.do(http.MethodPost, "/executions/"+ok.RequestID+"/feedback", map[string]any{"answer": "B"}, nil)
+			resp, raw := tb.do(http.MethodPost, "/executions/"+ok.RequestID+"/feedback", map[string]any{"answer": "B"}, nil)
+			if resp.StatusCode == 400 {
+				t.Logf("400: %s", raw)
+			}
 			statuses[i] = resp.StatusCode
 		})
 	}

@@ -47,6 +47,8 @@ Usage:
                              delete old execution records from PostgreSQL
   conclave keys create|list|show|update|revoke|spend
                              manage the API keys of a running Conclave (its admin API)
+  conclave books check [--since 30d]
+                             check that keys' spend, the journal of calls and the records agree (exit 1 if not)
   conclave version           print the version (also --version)
   conclave help              show this text (also --help)
 
@@ -90,6 +92,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return records(ctx, args[1:], stdout, stderr)
 	case "keys":
 		return keysCommand(ctx, args[1:], stdout, stderr)
+	case "books":
+		return booksCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintln(stdout, versionString())
 		return nil

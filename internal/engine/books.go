@@ -4,13 +4,18 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/internal/adapters/books"
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/keystore"
+	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/execution"
+	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -74,10 +79,12 @@ func (e *Engine) openBooks() {
 	if d, ok := e.cfg.Pricing.Default(); ok {
 		e.keys.defaultPrice = &d
 	}
+	e.books = e.meter(nil)
 }
 
-// meter puts the books around a worker's transport.
-func (e *Engine) meter(t fleet.Transport) fleet.Transport {
+// meter puts the books around a worker's transport (nil: the engine's own calls, which use Open and
+// Close).
+func (e *Engine) meter(t fleet.Transport) *books.Meter {
 	journal := recorderJournal{system: e.system, recorder: e.deps.Dir.Recorder}
 	if e.keys.memory != nil {
 		// Charged as the call settles, so that the key's spend shows it before the answer: the memory
@@ -96,6 +103,9 @@ func (e *Engine) runBooks(ctx context.Context) {
 		e.background.Go(func() { r.Run(ctx) })
 	}
 	failing := false
+	if j, ok := e.store.(store.Journal); ok {
+		e.background.Go(func() { e.recoverCalls(ctx, j) })
+	}
 	e.background.Go(func() {
 		e.keys.cache.Run(ctx, keystore.RefreshEvery, func(err error) {
 			switch {
@@ -107,4 +117,76 @@ func (e *Engine) runBooks(ctx context.Context) {
 			failing = err != nil
 		})
 	})
+}
+
+// Leases of controllers in the journal: a controller renews its lease every NodeRenew while it runs;
+// once NodeLease has passed without a renewal, another controller settles the calls it left open, at
+// their reservations, and records their requests as interrupted. A controller settles its own earlier
+// runs' open calls as it starts, once its spool is written back (the spool may hold their settlements).
+const (
+	NodeLease = 20 * time.Second
+	NodeRenew = 5 * time.Second
+	// recoverBatch bounds the calls settled in one write.
+	recoverBatch = 1000
+)
+
+// recoverCalls holds this controller's lease and settles the calls dead controllers left open, until
+// ctx ends. Another controller's calls are settled only once this one has held its lease without a
+// break for NodeLease: after an outage of the database, every live controller renews its lease first.
+func (e *Engine) recoverCalls(ctx context.Context, j store.Journal) {
+	var since time.Time // when this controller's lease was last taken after a failure
+	t := time.NewTicker(NodeRenew)
+	defer t.Stop()
+	for {
+		now := time.Now()
+		if err := j.Lease(ctx, e.cfg.NodeID, e.runID, NodeLease); err != nil {
+			since = time.Time{}
+		} else {
+			if since.IsZero() {
+				since = now
+			}
+			own := e.spool == nil || e.spoolPending() == 0
+			others := now.Sub(since) >= NodeLease
+			if own || others {
+				e.settleInterrupted(ctx, j, others)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (e *Engine) spoolPending() int {
+	n, _ := e.spool.Pending()
+	return n
+}
+
+// settleInterrupted settles what dead controllers (and this one's earlier runs) left open.
+func (e *Engine) settleInterrupted(ctx context.Context, j store.Journal, others bool) {
+	for {
+		open, err := j.Unsettled(ctx, e.cfg.NodeID, e.runID, others, recoverBatch)
+		if err != nil || len(open) == 0 {
+			return
+		}
+		calls, records := execution.Interrupted(open, time.Now())
+		if err := e.store.Write(ctx, store.Batch{Calls: calls, Records: records}); err != nil {
+			e.log.Warn("the calls a stopped controller left open could not be settled", zap.String("event", "calls_recovery_failed"), zap.Error(err))
+			return
+		}
+		var held money.USD
+		nodes := map[string]bool{}
+		for _, c := range open {
+			held += money.USD(c.ReservedNanos)
+			nodes[c.NodeId] = true
+		}
+		e.log.Warn("calls a stopped controller left open are settled at their reservations", zap.String("event", "calls_interrupted"),
+			zap.Int("calls", len(open)), zap.Int("requests", len(records)), zap.Strings("nodes", slices.Sorted(maps.Keys(nodes))),
+			zap.Stringer("charged", held))
+		if len(open) < recoverBatch {
+			return
+		}
+	}
 }

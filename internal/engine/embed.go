@@ -10,6 +10,7 @@ import (
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/actors"
+	"github.com/conclave-ai/conclave/internal/adapters/books"
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
@@ -19,6 +20,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/platform/tokens"
 	"github.com/conclave-ai/conclave/messages"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/zap"
@@ -155,8 +157,32 @@ func (e *Engine) embedCall(ctx, callCtx context.Context, req *messages.EmbedRequ
 	if exec.ReceivedAt != nil {
 		res.StartedMs = execution.Offset(exec.ReceivedAt.AsTime(), t)
 	}
+	// On the books as every call is: held against its key, journaled, then charged what it used.
+	metered, err := e.books.Open(callCtx, books.Spec{CallID: res.JobId, RequestID: req.RequestId, KeyID: req.KeyId, Model: m.ID, Provider: m.Provider,
+		MaxTokens: -1, Prompt: func(s tokens.Scheme) int {
+			n := 0
+			for _, in := range req.Inputs {
+				n += s.Count(in)
+			}
+			return n
+		}})
+	if err != nil {
+		kind := resilience.KindOf(err)
+		res.Status, res.ErrorKind, res.ErrorMessage = "not_sent", string(kind), err.Error()
+		e.system.Root.Send(provider, actors.Settlement(res.JobId, m.ID, resilience.Verdict{}, 0, &messages.JobResult{ErrorKind: string(resilience.NotSent)}))
+		fail(exec, kind, err.Error(), 0)
+		return nil
+	}
 	got, err := e.registry.Embed(callCtx, providers.EmbedCall{RequestID: req.RequestId, Provider: m.Provider, Model: m.ID, UpstreamModel: m.UpstreamID,
 		Inputs: req.Inputs, Dimensions: int(req.Dimensions), User: req.User})
+	// A provider that counts no tokens (Gemini) is counted as the books count a prompt.
+	usage := books.Usage(providers.Reply{Usage: got.Usage}, err, metered.Prompt(), "", metered.Scheme())
+	cost := metered.Close(usage)
+	if usage.InputTokens > 0 {
+		res.Usage = &messages.Usage{InputTokens: int32(min(usage.InputTokens, actors.MaxTokens)), Estimated: usage.Estimated}
+	}
+	res.CostNanos = int64(cost)
+	exec.Usage, exec.CostNanos = res.Usage, res.CostNanos
 	res.LatencyMs, res.ProviderLatencyMs = ms(time.Since(t)), ms(got.Latency)
 	res.ServedModel, res.UpstreamRequestId, res.DroppedParameters = got.ServedModel, got.UpstreamRequestID, got.Dropped
 	exec.DroppedParameters = got.Dropped
@@ -193,21 +219,9 @@ func (e *Engine) embedCall(ctx, callCtx context.Context, req *messages.EmbedRequ
 		}
 		return nil
 	}
-	// A provider that counts no tokens (Gemini) is counted as Conclave counts a task for its rate limits.
-	tokens := got.Usage.InputTokens
-	if tokens == 0 {
-		for _, in := range req.Inputs {
-			tokens += classify.EstimateTokens(in)
-		}
-	}
 	res.Status, res.FinishReason = "ok", "stop"
-	res.Usage = &messages.Usage{InputTokens: int32(min(tokens, actors.MaxTokens))}
 	settled.Usage = res.Usage
 	e.system.Root.Send(provider, actors.Settlement(res.JobId, m.ID, verdict, 0, settled))
-	if cost, ok := e.registry.Price(m.ID, providers.Usage{InputTokens: tokens}); ok {
-		res.CostNanos = int64(cost)
-	}
-	exec.Usage, exec.CostNanos = res.Usage, res.CostNanos
 	res.Contributed = true
 	exec.Decision = &messages.ArbiterDecision{Strategy: EmbeddingsBlueprint, ChosenModel: m.ID, Scores: []float64{1}}
 	return got.Vectors

@@ -25,6 +25,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/adapters/ratelimit/redislimit"
 	"github.com/conclave-ai/conclave/internal/adapters/redisbus"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/adapters/store/spool"
@@ -98,8 +99,12 @@ type Engine struct {
 	keys       *Keys
 	// budgets hold keys' budget accounts; runID names this run of the controller in the journal.
 	budgets books.Budgets
+	books   *books.Meter // the engine's own calls' (embeddings)
 	runID   string
 	redis   *redis.Client // REDIS_URL's, when set
+	// slots are the Redis limiters whose concurrency slots this controller renews.
+	slotsMu sync.Mutex
+	slots   []*redislimit.Limiter
 	bus     *redisbus.Bus // what controllers tell each other through that Redis
 	// peers is where the reading of other controllers' rewards stands; only the loop folding them
 	// moves it after the start.
@@ -306,6 +311,9 @@ func New(opts Options) (*Engine, error) {
 		e.background.Go(func() { e.bus.Listen(background, redisbus.Handlers{Opened: e.peerOpened, KeyChanged: e.keys.Forget}) })
 	}
 	e.runBooks(background)
+	if e.redis != nil {
+		e.background.Go(func() { e.renewSlots(background) })
+	}
 	if l, ok := e.store.(store.Learning); ok && e.peers != nil {
 		every := time.Duration(cfg.ArmsRefreshSeconds * float64(time.Second))
 		e.background.Go(func() { e.foldPeerRewards(background, l, every) })

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/conclave-ai/conclave/actors"
@@ -11,9 +12,10 @@ import (
 	"go.uber.org/zap"
 )
 
-// sharedLimits makes the providers' limiters count in the Redis of REDIS_URL, each with a local
-// limiter that counts while Redis is lost. A concurrency slot's lease outlasts the longest call a
-// blueprint allows, so only a dead controller's slots ever expire.
+// sharedLimits makes the providers' (and keys') limiters count in the Redis of REDIS_URL, each with a
+// local limiter that counts while Redis is lost. A concurrency slot in Redis is a short lease this
+// controller renews while its call runs (renewSlots), so a dead controller's slots are free again
+// within redislimit.SlotLease.
 func (e *Engine) sharedLimits(clk clock.Clock) (ratelimit.Factory, error) {
 	client, err := redislimit.Open(e.cfg.RedisURL.Reveal())
 	if err != nil {
@@ -35,7 +37,12 @@ func (e *Engine) sharedLimits(clk clock.Clock) (ratelimit.Factory, error) {
 			return local // nothing to count
 		}
 		log := e.log.With(zap.String("provider", provider))
-		shared := redislimit.New(client, provider, l, redislimit.Options{Prefix: e.cfg.RedisPrefix, Lease: lease})
+		shared := redislimit.New(client, provider, l, redislimit.Options{Prefix: e.cfg.RedisPrefix})
+		if l.Concurrency > 0 {
+			e.slotsMu.Lock()
+			e.slots = append(e.slots, shared)
+			e.slotsMu.Unlock()
+		}
 		return ratelimit.NewFailover(shared, local, clk, func(sharedNow bool, err error) {
 			if sharedNow {
 				log.Info("rate limits are shared again", zap.String("event", "limiter_shared"))
@@ -44,4 +51,25 @@ func (e *Engine) sharedLimits(clk clock.Clock) (ratelimit.Factory, error) {
 			}
 		})
 	}, nil
+}
+
+// renewSlots renews the leases of the concurrency slots this controller holds in Redis until ctx ends.
+func (e *Engine) renewSlots(ctx context.Context) {
+	t := time.NewTicker(redislimit.SlotRenew)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.slotsMu.Lock()
+			limiters := slices.Clone(e.slots)
+			e.slotsMu.Unlock()
+			for _, l := range limiters {
+				rctx, cancel := context.WithTimeout(ctx, redislimit.SlotRenew)
+				_ = l.Renew(rctx) // a failed renewal is made again at the next tick
+				cancel()
+			}
+		}
+	}
 }

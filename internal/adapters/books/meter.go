@@ -103,28 +103,10 @@ func (m *Meter) OnHealth(f func(fleet.Health, error)) {
 const settleTimeout = 5 * time.Second
 
 func (m *Meter) call(ctx context.Context, call providers.Call, onDelta func(providers.Delta)) (providers.Reply, error) {
-	model, known := m.Pricing.Models(call.Model)
-	if !known {
-		model = catalog.Model{ID: call.Model, Provider: call.Provider, Unpriced: true}
-	}
-	rates, priced := m.Pricing.Rates(model)
-	scheme := tokens.For(call.Model, model.Family)
-	prompt := PromptTokens(call, scheme)
-	bound := ledger.OutputBound(call.MaxTokens, model.MaxOutputTokens)
-	now := clock.Or(m.Clock).Now()
-	entry := &messages.Call{CallId: call.JobID, RequestId: call.RequestID, KeyId: call.KeyID, Model: call.Model, Provider: call.Provider,
-		NodeId: m.Node, RunId: m.RunID, OpenedAt: timestamppb.New(now), Deadline: timestamppb.New(deadlineOf(ctx, now)),
-		ReservedNanos: int64(min(ledger.WorstCase(rates, prompt, bound), ledger.MaxHold)), ReservedTokens: int64(prompt + bound), State: store.CallOpen}
-	held, err := m.hold(ctx, call, entry, priced)
+	c, err := m.Open(ctx, Spec{CallID: call.JobID, RequestID: call.RequestID, KeyID: call.KeyID, Model: call.Model, Provider: call.Provider,
+		Prompt: func(s tokens.Scheme) int { return PromptTokens(call, s) }, MaxTokens: call.MaxTokens})
 	if err != nil {
 		return providers.Reply{}, err
-	}
-	if err := m.Journal.Open(ctx, entry); err != nil {
-		// Settled at nothing, should the intent have been written after all.
-		held.release(0, -1)
-		m.settle(entry, 0, providers.Usage{})
-		return providers.Reply{}, &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
-			Err: fmt.Errorf("the call's intent could not be journaled, so it was not sent: %w", err)}
 	}
 	var sent strings.Builder // what the provider had sent, for a call cut before its usage came
 	relay := onDelta
@@ -141,15 +123,81 @@ func (m *Meter) call(ctx context.Context, call providers.Call, onDelta func(prov
 		}
 	}
 	reply, callErr := m.send(ctx, call, relay)
-	reply.Usage = Usage(reply, callErr, prompt, sent.String(), scheme)
-	if priced {
-		reply.Cost = rates.Cost(int64(reply.Usage.InputTokens), int64(reply.Usage.OutputTokens))
-	} else {
-		reply.Cost = 0
-	}
-	held.release(reply.Cost, reply.Usage.InputTokens+reply.Usage.OutputTokens)
-	m.settle(entry, reply.Cost, reply.Usage)
+	reply.Usage = Usage(reply, callErr, c.prompt, sent.String(), c.scheme)
+	reply.Cost = c.Close(reply.Usage)
 	return reply, callErr
+}
+
+// Spec is a call as the books see it.
+type Spec struct {
+	CallID, RequestID, KeyID, Model, Provider string
+	// Prompt counts the call's prompt under a tokenizer's scheme; MaxTokens is its output bound (0:
+	// the model's, else ledger.DefaultOutputBound; an embeddings call, which writes none, gives -1).
+	Prompt    func(tokens.Scheme) int
+	MaxTokens int
+}
+
+// Metered is a call opened on the books: held against its key and journaled, to be closed once.
+type Metered struct {
+	m      *Meter
+	held   *holding
+	entry  *messages.Call
+	rates  money.Rates
+	priced bool
+	prompt int
+	scheme tokens.Scheme
+}
+
+// Prompt is the call's prompt as the tokenizer counts it, for an estimate of its usage.
+func (c *Metered) Prompt() int { return c.prompt }
+
+// Scheme is how the call's tokens are counted.
+func (c *Metered) Scheme() tokens.Scheme { return c.scheme }
+
+// Open holds a call's worst case against its key and makes its intent durable: after it returns nil,
+// the call may be sent, and must be closed. An error refuses the call, which is not to be sent.
+func (m *Meter) Open(ctx context.Context, s Spec) (*Metered, error) {
+	model, known := m.Pricing.Models(s.Model)
+	if !known {
+		model = catalog.Model{ID: s.Model, Provider: s.Provider, Unpriced: true}
+	}
+	c := &Metered{m: m, scheme: tokens.For(s.Model, model.Family)}
+	c.rates, c.priced = m.Pricing.Rates(model)
+	c.prompt = s.Prompt(c.scheme)
+	bound := 0
+	if s.MaxTokens >= 0 {
+		bound = ledger.OutputBound(s.MaxTokens, model.MaxOutputTokens)
+	}
+	now := clock.Or(m.Clock).Now()
+	c.entry = &messages.Call{CallId: s.CallID, RequestId: s.RequestID, KeyId: s.KeyID, Model: s.Model, Provider: s.Provider,
+		NodeId: m.Node, RunId: m.RunID, OpenedAt: timestamppb.New(now), Deadline: timestamppb.New(deadlineOf(ctx, now)),
+		ReservedNanos: int64(min(ledger.WorstCase(c.rates, c.prompt, bound), ledger.MaxHold)), ReservedTokens: int64(c.prompt + bound),
+		State: store.CallOpen}
+	held, err := m.hold(ctx, s, c.entry, c.priced)
+	if err != nil {
+		return nil, err
+	}
+	c.held = held
+	if err := m.Journal.Open(ctx, c.entry); err != nil {
+		// Settled at nothing, should the intent have been written after all.
+		held.release(0, -1)
+		m.settle(c.entry, 0, providers.Usage{})
+		return nil, &resilience.Error{Kind: resilience.Internal, Provider: s.Provider, Model: s.Model,
+			Err: fmt.Errorf("the call's intent could not be journaled, so it was not sent: %w", err)}
+	}
+	return c, nil
+}
+
+// Close prices a call's usage, settles its holds with the cost and journals its settlement; it
+// returns the cost.
+func (c *Metered) Close(u providers.Usage) money.USD {
+	var cost money.USD
+	if c.priced {
+		cost = c.rates.Cost(int64(u.InputTokens), int64(u.OutputTokens))
+	}
+	c.held.release(cost, u.InputTokens+u.OutputTokens)
+	c.m.settle(c.entry, cost, u)
+	return cost
 }
 
 // settle hands a call's settlement to the journal.
@@ -206,7 +254,7 @@ func (h *holding) release(cost money.USD, used int) {
 }
 
 // hold takes the call's holds on its key, or refuses the call for the key's own limits.
-func (m *Meter) hold(ctx context.Context, call providers.Call, entry *messages.Call, priced bool) (*holding, error) {
+func (m *Meter) hold(ctx context.Context, call Spec, entry *messages.Call, priced bool) (*holding, error) {
 	if call.KeyID == "" {
 		return nil, nil
 	}
@@ -219,14 +267,14 @@ func (m *Meter) hold(ctx context.Context, call providers.Call, entry *messages.C
 	}
 	now := clock.Or(m.Clock).Now()
 	start := key.PeriodStart(now)
-	h := &holding{m: m, call: call.JobID, account: ledger.AccountID{Key: key.ID, Period: start.UnixMicro()}}
+	h := &holding{m: m, call: call.CallID, account: ledger.AccountID{Key: key.ID, Period: start.UnixMicro()}}
 	entry.PeriodStart = h.account.Period // the period its cost counts in
 	if key.Budget != nil {
 		if !priced {
 			return nil, refuse(resilience.ModelNotPriced, "%s has no price, and the API key has a budget: set its price_in and price_out "+
 				"(providers.<provider>.models), or pricing.default_price_in and pricing.default_price_out", call.Model)
 		}
-		r := Reservation{Account: h.account, Budget: *key.Budget, Call: call.JobID, Amount: money.USD(entry.ReservedNanos),
+		r := Reservation{Account: h.account, Budget: *key.Budget, Call: call.CallID, Amount: money.USD(entry.ReservedNanos),
 			PeriodEnd: key.PeriodEnd(now),
 			Spent:     func(ctx context.Context) (money.USD, error) { return m.Accounts.Spent(ctx, key, start) }}
 		a, err := m.Budgets.Reserve(ctx, r)
@@ -240,7 +288,7 @@ func (m *Meter) hold(ctx context.Context, call providers.Call, entry *messages.C
 		h.budget = true
 	}
 	if l := m.Accounts.TokensPerMinute(key); l != nil {
-		d, err := l.Reserve(ctx, call.JobID, int(entry.ReservedTokens))
+		d, err := l.Reserve(ctx, call.CallID, int(entry.ReservedTokens))
 		switch {
 		case errors.Is(err, ratelimit.ErrTooLarge):
 			h.release(0, -1)

@@ -542,6 +542,11 @@ func Settle(exec *messages.Execution, calls []*messages.Call) *messages.Executio
 			continue
 		}
 		if wr := resultOf(out, c.CallId); wr != nil {
+			for _, other := range out.Results { // the call is charged once, on its last result
+				if other.JobId == c.CallId && other != wr {
+					other.Usage, other.CostNanos = nil, 0
+				}
+			}
 			wr.Usage, wr.CostNanos = c.Usage, c.CostNanos
 			continue
 		}
@@ -585,11 +590,45 @@ func sameUsage(a, b *messages.Usage) bool {
 	return a.GetInputTokens() == b.GetInputTokens() && a.GetOutputTokens() == b.GetOutputTokens() && a.GetEstimated() == b.GetEstimated()
 }
 
+// resultOf is a call's result in a record: its last, when a late answer follows its cancellation.
 func resultOf(exec *messages.Execution, jobID string) *messages.WorkerResult {
+	var found *messages.WorkerResult
 	for _, wr := range exec.Results {
 		if wr.JobId == jobID {
-			return wr
+			found = wr
 		}
 	}
-	return nil
+	return found
+}
+
+// Interrupted settles the calls a dead controller left open at their reservations, and makes a record
+// for each of their requests saying so: the request's calls, each charged what it held, and no answer.
+// The journal settles a call once; a request whose record was written before its controller died
+// keeps that record.
+func Interrupted(open []*messages.Call, now time.Time) ([]*messages.Call, []*messages.Execution) {
+	settled := make([]*messages.Call, len(open))
+	byRequest := map[string]*messages.Execution{}
+	var records []*messages.Execution
+	at := timestamppb.New(now)
+	for i, c := range open {
+		s := proto.Clone(c).(*messages.Call)
+		s.State, s.SettledAt, s.CostNanos = "interrupted", at, c.ReservedNanos
+		settled[i] = s
+		rec := byRequest[c.RequestId]
+		if rec == nil {
+			rec = &messages.Execution{RequestId: c.RequestId, KeyId: c.KeyId, NodeId: c.NodeId, ReceivedAt: c.OpenedAt, CompletedAt: at,
+				StatusCode: int32(resilience.StatusOf(resilience.Interrupted)),
+				Error: &messages.Failure{Code: string(resilience.Interrupted), Message: "the controller running the request stopped " +
+					"before it was recorded; its calls are charged at what they held"}}
+			byRequest[c.RequestId] = rec
+			records = append(records, rec)
+		}
+		if c.OpenedAt.AsTime().Before(rec.ReceivedAt.AsTime()) {
+			rec.ReceivedAt = c.OpenedAt
+		}
+		rec.Results = append(rec.Results, &messages.WorkerResult{JobId: c.CallId, Model: c.Model, Provider: c.Provider, Status: "interrupted",
+			ErrorKind: string(resilience.Interrupted), CostNanos: c.ReservedNanos})
+		rec.CostNanos += c.ReservedNanos
+	}
+	return settled, records
 }

@@ -71,6 +71,9 @@ const (
 	ClientClosed Kind = "client_closed_request"
 	// Overloaded: the requests in flight already hold as many bytes as the configuration allows.
 	Overloaded Kind = "overloaded"
+	// Interrupted: the controller running the request died; another settled its calls at their
+	// reservations (the journal of calls) and recorded it so.
+	Interrupted Kind = "interrupted"
 	// NoValidAnswer: models answered, but not one answer is what the request asked for (not JSON,
 	// against its schema, a call of a tool it did not offer); the failure's details name each model's
 	// problem. A bad gateway: the upstreams answered, badly.
@@ -200,6 +203,7 @@ var table = map[Kind]Policy{
 	ClientClosed:            {Status: StatusClientClosed},
 	Overloaded:              {Status: http.StatusServiceUnavailable},
 	NoValidAnswer:           {Status: http.StatusBadGateway},
+	Interrupted:             {Status: http.StatusInternalServerError},
 	KeyRateLimited:          {Status: http.StatusTooManyRequests},
 	BudgetExceeded:          {Status: http.StatusTooManyRequests},
 	ModelNotAllowed:         {Status: http.StatusForbidden},

@@ -156,3 +156,14 @@ local function usage()
   prune(now)
   return {state(now)}
 end
+
+-- ARGV[6..] the calls this controller still runs: their slots' leases start again from now, so that
+-- only a dead controller's slots lapse. Returns how many were still held.
+local function renew()
+  local now, n = clock(), 0
+  for i = 6, #ARGV do
+    n = n + redis.call('ZADD', slots_key, 'XX', 'CH', now + lease, ARGV[i])
+  end
+  keep()
+  return n
+end

@@ -9,6 +9,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
@@ -28,6 +29,7 @@ var (
 	releaseScript = redis.NewScript(source + "\nreturn release()")
 	observeScript = redis.NewScript(source + "\nreturn observe()")
 	usageScript   = redis.NewScript(source + "\nreturn usage()")
+	renewScript   = redis.NewScript(source + "\nreturn renew()")
 )
 
 // ConcurrencyRecheck bounds the wait of a call refused for concurrency: another controller's call may
@@ -41,6 +43,9 @@ type Limiter struct {
 	limits ratelimit.Limits
 	window time.Duration
 	lease  time.Duration
+
+	mu   sync.Mutex
+	held map[string]bool // the slots this controller holds, which Renew keeps
 }
 
 // Options tune a limiter.
@@ -49,8 +54,8 @@ type Options struct {
 	Prefix string
 	// Window is what the limits count over (ratelimit.Window when zero; shorter in tests).
 	Window time.Duration
-	// Lease is how long a concurrency slot is held when its call never releases it (its controller
-	// died): ratelimit.DefaultLease when zero.
+	// Lease is how long a concurrency slot is held unless renewed (Renew, every SlotRenew): a dead
+	// controller's slots are free again within it. SlotLease when zero.
 	Lease time.Duration
 }
 
@@ -63,10 +68,10 @@ func New(c Client, provider string, l ratelimit.Limits, o Options) *Limiter {
 		o.Window = ratelimit.Window
 	}
 	if o.Lease <= 0 {
-		o.Lease = ratelimit.DefaultLease
+		o.Lease = SlotLease
 	}
 	tag := fmt.Sprintf("%s:rl:{%s}:", o.Prefix, provider)
-	return &Limiter{client: c, limits: l, window: o.Window, lease: o.Lease,
+	return &Limiter{client: c, limits: l, window: o.Window, lease: o.Lease, held: map[string]bool{},
 		keys: []string{tag + "window", tag + "tokens", tag + "slots", tag + "blocked", tag + "spent"}}
 }
 
@@ -123,6 +128,11 @@ func (r *Limiter) Reserve(ctx context.Context, id string, estimate int) (ratelim
 		return ratelimit.Decision{}, err
 	}
 	d := ratelimit.Decision{Allowed: res[0].(int64) == 1, At: time.UnixMicro(res[3].(int64)), Usage: u}
+	if d.Allowed && r.limits.Concurrency > 0 {
+		r.mu.Lock()
+		r.held[id] = true
+		r.mu.Unlock()
+	}
 	if !d.Allowed {
 		d.Reason, _ = res[1].(string)
 		d.RetryAfter = max(time.Duration(res[2].(int64))*time.Microsecond, time.Millisecond)
@@ -135,6 +145,9 @@ func (r *Limiter) Reserve(ctx context.Context, id string, estimate int) (ratelim
 
 // Release implements ratelimit.Limiter.
 func (r *Limiter) Release(ctx context.Context, id string, actual int) (ratelimit.Usage, error) {
+	r.mu.Lock()
+	delete(r.held, id)
+	r.mu.Unlock()
 	_, u, err := r.run(ctx, releaseScript, 0, id, actual)
 	return u, err
 }
@@ -158,6 +171,32 @@ func resetWithin(d, window time.Duration) time.Duration {
 func (r *Limiter) Usage(ctx context.Context) (ratelimit.Usage, error) {
 	_, u, err := r.run(ctx, usageScript, 0)
 	return u, err
+}
+
+// Slot leases: a concurrency slot lasts SlotLease unless renewed, and a live controller renews its
+// slots every SlotRenew, so a dead controller's slots are free within SlotLease, whatever the
+// longest call a blueprint allows.
+const (
+	SlotLease = 15 * time.Second
+	SlotRenew = 5 * time.Second
+)
+
+// Renew starts the leases of the slots this controller holds again from now. A renewal that fails is
+// made again at the next one: a slot lapses only after SlotLease without one.
+func (r *Limiter) Renew(ctx context.Context) error {
+	r.mu.Lock()
+	ids := make([]any, 0, len(r.held))
+	for id := range r.held {
+		ids = append(ids, id)
+	}
+	r.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	if err := renewScript.Run(ctx, r.client, r.keys, r.args(ids...)...).Err(); err != nil {
+		return fmt.Errorf("redis: %w", err)
+	}
+	return nil
 }
 
 // ErrNoRedis is returned by Open for a URL that names no Redis.

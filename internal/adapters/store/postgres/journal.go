@@ -8,6 +8,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/jackc/pgx/v5"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // Write implements store.Store: the calls and the records of a batch in one transaction. A batch the
@@ -150,4 +151,40 @@ func journalColumns(cs []*messages.Call) calls {
 func (j calls) args() []any {
 	return []any{j.id, j.request, j.key, j.periodStart, j.model, j.provider, j.node, j.run, j.opened, j.deadline, j.reserved,
 		j.reservedTokens, j.state, j.settledAt, j.input, j.output, j.estimated, j.cost}
+}
+
+// Lease implements store.Journal: this run of node holds its lease until the database's clock passes
+// lease from now.
+func (s *Store) Lease(ctx context.Context, node, run string, lease time.Duration) error {
+	_, err := s.pool.Exec(ctx, `
+INSERT INTO books.nodes AS n (node_id, run_id, started_at, lease_until) VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond')
+ON CONFLICT (node_id) DO UPDATE SET lease_until = excluded.lease_until,
+    run_id = excluded.run_id, started_at = CASE WHEN n.run_id = excluded.run_id THEN n.started_at ELSE excluded.started_at END`,
+		node, run, lease.Microseconds())
+	return classify(err)
+}
+
+// Unsettled implements store.Journal: the open intents of node's earlier runs, and, with others, of
+// the controllers whose lease has ended (or who never took one, past their calls' deadlines).
+func (s *Store) Unsettled(ctx context.Context, node, run string, others bool, limit int) ([]*messages.Call, error) {
+	rows, err := s.pool.Query(ctx, `
+SELECT call_id, request_id, key_id, coalesce((extract(epoch FROM period_start) * 1000000)::bigint, 0), model, provider, node_id, run_id, opened_at, deadline, reserved_nanos,
+    reserved_tokens
+FROM books.journal j
+WHERE state = 'open' AND ((node_id = $1 AND run_id <> $2) OR ($3 AND node_id <> $1 AND (
+    node_id IN (SELECT node_id FROM books.nodes WHERE lease_until < now())
+    OR (NOT EXISTS (SELECT 1 FROM books.nodes n WHERE n.node_id = j.node_id) AND deadline < now() - interval '30 seconds'))))
+ORDER BY opened_at LIMIT $4`, node, run, others, limit)
+	if err != nil {
+		return nil, classify(err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (*messages.Call, error) {
+		var c messages.Call
+		var opened, deadline time.Time
+		err := row.Scan(&c.CallId, &c.RequestId, &c.KeyId, &c.PeriodStart, &c.Model, &c.Provider, &c.NodeId, &c.RunId, &opened, &deadline,
+			&c.ReservedNanos, &c.ReservedTokens)
+		c.OpenedAt, c.Deadline, c.State = timestamppb.New(opened), timestamppb.New(deadline), store.CallOpen
+		return &c, err
+	})
+	return out, classify(err)
 }
