@@ -6,7 +6,7 @@ LDFLAGS  := -X main.version=$(VERSION)
 # SERVICES=1 makes PostgreSQL, Redis and sshd available first (installing them on a fresh Debian machine).
 SERVICES ?= 0
 
-.PHONY: build run test fuzz bench soak eval lint services proto classifier
+.PHONY: build run test fuzz bench bench-records soak eval lint services proto classifier
 
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/conclave
@@ -46,16 +46,36 @@ fuzz:
 # server against a bare net/http JSON handler, as separate processes, at concurrency 1 and 16, with the
 # top entries of a CPU profile of the server under that load; then the passthrough run: one model through the OpenAI adapter to a local mock against calling the mock directly.
 # The load run includes conclave recording to PostgreSQL (a database of its own on BENCH_DATABASE_URL's
-# server), for the recorder's effect on latency and CPU.
+# server), for the recorder's effect on latency and CPU. Last, the keyed run: a direct call made with an
+# API key (its budget held in Redis and settled) against the admin token's, recording to PostgreSQL:
+# server CPU and PostgreSQL's CPU per request; BASELINE_CONCLAVE (an older build's binary) is measured
+# beside it when set.
 BENCH_DATABASE_URL ?= postgres://conclave:conclave@127.0.0.1:5432/conclave_test?sslmode=disable
 bench: build
 	CONCLAVE_BIN=$(abspath $(BIN)) $(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) run ./bench/load --conclave $(BIN) --database '$(BENCH_DATABASE_URL)'
 	$(GO) run ./bench/load --conclave $(BIN) --passthrough
+	$(GO) run ./bench/load --conclave $(BIN) --keyed --database '$(BENCH_DATABASE_URL)' $(if $(BASELINE_CONCLAVE),--baseline-conclave $(BASELINE_CONCLAVE))
+	$(MAKE) bench-records
+
+# bench-records fills a database of its own on BENCH_DATABASE_URL's server with the records of
+# BENCH_RECORDS requests over 35 days (the current week at that density, earlier weeks thinner where
+# the database would outgrow BENCH_MAX_GB), then measures the p95 of a key's spend over 30 days by
+# model and by day, the cost of recording (time, the server backend's CPU and WAL per record) against
+# an empty database, and bytes per record; it prints the plans of the insert path. About 15 minutes
+# at the defaults; the databases are dropped at the end.
+BENCH_RECORDS ?= 10000000
+BENCH_MAX_GB ?= 30
+bench-records:
+	CONCLAVE_TEST_DATABASE_URL='$(BENCH_DATABASE_URL)' CONCLAVE_REQUIRE_SERVICES=1 CONCLAVE_BENCH_RECORDS=$(BENCH_RECORDS) \
+		CONCLAVE_BENCH_MAX_GB=$(BENCH_MAX_GB) $(GO) test -v -count=1 -run='^$$' -bench='^BenchmarkRecordsAtScale$$' -benchtime=1x \
+		-timeout=90m ./internal/adapters/store/postgres
 
 # soak first runs the fault matrix: the built server with a real PostgreSQL, Redis and three sshd worker
 # hosts at 40 requests/s, every row of the specification's error table injected in turn for
-# FAULT_PHASE each, counting the answers per row; every answer must have its record at the end. Then it
+# FAULT_PHASE each, counting the answers per row; every answer must have its record at the end. Then
+# the books' outages at their full length: PostgreSQL, then Redis, away for OUTAGE (15 s) under keyed
+# load, every request answered and the books balanced after (make test runs them for 3 s). Then it
 # runs conclave for SOAK_DURATION under steady load through the whole pipeline (16 connections,
 # simulated faults on, limits raised, info logs) and prints its RSS, heap goal and goroutines over the
 # run, which must stay flat after the warm-up; then it drives the embedded default as it ships
@@ -64,12 +84,14 @@ bench: build
 # should be open at the end. Last, the overload run: the embedded default as it ships, 128 connections
 # for OVERLOAD_FOR, far beyond its rate limits; it prints the answers by status with their p50, p99 and
 # longest times, and fails when any answer took longer than max_queue_seconds (5 s) + 1 s.
+OUTAGE ?= 15s
 SOAK_DURATION ?= 30m
 SOAK_REQUESTS ?= 200000
 FAULT_PHASE ?= 10s
 OVERLOAD_FOR ?= 20s
 soak: build
 	CONCLAVE_FAULT_PHASE=$(FAULT_PHASE) $(GO) test -tags soak -count=1 -timeout 30m -run '^TestFaultMatrixUnderLoad$$' -v ./cmd/conclave
+	CONCLAVE_TEST_OUTAGE=$(OUTAGE) $(GO) test -count=1 -timeout 10m -run 'OutageStopsNoKeyedTraffic|LostRedisStopsNoKeyedTraffic' -v ./http
 	$(GO) run ./bench/load --conclave $(BIN) --endurance $(SOAK_DURATION)
 	$(GO) run ./bench/load --conclave $(BIN) --sustained $(SOAK_REQUESTS) --sustained-concurrency 32
 	$(GO) run ./bench/load --conclave $(BIN) --overload $(OVERLOAD_FOR) --overload-concurrency 128

@@ -67,6 +67,9 @@ type Deps struct {
 	// Limiters makes each provider's limiter (Redis shared, with a local fallback); nil means local
 	// limiters.
 	Limiters ratelimit.Factory
+	// Inflight counts the bytes of the requests in flight, their answers included
+	// (max_inflight_bytes); nil counts nothing.
+	Inflight *Inflight
 	// Dispatcher runs the actors' mailboxes; nil is protoactor's default.
 	Dispatcher *mailboxes.Pool
 	// Middleware wraps the receive of every actor made by Props; tests make an actor crash with it.

@@ -173,7 +173,7 @@ func (w *WorkerActor) silentHosts() {
 			r.cancel()
 			res := w.identity(r.job)
 			res.ErrorKind, res.ErrorMessage = string(resilience.HostTimeout), "the worker host did not return the call within its budget"
-			w.finish(res)
+			w.finish(res, false)
 		}
 	}
 	for _, r := range w.running {
@@ -243,14 +243,23 @@ func (w *WorkerActor) start(d *messages.Dispatch) {
 	r := &runningJob{job: job, replyTo: d.ReplyTo, ticket: ticket, cancel: cancel, silentAt: now.Add(budget + w.deps.hostGrace(budget))}
 	w.running[job.JobId] = r
 	w.watchBy(r.silentAt)
+	// The answer's bytes count in flight from its worker, which sees it before anyone holds it.
+	hold := &answerHold{acct: w.deps.Inflight.Account(job.RequestId)}
 	w.root.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds(), Probe: d.Probe})
 	call := fleet.CallOf(job)
 	root, transport, result := w.root, w.transport, w.identity(job)
 	var onDelta func(providers.Delta)
 	if job.Stream {
-		// Each piece goes to the job's sender as it comes, from the call's goroutine, in order.
+		// Each piece goes to the job's sender as it comes, from the call's goroutine, in order; a piece
+		// the in-flight bound refuses stops the call.
 		replyTo, requestID, jobID := d.ReplyTo, job.RequestId, job.JobId
-		onDelta = func(p providers.Delta) { root.Send(replyTo, fleet.DeltaOf(requestID, jobID, p)) }
+		onDelta = func(p providers.Delta) {
+			if piece := fleet.DeltaOf(requestID, jobID, p); hold.piece(piece) {
+				root.Send(replyTo, piece)
+			} else {
+				cancel()
+			}
+		}
 	}
 	w.deps.run(func() {
 		defer cancel()
@@ -258,9 +267,11 @@ func (w *WorkerActor) start(d *messages.Dispatch) {
 		began := time.Now()
 		reply, err := runCall(jobCtx, transport, call, onDelta)
 		res := fleet.ResultOf(result, reply, err, time.Since(began))
+		answered := res.Ok
+		hold.result(res)
 		w.mu.Lock()
 		defer w.mu.Unlock()
-		w.finish(res)
+		w.finish(res, answered)
 		if len(w.running) == 0 {
 			w.watch.stop() // nothing left to watch: no idle look for silent hosts
 		}
@@ -292,24 +303,25 @@ func (w *WorkerActor) crashOnPanic() {
 }
 
 // finish forwards a job's result and starts queued jobs. A result for a job no longer running (its
-// host timed out first, or a restart failed it) was answered already and is dropped.
-func (w *WorkerActor) finish(res *messages.JobResult) {
+// host timed out first, or a restart failed it) was answered already and is dropped. answered says the
+// host returned an answer, though the in-flight bound may have dropped it since: the host did its part.
+func (w *WorkerActor) finish(res *messages.JobResult, answered bool) {
 	r, ok := w.running[res.JobId]
 	if !ok {
 		return
 	}
 	delete(w.running, res.JobId)
 	kind := resilience.Kind(res.ErrorKind)
-	if res.Ok {
+	if answered {
 		kind = ""
 	}
 	w.breaker.Settle(r.ticket, resilience.Blame(resilience.Call{Kind: kind, FullBudget: true}).Host)
-	if r.cancelled && res.Ok {
+	if r.cancelled && answered {
 		// A provider that does not honour cancellation: the answer came after nobody wanted it.
 		w.log.Info("late reply discarded", zap.String("event", "late_reply"), zap.String("job_id", res.JobId), zap.String("model", res.Model),
 			zap.String("provider", res.Provider), zap.Float64("latency_ms", res.LatencyMs))
 	}
-	if res.Ok {
+	if answered {
 		w.ref.completed.Add(1)
 	} else {
 		w.ref.failed.Add(1)

@@ -128,7 +128,10 @@ type RouteRequest struct {
 	ClassifiedBy       string `protobuf:"bytes,25,opt,name=classified_by,json=classifiedBy,proto3" json:"classified_by,omitempty"`
 	// priced_only keeps selection to models with a price: the key has a budget, and a model without a
 	// price (and no default price) would cost it nothing.
-	PricedOnly    bool `protobuf:"varint,26,opt,name=priced_only,json=pricedOnly,proto3" json:"priced_only,omitempty"`
+	PricedOnly bool `protobuf:"varint,26,opt,name=priced_only,json=pricedOnly,proto3" json:"priced_only,omitempty"`
+	// prompt_tokens is the task's size as the tokenizer counts it (o200k_base), for the providers' tokens
+	// per minute and the models' context windows (0: estimated from its bytes).
+	PromptTokens  int32 `protobuf:"varint,27,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -343,6 +346,13 @@ func (x *RouteRequest) GetPricedOnly() bool {
 		return x.PricedOnly
 	}
 	return false
+}
+
+func (x *RouteRequest) GetPromptTokens() int32 {
+	if x != nil {
+		return x.PromptTokens
+	}
+	return 0
 }
 
 // Delta is a piece of an answer as its provider streams it: text, and pieces of tool calls (the first
@@ -6393,7 +6403,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xca\b\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\b\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -6428,7 +6438,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\x13classified_category\x18\x18 \x01(\tR\x12classifiedCategory\x12#\n" +
 	"\rclassified_by\x18\x19 \x01(\tR\fclassifiedBy\x12\x1f\n" +
 	"\vpriced_only\x18\x1a \x01(\bR\n" +
-	"pricedOnlyB\v\n" +
+	"pricedOnly\x12#\n" +
+	"\rprompt_tokens\x18\x1b \x01(\x05R\fpromptTokensB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +

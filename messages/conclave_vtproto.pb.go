@@ -56,6 +56,13 @@ func (m *RouteRequest) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.PromptTokens != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.PromptTokens))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xd8
+	}
 	if m.PricedOnly {
 		i--
 		if m.PricedOnly {
@@ -6143,6 +6150,9 @@ func (m *RouteRequest) SizeVT() (n int) {
 	if m.PricedOnly {
 		n += 3
 	}
+	if m.PromptTokens != 0 {
+		n += 2 + protohelpers.SizeOfVarint(uint64(m.PromptTokens))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -9310,6 +9320,25 @@ func (m *RouteRequest) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.PricedOnly = bool(v != 0)
+		case 27:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field PromptTokens", wireType)
+			}
+			m.PromptTokens = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.PromptTokens |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -2,8 +2,8 @@
 # Makes PostgreSQL, Redis and an OpenSSH server available on loopback for Conclave's tests, on a fresh
 # Debian machine as on one where they already run: installs the Debian packages that are missing,
 # starts what is stopped, creates the test role and database, and leaves running services alone. It
-# also installs Node.js and the pinned OpenAI Node SDK that the contract tests call Conclave with
-# (scripts/openai-node.sh).
+# also installs Node.js and the pinned OpenAI and Anthropic Node SDKs that the contract tests call
+# Conclave with (scripts/openai-node.sh, scripts/anthropic-node.sh).
 set -euo pipefail
 
 PGPORT=${PGPORT:-5432}
@@ -41,7 +41,8 @@ command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 # The dashboard's browser tests drive Debian's headless Chromium.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-# The contract tests run the official OpenAI Node SDK (scripts/openai-node.sh installs it).
+# The contract tests run the official OpenAI and Anthropic Node SDKs (scripts/openai-node.sh and
+# scripts/anthropic-node.sh install them).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -97,7 +98,8 @@ else
   wait_for "$SSH_PORT" sshd
 fi
 
-# The OpenAI Node SDK, at the version the repository pins.
+# The OpenAI and Anthropic Node SDKs, at the versions the repository pins.
 "$(dirname "$0")/openai-node.sh"
+"$(dirname "$0")/anthropic-node.sh"
 
-log "ready: postgresql 127.0.0.1:$PGPORT (database $TEST_DB, role $TEST_ROLE), redis 127.0.0.1:$REDIS_PORT, sshd 127.0.0.1:$SSH_PORT, the OpenAI Node SDK"
+log "ready: postgresql 127.0.0.1:$PGPORT (database $TEST_DB, role $TEST_ROLE), redis 127.0.0.1:$REDIS_PORT, sshd 127.0.0.1:$SSH_PORT, the OpenAI and Anthropic Node SDKs"

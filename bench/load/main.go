@@ -87,7 +87,17 @@ func main() {
 	profile := flag.Bool("profile", true, "after the load run, profile conclave once more under the same load and print the CPU profile's top entries")
 	only := flag.String("only", "", "run only the rows whose names start with one of these comma-separated prefixes (the baseline always runs)")
 	through := flag.Bool("passthrough", false, "instead: one model through the OpenAI adapter to a local mock, against calling the mock directly, at 1 connection")
+	keyed := flag.Bool("keyed", false, "instead: a direct call made with an API key (a budget held and settled) against the same made with the admin token, "+
+		"conclave recording to PostgreSQL (--database) and holding budgets in Redis (--redis); server and PostgreSQL CPU per request")
+	redisURL := flag.String("redis", "redis://127.0.0.1:6379/0", "the Redis of the --keyed run")
+	baselineBin := flag.String("baseline-conclave", "", "with --keyed: an older conclave binary measured the same way, in the same run, for comparison")
 	flag.Parse()
+	if *keyed {
+		if err := keyedRun(*conclave, *baselineBin, *database, *redisURL, *warmup, *duration, *out); err != nil {
+			fail(err)
+		}
+		return
+	}
 	if *through {
 		if err := passthrough(*conclave, *warmup, *duration, *out); err != nil {
 			fail(err)
@@ -383,6 +393,11 @@ func waitHealthy(url string) error {
 
 // load runs a closed loop: each of concurrency clients sends its next request when the last is answered.
 func load(client *http.Client, url string, body func(int) []byte, concurrency int, d time.Duration) ([]time.Duration, int, time.Duration) {
+	return loadAs(client, url, "", body, concurrency, d)
+}
+
+// loadAs is load with a bearer credential on every request ("" for none).
+func loadAs(client *http.Client, url, credential string, body func(int) []byte, concurrency int, d time.Duration) ([]time.Duration, int, time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	var mu sync.Mutex
@@ -398,7 +413,12 @@ func load(client *http.Client, url string, body func(int) []byte, concurrency in
 			bad := 0
 			for i := w; ctx.Err() == nil; i += concurrency {
 				t := time.Now()
-				resp, err := client.Post(url, "application/json", bytes.NewReader(body(i)))
+				req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(body(i)))
+				req.Header.Set("Content-Type", "application/json")
+				if credential != "" {
+					req.Header.Set("Authorization", "Bearer "+credential)
+				}
+				resp, err := client.Do(req)
 				if err != nil {
 					bad++
 					continue

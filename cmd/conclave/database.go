@@ -32,11 +32,15 @@ Flags of down:
 
 const recordsUsage = `Usage: conclave records prune --older-than DURATION [--batch N]
 
-Deletes the execution records (with their calls, verdicts and phases) received more than DURATION ago
-from the PostgreSQL at DATABASE_URL, in batches. What the bandit learned from them stays.
+Deletes the execution records (with their calls, verdicts and phases) received more than DURATION ago,
+and the settled calls of the journal sent before then, from the PostgreSQL at DATABASE_URL. Records
+and the journal are kept in weekly partitions: the weeks wholly before the cut are dropped at once
+(a week of the journal that still holds a call not settled stays); the rows before the cut in the week
+that straddles it are deleted, records in batches. What the bandit learned, and the keys' spend, stay.
+records.retention_days in the configuration does the same each hour, by whole weeks only.
 
   --older-than DURATION   30d, 12h, 90m ... (required)
-  --batch N               records deleted per statement (default 1000)
+  --batch N               records deleted per statement in the straddling week (default 1000)
 `
 
 // databaseURL is DATABASE_URL: environment only, since a password does not belong on a command line.

@@ -11,7 +11,6 @@ import (
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/internal/adapters/books"
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
-	"github.com/conclave-ai/conclave/internal/adapters/keystore"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/execution"
@@ -98,7 +97,7 @@ func (e *Engine) meter(t fleet.Transport) *books.Meter {
 
 // runBooks keeps the books' background work going until ctx ends: the renewal of this controller's
 // holds in Redis, the key cache's refresh, and the word of keys changed on other controllers.
-func (e *Engine) runBooks(ctx context.Context) {
+func (e *Engine) runBooks(ctx context.Context, keyRefresh time.Duration) {
 	if r, ok := e.budgets.(interface{ Run(context.Context) }); ok {
 		e.background.Go(func() { r.Run(ctx) })
 	}
@@ -107,7 +106,7 @@ func (e *Engine) runBooks(ctx context.Context) {
 		e.background.Go(func() { e.recoverCalls(ctx, j) })
 	}
 	e.background.Go(func() {
-		e.keys.cache.Run(ctx, keystore.RefreshEvery, func(err error) {
+		e.keys.cache.Run(ctx, keyRefresh, func(err error) {
 			switch {
 			case err != nil && !failing:
 				e.log.Warn("the keys could not be read again: this controller serves the keys it has", zap.String("event", "keys_stale"), zap.Error(err))

@@ -61,8 +61,9 @@ func (e *Engine) hint(ctx context.Context, req *messages.RouteRequest) {
 	ctx, cancel := context.WithTimeout(ctx, mc.budget)
 	defer cancel()
 	budget := mc.budget.Seconds()
+	// Its tokens serve the caller's request: they are charged to the caller's key, as its calls are.
 	call := &messages.RouteRequest{
-		RequestId: uuid.NewString(), ClientRequestId: req.RequestId, Task: classify.ModelPrompt(req.Task),
+		RequestId: uuid.NewString(), ClientRequestId: req.RequestId, KeyId: req.KeyId, Task: classify.ModelPrompt(req.Task),
 		Models: []string{mc.model}, Direct: true, TimeoutSeconds: &budget, Metadata: classifyPurpose,
 		Ask: &messages.Ask{Sampling: &messages.Sampling{Temperature: proto.Float64(0), MaxTokens: proto.Int32(16)}},
 	}

@@ -62,6 +62,9 @@ func (e *Engine) discover(ctx context.Context, provider string, after int) (cata
 func (e *Engine) reconcile(provider string, listed []catalog.Model) (catalog.Change, error) {
 	e.discoverMu.Lock()
 	defer e.discoverMu.Unlock()
+	for i, m := range listed { // a model the catalog knows costs what the catalog says
+		listed[i] = catalog.PricedBy(e.known, m)
+	}
 	next, ch, err := catalog.Reconcile(e.catalog.Load(), provider, listed)
 	if err != nil {
 		return ch, err

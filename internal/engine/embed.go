@@ -78,14 +78,12 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 		fail(exec, resilience.MalformedRequest, "the model has no embeddings", 0, &messages.Problem{Field: "model", Message: noEmbeddings(m)})
 		return out, nil
 	}
-	size := int64(len(exec.Task))
-	if limit := e.cfg.MaxInflightBytes; limit > 0 {
-		defer e.inflightBytes.Add(-size)
-		if e.inflightBytes.Add(size) > limit {
-			fail(exec, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks and asks", limit), time.Second)
-			return out, nil
-		}
+	account, ok := e.deps.Inflight.Open(req.RequestId, int64(len(exec.Task)))
+	if !ok {
+		fail(exec, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks, asks and answers", e.cfg.MaxInflightBytes), time.Second)
+		return out, nil
 	}
+	defer account.Close()
 	ref := e.deps.Dir.Provider(m.Provider)
 	if ref == nil {
 		return nil, fmt.Errorf("embeddings %s: provider %s has no actor", req.RequestId, m.Provider)

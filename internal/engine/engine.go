@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math"
 	"net/http"
 	"os"
 	"slices"
@@ -23,6 +24,7 @@ import (
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/internal/adapters/books"
 	"github.com/conclave-ai/conclave/internal/adapters/fleet"
+	"github.com/conclave-ai/conclave/internal/adapters/keystore"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit/redislimit"
@@ -45,6 +47,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/platform/logging"
 	"github.com/conclave-ai/conclave/internal/platform/mailboxes"
 	"github.com/conclave-ai/conclave/internal/platform/metrics"
+	"github.com/conclave-ai/conclave/internal/platform/tokens"
 	"github.com/conclave-ai/conclave/internal/platform/tracing"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/conclave-ai/conclave/supervisors"
@@ -73,6 +76,9 @@ type Options struct {
 	Store store.Store
 	// KeyPoll is how often the secrets file is read again for changed keys; zero means KeyPollInterval.
 	KeyPoll time.Duration
+	// KeyRefresh is how often the API keys seen are read again from the store; zero means
+	// keystore.RefreshEvery (tests make it short).
+	KeyRefresh time.Duration
 	// DiscoveryRetry is the first wait after a provider's model list could not be read; zero means
 	// DiscoveryRetry (tests make it short).
 	DiscoveryRetry time.Duration
@@ -87,12 +93,14 @@ type Options struct {
 
 // Engine is a running Conclave.
 type Engine struct {
-	cfg        config.Config
-	log        *zap.Logger
-	system     *actor.ActorSystem
-	deps       *actors.Deps
-	root       *actor.PID
-	catalog    *catalog.Live
+	cfg     config.Config
+	log     *zap.Logger
+	system  *actor.ActorSystem
+	deps    *actors.Deps
+	root    *actor.PID
+	catalog *catalog.Live
+	// known is the catalog before configuration: discovered models take its prices.
+	known      *catalog.Catalog
 	blueprints *blueprints.Set
 	store      store.Store
 	spool      *spool.Spool
@@ -129,10 +137,9 @@ type Engine struct {
 	// classifying asks config classify.model about unsure classifications; nil without one.
 	classifying *modelClassifier
 
-	inflight      sync.WaitGroup
-	inflightBytes atomic.Int64
-	closing       atomic.Bool
-	closeOnce     sync.Once
+	inflight  sync.WaitGroup
+	closing   atomic.Bool
+	closeOnce sync.Once
 }
 
 // New builds and starts an engine.
@@ -175,11 +182,12 @@ func New(opts Options) (*Engine, error) {
 	if cfg.NodeID == "" {
 		cfg.NodeID, _ = os.Hostname()
 	}
+	known := cat // the whole catalog, whose prices discovered models take
 	ups, cat, err := setupProviders(cfg, cat)
 	if err != nil {
 		return nil, err
 	}
-	e := &Engine{cfg: cfg, log: log, catalog: catalog.NewLive(cat), blueprints: bps, store: opts.Store, upstreams: ups,
+	e := &Engine{cfg: cfg, log: log, catalog: catalog.NewLive(cat), known: known, blueprints: bps, store: opts.Store, upstreams: ups,
 		discoveryRetry: cmp.Or(opts.DiscoveryRetry, DiscoveryRetry), tracing: opts.Tracing}
 	for _, b := range bps.All() {
 		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
@@ -232,7 +240,7 @@ func New(opts Options) (*Engine, error) {
 		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
 		Reliability: accuracy.Config{Dependence: cfg.Dependence},
 		Breakers:    breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: opts.Middleware,
-		Observe: opts.Observe,
+		Observe: opts.Observe, Inflight: actors.NewInflight(cfg.MaxInflightBytes),
 	}
 	e.deps.Metrics = metrics.New(e.metricsSource())
 	if cfg.RedisURL.Set() {
@@ -310,7 +318,8 @@ func New(opts Options) (*Engine, error) {
 	if e.bus != nil {
 		e.background.Go(func() { e.bus.Listen(background, redisbus.Handlers{Opened: e.peerOpened, KeyChanged: e.keys.Forget}) })
 	}
-	e.runBooks(background)
+	e.runBooks(background, cmp.Or(opts.KeyRefresh, keystore.RefreshEvery))
+	e.keepRecords(background)
 	if e.redis != nil {
 		e.background.Go(func() { e.renewSlots(background) })
 	}
@@ -498,6 +507,8 @@ func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest) (*messag
 			}
 		}
 	}
+	// Counted once, by the tokenizer: the providers' tokens per minute and the models' windows read it.
+	req.PromptTokens = int32(min(tokens.Count(tokens.O200k, req.Task), math.MaxInt32))
 	e.hint(ctx, req)
 	exec, err := e.route(ctx, req)
 	if key != nil {
@@ -521,14 +532,15 @@ func virtualModel(req *messages.RouteRequest) string {
 // route is Route once the request is let in.
 func (e *Engine) route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
 	// The ask counts too: its images and conversation can be far larger than the task rendered of it.
+	// The account holds its calls' answers too, until the record is handed over (and durable, with a
+	// spool): they go back when Route returns.
 	size := int64(len(req.Task) + req.GetAsk().SizeVT())
-	if limit := e.cfg.MaxInflightBytes; limit > 0 {
-		defer e.inflightBytes.Add(-size)
-		if e.inflightBytes.Add(size) > limit {
-			e.deps.Shed().Add(string(resilience.Overloaded))
-			return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks and asks", limit), time.Second), nil
-		}
+	account, ok := e.deps.Inflight.Open(req.RequestId, size)
+	if !ok {
+		e.deps.Shed().Add(string(resilience.Overloaded))
+		return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks, asks and answers", e.cfg.MaxInflightBytes), time.Second), nil
 	}
+	defer account.Close()
 	stop := context.AfterFunc(ctx, func() {
 		e.system.Root.Send(e.deps.Dir.Requests, &messages.CancelRequest{RequestId: req.RequestId, Code: string(resilience.ClientClosed)})
 	})

@@ -28,7 +28,7 @@ func (e *Engine) openStore() error {
 	case e.store != nil:
 		return nil
 	case !cfg.DatabaseURL.Set():
-		e.store = store.NewMemory(cfg.Records, cfg.RecordsMaxBytes)
+		e.store = store.NewMemory(cfg.Records.Max, cfg.Records.MaxBytes)
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), StoreOpenTimeout)

@@ -12,7 +12,8 @@ import (
 )
 
 // SpendQuery asks what a key spent between Since (included) and Until (excluded), by model (the
-// calls of each, the arbiter's included) or by day (the requests of each, in UTC).
+// calls of each, the arbiter's included) or by day (the requests of each, in UTC). PostgreSQL reads
+// the books' daily rollups, and so counts every UTC day the window touches whole.
 type SpendQuery struct {
 	KeyID        string
 	Since, Until time.Time

@@ -41,7 +41,8 @@ func (e *RejectedError) Unwrap() error { return e.Err }
 // use.
 type Store interface {
 	// Insert writes records. A record whose request id is stored already is left as it is, so writing
-	// a batch again (after a failure, or from a spool) adds nothing twice.
+	// a batch again (after a failure, or from a spool) adds nothing twice. (PostgreSQL, which keeps
+	// records by week, knows a record by its request id and receipt time.)
 	Insert(ctx context.Context, records []*messages.Execution) error
 	// Write writes calls of the journal and records together. A call's intent (state open) is kept
 	// until its settlement (settled or interrupted) replaces it; a call settles once, and its key is

@@ -89,6 +89,29 @@ func Reconcile(c *Catalog, provider string, listed []Model) (*Catalog, Change, e
 	return next, ch, nil
 }
 
+// PricedBy gives an unpriced model the prices of the model known by its id, or by its name without
+// its vendor (a listing's "gpt-4o-mini" is the catalog's "openai/gpt-4o-mini"); a model with prices of
+// its own keeps them.
+func PricedBy(known *Catalog, m Model) Model {
+	if !m.Unpriced || known == nil {
+		return m
+	}
+	k, ok := known.Get(m.ID)
+	if !ok {
+		name := bareName(m.ID)
+		for _, c := range known.All() {
+			if bareName(c.ID) == name && !c.Unpriced {
+				k, ok = c, true
+				break
+			}
+		}
+	}
+	if ok && !k.Unpriced {
+		m.InputPricePerMTok, m.OutputPricePerMTok, m.Unpriced = k.InputPricePerMTok, k.OutputPricePerMTok, false
+	}
+	return m
+}
+
 // Upstream is the id the model's provider knows it by.
 func (m Model) Upstream() string {
 	if m.UpstreamID != "" {

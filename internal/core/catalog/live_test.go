@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/conclave-ai/conclave/internal/core/money"
 )
 
 func TestReconcile(t *testing.T) {
@@ -91,5 +93,29 @@ func TestDefaults(t *testing.T) {
 	}
 	if err := validate(m); err != nil {
 		t.Fatal(err)
+	}
+}
+
+func TestADiscoveredModelTakesTheCatalogsPrice(t *testing.T) {
+	known, err := New([]Model{{ID: "openai/gpt-4o-mini", Provider: "openrouter", ContextWindow: 128000, InputPricePerMTok: 150_000_000,
+		OutputPricePerMTok: 600_000_000, Capabilities: []string{"chat"}, Tier: 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		desc   string
+		listed Model
+		priced bool
+		in     money.Price
+	}{
+		{"known by its id", Model{ID: "openai/gpt-4o-mini", Unpriced: true}, true, 150_000_000},
+		{"known by its name without the vendor", Model{ID: "gpt-4o-mini", Unpriced: true}, true, 150_000_000},
+		{"listed with a price of its own", Model{ID: "gpt-4o-mini", InputPricePerMTok: 7}, true, 7},
+		{"unknown", Model{ID: "vendor/new-model", Unpriced: true}, false, 0},
+	} {
+		got := PricedBy(known, c.listed)
+		if got.Unpriced == c.priced || got.InputPricePerMTok != c.in {
+			t.Errorf("%s: %+v", c.desc, got)
+		}
 	}
 }

@@ -294,7 +294,8 @@ type Machine struct {
 	reserve  []Assignment // adaptive: the assignments no wave has asked yet, best-first
 	quorum   Quorum
 	finished bool
-	// stopped: the caller's own key refused a call; nothing more is asked.
+	// stopped: the caller's own key refused a call, or the bound of the bytes in flight dropped an
+	// answer; nothing more is asked.
 	stopped bool
 	done    Done
 	out     []Effect
@@ -472,11 +473,14 @@ func (m *Machine) Result(now time.Time, seq int, r Reply) []Effect {
 	default:
 		rec.Status = Error
 	}
-	if resilience.CallersOwn(kind) {
-		// Refused before it was sent by the caller's own key (its budget, its limits): no other model can
-		// be asked in its place, and nothing is retried; the calls out finish, and collection ends with
-		// what they answer.
-		rec.Status = NotSent
+	if own := resilience.CallersOwn(kind); own || kind == resilience.Overloaded {
+		// Refused before it was sent by the caller's own key (its budget, its limits), or its answer
+		// dropped for the bytes of the requests in flight: no other model can be asked in its place (its
+		// answer would be dropped too), and nothing is retried; the calls out finish, and collection
+		// ends with what they answer.
+		if own {
+			rec.Status = NotSent
+		}
 		m.emit(Effect{Kind: Settle, Job: j, Record: rec})
 		j.Slot.state = slotFailed
 		m.stopped = true
@@ -557,7 +561,7 @@ func (m *Machine) retryAfterFailure(j *Job, kind resilience.Kind, retryAfter tim
 	s := j.Slot
 	s.state = slotFailed
 	p := resilience.PolicyFor(kind)
-	if !p.ShouldRetry(j.Attempt) {
+	if !p.ShouldRetry(j.Attempt) || m.stopped {
 		return
 	}
 	delay := m.delay(p, j.Attempt, retryAfter)
@@ -808,7 +812,8 @@ func (m *Machine) finish(now time.Time, kind resilience.Kind) {
 	m.emit(Effect{Kind: Finish, At: now})
 }
 
-// nothing explains a collection without an answer: when every call waited for a permit, was refused
+// nothing explains a collection without an answer: a refusal that ended collection (the caller's key,
+// or an answer dropped for the bytes in flight) is why; when every call waited for a permit, was refused
 // one for a rate limit or was answered 429, the rate limits are why (and a wait cures it); when every
 // call was refused for one reason the caller must hear (a refused key or account, a model not found,
 // a task too large), that reason; when every call found its provider down (refused or failed
@@ -820,7 +825,7 @@ func (m *Machine) nothing() (resilience.Kind, time.Duration) {
 	wait, limited, down := time.Duration(0), true, true
 	refusal := m.records[0].Kind
 	for _, r := range m.records {
-		if resilience.CallersOwn(r.Kind) {
+		if resilience.CallersOwn(r.Kind) || r.Kind == resilience.Overloaded {
 			return r.Kind, 0 // what ended collection
 		}
 		if !r.rateLimited() {

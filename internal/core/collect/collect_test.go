@@ -747,3 +747,71 @@ func TestARefusedConnectionFailsOverAtOnce(t *testing.T) {
 		})
 	}
 }
+
+// An answer dropped for the bytes in flight blames nobody and asks no other model in its place (its
+// answer would be dropped too): the calls out finish, and collection ends with what they answer.
+func TestAnAnswerDroppedForTheBoundEndsCollection(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MinResponses = 3; c.Rounds = 2 })
+	h.run(0, 10*time.Second)
+	h.answer(0, "B")
+	h.run(1, 10*time.Second)
+	h.fail(1, resilience.Overloaded, 0, 0)
+	if rec := h.record(1); rec.Status != Error || rec.Verdict != (resilience.Verdict{}) {
+		t.Fatalf("record %+v: want an error that blames nobody", rec)
+	}
+	h.run(2, 10*time.Second)
+	h.fail(2, resilience.ProviderUnavailable, 0, 0)
+	if !h.finished() || len(h.m.Slots()) != 3 || len(h.m.Retries()) != 0 {
+		t.Fatalf("collection went on: finished %v, %d slots, retries %+v", h.finished(), len(h.m.Slots()), h.m.Retries())
+	}
+	if d := h.m.Done(); d.Failure != "" || len(d.Answers) != 1 || !d.Degraded {
+		t.Fatalf("done %+v: want the one answer", d)
+	}
+
+	h = newHarness(t, nil)
+	h.run(0, 10*time.Second)
+	h.fail(0, resilience.ProviderUnavailable, 0, 0)
+	h.run(1, 10*time.Second)
+	h.fail(1, resilience.Overloaded, 0, 0)
+	h.run(2, 10*time.Second)
+	h.fail(2, resilience.Overloaded, 0, 0)
+	if d := h.m.Done(); d.Failure != resilience.Overloaded {
+		t.Fatalf("done %+v: want overloaded", d)
+	}
+}
+
+// A call the caller's own key refuses (its budget, its tokens per minute) was never sent: it blames
+// nobody, nothing is retried or asked in its place, the calls out finish, and collection ends with
+// their answers, or with the refusal when there are none.
+func TestTheCallersOwnRefusalEndsCollection(t *testing.T) {
+	h := newHarness(t, func(c *Config) { c.MinResponses = 3; c.Rounds = 2 })
+	h.run(0, 10*time.Second)
+	h.run(1, 10*time.Second)
+	h.fail(1, resilience.BudgetExceeded, 0, 0)
+	if rec := h.record(1); rec.Status != NotSent || rec.Verdict != (resilience.Verdict{}) {
+		t.Fatalf("record %+v: want a call never sent, blaming nobody", rec)
+	}
+	if h.finished() {
+		t.Fatal("collection ended with a call still out")
+	}
+	h.answer(0, "B")
+	h.run(2, 10*time.Second)
+	h.fail(2, resilience.ProviderUnavailable, 0, 0)
+	if !h.finished() || len(h.m.Slots()) != 3 || len(h.m.Retries()) != 0 {
+		t.Fatalf("collection went on: finished %v, %d slots, retries %+v", h.finished(), len(h.m.Slots()), h.m.Retries())
+	}
+	if d := h.m.Done(); d.Failure != "" || len(d.Answers) != 1 || !d.Degraded {
+		t.Fatalf("done %+v: want the one answer", d)
+	}
+
+	h = newHarness(t, nil)
+	h.run(0, 10*time.Second)
+	h.fail(0, resilience.KeyRateLimited, 0, 0)
+	h.run(1, 10*time.Second)
+	h.fail(1, resilience.ProviderUnavailable, 0, 0)
+	h.run(2, 10*time.Second)
+	h.fail(2, resilience.ProviderUnavailable, 0, 0)
+	if d := h.m.Done(); d.Failure != resilience.KeyRateLimited {
+		t.Fatalf("done %+v: want the key's refusal", d)
+	}
+}

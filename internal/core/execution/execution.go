@@ -106,6 +106,8 @@ func Failure(d collect.Done, broken bool, records []*collect.Record, fault func(
 	case resilience.RateLimited:
 		message, retryAfter = "every call met a provider's rate limit with no room before the request's queue bound "+
 			"(rate_limits.max_queue_seconds) or its deadline, and no other model had room", d.RetryAfter
+	case resilience.Overloaded:
+		message, retryAfter = "the requests in flight hold max_inflight_bytes already: the answers that came past it were dropped", time.Second
 	case resilience.InvalidAPIKey, resilience.PaymentRequired:
 		message = "the provider refused its key or its account; it takes no call until its key changes"
 	case resilience.ModelNotFound:
@@ -391,7 +393,8 @@ func Offset(origin, t time.Time) float64 { return max(ms(t.Sub(origin)), 0.001) 
 // sampling parameters the caller gave, which every model asked must carry.
 func Request(r *messages.RouteRequest, strictParams []string) plan.Request {
 	req := plan.Request{Task: r.Task, Category: r.Category, Classified: r.ClassifiedCategory, ClassifiedBy: r.ClassifiedBy, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
-		Fallbacks: r.Fallbacks, StrictParams: strictParams, Allowed: r.AllowedModels, PricedOnly: r.PricedOnly}
+		Fallbacks: r.Fallbacks, StrictParams: strictParams, Allowed: r.AllowedModels, PricedOnly: r.PricedOnly,
+		PromptTokens: int(r.PromptTokens)}
 	if r.TimeoutSeconds != nil {
 		// A timeout too small to be a duration still ends the request at once.
 		req.Timeout = max(time.Duration(*r.TimeoutSeconds*float64(time.Second)), time.Nanosecond)

@@ -92,6 +92,8 @@ type Request struct {
 	Allowed []string
 	// PricedOnly selects only models with a price (the key has a budget; no default price).
 	PricedOnly bool
+	// PromptTokens is the task's size counted by the tokenizer (0: estimated from its bytes).
+	PromptTokens int
 }
 
 // Plan is the decision of steps 2 to 5.
@@ -191,6 +193,9 @@ func (p *Plan) Classify(req Request) *Failure {
 			p.ClassifiedBy = req.ClassifiedBy
 		}
 		p.Category = string(p.Classification.Category)
+	}
+	if req.PromptTokens > 0 {
+		p.Classification.Metadata.ContextLength = req.PromptTokens
 	}
 	md := p.Classification.Metadata
 	p.Heavy = md.Complexity == classify.ComplexityHigh || md.ContextLength > HeavyTokens
@@ -388,6 +393,9 @@ const DirectTimeout = 120 * time.Second
 func (p *Plan) Direct(w World, req Request, now time.Time) *Failure {
 	p.Explicit, p.AnswerKind = true, consensus.Text
 	md := classify.ExtractMetadata(req.Task)
+	if req.PromptTokens > 0 {
+		md.ContextLength = req.PromptTokens
+	}
 	p.Classification = classify.Result{Metadata: md, Confidence: 1}
 	p.Heavy = md.Complexity == classify.ComplexityHigh || md.ContextLength > HeavyTokens
 	p.ContextTokens = md.ContextLength + p.s.OutputReserve

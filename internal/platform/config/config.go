@@ -3,6 +3,8 @@
 package config
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,10 +52,12 @@ type Config struct {
 	// means the host name.
 	NodeID       string `json:"node_id"`
 	MaxBodyBytes int64  `json:"max_body_bytes"`
-	// Records and RecordsMaxBytes bound the memory store: the newest records up to that many, and up to
-	// that many bytes.
-	Records         int   `json:"records"`
-	RecordsMaxBytes int64 `json:"records_max_bytes"`
+	// Records says which records are kept: by the memory store, and by PostgreSQL. A bare number is its
+	// older form, the memory store's Max.
+	Records Records `json:"records"`
+	// RecordsMaxBytes is records.max_bytes's older spelling, still read (config:"old": the example
+	// need not show it).
+	RecordsMaxBytes *int64 `json:"records_max_bytes" config:"old"`
 	// RedisURL (REDIS_URL), when set, counts rate limits in Redis, shared by every controller on it;
 	// unset, each controller counts its own.
 	RedisURL secret.String `json:"redis_url"`
@@ -66,8 +70,8 @@ type Config struct {
 	// id>.records in the user's cache directory); SpoolMaxBytes bounds it.
 	SpoolPath     string `json:"spool_path"`
 	SpoolMaxBytes int64  `json:"spool_max_bytes"`
-	// MaxInflightBytes bounds the bytes of the tasks and asks of the requests running at once; beyond it new
-	// requests get 503 with Retry-After.
+	// MaxInflightBytes bounds the bytes of the tasks, asks and answers of the requests running at once;
+	// beyond it new requests get 503 with Retry-After, and answers are dropped (their calls overloaded).
 	MaxInflightBytes int64 `json:"max_inflight_bytes"`
 	Workers          int   `json:"workers"`
 	// Fleet, when set, is a fleet file: jobs go to its worker hosts over SSH instead of the in-process
@@ -124,6 +128,29 @@ type Config struct {
 	// flush, 50 ms).
 	ArmsRefreshSeconds float64 `json:"arms_refresh_seconds"`
 }
+
+// Records says which records are kept.
+type Records struct {
+	// Max and MaxBytes bound the memory store: the newest records up to that many, and up to that many
+	// bytes.
+	Max      int   `json:"max"`
+	MaxBytes int64 `json:"max_bytes"`
+	// RetentionDays, above zero, drops PostgreSQL's records and journal of calls older than that many
+	// days, whole weeks at a time (their partitions); 0 keeps them forever. The keys' spend stays.
+	RetentionDays int `json:"retention_days"`
+}
+
+// UnmarshalJSON reads records as an object, or as a bare number: the older form, which set Max.
+func (r *Records) UnmarshalJSON(raw []byte) error {
+	if t := bytes.TrimSpace(raw); len(t) > 0 && t[0] != '{' && string(t) != "null" {
+		return json.Unmarshal(t, &r.Max)
+	}
+	type plain Records // without this method
+	return json.Unmarshal(raw, (*plain)(r))
+}
+
+// Retention is how long PostgreSQL keeps records; zero is forever.
+func (r Records) Retention() time.Duration { return time.Duration(r.RetentionDays) * 24 * time.Hour }
 
 // Pricing is what a model without a price of its own costs. Without a default, such a model is free
 // to callers without a budget and refused (403 model_not_priced) to keys with one.
@@ -246,8 +273,7 @@ func Default() Config {
 		LogFormat:              "json",
 		Seed:                   1,
 		MaxBodyBytes:           1 << 20,
-		Records:                10000,
-		RecordsMaxBytes:        256 << 20,
+		Records:                Records{Max: 10000, MaxBytes: 256 << 20},
 		SpoolMaxBytes:          1 << 30,
 		RedisPrefix:            "conclave",
 		MaxInflightBytes:       256 << 20,
@@ -484,8 +510,9 @@ func (c Config) Validate() error {
 	between("workers", float64(c.Workers), 1, 1024)
 	between("worker_slots", float64(c.WorkerSlots), 0, 1024)
 	between("max_body_bytes", float64(c.MaxBodyBytes), 1024, 64<<20)
-	between("records", float64(c.Records), 0, 1_000_000)
-	between("records_max_bytes", float64(c.RecordsMaxBytes), 0, 16<<30)
+	between("records max", float64(c.Records.Max), 0, 1_000_000)
+	between("records max_bytes", float64(c.Records.MaxBytes), 0, 16<<30)
+	between("records retention_days", float64(c.Records.RetentionDays), 0, 36500)
 	between("spool_max_bytes", float64(c.SpoolMaxBytes), 1<<20, 1<<40)
 	between("max_inflight_bytes", float64(c.MaxInflightBytes), 0, 16<<30)
 	if c.MaxInflightBytes > 0 && c.MaxInflightBytes < c.MaxBodyBytes {

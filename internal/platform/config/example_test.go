@@ -83,7 +83,7 @@ func lacks(t reflect.Type, v any, path string) []string {
 		for i := range t.NumField() {
 			f := t.Field(i)
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
-			if !f.IsExported() || name == "-" {
+			if !f.IsExported() || name == "-" || f.Tag.Get("config") == "old" { // an older spelling is read, not shown
 				continue
 			}
 			if name == "" {

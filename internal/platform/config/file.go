@@ -47,7 +47,26 @@ func decodeFile(path string, raw []byte, cfg *Config) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields() // kept as a second line: the shape check above names the path
-	return dec.Decode(cfg)
+	if err := dec.Decode(cfg); err != nil {
+		return err
+	}
+	return cfg.oldSpellings(tree)
+}
+
+// oldSpellings moves what a file set under a key's older spelling to its place; a file that sets both
+// spellings is refused, rather than one silently winning.
+func (c *Config) oldSpellings(tree any) error {
+	if c.RecordsMaxBytes == nil {
+		return nil
+	}
+	top, _ := tree.(map[string]any)
+	if records, ok := top["records"].(map[string]any); ok {
+		if _, set := records["max_bytes"]; set {
+			return errors.New("records_max_bytes and records.max_bytes are both set: keep records.max_bytes")
+		}
+	}
+	c.Records.MaxBytes, c.RecordsMaxBytes = *c.RecordsMaxBytes, nil
+	return nil
 }
 
 // maxAliasValues bounds the values a YAML file may reach through aliases: a few nested aliases can

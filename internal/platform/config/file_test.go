@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 )
 
 // loadFile loads a configuration file of that name and content, with nothing else set.
@@ -170,4 +171,38 @@ func laughs() string {
 		b.WriteString("]\n")
 	}
 	return b.String()
+}
+
+// records takes its older form (a bare number, with records_max_bytes beside it) and its object form
+// alike; a file setting the byte bound under both spellings, or a key records does not have, is
+// refused.
+func TestRecordsInBothForms(t *testing.T) {
+	for _, tt := range []struct {
+		desc, name, content string
+		want                Records
+	}{
+		{"the older form", "c.yaml", "records: 500\nrecords_max_bytes: 1048576\n", Records{Max: 500, MaxBytes: 1 << 20}},
+		{"the older form alone", "c.json", `{"records": 500}`, Records{Max: 500, MaxBytes: 256 << 20}},
+		{"the older byte bound alone", "c.json", `{"records_max_bytes": 1048576}`, Records{Max: 10000, MaxBytes: 1 << 20}},
+		{"the object form", "c.yaml", "records:\n  max: 500\n  max_bytes: 1048576\n  retention_days: 90\n", Records{Max: 500, MaxBytes: 1 << 20, RetentionDays: 90}},
+		{"part of the object form", "c.json", `{"records": {"retention_days": 30}}`, Records{Max: 10000, MaxBytes: 256 << 20, RetentionDays: 30}},
+	} {
+		cfg, err := loadFile(t, tt.name, tt.content)
+		if err != nil || cfg.Records != tt.want || cfg.RecordsMaxBytes != nil {
+			t.Errorf("%s: %+v (%v), %v; want %+v", tt.desc, cfg.Records, cfg.RecordsMaxBytes, err, tt.want)
+		}
+	}
+	if cfg, _ := loadFile(t, "c.json", `{"records": {"retention_days": 30}}`); cfg.Records.Retention() != 30*24*time.Hour {
+		t.Errorf("30 days keep records %v", cfg.Records.Retention())
+	}
+	for _, tt := range []struct{ desc, content, says string }{
+		{"both byte bounds", "records: {max_bytes: 1048576}\nrecords_max_bytes: 1048576\n", "both set"},
+		{"a misspelt key", "records: {retention_dais: 3}\n", `unknown key "records.retention_dais"`},
+		{"a negative retention", "records: {retention_days: -1}\n", "records retention_days"},
+		{"a fraction of a record", "records: 1.5\n", "records"},
+	} {
+		if _, err := loadFile(t, "c.yaml", tt.content); err == nil || !strings.Contains(err.Error(), tt.says) {
+			t.Errorf("%s: %v", tt.desc, err)
+		}
+	}
 }

@@ -45,12 +45,15 @@ WHERE day >= date_trunc('day', $1::timestamptz) AND day < $2 ORDER BY day DESC`,
 	return providers, requests, classify(err)
 }
 
-// Trace implements store.Analyst.
+// Trace implements store.Analyst: a record's calls are found by its receipt time and request id, the
+// key of their partitions.
 func (s *Store) Trace(ctx context.Context, id string) ([]store.TraceStep, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT position, model, provider, worker, attempt, status, latency_ms, weighted_score, contributed, decider,
     coalesce(chosen, false), error_kind, strategy, arbiter, fallback
-FROM workflow.request_trace WHERE request_id = $1 ORDER BY position`, id)
+FROM workflow.request_trace
+WHERE request_id = $1 AND received_at = (SELECT received_at FROM workflow.executions WHERE request_id = $1 LIMIT 1)
+ORDER BY position`, id)
 	if err != nil {
 		return nil, classify(err)
 	}

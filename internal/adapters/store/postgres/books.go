@@ -69,10 +69,10 @@ FROM j FULL JOIN d ON j.key_id = d.key_id AND j.day = d.day AND j.model = d.mode
 		// result, or the arbiter's), for the requests recorded.
 		{"call in the journal against its record", `
 WITH rec AS (
-    SELECT w.job_id AS call_id, sum(w.cost_nanos) AS n FROM workflow.worker_results w JOIN workflow.executions e USING (request_id)
+    SELECT w.job_id AS call_id, sum(w.cost_nanos) AS n FROM workflow.worker_results w JOIN workflow.executions e USING (request_id, received_at)
     WHERE e.received_at >= $1 AND w.job_id <> '' GROUP BY w.job_id
     UNION ALL
-    SELECT a.request_id || '/arbiter', a.arbiter_cost_nanos FROM workflow.arbiter_decisions a JOIN workflow.executions e USING (request_id)
+    SELECT a.request_id || '/arbiter', a.arbiter_cost_nanos FROM workflow.arbiter_decisions a JOIN workflow.executions e USING (request_id, received_at)
     WHERE e.received_at >= $1 AND a.arbiter_cost_nanos > 0
 ), j AS (
     SELECT j.call_id, j.cost_nanos AS n FROM books.journal j
@@ -87,10 +87,12 @@ SELECT request_id, sum(cost_nanos)::bigint, 0::bigint FROM books.journal j WHERE
 GROUP BY request_id`},
 		// A record's cost is its calls'.
 		{"record cost against its calls", `
-SELECT e.request_id, e.cost_nanos, (coalesce((SELECT sum(w.cost_nanos) FROM workflow.worker_results w WHERE w.request_id = e.request_id), 0) +
-    coalesce((SELECT a.arbiter_cost_nanos FROM workflow.arbiter_decisions a WHERE a.request_id = e.request_id), 0))::bigint AS calls
+SELECT e.request_id, e.cost_nanos, (coalesce((SELECT sum(w.cost_nanos) FROM workflow.worker_results w
+    WHERE w.request_id = e.request_id AND w.received_at = e.received_at), 0) + coalesce((SELECT a.arbiter_cost_nanos FROM workflow.arbiter_decisions a
+    WHERE a.request_id = e.request_id AND a.received_at = e.received_at), 0))::bigint AS calls
 FROM workflow.executions e WHERE e.received_at >= $1 AND e.cost_nanos <> (coalesce((SELECT sum(w.cost_nanos) FROM workflow.worker_results w
-    WHERE w.request_id = e.request_id), 0) + coalesce((SELECT a.arbiter_cost_nanos FROM workflow.arbiter_decisions a WHERE a.request_id = e.request_id), 0))`},
+    WHERE w.request_id = e.request_id AND w.received_at = e.received_at), 0) + coalesce((SELECT a.arbiter_cost_nanos FROM workflow.arbiter_decisions a
+    WHERE a.request_id = e.request_id AND a.received_at = e.received_at), 0))`},
 		// An intent left open past its deadline: a call sent and never settled.
 		{"call still open", `
 SELECT call_id, reserved_nanos, 0::bigint FROM books.journal WHERE state = 'open' AND opened_at >= $1

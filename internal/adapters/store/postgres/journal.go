@@ -37,16 +37,17 @@ func (s *Store) Write(ctx context.Context, b store.Batch) error {
 	return s.Insert(ctx, b.Records)
 }
 
-// write writes calls and records in one transaction.
+// write writes calls and records in one transaction. The records of requests whose calls settle as
+// interrupted are a recovering controller's, made when it may not know of one written already.
 func (s *Store) write(ctx context.Context, calls []*messages.Call, records []*messages.Execution) error {
-	var c columns
 	now := s.now()
-	for _, r := range records {
-		if err := c.add(r, now); err != nil {
-			return err
+	j := journalColumns(calls)
+	interrupted := map[string]bool{}
+	for _, c := range calls {
+		if c.State == store.CallInterrupted {
+			interrupted[c.RequestId] = true
 		}
 	}
-	j := journalColumns(calls)
 	return classify(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if len(j.id) > 0 {
 			if _, err := tx.Exec(ctx, settleSQL, j.args()...); err != nil {
@@ -56,12 +57,14 @@ func (s *Store) write(ctx context.Context, calls []*messages.Call, records []*me
 		if len(records) == 0 {
 			return nil
 		}
-		return insertRecords(ctx, tx, c)
+		return insertRecords(ctx, tx, records, now, interrupted)
 	}))
 }
 
 // settleSQL writes calls of the journal: an intent is inserted unless its call is there already; a
-// settlement inserts its call, or turns its open intent settled. The rows that turned settled (or
+// settlement inserts its call, or turns its open intent settled. A call is found by (opened_at,
+// call_id), the journal's key: its intent and its settlement carry the same opening time, which
+// finds the call in its week's partition. The rows that turned settled (or
 // interrupted) in this statement, and only they, are charged to their keys: their spend in their
 // budget period and their spend per day and model, taken in key order so that concurrent writers do
 // not deadlock.
@@ -76,7 +79,7 @@ WITH u AS (
     INSERT INTO books.journal AS j (call_id, request_id, key_id, period_start, model, provider, node_id, run_id, opened_at, deadline,
         reserved_nanos, reserved_tokens, state, settled_at, input_tokens, output_tokens, estimated, cost_nanos)
     SELECT * FROM u
-    ON CONFLICT (call_id) DO UPDATE SET state = excluded.state, settled_at = excluded.settled_at, input_tokens = excluded.input_tokens,
+    ON CONFLICT (opened_at, call_id) DO UPDATE SET state = excluded.state, settled_at = excluded.settled_at, input_tokens = excluded.input_tokens,
         output_tokens = excluded.output_tokens, estimated = excluded.estimated, cost_nanos = excluded.cost_nanos
     WHERE j.state = 'open' AND excluded.state <> 'open'
     RETURNING j.key_id, j.period_start, j.model, j.opened_at, j.settled_at, j.state, j.input_tokens, j.output_tokens, j.cost_nanos

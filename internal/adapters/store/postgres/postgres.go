@@ -1,6 +1,8 @@
 // Package postgres is the PostgreSQL record store (jackc/pgx): execution records and their queryable
-// projection in schema workflow, what the bandit learned in schema learning (see migrations/), and the
-// analysis views over them. Failures to reach the database wrap store.ErrUnavailable.
+// projection in schema workflow, the journal of calls and the keys' spend in schema books, what the
+// bandit learned in schema learning (see migrations/), the analysis views over them, and the weekly
+// partitions of the records and the journal (partitions.go). Failures to reach the database wrap
+// store.ErrUnavailable.
 package postgres
 
 import (
@@ -9,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"time"
 
@@ -39,8 +42,9 @@ type Options struct {
 	Now func() time.Time
 }
 
-// Open connects to the database at url and checks that its schema is this build's (run `conclave
-// migrate up` otherwise). The URL, which may carry a password, never appears in an error.
+// Open connects to the database at url, checks that its schema is this build's (run `conclave
+// migrate up` otherwise), and makes the partitions of the weeks ahead that are missing. The URL, which
+// may carry a password, never appears in an error.
 func Open(ctx context.Context, url secret.String, o Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url.Reveal())
 	if err != nil {
@@ -66,6 +70,11 @@ func Open(ctx context.Context, url secret.String, o Options) (*Store, error) {
 		pool.Close()
 		return nil, fmt.Errorf("database %s: %w", s.where, err)
 	}
+	// Best effort: should the partitions not be made now (another controller holding the locks, a role
+	// that may not create tables), rows go to the DEFAULT partitions meanwhile, and the upkeep, which
+	// the engine runs at once and then hourly, tries again and says why.
+	now := s.now()
+	_, _ = s.makeWeeks(ctx, now, now.Add(WeeksAhead*Week))
 	return s, nil
 }
 
@@ -135,21 +144,14 @@ func (s *Store) Insert(ctx context.Context, records []*messages.Execution) error
 }
 
 func (s *Store) insert(ctx context.Context, records []*messages.Execution) error {
-	var c columns
 	now := s.now()
-	for _, r := range records {
-		if err := c.add(r, now); err != nil {
-			return fmt.Errorf("encode %s: %w", r.RequestId, err)
-		}
-	}
-	return classify(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return insertRecords(ctx, tx, c) }))
+	return classify(pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error { return insertRecords(ctx, tx, records, now, nil) }))
 }
 
-// insertRecords inserts records laid out in columns within tx: the executions, then the calls,
-// verdicts, phases and rewards of those that were new, and the keys' requests per day.
-func insertRecords(ctx context.Context, tx pgx.Tx, c columns) error {
-	x := c.exec
-	rows, err := tx.Query(ctx, `
+// insertExecutionsSQL inserts the executions of a batch and returns the request ids of those that
+// were new: not there under the same receipt time. The primary key's index, the conflict's arbiter,
+// finds that in the current week's partition: the cost of a record does not grow with the table.
+const insertExecutionsSQL = `
 INSERT INTO workflow.executions (request_id, client_request_id, node_id, received_at, completed_at, task, category, confidence,
     blueprint, workers, min_responses, timeout_seconds, overrides, strategy, outcome, status_code, error_code, degraded, answer,
     total_ms, input_tokens, output_tokens, cost_nanos, record, key_id, trace_id)
@@ -161,11 +163,40 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::timestamptz[], $5::timestamp
     $18::bool[], $19::text[], $20::float8[], $21::int8[], $22::int8[], $23::int8[], $24::bytea[], $25::text[], $26::text[])
     AS u(id, client_id, node, received, completed, task, category, confidence, blueprint, workers, min_responses, timeout,
     overrides, strategy, outcome, status, error_code, degraded, answer, total_ms, input_tokens, output_tokens, cost, record, key_id, trace_id)
-ON CONFLICT (request_id) DO NOTHING
-RETURNING request_id`,
-		x.id, x.clientID, x.node, x.received, x.completed, x.task, x.category, x.confidence, x.blueprint, x.workers, x.minResponses,
-		x.timeout, x.overrides, x.strategy, x.outcome, x.status, x.errorCode, x.degraded, x.answer, x.totalMs, x.inputTokens,
-		x.outputTokens, x.cost, x.record, x.keyID, x.traceID)
+ON CONFLICT (request_id, received_at) DO NOTHING
+RETURNING request_id`
+
+// insertRecords inserts records within tx: the executions, then the calls, verdicts, phases and
+// rewards of those that were new, and the keys' requests per day. A record is the same as another of
+// its request id under the same receipt time (the key); a record without a receipt time of its own
+// (written at now), or in interrupted (the record a recovering controller makes of a request whose
+// calls it settled, received when its first call opened), is the same as any of its request id,
+// and is left out when one is there already.
+func insertRecords(ctx context.Context, tx pgx.Tx, records []*messages.Execution, now time.Time, interrupted map[string]bool) error {
+	var unsure []string
+	for _, r := range records {
+		if r.ReceivedAt == nil || interrupted[r.RequestId] {
+			unsure = append(unsure, r.RequestId)
+		}
+	}
+	if len(unsure) > 0 {
+		there, err := recorded(ctx, tx, unsure)
+		if err != nil {
+			return err
+		}
+		records = slices.DeleteFunc(slices.Clone(records), func(r *messages.Execution) bool { return there[r.RequestId] })
+	}
+	if len(records) == 0 {
+		return nil
+	}
+	var c columns
+	for _, r := range records {
+		if err := c.add(r, now); err != nil {
+			return fmt.Errorf("encode %s: %w", r.RequestId, err)
+		}
+	}
+	x := c.exec
+	rows, err := tx.Query(ctx, insertExecutionsSQL, x.args()...)
 	if err != nil {
 		return err
 	}
@@ -176,34 +207,34 @@ RETURNING request_id`,
 	b := &pgx.Batch{}
 	r := c.results
 	b.Queue(`
-INSERT INTO workflow.worker_results (request_id, position, job_id, model, provider, worker, attempt, status, latency_ms,
+INSERT INTO workflow.worker_results (request_id, received_at, position, job_id, model, provider, worker, attempt, status, latency_ms,
     provider_latency_ms, budget_ms, raw_response, weighted_score, contributed, input_tokens, output_tokens, cost_nanos, error_kind,
     error_scope, error_message, http_status, finish_reason, served_model, upstream_request_id, decider)
-SELECT * FROM unnest($1::text[], $2::int4[], $3::text[], $4::text[], $5::text[], $6::text[], $7::int4[], $8::text[], $9::float8[],
-    $10::float8[], $11::float8[], $12::text[], $13::float8[], $14::bool[], $15::int8[], $16::int8[], $17::int8[], $18::text[],
-    $19::text[], $20::text[], $21::int4[], $22::text[], $23::text[], $24::text[], $25::bool[]) AS u(id)
-WHERE u.id = ANY($26)`,
-		r.id, r.position, r.job, r.model, r.provider, r.worker, r.attempt, r.status, r.latency, r.providerLatency, r.budget, r.raw,
-		r.score, r.contributed, r.inputTokens, r.outputTokens, r.cost, r.errKind, r.errScope, r.errMessage, r.httpStatus, r.finish,
+SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::int4[], $4::text[], $5::text[], $6::text[], $7::text[], $8::int4[], $9::text[],
+    $10::float8[], $11::float8[], $12::float8[], $13::text[], $14::float8[], $15::bool[], $16::int8[], $17::int8[], $18::int8[],
+    $19::text[], $20::text[], $21::text[], $22::int4[], $23::text[], $24::text[], $25::text[], $26::bool[]) AS u(id)
+WHERE u.id = ANY($27)`,
+		r.id, r.received, r.position, r.job, r.model, r.provider, r.worker, r.attempt, r.status, r.latency, r.providerLatency, r.budget,
+		r.raw, r.score, r.contributed, r.inputTokens, r.outputTokens, r.cost, r.errKind, r.errScope, r.errMessage, r.httpStatus, r.finish,
 		r.served, r.upstreamID, r.decider, fresh)
 	v := c.verdict
 	b.Queue(`
-INSERT INTO workflow.arbiter_decisions (request_id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,
-    scores, agreement, disagreement, arbiter_latency_ms, arbiter_input_tokens, arbiter_output_tokens, arbiter_cost_nanos)
-SELECT id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,
+INSERT INTO workflow.arbiter_decisions (request_id, received_at, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen,
+    synthesis, scores, agreement, disagreement, arbiter_latency_ms, arbiter_input_tokens, arbiter_output_tokens, arbiter_cost_nanos)
+SELECT id, received, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis,
     ARRAY(SELECT jsonb_array_elements_text(scores::jsonb)::float8), ARRAY(SELECT jsonb_array_elements_text(agreement::jsonb)),
     ARRAY(SELECT jsonb_array_elements_text(disagreement::jsonb)), latency, input_tokens, output_tokens, cost
-FROM unnest($1::text[], $2::text[], $3::text[], $4::bool[], $5::text[], $6::text[], $7::int4[], $8::bool[], $9::text[],
-    $10::text[], $11::text[], $12::float8[], $13::int8[], $14::int8[], $15::int8[])
-    AS u(id, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis, scores, agreement, disagreement,
+FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::text[], $5::bool[], $6::text[], $7::text[], $8::int4[], $9::bool[],
+    $10::text[], $11::text[], $12::text[], $13::float8[], $14::int8[], $15::int8[], $16::int8[])
+    AS u(id, received, strategy, arbiter, fallback, arbiter_error, chosen_model, chosen, synthesis, scores, agreement, disagreement,
     latency, input_tokens, output_tokens, cost)
-WHERE u.id = ANY($16)`,
-		v.id, v.strategy, v.arbiter, v.fallback, v.arbiterError, v.chosenModel, v.chosen, v.synthesis, v.scores, v.agreement,
+WHERE u.id = ANY($17)`,
+		v.id, v.received, v.strategy, v.arbiter, v.fallback, v.arbiterError, v.chosenModel, v.chosen, v.synthesis, v.scores, v.agreement,
 		v.disagreement, v.latency, v.inputTokens, v.outputTokens, v.cost, fresh)
 	b.Queue(`
-INSERT INTO workflow.phases (request_id, phase, duration_ms)
-SELECT * FROM unnest($1::text[], $2::text[], $3::float8[]) AS u(id) WHERE u.id = ANY($4)`,
-		c.phases.id, c.phases.phase, c.phases.ms, fresh)
+INSERT INTO workflow.phases (request_id, received_at, phase, duration_ms)
+SELECT * FROM unnest($1::text[], $2::timestamptz[], $3::text[], $4::float8[]) AS u(id) WHERE u.id = ANY($5)`,
+		c.phases.id, c.phases.received, c.phases.phase, c.phases.ms, fresh)
 	queueRewards(b, c.rewards, fresh)
 	b.Queue(`
 INSERT INTO books.requests_daily AS d (key_id, day, requests)
@@ -211,6 +242,26 @@ SELECT key, (received AT TIME ZONE 'UTC')::date, count(*) FROM unnest($1::text[]
 WHERE u.id = ANY($4) AND key <> '' GROUP BY 1, 2 ORDER BY 1, 2
 ON CONFLICT (key_id, day) DO UPDATE SET requests = d.requests + excluded.requests`, x.id, x.keyID, x.received, fresh)
 	return tx.SendBatch(ctx, b).Close()
+}
+
+// recorded says which of the request ids have a record, under any receipt time: an index probe in
+// every partition. Sequential scans are off for it: a cached plan made while a week's partition was
+// empty would otherwise read that partition whole once it fills.
+func recorded(ctx context.Context, tx pgx.Tx, ids []string) (map[string]bool, error) {
+	if _, err := tx.Exec(ctx, `SET LOCAL enable_seqscan = off`); err != nil {
+		return nil, err
+	}
+	rows, err := tx.Query(ctx, `SELECT DISTINCT request_id FROM workflow.executions WHERE request_id = ANY($1)`, ids)
+	if err != nil {
+		return nil, err
+	}
+	there := map[string]bool{}
+	var id string
+	_, err = pgx.ForEachRow(rows, []any{&id}, func() error {
+		there[id] = true
+		return nil
+	})
+	return there, err
 }
 
 // queueRewards adds rewards to the history and to their arms and the models' all-categories arms,
@@ -377,7 +428,7 @@ func listQuery(f store.Filter, pos store.Position, limit int) (string, []any) {
 		where = append(where, "e.received_at < "+arg(f.Until))
 	}
 	if f.Model != "" {
-		where = append(where, "EXISTS (SELECT 1 FROM workflow.worker_results r WHERE r.request_id = e.request_id AND r.model = "+arg(f.Model)+")")
+		where = append(where, "EXISTS (SELECT 1 FROM workflow.worker_results r WHERE r.request_id = e.request_id AND r.received_at = e.received_at AND r.model = "+arg(f.Model)+")")
 	}
 	order := "DESC"
 	if pos.Set {
@@ -391,29 +442,12 @@ func listQuery(f store.Filter, pos store.Position, limit int) (string, []any) {
 	q := `SELECT e.request_id, e.client_request_id, e.node_id, e.received_at, e.category, e.blueprint, e.strategy, e.outcome, e.status_code,
     e.error_code, e.key_id, left(e.task, ` + fmt.Sprint(store.TaskRunes+1) + `), e.total_ms, e.input_tokens, e.output_tokens, e.cost_nanos,
     e.feedback IS NOT NULL,
-    coalesce((SELECT array_agg(r.model ORDER BY r.position) FROM workflow.worker_results r WHERE r.request_id = e.request_id), '{}')
+    coalesce((SELECT array_agg(r.model ORDER BY r.position) FROM workflow.worker_results r
+        WHERE r.request_id = e.request_id AND r.received_at = e.received_at), '{}')
 FROM workflow.executions e`
 	if len(where) > 0 {
 		q += " WHERE " + strings.Join(where, " AND ")
 	}
 	q += fmt.Sprintf(" ORDER BY e.received_at %s, e.request_id %s LIMIT %s", order, order, arg(limit))
 	return q, args
-}
-
-// Prune deletes the records received before a time, batch by batch (their rows go with them), and
-// returns how many it deleted. What the bandit learned from them stays.
-func (s *Store) Prune(ctx context.Context, before time.Time, batch int) (int64, error) {
-	var total int64
-	for {
-		tag, err := s.pool.Exec(ctx, `
-DELETE FROM workflow.executions WHERE request_id IN (
-    SELECT request_id FROM workflow.executions WHERE received_at < $1 ORDER BY received_at LIMIT $2)`, before, batch)
-		if err != nil {
-			return total, classify(err)
-		}
-		total += tag.RowsAffected()
-		if tag.RowsAffected() < int64(batch) {
-			return total, nil
-		}
-	}
 }

@@ -436,9 +436,9 @@ func TestListByKeyAgreesWithTheMemoryStore(t *testing.T) {
 	}
 }
 
-// Listing by key can use executions_key, the partial index of keyed records, in a generic plan too
-// (the plan a prepared statement settles on, which knows no key): the query asks for a key_id that
-// is not empty, as the index's predicate does.
+// Listing by key can use executions_key, the partial index of keyed records (each partition's part of
+// it), in a generic plan too (the plan a prepared statement settles on, which knows no key): the
+// query asks for a key_id that is not empty, as the index's predicate does.
 func TestListByKeyCanUseItsIndex(t *testing.T) {
 	s := open(t, pgtest.New(t, true))
 	ctx := context.Background()
@@ -452,6 +452,14 @@ func TestListByKeyCanUseItsIndex(t *testing.T) {
 	}
 	if err := s.Insert(ctx, recs); err != nil {
 		t.Fatal(err)
+	}
+	var parts []string
+	rows, err := s.pool.Query(ctx, `SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid WHERE i.inhparent = 'workflow.executions_key'::regclass`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if parts, err = pgx.CollectRows(rows, pgx.RowTo[string]); err != nil || len(parts) < 2 {
+		t.Fatalf("the partitions of executions_key: %v, %v", parts, err)
 	}
 	after := store.Position{Set: true, Cursor: store.Cursor{ReceivedAt: t0.Add(30 * time.Second), RequestID: "r30"}}
 	for i, pos := range []store.Position{{}, after} {
@@ -474,7 +482,13 @@ func TestListByKeyCanUseItsIndex(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !strings.Contains(plan, `"Index Name": "executions_key"`) {
+		// The records are in one week's partition: its part of executions_key serves.
+		week := "executions_p" + WeekOf(t0).Format("20060102")
+		used := false
+		for _, p := range parts {
+			used = used || (strings.HasPrefix(p, week) && strings.Contains(plan, `"Index Name": "`+p+`"`))
+		}
+		if !used {
 			t.Errorf("listing by key (%+v) does not use executions_key: %s", pos, plan)
 		}
 	}

@@ -29,8 +29,16 @@ type execColumns struct {
 	record                                                                                         [][]byte
 }
 
+// args are the arguments of insertExecutionsSQL.
+func (x execColumns) args() []any {
+	return []any{x.id, x.clientID, x.node, x.received, x.completed, x.task, x.category, x.confidence, x.blueprint, x.workers,
+		x.minResponses, x.timeout, x.overrides, x.strategy, x.outcome, x.status, x.errorCode, x.degraded, x.answer, x.totalMs,
+		x.inputTokens, x.outputTokens, x.cost, x.record, x.keyID, x.traceID}
+}
+
 type resultColumns struct {
 	id                                                                       []string
+	received                                                                 []time.Time
 	position, attempt, httpStatus                                            []int32
 	job, model, provider, worker, status, raw, errKind, errScope, errMessage []string
 	finish, served, upstreamID                                               []string
@@ -41,11 +49,13 @@ type resultColumns struct {
 
 type phaseColumns struct {
 	id, phase []string
+	received  []time.Time
 	ms        []float64
 }
 
 type verdictColumns struct {
 	id, strategy, arbiter, arbiterError, chosenModel, scores, agreement, disagreement []string
+	received                                                                          []time.Time
 	fallback, synthesis                                                               []bool
 	chosen                                                                            []int32
 	latency                                                                           []float64
@@ -121,6 +131,7 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 	r := &c.results
 	for i, w := range e.Results {
 		r.id = append(r.id, e.RequestId)
+		r.received = append(r.received, received)
 		r.position = append(r.position, int32(i))
 		r.attempt = append(r.attempt, w.Attempt)
 		r.httpStatus = append(r.httpStatus, w.HttpStatus)
@@ -154,6 +165,7 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 		}{{"classify", p.ClassifyMs}, {"blueprint", p.BlueprintMs}, {"select", p.SelectMs}, {"assign", p.AssignMs},
 			{"dispatch", p.DispatchMs}, {"collect", p.CollectMs}, {"consensus", p.ConsensusMs}, {"feedback", p.FeedbackMs}, {"total", p.TotalMs}} {
 			c.phases.id = append(c.phases.id, e.RequestId)
+			c.phases.received = append(c.phases.received, received)
 			c.phases.phase = append(c.phases.phase, ph.name)
 			c.phases.ms = append(c.phases.ms, ph.ms)
 		}
@@ -162,6 +174,7 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 	if d := e.Decision; d != nil {
 		v := &c.verdict
 		v.id = append(v.id, e.RequestId)
+		v.received = append(v.received, received)
 		v.strategy = append(v.strategy, d.Strategy)
 		v.arbiter = append(v.arbiter, d.Arbiter)
 		v.arbiterError = append(v.arbiterError, text(d.ArbiterError))

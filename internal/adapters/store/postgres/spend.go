@@ -2,26 +2,35 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// Spend implements store.Spender over the records' projection.
+// Spend implements store.Spender over the books' rollups, a few rows per key and day however many
+// records there are: by model, the calls and cost of each (books.spend_daily, charged as the calls
+// settle); by day, the requests (books.requests_daily, as their records are written) and the cost.
+// The rollups count whole days (UTC), so a window counts every day it touches: its first and last
+// days whole.
 func (s *Store) Spend(ctx context.Context, q store.SpendQuery) ([]store.SpendGroup, error) {
-	query := `SELECT r.model, count(*), sum(r.cost_nanos)::bigint FROM (
-	SELECT w.model, w.cost_nanos FROM workflow.worker_results w JOIN workflow.executions e USING (request_id)
-	WHERE e.key_id = $1 AND e.received_at >= $2 AND e.received_at < $3
-	UNION ALL
-	SELECT a.arbiter, a.arbiter_cost_nanos FROM workflow.arbiter_decisions a JOIN workflow.executions e USING (request_id)
-	WHERE e.key_id = $1 AND e.received_at >= $2 AND e.received_at < $3 AND a.arbiter_cost_nanos > 0) r
-GROUP BY r.model ORDER BY sum(r.cost_nanos) DESC, r.model`
+	first, last := day(q.Since), day(q.Until.Add(-time.Microsecond))
+	query := `
+SELECT model, sum(calls)::bigint, sum(cost_nanos)::bigint FROM books.spend_daily
+WHERE key_id = $1 AND day >= $2 AND day <= $3
+GROUP BY model ORDER BY sum(cost_nanos) DESC, model`
 	if q.ByDay {
-		query = `SELECT to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, count(*), sum(cost_nanos)::bigint FROM workflow.executions
-WHERE key_id = $1 AND received_at >= $2 AND received_at < $3 GROUP BY day ORDER BY day`
+		query = `
+WITH requests AS (
+    SELECT day, requests FROM books.requests_daily WHERE key_id = $1 AND day >= $2 AND day <= $3
+), cost AS (
+    SELECT day, sum(cost_nanos) AS cost_nanos FROM books.spend_daily WHERE key_id = $1 AND day >= $2 AND day <= $3 GROUP BY day
+)
+SELECT to_char(day, 'YYYY-MM-DD'), coalesce(requests, 0), coalesce(cost_nanos, 0)::bigint
+FROM requests FULL JOIN cost USING (day) ORDER BY day`
 	}
-	rows, err := s.pool.Query(ctx, query, q.KeyID, q.Since, q.Until)
+	rows, err := s.pool.Query(ctx, query, q.KeyID, first, last)
 	if err != nil {
 		return nil, classify(err)
 	}
@@ -37,6 +46,12 @@ WHERE key_id = $1 AND received_at >= $2 AND received_at < $3 GROUP BY day ORDER 
 		return g, err
 	})
 	return groups, classify(err)
+}
+
+// day is t's day in UTC, as a date parameter.
+func day(t time.Time) time.Time {
+	t = t.UTC()
+	return time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
 }
 
 // Pool is the store's connection pool, for the adapters that keep other tables of the same database.

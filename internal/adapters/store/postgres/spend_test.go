@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 	"time"
@@ -10,10 +11,12 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
 	"github.com/conclave-ai/conclave/messages"
+	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// TestSpendAgreesWithTheMemoryStore sums a key's spend in PostgreSQL and in the memory store over the
-// same records: by model (the arbiter's call included) and by day, within the window, no other key's.
+// TestSpendAgreesWithTheMemoryStore sums a key's spend in PostgreSQL (from the books, charged as the
+// calls settle) and in the memory store (from the records) over the same requests: by model (the
+// arbiter's call included) and by day, within the window, no other key's.
 func TestSpendAgreesWithTheMemoryStore(t *testing.T) {
 	s := open(t, pgtest.New(t, true))
 	mem := store.NewMemory(0, 0)
@@ -31,7 +34,15 @@ func TestSpendAgreesWithTheMemoryStore(t *testing.T) {
 		records = append(records, r)
 	}
 	ctx := context.Background()
-	if err := s.Insert(ctx, records); err != nil {
+	var calls []*messages.Call
+	for _, r := range records {
+		calls = append(calls, settledCalls(r)...)
+	}
+	if err := s.Write(ctx, store.Batch{Calls: calls, Records: records}); err != nil {
+		t.Fatal(err)
+	}
+	// Written again, as a spool would: nothing is charged or counted twice.
+	if err := s.Write(ctx, store.Batch{Calls: calls, Records: records}); err != nil {
 		t.Fatal(err)
 	}
 	if err := mem.Insert(ctx, records); err != nil {
@@ -62,6 +73,25 @@ func TestSpendAgreesWithTheMemoryStore(t *testing.T) {
 			t.Errorf("%+v: PostgreSQL says %+v, the memory store %+v", q, fromPG, fromMemory)
 		}
 	}
+}
+
+// settledCalls are the calls of a record as the journal settles them: each result's, and the
+// arbiter's when it cost anything, opened as the request was received.
+func settledCalls(r *messages.Execution) []*messages.Call {
+	var calls []*messages.Call
+	call := func(id, model, provider string, cost int64) {
+		calls = append(calls, &messages.Call{CallId: id, RequestId: r.RequestId, KeyId: r.KeyId, Model: model, Provider: provider,
+			NodeId: "node-a", RunId: "run-1", OpenedAt: r.ReceivedAt, Deadline: timestamppb.New(r.ReceivedAt.AsTime().Add(time.Minute)),
+			ReservedNanos: cost, State: store.CallSettled, SettledAt: r.CompletedAt, Usage: &messages.Usage{InputTokens: 10, OutputTokens: 2},
+			CostNanos: cost})
+	}
+	for i, w := range r.Results {
+		call(fmt.Sprintf("%s/%d", r.RequestId, i), w.Model, w.Provider, w.CostNanos)
+	}
+	if d := r.GetDecision(); d.GetArbiterCostNanos() > 0 {
+		call(r.RequestId+"/arbiter", d.Arbiter, "judge", d.ArbiterCostNanos)
+	}
+	return calls
 }
 
 // equalGroups compares groups exactly: costs are whole nano-dollars.

@@ -1,0 +1,191 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// keyedAdmin is the admin token of the keyed run's servers.
+const keyedAdmin = "bench-admin-token-0123456789abcdef"
+
+// keyedResult is one row of the keyed run.
+type keyedResult struct {
+	Binary, Credential string
+	RPS, P50Ms         float64
+	ServerCPUPerReqUs  float64
+	PostgresCPUPerReq  float64
+	Requests           int
+}
+
+// keyedRun compares a direct call made with an API key (its budget held in Redis before the call and
+// settled after, its charge written with its record) against the same call made with the admin token,
+// on conclave recording to PostgreSQL: server CPU and PostgreSQL's CPU (every postgres process) per
+// request, in alternated runs of the same process. With a baseline binary (an older build), the same
+// is measured for it, on a database of its own, in the same run.
+func keyedRun(conclave, baseline, database, redisURL string, warmup, duration time.Duration, out string) error {
+	if database == "" {
+		return fmt.Errorf("--keyed needs --database")
+	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	mockURL, _, stopMock, err := start(func(addr string) *exec.Cmd { return exec.Command(self, "mock", addr) })
+	if err != nil {
+		return fmt.Errorf("mock: %w", err)
+	}
+	defer stopMock()
+	dir, err := os.MkdirTemp("", "conclave-keyed-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	cfg := filepath.Join(dir, "config.json")
+	raw, _ := json.Marshal(map[string]any{"redis_prefix": fmt.Sprintf("bench-keyed-%d", os.Getpid()), "providers": map[string]any{"mock": map[string]any{
+		"kind": "openai", "base_url": mockURL + "/v1", "discovery_interval_seconds": 0,
+		"models":     []map[string]any{{"id": "mock-1", "context": 32768, "price_in": 0.1, "price_out": 0.4}},
+		"rate_limit": map[string]int{"requests_per_minute": 0, "tokens_per_minute": 0, "concurrency": 0}}}})
+	if err := os.WriteFile(cfg, raw, 0o600); err != nil {
+		return err
+	}
+	direct := func(i int) []byte {
+		raw, _ := json.Marshal(map[string]any{"model": "mock-1", "max_tokens": 1024, "stream": false,
+			"messages": []map[string]string{{"role": "user", "content": tasks[i%len(tasks)]}}})
+		return raw
+	}
+	binaries := [][2]string{{"this build", conclave}}
+	if baseline != "" {
+		binaries = append(binaries, [2]string{"baseline", baseline})
+	}
+	var results []keyedResult
+	for _, b := range binaries {
+		url, drop, err := benchDatabase(b[1], database)
+		if err != nil {
+			return fmt.Errorf("%s: database: %w", b[0], err)
+		}
+		rows, err := keyedBinary(b[0], b[1], cfg, url, redisURL, filepath.Join(dir, b[0]+".spool"), direct, warmup, duration)
+		drop()
+		if err != nil {
+			return fmt.Errorf("%s: %w", b[0], err)
+		}
+		results = append(results, rows...)
+	}
+	fmt.Println("| binary | credential | req/s | p50 ms | server CPU µs/req | PostgreSQL CPU µs/req |")
+	fmt.Println("|---|---|---:|---:|---:|---:|")
+	for _, r := range results {
+		fmt.Printf("| %s | %s | %.0f | %.3f | %.1f | %.1f |\n", r.Binary, r.Credential, r.RPS, r.P50Ms, r.ServerCPUPerReqUs, r.PostgresCPUPerReq)
+	}
+	mean := func(binary, credential string, f func(keyedResult) float64) float64 {
+		sum, n := 0.0, 0
+		for _, r := range results {
+			if r.Binary == binary && r.Credential == credential {
+				sum, n = sum+f(r), n+1
+			}
+		}
+		if n == 0 {
+			return 0
+		}
+		return sum / float64(n)
+	}
+	server := func(r keyedResult) float64 { return r.ServerCPUPerReqUs }
+	pg := func(r keyedResult) float64 { return r.PostgresCPUPerReq }
+	for _, b := range binaries {
+		keyed, admin := mean(b[0], "key", server), mean(b[0], "admin token", server)
+		fmt.Printf("%s: a keyed request's server CPU is %.2f× the admin token's (%.1f against %.1f µs; target ≤ 1.10: %s)\n",
+			b[0], keyed/admin, keyed, admin, met(keyed <= 1.1*admin))
+	}
+	if baseline != "" {
+		now, before := mean("this build", "key", pg), mean("baseline", "key", pg)
+		fmt.Printf("PostgreSQL's CPU per keyed request: %.1f µs against the baseline's %.1f (%.2f×; target ≤ 0.50: %s)\n",
+			now, before, now/before, met(now <= before/2))
+	}
+	raw, _ = json.MarshalIndent(results, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(strings.TrimSuffix(out, ".json")+"-keyed.json", raw, 0o644)
+}
+
+// keyedBinary runs one binary: a key with a budget, then alternated runs with the key and the admin token.
+func keyedBinary(name, bin, cfg, database, redisURL, spool string, body func(int) []byte, warmup, duration time.Duration) ([]keyedResult, error) {
+	url, cmd, stop, err := start(func(addr string) *exec.Cmd {
+		c := exec.Command(bin, "serve", "--config", cfg, "--listen", addr, "--log-level", "warn")
+		c.Env = append(os.Environ(), "DATABASE_URL="+database, "REDIS_URL="+redisURL, "CONCLAVE_API_TOKEN="+keyedAdmin, "CONCLAVE_SPOOL_PATH="+spool)
+		return c
+	})
+	if err != nil {
+		return nil, err
+	}
+	defer stop()
+	raw, _ := json.Marshal(map[string]any{"name": "bench", "budget_usd": 1000000})
+	req, _ := http.NewRequest(http.MethodPost, url+"/admin/keys", bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+keyedAdmin)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	var key struct{ Key string }
+	err = json.NewDecoder(resp.Body).Decode(&key)
+	resp.Body.Close()
+	if err != nil || key.Key == "" {
+		return nil, fmt.Errorf("create a key: %d %v", resp.StatusCode, err)
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1}, Timeout: time.Minute}
+	var rows []keyedResult
+	for round := range 3 {
+		for _, c := range [][2]string{{"admin token", keyedAdmin}, {"key", key.Key}} {
+			if round == 0 {
+				loadAs(client, url+"/v1/chat/completions", c[1], body, 1, warmup)
+			}
+			before, err := cpuTime(cmd.Process.Pid)
+			if err != nil {
+				return nil, err
+			}
+			pgBefore := postgresCPU()
+			lat, errs, elapsed := loadAs(client, url+"/v1/chat/completions", c[1], body, 1, duration)
+			after, _ := cpuTime(cmd.Process.Pid)
+			pgAfter := postgresCPU()
+			if len(lat) == 0 || errs > 0 {
+				return nil, fmt.Errorf("%s: %d answered, %d failed", c[0], len(lat), errs)
+			}
+			sortDurations(lat)
+			n := float64(len(lat))
+			rows = append(rows, keyedResult{Binary: name, Credential: c[0], RPS: n / elapsed.Seconds(), P50Ms: ms(lat[len(lat)/2]), Requests: len(lat),
+				ServerCPUPerReqUs: float64((after - before).Microseconds()) / n, PostgresCPUPerReq: float64((pgAfter - pgBefore).Microseconds()) / n})
+		}
+	}
+	return rows, nil
+}
+
+// postgresCPU is the CPU time of every postgres process on this machine (the server's backends, its
+// writers and its checkpointer): what a request costs the database, wherever the work lands.
+func postgresCPU() time.Duration {
+	entries, _ := os.ReadDir("/proc")
+	var total time.Duration
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		comm, err := os.ReadFile(filepath.Join("/proc", e.Name(), "comm"))
+		if err != nil || strings.TrimSpace(string(comm)) != "postgres" {
+			continue
+		}
+		if t, err := cpuTime(pid); err == nil {
+			total += t
+		}
+	}
+	return total
+}
+
+func sortDurations(d []time.Duration) { sort.Slice(d, func(i, j int) bool { return d[i] < d[j] }) }
