@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -19,20 +18,26 @@ import (
 )
 
 // RecorderActor writes execution records and the journal of calls to the store off the request path,
-// in batches, and applies callers' feedback. Records it holds but has not written yet answer reads
-// too; because a coordinator hands over its record before it answers, a caller that asks for its
-// execution right after the answer always finds it.
+// in batches, and applies callers' feedback. Records it holds but has not written to the store yet
+// answer reads too; because a coordinator hands over its record before it answers, a caller that asks
+// for its execution right after the answer always finds it, and reads of the store can wait for what
+// was handed over before them (Sync).
 //
-// The journal: a call's intent is written at once and answered when durable (a call is sent only
-// then); its settlement comes from the call's meter when it ends. A request's record waits for the
-// settlements of its calls still open (a call cancelled as collection ended settles a moment later,
-// with what it cost), at most SettleWait, and goes with them in one write: the record and the journal
-// agree.
+// With a spool (a store that outlives the process), the spool is the write-ahead log: intents, records
+// and settlements are appended to it, and synced, before they count as durable (a call is sent, an
+// answer given, only then), and the spool is written to the store every ShipInterval, in one
+// transaction, in order. The store's cost per request is then that of a batch, however few requests
+// are in flight. While the store is unreachable the spool grows and is written back once a second;
+// the store takes each record and each settlement once, so nothing is written or charged twice, even
+// when a spool is written back again after a crash. Without a spool (the memory store), batches go to
+// the store directly.
 //
-// While the store is unreachable the records and calls go to the spool, in order, and the spool is
-// written back once the store answers again; the store takes each record and each settlement once, so
-// nothing is written or charged twice. Its queue is bounded: records beyond it are dropped, counted and
-// logged.
+// The journal: a call's intent is written at once and answered when durable; its settlement comes
+// from the call's meter when it ends. A request's record waits for the settlements of its calls still
+// open (a call cancelled as collection ended settles a moment later, with what it cost), at most
+// SettleWait, and goes with them: the record and the journal agree.
+//
+// Its queue is bounded: records beyond it, or beyond the spool's room, are dropped, counted and logged.
 type RecorderActor struct {
 	deps     *Deps
 	store    store.Store
@@ -40,23 +45,32 @@ type RecorderActor struct {
 	log      *zap.Logger
 	batch    []*messages.Execution
 	calls    []*messages.Call               // journaled calls to write with the next batch
-	pending  map[string]*messages.Execution // queued, held for their calls, or being written
+	pending  map[string]*messages.Execution // queued, held for their calls, or not in the store yet
 	judging  map[string]bool                // feedback being applied, to refuse a concurrent second one
 	awaiting map[string][]*feedbackAsk      // feedback on a record still on its way to the store
-	durable  map[string][]*actor.PID        // who waits for a record to be written
+	durable  map[string][]*actor.PID        // who waits for a record to be durable
 	// refused holds the records dropped for a full queue until their wait comes (with a spool only:
 	// there every answer waits for its record), so the wait hears they are not kept.
 	refused map[string]bool
-	writing bool
-	// down is true while the store is unreachable: records go through the spool.
-	down       bool
-	lastReplay time.Time
-	spoolFull  bool // the spool refused records since it last took some
-	tick       func()
-	flushers   []*actor.PID
-	written    int
-	spooled    int
-	dropped    int
+	// spooled are the records appended to the spool and not written to the store yet, kept in pending
+	// for reads while the store answers.
+	spooled map[string]bool
+	// appending is true while an append to the spool is out; writing while a write to the store is.
+	appending, writing bool
+	// down is true while the store is unreachable: the spool is written back once a second.
+	down      bool
+	lastWrite time.Time // when the last write of the spool to the store began
+	spoolFull bool      // the spool refused entries since it last took some
+	fullUntil time.Time // records wait until then to be appended again: the spool had no room
+	tick      func()
+	tickAt    time.Time
+	flushers  []*actor.PID
+	// handed counts the entries (records and calls) handed to the recorder for writing, finished those
+	// in the store or given up on; a Sync waits for finished to reach handed as it was.
+	handed, finished int64
+	syncs            []syncWait
+	written          int
+	dropped          int
 
 	// intents are who waits for a call's intent to be durable, by call id.
 	intents map[string]*actor.PID
@@ -98,6 +112,9 @@ const (
 const (
 	recordBatchSize     = 128
 	recordFlushInterval = 50 * time.Millisecond
+	// ShipInterval is how often the spool is written to the store while it answers: what came in
+	// meanwhile goes in one transaction.
+	ShipInterval = 50 * time.Millisecond
 	// RecorderQueue is the most records the recorder holds before it drops new ones.
 	RecorderQueue = 10000
 	// replayInterval is how often a store that is down is tried again.
@@ -107,22 +124,41 @@ const (
 
 type flushTick struct{}
 
-// batchWritten is the outcome of one write: to the store, or through the spool while it is down.
+// Sync asks the recorder to answer (with Synced) once the records and calls handed to it before are in
+// the store, or the store is found unreachable: a read of the store after it sees them.
+type Sync struct{}
+
+// Synced answers Sync; Err says why the store does not hold them yet.
+type Synced struct{ Err error }
+
+type syncWait struct {
+	upTo int64
+	pid  *actor.PID
+}
+
+// batchWritten is the outcome of a write of a batch to the store, without a spool.
 type batchWritten struct {
 	records []*messages.Execution
 	calls   []*messages.Call
-	// err is the store's answer to the batch (nil once it went to the spool instead).
-	err error
-	// spooled says the records and calls went to the spool; spoolErr that the records could not, and
-	// callsErr that the calls could not (they have room of their own, so records may go without them).
-	spooled  bool
-	spoolErr error
-	callsErr error
-	// down says the store is still unreachable after the write (and any replay); replayed counts the
-	// spooled records written back.
-	down      bool
-	replayed  int
-	replayErr error
+	err     error
+}
+
+// appended is the outcome of an append to the spool: callsErr says the calls could not go, recordsErr
+// the records (calls have room of their own, so records may fail alone).
+type appended struct {
+	records              []*messages.Execution
+	calls                []*messages.Call
+	callsErr, recordsErr error
+}
+
+// shipped is the outcome of a write of the spool to the store: the entries taken off the spool, the
+// records among them, those the store refused for their content, and whether the store is down.
+type shipped struct {
+	entries  int
+	records  []string
+	rejected []string
+	down     bool
+	err      error
 }
 
 // feedbackAsk is a feedback request and who waits for its answer.
@@ -155,11 +191,11 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		r.pending, r.judging, r.awaiting = map[string]*messages.Execution{}, map[string]bool{}, map[string][]*feedbackAsk{}
 		r.durable, r.refused = map[string][]*actor.PID{}, map[string]bool{}
 		r.intents, r.open, r.openOf = map[string]*actor.PID{}, map[string]string{}, map[string]int{}
-		r.held, r.settled = map[string]*heldRecord{}, map[string]*settlements{}
+		r.held, r.settled, r.spooled = map[string]*heldRecord{}, map[string]*settlements{}, map[string]bool{}
 		if r.spool != nil {
-			if n, _ := r.spool.Pending(); n > 0 { // left by a run whose store was down: write it back first
-				r.down = true
-				r.log.Warn("records left in the spool are written back", zap.String("event", "spool_replay"), zap.Int("records", n),
+			if n, _ := r.spool.Pending(); n > 0 { // left by an earlier run: written back first, and waited for by a Sync
+				r.handed = int64(n)
+				r.log.Warn("records left in the spool are written back", zap.String("event", "spool_replay"), zap.Int("entries", n),
 					zap.String("spool", r.spool.Path()))
 				r.wakeIn(ctx, 0)
 			}
@@ -187,15 +223,21 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		r.write(ctx)
 	case *batchWritten:
 		r.applyWrite(ctx, m)
+	case *appended:
+		r.applyAppend(ctx, m)
+	case *shipped:
+		r.applyShip(ctx, m)
+	case *Sync:
+		r.syncs = append(r.syncs, syncWait{upTo: r.handed + int64(len(r.batch)+len(r.calls)), pid: ctx.Sender()})
+		r.write(ctx)
 	case *messages.GetExecution:
 		if rec, ok := r.pending[m.RequestId]; ok {
 			ctx.Respond(&messages.ExecutionLookup{Execution: rec, Found: true})
 			return
 		}
-		sender, root, st := ctx.Sender(), ctx.ActorSystem().Root, r.store
+		sender, root, st, shared := ctx.Sender(), ctx.ActorSystem().Root, r.store, r.spool != nil
 		go func() {
-			var rec *messages.Execution
-			err := safely(func() (err error) { rec, err = st.Get(context.Background(), m.RequestId); return err })
+			rec, err := getRecord(context.Background(), st, m.RequestId, shared)
 			res := &messages.ExecutionLookup{Execution: rec, Found: err == nil}
 			if err != nil && !errors.Is(err, store.ErrNotFound) {
 				res.Unavailable = err.Error()
@@ -241,7 +283,7 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 			ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId})
 			return
 		}
-		if _, ok := r.pending[m.RequestId]; !ok { // written already (a record comes before its wait)
+		if _, ok := r.pending[m.RequestId]; !ok || r.spooled[m.RequestId] { // durable already (a record comes before its wait)
 			ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId, Stored: true})
 			return
 		}
@@ -282,7 +324,7 @@ func (r *RecorderActor) check(ctx actor.Context) string {
 		return checkAsk(asker, m.GetRequestId(), true)
 	case *messages.AwaitRecord:
 		return checkAsk(asker, m.GetRequestId(), true)
-	case *messages.Flush:
+	case *messages.Flush, *Sync:
 		return checkAsk(asker, "", false)
 	}
 	return ""
@@ -298,8 +340,10 @@ func (r *RecorderActor) enqueue(ctx actor.Context, rec *messages.Execution) {
 			r.pending[rec.RequestId] = rec
 		}
 		r.calls = append(r.calls, st.calls...)
+		r.handed += int64(len(st.calls))
 	}
 	r.batch = append(r.batch, rec)
+	r.handed++
 	if len(r.batch) >= recordBatchSize {
 		r.write(ctx)
 	} else {
@@ -318,6 +362,7 @@ func (r *RecorderActor) journal(ctx actor.Context, c *messages.Call) {
 			return
 		}
 		r.calls = append(r.calls, c)
+		r.handed++
 		r.intents[c.CallId] = ctx.Sender()
 		r.write(ctx)
 		return
@@ -366,6 +411,7 @@ func (r *RecorderActor) release(ctx actor.Context) {
 		if now.Sub(st.since) >= OrphanWait || flushing {
 			delete(r.settled, req)
 			r.calls = append(r.calls, st.calls...)
+			r.handed += int64(len(st.calls))
 		}
 	}
 	if len(r.held) > 0 || len(r.settled) > 0 {
@@ -386,9 +432,14 @@ func (r *RecorderActor) answerIntents(ctx actor.Context, calls []*messages.Call,
 
 // wakeIn makes sure a flush tick comes within d.
 func (r *RecorderActor) wakeIn(ctx actor.Context, d time.Duration) {
-	if r.tick == nil {
-		r.tick = r.deps.Timers.SendOnce(d, ctx.Self(), flushTick{})
+	at := r.deps.now().Add(d)
+	if r.tick != nil {
+		if !r.tickAt.After(at) {
+			return
+		}
+		r.tick()
 	}
+	r.tick, r.tickAt = r.deps.Timers.SendOnce(d, ctx.Self(), flushTick{}), at
 }
 
 // drop counts records lost and logs it: the first loss, then every thousandth, so that a store that
@@ -402,78 +453,6 @@ func (r *RecorderActor) drop(n int, why error) {
 	}
 }
 
-// applyWrite applies the outcome of a write.
-func (r *RecorderActor) applyWrite(ctx actor.Context, m *batchWritten) {
-	r.writing = false
-	wasDown := r.down
-	r.down = m.down
-	// The store's coming and going is told first: a write can also fail in ways that return early
-	// below, and the change of state must be logged all the same.
-	switch {
-	case r.down && !wasDown:
-		n, _ := r.spool.Pending()
-		r.log.Error("the record store is unavailable: records go to the spool", zap.String("event", "store_unavailable"),
-			zap.String("spool", r.spool.Path()), zap.Int("spooled", n), zap.Error(m.err))
-	case wasDown && !r.down:
-		r.log.Info("the record store is back: the spool is written", zap.String("event", "store_available"), zap.Int("replayed", m.replayed))
-	}
-	var rejected *store.RejectedError
-	switch {
-	case m.spoolErr != nil:
-		// Neither the store nor the spool took them: keep what the queue has room for, and try again
-		// when the store may be back. Intents the spool refused are refused (their calls are not sent);
-		// settlements it refused, which carry money, are kept.
-		if m.callsErr != nil {
-			r.answerIntents(ctx, m.calls, false)
-			r.calls = append(settledOnly(m.calls), r.calls...)
-		} else {
-			r.answerIntents(ctx, m.calls, true)
-		}
-		room := max(RecorderQueue-len(r.batch), 0)
-		keep := m.records[:min(room, len(m.records))]
-		r.batch = append(keep, r.batch...)
-		if lost := m.records[len(keep):]; len(lost) > 0 {
-			r.forget(ctx, lost, m.spoolErr)
-			r.drop(len(lost), m.spoolErr)
-		}
-		if !r.spoolFull {
-			r.spoolFull = true
-			r.log.Error("the spool refused records", zap.String("event", "spool_full"), zap.Int("records", len(m.records)), zap.Error(m.spoolErr))
-		}
-		r.answerFlushers(ctx, m.spoolErr)
-		r.wakeIn(ctx, replayInterval)
-		return
-	case errors.As(m.err, &rejected):
-		r.log.Error("the store refused records", zap.String("event", "record_rejected"), zap.Strings("ids", rejected.IDs[:min(len(rejected.IDs), 20)]),
-			zap.Int("refused", len(rejected.IDs)), zap.Error(rejected.Err))
-		r.written += max(len(m.records)-len(rejected.IDs), 0)
-		r.answerIntents(ctx, m.calls, !refusedCalls(m.calls, rejected.IDs))
-		r.forget(ctx, m.records, nil)
-	case m.err != nil:
-		// Unreachable with no spool, or any other failure: write them again on the next tick. An intent
-		// is answered at once instead (its call is not sent, and its meter settles it at nothing).
-		r.log.Error("writing execution records failed", zap.String("event", "record_write_failed"), zap.Int("records", len(m.records)), zap.Error(m.err))
-		r.answerIntents(ctx, m.calls, false)
-		r.batch = append(m.records, r.batch...)
-		r.calls = append(settledOnly(m.calls), r.calls...)
-		r.answerFlushers(ctx, m.err)
-		r.wakeIn(ctx, replayInterval)
-		return
-	case m.spooled:
-		r.spooled, r.spoolFull = r.spooled+len(m.records), false
-		r.answerIntents(ctx, m.calls, true)
-		r.forget(ctx, m.records, store.ErrUnavailable)
-	default:
-		r.written += len(m.records)
-		r.answerIntents(ctx, m.calls, true)
-		r.forget(ctx, m.records, nil)
-	}
-	if m.replayErr != nil && !errors.Is(m.replayErr, store.ErrUnavailable) {
-		r.log.Error("writing the spool back failed", zap.String("event", "spool_replay_failed"), zap.Error(m.replayErr))
-	}
-	r.write(ctx) // which, while the store is down, also leaves the tick for the next replay
-}
-
 // settledOnly are the settlements among calls.
 func settledOnly(calls []*messages.Call) []*messages.Call {
 	var out []*messages.Call
@@ -485,34 +464,29 @@ func settledOnly(calls []*messages.Call) []*messages.Call {
 	return out
 }
 
-// refusedCalls reports whether the store refused the calls of a batch (their ids among those refused).
-func refusedCalls(calls []*messages.Call, ids []string) bool {
-	for _, c := range calls {
-		if slices.Contains(ids, c.CallId) {
-			return true
+// answerDurable tells who waits for records whether they are durable: in the store or the spool.
+func (r *RecorderActor) answerDurable(ctx actor.Context, ids []string, stored bool) {
+	for _, id := range ids {
+		for _, pid := range r.durable[id] {
+			ctx.Send(pid, &messages.RecordDurable{RequestId: id, Stored: stored})
 		}
+		delete(r.durable, id)
 	}
-	return false
 }
 
-// forget lets go of records that left the queue, and answers the feedback that waited on them: with
-// the store's answer once it holds them, or with why it does not.
-func (r *RecorderActor) forget(ctx actor.Context, records []*messages.Execution, failed error) {
-	for _, rec := range records {
-		if r.pending[rec.RequestId] == rec {
-			delete(r.pending, rec.RequestId)
-		}
-		// In the spool (failed is ErrUnavailable then) a record survives a crash as well as in the store.
-		stored := failed == nil || errors.Is(failed, store.ErrUnavailable)
-		for _, pid := range r.durable[rec.RequestId] {
-			ctx.Send(pid, &messages.RecordDurable{RequestId: rec.RequestId, Stored: stored})
-		}
-		delete(r.durable, rec.RequestId)
-		asks := r.awaiting[rec.RequestId]
-		delete(r.awaiting, rec.RequestId)
+// forget lets go of records that are in the store (failed nil) or will not be held here any longer,
+// and answers the feedback that waited on them: with the store's answer once it holds them, or with
+// why it does not.
+func (r *RecorderActor) forget(ctx actor.Context, ids []string, failed error) {
+	for _, id := range ids {
+		rec := r.pending[id]
+		delete(r.pending, id)
+		delete(r.spooled, id)
+		asks := r.awaiting[id]
+		delete(r.awaiting, id)
 		for _, ask := range asks {
 			if failed != nil {
-				delete(r.judging, ask.req.RequestId)
+				delete(r.judging, id)
 				ctx.Send(ask.sender, feedbackResult(http.StatusServiceUnavailable, "the record store is unavailable; try again later"))
 				continue
 			}
@@ -521,17 +495,28 @@ func (r *RecorderActor) forget(ctx actor.Context, records []*messages.Execution,
 	}
 }
 
+// requestIDs are the ids of records.
+func requestIDs(records []*messages.Execution) []string {
+	ids := make([]string, len(records))
+	for i, r := range records {
+		ids[i] = r.RequestId
+	}
+	return ids
+}
+
 // judge applies feedback through the store's conditional update, off the actor; rec is the record when
 // the recorder has it already.
 func (r *RecorderActor) judge(ctx actor.Context, ask *feedbackAsk, rec *messages.Execution) {
 	self, root, st, arms, now, node := ctx.Self(), ctx.ActorSystem().Root, r.store, r.deps.Dir.Arms, r.deps.now(), r.deps.NodeID
+	shared := r.spool != nil
 	go func() {
 		done := &feedbackDone{ask: ask}
 		defer func() { root.Send(self, done) }()
 		bgctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		if rec == nil {
-			err := safely(func() (err error) { rec, err = st.Get(bgctx, ask.req.RequestId); return err })
+			var err error
+			rec, err = getRecord(bgctx, st, ask.req.RequestId, shared)
 			switch {
 			case errors.Is(err, store.ErrNotFound):
 				done.result = feedbackNotFound
@@ -568,126 +553,25 @@ func (r *RecorderActor) judge(ctx actor.Context, ask *feedbackAsk, rec *messages
 	}()
 }
 
-// write starts the next write when none is in flight: the batch to the store, or, while the store is
-// down, the batch to the spool and (at most once a second) the spool back to the store. Flushes are
-// answered once nothing is left to write.
-func (r *RecorderActor) write(ctx actor.Context) {
-	if r.writing {
-		return
-	}
-	now := r.deps.now()
-	replay := r.down && now.Sub(r.lastReplay) >= replayInterval
-	if r.down && !replay {
-		// Every write while the store is down must leave a tick for the next replay: without one, a
-		// recorder that receives nothing more would never try the store again.
-		r.wakeIn(ctx, r.lastReplay.Add(replayInterval).Sub(now))
-	}
-	if len(r.batch) == 0 && len(r.calls) == 0 && !replay {
-		r.answerFlushers(ctx, nil)
-		return
-	}
-	if replay {
-		r.lastReplay = now
-	}
-	b := store.Batch{Records: r.batch, Calls: r.calls}
-	r.batch, r.calls = nil, nil
-	r.writing = true
-	self, root, st, sp, down := ctx.Self(), ctx.ActorSystem().Root, r.store, r.spool, r.down
-	go func() {
-		wctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		res := &batchWritten{records: b.Records, calls: b.Calls, down: down}
-		defer func() { root.Send(self, res) }()
-		some := len(b.Records) > 0 || len(b.Calls) > 0
-		if !down && some {
-			res.err = safely(func() error { return st.Write(wctx, b) })
-			if sp == nil || !errors.Is(res.err, store.ErrUnavailable) {
-				return
-			}
-			res.down = true
-		}
-		if replay {
-			// The spool first, so the order holds; once it is empty, the batch goes straight to the store.
-			res.replayed, res.down, res.replayErr = replaySpool(wctx, st, sp)
-			if !res.down && some {
-				res.err = safely(func() error { return st.Write(wctx, b) })
-				if !errors.Is(res.err, store.ErrUnavailable) {
-					return
-				}
-				res.down = true
-			}
-		}
-		if some {
-			// The calls first, on their own: a spool too full for records still has room for them.
-			if len(b.Calls) > 0 {
-				calls := make([]spool.Entry, len(b.Calls))
-				for i, c := range b.Calls {
-					calls[i].Call = c
-				}
-				res.callsErr = sp.Append(calls)
-			}
-			if len(b.Records) > 0 {
-				if err := sp.Append(spool.Records(b.Records)); err != nil {
-					res.spoolErr = err
-					return
-				}
-			}
-			res.err, res.spooled = nil, res.callsErr == nil
-			if res.callsErr != nil {
-				res.spoolErr = res.callsErr
-			}
-		}
-	}()
-}
+// PeerWriteWait is how long a read that does not find a record asks again: another controller writes
+// the records of the requests it answered to the store within its ShipInterval and the write's time.
+const PeerWriteWait = 4 * ShipInterval
 
-// replaySpool writes the spool back to the store in order, and reports whether the store is still down.
-// Records the store refuses for their content are skipped: writing them again cannot help.
-func replaySpool(ctx context.Context, st store.Store, sp *spool.Spool) (int, bool, error) {
-	n := 0
-	for {
-		entries, off, err := sp.Peek(replayBatch)
-		if err != nil {
-			return n, true, err
-		}
-		if len(entries) == 0 {
-			return n, false, nil
-		}
-		var b store.Batch
-		for _, e := range entries {
-			if e.Call != nil {
-				b.Calls = append(b.Calls, e.Call)
-			} else {
-				b.Records = append(b.Records, e.Record)
-			}
-		}
-		err = safely(func() error { return st.Write(ctx, b) })
-		var rejected *store.RejectedError
-		if err != nil && !errors.As(err, &rejected) {
-			return n, true, err
-		}
-		if err := sp.Commit(off, len(entries)); err != nil {
-			return n, true, err
-		}
-		n += len(b.Records)
+// getRecord reads a record from the store; from a store other controllers write too (shared), it
+// asks again once after PeerWriteWait when the record is not there.
+func getRecord(ctx context.Context, st store.Store, id string, shared bool) (*messages.Execution, error) {
+	var rec *messages.Execution
+	err := safely(func() (err error) { rec, err = st.Get(ctx, id); return err })
+	if !shared || !errors.Is(err, store.ErrNotFound) {
+		return rec, err
 	}
-}
-
-func (r *RecorderActor) answerFlushers(ctx actor.Context, err error) {
-	if len(r.flushers) == 0 || (err == nil && (r.writing || len(r.batch) > 0 || len(r.calls) > 0)) {
-		return
+	select {
+	case <-ctx.Done():
+		return nil, err
+	case <-time.After(PeerWriteWait):
 	}
-	if err == nil && (len(r.held) > 0 || len(r.settled) > 0 || (len(r.open) > 0 && r.deps.now().Before(r.flushBy))) {
-		r.wakeIn(ctx, settleTick) // calls still settling: they go with the flush
-		return
-	}
-	f := &messages.Flushed{Written: int32(r.written), Spooled: int32(r.spooled)}
-	if err != nil {
-		f.Error = err.Error()
-	}
-	for _, p := range r.flushers {
-		ctx.Send(p, f)
-	}
-	r.flushers = nil
+	err = safely(func() (err error) { rec, err = st.Get(ctx, id); return err })
+	return rec, err
 }
 
 // safely runs a store call, turning a panic in it into an error: a broken store must not take the

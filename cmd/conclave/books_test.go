@@ -34,7 +34,8 @@ func pricedUpstream(t *testing.T, delay time.Duration) *providertest.Server {
 // million tokens), with Redis under prefix.
 func booksConfig(t *testing.T, dir, prefix string, upstream *providertest.Server) string {
 	off := 0.0
-	raw, _ := json.Marshal(map[string]any{"redis_prefix": prefix, "providers": map[string]any{"local": map[string]any{
+	// Slots enough for every call at once: none waits in a worker's queue.
+	raw, _ := json.Marshal(map[string]any{"redis_prefix": prefix, "worker_slots": 64, "providers": map[string]any{"local": map[string]any{
 		"kind": "openai", "base_url": upstream.URL + "/v1", "discovery_interval_seconds": off,
 		"rate_limit": map[string]any{"requests_per_minute": 100000, "concurrency": 512},
 		"models":     []map[string]any{{"id": "m-1", "context": 32768, "price_in": 1, "price_out": 2}}}}})

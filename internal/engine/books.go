@@ -118,10 +118,10 @@ func (e *Engine) runBooks(ctx context.Context, keyRefresh time.Duration) {
 	})
 }
 
-// Leases of controllers in the journal: a controller renews its lease every NodeRenew while it runs;
-// once NodeLease has passed without a renewal, another controller settles the calls it left open, at
-// their reservations, and records their requests as interrupted. A controller settles its own earlier
-// runs' open calls as it starts, once its spool is written back (the spool may hold their settlements).
+// Leases of controllers' runs in the journal: a controller renews the lease of its run every
+// NodeRenew while it runs; once NodeLease has passed without a renewal, another controller (or a later
+// run of the same one) settles the calls it left open, at their reservations, and records their
+// requests as interrupted.
 const (
 	NodeLease = 20 * time.Second
 	NodeRenew = 5 * time.Second
@@ -129,11 +129,13 @@ const (
 	recoverBatch = 1000
 )
 
-// recoverCalls holds this controller's lease and settles the calls dead controllers left open, until
-// ctx ends. Another controller's calls are settled only once this one has held its lease without a
-// break for NodeLease: after an outage of the database, every live controller renews its lease first.
+// recoverCalls holds this run's lease and settles the calls dead runs left open, until ctx ends. It
+// settles only once this run has held its lease without a break for NodeLease (after an outage of the
+// database, every live controller renews its lease first), and once what its spool held at the start
+// is in the store (it may hold the settlements of an earlier run's calls).
 func (e *Engine) recoverCalls(ctx context.Context, j store.Journal) {
-	var since time.Time // when this controller's lease was last taken after a failure
+	var since time.Time // when this run's lease was last taken after a failure
+	caughtUp := e.spool == nil
 	t := time.NewTicker(NodeRenew)
 	defer t.Stop()
 	for {
@@ -144,10 +146,11 @@ func (e *Engine) recoverCalls(ctx context.Context, j store.Journal) {
 			if since.IsZero() {
 				since = now
 			}
-			own := e.spool == nil || e.spoolPending() == 0
-			others := now.Sub(since) >= NodeLease
-			if own || others {
-				e.settleInterrupted(ctx, j, others)
+			if !caughtUp {
+				caughtUp = e.Sync(ctx) == nil
+			}
+			if caughtUp && now.Sub(since) >= NodeLease {
+				e.settleInterrupted(ctx, j)
 			}
 		}
 		select {
@@ -158,15 +161,10 @@ func (e *Engine) recoverCalls(ctx context.Context, j store.Journal) {
 	}
 }
 
-func (e *Engine) spoolPending() int {
-	n, _ := e.spool.Pending()
-	return n
-}
-
-// settleInterrupted settles what dead controllers (and this one's earlier runs) left open.
-func (e *Engine) settleInterrupted(ctx context.Context, j store.Journal, others bool) {
+// settleInterrupted settles what dead runs left open.
+func (e *Engine) settleInterrupted(ctx context.Context, j store.Journal) {
 	for {
-		open, err := j.Unsettled(ctx, e.cfg.NodeID, e.runID, others, recoverBatch)
+		open, err := j.Unsettled(ctx, e.runID, recoverBatch)
 		if err != nil || len(open) == 0 {
 			return
 		}

@@ -37,6 +37,9 @@ type Keys struct {
 	cache   *keystore.Cache
 	memory  *keystore.Memory // the embedded default's store, charged by settlements; nil with PostgreSQL
 	records store.Store
+	// sync waits for the records and charges of the requests answered before (Engine.Sync): a key's
+	// spend read after an answer counts it.
+	sync    func(context.Context) error
 	limits  ratelimit.Factory
 	clock   clock.Clock
 	catalog *catalog.Live
@@ -71,7 +74,7 @@ func (e *Engine) openKeys() {
 	if limits == nil {
 		limits = func(_ string, l ratelimit.Limits) ratelimit.Limiter { return ratelimit.NewLocal(l, e.deps.Clock, 0) }
 	}
-	e.keys = &Keys{store: s, cache: keystore.NewCache(s), memory: mem, records: e.store, limits: limits, clock: e.deps.Clock, catalog: e.catalog,
+	e.keys = &Keys{store: s, cache: keystore.NewCache(s), memory: mem, records: e.store, sync: e.Sync, limits: limits, clock: e.deps.Clock, catalog: e.catalog,
 		metrics: e.deps.Metrics, log: e.log, limiters: map[string]keyLimiter{}}
 }
 
@@ -123,10 +126,16 @@ func (k *Keys) Create(ctx context.Context, c keys.Changes) (keys.Key, string, er
 }
 
 // List returns every key, revoked ones included.
-func (k *Keys) List(ctx context.Context) ([]keys.Key, error) { return k.store.List(ctx) }
+func (k *Keys) List(ctx context.Context) ([]keys.Key, error) {
+	_ = k.sync(ctx) // a store that is away answers with why
+	return k.store.List(ctx)
+}
 
 // Get returns a key as the store has it now.
-func (k *Keys) Get(ctx context.Context, id string) (keys.Key, error) { return k.store.Get(ctx, id) }
+func (k *Keys) Get(ctx context.Context, id string) (keys.Key, error) {
+	_ = k.sync(ctx)
+	return k.store.Get(ctx, id)
+}
 
 // Update changes a key; every controller hears of it (see changedKey).
 func (k *Keys) Update(ctx context.Context, id string, c keys.Changes) (keys.Key, error) {
@@ -184,6 +193,7 @@ func (k *Keys) Key(id string) (keys.Key, bool) {
 // Spent implements books.Account: what a key spent in the period that began at start, from the store;
 // while the store is away, from what this controller has of it.
 func (k *Keys) Spent(ctx context.Context, key keys.Key, start time.Time) (money.USD, error) {
+	_ = k.sync(ctx)
 	spent, err := k.store.PeriodSpend(ctx, key.ID, start)
 	if err == nil {
 		return spent, nil
@@ -228,6 +238,7 @@ func (k *Keys) Spend(ctx context.Context, q store.SpendQuery) ([]store.SpendGrou
 	if !ok {
 		return nil, errors.New("this record store cannot sum spend")
 	}
+	_ = k.sync(ctx)
 	return s.Spend(ctx, q)
 }
 

@@ -177,13 +177,68 @@ func (e *Engine) closeStore() error {
 	return err
 }
 
-// Executions lists records, newest first.
+// SyncWait bounds how long a read of the store waits for the records and calls handed to the
+// recorder before it to be written.
+const SyncWait = 5 * time.Second
+
+// Sync returns once the records and calls of the requests answered before it are in the store (read
+// your writes: the recorder writes them in batches, every actors.ShipInterval), or says why not.
+func (e *Engine) Sync(ctx context.Context) error {
+	wait := SyncWait
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d))
+	}
+	if wait <= 0 {
+		return context.DeadlineExceeded
+	}
+	res, err := e.system.Root.RequestFuture(e.deps.Dir.Recorder, &actors.Sync{}, wait).Result()
+	if err != nil {
+		return err
+	}
+	if s, ok := res.(*actors.Synced); ok {
+		return s.Err
+	}
+	return fmt.Errorf("sync: unexpected reply %T", res)
+}
+
+// Executions lists records, newest first, the ones answered before among them.
 func (e *Engine) Executions(ctx context.Context, f store.Filter) (store.Page, error) {
+	_ = e.Sync(ctx) // a store that is away answers the list with why
 	return e.store.List(ctx, f)
 }
 
-// Analyst returns the store's analysis, or nil when the store has none (the memory store).
+// Analyst returns the store's analysis, or nil when the store has none (the memory store). Each of
+// its reads comes after the records of the requests answered before it are written.
 func (e *Engine) Analyst() store.Analyst {
-	a, _ := e.store.(store.Analyst)
-	return a
+	a, ok := e.store.(store.Analyst)
+	if !ok {
+		return nil
+	}
+	return syncedAnalyst{a: a, sync: e.Sync}
+}
+
+// syncedAnalyst is a store's analysis read after a Sync.
+type syncedAnalyst struct {
+	a    store.Analyst
+	sync func(context.Context) error
+}
+
+func (s syncedAnalyst) Models(ctx context.Context, category string, limit int) ([]store.ModelPerformance, error) {
+	_ = s.sync(ctx)
+	return s.a.Models(ctx, category, limit)
+}
+
+func (s syncedAnalyst) Cost(ctx context.Context, since, until time.Time) ([]store.ProviderCost, []store.RequestCost, error) {
+	_ = s.sync(ctx)
+	return s.a.Cost(ctx, since, until)
+}
+
+func (s syncedAnalyst) Trace(ctx context.Context, requestID string) ([]store.TraceStep, error) {
+	_ = s.sync(ctx)
+	return s.a.Trace(ctx, requestID)
+}
+
+func (s syncedAnalyst) Latency(ctx context.Context) ([]store.PhaseLatency, []store.ProviderTimeouts, error) {
+	_ = s.sync(ctx)
+	return s.a.Latency(ctx)
 }

@@ -45,14 +45,27 @@ local function lapse(now)
   end
 end
 
+-- settle_from charges the settlements ARGV holds from i on (a count, then pairs of a call and its
+-- cost): a controller sends its settlements with its key's next script. Returns how many held.
+local function settle_from(i)
+  local n, held = tonumber(ARGV[i] or '0'), 0
+  for j = 1, n do
+    if charge(ARGV[i + 2 * j - 1], ARGV[i + 2 * j]) then
+      held = held + 1
+    end
+  end
+  return held
+end
+
 local function state()
   local v = redis.call('HMGET', acct, 'spent', 'held')
   return v[1] or '0', v[2] or '0'
 end
 
--- reserve: ARGV[2] budget, ARGV[3] call, ARGV[4] amount, ARGV[5] lease (µs), ARGV[6] period.
--- Returns {1 held | 0 refused | -1 not open, spent, held}.
+-- reserve: ARGV[2] budget, ARGV[3] call, ARGV[4] amount, ARGV[5] lease (µs), ARGV[6] period, then
+-- settlements from ARGV[7]. Returns {1 held | 0 refused | -1 not open, spent, held}.
 local function reserve()
+  settle_from(7)
   local now = now_us()
   lapse(now)
   if redis.call('EXISTS', acct) == 0 then
@@ -74,12 +87,10 @@ local function reserve()
   return {1, spent, held}
 end
 
--- settle: ARGV[2] call, ARGV[3] cost. Returns 1 when the call held, 0 when its hold had lapsed.
+-- settle: settlements from ARGV[2]. Returns how many calls held (the others' holds had lapsed, or
+-- were settled already).
 local function settle()
-  if charge(ARGV[2], ARGV[3]) then
-    return 1
-  end
-  return 0
+  return settle_from(2)
 end
 
 -- open: ARGV[2] spent, ARGV[3] the account's time to live (ms; 0 for none). Opens it unless it is.
@@ -104,8 +115,9 @@ local function renew()
   return n
 end
 
--- account: returns {open, spent, held}, after charging lapsed holds.
+-- account: settlements from ARGV[2]. Returns {open, spent, held}, after charging them and lapsed holds.
 local function account()
+  settle_from(2)
   lapse(now_us())
   if redis.call('EXISTS', acct) == 0 then
     return {0, '0', '0'}

@@ -123,8 +123,31 @@ func TestTwoControllersShareOneBudget(t *testing.T) {
 	if err := a.Settle(ctx, id, "on-a", 10); err != nil {
 		t.Fatal(err)
 	}
+	// B counts A's call at its hold until A sends the settlement, within SettleDelay.
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		acct, _, err := b.Account(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if acct.Held == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("A's settlement never reached the shared account: %+v", acct)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	if acct, _ := b.Reserve(ctx, r); acct.Held != 60 || acct.Spent != 10 {
 		t.Fatalf("after the first settled: %+v", acct)
+	}
+	// A controller's next reservation of the key carries its settlement: the account it answers has it.
+	r.Call, r.Amount = "next-on-b", 10
+	if err := b.Settle(ctx, id, "on-b", 25); err != nil {
+		t.Fatal(err)
+	}
+	if acct, err := b.Reserve(ctx, r); err != nil || acct.Spent != 35 || acct.Held != 10 {
+		t.Fatalf("a reservation after a settlement: %+v, %v", acct, err)
 	}
 }
 

@@ -63,9 +63,13 @@ func (f *Failover) Settle(ctx context.Context, account ledger.AccountID, call st
 	delete(f.onLocal, call)
 	f.mu.Unlock()
 	if !local {
-		// A settlement Redis does not take leaves the hold to lapse there, charged at its amount.
+		// A settlement Redis does not take leaves the hold to lapse there, charged at its amount. It is
+		// sent with the key's next script, whose answer tells how Redis is; only one sent at once
+		// (after Run ended) has news of it.
 		err := f.shared.Settle(ctx, account, call, cost)
-		f.result(ctx, err)
+		if err != nil {
+			f.result(ctx, err)
+		}
 		return err
 	}
 	if err := f.local.Settle(ctx, account, call, cost); err != nil {

@@ -28,15 +28,31 @@ var (
 
 // Shared holds accounts in Redis, for every controller sharing its prefix: each operation is one
 // script that checks and takes atomically. Its holds are leases this controller renews while it
-// runs (Run); a dead controller's lapse within Lease and are charged at their amount. It is safe for
-// concurrent use.
+// runs (Run); a dead controller's lapse within Lease and are charged at their amount.
+//
+// A settlement is sent with the next script of its key (a reservation, a read), or after
+// SettleDelay: a key's calls in a row cost one round trip each, not two. Until it is sent, the
+// account counts the call at its hold, never less than its cost. It is safe for concurrent use.
 type Shared struct {
 	client redis.Scripter
 	prefix string
 	lease  time.Duration
 
-	mu   sync.Mutex
-	held map[string]map[string]bool // the calls this controller holds, by key id
+	mu     sync.Mutex
+	held   map[string]map[string]bool // the calls this controller holds, by key id
+	owed   map[string][]settlement    // settlements not sent yet, by key id
+	timer  *time.Timer                // sends them; nil when none is set
+	closed bool                       // Run ended: settlements are sent at once
+}
+
+// SettleDelay bounds how long a settlement waits for its key's next script before it is sent alone.
+const SettleDelay = 20 * time.Millisecond
+
+// settlement is a call's cost, to be charged in place of its hold.
+type settlement struct {
+	call string
+	cost int64
+	at   time.Time
 }
 
 // NewShared returns the ledger in Redis under prefix ("conclave" when empty).
@@ -44,7 +60,7 @@ func NewShared(c redis.Scripter, prefix string) *Shared {
 	if prefix == "" {
 		prefix = "conclave"
 	}
-	return &Shared{client: c, prefix: prefix, lease: Lease, held: map[string]map[string]bool{}}
+	return &Shared{client: c, prefix: prefix, lease: Lease, held: map[string]map[string]bool{}, owed: map[string][]settlement{}}
 }
 
 // keys are an account's key, its key's holds and amounts, and the account key without its period.
@@ -59,19 +75,33 @@ func (s *Shared) Reserve(ctx context.Context, r Reservation) (ledger.Account, er
 	amount := min(max(r.Amount, 0), ledger.MaxHold)
 	keys, base := s.keys(r.Account)
 	args := []any{base, int64(r.Budget), r.Call, int64(amount), s.lease.Microseconds(), r.Account.Period}
-	for attempt := 0; ; attempt++ {
-		status, a, err := s.run(ctx, reserveScript, keys, args...)
+	var opened, rechecked bool
+	for {
+		owed := s.take(r.Account.Key)
+		status, a, err := s.run(ctx, reserveScript, keys, withSettlements(args, owed)...)
 		if err != nil {
+			s.giveBack(r.Account.Key, owed)
 			return ledger.Account{}, err
 		}
+		s.sent(r.Account.Key, owed)
 		a.Budget = r.Budget
 		switch {
 		case status == 1:
 			s.track(r.Account.Key, r.Call, true)
 			return a, nil
-		case status == 0:
+		case status == 0 && (rechecked || a.Held == 0):
 			return a, ledger.ErrOverBudget
-		case attempt > 0:
+		case status == 0:
+			// Calls other controllers settled may still count at their holds: ask once more after
+			// their settlements are sent, so that a refusal does not count money already given back.
+			rechecked = true
+			select {
+			case <-ctx.Done():
+				return a, ledger.ErrOverBudget
+			case <-time.After(2 * SettleDelay):
+			}
+			continue
+		case opened:
 			return a, fmt.Errorf("redis: the account %s did not open", r.Account)
 		}
 		// Not open: its spend so far comes from the store, once for every controller.
@@ -86,24 +116,104 @@ func (s *Shared) Reserve(ctx context.Context, r Reservation) (ledger.Account, er
 		if err := openScript.Run(ctx, s.client, keys, base, int64(spent), max(ttl.Milliseconds(), 0)).Err(); err != nil {
 			return ledger.Account{}, redisError{fmt.Errorf("redis: %w", err)}
 		}
+		opened = true
 	}
 }
 
-// Settle implements Budgets.
+// Settle implements Budgets: the settlement goes with the key's next script, within SettleDelay.
 func (s *Shared) Settle(ctx context.Context, account ledger.AccountID, call string, cost money.USD) error {
-	keys, base := s.keys(account)
-	s.track(account.Key, call, false)
-	if err := settleScript.Run(ctx, s.client, keys, base, call, int64(max(cost, 0))).Err(); err != nil {
-		return redisError{fmt.Errorf("redis: %w", err)}
+	owed := settlement{call: call, cost: int64(max(cost, 0)), at: time.Now()}
+	s.mu.Lock()
+	if s.closed {
+		s.mu.Unlock()
+		return s.send(ctx, account.Key, []settlement{owed})
 	}
+	s.owed[account.Key] = append(s.owed[account.Key], owed)
+	if s.timer == nil {
+		s.timer = time.AfterFunc(SettleDelay, s.sendOwed)
+	}
+	s.mu.Unlock()
 	return nil
 }
 
 // Account implements Budgets.
 func (s *Shared) Account(ctx context.Context, id ledger.AccountID) (ledger.Account, bool, error) {
 	keys, base := s.keys(id)
-	open, a, err := s.run(ctx, accountScript, keys, base)
+	owed := s.take(id.Key)
+	open, a, err := s.run(ctx, accountScript, keys, withSettlements([]any{base}, owed)...)
+	if err != nil {
+		s.giveBack(id.Key, owed)
+	} else {
+		s.sent(id.Key, owed)
+	}
 	return a, open == 1, err
+}
+
+// withSettlements appends settlements to a script's arguments: their count, then each call and cost.
+func withSettlements(args []any, owed []settlement) []any {
+	out := append(args[:len(args):len(args)], len(owed))
+	for _, o := range owed {
+		out = append(out, o.call, o.cost)
+	}
+	return out
+}
+
+// take removes a key's settlements not sent yet, for a script about to send them.
+func (s *Shared) take(key string) []settlement {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	owed := s.owed[key]
+	delete(s.owed, key)
+	return owed
+}
+
+// giveBack keeps settlements a script could not send, for the next; those older than a lease are
+// dropped: their holds have lapsed, charged at their amounts, and sending them would change nothing.
+func (s *Shared) giveBack(key string, owed []settlement) {
+	cutoff := time.Now().Add(-s.lease)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range owed {
+		if o.at.After(cutoff) {
+			s.owed[key] = append(s.owed[key], o)
+		}
+	}
+	if len(s.owed[key]) == 0 {
+		delete(s.owed, key)
+	} else if s.timer == nil && !s.closed {
+		s.timer = time.AfterFunc(time.Second, s.sendOwed) // Redis failed: not sooner than a second
+	}
+}
+
+// sent forgets the calls whose settlements Redis took.
+func (s *Shared) sent(key string, owed []settlement) {
+	for _, o := range owed {
+		s.track(key, o.call, false)
+	}
+}
+
+// send runs the settle script for a key's settlements.
+func (s *Shared) send(ctx context.Context, key string, owed []settlement) error {
+	keys, base := s.keys(ledger.AccountID{Key: key})
+	if err := settleScript.Run(ctx, s.client, keys, withSettlements([]any{base}, owed)...).Err(); err != nil {
+		s.giveBack(key, owed)
+		return redisError{fmt.Errorf("redis: %w", err)}
+	}
+	s.sent(key, owed)
+	return nil
+}
+
+// sendOwed sends every settlement waiting, a script per key.
+func (s *Shared) sendOwed() {
+	s.mu.Lock()
+	owed := s.owed
+	s.owed, s.timer = map[string][]settlement{}, nil
+	s.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), Renew)
+	defer cancel()
+	for key, o := range owed {
+		_ = s.send(ctx, key, o)
+	}
 }
 
 // Add charges an open account an amount counted elsewhere (locally, while Redis was lost).
@@ -166,13 +276,18 @@ func (s *Shared) track(key, call string, held bool) {
 }
 
 // Run renews this controller's holds every Renew until ctx ends. A renewal that fails is tried
-// again at the next tick: a hold lapses only after Lease without one.
+// again at the next tick: a hold lapses only after Lease without one. As it ends, the settlements
+// waiting are sent, and later ones are sent at once.
 func (s *Shared) Run(ctx context.Context) {
 	t := time.NewTicker(Renew)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
+			s.mu.Lock()
+			s.closed = true
+			s.mu.Unlock()
+			s.sendOwed()
 			return
 		case <-t.C:
 			s.renew(ctx)

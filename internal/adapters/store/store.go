@@ -75,14 +75,15 @@ const (
 	CallInterrupted = "interrupted"
 )
 
-// Journal is a store whose journal of calls outlives a controller (PostgreSQL): each controller holds
-// a lease while it runs, and the calls left open by one that died are found and settled by another.
+// Journal is a store whose journal of calls outlives a controller (PostgreSQL): each run of a
+// controller holds a lease while it runs, and the calls left open by a run that died are found and
+// settled by another.
 type Journal interface {
-	// Lease holds (or renews) node's lease for this run of it.
+	// Lease holds (or renews) the lease of this run of node.
 	Lease(ctx context.Context, node, run string, lease time.Duration) error
-	// Unsettled returns up to limit open intents of node's earlier runs and, with others, of the
-	// controllers whose lease has ended.
-	Unsettled(ctx context.Context, node, run string, others bool, limit int) ([]*messages.Call, error)
+	// Unsettled returns up to limit open intents of runs other than run whose lease has ended (or
+	// that never took one, past their calls' deadlines).
+	Unsettled(ctx context.Context, run string, limit int) ([]*messages.Call, error)
 }
 
 // Learning is a store that also keeps what the bandit learned: the rewards of every record it

@@ -157,27 +157,27 @@ func (j calls) args() []any {
 }
 
 // Lease implements store.Journal: this run of node holds its lease until the database's clock passes
-// lease from now.
+// lease from now. Runs whose lease ended a day ago and that left no call open are forgotten.
 func (s *Store) Lease(ctx context.Context, node, run string, lease time.Duration) error {
 	_, err := s.pool.Exec(ctx, `
-INSERT INTO books.nodes AS n (node_id, run_id, started_at, lease_until) VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond')
-ON CONFLICT (node_id) DO UPDATE SET lease_until = excluded.lease_until,
-    run_id = excluded.run_id, started_at = CASE WHEN n.run_id = excluded.run_id THEN n.started_at ELSE excluded.started_at END`,
-		node, run, lease.Microseconds())
+WITH gone AS (
+    DELETE FROM books.runs r WHERE lease_until < now() - interval '1 day'
+        AND NOT EXISTS (SELECT 1 FROM books.journal j WHERE j.state = 'open' AND j.node_id = r.node_id AND j.run_id = r.run_id)
+)
+INSERT INTO books.runs (node_id, run_id, started_at, lease_until) VALUES ($1, $2, now(), now() + $3 * interval '1 microsecond')
+ON CONFLICT (node_id, run_id) DO UPDATE SET lease_until = excluded.lease_until`, node, run, lease.Microseconds())
 	return classify(err)
 }
 
-// Unsettled implements store.Journal: the open intents of node's earlier runs, and, with others, of
-// the controllers whose lease has ended (or who never took one, past their calls' deadlines).
-func (s *Store) Unsettled(ctx context.Context, node, run string, others bool, limit int) ([]*messages.Call, error) {
+// Unsettled implements store.Journal.
+func (s *Store) Unsettled(ctx context.Context, run string, limit int) ([]*messages.Call, error) {
 	rows, err := s.pool.Query(ctx, `
 SELECT call_id, request_id, key_id, coalesce((extract(epoch FROM period_start) * 1000000)::bigint, 0), model, provider, node_id, run_id, opened_at, deadline, reserved_nanos,
     reserved_tokens
 FROM books.journal j
-WHERE state = 'open' AND ((node_id = $1 AND run_id <> $2) OR ($3 AND node_id <> $1 AND (
-    node_id IN (SELECT node_id FROM books.nodes WHERE lease_until < now())
-    OR (NOT EXISTS (SELECT 1 FROM books.nodes n WHERE n.node_id = j.node_id) AND deadline < now() - interval '30 seconds'))))
-ORDER BY opened_at LIMIT $4`, node, run, others, limit)
+LEFT JOIN books.runs r USING (node_id, run_id)
+WHERE j.state = 'open' AND j.run_id <> $1 AND (r.lease_until < now() OR (r.run_id IS NULL AND j.deadline < now() - interval '30 seconds'))
+ORDER BY j.opened_at LIMIT $2`, run, limit)
 	if err != nil {
 		return nil, classify(err)
 	}

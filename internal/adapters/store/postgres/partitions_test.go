@@ -230,7 +230,7 @@ func TestWritingTwiceAddsNothing(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	open, err := s.Unsettled(ctx, "node-a", "run-2", false, 10)
+	open, err := s.Unsettled(ctx, "run-2", 10)
 	if err != nil || len(open) != 1 || open[0].CallId != "r1/late" {
 		t.Fatalf("open calls %v, %v", open, err)
 	}

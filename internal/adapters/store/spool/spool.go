@@ -1,7 +1,8 @@
-// Package spool owns the recorder's file of last resort: execution records and journaled calls that
-// could not reach the store, appended in order to one file readable by its owner only and read back in
-// the same order. Each entry is framed by its length and a CRC-32C, so a write torn by a crash is found
-// and cut off at the next open rather than read as an entry.
+// Package spool owns the recorder's write-ahead log: execution records and journaled calls, appended
+// in order to one file readable by its owner only, synced, and read back in the same order as they are
+// written to the store (at once while it answers, once it is back while it does not). Each entry is
+// framed by its length and a CRC-32C, so a write torn by a crash is found and cut off at the next open
+// rather than read as an entry.
 package spool
 
 import (
@@ -211,20 +212,67 @@ func (s *Spool) Peek(n int) ([]Entry, int64, error) {
 	return out, off, nil
 }
 
+// compactAt is how far the read position goes before the entries after it are moved to a new file:
+// a spool that is written to as it is read back is never empty at a Commit, and would otherwise grow
+// to its limit.
+const compactAt = 8 << 20
+
 // Commit marks the records before offset (from Peek) as written; once every record is, the file is
-// emptied.
+// emptied. The read position is not kept on disk: after a crash, the entries read back since the
+// last emptying are read again, and the store takes each once.
 func (s *Spool) Commit(offset int64, records int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.read, s.records = offset, max(s.records-records, 0)
-	if s.read < s.size {
-		return nil
+	switch {
+	case s.read >= s.size:
+		s.read, s.size, s.records = 0, 0, 0
+		if err := s.f.Truncate(0); err != nil {
+			return fmt.Errorf("spool: %w", err)
+		}
+		return s.f.Sync()
+	case s.read >= compactAt:
+		return s.compact()
 	}
-	s.read, s.size, s.records = 0, 0, 0
-	if err := s.f.Truncate(0); err != nil {
-		return fmt.Errorf("spool: %w", err)
+	return nil
+}
+
+// compact moves the entries not read back to a new file that replaces the spool: written and synced
+// before the rename, so a crash leaves one file or the other, whole.
+func (s *Spool) compact() error {
+	tmp := s.path + ".compact"
+	f, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_TRUNC, 0o600)
+	if err != nil {
+		return fmt.Errorf("spool: compact: %w", err)
 	}
-	return s.f.Sync()
+	tail := s.size - s.read
+	_, err = io.Copy(f, io.NewSectionReader(s.f, s.read, tail))
+	if err == nil {
+		err = f.Sync()
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(s.path))
+	}
+	if err != nil {
+		f.Close()
+		os.Remove(tmp)
+		return fmt.Errorf("spool: compact: %w", err)
+	}
+	s.f.Close()
+	s.f, s.read, s.size = f, 0, tail
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }
 
 // Pending returns the records and bytes not read back yet.

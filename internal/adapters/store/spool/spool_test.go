@@ -151,3 +151,66 @@ func TestASpoolOfRecordsAloneReads(t *testing.T) {
 		t.Fatalf("%s, %v", ids(got), err)
 	}
 }
+
+// TestASpoolReadAsItIsWrittenStaysSmall writes and reads back a spool that is never empty at a
+// commit: once the read position passes compactAt, the entries after it move to a new file, which
+// keeps them in order, for this process and the next.
+func TestASpoolReadAsItIsWrittenStaysSmall(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "records.spool")
+	s, err := Open(path, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := func(from, n int) []Entry {
+		es := recs(from, n)
+		for _, e := range es {
+			e.Record.Answer = string(make([]byte, 64<<10))
+		}
+		return es
+	}
+	next := 0
+	for i := range 400 { // about 25 MiB through, one entry always behind
+		if err := s.Append(big(i, 1)); err != nil {
+			t.Fatal(err)
+		}
+		if i == 0 {
+			continue
+		}
+		got, off, err := s.Peek(1)
+		if err != nil || len(got) != 1 || got[0].Record.RequestId != fmt.Sprint(next) {
+			t.Fatalf("read %d: %v %v", next, ids(got), err)
+		}
+		if err := s.Commit(off, 1); err != nil {
+			t.Fatal(err)
+		}
+		next++
+	}
+	if fi, _ := os.Stat(path); fi.Size() > compactAt+(1<<20) {
+		t.Fatalf("the spool is %d bytes: it was not compacted", fi.Size())
+	}
+	if n, _ := s.Pending(); n != 1 {
+		t.Fatalf("%d pending, want 1", n)
+	}
+	s.Close()
+	s, err = Open(path, 1<<30)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, _, err := s.Peek(1000)
+	if err != nil || len(got) == 0 || got[len(got)-1].Record.RequestId != "399" {
+		t.Fatalf("after a restart: %d entries, last %v, %v", len(got), ids(got[max(len(got)-1, 0):]), err)
+	}
+	for i := 1; i < len(got); i++ {
+		a, b := got[i-1].Record.RequestId, got[i].Record.RequestId
+		var x, y int
+		fmt.Sscan(a, &x)
+		fmt.Sscan(b, &y)
+		if y != x+1 {
+			t.Fatalf("out of order after compaction: %s then %s", a, b)
+		}
+	}
+	if _, err := os.Stat(path + ".compact"); !os.IsNotExist(err) {
+		t.Fatalf("the compaction's file is left: %v", err)
+	}
+}
