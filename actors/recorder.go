@@ -25,19 +25,20 @@ import (
 //
 // With a spool (a store that outlives the process), the spool is the write-ahead log: intents, records
 // and settlements are appended to it, and synced, before they count as durable (a call is sent, an
-// answer given, only then), and the spool is written to the store every ShipInterval, in one
-// transaction, in order. The store's cost per request is then that of a batch, however few requests
-// are in flight. While the store is unreachable the spool grows and is written back once a second;
-// the store takes each record and each settlement once, so nothing is written or charged twice, even
-// when a spool is written back again after a crash. Without a spool (the memory store), batches go to
-// the store directly.
+// answer given, only then), and the spool is written to the store every ShipInterval, in order, in
+// transactions of up to replayBatch entries. The store's cost per request is then that of a batch,
+// however few requests are in flight. While the store is unreachable the spool grows and is written
+// back once a second; the store takes each record and each settlement once, so nothing is written or
+// charged twice, even when a spool is written back again after a crash. Without a spool (the memory
+// store), batches go to the store directly.
 //
 // The journal: a call's intent is written at once and answered when durable; its settlement comes
 // from the call's meter when it ends. A request's record waits for the settlements of its calls still
 // open (a call cancelled as collection ended settles a moment later, with what it cost), at most
 // SettleWait, and goes with them: the record and the journal agree.
 //
-// Its queue is bounded: records beyond it, or beyond the spool's room, are dropped, counted and logged.
+// Its queue is bounded: records beyond it are dropped, counted and logged; records the spool has no
+// room for wait in it.
 type RecorderActor struct {
 	deps     *Deps
 	store    store.Store
