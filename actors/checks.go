@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/conclave-ai/conclave/internal/arms"
 	"math"
 	"strings"
 	"time"
@@ -272,7 +273,7 @@ func checkReward(r *messages.Reward) string {
 
 // checkArmReward checks a reward for an arm: only a catalog model and a category of the board have
 // one, so the arms are bounded by the catalog times the categories, whatever names rewards carry.
-func checkArmReward(r *messages.Reward, cat *catalog.Catalog, board *ArmBoard) string {
+func checkArmReward(r *messages.Reward, cat *catalog.Catalog, board *arms.Board) string {
 	if why := checkReward(r); why != "" {
 		return why
 	}
@@ -287,7 +288,7 @@ func checkArmReward(r *messages.Reward, cat *catalog.Catalog, board *ArmBoard) s
 
 // CheckVotes checks a reliability-weighted vote: a blueprint's category, a group per catalog model, each
 // group an answer of the prompt (or -1, none), and with a caller's truth a verdict per model.
-func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *ArmBoard) string {
+func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *arms.Board) string {
 	switch {
 	case v == nil:
 		return DropMalformed

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/conclave-ai/conclave/internal/arms"
 	"math"
 	"testing"
 	"time"
@@ -151,7 +152,7 @@ func TestCheckPeerOpened(t *testing.T) {
 
 func TestCheckRewards(t *testing.T) {
 	cat := checkCatalog(t)
-	board := NewArmBoard(cat.All(), []string{"general"}, bandit.DefaultPrior, 0)
+	board := arms.NewBoard(cat.All(), []string{"general"}, bandit.DefaultPrior, 0)
 	good := func() *messages.Reward {
 		return &messages.Reward{Model: "m", Category: "general", Reward: 1, Reason: "contributed"}
 	}
@@ -176,7 +177,7 @@ func TestCheckRewards(t *testing.T) {
 
 func TestCheckVotes(t *testing.T) {
 	cat := checkCatalog(t)
-	board := NewArmBoard(cat.All(), []string{"general"}, bandit.DefaultPrior, 0)
+	board := arms.NewBoard(cat.All(), []string{"general"}, bandit.DefaultPrior, 0)
 	good := func() *messages.Votes {
 		return &messages.Votes{Category: "general", Models: []string{"m", "n", "x"}, Groups: []int32{0, 0, -1}}
 	}

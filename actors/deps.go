@@ -16,6 +16,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/feedback"
 	"github.com/conclave-ai/conclave/internal/core/plan"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/inflight"
 	"github.com/conclave-ai/conclave/internal/platform/clock"
 	"github.com/conclave-ai/conclave/internal/platform/logging"
 	"github.com/conclave-ai/conclave/internal/platform/mailboxes"
@@ -69,7 +70,7 @@ type Deps struct {
 	Limiters ratelimit.Factory
 	// Inflight counts the bytes of the requests in flight, their answers included
 	// (max_inflight_bytes); nil counts nothing.
-	Inflight *Inflight
+	Inflight *inflight.Inflight
 	// Dispatcher runs the actors' mailboxes; nil is protoactor's default.
 	Dispatcher *mailboxes.Pool
 	// Middleware wraps the receive of every actor made by Props; tests make an actor crash with it.

@@ -2,6 +2,7 @@ package actors
 
 import (
 	"fmt"
+	"github.com/conclave-ai/conclave/internal/arms"
 	"strings"
 	"sync"
 	"testing"
@@ -11,7 +12,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 )
 
-func candidateIDs(b *ArmBoard, category string) string {
+func candidateIDs(b *arms.Board, category string) string {
 	buf := b.Candidates(category)
 	defer b.Release(buf)
 	var ids []string
@@ -23,7 +24,7 @@ func candidateIDs(b *ArmBoard, category string) string {
 
 func TestTheBoardFollowsTheModelSet(t *testing.T) {
 	a, b, c := catalog.Model{ID: "a", Provider: "p"}, catalog.Model{ID: "b", Provider: "p"}, catalog.Model{ID: "c", Provider: "p"}
-	board := NewArmBoard([]catalog.Model{a, b}, []string{"general"}, bandit.DefaultPrior, 0)
+	board := arms.NewBoard([]catalog.Model{a, b}, []string{"general"}, bandit.DefaultPrior, 0)
 	learned := bandit.NewArm("b", "general", bandit.DefaultPrior).Update(1, bandit.UpdateConfig{})
 	board.Publish(learned)
 
@@ -47,7 +48,7 @@ func TestTheBoardFollowsTheModelSet(t *testing.T) {
 // An embeddings model answers no task: it has no arm, so no selection sees it.
 func TestTheBoardLeavesEmbeddingsModelsOut(t *testing.T) {
 	models := []catalog.Model{{ID: "a", Provider: "p"}, {ID: "e", Provider: "p", Capabilities: []string{catalog.Embeddings}}}
-	board := NewArmBoard(models, []string{"general"}, bandit.DefaultPrior, 0)
+	board := arms.NewBoard(models, []string{"general"}, bandit.DefaultPrior, 0)
 	if got := candidateIDs(board, "general"); got != "a" {
 		t.Fatalf("candidates %s", got)
 	}
@@ -62,7 +63,7 @@ func TestTheBoardLeavesEmbeddingsModelsOut(t *testing.T) {
 
 func TestTheBoardChangesUnderReaders(t *testing.T) {
 	models := []catalog.Model{{ID: "a", Provider: "p"}, {ID: "b", Provider: "p"}}
-	board := NewArmBoard(models, []string{"general"}, bandit.DefaultPrior, DefaultSharing)
+	board := arms.NewBoard(models, []string{"general"}, bandit.DefaultPrior, arms.DefaultSharing)
 	var wg sync.WaitGroup
 	for range 4 {
 		wg.Go(func() {
@@ -80,7 +81,7 @@ func TestTheBoardChangesUnderReaders(t *testing.T) {
 }
 
 func TestTheBoardAnchorsOnlyWhatTruthAnchored(t *testing.T) {
-	board := NewArmBoard([]catalog.Model{{ID: "a", Provider: "p"}}, []string{"general"}, bandit.DefaultPrior, 0)
+	board := arms.NewBoard([]catalog.Model{{ID: "a", Provider: "p"}}, []string{"general"}, bandit.DefaultPrior, 0)
 	if board.Anchored("general", "a") {
 		t.Fatal("anchored without an estimator")
 	}

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/conclave-ai/conclave/internal/arms"
 	"net/http"
 
 	"github.com/conclave-ai/conclave/internal/core/consensus"
@@ -11,7 +12,7 @@ import (
 
 // FeedbackUpdates turns a caller's feedback on an execution into rewards, one per model that answered
 // (feedback.FromCaller), with each arm's state before the update for the record.
-func FeedbackUpdates(exec *messages.Execution, fb *messages.RecordFeedback, arms *ArmBoard) ([]*messages.BanditUpdate, error) {
+func FeedbackUpdates(exec *messages.Execution, fb *messages.RecordFeedback, arms *arms.Board) ([]*messages.BanditUpdate, error) {
 	category := exec.GetClassification().GetCategory()
 	kind, err := consensus.ParseKind(exec.GetClassification().GetAnswerKind())
 	if err != nil {

@@ -119,11 +119,9 @@ type StoppedActor struct {
 	At     time.Time `json:"at"`
 }
 
-// stoppedActors is the registry of actors stopped for good, by path.
-type stoppedActors struct {
-	mu sync.Mutex
-	m  map[string]StoppedActor
-}
+// stoppedActors is the registry of actors stopped for good, by path: path → StoppedActor. Supervisors
+// write it as they stop an actor; the engine reads it for readiness.
+type stoppedActors struct{ m sync.Map }
 
 // MaxStoppedReason bounds the panic reason kept for a stopped actor.
 const MaxStoppedReason = 512
@@ -136,12 +134,7 @@ func (d *Directory) MarkStopped(path, reason string, at time.Time) StoppedActor 
 		reason = reason[:MaxStoppedReason] + "…"
 	}
 	s := StoppedActor{Path: path, Kind: ActorKind(path), Reason: reason, At: at}
-	d.stopped.mu.Lock()
-	if d.stopped.m == nil {
-		d.stopped.m = map[string]StoppedActor{}
-	}
-	d.stopped.m[path] = s
-	d.stopped.mu.Unlock()
+	d.stopped.m.Store(path, s)
 	under := func(pid *actor.PID) bool { return pid.Id == path || strings.HasPrefix(pid.Id, path+"/") }
 	for _, p := range d.Providers {
 		if under(p.PID) {
@@ -158,24 +151,22 @@ func (d *Directory) MarkStopped(path, reason string, at time.Time) StoppedActor 
 
 // Stopped lists the actors stopped for good, by path.
 func (d *Directory) Stopped() []StoppedActor {
-	d.stopped.mu.Lock()
-	out := make([]StoppedActor, 0, len(d.stopped.m))
-	for _, s := range d.stopped.m {
-		out = append(out, s)
-	}
-	d.stopped.mu.Unlock()
+	out := []StoppedActor{}
+	d.stopped.m.Range(func(_, s any) bool {
+		out = append(out, s.(StoppedActor))
+		return true
+	})
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	return out
 }
 
 // StoppedCounts counts the actors stopped for good by kind.
 func (d *Directory) StoppedCounts() map[string]int {
-	d.stopped.mu.Lock()
-	defer d.stopped.mu.Unlock()
-	out := make(map[string]int, len(d.stopped.m))
-	for _, s := range d.stopped.m {
-		out[s.Kind]++
-	}
+	out := map[string]int{}
+	d.stopped.m.Range(func(_, s any) bool {
+		out[s.(StoppedActor).Kind]++
+		return true
+	})
 	return out
 }
 

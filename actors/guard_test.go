@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"github.com/conclave-ai/conclave/internal/arms"
 	"math"
 	"testing"
 	"time"
@@ -154,7 +155,7 @@ func TestTheWorkerDropsWhatItCannotRun(t *testing.T) {
 func actorDeps(t *testing.T, system *actor.ActorSystem) *Deps {
 	t.Helper()
 	cat := testCatalog(t, "p", "m", "n", "o")
-	board := NewArmBoard(cat.Load().All(), []string{"general"}, bandit.DefaultPrior, 0)
+	board := arms.NewBoard(cat.Load().All(), []string{"general"}, bandit.DefaultPrior, 0)
 	dir := NewDirectory(system, []fleet.WorkerSpec{}, nil, board, []string{"general"})
 	return &Deps{Log: zap.NewNop(), Clock: clock.Real{}, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root), Catalog: cat,
 		Metrics: metrics.New(metrics.Source{})}
@@ -229,7 +230,7 @@ func TestTheReliabilityEstimatorDropsImpossibleVotes(t *testing.T) {
 		waitUntil(t, func() bool { return !deps.Dir.Arms.VotesPending() })
 		expectDropped(t, deps, KindReliability, row, before)
 	}
-	if deps.Dir.Arms.estimates.Load() == nil {
+	if deps.Dir.Arms.Estimates() == nil {
 		t.Fatal("the good votes were not observed")
 	}
 	// A well-formed truth is taken, not dropped.
@@ -395,9 +396,7 @@ func TestInventedModelsGrowNoProviderState(t *testing.T) {
 	if p := h.permit(); !p.Granted {
 		t.Fatalf("permit %v", p)
 	}
-	provider.mu.Lock()
-	n := provider.m.Models()
-	provider.mu.Unlock()
+	n := provider.gate.Models()
 	if n != 1 {
 		t.Fatalf("the provider holds the state of %d models, want only m's", n)
 	}

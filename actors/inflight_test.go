@@ -3,83 +3,15 @@ package actors
 import (
 	"context"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
+	"github.com/conclave-ai/conclave/internal/inflight"
 	"github.com/conclave-ai/conclave/messages"
 )
-
-func TestAnAccountGivesBackAllItHeld(t *testing.T) {
-	in := NewInflight(100)
-	a, ok := in.Open("r", 30)
-	if !ok || in.Total() != 30 {
-		t.Fatalf("open: %v, total %d", ok, in.Total())
-	}
-	if _, ok := in.Open("big", 71); ok || in.Total() != 30 {
-		t.Fatalf("a request past the bound was let in (total %d)", in.Total())
-	}
-	if in.Account("r") != a {
-		t.Fatal("the account is not found by its request")
-	}
-	if k := a.Hold(70); k != "" {
-		t.Fatalf("an answer within the bound: %q", k)
-	}
-	if k := a.Hold(1); k != resilience.Overloaded || in.Total() != 100 {
-		t.Fatalf("an answer past the bound: %q, total %d", k, in.Total())
-	}
-	// A second request of the same id counts its size, but takes no answers of the first.
-	twin, ok := in.Open("r", 0)
-	if !ok || in.Account("r") != a {
-		t.Fatal("a twin took the account's name")
-	}
-	twin.Close()
-	if in.Account("r") != a {
-		t.Fatal("a twin's close took the account's name away")
-	}
-	a.Close()
-	a.Close()
-	if in.Total() != 0 || in.Peak() != 100 || in.Account("r").Hold(1) != resilience.Cancelled {
-		t.Fatalf("after close: total %d, peak %d, account %v", in.Total(), in.Peak(), in.Account("r"))
-	}
-	if k := a.Hold(1); k != resilience.Cancelled || in.Total() != 0 {
-		t.Fatalf("an answer after its request ended: %q, total %d", k, in.Total())
-	}
-	// Without a bound nothing is counted.
-	var none *Inflight
-	if a, ok := none.Open("x", 1<<40); !ok || a.Hold(1<<40) != "" || NewInflight(0).Account("x") != nil {
-		t.Fatal("no bound refused something")
-	}
-}
-
-func TestAccountsUnderContentionStayWithinTheBoundAndLeakNothing(t *testing.T) {
-	in := NewInflight(1000)
-	var wg sync.WaitGroup
-	for g := 0; g < 16; g++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := 0; i < 200; i++ {
-				a, ok := in.Open("r", 10)
-				if !ok {
-					continue
-				}
-				for j := 0; j < 5; j++ {
-					a.Hold(int64(40 + j))
-				}
-				a.Close()
-				a.Hold(5) // late
-			}
-		}()
-	}
-	wg.Wait()
-	if in.Total() != 0 || in.Peak() > 1000 {
-		t.Fatalf("total %d, peak %d: want 0 and at most the bound", in.Total(), in.Peak())
-	}
-}
 
 func TestAWorkerDropsAnswersPastTheBoundAndBlamesNobody(t *testing.T) {
 	text := strings.Repeat("x", 600)
@@ -90,7 +22,7 @@ func TestAWorkerDropsAnswersPastTheBoundAndBlamesNobody(t *testing.T) {
 		}
 		return providers.Reply{Text: text}, nil
 	}))
-	h.deps.Inflight = NewInflight(1000)
+	h.deps.Inflight = inflight.New(1000)
 	acct, _ := h.deps.Inflight.Open("r", 100)
 	job := func(id string) {
 		h.system.Root.Send(h.pid, &messages.Dispatch{ReplyTo: h.inbox, Job: &messages.Job{JobId: id, RequestId: "r", Kind: providers.KindAnswer,
@@ -153,9 +85,9 @@ func streamPieces(ctx context.Context, onDelta func(providers.Delta)) (providers
 
 // streamJob streams a job of request id through a worker whose in-flight bound is limit, and returns
 // its result and the pieces relayed.
-func streamJob(t *testing.T, limit int64, id string) (*messages.JobResult, int, *Inflight, *Account) {
+func streamJob(t *testing.T, limit int64, id string) (*messages.JobResult, int, *inflight.Inflight, *inflight.Account) {
 	h := newWorkerHarness(t, streamFunc(streamPieces))
-	h.deps.Inflight = NewInflight(limit)
+	h.deps.Inflight = inflight.New(limit)
 	acct, _ := h.deps.Inflight.Open(id, 0)
 	deltas := make(chan *messages.Delta, 20)
 	inbox := h.system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {

@@ -3,6 +3,7 @@ package actors
 import (
 	"context"
 	"fmt"
+	"github.com/conclave-ai/conclave/internal/arms"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,7 +38,7 @@ func newProviderHarness(t *testing.T, limits ratelimit.Limits, change ...func(*D
 	t.Helper()
 	system := actor.NewActorSystem(logging.ActorLogger(zap.NewNop()))
 	clk := clock.NewFake(time.Now())
-	dir := NewDirectory(system, []fleet.WorkerSpec{}, []string{"groq"}, NewArmBoard(nil, nil, bandit.DefaultPrior, 0), nil)
+	dir := NewDirectory(system, []fleet.WorkerSpec{}, []string{"groq"}, arms.NewBoard(nil, nil, bandit.DefaultPrior, 0), nil)
 	deps := &Deps{Log: zap.NewNop(), Clock: clk, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root), LeaseGrace: 50 * time.Millisecond,
 		Breakers:   map[string]resilience.Settings{"groq": {Threshold: 2, Window: time.Minute, OpenFor: 10 * time.Second}},
 		RateLimits: map[string]ratelimit.Limits{"groq": limits}, Middleware: []actor.ReceiverMiddleware{crashOn},
