@@ -59,73 +59,11 @@ func NewConsensusActor(deps *Deps, in *messages.ConsensusInput, st *consensus.St
 func (a *ConsensusActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		if a.st == nil {
-			st, err := structureOf(a.in)
-			if err != nil {
-				ctx.Send(ctx.Parent(), &messages.ConsensusResult{Failure: err.Error()})
-				ctx.Stop(ctx.Self())
-				return
-			}
-			a.st = st
-		}
-		a.jobID = execution.ArbiterCall(a.in.RequestId)
-		a.asked = time.Now()
-		deadline := a.in.Deadline.AsTime()
-		a.cancel = a.deps.Timers.SendOnce(max(time.Until(deadline), 0), ctx.Self(), arbiterDeadline{})
-		kind, _ := consensus.ParseKind(a.in.AnswerKind)
-		a.shown, a.judged = consensus.ArbiterView(responses(a.in), kind, a.st)
-		if len(a.shown) < 2 {
-			// Nothing to choose between: the vote decides without the arbiter's cost.
-			a.settled = true
-			a.arbiterErr = "fewer than two valid answers to judge"
-			a.decide(ctx)
-			return
-		}
-		if why := a.unreachable(); why != "" {
-			a.settled = true // nothing was asked
-			a.arbiterErr = why
-			a.decide(ctx)
-			return
-		}
-		// A grant sends the job to the arbiter's worker, whose word says it was granted.
-		a.deps.Dir.Provider(a.in.ArbiterProvider).Acquire(ctx, &messages.Acquire{JobId: a.jobID, Model: a.in.ArbiterModel,
-			Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, QueueBy: a.in.QueueBy, ReplyTo: ctx.Self(),
-			Dispatch: &messages.Dispatch{ReplyTo: ctx.Self(), Job: a.arbiterJob()}, DispatchTo: a.deps.Dir.Worker(a.in.ArbiterWorker).PID})
+		a.start(ctx)
 	case *messages.Permit: // a refusal
-		if why := checkArbiterPermit(m, a.jobID); why != "" {
-			a.deps.Drop(KindConsensus, why, m)
-			return
-		}
-		if a.decided || m.Granted {
-			return // withdrawn when the decision was made; a grant went to the worker with the job
-		}
-		a.settled = true // nothing to give back
-		a.arbiterErr = "permit refused: " + m.Reason
-		a.decide(ctx)
+		a.refused(ctx, m)
 	case *messages.JobResult:
-		if why := checkJobResult(m, ""); why != "" || m.JobId != a.jobID {
-			a.deps.Drop(KindConsensus, cmp.Or(why, DropWrongTarget), m)
-			return
-		}
-		if a.decided {
-			return // came after the decision: the call was given back already
-		}
-		a.latency, a.usage, a.cost = m.LatencyMs, m.Usage, m.CostNanos
-		kind := resilience.Kind(m.ErrorKind)
-		if m.Ok {
-			kind = ""
-		}
-		// The arbiter's time is Conclave's choice, not the model's: its timeout blames nobody.
-		a.settle(ctx, resilience.Blame(resilience.Call{Kind: kind, Scope: resilience.ParseScope(m.ErrorScope)}), m)
-		if !m.Ok {
-			a.arbiterErr, a.errKind = fmt.Sprintf("%s: %s", m.ErrorKind, m.ErrorMessage), m.ErrorKind
-		} else if v, err := consensus.ParseVerdict(m.Text, len(a.shown)); err != nil {
-			a.arbiterErr = err.Error()
-		} else {
-			v = v.Expand(a.shown, len(a.in.Candidates))
-			a.verdict = &v
-		}
-		a.decide(ctx)
+		a.result(ctx, m)
 	case *messages.Delta:
 		if m.JobId != a.jobID {
 			a.deps.Drop(KindConsensus, DropWrongTarget, m)
@@ -158,6 +96,81 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 	default:
 		a.deps.unknown(KindConsensus, m)
 	}
+}
+
+// start shows the answers to the arbiter and asks for its permit; with fewer than two answers to
+// judge, or an arbiter that cannot be reached, the vote decides at once.
+func (a *ConsensusActor) start(ctx actor.Context) {
+	if a.st == nil {
+		st, err := structureOf(a.in)
+		if err != nil {
+			ctx.Send(ctx.Parent(), &messages.ConsensusResult{Failure: err.Error()})
+			ctx.Stop(ctx.Self())
+			return
+		}
+		a.st = st
+	}
+	a.jobID = execution.ArbiterCall(a.in.RequestId)
+	a.asked = time.Now()
+	deadline := a.in.Deadline.AsTime()
+	a.cancel = a.deps.Timers.SendOnce(max(time.Until(deadline), 0), ctx.Self(), arbiterDeadline{})
+	kind, _ := consensus.ParseKind(a.in.AnswerKind)
+	a.shown, a.judged = consensus.ArbiterView(responses(a.in), kind, a.st)
+	why := a.unreachable()
+	if len(a.shown) < 2 {
+		why = "fewer than two valid answers to judge" // nothing to choose between: the vote decides without the arbiter's cost
+	}
+	if why != "" {
+		a.settled = true // nothing was asked
+		a.arbiterErr = why
+		a.decide(ctx)
+		return
+	}
+	// A grant sends the job to the arbiter's worker, whose word says it was granted.
+	a.deps.Dir.Provider(a.in.ArbiterProvider).Acquire(ctx, &messages.Acquire{JobId: a.jobID, Model: a.in.ArbiterModel,
+		Tokens: int32(a.promptTokens()), Deadline: a.in.Deadline, QueueBy: a.in.QueueBy, ReplyTo: ctx.Self(),
+		Dispatch: &messages.Dispatch{ReplyTo: ctx.Self(), Job: a.arbiterJob()}, DispatchTo: a.deps.Dir.Worker(a.in.ArbiterWorker).PID})
+}
+
+// refused takes the provider's refusal of the arbiter's permit: the vote decides.
+func (a *ConsensusActor) refused(ctx actor.Context, m *messages.Permit) {
+	if why := checkArbiterPermit(m, a.jobID); why != "" {
+		a.deps.Drop(KindConsensus, why, m)
+		return
+	}
+	if a.decided || m.Granted {
+		return // withdrawn when the decision was made; a grant went to the worker with the job
+	}
+	a.settled = true // nothing to give back
+	a.arbiterErr = "permit refused: " + m.Reason
+	a.decide(ctx)
+}
+
+// result takes the arbiter's answer: its call is settled, its verdict read, and the decision made.
+func (a *ConsensusActor) result(ctx actor.Context, m *messages.JobResult) {
+	if why := checkJobResult(m, ""); why != "" || m.JobId != a.jobID {
+		a.deps.Drop(KindConsensus, cmp.Or(why, DropWrongTarget), m)
+		return
+	}
+	if a.decided {
+		return // came after the decision: the call was given back already
+	}
+	a.latency, a.usage, a.cost = m.LatencyMs, m.Usage, m.CostNanos
+	kind := resilience.Kind(m.ErrorKind)
+	if m.Ok {
+		kind = ""
+	}
+	// The arbiter's time is Conclave's choice, not the model's: its timeout blames nobody.
+	a.settle(ctx, resilience.Blame(resilience.Call{Kind: kind, Scope: resilience.ParseScope(m.ErrorScope)}), m)
+	if !m.Ok {
+		a.arbiterErr, a.errKind = fmt.Sprintf("%s: %s", m.ErrorKind, m.ErrorMessage), m.ErrorKind
+	} else if v, err := consensus.ParseVerdict(m.Text, len(a.shown)); err != nil {
+		a.arbiterErr = err.Error()
+	} else {
+		v = v.Expand(a.shown, len(a.in.Candidates))
+		a.verdict = &v
+	}
+	a.decide(ctx)
 }
 
 // unreachable says why the arbiter cannot be asked at all (its provider's or its worker's actor is

@@ -19,6 +19,22 @@ import (
 // start makes the plan (steps 2 to 5, pure decisions of the plan package, each recorded and logged as
 // it is made) and starts the collection (6 and 7); a step that fails answers the request.
 func (c *CoordinatorActor) start(ctx actor.Context) {
+	c.open(ctx)
+	if !c.planSteps(ctx) {
+		return
+	}
+	// A schema that cannot be compiled is refused before any model is asked.
+	st, err := consensus.Compile(FormatOf(c.req.GetAsk().GetResponseFormat(), c.req.GetAsk().GetTools()))
+	if err != nil {
+		c.fail(ctx, resilience.MalformedRequest, err.Error(), 0, problems.Errors{{Field: "response_format.schema", Message: err.Error()}})
+		return
+	}
+	c.structure = st
+	c.collect(ctx)
+}
+
+// open sets the request's random source, log and clock, and starts its record.
+func (c *CoordinatorActor) open(ctx actor.Context) {
 	c.began = time.Now()
 	c.due = newAlarm(ctx.ActorSystem().Root, ctx.Self(), wake{})
 	c.rng = c.deps.Random(c.seq)
@@ -38,19 +54,27 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 		c.exec.ReceivedAt = ts(c.began)
 	}
 	c.origin = c.exec.ReceivedAt.AsTime()
+}
+
+// planStep is one step of the plan: it runs, is timed into its phase, and is recorded.
+type planStep struct {
+	run    func() *plan.Failure
+	phase  *float64
+	record func()
+	// explains is true when the step's record explains its own failure (the skipped models).
+	explains bool
+	// start, for the steps a trace shows, is where the record keeps the step's start.
+	start *float64
+}
+
+// planSteps runs steps 2 to 5 (a direct call: its model and fallbacks, then the assignment) and
+// reports whether they all succeeded; the first that fails answers the request.
+func (c *CoordinatorActor) planSteps(ctx actor.Context) bool {
 	req := c.planRequest()
 	p := plan.New(c.deps.Plan)
 	c.plan = p
 	phases := c.exec.Phases
-	steps := []struct {
-		run    func() *plan.Failure
-		phase  *float64
-		record func()
-		// explains is true when the step's record explains its own failure (the skipped models).
-		explains bool
-		// start, for the steps a trace shows, is where the record keeps the step's start.
-		start *float64
-	}{
+	steps := []planStep{
 		{func() *plan.Failure { return p.Classify(req) }, &phases.ClassifyMs, c.recordClassification, false, &phases.ClassifyStartMs},
 		{func() *plan.Failure { return p.ChooseBlueprint(req, c.began) }, &phases.BlueprintMs, c.recordBlueprint, false, nil},
 		{func() *plan.Failure { return p.Select(c.world, req, c.rng) }, &phases.SelectMs, c.recordSelection, true, &phases.SelectStartMs},
@@ -73,20 +97,17 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 		}
 		if f != nil {
 			c.fail(ctx, f.Kind, f.Err.Error(), f.RetryAfter, f.Problems())
-			return
+			return false
 		}
 		c.progressOf(ctx, step.phase)
 	}
+	return true
+}
 
-	// A schema that cannot be compiled is refused before any model is asked.
-	st, err := consensus.Compile(FormatOf(c.req.GetAsk().GetResponseFormat(), c.req.GetAsk().GetTools()))
-	if err != nil {
-		c.fail(ctx, resilience.MalformedRequest, err.Error(), 0, problems.Errors{{Field: "response_format.schema", Message: err.Error()}})
-		return
-	}
-	c.structure = st
-
-	// 6 DISPATCH (a permit from each provider, then the job to its worker) and 7 COLLECT
+// collect starts steps 6 DISPATCH (a permit from each provider, then the job to its worker) and 7
+// COLLECT.
+func (c *CoordinatorActor) collect(ctx actor.Context) {
+	p, phases := c.plan, c.exec.Phases
 	bp := p.Blueprint
 	cfg, initial := execution.Collection(p, c.deps.RetryScale)
 	if bp.Adaptive() {

@@ -188,6 +188,21 @@ type summary struct {
 	category string
 }
 
+// addPlan adds how the request was classified and the blueprint it ran.
+func (s summary) addPlan(o zapcore.ObjectEncoder) {
+	e := s.exec
+	if c := e.Classification; c != nil && !c.Explicit {
+		o.AddFloat64("confidence", c.Confidence)
+		if c.LowConfidence {
+			o.AddBool("low_confidence", true)
+		}
+	}
+	if b := e.Blueprint; b != nil {
+		o.AddString("blueprint", b.Name)
+		o.AddString("strategy", b.Strategy)
+	}
+}
+
 func (s summary) MarshalLogObject(o zapcore.ObjectEncoder) error {
 	e := s.exec
 	event := "request_completed"
@@ -203,16 +218,7 @@ func (s summary) MarshalLogObject(o zapcore.ObjectEncoder) error {
 		o.AddString("trace_id", e.TraceId)
 	}
 	o.AddString("category", s.category)
-	if c := e.Classification; c != nil && !c.Explicit {
-		o.AddFloat64("confidence", c.Confidence)
-		if c.LowConfidence {
-			o.AddBool("low_confidence", true)
-		}
-	}
-	if b := e.Blueprint; b != nil {
-		o.AddString("blueprint", b.Name)
-		o.AddString("strategy", b.Strategy)
-	}
+	s.addPlan(o)
 	answered := 0
 	for _, r := range e.Results {
 		if r.Status == string(collect.OK) {

@@ -188,34 +188,9 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 	}
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
-		r.log = r.deps.Log.With(zap.String("actor", "recorder"))
-		r.pending, r.judging, r.awaiting = map[string]*messages.Execution{}, map[string]bool{}, map[string][]*feedbackAsk{}
-		r.durable, r.refused = map[string][]*actor.PID{}, map[string]bool{}
-		r.intents, r.open, r.openOf = map[string]*actor.PID{}, map[string]string{}, map[string]int{}
-		r.held, r.settled, r.spooled = map[string]*heldRecord{}, map[string]*settlements{}, map[string]bool{}
-		if r.spool != nil {
-			if n, _ := r.spool.Pending(); n > 0 { // left by an earlier run: written back first, and waited for by a Sync
-				r.handed = int64(n)
-				r.log.Warn("records left in the spool are written back", zap.String("event", "spool_replay"), zap.Int("entries", n),
-					zap.String("spool", r.spool.Path()))
-				r.wakeIn(ctx, 0)
-			}
-		}
+		r.started(ctx)
 	case *messages.Execution:
-		if len(r.batch) >= RecorderQueue {
-			r.drop(1, errors.New("the recorder's queue is full"))
-			if r.spool != nil {
-				r.refused[m.RequestId] = true
-			}
-			return
-		}
-		r.pending[m.RequestId] = m
-		if r.openOf[m.RequestId] > 0 {
-			r.held[m.RequestId] = &heldRecord{rec: m, since: r.deps.now()}
-			r.wakeIn(ctx, recordFlushInterval)
-			return
-		}
-		r.enqueue(ctx, m)
+		r.record(ctx, m)
 	case *messages.Call:
 		r.journal(ctx, m)
 	case flushTick:
@@ -232,66 +207,13 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		r.syncs = append(r.syncs, syncWait{upTo: r.handed + int64(len(r.batch)+len(r.calls)), pid: ctx.Sender()})
 		r.write(ctx)
 	case *messages.GetExecution:
-		if rec, ok := r.pending[m.RequestId]; ok {
-			ctx.Respond(&messages.ExecutionLookup{Execution: rec, Found: true})
-			return
-		}
-		sender, root, st, shared := ctx.Sender(), ctx.ActorSystem().Root, r.store, r.spool != nil
-		go func() {
-			rec, err := getRecord(context.Background(), st, m.RequestId, shared)
-			res := &messages.ExecutionLookup{Execution: rec, Found: err == nil}
-			if err != nil && !errors.Is(err, store.ErrNotFound) {
-				res.Unavailable = err.Error()
-			}
-			root.Send(sender, res)
-		}()
+		r.lookup(ctx, m)
 	case *messages.RecordFeedback:
-		if r.judging[m.RequestId] {
-			ctx.Respond(feedbackTwice)
-			return
-		}
-		r.judging[m.RequestId] = true
-		ask := &feedbackAsk{req: m, sender: ctx.Sender()}
-		if _, ok := r.pending[m.RequestId]; ok {
-			// The store must hold the record before its feedback: write it now rather than at the
-			// next tick, and answer once it is written.
-			r.awaiting[m.RequestId] = append(r.awaiting[m.RequestId], ask)
-			r.write(ctx)
-			return
-		}
-		r.judge(ctx, ask, nil)
+		r.feedback(ctx, m)
 	case *feedbackDone:
-		delete(r.judging, m.ask.req.RequestId)
-		if m.result.Status == http.StatusOK {
-			sent := make([]*messages.Reward, len(m.updates))
-			for i, u := range m.updates {
-				sent[i] = &messages.Reward{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason, RequestId: m.ask.req.RequestId}
-			}
-			rewards(ctx, r.deps.Dir.Bandit, sent...)
-			// The truth also anchors the reliability estimator, whose credit is otherwise the vote's own
-			// posterior: where models err together, the posterior follows them and the truth does not.
-			if v := TruthVotes(m.ask.req.RequestId, m.ask.req, m.updates); v != nil && r.deps.Reward == feedback.Reliability {
-				r.deps.Dir.Arms.VoteSent()
-				ctx.Send(r.deps.Dir.Bandit, v)
-			}
-			r.log.Info("feedback applied", zap.String("event", "feedback"), zap.String("request_id", m.ask.req.RequestId),
-				zap.Array("updates", updatesField(m.updates)))
-		}
-		ctx.Send(m.ask.sender, m.result)
+		r.feedbackDone(ctx, m)
 	case *messages.AwaitRecord:
-		if r.refused[m.RequestId] {
-			delete(r.refused, m.RequestId)
-			ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId})
-			return
-		}
-		if _, ok := r.pending[m.RequestId]; !ok || r.spooled[m.RequestId] { // durable already (a record comes before its wait)
-			ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId, Stored: true})
-			return
-		}
-		// Written now, not at the next tick: while one write is out, the records that wait meanwhile
-		// go together in the next (a group commit).
-		r.durable[m.RequestId] = append(r.durable[m.RequestId], ctx.Sender())
-		r.write(ctx)
+		r.awaitRecord(ctx, m)
 	case *messages.Flush:
 		r.flushers = append(r.flushers, ctx.Sender())
 		if r.flushBy.IsZero() {
@@ -306,6 +228,118 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 	default:
 		r.deps.unknown(KindRecorder, m)
 	}
+}
+
+// started makes the recorder's maps and writes back first what an earlier run left in the spool.
+func (r *RecorderActor) started(ctx actor.Context) {
+	r.log = r.deps.Log.With(zap.String("actor", "recorder"))
+	r.pending, r.judging, r.awaiting = map[string]*messages.Execution{}, map[string]bool{}, map[string][]*feedbackAsk{}
+	r.durable, r.refused = map[string][]*actor.PID{}, map[string]bool{}
+	r.intents, r.open, r.openOf = map[string]*actor.PID{}, map[string]string{}, map[string]int{}
+	r.held, r.settled, r.spooled = map[string]*heldRecord{}, map[string]*settlements{}, map[string]bool{}
+	if r.spool == nil {
+		return
+	}
+	if n, _ := r.spool.Pending(); n > 0 { // left by an earlier run: written back first, and waited for by a Sync
+		r.handed = int64(n)
+		r.log.Warn("records left in the spool are written back", zap.String("event", "spool_replay"), zap.Int("entries", n),
+			zap.String("spool", r.spool.Path()))
+		r.wakeIn(ctx, 0)
+	}
+}
+
+// record takes a request's record: queued for the store, or held while calls of its request are still
+// open; dropped when the queue is full.
+func (r *RecorderActor) record(ctx actor.Context, m *messages.Execution) {
+	if len(r.batch) >= RecorderQueue {
+		r.drop(1, errors.New("the recorder's queue is full"))
+		if r.spool != nil {
+			r.refused[m.RequestId] = true
+		}
+		return
+	}
+	r.pending[m.RequestId] = m
+	if r.openOf[m.RequestId] > 0 {
+		r.held[m.RequestId] = &heldRecord{rec: m, since: r.deps.now()}
+		r.wakeIn(ctx, recordFlushInterval)
+		return
+	}
+	r.enqueue(ctx, m)
+}
+
+// lookup answers a record asked for by id: from what the recorder holds, else from the store, off the
+// actor.
+func (r *RecorderActor) lookup(ctx actor.Context, m *messages.GetExecution) {
+	if rec, ok := r.pending[m.RequestId]; ok {
+		ctx.Respond(&messages.ExecutionLookup{Execution: rec, Found: true})
+		return
+	}
+	sender, root, st, shared := ctx.Sender(), ctx.ActorSystem().Root, r.store, r.spool != nil
+	go func() {
+		rec, err := getRecord(context.Background(), st, m.RequestId, shared)
+		res := &messages.ExecutionLookup{Execution: rec, Found: err == nil}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			res.Unavailable = err.Error()
+		}
+		root.Send(sender, res)
+	}()
+}
+
+// feedback takes a caller's feedback on a request, once.
+func (r *RecorderActor) feedback(ctx actor.Context, m *messages.RecordFeedback) {
+	if r.judging[m.RequestId] {
+		ctx.Respond(feedbackTwice)
+		return
+	}
+	r.judging[m.RequestId] = true
+	ask := &feedbackAsk{req: m, sender: ctx.Sender()}
+	if _, ok := r.pending[m.RequestId]; ok {
+		// The store must hold the record before its feedback: write it now rather than at the next
+		// tick, and answer once it is written.
+		r.awaiting[m.RequestId] = append(r.awaiting[m.RequestId], ask)
+		r.write(ctx)
+		return
+	}
+	r.judge(ctx, ask, nil)
+}
+
+// feedbackDone teaches the arms what a feedback the store took says, and answers its caller.
+func (r *RecorderActor) feedbackDone(ctx actor.Context, m *feedbackDone) {
+	delete(r.judging, m.ask.req.RequestId)
+	if m.result.Status == http.StatusOK {
+		sent := make([]*messages.Reward, len(m.updates))
+		for i, u := range m.updates {
+			sent[i] = &messages.Reward{Model: u.Model, Category: u.Category, Reward: u.Reward, Reason: u.Reason, RequestId: m.ask.req.RequestId}
+		}
+		rewards(ctx, r.deps.Dir.Bandit, sent...)
+		// The truth also anchors the reliability estimator, whose credit is otherwise the vote's own
+		// posterior: where models err together, the posterior follows them and the truth does not.
+		if v := TruthVotes(m.ask.req.RequestId, m.ask.req, m.updates); v != nil && r.deps.Reward == feedback.Reliability {
+			r.deps.Dir.Arms.VoteSent()
+			ctx.Send(r.deps.Dir.Bandit, v)
+		}
+		r.log.Info("feedback applied", zap.String("event", "feedback"), zap.String("request_id", m.ask.req.RequestId),
+			zap.Array("updates", updatesField(m.updates)))
+	}
+	ctx.Send(m.ask.sender, m.result)
+}
+
+// awaitRecord answers once a request's record is durable: at once when it is already (or was
+// refused), else when the write it goes in ends.
+func (r *RecorderActor) awaitRecord(ctx actor.Context, m *messages.AwaitRecord) {
+	if r.refused[m.RequestId] {
+		delete(r.refused, m.RequestId)
+		ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId})
+		return
+	}
+	if _, ok := r.pending[m.RequestId]; !ok || r.spooled[m.RequestId] { // durable already (a record comes before its wait)
+		ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId, Stored: true})
+		return
+	}
+	// Written now, not at the next tick: while one write is out, the records that wait meanwhile go
+	// together in the next (a group commit).
+	r.durable[m.RequestId] = append(r.durable[m.RequestId], ctx.Sender())
+	r.write(ctx)
 }
 
 // check says why the recorder drops a message, or "": a record needs its id; a question needs someone

@@ -289,13 +289,8 @@ func (r *RecorderActor) answerFlushers(ctx actor.Context, err error) {
 		return
 	}
 	if err == nil {
-		if r.writing || r.appending || len(r.batch) > 0 || len(r.calls) > 0 {
+		if r.unwritten() {
 			return
-		}
-		if r.spool != nil && !r.down {
-			if n, _ := r.spool.Pending(); n > 0 {
-				return
-			}
 		}
 		if len(r.held) > 0 || len(r.settled) > 0 || (len(r.open) > 0 && r.deps.now().Before(r.flushBy)) {
 			r.wakeIn(ctx, settleTick) // calls still settling: they go with the flush
@@ -314,6 +309,20 @@ func (r *RecorderActor) answerFlushers(ctx actor.Context, err error) {
 		ctx.Send(p, f)
 	}
 	r.flushers = nil
+}
+
+// unwritten reports whether anything handed over is still to be written: a write out, the batch, the
+// calls, or (while the store answers) the spool.
+func (r *RecorderActor) unwritten() bool {
+	if r.writing || r.appending || len(r.batch) > 0 || len(r.calls) > 0 {
+		return true
+	}
+	if r.spool != nil && !r.down {
+		if n, _ := r.spool.Pending(); n > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func mapKeys(m map[string]bool) []string {
