@@ -50,17 +50,9 @@ func keyedRun(conclave, baseline, database, redisURL string, warmup, duration ti
 	}
 	defer os.RemoveAll(dir)
 	cfg := filepath.Join(dir, "config.json")
-	raw, _ := json.Marshal(map[string]any{"redis_prefix": fmt.Sprintf("bench-keyed-%d", os.Getpid()), "providers": map[string]any{"mock": map[string]any{
-		"kind": "openai", "base_url": mockURL + "/v1", "discovery_interval_seconds": 0,
-		"models":     []map[string]any{{"id": "mock-1", "context": 32768, "price_in": 0.1, "price_out": 0.4}},
-		"rate_limit": map[string]int{"requests_per_minute": 0, "tokens_per_minute": 0, "concurrency": 0}}}})
+	raw, _ := json.Marshal(map[string]any{"redis_prefix": fmt.Sprintf("bench-keyed-%d", os.Getpid()), "providers": mockProviders(mockURL)})
 	if err := os.WriteFile(cfg, raw, 0o600); err != nil {
 		return err
-	}
-	direct := func(i int) []byte {
-		raw, _ := json.Marshal(map[string]any{"model": "mock-1", "max_tokens": 1024, "stream": false,
-			"messages": []map[string]string{{"role": "user", "content": tasks[i%len(tasks)]}}})
-		return raw
 	}
 	binaries := [][2]string{{"this build", conclave}}
 	if baseline != "" {
@@ -72,47 +64,55 @@ func keyedRun(conclave, baseline, database, redisURL string, warmup, duration ti
 		if err != nil {
 			return fmt.Errorf("%s: database: %w", b[0], err)
 		}
-		rows, err := keyedBinary(b[0], b[1], cfg, url, redisURL, filepath.Join(dir, b[0]+".spool"), direct, warmup, duration)
+		rows, err := keyedBinary(b[0], b[1], cfg, url, redisURL, filepath.Join(dir, b[0]+".spool"), chatBody, warmup, duration)
 		drop()
 		if err != nil {
 			return fmt.Errorf("%s: %w", b[0], err)
 		}
 		results = append(results, rows...)
 	}
-	fmt.Println("| binary | credential | req/s | p50 ms | server CPU µs/req | PostgreSQL CPU µs/req |")
-	fmt.Println("|---|---|---:|---:|---:|---:|")
-	for _, r := range results {
-		fmt.Printf("| %s | %s | %.0f | %.3f | %.1f | %.1f |\n", r.Binary, r.Credential, r.RPS, r.P50Ms, r.ServerCPUPerReqUs, r.PostgresCPUPerReq)
-	}
-	mean := func(binary, credential string, f func(keyedResult) float64) float64 {
-		sum, n := 0.0, 0
-		for _, r := range results {
-			if r.Binary == binary && r.Credential == credential {
-				sum, n = sum+f(r), n+1
-			}
-		}
-		if n == 0 {
-			return 0
-		}
-		return sum / float64(n)
-	}
-	server := func(r keyedResult) float64 { return r.ServerCPUPerReqUs }
-	pg := func(r keyedResult) float64 { return r.PostgresCPUPerReq }
-	for _, b := range binaries {
-		keyed, admin := mean(b[0], "key", server), mean(b[0], "admin token", server)
-		fmt.Printf("%s: a keyed request's server CPU is %.2f× the admin token's (%.1f against %.1f µs; target ≤ 1.10: %s)\n",
-			b[0], keyed/admin, keyed, admin, met(keyed <= 1.1*admin))
-	}
-	if baseline != "" {
-		now, before := mean("this build", "key", pg), mean("baseline", "key", pg)
-		fmt.Printf("PostgreSQL's CPU per keyed request: %.1f µs against the baseline's %.1f (%.2f×; target ≤ 0.50: %s)\n",
-			now, before, now/before, met(now <= before/2))
-	}
+	printKeyed(results, binaries, baseline != "")
 	raw, _ = json.MarshalIndent(results, "", "  ")
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
 	return os.WriteFile(strings.TrimSuffix(out, ".json")+"-keyed.json", raw, 0o644)
+}
+
+// printKeyed prints the keyed run's rows, each binary's keyed against admin-token server CPU and, with
+// a baseline binary, PostgreSQL's CPU per keyed request against the baseline's.
+func printKeyed(results []keyedResult, binaries [][2]string, withBaseline bool) {
+	fmt.Println("| binary | credential | req/s | p50 ms | server CPU µs/req | PostgreSQL CPU µs/req |")
+	fmt.Println("|---|---|---:|---:|---:|---:|")
+	for _, r := range results {
+		fmt.Printf("| %s | %s | %.0f | %.3f | %.1f | %.1f |\n", r.Binary, r.Credential, r.RPS, r.P50Ms, r.ServerCPUPerReqUs, r.PostgresCPUPerReq)
+	}
+	server := func(r keyedResult) float64 { return r.ServerCPUPerReqUs }
+	pg := func(r keyedResult) float64 { return r.PostgresCPUPerReq }
+	for _, b := range binaries {
+		keyed, admin := meanOf(results, b[0], "key", server), meanOf(results, b[0], "admin token", server)
+		fmt.Printf("%s: a keyed request's server CPU is %.2f× the admin token's (%.1f against %.1f µs; target ≤ 1.10: %s)\n",
+			b[0], keyed/admin, keyed, admin, met(keyed <= 1.1*admin))
+	}
+	if withBaseline {
+		now, before := meanOf(results, "this build", "key", pg), meanOf(results, "baseline", "key", pg)
+		fmt.Printf("PostgreSQL's CPU per keyed request: %.1f µs against the baseline's %.1f (%.2f×; target ≤ 0.50: %s)\n",
+			now, before, now/before, met(now <= before/2))
+	}
+}
+
+// meanOf is the mean of f over the rows of a binary and credential, 0 without any.
+func meanOf(results []keyedResult, binary, credential string, f func(keyedResult) float64) float64 {
+	sum, n := 0.0, 0
+	for _, r := range results {
+		if r.Binary == binary && r.Credential == credential {
+			sum, n = sum+f(r), n+1
+		}
+	}
+	if n == 0 {
+		return 0
+	}
+	return sum / float64(n)
 }
 
 // keyedBinary runs one binary: a key with a budget, then alternated runs with the key and the admin token.

@@ -72,57 +72,89 @@ func main() {
 		serveMock(os.Args[2])
 		return
 	}
-	conclave := flag.String("conclave", "bin/conclave", "the conclave binary")
-	duration := flag.Duration("duration", 5*time.Second, "measured time per run")
-	warmup := flag.Duration("warmup", time.Second, "unmeasured warm-up per run")
-	levels := flag.String("concurrency", "1,16", "concurrency levels")
-	out := flag.String("out", "reports/bench-load.json", "JSON report")
-	sustained := flag.Int("sustained", 0, "instead: send this many requests to the embedded default (faults and rate limits on) and tally the answers")
-	sustainedConns := flag.Int("sustained-concurrency", 32, "concurrency of the sustained run")
-	overloadFor := flag.Duration("overload", 0, "instead: drive the embedded default as it ships with --overload-concurrency connections this long and check that every answer comes within max_queue_seconds + 1 s")
-	overloadConns := flag.Int("overload-concurrency", 128, "connections of the overload run")
-	overloadLog := flag.String("overload-log", "", "keep the overload run's server log (info) in this file")
-	enduranceFor := flag.Duration("endurance", 0, "instead: run conclave this long under steady load through the whole pipeline (faults on, limits raised) and sample its RSS and goroutines")
-	database := flag.String("database", "", "also run conclave recording to PostgreSQL: a fresh database is made from this URL's server and dropped after")
-	profile := flag.Bool("profile", true, "after the load run, profile conclave once more under the same load and print the CPU profile's top entries")
-	only := flag.String("only", "", "run only the rows whose names start with one of these comma-separated prefixes (the baseline always runs)")
-	through := flag.Bool("passthrough", false, "instead: one model through the OpenAI adapter to a local mock, against calling the mock directly, at 1 connection")
-	keyed := flag.Bool("keyed", false, "instead: a direct call made with an API key (a budget held and settled) against the same made with the admin token, "+
-		"conclave recording to PostgreSQL (--database) and holding budgets in Redis (--redis); server and PostgreSQL CPU per request")
-	redisURL := flag.String("redis", "redis://127.0.0.1:6379/0", "the Redis of the --keyed run")
-	baselineBin := flag.String("baseline-conclave", "", "with --keyed: an older conclave binary measured the same way, in the same run, for comparison")
-	flag.Parse()
-	if *keyed {
-		if err := keyedRun(*conclave, *baselineBin, *database, *redisURL, *warmup, *duration, *out); err != nil {
+	o := parseOptions()
+	if run := o.instead(); run != nil {
+		if err := run(); err != nil {
 			fail(err)
 		}
 		return
 	}
-	if *through {
-		if err := passthrough(*conclave, *warmup, *duration, *out); err != nil {
-			fail(err)
-		}
-		return
-	}
-	if *enduranceFor > 0 {
-		if err := endurance(*conclave, *enduranceFor, 16); err != nil {
-			fail(err)
-		}
-		return
-	}
-	if *overloadFor > 0 {
-		if err := overload(*conclave, *overloadFor, *overloadConns, *overloadLog); err != nil {
-			fail(err)
-		}
-		return
-	}
-	if *sustained > 0 {
-		if err := soak(*conclave, *sustained, *sustainedConns); err != nil {
-			fail(err)
-		}
-		return
-	}
+	loadRun(o)
+}
 
+// options are the command line's flags.
+type options struct {
+	conclave                  string
+	duration, warmup          time.Duration
+	levels, out               string
+	sustained, sustainedConns int
+	overloadFor               time.Duration
+	overloadConns             int
+	overloadLog               string
+	enduranceFor              time.Duration
+	database                  string
+	profile                   bool
+	only                      string
+	through, keyed            bool
+	redisURL, baselineBin     string
+}
+
+// parseOptions reads the command line.
+func parseOptions() options {
+	var o options
+	flag.StringVar(&o.conclave, "conclave", "bin/conclave", "the conclave binary")
+	flag.DurationVar(&o.duration, "duration", 5*time.Second, "measured time per run")
+	flag.DurationVar(&o.warmup, "warmup", time.Second, "unmeasured warm-up per run")
+	flag.StringVar(&o.levels, "concurrency", "1,16", "concurrency levels")
+	flag.StringVar(&o.out, "out", "reports/bench-load.json", "JSON report")
+	flag.IntVar(&o.sustained, "sustained", 0, "instead: send this many requests to the embedded default (faults and rate limits on) and tally the answers")
+	flag.IntVar(&o.sustainedConns, "sustained-concurrency", 32, "concurrency of the sustained run")
+	flag.DurationVar(&o.overloadFor, "overload", 0, "instead: drive the embedded default as it ships with --overload-concurrency connections this long and check that every answer comes within max_queue_seconds + 1 s")
+	flag.IntVar(&o.overloadConns, "overload-concurrency", 128, "connections of the overload run")
+	flag.StringVar(&o.overloadLog, "overload-log", "", "keep the overload run's server log (info) in this file")
+	flag.DurationVar(&o.enduranceFor, "endurance", 0, "instead: run conclave this long under steady load through the whole pipeline (faults on, limits raised) and sample its RSS and goroutines")
+	flag.StringVar(&o.database, "database", "", "also run conclave recording to PostgreSQL: a fresh database is made from this URL's server and dropped after")
+	flag.BoolVar(&o.profile, "profile", true, "after the load run, profile conclave once more under the same load and print the CPU profile's top entries")
+	flag.StringVar(&o.only, "only", "", "run only the rows whose names start with one of these comma-separated prefixes (the baseline always runs)")
+	flag.BoolVar(&o.through, "passthrough", false, "instead: one model through the OpenAI adapter to a local mock, against calling the mock directly, at 1 connection")
+	flag.BoolVar(&o.keyed, "keyed", false, "instead: a direct call made with an API key (a budget held and settled) against the same made with the admin token, "+
+		"conclave recording to PostgreSQL (--database) and holding budgets in Redis (--redis); server and PostgreSQL CPU per request")
+	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "the Redis of the --keyed run")
+	flag.StringVar(&o.baselineBin, "baseline-conclave", "", "with --keyed: an older conclave binary measured the same way, in the same run, for comparison")
+	flag.Parse()
+	return o
+}
+
+// instead is the run the flags ask for in place of the load run, nil for none. When several are asked
+// for, the first of keyed, passthrough, endurance, overload and sustained wins.
+func (o options) instead() func() error {
+	switch {
+	case o.keyed:
+		return func() error {
+			return keyedRun(o.conclave, o.baselineBin, o.database, o.redisURL, o.warmup, o.duration, o.out)
+		}
+	case o.through:
+		return func() error { return passthrough(o.conclave, o.warmup, o.duration, o.out) }
+	case o.enduranceFor > 0:
+		return func() error { return endurance(o.conclave, o.enduranceFor, 16) }
+	case o.overloadFor > 0:
+		return func() error { return overload(o.conclave, o.overloadFor, o.overloadConns, o.overloadLog) }
+	case o.sustained > 0:
+		return func() error { return soak(o.conclave, o.sustained, o.sustainedConns) }
+	}
+	return nil
+}
+
+// serverRow is a row of the load run: a server, how to start it on an address, and its request bodies.
+type serverRow struct {
+	name string
+	cmd  func(addr string) *exec.Cmd
+	body func(int) []byte
+}
+
+// loadRun measures every row at every concurrency level, prints the table and the targets, writes the
+// JSON report and, when asked, profiles conclave. It exits on the first failure.
+func loadRun(o options) {
 	self, err := os.Executable()
 	if err != nil {
 		fail(err)
@@ -132,53 +164,81 @@ func main() {
 		fail(err)
 	}
 	defer os.Remove(cfgPath)
+	servers := loadRows(self, o.conclave, cfgPath, o.only)
+	if o.database != "" {
+		row, cleanup := databaseRow(o.conclave, cfgPath, o.database)
+		defer cleanup()
+		servers = append(servers, row)
+	}
+	results := measureAll(servers, o.levels, o.warmup, o.duration)
+	report(results)
+	if err := os.MkdirAll(filepath.Dir(o.out), 0o755); err == nil {
+		raw, _ := json.MarshalIndent(results, "", "  ")
+		_ = os.WriteFile(o.out, raw, 0o644)
+	}
+	if o.profile {
+		levels := strings.Split(o.levels, ",")
+		c, _ := strconv.Atoi(strings.TrimSpace(levels[len(levels)-1]))
+		if err := profileTop(o.conclave, cfgPath, c, o.duration, strings.TrimSuffix(o.out, ".json")+"-cpu.pprof"); err != nil {
+			fail(fmt.Errorf("profile: %w", err))
+		}
+	}
+}
+
+// loadRows are the baseline and the conclave rows, those not named by only left out (when set).
+func loadRows(self, conclave, cfgPath, only string) []serverRow {
 	serve := func(level string) func(addr string) *exec.Cmd {
 		return func(addr string) *exec.Cmd {
-			return exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", level)
+			return exec.Command(conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", level)
 		}
 	}
 	majority, rotating, single := panel("majority", 6), panel("rotating", 6), panel("majority", 1)
-	type row struct {
-		name string
-		cmd  func(addr string) *exec.Cmd
-		body func(int) []byte
-	}
-	servers := []row{
+	servers := []serverRow{
 		{baselineRow, func(addr string) *exec.Cmd { return exec.Command(self, "baseline", addr) }, majority},
 		{targetServer, serve("info"), majority},
 		{oneModelServer, serve("info"), single},
 		{"majority×6 (warn logs)", serve("warn"), majority},
 		{"rotating×6 (info logs)", serve("info"), rotating},
 	}
-	servers = slices.DeleteFunc(servers, func(s row) bool {
-		return *only != "" && s.name != baselineRow && !slices.ContainsFunc(strings.Split(*only, ","), func(p string) bool { return strings.HasPrefix(s.name, p) })
+	return slices.DeleteFunc(servers, func(s serverRow) bool {
+		return only != "" && s.name != baselineRow && !slices.ContainsFunc(strings.Split(only, ","), func(p string) bool { return strings.HasPrefix(s.name, p) })
 	})
-	if *database != "" {
-		url, drop, err := benchDatabase(*conclave, *database)
-		if err != nil {
-			fail(fmt.Errorf("database: %w", err))
-		}
-		defer drop()
-		spoolDir, err := os.MkdirTemp("", "conclave-bench-spool-")
-		if err != nil {
-			fail(err)
-		}
-		defer os.RemoveAll(spoolDir)
-		servers = append(servers, row{"majority×6 (info, PostgreSQL)", func(addr string) *exec.Cmd {
-			cmd := exec.Command(*conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "info",
-				"--spool-path", filepath.Join(spoolDir, addr+".spool"))
-			cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
-			return cmd
-		}, majority})
+}
+
+// databaseRow is the row of conclave recording to a fresh PostgreSQL database made on the server of
+// database, each server with a spool of its own; cleanup removes the spools and drops the database.
+func databaseRow(conclave, cfgPath, database string) (serverRow, func()) {
+	url, drop, err := benchDatabase(conclave, database)
+	if err != nil {
+		fail(fmt.Errorf("database: %w", err))
 	}
+	spoolDir, err := os.MkdirTemp("", "conclave-bench-spool-")
+	if err != nil {
+		fail(err)
+	}
+	cleanup := func() {
+		os.RemoveAll(spoolDir)
+		drop()
+	}
+	return serverRow{"majority×6 (info, PostgreSQL)", func(addr string) *exec.Cmd {
+		cmd := exec.Command(conclave, "serve", "--config", cfgPath, "--listen", addr, "--log-level", "info",
+			"--spool-path", filepath.Join(spoolDir, addr+".spool"))
+		cmd.Env = append(os.Environ(), "DATABASE_URL="+url)
+		return cmd
+	}, panel("majority", 6)}, cleanup
+}
+
+// measureAll measures every row at each of the comma-separated concurrency levels, printing each
+// result as it comes.
+func measureAll(servers []serverRow, levels string, warmup, duration time.Duration) []result {
 	var results []result
-	for _, level := range strings.Split(*levels, ",") {
+	for _, level := range strings.Split(levels, ",") {
 		c, err := strconv.Atoi(strings.TrimSpace(level))
 		if err != nil {
 			fail(err)
 		}
 		for _, s := range servers {
-			r, err := measure(s.name, s.cmd, s.body, c, *warmup, *duration)
+			r, err := measure(s.name, s.cmd, s.body, c, warmup, duration)
 			if err != nil {
 				fail(fmt.Errorf("%s at concurrency %d: %w", s.name, c, err))
 			}
@@ -187,18 +247,7 @@ func main() {
 				r.Server, r.Concurrency, r.RPS, r.P50Ms, r.P99Ms, r.CPUPerReqUs, r.Requests, r.Errors)
 		}
 	}
-	report(results)
-	if err := os.MkdirAll(filepath.Dir(*out), 0o755); err == nil {
-		raw, _ := json.MarshalIndent(results, "", "  ")
-		_ = os.WriteFile(*out, raw, 0o644)
-	}
-	if *profile {
-		levels := strings.Split(*levels, ",")
-		c, _ := strconv.Atoi(strings.TrimSpace(levels[len(levels)-1]))
-		if err := profileTop(*conclave, cfgPath, c, *duration, strings.TrimSuffix(*out, ".json")+"-cpu.pprof"); err != nil {
-			fail(fmt.Errorf("profile: %w", err))
-		}
-	}
+	return results
 }
 
 // profileTop runs conclave (info logs, six-way majority) once more under the same load with its debug listener on,
@@ -548,78 +597,18 @@ func met(ok bool) string {
 // said when to come back, and the providers' breakers at the end: the only refusals should be the rate
 // limits', each with a Retry-After.
 func soak(conclave string, n, concurrency int) error {
-	addr, err := freeAddr()
+	url, _, stop, err := start(func(addr string) *exec.Cmd {
+		return exec.Command(conclave, "serve", "--listen", addr, "--log-level", "warn")
+	})
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(conclave, "serve", "--listen", addr, "--log-level", "warn")
-	cmd.Stdout, cmd.Stderr = io.Discard, io.Discard
-	if err := cmd.Start(); err != nil {
-		return err
-	}
-	defer func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		_ = cmd.Wait()
-	}()
-	url := "http://" + addr
-	if err := waitHealthy(url); err != nil {
-		return err
-	}
+	defer stop()
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}, Timeout: 10 * time.Minute}
-	var mu sync.Mutex
-	tally := map[string]int{}
-	var next atomic.Int64
-	var wg sync.WaitGroup
 	began := time.Now()
-	for w := 0; w < concurrency; w++ {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
-				body, _ := json.Marshal(map[string]string{"task": tasks[i%int64(len(tasks))]})
-				resp, err := client.Post(url+"/route-thompson", "application/json", bytes.NewReader(body))
-				key := ""
-				if err != nil {
-					key = "transport error"
-				} else {
-					var e struct {
-						Error struct {
-							Code string `json:"code"`
-						} `json:"error"`
-					}
-					_ = json.NewDecoder(resp.Body).Decode(&e)
-					resp.Body.Close()
-					key = strconv.Itoa(resp.StatusCode)
-					if e.Error.Code != "" {
-						key += " " + e.Error.Code
-					}
-					if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
-						key += " (Retry-After)"
-					}
-				}
-				mu.Lock()
-				tally[key]++
-				mu.Unlock()
-			}
-		}()
-	}
-	wg.Wait()
+	tally := soakLoad(client, url, n, concurrency)
 	elapsed := time.Since(began)
-	resp, err := http.Get(url + "/providers")
-	if err != nil {
-		return err
-	}
-	var view struct {
-		Providers []struct {
-			Name    string `json:"name"`
-			Breaker struct {
-				State string `json:"state"`
-			} `json:"breaker"`
-			Models map[string]any `json:"models"`
-		} `json:"providers"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&view)
-	resp.Body.Close()
+	view, err := providerBreakers(url)
 	if err != nil {
 		return err
 	}
@@ -630,6 +619,78 @@ func soak(conclave string, n, concurrency int) error {
 		fmt.Printf("| %s | %s | %d |\n", p.Name, p.Breaker.State, len(p.Models))
 	}
 	return nil
+}
+
+// soakLoad sends n requests to url over concurrency connections, each sending its next request when the
+// last is answered, and counts the answers by answerKey.
+func soakLoad(client *http.Client, url string, n, concurrency int) map[string]int {
+	var mu sync.Mutex
+	tally := map[string]int{}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for w := 0; w < concurrency; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := next.Add(1) - 1; i < int64(n); i = next.Add(1) - 1 {
+				body, _ := json.Marshal(map[string]string{"task": tasks[i%int64(len(tasks))]})
+				resp, err := client.Post(url+"/route-thompson", "application/json", bytes.NewReader(body))
+				key := answerKey(resp, err)
+				mu.Lock()
+				tally[key]++
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return tally
+}
+
+// answerKey names an answer by its status and error code, and for a 503 whether it said when to come
+// back (Retry-After); a request that got no answer is a transport error. It closes the answer's body.
+func answerKey(resp *http.Response, err error) string {
+	if err != nil {
+		return "transport error"
+	}
+	var e struct {
+		Error struct {
+			Code string `json:"code"`
+		} `json:"error"`
+	}
+	_ = json.NewDecoder(resp.Body).Decode(&e)
+	resp.Body.Close()
+	key := strconv.Itoa(resp.StatusCode)
+	if e.Error.Code != "" {
+		key += " " + e.Error.Code
+	}
+	if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
+		key += " (Retry-After)"
+	}
+	return key
+}
+
+// providersView is what a soak reads of GET /providers: each provider's breaker and the models it
+// keeps out of the pool.
+type providersView struct {
+	Providers []struct {
+		Name    string `json:"name"`
+		Breaker struct {
+			State string `json:"state"`
+		} `json:"breaker"`
+		Models map[string]any `json:"models"`
+	} `json:"providers"`
+}
+
+// providerBreakers reads the providers' breakers from the server at url.
+func providerBreakers(url string) (providersView, error) {
+	var view providersView
+	resp, err := http.Get(url + "/providers")
+	if err != nil {
+		return view, err
+	}
+	err = json.NewDecoder(resp.Body).Decode(&view)
+	resp.Body.Close()
+	return view, err
 }
 
 // printTally prints how many requests got each answer, in the answers' order.
@@ -692,56 +753,95 @@ func passthrough(conclave string, warmup, duration time.Duration, out string) er
 		return fmt.Errorf("mock: %w", err)
 	}
 	defer stopMock()
-	off := 0
-	cfg, err := os.CreateTemp("", "conclave-passthrough-*.json")
+	cfg, err := passthroughConfig(mockURL)
 	if err != nil {
 		return err
 	}
-	defer os.Remove(cfg.Name())
-	err = json.NewEncoder(cfg).Encode(map[string]any{"providers": map[string]any{"mock": map[string]any{
-		"kind": "openai", "base_url": mockURL + "/v1", "discovery_interval_seconds": off,
-		"models":     []map[string]any{{"id": "mock-1", "context": 32768, "price_in": 0.1, "price_out": 0.4}},
-		"rate_limit": map[string]int{"requests_per_minute": 0, "tokens_per_minute": 0, "concurrency": 0}}}})
-	cfg.Close()
-	if err != nil {
-		return err
-	}
-	direct := func(i int) []byte {
-		raw, _ := json.Marshal(map[string]any{"model": "mock-1", "max_tokens": 1024, "stream": false,
-			"messages": []map[string]string{{"role": "user", "content": tasks[i%len(tasks)]}}})
-		return raw
-	}
-	routed := func(i int) []byte {
-		raw, _ := json.Marshal(map[string]any{"task": tasks[i%len(tasks)], "models": []string{"mock-1"}, "workers": 1, "min_responses": 1})
-		return raw
-	}
+	defer os.Remove(cfg)
 	var results []result
-	base, err := measureAt("mock directly", mockURL+"/v1/chat/completions", direct, 1, warmup, duration, mock.Process.Pid)
+	base, err := measureAt("mock directly", mockURL+"/v1/chat/completions", chatBody, 1, warmup, duration, mock.Process.Pid)
 	if err != nil {
 		return fmt.Errorf("mock directly: %w", err)
 	}
 	base.UpstreamCPUPerReqUs = base.CPUPerReqUs
 	results = append(results, base)
 	for _, level := range []string{"info", "warn"} {
-		url, cmd, stop, err := start(func(addr string) *exec.Cmd {
-			return exec.Command(conclave, "serve", "--config", cfg.Name(), "--listen", addr, "--log-level", level)
-		})
+		rows, err := passthroughLevel(conclave, cfg, level, mock.Process.Pid, warmup, duration)
 		if err != nil {
-			return fmt.Errorf("conclave: %w", err)
+			return err
 		}
-		r, err := measureAt("conclave ("+level+" logs) to the mock", url+"/route-thompson", routed, 1, warmup, duration, cmd.Process.Pid, mock.Process.Pid)
-		if err == nil {
-			results = append(results, r)
-			// The same model as a direct call on chat completions: the plain gateway path.
-			r, err = measureAt("conclave direct call ("+level+" logs) to the mock", url+"/v1/chat/completions", direct, 1, warmup, duration,
-				cmd.Process.Pid, mock.Process.Pid)
-		}
-		stop()
-		if err != nil {
-			return fmt.Errorf("conclave (%s logs): %w", level, err)
-		}
-		results = append(results, r)
+		results = append(results, rows...)
 	}
+	printPassthrough(results, base)
+	raw, _ := json.MarshalIndent(results, "", "  ")
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(strings.TrimSuffix(out, ".json")+"-passthrough.json", raw, 0o644)
+}
+
+// mockProviders configures the mock at mockURL as conclave's one provider: OpenAI-compatible, its one
+// model mock-1, without discovery or rate limits.
+func mockProviders(mockURL string) map[string]any {
+	return map[string]any{"mock": map[string]any{
+		"kind": "openai", "base_url": mockURL + "/v1", "discovery_interval_seconds": 0,
+		"models":     []map[string]any{{"id": "mock-1", "context": 32768, "price_in": 0.1, "price_out": 0.4}},
+		"rate_limit": map[string]int{"requests_per_minute": 0, "tokens_per_minute": 0, "concurrency": 0}}}
+}
+
+// passthroughConfig writes the configuration of conclave in front of the mock, and returns its path.
+func passthroughConfig(mockURL string) (string, error) {
+	cfg, err := os.CreateTemp("", "conclave-passthrough-*.json")
+	if err != nil {
+		return "", err
+	}
+	err = json.NewEncoder(cfg).Encode(map[string]any{"providers": mockProviders(mockURL)})
+	cfg.Close()
+	if err != nil {
+		os.Remove(cfg.Name())
+		return "", err
+	}
+	return cfg.Name(), nil
+}
+
+// chatBody is the body of chat completion i: one of the tasks, asked of mock-1.
+func chatBody(i int) []byte {
+	raw, _ := json.Marshal(map[string]any{"model": "mock-1", "max_tokens": 1024, "stream": false,
+		"messages": []map[string]string{{"role": "user", "content": tasks[i%len(tasks)]}}})
+	return raw
+}
+
+// routedBody is the body of route request i: one of the tasks, asked of mock-1 alone.
+func routedBody(i int) []byte {
+	raw, _ := json.Marshal(map[string]any{"task": tasks[i%len(tasks)], "models": []string{"mock-1"}, "workers": 1, "min_responses": 1})
+	return raw
+}
+
+// passthroughLevel runs conclave at a log level in front of the mock and measures a routed request,
+// then the same model as a direct call on chat completions: the plain gateway path.
+func passthroughLevel(conclave, cfg, level string, mockPid int, warmup, duration time.Duration) ([]result, error) {
+	url, cmd, stop, err := start(func(addr string) *exec.Cmd {
+		return exec.Command(conclave, "serve", "--config", cfg, "--listen", addr, "--log-level", level)
+	})
+	if err != nil {
+		return nil, fmt.Errorf("conclave: %w", err)
+	}
+	defer stop()
+	routed, err := measureAt("conclave ("+level+" logs) to the mock", url+"/route-thompson", routedBody, 1, warmup, duration, cmd.Process.Pid, mockPid)
+	if err != nil {
+		return nil, fmt.Errorf("conclave (%s logs): %w", level, err)
+	}
+	direct, err := measureAt("conclave direct call ("+level+" logs) to the mock", url+"/v1/chat/completions", chatBody, 1, warmup, duration,
+		cmd.Process.Pid, mockPid)
+	if err != nil {
+		return nil, fmt.Errorf("conclave (%s logs): %w", level, err)
+	}
+	return []result{routed, direct}, nil
+}
+
+// printPassthrough prints the passthrough table against base, the mock called directly, and the target
+// of every path through conclave.
+func printPassthrough(results []result, base result) {
 	fmt.Println("| path | req/s | p50 ms | p99 ms | added p50 µs | server CPU µs/req | mock CPU µs/req | server CPU vs mock's |")
 	fmt.Println("|---|---:|---:|---:|---:|---:|---:|---:|")
 	for _, r := range results {
@@ -760,11 +860,6 @@ func passthrough(conclave string, warmup, duration time.Duration, out string) er
 				targetPassthrough, met(beyond <= targetPassthrough))
 		}
 	}
-	raw, _ := json.MarshalIndent(results, "", "  ")
-	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
-	}
-	return os.WriteFile(strings.TrimSuffix(out, ".json")+"-passthrough.json", raw, 0o644)
 }
 
 func ratio(r, base result) string {

@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"sort"
-	"strconv"
 	"sync"
 	"time"
 
@@ -42,40 +41,43 @@ func overload(conclave string, d time.Duration, concurrency int, logs string) er
 	defer stop()
 	// The client waits longer than any request may take, so that a held request shows as itself.
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: concurrency, MaxConnsPerHost: concurrency}, Timeout: 10 * time.Minute}
-	type answer struct {
-		key     string
-		latency time.Duration
-	}
-	var mu sync.Mutex
-	var answers []answer
-	var wg sync.WaitGroup
 	began := time.Now()
-	end := began.Add(d)
+	answers := overloadLoad(client, url, began.Add(d), concurrency)
+	elapsed := time.Since(began)
+	if len(answers) == 0 {
+		return fmt.Errorf("no answer in %s", d)
+	}
+	fmt.Printf("overload: %d answers at concurrency %d in %s (sent for %s)\n\n", len(answers), concurrency, elapsed.Round(time.Millisecond), d)
+	longest := printLatencies(answers)
+	bound := admission.DefaultMaxQueue + time.Second // max_queue_seconds as conclave ships it, plus a second
+	if longest > bound {
+		return fmt.Errorf("overload: the longest answer took %s, beyond max_queue_seconds + 1 s (%s)", longest.Round(time.Millisecond), bound)
+	}
+	fmt.Printf("overload: pass, the longest answer took %s (bound: max_queue_seconds + 1 s = %s)\n", longest.Round(time.Millisecond), bound)
+	return nil
+}
+
+// timedAnswer is an answer's key (see answerKey) and how long it took.
+type timedAnswer struct {
+	key     string
+	latency time.Duration
+}
+
+// overloadLoad sends requests to url over concurrency connections until end, each connection sending
+// its next request when the last is answered, and returns every answer.
+func overloadLoad(client *http.Client, url string, end time.Time, concurrency int) []timedAnswer {
+	var mu sync.Mutex
+	var answers []timedAnswer
+	var wg sync.WaitGroup
 	for w := range concurrency {
 		wg.Go(func() {
-			var mine []answer
+			var mine []timedAnswer
 			for i := w; time.Now().Before(end); i += concurrency {
 				body, _ := json.Marshal(map[string]string{"task": tasks[i%len(tasks)]})
 				t := time.Now()
 				resp, err := client.Post(url+"/route-thompson", "application/json", bytes.NewReader(body))
-				key := "transport error"
-				if err == nil {
-					var e struct {
-						Error struct {
-							Code string `json:"code"`
-						} `json:"error"`
-					}
-					_ = json.NewDecoder(resp.Body).Decode(&e)
-					resp.Body.Close()
-					key = strconv.Itoa(resp.StatusCode)
-					if e.Error.Code != "" {
-						key += " " + e.Error.Code
-					}
-					if resp.StatusCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "" {
-						key += " (Retry-After)"
-					}
-				}
-				mine = append(mine, answer{key, time.Since(t)})
+				key := answerKey(resp, err)
+				mine = append(mine, timedAnswer{key, time.Since(t)})
 			}
 			mu.Lock()
 			answers = append(answers, mine...)
@@ -83,10 +85,11 @@ func overload(conclave string, d time.Duration, concurrency int, logs string) er
 		})
 	}
 	wg.Wait()
-	elapsed := time.Since(began)
-	if len(answers) == 0 {
-		return fmt.Errorf("no answer in %s", d)
-	}
+	return answers
+}
+
+// printLatencies prints the answers' latencies by key and over all of them, and returns the longest.
+func printLatencies(answers []timedAnswer) time.Duration {
 	lat := make([]time.Duration, len(answers))
 	byKey := map[string][]time.Duration{}
 	for i, a := range answers {
@@ -94,7 +97,6 @@ func overload(conclave string, d time.Duration, concurrency int, logs string) er
 		byKey[a.key] = append(byKey[a.key], a.latency)
 	}
 	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-	fmt.Printf("overload: %d answers at concurrency %d in %s (sent for %s)\n\n", len(answers), concurrency, elapsed.Round(time.Millisecond), d)
 	fmt.Println("| answer | requests | p50 ms | p99 ms | max ms |\n|---|---:|---:|---:|---:|")
 	keys := make([]string, 0, len(byKey))
 	for k := range byKey {
@@ -107,13 +109,8 @@ func overload(conclave string, d time.Duration, concurrency int, logs string) er
 		fmt.Printf("| %s | %d | %.0f | %.0f | %.0f |\n", k, len(l), ms(quantile(l, 0.5)), ms(quantile(l, 0.99)), ms(l[len(l)-1]))
 	}
 	longest := lat[len(lat)-1]
-	bound := admission.DefaultMaxQueue + time.Second // max_queue_seconds as conclave ships it, plus a second
 	fmt.Printf("| all | %d | %.0f | %.0f | %.0f |\n\n", len(lat), ms(quantile(lat, 0.5)), ms(quantile(lat, 0.99)), ms(longest))
-	if longest > bound {
-		return fmt.Errorf("overload: the longest answer took %s, beyond max_queue_seconds + 1 s (%s)", longest.Round(time.Millisecond), bound)
-	}
-	fmt.Printf("overload: pass, the longest answer took %s (bound: max_queue_seconds + 1 s = %s)\n", longest.Round(time.Millisecond), bound)
-	return nil
+	return longest
 }
 
 // quantile is the q-quantile of sorted latencies.

@@ -55,6 +55,23 @@ type ShareAccuracy struct {
 // category's, before the general fallback, since that is what the threshold judges. Each task is
 // classified once: it counts for its set, its set's shape, and its confidence bin.
 func EvaluateClassifier(c *classify.Classifier, glob string) (*ClassifierReport, error) {
+	sets, err := labelledSets(glob)
+	if err != nil {
+		return nil, err
+	}
+	t := newClassifierTally()
+	for name, exs := range sets {
+		for _, ex := range exs {
+			r := c.Classify(ex.Text)
+			t.add(name, ex.Shape, r.Confidence, r.Best == ex.Category)
+		}
+	}
+	return t.report(), nil
+}
+
+// labelledSets are the held-out split of the shipped examples and the examples of every JSONL file that
+// glob matches, by set name (a file's name without .jsonl).
+func labelledSets(glob string) (map[string][]classify.Example, error) {
 	_, held, err := classify.Dataset()
 	if err != nil {
 		return nil, err
@@ -76,49 +93,67 @@ func EvaluateClassifier(c *classify.Classifier, glob string) (*ClassifierReport,
 		}
 		sets[strings.TrimSuffix(filepath.Base(f), ".jsonl")] = exs
 	}
+	return sets, nil
+}
 
-	type tally struct{ right, tasks int }
-	tallies := map[string]*tally{}
-	count := func(name string, right bool) {
-		t := tallies[name]
-		if t == nil {
-			t = &tally{}
-			tallies[name] = t
-		}
-		t.tasks++
-		if right {
-			t.right++
-		}
+// classifierTally counts the classifier's answers by set (and shape), by confidence bin, and on either
+// side of the low-confidence threshold, until report turns the counts into shares and accuracies.
+type classifierTally struct {
+	sets         map[string]*setTally
+	bins         []ReliabilityBin
+	below, above ShareAccuracy
+	total        int
+}
+
+// setTally is how many tasks of a set were classified, and how many rightly.
+type setTally struct{ right, tasks int }
+
+func newClassifierTally() *classifierTally {
+	return &classifierTally{sets: map[string]*setTally{}, bins: make([]ReliabilityBin, 10)}
+}
+
+// add counts one answer for its set, its set's shape (when it has one), its confidence bin and its side
+// of the threshold.
+func (t *classifierTally) add(set, shape string, confidence float64, right bool) {
+	t.count(set, right)
+	if shape != "" {
+		t.count(set+" "+shape, right)
 	}
-	rep := &ClassifierReport{Reliability: make([]ReliabilityBin, 10)}
-	var below, above ShareAccuracy
-	total := 0
-	for name, exs := range sets {
-		for _, ex := range exs {
-			r := c.Classify(ex.Text)
-			right := r.Best == ex.Category
-			count(name, right)
-			if ex.Shape != "" {
-				count(name+" "+ex.Shape, right)
-			}
-			b := &rep.Reliability[min(int(r.Confidence*10), 9)]
-			side := &above
-			if r.Confidence < 0.6 {
-				side = &below
-			}
-			b.Tasks++
-			b.Confidence += r.Confidence
-			side.Share++
-			total++
-			if right {
-				b.Accuracy++
-				side.Accuracy++
-			}
-		}
+	b := &t.bins[min(int(confidence*10), 9)]
+	side := &t.above
+	if confidence < 0.6 {
+		side = &t.below
 	}
-	for _, name := range slices.Sorted(maps.Keys(tallies)) {
-		t := tallies[name]
-		rep.Sets = append(rep.Sets, ClassifierSet{Name: name, Tasks: t.tasks, Accuracy: float64(t.right) / float64(t.tasks)})
+	b.Tasks++
+	b.Confidence += confidence
+	side.Share++
+	t.total++
+	if right {
+		b.Accuracy++
+		side.Accuracy++
+	}
+}
+
+// count counts one answer for a named set.
+func (t *classifierTally) count(name string, right bool) {
+	s := t.sets[name]
+	if s == nil {
+		s = &setTally{}
+		t.sets[name] = s
+	}
+	s.tasks++
+	if right {
+		s.right++
+	}
+}
+
+// report turns the counts into accuracies, bin means, shares and the expected calibration error; it
+// is called once, at the end.
+func (t *classifierTally) report() *ClassifierReport {
+	rep := &ClassifierReport{Reliability: t.bins}
+	for _, name := range slices.Sorted(maps.Keys(t.sets)) {
+		s := t.sets[name]
+		rep.Sets = append(rep.Sets, ClassifierSet{Name: name, Tasks: s.tasks, Accuracy: float64(s.right) / float64(s.tasks)})
 	}
 	for i := range rep.Reliability {
 		b := &rep.Reliability[i]
@@ -126,17 +161,17 @@ func EvaluateClassifier(c *classify.Classifier, glob string) (*ClassifierReport,
 		if b.Tasks > 0 {
 			b.Confidence /= float64(b.Tasks)
 			b.Accuracy /= float64(b.Tasks)
-			rep.ECE += math.Abs(b.Accuracy-b.Confidence) * float64(b.Tasks) / float64(total)
+			rep.ECE += math.Abs(b.Accuracy-b.Confidence) * float64(b.Tasks) / float64(t.total)
 		}
 	}
-	for _, s := range []*ShareAccuracy{&below, &above} {
+	for _, s := range []*ShareAccuracy{&t.below, &t.above} {
 		if s.Share > 0 {
 			s.Accuracy /= s.Share
 		}
-		s.Share /= float64(max(total, 1))
+		s.Share /= float64(max(t.total, 1))
 	}
-	rep.BelowLow, rep.AboveLow = below, above
-	return rep, nil
+	rep.BelowLow, rep.AboveLow = t.below, t.above
+	return rep
 }
 
 // WriteTable writes the classifier's accuracies and its reliability diagram as Markdown.

@@ -79,17 +79,70 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		_, err := io.WriteString(w, `<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"/>`+"\n")
 		return err
 	}
-	const width, height, pad, gap = 960, 460, 60, 40
-	plotW := (width - 2*pad - gap) / 2
-	plotH := height - 2*pad - 80
-	colors := []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"}
-	maxX := float64(r.Prompts)
+	c := &timelineChart{plotW: (chartWidth - 2*chartPad - chartGap) / 2, plotH: chartHeight - 2*chartPad - 80, maxX: float64(r.Prompts)}
+	minAcc, maxAcc := r.accuracyRange()
+	fmt.Fprintf(&c.b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", chartWidth, chartHeight)
+	fmt.Fprintf(&c.b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	accAt := c.panel(chartPad, "Cumulative accuracy", minAcc, maxAcc, pct)
+	regAt := c.panel(chartPad+c.plotW+chartGap, "Cumulative regret of selection", 0, r.maxRegret(), func(v float64) string { return fmt.Sprintf("%.0f", v) })
+	r.writeReferences(&c.b, accAt, c.maxX)
+	r.writeRuns(&c.b, accAt, regAt)
+	c.b.WriteString("</svg>\n")
+	_, err := io.WriteString(w, c.b.String())
+	return err
+}
+
+// The timeline chart's size in pixels: its padding, and the gap between its two panels.
+const chartWidth, chartHeight, chartPad, chartGap = 960, 460, 60, 40
+
+// runColors are the runs' colors, in the report's order of runs (repeating past the eighth).
+var runColors = []string{"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f"}
+
+// timelineChart is the SVG being drawn: two panels side by side, both against prompts seen.
+type timelineChart struct {
+	b            strings.Builder
+	plotW, plotH int
+	maxX         float64 // the prompts at the right end of the x axis
+}
+
+// scale places a panel's point (prompts seen, value) in the drawing.
+type scale func(x, y float64) (float64, float64)
+
+// panel draws a panel's title, frame and axes at x0, for values from lo to hi labelled by yLabel, and
+// returns where its points go.
+func (c *timelineChart) panel(x0 int, title string, lo, hi float64, yLabel func(float64) string) scale {
+	plotW, plotH, b := c.plotW, c.plotH, &c.b
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", x0, chartPad-20, title)
+	fmt.Fprintf(b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", x0, chartPad, plotW, plotH)
+	for i := 0; i <= 4; i++ {
+		v := lo + (hi-lo)*float64(i)/4
+		y := float64(chartPad+plotH) - float64(plotH)*float64(i)/4
+		fmt.Fprintf(b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
+			x0, y, x0+plotW, y, x0-5, y+4, yLabel(v))
+		xv := c.maxX * float64(i) / 4
+		x := float64(x0) + float64(plotW)*float64(i)/4
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" text-anchor="middle">%.0f</text>`+"\n", x, chartPad+plotH+16, xv)
+	}
+	fmt.Fprintf(b, `<text x="%d" y="%d" text-anchor="middle">prompts seen</text>`+"\n", x0+plotW/2, chartPad+plotH+32)
+	return func(x, y float64) (float64, float64) {
+		return float64(x0) + float64(plotW)*x/c.maxX, float64(chartPad+plotH) - float64(plotH)*(y-lo)/(hi-lo)
+	}
+}
+
+// maxRegret is the top of the regret axis: the largest regret on the timeline, and at least 1.
+func (r *Report) maxRegret() float64 {
 	maxRegret := 1.0
 	for _, p := range r.Timeline {
 		for _, v := range p.Runs {
 			maxRegret = math.Max(maxRegret, v.Regret)
 		}
 	}
+	return maxRegret
+}
+
+// accuracyRange is the accuracy axis: every accuracy on the timeline and both references, widened to
+// whole steps of 5 points (100% at most) and never empty.
+func (r *Report) accuracyRange() (lo, hi float64) {
 	minAcc, maxAcc := 1.0, 0.0
 	for _, p := range r.Timeline {
 		for _, v := range p.Runs {
@@ -102,30 +155,13 @@ func (r *Report) WriteSVG(w io.Writer) error {
 	if maxAcc <= minAcc {
 		maxAcc = minAcc + 0.05
 	}
+	return minAcc, maxAcc
+}
 
-	var b strings.Builder
-	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" font-family="sans-serif" font-size="12">`+"\n", width, height)
-	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
-	panel := func(x0 int, title string, lo, hi float64, yLabel func(float64) string) (func(x, y float64) (float64, float64), int) {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="14" font-weight="bold">%s</text>`+"\n", x0, pad-20, title)
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%d" height="%d" fill="none" stroke="#333"/>`+"\n", x0, pad, plotW, plotH)
-		for i := 0; i <= 4; i++ {
-			v := lo + (hi-lo)*float64(i)/4
-			y := float64(pad+plotH) - float64(plotH)*float64(i)/4
-			fmt.Fprintf(&b, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/><text x="%d" y="%.1f" text-anchor="end">%s</text>`+"\n",
-				x0, y, x0+plotW, y, x0-5, y+4, yLabel(v))
-			xv := maxX * float64(i) / 4
-			x := float64(x0) + float64(plotW)*float64(i)/4
-			fmt.Fprintf(&b, `<text x="%.1f" y="%d" text-anchor="middle">%.0f</text>`+"\n", x, pad+plotH+16, xv)
-		}
-		fmt.Fprintf(&b, `<text x="%d" y="%d" text-anchor="middle">prompts seen</text>`+"\n", x0+plotW/2, pad+plotH+32)
-		return func(x, y float64) (float64, float64) {
-			return float64(x0) + float64(plotW)*x/maxX, float64(pad+plotH) - float64(plotH)*(y-lo)/(hi-lo)
-		}, x0
-	}
-	accAt, _ := panel(pad, "Cumulative accuracy", minAcc, maxAcc, func(v float64) string { return pct(v) })
-	regAt, _ := panel(pad+plotW+gap, "Cumulative regret of selection", 0, maxRegret, func(v float64) string { return fmt.Sprintf("%.0f", v) })
-	// The upper reference is labelled above its line, the lower one below, so close lines stay legible.
+// writeReferences draws the best single model and the oracle ensemble as dashed lines across the
+// accuracy panel. The upper reference is labelled above its line, the lower one below, so close lines
+// stay legible.
+func (r *Report) writeReferences(b *strings.Builder, accAt scale, maxX float64) {
 	refs := []struct {
 		label string
 		acc   float64
@@ -140,11 +176,16 @@ func (r *Report) WriteSVG(w io.Writer) error {
 		if i == 1 {
 			dy = 13
 		}
-		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#555" stroke-dasharray="5,4"/><text x="%.1f" y="%.1f" text-anchor="end" fill="#555">%s</text>`+"\n",
+		fmt.Fprintf(b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#555" stroke-dasharray="5,4"/><text x="%.1f" y="%.1f" text-anchor="end" fill="#555">%s</text>`+"\n",
 			x1, y, x2, y, x2-4, y+dy, ref.label)
 	}
+}
+
+// writeRuns draws each run's accuracy and regret over the timeline in the run's color, and its entry in
+// the legend under the panels.
+func (r *Report) writeRuns(b *strings.Builder, accAt, regAt scale) {
 	for i, run := range r.Runs {
-		color := colors[i%len(colors)]
+		color := runColors[i%len(runColors)]
 		var acc, reg []string
 		for _, p := range r.Timeline {
 			v, ok := p.Runs[run]
@@ -156,12 +197,9 @@ func (r *Report) WriteSVG(w io.Writer) error {
 			x, y = regAt(float64(p.Prompts), v.Regret)
 			reg = append(reg, fmt.Sprintf("%.1f,%.1f", x, y))
 		}
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", color, strings.Join(acc, " "))
-		fmt.Fprintf(&b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", color, strings.Join(reg, " "))
-		lx, ly := pad+(i%3)*(width-2*pad)/3, height-48+(i/3)*20
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, color, lx+16, ly+10, run)
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", color, strings.Join(acc, " "))
+		fmt.Fprintf(b, `<polyline fill="none" stroke="%s" stroke-width="2" points="%s"/>`+"\n", color, strings.Join(reg, " "))
+		lx, ly := chartPad+(i%3)*(chartWidth-2*chartPad)/3, chartHeight-48+(i/3)*20
+		fmt.Fprintf(b, `<rect x="%d" y="%d" width="12" height="12" fill="%s"/><text x="%d" y="%d">%s</text>`+"\n", lx, ly, color, lx+16, ly+10, run)
 	}
-	b.WriteString("</svg>\n")
-	_, err := io.WriteString(w, b.String())
-	return err
 }

@@ -136,112 +136,184 @@ func online(ctx context.Context, rep *Report, items []item, h hindsightTable, ru
 	}
 	defer e.Shutdown(context.Background())
 
-	name := run.Name()
-	results := map[string]*RunResult{}
-	for ds := range rep.Datasets {
-		results[ds] = &RunResult{}
-		rep.Datasets[ds].Runs[name] = results[ds]
-	}
-	overall := &RunResult{}
-	rep.Overall.Runs[name] = overall
-	rewards := absorbed{}
-	audit := audited(len(items), opts.Seed)
-	reward, _ := run.reward()
-	bestN := map[string]float64{}
-	seen := map[string]int{}
+	o := newOnlineRun(e, rep, h, run, opts, len(items))
 	for i, it := range items {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		// The replay data says what kind of answer each task asks for, as a caller who knows would.
-		req, exec, err := ask(ctx, e, fmt.Sprintf("eval-%d", i), it, it.rec.Kind)
-		if err != nil {
+		if err := o.step(ctx, i, it); err != nil {
 			return err
 		}
-		d := results[it.rec.Dataset]
-		right := exec.StatusCode == 200 && correct(it.rec.Kind, exec.Answer, *it.rec.Gold)
-		seen[it.rec.Dataset]++
-		secondHalf := map[*RunResult]bool{d: seen[it.rec.Dataset] > rep.Datasets[it.rec.Dataset].Prompts/2, overall: i >= len(items)/2}
-		for _, r := range []*RunResult{d, overall} {
-			switch {
-			case exec.StatusCode != 200:
-				r.Failed++
-			case right:
-				r.Correct++
-			}
-			if exec.Degraded {
-				r.Degraded++
-			}
-			r.prompts++
-			r.Calls += len(exec.GetResults())
-			if secondHalf[r] {
-				r.secondSeen++
-				if right {
-					r.secondRight++
-				}
-			}
-		}
-		n := len(exec.BanditUpdates)
-		if (reward == "gold" || reward == "gold5" && audit[i]) && exec.StatusCode == 200 {
-			fb, err := e.Feedback(ctx, &messages.RecordFeedback{RequestId: req.RequestId, Answer: it.rec.Gold})
-			if err != nil {
-				return err
-			}
-			n += len(fb.Updates)
-		}
-		if err := rewards.settle(ctx, e, exec.GetClassification().GetCategory(), n); err != nil {
-			return err
-		}
-		if _, ok := bestN[it.key]; !ok {
-			bestN[it.key] = h.bestN(it.key, it.models, opts.Workers)
-		}
-		regret := bestN[it.key] // nothing selected: all of it
-		late := seen[it.rec.Dataset] > rep.Datasets[it.rec.Dataset].Prompts*3/4
-		if picks := exec.GetSelection().GetPicks(); len(picks) > 0 {
-			sum := 0.0
-			for _, p := range picks {
-				sum += h.byCategory[it.key][p.Model]
-				if late {
-					if d.picks == nil {
-						d.picks = map[string]int{}
-					}
-					d.picks[p.Model]++
-				}
-			}
-			regret -= sum / float64(len(picks))
-		}
-		d.Regret += regret
-		overall.Regret += regret
 		if seen := i + 1; seen%opts.Every == 0 || seen == len(items) {
-			point(rep, seen, name, overall)
+			point(rep, seen, o.name, o.overall)
 		}
 		if opts.Progress != nil {
-			opts.Progress(name, i+1, len(items))
+			opts.Progress(o.name, i+1, len(items))
 		}
 	}
-	all := []*RunResult{overall}
-	for _, r := range results {
+	o.finish()
+	return nil
+}
+
+// onlineRun is one configuration's pass over the items: the engine it routes through, the results it
+// fills per dataset and overall, and what it keeps between prompts.
+type onlineRun struct {
+	e      *engine.Engine
+	rep    *Report
+	h      hindsightTable
+	opts   Options
+	name   string
+	reward string // the run's reward, without -dep
+	// audit marks the prompts whose truth a gold5 run gives back.
+	audit    []bool
+	results  map[string]*RunResult // by dataset
+	overall  *RunResult
+	absorbed absorbed
+	// bestN caches the regret's reference per category; seen counts each dataset's prompts so far.
+	bestN map[string]float64
+	seen  map[string]int
+	total int
+}
+
+// newOnlineRun enters the run's results in the report, per dataset and overall.
+func newOnlineRun(e *engine.Engine, rep *Report, h hindsightTable, run Run, opts Options, total int) *onlineRun {
+	reward, _ := run.reward()
+	o := &onlineRun{e: e, rep: rep, h: h, opts: opts, name: run.Name(), reward: reward, audit: audited(total, opts.Seed),
+		results: map[string]*RunResult{}, overall: &RunResult{}, absorbed: absorbed{}, bestN: map[string]float64{},
+		seen: map[string]int{}, total: total}
+	for ds := range rep.Datasets {
+		o.results[ds] = &RunResult{}
+		rep.Datasets[ds].Runs[o.name] = o.results[ds]
+	}
+	rep.Overall.Runs[o.name] = o.overall
+	return o
+}
+
+// step routes the i-th prompt, scores its answer, gives back the rewards the run's signal calls for and
+// waits until the arms have them, and adds the prompt's regret.
+func (o *onlineRun) step(ctx context.Context, i int, it item) error {
+	// The replay data says what kind of answer each task asks for, as a caller who knows would.
+	req, exec, err := ask(ctx, o.e, fmt.Sprintf("eval-%d", i), it, it.rec.Kind)
+	if err != nil {
+		return err
+	}
+	ds := it.rec.Dataset
+	d := o.results[ds]
+	right := exec.StatusCode == 200 && correct(it.rec.Kind, exec.Answer, *it.rec.Gold)
+	o.seen[ds]++
+	d.count(exec, right, o.seen[ds] > o.rep.Datasets[ds].Prompts/2)
+	o.overall.count(exec, right, i >= o.total/2)
+	fed, err := o.feedback(ctx, i, it, req, exec)
+	if err != nil {
+		return err
+	}
+	if err := o.absorbed.settle(ctx, o.e, exec.GetClassification().GetCategory(), len(exec.BanditUpdates)+fed); err != nil {
+		return err
+	}
+	picks := exec.GetSelection().GetPicks()
+	if o.seen[ds] > o.rep.Datasets[ds].Prompts*3/4 {
+		d.countPicks(picks)
+	}
+	regret := o.regret(it, picks)
+	d.Regret += regret
+	o.overall.Regret += regret
+	return nil
+}
+
+// feedback gives the true answer of an answered prompt back, as gold does for every prompt and gold5
+// for the audited ones, and returns how many rewards that made.
+func (o *onlineRun) feedback(ctx context.Context, i int, it item, req *messages.RouteRequest, exec *messages.Execution) (int, error) {
+	if !(o.reward == "gold" || o.reward == "gold5" && o.audit[i]) || exec.StatusCode != 200 {
+		return 0, nil
+	}
+	fb, err := o.e.Feedback(ctx, &messages.RecordFeedback{RequestId: req.RequestId, Answer: it.rec.Gold})
+	if err != nil {
+		return 0, err
+	}
+	return len(fb.Updates), nil
+}
+
+// regret is a prompt's pseudo-regret: the mean hindsight accuracy of its category's best Workers
+// models minus that of the models picked (all of it when none was).
+func (o *onlineRun) regret(it item, picks []*messages.Pick) float64 {
+	if _, ok := o.bestN[it.key]; !ok {
+		o.bestN[it.key] = o.h.bestN(it.key, it.models, o.opts.Workers)
+	}
+	regret := o.bestN[it.key]
+	if len(picks) == 0 {
+		return regret
+	}
+	sum := 0.0
+	for _, p := range picks {
+		sum += o.h.byCategory[it.key][p.Model]
+	}
+	return regret - sum/float64(len(picks))
+}
+
+// finish turns the run's counts into its figures: calls and second-half accuracy everywhere, and per
+// dataset the accuracy and the models most selected late.
+func (o *onlineRun) finish() {
+	all := []*RunResult{o.overall}
+	for _, r := range o.results {
 		all = append(all, r)
 	}
 	for _, r := range all {
 		r.ModelsPerPrompt = float64(r.Calls) / float64(max(r.prompts, 1))
 		r.SecondHalf = float64(r.secondRight) / float64(max(r.secondSeen, 1))
 	}
-	for ds, r := range results {
-		r.Accuracy = float64(r.Correct) / float64(rep.Datasets[ds].Prompts)
-		for m, n := range r.picks {
-			r.Selected = append(r.Selected, Count{Model: m, N: n})
-		}
-		sort.Slice(r.Selected, func(i, j int) bool {
-			if r.Selected[i].N != r.Selected[j].N {
-				return r.Selected[i].N > r.Selected[j].N
-			}
-			return r.Selected[i].Model < r.Selected[j].Model
-		})
-		r.Selected = r.Selected[:min(len(r.Selected), 8)]
+	for ds, r := range o.results {
+		r.Accuracy = float64(r.Correct) / float64(o.rep.Datasets[ds].Prompts)
+		r.Selected = mostSelected(r.picks, 8)
 	}
-	overall.Accuracy = float64(overall.Correct) / float64(len(items))
-	return nil
+	o.overall.Accuracy = float64(o.overall.Correct) / float64(o.total)
+}
+
+// count adds a routed prompt to the result; secondHalf says whether it falls in the second half of the
+// result's prompts.
+func (r *RunResult) count(exec *messages.Execution, right, secondHalf bool) {
+	switch {
+	case exec.StatusCode != 200:
+		r.Failed++
+	case right:
+		r.Correct++
+	}
+	if exec.Degraded {
+		r.Degraded++
+	}
+	r.prompts++
+	r.Calls += len(exec.GetResults())
+	if secondHalf {
+		r.secondSeen++
+		if right {
+			r.secondRight++
+		}
+	}
+}
+
+// countPicks counts a prompt's selected models towards the result's late selections.
+func (r *RunResult) countPicks(picks []*messages.Pick) {
+	for _, p := range picks {
+		if r.picks == nil {
+			r.picks = map[string]int{}
+		}
+		r.picks[p.Model]++
+	}
+}
+
+// mostSelected lists at most n models by how often they were picked, the most picked first (ties by
+// name); nil when none was.
+func mostSelected(picks map[string]int, n int) []Count {
+	var out []Count
+	for m, k := range picks {
+		out = append(out, Count{Model: m, N: k})
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].N != out[j].N {
+			return out[i].N > out[j].N
+		}
+		return out[i].Model < out[j].Model
+	})
+	return out[:min(len(out), n)]
 }
 
 // GoldShare is the share of prompts whose true answer a gold5 run gives back.

@@ -79,24 +79,7 @@ func (f *File) normalize() error {
 	seen := map[string]bool{}
 	for i := range f.Hosts {
 		h := &f.Hosts[i]
-		if h.Port == 0 {
-			h.Port = 22
-		}
-		if h.Tier == 0 {
-			h.Tier = 2
-		}
-		if h.Slots == 0 {
-			h.Slots = DefaultSlots
-		}
-		if h.Mode == "" {
-			h.Mode = ModeAgent
-		}
-		if h.Command == "" {
-			h.Command = DefaultCommand
-		}
-		if h.MaxSessions == 0 {
-			h.MaxSessions = DefaultMaxSessions
-		}
+		h.fillDefaults()
 		switch {
 		case !hostName.MatchString(h.Name):
 			bad(i, "name %q must be 1 to 63 letters, digits, '.', '_' or '-'", h.Name)
@@ -104,36 +87,57 @@ func (f *File) normalize() error {
 			bad(i, "name %q is used twice", h.Name)
 		}
 		seen[h.Name] = true
-		if h.Address == "" {
-			bad(i, "address is required")
-		}
-		if h.Port < 1 || h.Port > 65535 {
-			bad(i, "port must be from 1 to 65535")
-		}
-		if h.User == "" {
-			bad(i, "user is required")
-		}
-		if h.KeyFile == "" {
-			bad(i, "key_file is required")
-		}
-		if h.Tier < 1 || h.Tier > 3 {
-			bad(i, "tier must be 1, 2 or 3")
-		}
-		if h.Slots < 1 || h.Slots > 1024 {
-			bad(i, "slots must be from 1 to 1024")
-		}
-		if h.Mode != ModeAgent && h.Mode != ModeExec {
-			bad(i, "mode must be agent or exec, got %q", h.Mode)
-		}
-		if h.MaxSessions < 1 || h.MaxSessions > 1000 {
-			bad(i, "max_sessions must be from 1 to 1000")
-		}
-		if len(h.Labels) > 32 {
-			bad(i, "at most 32 labels")
+		for _, problem := range h.problems() {
+			bad(i, "%s", problem)
 		}
 	}
 	return errors.Join(errs...)
 }
+
+// fillDefaults gives every field left unset its default.
+func (h *Host) fillDefaults() {
+	if h.Port == 0 {
+		h.Port = 22
+	}
+	if h.Tier == 0 {
+		h.Tier = 2
+	}
+	if h.Slots == 0 {
+		h.Slots = DefaultSlots
+	}
+	if h.Mode == "" {
+		h.Mode = ModeAgent
+	}
+	if h.Command == "" {
+		h.Command = DefaultCommand
+	}
+	if h.MaxSessions == 0 {
+		h.MaxSessions = DefaultMaxSessions
+	}
+}
+
+// problems lists what is wrong with a host's fields other than its name, in the fields' order.
+func (h *Host) problems() []string {
+	var out []string
+	check := func(ok bool, format string, args ...any) {
+		if !ok {
+			out = append(out, fmt.Sprintf(format, args...))
+		}
+	}
+	check(h.Address != "", "address is required")
+	check(within(h.Port, 1, 65535), "port must be from 1 to 65535")
+	check(h.User != "", "user is required")
+	check(h.KeyFile != "", "key_file is required")
+	check(within(h.Tier, 1, 3), "tier must be 1, 2 or 3")
+	check(within(h.Slots, 1, 1024), "slots must be from 1 to 1024")
+	check(h.Mode == ModeAgent || h.Mode == ModeExec, "mode must be agent or exec, got %q", h.Mode)
+	check(within(h.MaxSessions, 1, 1000), "max_sessions must be from 1 to 1000")
+	check(len(h.Labels) <= 32, "at most 32 labels")
+	return out
+}
+
+// within says whether lo <= v <= hi.
+func within(v, lo, hi int) bool { return v >= lo && v <= hi }
 
 // Specs are the hosts as workers.
 func (f File) Specs() []WorkerSpec {

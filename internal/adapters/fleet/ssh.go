@@ -464,81 +464,87 @@ func (t *SSH) startSession(ctx context.Context) (*agentConn, error) {
 
 // startAgent starts `conclave worker` on a session, sends the setup and waits for the agent's hello.
 func (t *SSH) startAgent(c *ssh.Client, s *ssh.Session, release func()) (*agentConn, error) {
+	// abandon ends a session that did not become an agent, and says at which step it failed.
+	abandon := func(err error, step string) (*agentConn, error) {
+		s.Close()
+		release()
+		return nil, t.hostError(err, step)
+	}
 	stdin, err1 := s.StdinPipe()
 	stdout, err2 := s.StdoutPipe()
 	if err := errors.Join(err1, err2); err != nil {
-		s.Close()
-		release()
-		return nil, t.hostError(err, "session pipes")
+		return abandon(err, "session pipes")
 	}
 	if err := s.Start(t.host.Command); err != nil {
-		s.Close()
-		release()
-		return nil, t.hostError(err, "start the agent")
+		return abandon(err, "start the agent")
 	}
 	a := &agentConn{client: c, session: s, stdin: stdin, pending: map[string]chan *messages.JobResult{}, streams: map[string]func(providers.Delta){},
 		done: make(chan struct{})}
-	r := bufio.NewReaderSize(stdout, 64<<10)
 	hello := make(chan error, 1)
-	go func() {
-		f, err := ReadFrame(r)
-		if err == nil && f.GetHello() == nil {
-			err = errors.New("the agent did not say hello")
-		}
-		hello <- err
-		if err != nil {
-			return
-		}
-		for {
-			f, err := ReadFrame(r)
-			if err != nil {
-				err = t.hostError(err, "agent session ended")
-				a.fail(err)
-				s.Close()
-				release()
-				t.drop(c, err) // the connection went with it, most likely; the next job dials again
-				return
-			}
-			if d := f.GetDelta(); d != nil {
-				a.mu.Lock()
-				onDelta := a.streams[d.JobId]
-				a.mu.Unlock()
-				if onDelta != nil {
-					onDelta(PieceOf(d))
-				}
-			}
-			if res := f.GetResult(); res != nil {
-				a.mu.Lock()
-				ch := a.pending[res.JobId]
-				delete(a.pending, res.JobId)
-				delete(a.streams, res.JobId)
-				a.mu.Unlock()
-				if ch != nil {
-					ch <- res
-				}
-			}
-		}
-	}()
+	go t.readAgent(a, bufio.NewReaderSize(stdout, 64<<10), hello, release)
 	if t.o.Setup != nil {
 		if err := a.send(&messages.AgentFrame{Body: &messages.AgentFrame_Setup{Setup: t.o.Setup}}); err != nil {
-			s.Close()
-			release()
-			return nil, t.hostError(err, "agent setup")
+			return abandon(err, "agent setup")
 		}
 	}
 	select {
 	case err := <-hello:
 		if err != nil {
-			s.Close()
-			release()
-			return nil, t.hostError(err, "agent hello")
+			return abandon(err, "agent hello")
 		}
 	case <-time.After(t.o.SessionTimeout):
-		s.Close()
-		release()
-		return nil, t.hostError(context.DeadlineExceeded, "agent hello")
+		return abandon(context.DeadlineExceeded, "agent hello")
 	}
 	return a, nil
+}
+
+// readAgent reads an agent session's frames: the hello first, whose outcome it tells on hello, then
+// the jobs' pieces and results. When the session ends, every job waiting on it fails, and the
+// session, its slot and the connection are let go.
+func (t *SSH) readAgent(a *agentConn, r *bufio.Reader, hello chan<- error, release func()) {
+	first, err := ReadFrame(r)
+	if err == nil && first.GetHello() == nil {
+		err = errors.New("the agent did not say hello")
+	}
+	hello <- err
+	if err != nil {
+		return
+	}
+	for {
+		f, err := ReadFrame(r)
+		if err != nil {
+			err = t.hostError(err, "agent session ended")
+			a.fail(err)
+			a.session.Close()
+			release()
+			t.drop(a.client, err) // the connection went with it, most likely; the next job dials again
+			return
+		}
+		a.deliver(f)
+	}
+}
+
+// deliver hands a frame from the agent to its job: a piece to the job's stream, a result to the job
+// waiting for it, which is then no longer pending.
+func (a *agentConn) deliver(f *messages.AgentFrame) {
+	if d := f.GetDelta(); d != nil {
+		a.mu.Lock()
+		onDelta := a.streams[d.JobId]
+		a.mu.Unlock()
+		if onDelta != nil {
+			onDelta(PieceOf(d))
+		}
+	}
+	if res := f.GetResult(); res != nil {
+		a.mu.Lock()
+		ch := a.pending[res.JobId]
+		delete(a.pending, res.JobId)
+		delete(a.streams, res.JobId)
+		a.mu.Unlock()
+		if ch != nil {
+			ch <- res
+		}
+	}
 }
 
 // fail ends the session: every job waiting on it fails with err.
@@ -659,37 +665,10 @@ func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob, onDelta func(
 	if err := s.Start(t.host.Command); err != nil {
 		return nil, t.hostError(err, "start the agent")
 	}
-	type answer struct {
-		res *messages.JobResult
-		err error
-	}
-	ch := make(chan answer, 1)
-	go func() {
-		r := bufio.NewReader(stdout)
-		for {
-			f, err := ReadFrame(r)
-			if err != nil {
-				ch <- answer{err: t.hostError(err, "the agent ended without a result")}
-				return
-			}
-			if d := f.GetDelta(); d != nil && onDelta != nil {
-				onDelta(PieceOf(d))
-			}
-			if res := f.GetResult(); res != nil {
-				ch <- answer{res: res}
-				return
-			}
-		}
-	}()
-	var frames []*messages.AgentFrame
-	if t.o.Setup != nil {
-		frames = append(frames, &messages.AgentFrame{Body: &messages.AgentFrame_Setup{Setup: t.o.Setup}})
-	}
-	frames = append(frames, &messages.AgentFrame{Body: &messages.AgentFrame_Job{Job: job}})
-	for _, f := range frames {
-		if err := WriteFrame(stdin, f); err != nil {
-			return nil, t.hostError(err, "send the job")
-		}
+	ch := make(chan execAnswer, 1)
+	go t.readExec(stdout, onDelta, ch)
+	if err := t.sendExec(stdin, job); err != nil {
+		return nil, err
 	}
 	stdin.Close()
 	select {
@@ -704,6 +683,47 @@ func (t *SSH) runExec(ctx context.Context, job *messages.AgentJob, onDelta func(
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// execAnswer is how an exec session ended: the job's result, or why there is none.
+type execAnswer struct {
+	res *messages.JobResult
+	err error
+}
+
+// readExec reads an exec session's frames, passing the job's pieces to onDelta (when set), and tells
+// on ch the result, or the error that ended the session before one came.
+func (t *SSH) readExec(stdout io.Reader, onDelta func(providers.Delta), ch chan<- execAnswer) {
+	r := bufio.NewReader(stdout)
+	for {
+		f, err := ReadFrame(r)
+		if err != nil {
+			ch <- execAnswer{err: t.hostError(err, "the agent ended without a result")}
+			return
+		}
+		if d := f.GetDelta(); d != nil && onDelta != nil {
+			onDelta(PieceOf(d))
+		}
+		if res := f.GetResult(); res != nil {
+			ch <- execAnswer{res: res}
+			return
+		}
+	}
+}
+
+// sendExec writes an exec session's input: the setup, when there is one, then the job.
+func (t *SSH) sendExec(stdin io.Writer, job *messages.AgentJob) error {
+	var frames []*messages.AgentFrame
+	if t.o.Setup != nil {
+		frames = append(frames, &messages.AgentFrame{Body: &messages.AgentFrame_Setup{Setup: t.o.Setup}})
+	}
+	frames = append(frames, &messages.AgentFrame{Body: &messages.AgentFrame_Job{Job: job}})
+	for _, f := range frames {
+		if err := WriteFrame(stdin, f); err != nil {
+			return t.hostError(err, "send the job")
+		}
+	}
+	return nil
 }
 
 // Close implements Transport: the session and the connection end.

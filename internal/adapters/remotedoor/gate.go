@@ -100,9 +100,7 @@ func (g *Gate) Admit(b *remote.MessageBatch, refused func(reason string)) int {
 
 // check returns why an envelope is refused, or "".
 func (g *Gate) check(b *remote.MessageBatch, e *remote.MessageEnvelope) string {
-	// protoactor indexes these lists without checking: an index out of range would panic the server.
-	if e.TypeId < 0 || int(e.TypeId) >= len(b.TypeNames) || e.Target < 0 || int(e.Target) >= len(b.Targets) ||
-		e.Sender < 0 || int(e.Sender) > len(b.Senders) || e.SerializerId != 0 {
+	if !wellFormed(b, e) {
 		return RefusedMalformed
 	}
 	name := protoreflect.FullName(b.TypeNames[e.TypeId])
@@ -113,18 +111,40 @@ func (g *Gate) check(b *remote.MessageBatch, e *remote.MessageEnvelope) string {
 	if target == nil || !g.Target(target.Id) {
 		return RefusedTarget
 	}
-	var sender *actor.PID
-	if e.Sender > 0 {
-		sender = b.Senders[e.Sender-1]
-		if sender == nil || sender.Address == "" || sender.Address == g.Local() || sender.Address == nonhost {
-			return RefusedSender
-		}
-	} else if g.NeedSender {
+	sender, ok := g.sender(b, e)
+	if !ok {
 		return RefusedSender
 	}
 	if len(g.Key) == 0 {
 		return ""
 	}
+	return g.authenticate(e, name, target, sender)
+}
+
+// wellFormed says whether an envelope's indexes point into the batch's lists and its content is
+// in the one serialization the gate reads. protoactor indexes these lists without checking: an index
+// out of range would panic the server.
+func wellFormed(b *remote.MessageBatch, e *remote.MessageEnvelope) bool {
+	return e.TypeId >= 0 && int(e.TypeId) < len(b.TypeNames) && e.Target >= 0 && int(e.Target) < len(b.Targets) &&
+		e.Sender >= 0 && int(e.Sender) <= len(b.Senders) && e.SerializerId == 0
+}
+
+// sender returns an envelope's sender (nil for none) and whether the gate takes it: a sender needs an
+// address, not this node's, and an envelope without one is taken only when the gate needs no sender.
+func (g *Gate) sender(b *remote.MessageBatch, e *remote.MessageEnvelope) (*actor.PID, bool) {
+	if e.Sender == 0 {
+		return nil, !g.NeedSender
+	}
+	sender := b.Senders[e.Sender-1]
+	if sender == nil || sender.Address == "" || sender.Address == g.Local() || sender.Address == nonhost {
+		return nil, false
+	}
+	return sender, true
+}
+
+// authenticate returns why an envelope's authentication is refused, or "": it must be fresh, signed
+// with the gate's key for the envelope's content, target and sender, and signed for this node.
+func (g *Gate) authenticate(e *remote.MessageEnvelope, name protoreflect.FullName, target, sender *actor.PID) string {
 	// The header is read first: a message without a fresh one is refused before it is decoded.
 	a, err := readAuth(e.GetMessageHeader().GetHeaderData()[AuthHeader], g.Now())
 	if err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"net"
+	"slices"
 	"sync"
 	"time"
 )
@@ -73,27 +74,28 @@ func (n *names) mine(addr string) bool {
 	if n.cert != nil && n.cert.VerifyHostname(host) == nil {
 		return true
 	}
-	var ips []net.IP
+	return n.listensAt(listenHost, n.addresses(host))
+}
+
+// addresses are a host's IPs: the host itself when it is one, else what its name resolves to.
+func (n *names) addresses(host string) []net.IP {
 	if ip := net.ParseIP(host); ip != nil {
-		ips = []net.IP{ip}
-	} else {
-		ips = n.resolve(host)
+		return []net.IP{ip}
 	}
+	return n.resolve(host)
+}
+
+// listensAt says whether a listener on listenHost is reached at one of ips: at its own IP, or, for a
+// wildcard listening address, at any address of the machine.
+func (n *names) listensAt(listenHost string, ips []net.IP) bool {
 	listenIP := net.ParseIP(listenHost)
 	if listenIP != nil && !listenIP.IsUnspecified() {
-		for _, ip := range ips {
-			if ip.Equal(listenIP) {
-				return true
-			}
-		}
-		return false
+		return slices.ContainsFunc(ips, listenIP.Equal)
 	}
 	// A wildcard listener is reached at any address of the machine.
 	for _, ip := range ips {
-		for _, o := range n.machine() {
-			if ip.Equal(o) {
-				return true
-			}
+		if slices.ContainsFunc(n.machine(), ip.Equal) {
+			return true
 		}
 	}
 	return false

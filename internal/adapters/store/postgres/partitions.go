@@ -169,47 +169,13 @@ func (s *Store) dropWeeks(ctx context.Context, cut time.Time, counted bool) (sto
 	if err != nil {
 		return up, 0, classify(err)
 	}
-	var old []time.Time
-	for _, week := range have {
-		if !week.Add(Week).After(cut) && !slices.Contains(old, week) {
-			old = append(old, week)
-		}
-	}
-	slices.SortFunc(old, func(a, b time.Time) int { return a.Compare(b) })
-	for _, week := range old {
+	for _, week := range endedWeeks(have, cut) {
 		var dropped, kept []string
 		var n int64
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			dropped, kept, n = nil, nil, 0
-			if locked, err := forDDL(ctx, tx); err != nil || !locked {
-				return err
-			}
-			for _, p := range allPartitioned {
-				name := p.of(week)
-				if _, ok := have[name]; !ok {
-					continue
-				}
-				switch {
-				case p == journalTable:
-					var open bool
-					if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+name+` WHERE state = 'open')`).Scan(&open); err != nil {
-						return err
-					}
-					if open {
-						kept = append(kept, name)
-						continue
-					}
-				case p == recordTables[0] && counted:
-					if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+name).Scan(&n); err != nil {
-						return err
-					}
-				}
-				if _, err := tx.Exec(ctx, `DROP TABLE `+name); err != nil {
-					return err
-				}
-				dropped = append(dropped, name)
-			}
-			return nil
+			var err error
+			dropped, kept, n, err = dropWeek(ctx, tx, week, have, counted)
+			return err
 		})
 		if err != nil {
 			return up, records, fmt.Errorf("drop the partitions of the week of %s: %w", week.Format(time.DateOnly), classify(err))
@@ -217,6 +183,60 @@ func (s *Store) dropWeeks(ctx context.Context, cut time.Time, counted bool) (sto
 		up.Dropped, up.Kept, records = append(up.Dropped, dropped...), append(up.Kept, kept...), records+n
 	}
 	return up, records, nil
+}
+
+// endedWeeks are the weeks of the partitions in have that ended by cut, oldest first, each once.
+func endedWeeks(have map[string]time.Time, cut time.Time) []time.Time {
+	var old []time.Time
+	for _, week := range have {
+		if !week.Add(Week).After(cut) && !slices.Contains(old, week) {
+			old = append(old, week)
+		}
+	}
+	slices.SortFunc(old, func(a, b time.Time) int { return a.Compare(b) })
+	return old
+}
+
+// dropWeek drops, in tx, the partitions of week among have: the journal's is kept while an intent
+// there is still open, and with counted the records dropped are counted. Without the DDL lock it
+// drops nothing.
+func dropWeek(ctx context.Context, tx pgx.Tx, week time.Time, have map[string]time.Time, counted bool) (dropped, kept []string, records int64, err error) {
+	if locked, err := forDDL(ctx, tx); err != nil || !locked {
+		return nil, nil, 0, err
+	}
+	for _, p := range allPartitioned {
+		name := p.of(week)
+		if _, ok := have[name]; !ok {
+			continue
+		}
+		switch {
+		case p == journalTable:
+			open, err := openIntents(ctx, tx, name)
+			if err != nil {
+				return nil, nil, 0, err
+			}
+			if open {
+				kept = append(kept, name)
+				continue
+			}
+		case p == recordTables[0] && counted:
+			if err := tx.QueryRow(ctx, `SELECT count(*) FROM `+name).Scan(&records); err != nil {
+				return nil, nil, 0, err
+			}
+		}
+		if _, err := tx.Exec(ctx, `DROP TABLE `+name); err != nil {
+			return nil, nil, 0, err
+		}
+		dropped = append(dropped, name)
+	}
+	return dropped, kept, records, nil
+}
+
+// openIntents says whether a journal partition still holds an open intent.
+func openIntents(ctx context.Context, tx pgx.Tx, name string) (bool, error) {
+	var open bool
+	err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+name+` WHERE state = 'open')`).Scan(&open)
+	return open, err
 }
 
 // deleteRecordsSQL deletes up to $2 records received before $1 from executions, and their rows from

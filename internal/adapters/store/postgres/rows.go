@@ -100,7 +100,21 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 	if e.CompletedAt != nil {
 		completed = e.CompletedAt.AsTime()
 	}
-	x, bp := &c.exec, e.GetBlueprint()
+	c.exec.add(e, raw, received, completed)
+	c.results.add(e, received)
+	if p := e.Phases; p != nil {
+		c.phases.add(e.RequestId, received, p)
+	}
+	if d := e.Decision; d != nil {
+		c.verdict.add(e.RequestId, received, d)
+	}
+	c.rewards.add(e.RequestId, e.NodeId, completed, e.BanditUpdates)
+	return nil
+}
+
+// add lays out a record's executions row; raw is the record's encoding.
+func (x *execColumns) add(e *messages.Execution, raw []byte, received, completed time.Time) {
+	bp := e.GetBlueprint()
 	x.id = append(x.id, e.RequestId)
 	x.clientID = append(x.clientID, text(e.ClientRequestId))
 	x.node = append(x.node, text(e.NodeId))
@@ -127,8 +141,10 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 	x.record = append(x.record, raw)
 	x.keyID = append(x.keyID, text(e.KeyId))
 	x.traceID = append(x.traceID, text(e.TraceId))
+}
 
-	r := &c.results
+// add lays out a record's worker results, one row each in the order they came.
+func (r *resultColumns) add(e *messages.Execution, received time.Time) {
 	for i, w := range e.Results {
 		r.id = append(r.id, e.RequestId)
 		r.received = append(r.received, received)
@@ -157,41 +173,40 @@ func (c *columns) add(e *messages.Execution, now time.Time) error {
 		r.inputTokens = append(r.inputTokens, int64(w.GetUsage().GetInputTokens()))
 		r.outputTokens = append(r.outputTokens, int64(w.GetUsage().GetOutputTokens()))
 	}
+}
 
-	if p := e.Phases; p != nil {
-		for _, ph := range []struct {
-			name string
-			ms   float64
-		}{{"classify", p.ClassifyMs}, {"blueprint", p.BlueprintMs}, {"select", p.SelectMs}, {"assign", p.AssignMs},
-			{"dispatch", p.DispatchMs}, {"collect", p.CollectMs}, {"consensus", p.ConsensusMs}, {"feedback", p.FeedbackMs}, {"total", p.TotalMs}} {
-			c.phases.id = append(c.phases.id, e.RequestId)
-			c.phases.received = append(c.phases.received, received)
-			c.phases.phase = append(c.phases.phase, ph.name)
-			c.phases.ms = append(c.phases.ms, ph.ms)
-		}
+// add lays out a record's phase timings, one row per phase.
+func (c *phaseColumns) add(id string, received time.Time, p *messages.Phases) {
+	for _, ph := range []struct {
+		name string
+		ms   float64
+	}{{"classify", p.ClassifyMs}, {"blueprint", p.BlueprintMs}, {"select", p.SelectMs}, {"assign", p.AssignMs},
+		{"dispatch", p.DispatchMs}, {"collect", p.CollectMs}, {"consensus", p.ConsensusMs}, {"feedback", p.FeedbackMs}, {"total", p.TotalMs}} {
+		c.id = append(c.id, id)
+		c.received = append(c.received, received)
+		c.phase = append(c.phase, ph.name)
+		c.ms = append(c.ms, ph.ms)
 	}
+}
 
-	if d := e.Decision; d != nil {
-		v := &c.verdict
-		v.id = append(v.id, e.RequestId)
-		v.received = append(v.received, received)
-		v.strategy = append(v.strategy, d.Strategy)
-		v.arbiter = append(v.arbiter, d.Arbiter)
-		v.arbiterError = append(v.arbiterError, text(d.ArbiterError))
-		v.chosenModel = append(v.chosenModel, d.ChosenModel)
-		v.scores = append(v.scores, jsonText(nonNil(d.Scores)))
-		v.agreement = append(v.agreement, jsonText(texts(d.Agreement)))
-		v.disagreement = append(v.disagreement, jsonText(texts(d.Disagreement)))
-		v.fallback = append(v.fallback, d.ArbiterError != "")
-		v.synthesis = append(v.synthesis, d.Synthesis)
-		v.chosen = append(v.chosen, d.Chosen)
-		v.latency = append(v.latency, d.ArbiterLatencyMs)
-		v.cost = append(v.cost, d.ArbiterCostNanos)
-		v.inputTokens = append(v.inputTokens, int64(d.GetArbiterUsage().GetInputTokens()))
-		v.outputTokens = append(v.outputTokens, int64(d.GetArbiterUsage().GetOutputTokens()))
-	}
-	c.rewards.add(e.RequestId, e.NodeId, completed, e.BanditUpdates)
-	return nil
+// add lays out a record's consensus decision.
+func (v *verdictColumns) add(id string, received time.Time, d *messages.ArbiterDecision) {
+	v.id = append(v.id, id)
+	v.received = append(v.received, received)
+	v.strategy = append(v.strategy, d.Strategy)
+	v.arbiter = append(v.arbiter, d.Arbiter)
+	v.arbiterError = append(v.arbiterError, text(d.ArbiterError))
+	v.chosenModel = append(v.chosenModel, d.ChosenModel)
+	v.scores = append(v.scores, jsonText(nonNil(d.Scores)))
+	v.agreement = append(v.agreement, jsonText(texts(d.Agreement)))
+	v.disagreement = append(v.disagreement, jsonText(texts(d.Disagreement)))
+	v.fallback = append(v.fallback, d.ArbiterError != "")
+	v.synthesis = append(v.synthesis, d.Synthesis)
+	v.chosen = append(v.chosen, d.Chosen)
+	v.latency = append(v.latency, d.ArbiterLatencyMs)
+	v.cost = append(v.cost, d.ArbiterCostNanos)
+	v.inputTokens = append(v.inputTokens, int64(d.GetArbiterUsage().GetInputTokens()))
+	v.outputTokens = append(v.outputTokens, int64(d.GetArbiterUsage().GetOutputTokens()))
 }
 
 func (r *rewardColumns) add(id, node string, at time.Time, updates []*messages.BanditUpdate) {
