@@ -125,6 +125,14 @@ const (
 // Validate reports every problem with b at once as problems.Errors.
 func (b Blueprint) Validate() error {
 	var errs problems.Errors
+	b.validatePanel(&errs)
+	b.validateQuorum(&errs)
+	return errs.Err()
+}
+
+// validatePanel adds the problems with b's name, its panel (workers and min_responses), its deadline
+// and its strategy to errs.
+func (b Blueprint) validatePanel(errs *problems.Errors) {
 	if b.Name == "" {
 		errs.Add("name", "is required")
 	}
@@ -142,6 +150,10 @@ func (b Blueprint) Validate() error {
 	if !b.Strategy.Valid() {
 		errs.Add("strategy", fmt.Sprintf("unknown strategy %q (want one of majority, weighted, rotating, pairwise)", b.Strategy))
 	}
+}
+
+// validateQuorum adds the problems with b's quorum settings to errs.
+func (b Blueprint) validateQuorum(errs *problems.Errors) {
 	if !(b.QuorumGraceSeconds >= 0 && b.QuorumGraceSeconds <= MaxTimeoutSeconds) {
 		errs.Add("quorum_grace_seconds", fmt.Sprintf("must be between 0 and %d, got %g", MaxTimeoutSeconds, b.QuorumGraceSeconds))
 	}
@@ -154,7 +166,6 @@ func (b Blueprint) Validate() error {
 	if !(b.QuorumAudit >= 0 && b.QuorumAudit <= 1) {
 		errs.Add("quorum_audit", fmt.Sprintf("must be between 0 and 1, got %g", b.QuorumAudit))
 	}
-	return errs.Err()
 }
 
 // Overrides are per-request changes to a blueprint; nil fields keep the blueprint's value. A request's

@@ -284,15 +284,14 @@ func (m *Machine) Settle(now, clk time.Time, o Outcome) {
 	}
 }
 
+// settle ends the job o is the outcome of: withdraws it while it waits, or gives back its lease and
+// applies what its call says of the provider and the model.
 func (m *Machine) settle(now, clk time.Time, o Outcome) {
 	if res := m.reserving; res != nil && res.r.ID == o.ID {
 		res.withdrawn = true // its reservation is given back when the limiter answers
 	}
-	for i, w := range m.waiting {
-		if w.r.ID == o.ID {
-			m.waiting = append(m.waiting[:i], m.waiting[i+1:]...)
-			return
-		}
+	if m.dropWaiting(o.ID) {
+		return
 	}
 	l, held := m.leases[o.ID]
 	if !held {
@@ -303,6 +302,18 @@ func (m *Machine) settle(now, clk time.Time, o Outcome) {
 		m.emit(Effect{Kind: Cancel, Ask: l.r.Ask, ID: o.ID})
 	}
 	md := m.model(l.r.Model)
+	m.blockFor(md, now, clk, o)
+	m.judge(&l, md, clk, o)
+	m.disableOrRemove(l.r.Model, md, o)
+	tokens := -1
+	if o.Tokens > 0 {
+		tokens = o.Tokens
+	}
+	m.emit(Effect{Kind: Release, ID: o.ID, Tokens: tokens, Words: o.Words})
+}
+
+// blockFor blocks the provider and the model for the waits the provider's word asks for.
+func (m *Machine) blockFor(md *model, now, clk time.Time, o Outcome) {
 	if o.ProviderWait > 0 {
 		m.limitedUntil = later(m.limitedUntil, now.Add(o.ProviderWait))
 	}
@@ -310,6 +321,11 @@ func (m *Machine) settle(now, clk time.Time, o Outcome) {
 		md.blockedUntil = later(md.blockedUntil, clk.Add(o.ModelWait))
 		m.modelsChanged = true
 	}
+}
+
+// judge settles the lease's tickets on the provider's breaker and the model's with the call's
+// verdict, trips the provider's breaker when faults spread across its models, and counts the call.
+func (m *Machine) judge(l *lease, md *model, clk time.Time, o Outcome) {
 	m.breaker.Settle(l.ticket, o.ProviderEffect)
 	md.breaker.Settle(l.modelTicket, o.ModelEffect)
 	failed := o.ProviderEffect == resilience.Failure || o.ModelEffect == resilience.Failure
@@ -324,22 +340,22 @@ func (m *Machine) settle(now, clk time.Time, o Outcome) {
 	if o.Fault != "" && failed {
 		m.lastFault = o.Fault
 	}
+	if o.ProviderEffect != resilience.Neutral || o.ModelEffect != resilience.Neutral {
+		m.count(clk, failed)
+	}
+}
+
+// disableOrRemove disables the provider, or removes the model id, when the outcome says so and it is
+// not done already.
+func (m *Machine) disableOrRemove(id string, md *model, o Outcome) {
 	if o.Disable != "" && m.disabled == "" {
 		m.disabled = o.Disable
 		m.emit(Effect{Kind: Disabled, Reason: o.Disable})
 	}
 	if o.RemoveModel && !md.removed {
 		md.removed, m.modelsChanged = true, true
-		m.emit(Effect{Kind: Removed, Model: l.r.Model})
+		m.emit(Effect{Kind: Removed, Model: id})
 	}
-	if o.ProviderEffect != resilience.Neutral || o.ModelEffect != resilience.Neutral {
-		m.count(clk, failed)
-	}
-	tokens := -1
-	if o.Tokens > 0 {
-		tokens = o.Tokens
-	}
-	m.emit(Effect{Kind: Release, ID: o.ID, Tokens: tokens, Words: o.Words})
 }
 
 // Wake gives back the leases whose outcome never came, serves the queue and asks for the next
@@ -498,13 +514,15 @@ func (m *Machine) releaseTickets(id string, ticket, modelTicket resilience.Ticke
 	m.model(id).breaker.Release(modelTicket)
 }
 
-func (m *Machine) dropWaiting(id string) {
+// dropWaiting drops the acquisition id from the queue, and reports whether it was waiting there.
+func (m *Machine) dropWaiting(id string) bool {
 	for i, w := range m.waiting {
 		if w.r.ID == id {
 			m.waiting = append(m.waiting[:i], m.waiting[i+1:]...)
-			return
+			return true
 		}
 	}
+	return false
 }
 
 // windowFree is the rate window's next free moment as far as the machine knows it, or zero when no

@@ -202,23 +202,36 @@ func RateLimitDamping(use float64) float64 {
 // reject runs the eligibility filters in order and returns the first reason to skip c, or 0, with when
 // the reason passes. known says the query holds c's provider's status.
 func (q *Query) reject(c *Candidate, status ProviderStatus, known bool) (SkipReason, time.Time) {
+	if r := q.rejectForRequest(c); r != 0 {
+		return r, time.Time{}
+	}
+	return q.rejectForProvider(c, status, known)
+}
+
+// rejectForRequest runs the filters of the request itself and returns the first reason to skip c, or
+// 0: a model it did not ask for, does not allow or tried already, a provider that refused its
+// connections, a context window too small for it, or a capability the model lacks.
+func (q *Query) rejectForRequest(c *Candidate) SkipReason {
 	switch {
 	case len(q.Requested) > 0 && !q.Requested[c.Model]:
-		return NotRequested, time.Time{}
+		return NotRequested
 	case q.Allowed != nil && !q.Allowed(c.Model):
-		return NotAllowed, time.Time{}
+		return NotAllowed
 	case q.Tried[c.Model]:
-		return AlreadyTried, time.Time{}
+		return AlreadyTried
 	case q.Refused[c.Provider]:
-		return ConnectionRefused, time.Time{}
+		return ConnectionRefused
 	case c.ContextWindow < q.ContextTokens:
-		return ContextTooSmall, time.Time{}
+		return ContextTooSmall
+	case q.Lacks != nil:
+		return q.Lacks(c.Model, c.Provider)
 	}
-	if q.Lacks != nil {
-		if r := q.Lacks(c.Model, c.Provider); r != 0 {
-			return r, time.Time{}
-		}
-	}
+	return 0
+}
+
+// rejectForProvider runs the filters of c's provider's status (known says the query holds it) and
+// returns the first reason to skip c, or 0, with when the reason passes.
+func (q *Query) rejectForProvider(c *Candidate, status ProviderStatus, known bool) (SkipReason, time.Time) {
 	switch {
 	case status.Stopped:
 		return ProviderStopped, time.Time{}

@@ -38,18 +38,35 @@ func Reconcile(c *Catalog, provider string, listed []Model) (*Catalog, Change, e
 	if len(listed) == 0 {
 		return c, Change{}, fmt.Errorf("%s listed no model", provider)
 	}
+	kept, left, have := keepListed(c.models, provider, listed)
+	kept, joined := joinListed(kept, have, provider, listed)
+	ch := Change{Joined: joined, Left: left}
+	if len(ch.Joined) == 0 && len(ch.Left) == 0 {
+		return c, ch, nil
+	}
+	next, err := New(kept)
+	if err != nil {
+		return c, Change{}, fmt.Errorf("%s: %w", provider, err)
+	}
+	slices.Sort(ch.Joined)
+	slices.Sort(ch.Left)
+	return next, ch, nil
+}
+
+// keepListed returns the catalog's models that stay (every other provider's, and those of the
+// provider that its listing names), the ids of the provider's models that leave, and the upstream ids
+// of the provider's models kept. A listing names the provider's chat models (providers.ListModels
+// leaves embeddings out): an embeddings model, which only the configuration names, stays.
+func keepListed(models []Model, provider string, listed []Model) (kept []Model, left []string, have map[string]bool) {
 	upstream := map[string]bool{}
 	for _, m := range listed {
 		upstream[m.Upstream()] = true
 	}
-	var ch Change
-	kept := make([]Model, 0, len(c.models)+len(listed))
-	have := map[string]bool{}
-	for _, m := range c.models {
-		// A listing names the provider's chat models (providers.ListModels leaves embeddings out): an
-		// embeddings model, which only the configuration names, stays.
+	kept = make([]Model, 0, len(models)+len(listed))
+	have = map[string]bool{}
+	for _, m := range models {
 		if m.Provider == provider && !upstream[m.Upstream()] && !m.Has(Embeddings) {
-			ch.Left = append(ch.Left, m.ID)
+			left = append(left, m.ID)
 			continue
 		}
 		if m.Provider == provider {
@@ -57,10 +74,18 @@ func Reconcile(c *Catalog, provider string, listed []Model) (*Catalog, Change, e
 		}
 		kept = append(kept, m)
 	}
+	return kept, left, have
+}
+
+// joinListed appends to kept the listed models the provider does not have yet, with the catalog's
+// defaults, and returns their ids. A model whose id another model has joins as "provider/id", or not
+// at all when that is taken too.
+func joinListed(kept []Model, have map[string]bool, provider string, listed []Model) ([]Model, []string) {
 	taken := map[string]bool{}
 	for _, m := range kept {
 		taken[m.ID] = true
 	}
+	var joined []string
 	for _, m := range listed {
 		if have[m.Upstream()] {
 			continue
@@ -75,18 +100,9 @@ func Reconcile(c *Catalog, provider string, listed []Model) (*Catalog, Change, e
 		}
 		have[m.Upstream()], taken[m.ID] = true, true
 		kept = append(kept, m)
-		ch.Joined = append(ch.Joined, m.ID)
+		joined = append(joined, m.ID)
 	}
-	if len(ch.Joined) == 0 && len(ch.Left) == 0 {
-		return c, ch, nil
-	}
-	next, err := New(kept)
-	if err != nil {
-		return c, Change{}, fmt.Errorf("%s: %w", provider, err)
-	}
-	slices.Sort(ch.Joined)
-	slices.Sort(ch.Left)
-	return next, ch, nil
+	return kept, joined
 }
 
 // PricedBy gives an unpriced model the prices of the model known by its id, or by its name without

@@ -8,18 +8,8 @@ var letters = [...]string{"A", "B", "C", "D", "E", "F", "G", "H", "I", "J"}
 func ChoiceLetters(task string) []string {
 	var seen [10]bool
 	for i := 0; i < len(task); i++ {
-		c := task[i]
-		if c < 'A' || c > 'J' || (i > 0 && !isSpace(task[i-1]) && !(task[i-1] == '(' && (i == 1 || isSpace(task[i-2])))) {
-			continue
-		}
-		if i+2 < len(task) && (task[i+1] == ')' || task[i+1] == '.' || task[i+1] == ':') && isSpace(task[i+2]) {
-			j := i + 2
-			for j < len(task) && isSpace(task[j]) {
-				j++
-			}
-			if j < len(task) {
-				seen[c-'A'] = true
-			}
+		if c := task[i]; 'A' <= c && c <= 'J' && optionStarts(task, i) && optionMarked(task, i) {
+			seen[c-'A'] = true
 		}
 	}
 	n := 0
@@ -31,5 +21,27 @@ func ChoiceLetters(task string) []string {
 	}
 	return letters[:n:n]
 }
+
+// optionStarts reports whether an option's letter may stand at i: at the start of the text or after
+// white space, optionally after "(".
+func optionStarts(task string, i int) bool {
+	return i == 0 || isSpace(task[i-1]) || task[i-1] == '(' && (i == 1 || isSpace(task[i-2]))
+}
+
+// optionMarked reports whether the letter at i is followed by ")", "." or ":", white space and more
+// text.
+func optionMarked(task string, i int) bool {
+	if i+2 >= len(task) || !isOptionMark(task[i+1]) || !isSpace(task[i+2]) {
+		return false
+	}
+	j := i + 2
+	for j < len(task) && isSpace(task[j]) {
+		j++
+	}
+	return j < len(task)
+}
+
+// isOptionMark reports whether c may follow an option's letter.
+func isOptionMark(c byte) bool { return c == ')' || c == '.' || c == ':' }
 
 func isSpace(c byte) bool { return c == ' ' || c == '\n' || c == '\t' || c == '\r' }

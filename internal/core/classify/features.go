@@ -133,8 +133,15 @@ func (x *extractor) features(text string, lex lexicon, dim uint32) []uint32 {
 		}
 	}
 	add(featureHash(kindLength, []byte{lengthBucket(words)}))
-	// A gloss is appended to the hashes, so that the loop reads its English word's keywords in turn;
-	// it is also a first or last word where it stood among them.
+	x.keywords(lex, words, significant, add)
+	return x.feats
+}
+
+// keywords adds the keyword features of the words and pairs read (x.hashes) and, for those the
+// lexicon glosses, the English word's own features. A gloss is appended to the hashes, so that the
+// loop reads its English word's keywords in turn; it is also a first or last word where it stood
+// among them (of words read, significant not stop words).
+func (x *extractor) keywords(lex lexicon, words, significant int, add func(uint64)) {
 	for i := 0; i < len(x.hashes); i++ {
 		l := lex[x.hashes[i]]
 		for _, hit := range l.hits {
@@ -155,7 +162,6 @@ func (x *extractor) features(text string, lex lexicon, dim uint32) []uint32 {
 			x.hashes, x.at = append(x.hashes, g.word), append(x.at, x.at[i])
 		}
 	}
-	return x.feats
 }
 
 // eachWord calls word after each word of text has been read into x.word (lower-cased) until it
@@ -164,46 +170,50 @@ func (x *extractor) eachWord(text string, word func() bool, punct func(byte)) {
 	x.word = x.word[:0]
 	for i := 0; i < len(text); {
 		c := text[i]
-		if c < utf8.RuneSelf {
-			i++
-			switch {
-			case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
-				x.word = append(x.word, c)
-			case 'A' <= c && c <= 'Z':
-				x.word = append(x.word, c+'a'-'A')
-			default:
-				if len(x.word) > 0 && !word() {
-					return
-				}
-				if c > ' ' {
-					punct(c)
-				}
+		if c >= utf8.RuneSelf {
+			r, size := utf8.DecodeRuneInString(text[i:])
+			i += size
+			if !x.readRune(r, word) {
+				return
 			}
 			continue
 		}
-		r, size := utf8.DecodeRuneInString(text[i:])
-		i += size
-		if charWord(r) {
+		i++
+		switch {
+		case 'a' <= c && c <= 'z' || '0' <= c && c <= '9':
+			x.word = append(x.word, c)
+		case 'A' <= c && c <= 'Z':
+			x.word = append(x.word, c+'a'-'A')
+		default:
 			if len(x.word) > 0 && !word() {
 				return
 			}
-			x.word = utf8.AppendRune(x.word, r)
-			if !word() {
-				return
+			if c > ' ' {
+				punct(c)
 			}
-			continue
-		}
-		if inWord(r) {
-			x.word = utf8.AppendRune(x.word, unicode.ToLower(r))
-			continue
-		}
-		if len(x.word) > 0 && !word() {
-			return
 		}
 	}
 	if len(x.word) > 0 {
 		word()
 	}
+}
+
+// readRune reads a character beyond ASCII into x.word: one read as a word by itself ends the word
+// before it and is a word of its own; one that belongs to a word is added lower-cased; any other ends
+// the word. It calls word at each word's end, and returns false once word does.
+func (x *extractor) readRune(r rune, word func() bool) bool {
+	switch {
+	case charWord(r):
+		if len(x.word) > 0 && !word() {
+			return false
+		}
+		x.word = utf8.AppendRune(x.word, r)
+		return word()
+	case inWord(r):
+		x.word = utf8.AppendRune(x.word, unicode.ToLower(r))
+		return true
+	}
+	return len(x.word) == 0 || word()
 }
 
 // inWord reports whether r belongs to a word: letters, digits, and the marks that Devanagari, Thai

@@ -113,16 +113,8 @@ func (m *Model) UnmarshalBinary(data []byte) error {
 		return fmt.Errorf("%w: %d categories, %d buckets, temperature %v", ErrModelFormat, n, m.Dim, m.Temperature)
 	}
 	m.Categories = make([]Category, n)
-	for i := range m.Categories {
-		var size uint16
-		if err := get(&size); err != nil {
-			return fmt.Errorf("%w: category %d: %w", ErrModelFormat, i, err)
-		}
-		name := make([]byte, size)
-		if _, err := io.ReadFull(r, name); err != nil {
-			return fmt.Errorf("%w: category %d: %w", ErrModelFormat, i, err)
-		}
-		m.Categories[i] = Category(name)
+	if err := readCategories(r, m.Categories); err != nil {
+		return err
 	}
 	m.Bias = make([]float32, n)
 	m.Weights = make([]int16, int(m.Dim)*int(n))
@@ -134,6 +126,22 @@ func (m *Model) UnmarshalBinary(data []byte) error {
 	}
 	if !(m.Scale > 0) {
 		return fmt.Errorf("%w: weight scale %v", ErrModelFormat, m.Scale)
+	}
+	return nil
+}
+
+// readCategories reads the category names into cats, each as a length and its bytes.
+func readCategories(r *bytes.Reader, cats []Category) error {
+	for i := range cats {
+		var size uint16
+		if err := binary.Read(r, binary.LittleEndian, &size); err != nil {
+			return fmt.Errorf("%w: category %d: %w", ErrModelFormat, i, err)
+		}
+		name := make([]byte, size)
+		if _, err := io.ReadFull(r, name); err != nil {
+			return fmt.Errorf("%w: category %d: %w", ErrModelFormat, i, err)
+		}
+		cats[i] = Category(name)
 	}
 	return nil
 }

@@ -442,15 +442,7 @@ func (m *Machine) Result(now time.Time, seq int, r Reply) []Effect {
 		}
 		return m.out
 	}
-	kind := r.Kind
-	if r.OK {
-		kind = ""
-		if strings.TrimSpace(r.Text) == "" && r.ToolCalls == 0 {
-			kind = resilience.EmptyAnswer // the call worked, the answer is missing
-		}
-	} else if kind == "" {
-		kind = resilience.Internal
-	}
+	kind := replyKind(r)
 	if kind == resilience.ConnectionRefused {
 		if m.refused == nil {
 			m.refused = map[string]bool{}
@@ -461,49 +453,78 @@ func (m *Machine) Result(now time.Time, seq int, r Reply) []Effect {
 	full := started && j.Budget >= m.cfg.FaultAfter(j.Slot.Provider)
 	rec := m.settle(j, &Record{Kind: kind, Scope: r.Scope, RetryAfter: r.RetryAfter, Ref: r.Ref,
 		Verdict: resilience.Blame(resilience.Call{Kind: kind, Scope: r.Scope, FullBudget: full})})
-	switch {
-	case kind == "":
-		rec.Status = OK
-	case kind == resilience.UpstreamTimeout && !full, kind == resilience.Cancelled:
-		rec.Status = Cancelled // cut by a deadline shorter than the blueprint's: nobody's fault
-	case kind == resilience.UpstreamTimeout, kind == resilience.HostTimeout:
-		rec.Status = Timeout
-	case !started:
-		rec.Status = NotSent // refused before it started (the worker's breaker is open)
-	default:
-		rec.Status = Error
-	}
-	if own := resilience.CallersOwn(kind); own || kind == resilience.Overloaded {
-		// Refused before it was sent by the caller's own key (its budget, its limits), or its answer
-		// dropped for the bytes of the requests in flight: no other model can be asked in its place (its
-		// answer would be dropped too), and nothing is retried; the calls out finish, and collection
-		// ends with what they answer.
-		if own {
-			rec.Status = NotSent
-		}
-		m.emit(Effect{Kind: Settle, Job: j, Record: rec})
-		j.Slot.state = slotFailed
-		m.stopped = true
-		for _, s := range m.slots {
-			if s.state == slotWaiting {
-				s.state = slotFailed
-			}
-		}
-		m.progress(now)
-		return m.emitWake(now)
+	rec.Status = callStatus(kind, started, full)
+	// Refused before it was sent by the caller's own key (its budget, its limits), or its answer
+	// dropped for the bytes of the requests in flight: no other model can be asked in its place (its
+	// answer would be dropped too), and nothing is retried; the calls out finish, and collection ends
+	// with what they answer.
+	own := resilience.CallersOwn(kind)
+	if own {
+		rec.Status = NotSent
 	}
 	m.emit(Effect{Kind: Settle, Job: j, Record: rec})
-	switch rec.Status {
+	if own || kind == resilience.Overloaded {
+		m.stopAsking(j)
+	} else {
+		m.moveOn(j, rec.Status, kind, r.RetryAfter, now)
+	}
+	m.progress(now)
+	return m.emitWake(now)
+}
+
+// replyKind is the kind of a call's outcome: none for an answer, EmptyAnswer for a call that worked
+// without one, and Internal for a failure that says no kind.
+func replyKind(r Reply) resilience.Kind {
+	switch {
+	case r.OK && strings.TrimSpace(r.Text) == "" && r.ToolCalls == 0:
+		return resilience.EmptyAnswer // the call worked, the answer is missing
+	case r.OK:
+		return ""
+	case r.Kind == "":
+		return resilience.Internal
+	}
+	return r.Kind
+}
+
+// callStatus is the status of a call that ended with kind, after it started (or not) and with its full
+// budget (or not).
+func callStatus(kind resilience.Kind, started, full bool) Status {
+	switch {
+	case kind == "":
+		return OK
+	case kind == resilience.UpstreamTimeout && !full, kind == resilience.Cancelled:
+		return Cancelled // cut by a deadline shorter than the blueprint's: nobody's fault
+	case kind == resilience.UpstreamTimeout, kind == resilience.HostTimeout:
+		return Timeout
+	case !started:
+		return NotSent // refused before it started (the worker's breaker is open)
+	}
+	return Error
+}
+
+// stopAsking fails j's slot and every slot waiting for a retry, and asks no model more.
+func (m *Machine) stopAsking(j *Job) {
+	j.Slot.state = slotFailed
+	m.stopped = true
+	for _, s := range m.slots {
+		if s.state == slotWaiting {
+			s.state = slotFailed
+		}
+	}
+}
+
+// moveOn moves j's slot on by its call's status: an answer fills it, a call cut at the end of its time
+// fails it, and any other failure may be retried.
+func (m *Machine) moveOn(j *Job, status Status, kind resilience.Kind, retryAfter time.Duration, now time.Time) {
+	switch status {
 	case OK:
 		j.Slot.state, j.Slot.answer = slotOK, j
 		m.ok++
 	case Cancelled:
 		j.Slot.state = slotFailed // cut at the end of its time: nothing is left to retry in
 	default:
-		m.retryAfterFailure(j, kind, r.RetryAfter, now)
+		m.retryAfterFailure(j, kind, retryAfter, now)
 	}
-	m.progress(now)
-	return m.emitWake(now)
 }
 
 // Tick applies the passing of time: scheduled retries, the quorum grace period, the end of collection.
@@ -636,26 +657,8 @@ func (m *Machine) endRound(now time.Time) {
 	}
 	m.round++
 	missing := m.cfg.MinResponses - m.ok
-	var again []*Slot
-	for _, s := range m.slots {
-		if len(again) == missing || m.cfg.MoveOn {
-			break
-		}
-		last := lastRecord(s, m.jobs)
-		if s.state != slotFailed || last == nil || last.Status == NotSent || !resilience.PolicyFor(last.Kind).Recoverable ||
-			m.refused[s.Provider] || m.env.ProviderDown(s.Provider) {
-			continue
-		}
-		again = append(again, s)
-	}
-	// The backoff gives failed models time to recover. Calls held back by rate limits failed for want
-	// of room, not of the model, and a provider that refused its connections is not asked again (it is
-	// failed over at once): when those are all the failures, the request has no time to lose waiting
-	// for nothing.
-	delay := time.Duration(0)
-	if !m.onlyRateLimitedOrRefused() {
-		delay = m.delay(resilience.PolicyFor(resilience.UpstreamTimeout), m.round-1, 0)
-	}
+	again := m.failedToAskAgain(missing)
+	delay := m.roundDelay()
 	if !now.Add(delay).Before(m.cfg.CollectBy) {
 		m.finish(now, "")
 		return
@@ -669,6 +672,45 @@ func (m *Machine) endRound(now time.Time) {
 		m.finish(now, "")
 		return
 	}
+	m.scheduleRound(again, delay, now)
+}
+
+// failedToAskAgain returns up to missing failed slots that a quorum round may ask again (none when
+// the request moves on to other models).
+func (m *Machine) failedToAskAgain(missing int) []*Slot {
+	var again []*Slot
+	for _, s := range m.slots {
+		if len(again) == missing || m.cfg.MoveOn {
+			break
+		}
+		if m.recoverable(s) {
+			again = append(again, s)
+		}
+	}
+	return again
+}
+
+// recoverable reports whether a slot failed in a way that asking again may cure: its last call was
+// sent and failed for a recoverable kind, and its provider neither refused connections nor is down.
+func (m *Machine) recoverable(s *Slot) bool {
+	last := lastRecord(s, m.jobs)
+	return s.state == slotFailed && last != nil && last.Status != NotSent && resilience.PolicyFor(last.Kind).Recoverable &&
+		!m.refused[s.Provider] && !m.env.ProviderDown(s.Provider)
+}
+
+// roundDelay is the wait before a quorum round. The backoff gives failed models time to recover.
+// Calls held back by rate limits failed for want of room, not of the model, and a provider that
+// refused its connections is not asked again (it is failed over at once): when those are all the
+// failures, the request has no time to lose waiting for nothing.
+func (m *Machine) roundDelay() time.Duration {
+	if m.onlyRateLimitedOrRefused() {
+		return 0
+	}
+	return m.delay(resilience.PolicyFor(resilience.UpstreamTimeout), m.round-1, 0)
+}
+
+// scheduleRound schedules the slots of a quorum round to start after delay, on other workers.
+func (m *Machine) scheduleRound(again []*Slot, delay time.Duration, now time.Time) {
 	outcome := "quorum round " + strconv.Itoa(m.round)
 	for _, s := range again {
 		s.state, s.retryAt, s.avoid = slotWaiting, now.Add(delay), true

@@ -109,9 +109,7 @@ func ParseVerdict(reply string, n int) (Verdict, error) {
 		Scores       []json.RawMessage `json:"scores"`
 		Agreement    []string          `json:"agreement"`
 		Disagreement []string          `json:"disagreement"`
-		Preferences  []struct {
-			First, Second, Winner int
-		} `json:"preferences"`
+		Preferences  []preference      `json:"preferences"`
 	}
 	if err := json.Unmarshal([]byte(reply[start:end+1]), &raw); err != nil {
 		return Verdict{}, fmt.Errorf("arbiter reply: %w", err)
@@ -123,40 +121,60 @@ func ParseVerdict(reply string, n int) (Verdict, error) {
 	if choice < 1 || choice > n {
 		return Verdict{}, fmt.Errorf("arbiter choice %d outside 1..%d", choice, n)
 	}
-	v := Verdict{Choice: choice - 1, Answer: strings.TrimSpace(raw.Answer), Agreement: points(raw.Agreement), Disagreement: points(raw.Disagreement)}
-	if len(raw.Scores) == n {
-		v.Scores = make([]float64, n)
-		for i, s := range raw.Scores {
-			score, ok := parseScore(s)
-			if !ok {
-				v.Scores = nil
-				break
-			}
-			v.Scores[i] = score
+	return Verdict{
+		Choice: choice - 1, Answer: strings.TrimSpace(raw.Answer), Agreement: points(raw.Agreement), Disagreement: points(raw.Disagreement),
+		Scores: verdictScores(raw.Scores, n), Prefer: verdictPreferences(raw.Preferences, n),
+	}, nil
+}
+
+// preference is an arbiter's verdict on one pair of responses, numbered from 1.
+type preference struct {
+	First, Second, Winner int
+}
+
+// verdictScores reads the arbiter's scores of the n responses, or nil when they are not one valid
+// score per response.
+func verdictScores(raw []json.RawMessage, n int) []float64 {
+	if len(raw) != n {
+		return nil
+	}
+	scores := make([]float64, n)
+	for i, s := range raw {
+		score, ok := parseScore(s)
+		if !ok {
+			return nil
+		}
+		scores[i] = score
+	}
+	return scores
+}
+
+// verdictPreferences reads the arbiter's preferences into a matrix over the n responses: 1 where the
+// row's response won, 0 where it lost, 0.5 where no valid preference says. Nil when there are none.
+func verdictPreferences(prefs []preference, n int) [][]float64 {
+	if len(prefs) == 0 {
+		return nil
+	}
+	prefer := make([][]float64, n)
+	for i := range prefer {
+		prefer[i] = make([]float64, n)
+		for j := range prefer[i] {
+			prefer[i][j] = 0.5
 		}
 	}
-	if len(raw.Preferences) > 0 {
-		v.Prefer = make([][]float64, n)
-		for i := range v.Prefer {
-			v.Prefer[i] = make([]float64, n)
-			for j := range v.Prefer[i] {
-				v.Prefer[i][j] = 0.5
-			}
+	for _, p := range prefs {
+		a, b := p.First-1, p.Second-1
+		if a < 0 || b < 0 || a >= n || b >= n || a == b {
+			continue
 		}
-		for _, p := range raw.Preferences {
-			a, b := p.First-1, p.Second-1
-			if a < 0 || b < 0 || a >= n || b >= n || a == b {
-				continue
-			}
-			switch p.Winner {
-			case p.First:
-				v.Prefer[a][b], v.Prefer[b][a] = 1, 0
-			case p.Second:
-				v.Prefer[a][b], v.Prefer[b][a] = 0, 1
-			}
+		switch p.Winner {
+		case p.First:
+			prefer[a][b], prefer[b][a] = 1, 0
+		case p.Second:
+			prefer[a][b], prefer[b][a] = 0, 1
 		}
 	}
-	return v, nil
+	return prefer
 }
 
 // parseScore reads a score: a number, or the mean of relevance, correctness and completeness.

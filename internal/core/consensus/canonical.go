@@ -124,32 +124,48 @@ func writeString(b *bytes.Buffer, s string) {
 // zeros and an exponent, written plainly from 1e-6 to 1e21 and in exponent form outside, as
 // JavaScript does. A literal it cannot read is kept as written.
 func canonicalNumber(lit string) string {
-	s := lit
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	mant, exp := s, 0
-	if i := strings.IndexAny(s, "eE"); i >= 0 {
-		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
-		if err != nil || e > 1<<20 || e < -(1<<20) {
-			return lit
-		}
-		mant, exp = s[:i], e
-	}
-	intPart, frac, _ := strings.Cut(mant, ".")
-	digits := strings.TrimLeft(intPart+frac, "0")
-	exp -= len(frac)
-	if digits == "" {
+	neg, digits, exp, ok := decimalParts(lit)
+	switch {
+	case !ok:
+		return lit
+	case digits == "":
 		return "0" // -0 and 0.000 included
-	}
-	for strings.HasSuffix(digits, "0") {
-		digits = digits[:len(digits)-1]
-		exp++
 	}
 	var b strings.Builder
 	if neg {
 		b.WriteByte('-')
 	}
-	// The value is digits × 10^exp; point is where the decimal point falls in digits.
+	writeDecimal(&b, digits, exp)
+	return b.String()
+}
+
+// decimalParts reads a JSON number literal as its sign and its value, digits × 10^exp, the digits
+// without leading or trailing zeros ("" for zero). It is not ok when the exponent is not a number or is
+// beyond ±2^20.
+func decimalParts(lit string) (neg bool, digits string, exp int, ok bool) {
+	s, neg := strings.CutPrefix(lit, "-")
+	mant := s
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e, err := strconv.Atoi(strings.TrimPrefix(s[i+1:], "+"))
+		if err != nil || e > 1<<20 || e < -(1<<20) {
+			return false, "", 0, false
+		}
+		mant, exp = s[:i], e
+	}
+	intPart, frac, _ := strings.Cut(mant, ".")
+	digits = strings.TrimLeft(intPart+frac, "0")
+	exp -= len(frac)
+	for strings.HasSuffix(digits, "0") {
+		digits = digits[:len(digits)-1]
+		exp++
+	}
+	return neg, digits, exp, true
+}
+
+// writeDecimal writes digits × 10^exp (digits not empty, without leading or trailing zeros): plainly
+// from 1e-6 to 1e21 and in exponent form outside.
+func writeDecimal(b *strings.Builder, digits string, exp int) {
+	// point is where the decimal point falls in digits.
 	point := len(digits) + exp
 	switch {
 	case exp >= 0 && point <= 21:
@@ -175,5 +191,4 @@ func canonicalNumber(lit string) string {
 		}
 		b.WriteString(strconv.Itoa(point - 1))
 	}
-	return b.String()
 }

@@ -172,43 +172,13 @@ func Decide(in Input) (Result, error) {
 	if Structured(in.Responses, in.Structure) {
 		return decideStructured(in)
 	}
-	v := in.Verdict
-	var quality []float64 // an arbiter's scores are the quality term of the weighted vote
-	if v != nil && in.Strategy == blueprints.Weighted && len(v.Scores) == len(in.Responses) {
-		quality = v.Scores
-	}
-	b := newBallot(in.Responses, in.QualityFromAgreement, in.Kind, quality)
+	b := newBallot(in.Responses, in.QualityFromAgreement, in.Kind, arbiterQuality(&in))
 	var r Result
 	switch in.Strategy {
 	case blueprints.Majority:
-		switch {
-		case b.reliable():
-			dec := b.deciders(in.Deciders, true)
-			r = b.reliabilityVote(dec)
-			r.Deciders = dec
-		case b.freeText():
-			r = b.byLearned()
-		default:
-			dec := b.deciders(in.Deciders, false)
-			r = b.vote(false, dec)
-			r.Deciders = dec
-			if dec != nil { // what the answers learn from: the vote of them all
-				all := b.vote(false, nil)
-				r.InMajority = b.contributed(all.Answer, all.Chosen)
-			}
-		}
+		r = b.majority(in.Deciders)
 	case blueprints.Weighted:
-		if v == nil && b.freeText() {
-			r = b.byLearned()
-			break
-		}
-		r = b.vote(true, nil)
-		if v != nil {
-			r.Arbiter = in.Arbiter
-			if v.Answer != "" && (in.Kind == Text || in.Kind == "") {
-				r.Answer, r.Synthesis = v.Answer, true
-			}
-		}
+		r = b.weightedVote(&in)
 	case blueprints.Rotating:
 		r = b.rotating(in)
 	case blueprints.Pairwise:
@@ -216,6 +186,62 @@ func Decide(in Input) (Result, error) {
 	default:
 		return Result{}, fmt.Errorf("consensus: unknown strategy %q", in.Strategy)
 	}
+	b.complete(&r, &in)
+	return r, nil
+}
+
+// arbiterQuality returns the arbiter's scores when they are the quality term of a weighted vote, else
+// nil.
+func arbiterQuality(in *Input) []float64 {
+	if v := in.Verdict; v != nil && in.Strategy == blueprints.Weighted && len(v.Scores) == len(in.Responses) {
+		return v.Scores
+	}
+	return nil
+}
+
+// majority decides a majority vote: by reliability when the estimates are there, by the models' learned
+// quality for free text, otherwise by count; the deciders decide, when there are any.
+func (b *ballot) majority(deciders int) Result {
+	switch {
+	case b.reliable():
+		dec := b.deciders(deciders, true)
+		r := b.reliabilityVote(dec)
+		r.Deciders = dec
+		return r
+	case b.freeText():
+		return b.byLearned()
+	}
+	dec := b.deciders(deciders, false)
+	r := b.vote(false, dec)
+	r.Deciders = dec
+	if dec != nil { // what the answers learn from: the vote of them all
+		all := b.vote(false, nil)
+		r.InMajority = b.contributed(all.Answer, all.Chosen)
+	}
+	return r
+}
+
+// weightedVote decides a weighted vote. Free text without a verdict goes by the models' learned
+// quality; with a verdict, the arbiter's unified answer replaces a text answer when it gave one.
+func (b *ballot) weightedVote(in *Input) Result {
+	v := in.Verdict
+	if v == nil && b.freeText() {
+		return b.byLearned()
+	}
+	r := b.vote(true, nil)
+	if v != nil {
+		r.Arbiter = in.Arbiter
+		if v.Answer != "" && (in.Kind == Text || in.Kind == "") {
+			r.Answer, r.Synthesis = v.Answer, true
+		}
+	}
+	return r
+}
+
+// complete fills in what every decision on text carries: the strategy, weights and support, who
+// contributed, and the points (the arbiter's own when it decided and gave some).
+func (b *ballot) complete(r *Result, in *Input) {
+	v := in.Verdict
 	r.Strategy = in.Strategy
 	r.Weighted = b.weighted
 	r.Support = b.support
@@ -224,7 +250,6 @@ func Decide(in Input) (Result, error) {
 	if v != nil && r.Arbiter == in.Arbiter && (len(v.Agreement) > 0 || len(v.Disagreement) > 0) {
 		r.Agreement, r.Disagreement = nonNil(v.Agreement), nonNil(v.Disagreement)
 	}
-	return r, nil
 }
 
 func nonNil(s []string) []string {

@@ -97,21 +97,37 @@ func numberLike(s string) bool {
 	if i < len(s) && s[i] == '$' {
 		i++
 	}
-	digit := func(c byte) bool { return '0' <= c && c <= '9' }
-	if i >= len(s) || !digit(s[i]) {
+	if i >= len(s) || !isDigit(s[i]) {
 		return false
 	}
-	for i < len(s) && (digit(s[i]) || s[i] == ',') {
-		i++
-	}
-	if i+1 < len(s) && s[i] == '.' && digit(s[i+1]) {
-		for i++; i < len(s) && digit(s[i]); i++ {
-		}
+	i = integerEnd(s, i)
+	if i+1 < len(s) && s[i] == '.' && isDigit(s[i+1]) {
+		i = digitsEnd(s, i+1)
 	}
 	if i < len(s) && s[i] == '%' {
 		i++
 	}
 	return i == len(s)
+}
+
+// isDigit reports whether c is an ASCII digit.
+func isDigit(c byte) bool { return '0' <= c && c <= '9' }
+
+// integerEnd returns the index of the first byte from i that is neither a digit nor a thousands
+// separator.
+func integerEnd(s string, i int) int {
+	for i < len(s) && (isDigit(s[i]) || s[i] == ',') {
+		i++
+	}
+	return i
+}
+
+// digitsEnd returns the index of the first byte from i that is not a digit.
+func digitsEnd(s string, i int) int {
+	for i < len(s) && isDigit(s[i]) {
+		i++
+	}
+	return i
 }
 
 // Normalize reduces an answer to the form used to decide whether two answers are the same: lower case,

@@ -27,52 +27,15 @@ func (b *ballot) reliable() bool {
 // With deciders, the other responses' votes weigh as those of a model just better than chance: they
 // break ties among the deciders' answers and nothing more.
 func (b *ballot) reliabilityVote(deciders []bool) Result {
-	groupOf, groups := b.groups()
 	n := len(b.resps)
-	voteOf := make([]int, n) // groups numbered among the answered ones, -1 for no answer
-	acc := make([]float64, n)
-	renumber := make([]int, len(groups))
-	answered := 0
-	for g, members := range groups {
-		renumber[g] = -1
-		if b.docs[members[0]].key != "" {
-			renumber[g] = answered
-			answered++
-		}
-	}
-	for i := range b.resps {
-		voteOf[i], acc[i] = renumber[groupOf[i]], b.resps[i].Accuracy
-		if deciders != nil && !deciders[i] {
-			acc[i] = tieBreaker
-		}
-	}
+	voteOf, answered := b.answerVotes()
 	if answered == 0 { // nobody answered: the plain vote picks among the blanks
 		r := b.vote(false, nil)
 		r.Scores, r.Groups = make([]float64, n), voteOf
 		return r
 	}
-	var dependence [][]float64
-	for i, r := range b.resps {
-		if len(r.Dependence) == n {
-			if dependence == nil {
-				dependence = make([][]float64, n)
-			}
-			dependence[i] = r.Dependence
-		}
-	}
-	post := accuracy.PosteriorsDependent(acc, voteOf, answered, dependence)
-	weight := make([]float64, answered)
-	for i, g := range voteOf {
-		if g >= 0 {
-			weight[g] += b.weighted[i]
-		}
-	}
-	best := 0
-	for g := 1; g < answered; g++ {
-		if post[g] > post[best] || (post[g] == post[best] && weight[g] > weight[best]) {
-			best = g
-		}
-	}
+	post := accuracy.PosteriorsDependent(b.voteAccuracies(deciders), voteOf, answered, b.dependence())
+	best := b.leadingAnswer(post, voteOf, answered)
 	posterior := make([]float64, n)
 	var members []int
 	for i, g := range voteOf {
@@ -85,6 +48,71 @@ func (b *ballot) reliabilityVote(deciders []bool) Result {
 	}
 	chosen := b.bestBy(members, b.weighted)
 	return Result{Answer: b.resps[chosen].Text, Chosen: chosen, Scores: posterior, Groups: voteOf}
+}
+
+// answerVotes numbers each response's group of equivalent answers among the groups that answered
+// (-1 for no answer), and counts those groups.
+func (b *ballot) answerVotes() (voteOf []int, answered int) {
+	groupOf, groups := b.groups()
+	renumber := make([]int, len(groups))
+	for g, members := range groups {
+		renumber[g] = -1
+		if b.docs[members[0]].key != "" {
+			renumber[g] = answered
+			answered++
+		}
+	}
+	voteOf = make([]int, len(b.resps))
+	for i := range b.resps {
+		voteOf[i] = renumber[groupOf[i]]
+	}
+	return voteOf, answered
+}
+
+// voteAccuracies are the accuracies the responses' votes weigh by: their models', or tieBreaker for
+// a response that is not a decider.
+func (b *ballot) voteAccuracies(deciders []bool) []float64 {
+	acc := make([]float64, len(b.resps))
+	for i := range b.resps {
+		acc[i] = b.resps[i].Accuracy
+		if deciders != nil && !deciders[i] {
+			acc[i] = tieBreaker
+		}
+	}
+	return acc
+}
+
+// dependence is each response's dependence on the others when it carries it, or nil when none does.
+func (b *ballot) dependence() [][]float64 {
+	n := len(b.resps)
+	var dependence [][]float64
+	for i := range b.resps {
+		if d := b.resps[i].Dependence; len(d) == n {
+			if dependence == nil {
+				dependence = make([][]float64, n)
+			}
+			dependence[i] = d
+		}
+	}
+	return dependence
+}
+
+// leadingAnswer returns the answered group with the highest posterior, ties going to the higher sum
+// of weighted scores, then to the first.
+func (b *ballot) leadingAnswer(post []float64, voteOf []int, answered int) int {
+	weight := make([]float64, answered)
+	for i, g := range voteOf {
+		if g >= 0 {
+			weight[g] += b.weighted[i]
+		}
+	}
+	best := 0
+	for g := 1; g < answered; g++ {
+		if post[g] > post[best] || (post[g] == post[best] && weight[g] > weight[best]) {
+			best = g
+		}
+	}
+	return best
 }
 
 // tieBreaker is the accuracy a reliability-weighted vote gives a response that is not a decider: a

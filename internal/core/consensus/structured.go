@@ -211,67 +211,89 @@ func jsonBallot(text string, st *Structure) Ballot {
 func callsBallot(calls []ToolCall, st *Structure, params map[string]*boundedSchema) Ballot {
 	b := Ballot{Form: FormToolCalls}
 	budget := int64(MaxAnswerWork) // for all the calls of the answer
-	type call struct{ name, args string }
-	list := make([]call, len(calls))
-	values := make([]any, len(calls))
+	list := make([]parsedCall, len(calls))
 	for i, c := range calls {
-		text := strings.TrimSpace(c.Arguments)
-		if text == "" {
-			text = "{}" // a function without arguments, as some providers send it
-		}
-		v, err := ParseJSON(text)
-		if err == nil {
-			if _, ok := v.(map[string]any); !ok {
-				err = errors.New("not a JSON object")
-			}
-		}
+		v, err := callArguments(c.Arguments)
 		if err != nil && b.Problem == "" {
 			b.Problem = fmt.Sprintf("arguments of %s: %v", strconv.Quote(c.Name), err)
 		}
-		list[i], values[i] = call{c.Name, CanonicalJSON(v)}, v
-		if b.Problem != "" {
-			continue
-		}
-		switch {
-		case c.Name == "":
-			b.Problem = "a call names no function"
-		case st != nil && st.tools != nil:
-			schema, known := st.tools[c.Name]
-			if !known {
-				b.Problem = "calls " + strconv.Quote(c.Name) + ", which is not one of the request's tools"
-				break
-			}
-			sch, compiled := params[c.Name]
-			if !compiled {
-				if strings.TrimSpace(schema) != "" {
-					sch, _ = compileSchema(schema) // intake refused one that does not compile: past it, unchecked
-				}
-				params[c.Name] = sch
-			}
-			if sch != nil {
-				if err := sch.check(v, &budget); err != nil {
-					b.Problem = fmt.Sprintf("arguments of %s do not match its parameters: %s", strconv.Quote(c.Name), schemaProblem(err))
-				}
-			}
+		list[i] = parsedCall{name: c.Name, args: CanonicalJSON(v), value: v}
+		if b.Problem == "" {
+			b.Problem = callProblem(c.Name, v, st, params, &budget)
 		}
 	}
-	order := make([]int, len(list))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortStableFunc(order, func(x, y int) int {
-		if c := strings.Compare(list[x].name, list[y].name); c != 0 {
-			return c
-		}
-		return strings.Compare(list[x].args, list[y].args)
-	})
-	sorted := make([]any, len(order))
-	for k, i := range order {
-		sorted[k] = map[string]any{"name": list[i].name, "arguments": values[i]}
-	}
-	b.Canonical = CanonicalJSON(sorted)
+	b.Canonical = canonicalCalls(list)
 	b.Valid = b.Problem == ""
 	return b
+}
+
+// parsedCall is a call of a tool with its arguments parsed, and their canonical JSON.
+type parsedCall struct {
+	name, args string
+	value      any
+}
+
+// callArguments parses a call's arguments, which must be a JSON object. No arguments at all stand for
+// {}, as some providers send a function without arguments.
+func callArguments(arguments string) (any, error) {
+	text := strings.TrimSpace(arguments)
+	if text == "" {
+		text = "{}"
+	}
+	v, err := ParseJSON(text)
+	if err != nil {
+		return v, err
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return v, errors.New("not a JSON object")
+	}
+	return v, nil
+}
+
+// callProblem says what is wrong with a call of the function name with arguments v, or returns "".
+// The call must name a function, one of the request's tools when it gave any, with arguments matching
+// that tool's parameters: compiled into params the first time a call names the tool, and checked
+// within budget, which all the calls of an answer share.
+func callProblem(name string, v any, st *Structure, params map[string]*boundedSchema, budget *int64) string {
+	if name == "" {
+		return "a call names no function"
+	}
+	if st == nil || st.tools == nil {
+		return ""
+	}
+	schema, known := st.tools[name]
+	if !known {
+		return "calls " + strconv.Quote(name) + ", which is not one of the request's tools"
+	}
+	sch, compiled := params[name]
+	if !compiled {
+		if strings.TrimSpace(schema) != "" {
+			sch, _ = compileSchema(schema) // intake refused one that does not compile: past it, unchecked
+		}
+		params[name] = sch
+	}
+	if sch == nil {
+		return ""
+	}
+	if err := sch.check(v, budget); err != nil {
+		return fmt.Sprintf("arguments of %s do not match its parameters: %s", strconv.Quote(name), schemaProblem(err))
+	}
+	return ""
+}
+
+// canonicalCalls is the canonical JSON of the calls ordered by name, then by canonical arguments.
+func canonicalCalls(calls []parsedCall) string {
+	slices.SortStableFunc(calls, func(x, y parsedCall) int {
+		if c := strings.Compare(x.name, y.name); c != 0 {
+			return c
+		}
+		return strings.Compare(x.args, y.args)
+	})
+	sorted := make([]any, len(calls))
+	for k, c := range calls {
+		sorted[k] = map[string]any{"name": c.name, "arguments": c.value}
+	}
+	return CanonicalJSON(sorted)
 }
 
 var schemaPrinter = message.NewPrinter(language.English)
@@ -353,19 +375,9 @@ func valuePlace(loc []string) string {
 func leafReason(k jsonschema.ErrorKind) string {
 	switch k := k.(type) {
 	case *kind.Enum:
-		for _, w := range k.Want {
-			switch w.(type) {
-			case []any, map[string]any:
-				return "'enum' failed"
-			}
-		}
-		if len(k.Want) == 1 {
-			return "value must be " + shown(k.Want[0])
-		}
-		return "value must be one of " + listed(len(k.Want), func(i int) string { return shown(k.Want[i]) })
+		return enumReason(k.Want)
 	case *kind.Const:
-		switch k.Want.(type) {
-		case []any, map[string]any:
+		if composite(k.Want) {
 			return "'const' failed"
 		}
 		return "value must be " + shown(k.Want)
@@ -378,10 +390,7 @@ func leafReason(k jsonschema.ErrorKind) string {
 	case *kind.PropertyNames:
 		return "invalid property name " + shown(k.Property)
 	case *kind.Required:
-		if len(k.Missing) == 1 {
-			return "missing property " + shown(k.Missing[0])
-		}
-		return "missing properties " + listed(len(k.Missing), func(i int) string { return shown(k.Missing[i]) })
+		return requiredReason(k.Missing)
 	case *kind.Dependency:
 		return dependent(k.Missing, k.Prop)
 	case *kind.DependentRequired:
@@ -392,6 +401,34 @@ func leafReason(k jsonschema.ErrorKind) string {
 		return fmt.Sprintf("max %d items required to match contains schema, but matched %d", k.Want, len(k.Got))
 	}
 	return clip(k.LocalizedString(schemaPrinter), 120)
+}
+
+// composite reports whether a JSON value is an array or an object, which a reason does not quote.
+func composite(v any) bool {
+	switch v.(type) {
+	case []any, map[string]any:
+		return true
+	}
+	return false
+}
+
+// enumReason says which values an enum wants, unless one of them is an array or an object.
+func enumReason(want []any) string {
+	if slices.ContainsFunc(want, composite) {
+		return "'enum' failed"
+	}
+	if len(want) == 1 {
+		return "value must be " + shown(want[0])
+	}
+	return "value must be one of " + listed(len(want), func(i int) string { return shown(want[i]) })
+}
+
+// requiredReason names the missing required properties.
+func requiredReason(missing []string) string {
+	if len(missing) == 1 {
+		return "missing property " + shown(missing[0])
+	}
+	return "missing properties " + listed(len(missing), func(i int) string { return shown(missing[i]) })
 }
 
 func dependent(missing []string, prop string) string {

@@ -377,56 +377,10 @@ func (b *costBuilder) visit(id int32) error {
 	// Built aside and stored at the end: interning the parts' states grows b.states.
 	st := costState{other: -1, name: -1, rest: -1}
 	defer func() { b.states[id] = st }()
-	type additional struct {
-		of   *jsonschema.Schema // the schema whose additionalProperties it is
-		s    *jsonschema.Schema
-		mult int64
-	}
-	var (
-		named    = map[string]costVec{}
-		anyProp  = costVec{} // patternProperties (any may match) and unevaluatedProperties
-		adds     []additional
-		names    = costVec{}
-		anyItem  = costVec{} // contains and unevaluatedItems
-		prefixes int
-	)
+	parts := stateParts{named: map[string]costVec{}, anyProp: costVec{}, names: costVec{}, anyItem: costVec{}}
 	for _, n := range reach {
-		t, m := b.nodes[n], b.mult[n]
-		st.count = satAdd(st.count, m)
-		st.fixed = satAdd(st.fixed, satMul(m, b.fixedWork(n)))
-		perByte := int64(0)
-		for _, applies := range []bool{t.MinLength != nil || t.MaxLength != nil, t.Pattern != nil, t.Format != nil} {
-			if applies {
-				perByte++
-			}
-		}
-		st.perByte = satAdd(st.perByte, satMul(m, perByte))
-		st.perMember = satAdd(st.perMember, m)
-		st.perNameByte = satAdd(st.perNameByte, satMul(m, int64(len(t.PatternProperties))))
-		if t.UniqueItems {
-			st.perContent = satAdd(st.perContent, m)
-		}
-		for name, c := range t.Properties {
-			if named[name] == nil {
-				named[name] = costVec{}
-			}
-			named[name].add(b, c, m)
-		}
-		for _, c := range t.PatternProperties {
-			anyProp.add(b, c, m)
-		}
-		if a, ok := t.AdditionalProperties.(*jsonschema.Schema); ok {
-			adds = append(adds, additional{t, a, m})
-		}
-		anyProp.add(b, t.UnevaluatedProperties, m)
-		names.add(b, t.PropertyNames, m)
-		anyItem.add(b, t.Contains, m)
-		anyItem.add(b, t.UnevaluatedItems, m)
-		prefixes = max(prefixes, len(t.PrefixItems))
-		if items, ok := t.Items.([]*jsonschema.Schema); ok {
-			prefixes = max(prefixes, len(items))
-		}
-		b.work += len(t.Properties) + len(t.PatternProperties)
+		b.addEvaluations(&st, n)
+		parts.gather(b, b.nodes[n], b.mult[n])
 	}
 	if st.count > MaxValueEvaluations {
 		return fmt.Errorf("would take up to %d evaluations of one value (at %s; at most %d): its anyOf, oneOf, allOf and $ref branches multiply",
@@ -435,18 +389,89 @@ func (b *costBuilder) visit(id int32) error {
 	if err := b.tooIntricate(); err != nil {
 		return err
 	}
-	keys := sortedKeys(named)
+	if err := b.internProperties(&st, id, &parts); err != nil {
+		return err
+	}
+	return b.internItems(&st, id, reach, &parts)
+}
+
+// stateParts are the subschemas that a state's evaluations apply to the parts of its value, gathered
+// while the state is visited.
+type stateParts struct {
+	named    map[string]costVec // each named property's value
+	anyProp  costVec            // patternProperties (any may match) and unevaluatedProperties
+	adds     []additional
+	names    costVec // property names
+	anyItem  costVec // contains and unevaluatedItems
+	prefixes int     // the most items any subschema applies a subschema of its own to
+}
+
+// additional is a subschema's additionalProperties, applied mult times.
+type additional struct {
+	of   *jsonschema.Schema // the schema whose additionalProperties it is
+	s    *jsonschema.Schema
+	mult int64
+}
+
+// addEvaluations adds to st the work of subschema n's evaluations of the state's value.
+func (b *costBuilder) addEvaluations(st *costState, n int32) {
+	t, m := b.nodes[n], b.mult[n]
+	st.count = satAdd(st.count, m)
+	st.fixed = satAdd(st.fixed, satMul(m, b.fixedWork(n)))
+	perByte := int64(0)
+	for _, applies := range []bool{t.MinLength != nil || t.MaxLength != nil, t.Pattern != nil, t.Format != nil} {
+		if applies {
+			perByte++
+		}
+	}
+	st.perByte = satAdd(st.perByte, satMul(m, perByte))
+	st.perMember = satAdd(st.perMember, m)
+	st.perNameByte = satAdd(st.perNameByte, satMul(m, int64(len(t.PatternProperties))))
+	if t.UniqueItems {
+		st.perContent = satAdd(st.perContent, m)
+	}
+}
+
+// gather adds the subschemas that t, applied m times, applies to the parts of the value.
+func (p *stateParts) gather(b *costBuilder, t *jsonschema.Schema, m int64) {
+	for name, c := range t.Properties {
+		if p.named[name] == nil {
+			p.named[name] = costVec{}
+		}
+		p.named[name].add(b, c, m)
+	}
+	for _, c := range t.PatternProperties {
+		p.anyProp.add(b, c, m)
+	}
+	if a, ok := t.AdditionalProperties.(*jsonschema.Schema); ok {
+		p.adds = append(p.adds, additional{t, a, m})
+	}
+	p.anyProp.add(b, t.UnevaluatedProperties, m)
+	p.names.add(b, t.PropertyNames, m)
+	p.anyItem.add(b, t.Contains, m)
+	p.anyItem.add(b, t.UnevaluatedItems, m)
+	p.prefixes = max(p.prefixes, len(t.PrefixItems))
+	if items, ok := t.Items.([]*jsonschema.Schema); ok {
+		p.prefixes = max(p.prefixes, len(items))
+	}
+	b.work += len(t.Properties) + len(t.PatternProperties)
+}
+
+// internProperties interns the states of the value's properties (each named one's, and any other's)
+// and of their names into st.
+func (b *costBuilder) internProperties(st *costState, id int32, p *stateParts) error {
+	keys := sortedKeys(p.named)
 	if len(keys) > 0 {
 		st.props = make(map[string]int32, len(keys))
 	}
 	for _, k := range keys {
-		w := named[k].plus(anyProp)
-		for _, a := range adds {
+		w := p.named[k].plus(p.anyProp)
+		for _, a := range p.adds {
 			if _, ok := a.of.Properties[k]; !ok {
 				w.add(b, a.s, a.mult)
 			}
 		}
-		b.work += len(adds)
+		b.work += len(p.adds)
 		if s := b.intern(w, id, k); s >= 0 {
 			st.props[k] = s
 		}
@@ -454,19 +479,25 @@ func (b *costBuilder) visit(id int32) error {
 			return err
 		}
 	}
-	others := anyProp.plus(nil)
-	for _, a := range adds {
+	others := p.anyProp.plus(nil)
+	for _, a := range p.adds {
 		others.add(b, a.s, a.mult)
 	}
 	st.other = b.intern(others, id, "*")
-	st.name = b.intern(names, id, "(a name)")
-	for i := 0; i <= prefixes; i++ {
-		w := anyItem.plus(nil)
+	st.name = b.intern(p.names, id, "(a name)")
+	return nil
+}
+
+// internItems interns the states of the value's items (each of the first p.prefixes, and the rest)
+// into st.
+func (b *costBuilder) internItems(st *costState, id int32, reach []int32, p *stateParts) error {
+	for i := 0; i <= p.prefixes; i++ {
+		w := p.anyItem.plus(nil)
 		for _, n := range reach {
 			w.add(b, itemSchema(b.nodes[n], i), b.mult[n])
 		}
 		b.work += len(reach)
-		if i < prefixes {
+		if i < p.prefixes {
 			st.prefix = append(st.prefix, b.intern(w, id, strconv.Itoa(i)))
 		} else {
 			st.rest = b.intern(w, id, "*")
@@ -570,66 +601,91 @@ func (b *costBuilder) path(id int32) string {
 // counted up to limit (beyond it, some number above limit), or what makes it impossible to check: a
 // number the validator would spend seconds reading as an exact fraction, or fail on (1e100000000).
 func (c *evalCost) answerWork(v any, limit int64) (work int64, problem string) {
-	// walk returns the size of v in units (valueUnits) for uniqueItems above it.
-	var walk func(v any, s int32) int64
-	walk = func(v any, s int32) (size int64) {
-		if work > limit || problem != "" {
-			return 0
-		}
-		var st *costState
-		if s >= 0 {
-			st = &c.states[s]
-			work = satAdd(work, satAdd(st.count, st.fixed))
-		}
-		size = 1
-		switch x := v.(type) {
-		case string:
-			size += int64(len(x)) / 16
-			if st != nil {
-				work = satAdd(work, satMul(st.perByte, size))
-			}
-		case json.Number:
-			if p := schemaNumber(string(x)); p != "" {
-				problem = p
-			}
-		case map[string]any:
-			var names int64
-			for k, e := range x {
-				names += 1 + int64(len(k))/16
-				child := int32(-1)
-				if st != nil {
-					if st.name >= 0 {
-						walk(k, st.name)
-					}
-					child = st.other
-					if p, ok := st.props[k]; ok {
-						child = p
-					}
-				}
-				size += walk(e, child)
-			}
-			size += names
-			if st != nil {
-				work = satAdd(work, satAdd(satMul(st.perMember, int64(len(x))), satMul(st.perNameByte, names)))
-			}
-		case []any:
-			for i, e := range x {
-				child := int32(-1)
-				switch {
-				case st == nil:
-				case i < len(st.prefix):
-					child = st.prefix[i]
-				default:
-					child = st.rest
-				}
-				size += walk(e, child)
-			}
-			if st != nil {
-				work = satAdd(work, satMul(st.perContent, size))
-			}
+	w := answerWalk{states: c.states, limit: limit}
+	w.walk(v, 0)
+	return w.work, w.problem
+}
+
+// answerWalk is the walk of one answer through the states: the work counted so far, and the problem
+// found, if any.
+type answerWalk struct {
+	states  []costState
+	limit   int64
+	work    int64
+	problem string
+}
+
+// walk counts the work of checking v in state s (-1: no subschema meets it), and returns the size of
+// v in units (valueUnits) for uniqueItems above it.
+func (w *answerWalk) walk(v any, s int32) (size int64) {
+	if w.work > w.limit || w.problem != "" {
+		return 0
+	}
+	var st *costState
+	if s >= 0 {
+		st = &w.states[s]
+		w.work = satAdd(w.work, satAdd(st.count, st.fixed))
+	}
+	switch x := v.(type) {
+	case string:
+		size = 1 + int64(len(x))/16
+		if st != nil {
+			w.work = satAdd(w.work, satMul(st.perByte, size))
 		}
 		return size
+	case json.Number:
+		if p := schemaNumber(string(x)); p != "" {
+			w.problem = p
+		}
+	case map[string]any:
+		return w.object(x, st)
+	case []any:
+		return w.array(x, st)
 	}
-	walk(v, 0)
-	return work, problem
+	return 1
+}
+
+// object walks an object's names and values in state st (nil: none), and returns its size.
+func (w *answerWalk) object(x map[string]any, st *costState) (size int64) {
+	size = 1
+	var names int64
+	for k, e := range x {
+		names += 1 + int64(len(k))/16
+		child := int32(-1)
+		if st != nil {
+			if st.name >= 0 {
+				w.walk(k, st.name)
+			}
+			child = st.other
+			if p, ok := st.props[k]; ok {
+				child = p
+			}
+		}
+		size += w.walk(e, child)
+	}
+	size += names
+	if st != nil {
+		w.work = satAdd(w.work, satAdd(satMul(st.perMember, int64(len(x))), satMul(st.perNameByte, names)))
+	}
+	return size
+}
+
+// array walks an array's items in state st (nil: none), and returns its size.
+func (w *answerWalk) array(x []any, st *costState) (size int64) {
+	size = 1
+	for i, e := range x {
+		child := int32(-1)
+		switch {
+		case st == nil:
+		case i < len(st.prefix):
+			child = st.prefix[i]
+		default:
+			child = st.rest
+		}
+		size += w.walk(e, child)
+	}
+	if st != nil {
+		w.work = satAdd(w.work, satMul(st.perContent, size))
+	}
+	return size
 }

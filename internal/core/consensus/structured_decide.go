@@ -66,10 +66,24 @@ func structuredWeights(resps []Response, bs []Ballot, quality []float64, quality
 	return support, weighted
 }
 
+// decideStructured decides among the responses by their ballots (see above).
 func decideStructured(in Input) (Result, error) {
-	resps := in.Responses
-	n := len(resps)
-	s := &structured{in: in, st: in.Structure, bs: Ballots(resps, in.Structure, in.Kind)}
+	s := newStructured(in)
+	if len(s.valid) == 0 {
+		return Result{Strategy: in.Strategy, Chosen: -1, Ballots: s.bs}, &NoValidAnswerError{Models: models(in.Responses), Ballots: s.bs}
+	}
+	s.support, s.weighted = structuredWeights(in.Responses, s.bs, arbiterQuality(&in), in.QualityFromAgreement)
+	r, err := s.decide()
+	if err != nil {
+		return Result{}, err
+	}
+	s.complete(&r)
+	return r, nil
+}
+
+// newStructured casts the ballots of in's responses and groups the valid ones by equal ballot.
+func newStructured(in Input) structured {
+	s := structured{in: in, st: in.Structure, bs: Ballots(in.Responses, in.Structure, in.Kind)}
 	for i, b := range s.bs {
 		if !b.Valid {
 			continue
@@ -80,62 +94,77 @@ func decideStructured(in Input) (Result, error) {
 		}
 		s.groups[b.Group] = append(s.groups[b.Group], i)
 	}
-	if len(s.valid) == 0 {
-		return Result{Strategy: in.Strategy, Chosen: -1, Ballots: s.bs}, &NoValidAnswerError{Models: models(resps), Ballots: s.bs}
-	}
-	v := in.Verdict
-	var quality []float64 // an arbiter's scores are the quality term of the weighted vote
-	if v != nil && in.Strategy == blueprints.Weighted && len(v.Scores) == n {
-		quality = v.Scores
-	}
-	s.support, s.weighted = structuredWeights(resps, s.bs, quality, in.QualityFromAgreement)
+	return s
+}
 
-	var r Result
-	switch in.Strategy {
+// decide elects the answer by the input's strategy.
+func (s *structured) decide() (Result, error) {
+	switch s.in.Strategy {
 	case blueprints.Majority:
-		r = s.vote(false)
+		return s.vote(false), nil
 	case blueprints.Weighted:
-		r = s.vote(true)
-		if v != nil {
-			r.Arbiter = in.Arbiter
+		r := s.vote(true)
+		if s.in.Verdict != nil {
+			r.Arbiter = s.in.Arbiter
 		}
+		return r, nil
 	case blueprints.Rotating:
-		if v != nil && v.Choice >= 0 && v.Choice < n && s.bs[v.Choice].Valid {
-			r = s.whole(s.bs[v.Choice].Group, v.Choice, nil)
-			r.Arbiter = cmp.Or(in.Arbiter, ArbiterFor(models(resps), in.Round))
-			if len(v.Scores) == n {
-				for _, i := range s.valid {
-					r.Scores[i] = clamp01(v.Scores[i])
-				}
-			}
-		} else {
-			r = s.vote(false)
-			r.Arbiter = LocalArbiter
-		}
+		return s.rotating(), nil
 	case blueprints.Pairwise:
-		prefer := in.Prefer
-		if prefer == nil && v != nil && len(v.Prefer) == n {
-			prefer = func(i, j int) float64 { return v.Prefer[i][j] }
-		}
-		if prefer != nil {
-			r = s.copeland(prefer)
-			r.Arbiter = in.Arbiter
-		} else {
-			r = s.vote(false)
-			r.Arbiter = LocalArbiter
-		}
-	default:
-		return Result{}, fmt.Errorf("consensus: unknown strategy %q", in.Strategy)
+		return s.pairwise(), nil
 	}
+	return Result{}, fmt.Errorf("consensus: unknown strategy %q", s.in.Strategy)
+}
+
+// rotating takes the arbiter's choice, and its scores when it gave one per response, when the choice
+// names a valid answer; otherwise the answers vote as majority does.
+func (s *structured) rotating() Result {
+	in, v, n := &s.in, s.in.Verdict, len(s.in.Responses)
+	if v == nil || v.Choice < 0 || v.Choice >= n || !s.bs[v.Choice].Valid {
+		r := s.vote(false)
+		r.Arbiter = LocalArbiter
+		return r
+	}
+	r := s.whole(s.bs[v.Choice].Group, v.Choice, nil)
+	r.Arbiter = cmp.Or(in.Arbiter, ArbiterFor(models(in.Responses), in.Round))
+	if len(v.Scores) == n {
+		for _, i := range s.valid {
+			r.Scores[i] = clamp01(v.Scores[i])
+		}
+	}
+	return r
+}
+
+// pairwise ranks the valid answers by the caller's preferences, or else by the arbiter's; without
+// either the answers vote as majority does.
+func (s *structured) pairwise() Result {
+	in, v := &s.in, s.in.Verdict
+	prefer := in.Prefer
+	if prefer == nil && v != nil && len(v.Prefer) == len(in.Responses) {
+		prefer = func(i, j int) float64 { return v.Prefer[i][j] }
+	}
+	if prefer == nil {
+		r := s.vote(false)
+		r.Arbiter = LocalArbiter
+		return r
+	}
+	r := s.copeland(prefer)
+	r.Arbiter = in.Arbiter
+	return r
+}
+
+// complete fills in what every structured result carries: the strategy, weights and ballots, the
+// chosen answer's calls of tools, and the points (the arbiter's own when it decided and gave some).
+func (s *structured) complete(r *Result) {
+	in, v := &s.in, s.in.Verdict
 	r.Strategy, r.Weighted, r.Support, r.Ballots = in.Strategy, s.weighted, s.support, s.bs
 	if s.bs[r.Chosen].Form == FormToolCalls && !r.Merged {
-		r.ToolCalls = resps[r.Chosen].ToolCalls
+		r.ToolCalls = in.Responses[r.Chosen].ToolCalls
 	}
-	r.Agreement, r.Disagreement = s.points(r)
+	r.Agreement, r.Disagreement = s.points(*r)
 	if v != nil && r.Arbiter == in.Arbiter && in.Arbiter != "" && (len(v.Agreement) > 0 || len(v.Disagreement) > 0) {
 		r.Agreement, r.Disagreement = nonNil(v.Agreement), nonNil(v.Disagreement)
 	}
-	return r, nil
 }
 
 // mass is a response's weight in the vote: one for majority, its weighted score for weighted.

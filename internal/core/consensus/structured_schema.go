@@ -146,39 +146,53 @@ func anchorPlaces(v any, at string, out []string) []string {
 func schemaSize(text string, budget int) (nodes int, err error) {
 	depth := 0
 	for i := 0; i < len(text); i++ {
-		switch c := text[i]; {
+		c := text[i]
+		switch {
 		case c == '"':
-			for i++; i < len(text) && text[i] != '"'; i++ {
-				if text[i] == '\\' {
-					i++
-				}
-			}
+			i = stringEnd(text, i)
 		case c == '{' || c == '[':
 			if depth++; depth > MaxSchemaDepth {
 				return nodes, fmt.Errorf("must nest at most %d levels", MaxSchemaDepth)
 			}
-			if c == '{' {
-				nodes++
-			}
 		case c == '}' || c == ']':
 			depth--
-		case c == 't' || c == 'f': // true, false
-			nodes++
-		case c == '-' || c >= '0' && c <= '9':
-			j := i
-			for j < len(text) && strings.IndexByte("+-.eE0123456789", text[j]) >= 0 {
-				j++
-			}
+		case startsNumber(c):
+			j := numberEnd(text, i)
 			if problem := schemaNumber(text[i:j]); problem != "" {
 				return nodes, errors.New(problem)
 			}
 			i = j - 1
+		}
+		if c == '{' || c == 't' || c == 'f' { // an object, true or false
+			nodes++
 		}
 		if nodes > budget {
 			return nodes, fmt.Errorf("must hold at most %d objects and booleans, with the request's other schemas", MaxSchemaNodes)
 		}
 	}
 	return nodes, nil
+}
+
+// stringEnd returns the index of the quote that ends the JSON string opening at i (len(text) when it
+// is not closed).
+func stringEnd(text string, i int) int {
+	for i++; i < len(text) && text[i] != '"'; i++ {
+		if text[i] == '\\' {
+			i++
+		}
+	}
+	return i
+}
+
+// startsNumber reports whether c can start a JSON number.
+func startsNumber(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
+
+// numberEnd returns the index just after the JSON number starting at i.
+func numberEnd(text string, i int) int {
+	for i < len(text) && strings.IndexByte("+-.eE0123456789", text[i]) >= 0 {
+		i++
+	}
+	return i
 }
 
 // schemaNumber says what is wrong with a number of a schema, or returns "".

@@ -32,64 +32,82 @@ func (s *SynthesisStream) Feed(piece string) string {
 	var out strings.Builder
 	text := s.pending + piece
 	s.pending = ""
-	for i := 0; i < len(text); i++ {
-		c := text[i]
-		if !s.started {
-			if c == '{' {
-				s.started, s.depth = true, 1
-			}
-			continue
+	for i := 0; i < len(text); {
+		n, stop := s.step(&out, text[i:])
+		if stop {
+			break
 		}
-		if s.inString {
-			if c == '\\' {
-				r, n, ok := unescape(text[i:])
-				if !ok {
-					s.pending = text[i:] // the rest of the escape comes with the next piece
-					return out.String()
-				}
-				i += n - 1
-				s.write(&out, r)
-				continue
-			}
-			if c == '"' {
-				s.endString()
-				if s.done {
-					return out.String()
-				}
-				continue
-			}
-			r, n := utf8.DecodeRuneInString(text[i:])
-			if r == utf8.RuneError && n == 1 && !utf8.FullRuneInString(text[i:]) {
-				s.pending = text[i:] // a character cut by the end of a piece
-				return out.String()
-			}
-			i += n - 1
-			s.write(&out, r)
-			continue
-		}
-		switch c {
-		case '"':
-			s.inString = true
-			s.isKey = s.depth == 1 && !s.afterColon
-			s.isValue = s.depth == 1 && s.afterColon && s.lastKey == "answer"
-			s.key.Reset()
-		case ':':
-			s.afterColon = s.depth == 1
-		case ',':
-			if s.depth == 1 {
-				s.afterColon = false
-			}
-		case '{', '[':
-			s.depth++
-		case '}', ']':
-			s.depth--
-			if s.depth == 0 {
-				s.done = true
-				return out.String()
-			}
-		}
+		i += n
 	}
 	return out.String()
+}
+
+// step reads what starts text (a byte before the verdict's object, a character of a string, or a byte
+// of the object's structure) and returns how many bytes it took. It stops when the verdict's object
+// or its answer is whole, or when the rest of text must wait for the next piece (kept in pending).
+func (s *SynthesisStream) step(out *strings.Builder, text string) (n int, stop bool) {
+	switch {
+	case !s.started:
+		if text[0] == '{' {
+			s.started, s.depth = true, 1
+		}
+		return 1, false
+	case s.inString:
+		return s.stringStep(out, text)
+	}
+	return 1, s.structure(text[0])
+}
+
+// stringStep reads the character, or the escape, that starts text inside a string, and the quote that
+// ends the string.
+func (s *SynthesisStream) stringStep(out *strings.Builder, text string) (n int, stop bool) {
+	switch text[0] {
+	case '\\':
+		r, size, ok := unescape(text)
+		if !ok {
+			s.pending = text // the rest of the escape comes with the next piece
+			return 0, true
+		}
+		s.write(out, r)
+		return size, false
+	case '"':
+		s.endString()
+		return 1, s.done
+	}
+	r, size := utf8.DecodeRuneInString(text)
+	if r == utf8.RuneError && size == 1 && !utf8.FullRuneInString(text) {
+		s.pending = text // a character cut by the end of a piece
+		return 0, true
+	}
+	s.write(out, r)
+	return size, false
+}
+
+// structure reads a byte outside strings: it follows the nesting and whether a string at depth 1 is a
+// key or the answer's value, and reports whether the byte closed the verdict's object.
+func (s *SynthesisStream) structure(c byte) (closed bool) {
+	switch c {
+	case '"':
+		s.inString = true
+		s.isKey = s.depth == 1 && !s.afterColon
+		s.isValue = s.depth == 1 && s.afterColon && s.lastKey == "answer"
+		s.key.Reset()
+	case ':':
+		s.afterColon = s.depth == 1
+	case ',':
+		if s.depth == 1 {
+			s.afterColon = false
+		}
+	case '{', '[':
+		s.depth++
+	case '}', ']':
+		s.depth--
+		if s.depth == 0 {
+			s.done = true
+			return true
+		}
+	}
+	return false
 }
 
 // write adds a character of the string being read: to the key, or to the answer's text.

@@ -44,119 +44,181 @@ var fields = []string{"name", "budget_usd", "budget_period", "rpm", "tpm", "max_
 // ReadChanges reads the JSON object of POST /admin/keys (creating: name is required) or of PATCH
 // /admin/keys/:id, and lists every problem it finds.
 func ReadChanges(body []byte, creating bool) (Changes, problems.Errors) {
-	var c Changes
-	var bad problems.Errors
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(body, &obj); err != nil || obj == nil {
-		bad.Add("body", "must be a JSON object")
-		return c, bad
+	var r changeReader
+	if err := json.Unmarshal(body, &r.obj); err != nil || r.obj == nil {
+		r.bad.Add("body", "must be a JSON object")
+		return r.c, r.bad
 	}
-	for name := range obj {
+	r.refuseUnknown()
+	r.readName(creating)
+	r.readBudget()
+	r.readPeriod()
+	r.readLimits()
+	r.readModels()
+	r.readExpiry()
+	r.readMetadata()
+	return r.c, r.bad
+}
+
+// changeReader holds a body's fields, the changes read from them so far and the problems found.
+type changeReader struct {
+	obj map[string]json.RawMessage
+	c   Changes
+	bad problems.Errors
+}
+
+// null reports whether the body sent null for the field name.
+func (r *changeReader) null(name string) bool {
+	return bytes.Equal(bytes.TrimSpace(r.obj[name]), []byte("null"))
+}
+
+// refuseUnknown adds a problem for every field that is not a field of a key.
+func (r *changeReader) refuseUnknown() {
+	for name := range r.obj {
 		if !slices.Contains(fields, name) {
-			bad.Add(name, "is not a field of a key (fields: "+strings.Join(fields, ", ")+")")
+			r.bad.Add(name, "is not a field of a key (fields: "+strings.Join(fields, ", ")+")")
 		}
 	}
-	null := func(name string) bool { return bytes.Equal(bytes.TrimSpace(obj[name]), []byte("null")) }
-	if raw, ok := obj["name"]; ok {
-		var s string
-		switch {
-		case json.Unmarshal(raw, &s) != nil:
-			bad.Add("name", "must be a string")
-		case strings.TrimSpace(s) == "":
-			bad.Add("name", "must not be empty")
-		case len(s) > MaxNameBytes:
-			bad.Add("name", fmt.Sprintf("must be at most %d bytes", MaxNameBytes))
-		default:
-			c.Name = &s
+}
+
+// readName reads name, which a creation must send.
+func (r *changeReader) readName(creating bool) {
+	raw, ok := r.obj["name"]
+	if !ok {
+		if creating {
+			r.bad.Add("name", "is required")
 		}
-	} else if creating {
-		bad.Add("name", "is required")
+		return
 	}
-	if raw, ok := obj["budget_usd"]; ok {
-		var b money.USD
-		switch {
-		case null("budget_usd"):
-			c.ClearBudget = true
-		case b.UnmarshalJSON(raw) != nil || b < 0 || b > MaxBudget:
-			bad.Add("budget_usd", fmt.Sprintf("must be a decimal number of US dollars from 0 to %s with at most 9 decimals, or null for no budget", MaxBudget))
-		default:
-			c.Budget = &b
-		}
+	var s string
+	switch {
+	case json.Unmarshal(raw, &s) != nil:
+		r.bad.Add("name", "must be a string")
+	case strings.TrimSpace(s) == "":
+		r.bad.Add("name", "must not be empty")
+	case len(s) > MaxNameBytes:
+		r.bad.Add("name", fmt.Sprintf("must be at most %d bytes", MaxNameBytes))
+	default:
+		r.c.Name = &s
 	}
-	if raw, ok := obj["budget_period"]; ok {
-		var s string
-		if null("budget_period") {
-			s = ""
-		} else if json.Unmarshal(raw, &s) != nil {
-			s = "?"
-		}
-		if p, ok := ParsePeriod(s); ok {
-			c.Period = &p
-		} else {
-			bad.Add("budget_period", `must be "1d", "7d", "30d", or "" (or null) for the key's whole life`)
-		}
+}
+
+// readBudget reads budget_usd; null clears the budget.
+func (r *changeReader) readBudget() {
+	raw, ok := r.obj["budget_usd"]
+	if !ok {
+		return
 	}
+	var b money.USD
+	switch {
+	case r.null("budget_usd"):
+		r.c.ClearBudget = true
+	case b.UnmarshalJSON(raw) != nil || b < 0 || b > MaxBudget:
+		r.bad.Add("budget_usd", fmt.Sprintf("must be a decimal number of US dollars from 0 to %s with at most 9 decimals, or null for no budget", MaxBudget))
+	default:
+		r.c.Budget = &b
+	}
+}
+
+// readPeriod reads budget_period; null stands for "", the key's whole life.
+func (r *changeReader) readPeriod() {
+	raw, ok := r.obj["budget_period"]
+	if !ok {
+		return
+	}
+	var s string
+	if r.null("budget_period") {
+		s = ""
+	} else if json.Unmarshal(raw, &s) != nil {
+		s = "?"
+	}
+	if p, ok := ParsePeriod(s); ok {
+		r.c.Period = &p
+	} else {
+		r.bad.Add("budget_period", `must be "1d", "7d", "30d", or "" (or null) for the key's whole life`)
+	}
+}
+
+// readLimits reads rpm, tpm and max_concurrency; null stands for 0, no limit.
+func (r *changeReader) readLimits() {
 	for _, f := range []struct {
 		name string
 		to   **int
-	}{{"rpm", &c.RPM}, {"tpm", &c.TPM}, {"max_concurrency", &c.MaxConcurrency}} {
-		raw, ok := obj[f.name]
+	}{{"rpm", &r.c.RPM}, {"tpm", &r.c.TPM}, {"max_concurrency", &r.c.MaxConcurrency}} {
+		raw, ok := r.obj[f.name]
 		if !ok {
 			continue
 		}
 		var n int
-		if null(f.name) {
+		if r.null(f.name) {
 			n = 0
 		} else if err := json.Unmarshal(raw, &n); err != nil || n < 0 || n > MaxLimit {
-			bad.Add(f.name, fmt.Sprintf("must be a whole number from 0 (no limit) to %d", MaxLimit))
+			r.bad.Add(f.name, fmt.Sprintf("must be a whole number from 0 (no limit) to %d", MaxLimit))
 			continue
 		}
 		*f.to = &n
 	}
-	if raw, ok := obj["models"]; ok {
-		var globs []string
-		if null("models") {
-			globs = []string{}
-		} else if json.Unmarshal(raw, &globs) != nil {
-			bad.Add("models", `must be a list of globs over model ids, such as ["openai/*", "conclave/*"]`)
-		}
-		if len(globs) > MaxGlobs {
-			bad.Add("models", fmt.Sprintf("must hold at most %d globs", MaxGlobs))
-		}
-		for i, g := range globs[:min(len(globs), MaxGlobs)] {
-			if g == "" || len(g) > MaxGlobBytes {
-				bad.Add(fmt.Sprintf("models[%d]", i), fmt.Sprintf("must be a glob of 1 to %d bytes", MaxGlobBytes))
-			}
-		}
-		if globs != nil {
-			c.Models = &globs
+}
+
+// readModels reads models, a list of globs; null stands for the empty list.
+func (r *changeReader) readModels() {
+	raw, ok := r.obj["models"]
+	if !ok {
+		return
+	}
+	var globs []string
+	if r.null("models") {
+		globs = []string{}
+	} else if json.Unmarshal(raw, &globs) != nil {
+		r.bad.Add("models", `must be a list of globs over model ids, such as ["openai/*", "conclave/*"]`)
+	}
+	if len(globs) > MaxGlobs {
+		r.bad.Add("models", fmt.Sprintf("must hold at most %d globs", MaxGlobs))
+	}
+	for i, g := range globs[:min(len(globs), MaxGlobs)] {
+		if g == "" || len(g) > MaxGlobBytes {
+			r.bad.Add(fmt.Sprintf("models[%d]", i), fmt.Sprintf("must be a glob of 1 to %d bytes", MaxGlobBytes))
 		}
 	}
-	if raw, ok := obj["expires_at"]; ok {
-		var s string
-		if null("expires_at") {
-			c.ClearExpiry = true
-		} else if t, err := time.Parse(time.RFC3339, unquote(raw, &s)); err != nil || s == "" {
-			bad.Add("expires_at", "must be a time in RFC 3339 (2027-01-31T00:00:00Z), or null for never")
-		} else {
-			t = t.UTC()
-			c.ExpiresAt = &t
-		}
+	if globs != nil {
+		r.c.Models = &globs
 	}
-	if raw, ok := obj["metadata"]; ok {
-		var m map[string]any
-		switch {
-		case null("metadata"):
-			c.Metadata = []byte("{}")
-		case json.Unmarshal(raw, &m) != nil || m == nil:
-			bad.Add("metadata", "must be a JSON object")
-		case len(raw) > MaxMetadataBytes:
-			bad.Add("metadata", fmt.Sprintf("must be at most %d bytes", MaxMetadataBytes))
-		default:
-			c.Metadata, _ = json.Marshal(m) // compact, and the same bytes whatever the spacing sent
-		}
+}
+
+// readExpiry reads expires_at; null clears the expiry.
+func (r *changeReader) readExpiry() {
+	raw, ok := r.obj["expires_at"]
+	if !ok {
+		return
 	}
-	return c, bad
+	var s string
+	if r.null("expires_at") {
+		r.c.ClearExpiry = true
+	} else if t, err := time.Parse(time.RFC3339, unquote(raw, &s)); err != nil || s == "" {
+		r.bad.Add("expires_at", "must be a time in RFC 3339 (2027-01-31T00:00:00Z), or null for never")
+	} else {
+		t = t.UTC()
+		r.c.ExpiresAt = &t
+	}
+}
+
+// readMetadata reads metadata, a JSON object kept compact; null stands for the empty object.
+func (r *changeReader) readMetadata() {
+	raw, ok := r.obj["metadata"]
+	if !ok {
+		return
+	}
+	var m map[string]any
+	switch {
+	case r.null("metadata"):
+		r.c.Metadata = []byte("{}")
+	case json.Unmarshal(raw, &m) != nil || m == nil:
+		r.bad.Add("metadata", "must be a JSON object")
+	case len(raw) > MaxMetadataBytes:
+		r.bad.Add("metadata", fmt.Sprintf("must be at most %d bytes", MaxMetadataBytes))
+	default:
+		r.c.Metadata, _ = json.Marshal(m) // compact, and the same bytes whatever the spacing sent
+	}
 }
 
 // unquote reads a JSON string into s and returns it ("" when raw is not a string).

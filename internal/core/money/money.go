@@ -186,53 +186,73 @@ func parse(s string) (int64, error) { return parseScaled(s, decimals) }
 
 // parseScaled reads an exact decimal into units of 10^-scale.
 func parseScaled(s string, scale int) (int64, error) {
-	bad := func(err error) (int64, error) { return 0, fmt.Errorf("%q is not a decimal amount: %w", clip(s), err) }
-	t := s
-	neg := strings.HasPrefix(t, "-")
-	if neg {
-		t = t[1:]
-	}
-	exp := 0
-	if i := strings.IndexAny(t, "eE"); i >= 0 {
-		e, err := strconv.Atoi(strings.TrimPrefix(t[i+1:], "+"))
-		if err != nil || e < -40 || e > 40 {
-			return bad(errors.New("its exponent must be a whole number from -40 to 40"))
-		}
-		t, exp = t[:i], e
-	}
-	whole, frac, dot := strings.Cut(t, ".")
-	if (whole == "" && frac == "") || (dot && frac == "" && whole == "") || !digitsOnly(whole) || !digitsOnly(frac) {
-		return bad(errors.New("want digits, with at most one decimal point"))
-	}
-	// Move the point by the exponent, then by the places of a unit.
-	digits, point := whole+frac, len(whole)+exp+scale
-	digits = strings.TrimLeft(digits, "0")
-	point -= len(whole+frac) - len(digits)
-	if point < len(digits) {
-		if strings.TrimRight(digits[max(point, 0):], "0") != "" {
-			return bad(ErrPrecision)
-		}
-		digits = digits[:max(point, 0)]
-	} else {
-		if point-len(digits) > 19 {
-			return bad(ErrRange)
-		}
-		digits += strings.Repeat("0", point-len(digits))
-	}
-	if digits == "" {
-		return 0, nil
-	}
-	if len(digits) > 19 {
-		return bad(ErrRange)
-	}
-	n, err := strconv.ParseUint(digits, 10, 64)
-	if err != nil || n > math.MaxInt64 {
-		return bad(ErrRange)
+	t, neg := strings.CutPrefix(s, "-")
+	n, err := parseUnits(t, scale)
+	if err != nil {
+		return 0, fmt.Errorf("%q is not a decimal amount: %w", clip(s), err)
 	}
 	if neg {
 		return -int64(n), nil
 	}
 	return int64(n), nil
+}
+
+// parseUnits reads an exact decimal without a sign into units of 10^-scale, at most math.MaxInt64.
+func parseUnits(t string, scale int) (uint64, error) {
+	mant, exp, err := cutExponent(t)
+	if err != nil {
+		return 0, err
+	}
+	whole, frac, _ := strings.Cut(mant, ".")
+	if whole == "" && frac == "" || !digitsOnly(whole) || !digitsOnly(frac) {
+		return 0, errors.New("want digits, with at most one decimal point")
+	}
+	digits, err := movePoint(whole, frac, exp+scale)
+	if err != nil {
+		return 0, err
+	}
+	if digits == "" {
+		return 0, nil
+	}
+	if len(digits) > 19 {
+		return 0, ErrRange
+	}
+	n, err := strconv.ParseUint(digits, 10, 64)
+	if err != nil || n > math.MaxInt64 {
+		return 0, ErrRange
+	}
+	return n, nil
+}
+
+// cutExponent cuts a decimal's exponent off: "1.5e3" is "1.5" and 3.
+func cutExponent(t string) (mant string, exp int, err error) {
+	i := strings.IndexAny(t, "eE")
+	if i < 0 {
+		return t, 0, nil
+	}
+	exp, err = strconv.Atoi(strings.TrimPrefix(t[i+1:], "+"))
+	if err != nil || exp < -40 || exp > 40 {
+		return "", 0, errors.New("its exponent must be a whole number from -40 to 40")
+	}
+	return t[:i], exp, nil
+}
+
+// movePoint moves the decimal point of whole.frac by places to the right, and returns the digits of
+// the whole number it makes, without leading zeros ("" for zero). Digits other than zeros left after
+// the point are ErrPrecision; a number far beyond 19 digits is ErrRange.
+func movePoint(whole, frac string, places int) (string, error) {
+	digits := strings.TrimLeft(whole+frac, "0")
+	point := len(whole) + places - (len(whole+frac) - len(digits))
+	if point < len(digits) {
+		if strings.TrimRight(digits[max(point, 0):], "0") != "" {
+			return "", ErrPrecision
+		}
+		return digits[:max(point, 0)], nil
+	}
+	if point-len(digits) > 19 {
+		return "", ErrRange
+	}
+	return digits + strings.Repeat("0", point-len(digits)), nil
 }
 
 func digitsOnly(s string) bool {

@@ -531,68 +531,99 @@ func (p *Plan) SkipsToRecord() []bandit.Skip {
 // that are down or at their limits are 503, with the wait that cures it when one is known (rate limits
 // say so with their own kind); requested models that are all excluded otherwise are 503 as well.
 func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
-	counts := sel.SkipCounts()
-	var soonest time.Time
-	limited, down, disabled, stopped, blind, strict := 0, 0, 0, 0, 0, 0
-	for _, s := range sel.Skipped {
-		switch s.Reason {
-		case bandit.NoVision:
-			blind++
-			continue
-		case bandit.ParametersUnsupported:
-			strict++
-			continue
-		case bandit.ProviderDisabled:
-			disabled++
-			continue
-		case bandit.ProviderStopped:
-			stopped++
-			continue
-		case bandit.RateLimitExhausted, bandit.ModelRateLimited:
-			limited++
-		case bandit.BreakerOpen, bandit.ModelEjected:
-			down++
-		default:
-			continue
-		}
-		if !s.Until.IsZero() && (soonest.IsZero() || s.Until.Before(soonest)) {
-			soonest = s.Until
-		}
-	}
-	wait := soonest.Sub(now)
-	if soonest.IsZero() || wait < time.Second {
-		wait = time.Second // the window is moving: come back in a second
-	}
+	t := tallySkips(sel.Skipped)
 	switch {
-	case blind+strict > 0 && limited+down+disabled+stopped == 0:
+	case t.blind+t.strict > 0 && t.limited+t.down+t.disabled+t.stopped == 0:
 		// What the request asks, no model can do: waiting cures nothing.
-		var problems problems.Errors
-		if blind > 0 {
-			problems.Add("messages", fmt.Sprintf("hold images, and none of %d models that could answer sees images (the vision capability)", blind))
-		}
-		if strict > 0 {
-			problems.Add("strict_parameters", fmt.Sprintf("the providers of %d models that could answer cannot carry every parameter given", strict))
-		}
-		return &Failure{Kind: resilience.MalformedRequest, Err: problems}
-	case stopped > 0 && limited+down+disabled == 0:
+		return t.unsupported()
+	case t.stopped > 0 && t.limited+t.down+t.disabled == 0:
 		// No wait cures it: the actors stay stopped until Conclave restarts.
 		return &Failure{Kind: resilience.AllProvidersDown, Err: fmt.Errorf("no eligible model: the providers of %d models are stopped "+
-			"after repeated crashes (GET /providers says why)", stopped)}
-	case disabled > 0 && limited+down == 0:
+			"after repeated crashes (GET /providers says why)", t.stopped)}
+	case t.disabled > 0 && t.limited+t.down == 0:
 		return &Failure{Kind: resilience.InvalidAPIKey, Err: fmt.Errorf("no eligible model: the providers of %d models refused their keys (or asked for payment); "+
-			"they take calls again once their keys change", disabled)}
-	case counts[bandit.ContextTooSmall.String()] > 0 && limited+down == 0:
+			"they take calls again once their keys change", t.disabled)}
+	case t.tooLarge > 0 && t.limited+t.down == 0:
 		return &Failure{Kind: resilience.RequestTooLarge, Err: errors.New("the task does not fit the context window of any eligible model")}
-	case limited > 0 && down == 0:
-		return &Failure{Kind: resilience.RateLimited, RetryAfter: wait,
-			Err: fmt.Errorf("no eligible model: %d models are at their rate limit", limited)}
-	case limited+down > 0:
-		return &Failure{Kind: resilience.AllProvidersDown, RetryAfter: wait,
-			Err: fmt.Errorf("no eligible model: the providers of %d models are down or at their rate limit", limited+down)}
+	case t.limited > 0 && t.down == 0:
+		return &Failure{Kind: resilience.RateLimited, RetryAfter: t.wait(now),
+			Err: fmt.Errorf("no eligible model: %d models are at their rate limit", t.limited)}
+	case t.limited+t.down > 0:
+		return &Failure{Kind: resilience.AllProvidersDown, RetryAfter: t.wait(now),
+			Err: fmt.Errorf("no eligible model: the providers of %d models are down or at their rate limit", t.limited+t.down)}
 	case explicit:
 		return &Failure{Kind: resilience.AllProvidersDown, Err: errors.New("none of the requested models is available")}
 	}
 	return &Failure{Kind: resilience.AllProvidersDown, Err: errors.New("no eligible model")}
+}
+
+// skipTally counts the models an empty selection skipped, by what would let them answer.
+type skipTally struct {
+	limited  int // at a rate limit
+	down     int // behind an open breaker, or ejected
+	disabled int // their provider refused its key
+	stopped  int // their provider's actor stopped
+	blind    int // they cannot see the request's images
+	strict   int // their provider cannot carry every parameter given
+	tooLarge int // the task does not fit their context window
+	// soonest is the earliest time a limited or down model is expected back (zero: unknown).
+	soonest time.Time
+}
+
+// tallySkips counts the skipped models by reason.
+func tallySkips(skipped []bandit.Skip) skipTally {
+	var t skipTally
+	for _, s := range skipped {
+		switch s.Reason {
+		case bandit.NoVision:
+			t.blind++
+		case bandit.ParametersUnsupported:
+			t.strict++
+		case bandit.ProviderDisabled:
+			t.disabled++
+		case bandit.ProviderStopped:
+			t.stopped++
+		case bandit.ContextTooSmall:
+			t.tooLarge++
+		case bandit.RateLimitExhausted, bandit.ModelRateLimited:
+			t.limited++
+			t.expectBack(s.Until)
+		case bandit.BreakerOpen, bandit.ModelEjected:
+			t.down++
+			t.expectBack(s.Until)
+		}
+	}
+	return t
+}
+
+// expectBack notes that a model is expected back at until (zero: unknown).
+func (t *skipTally) expectBack(until time.Time) {
+	if !until.IsZero() && (t.soonest.IsZero() || until.Before(t.soonest)) {
+		t.soonest = until
+	}
+}
+
+// wait is how long a client should wait before trying again: until the first model is expected back,
+// and at least a second.
+func (t *skipTally) wait(now time.Time) time.Duration {
+	wait := t.soonest.Sub(now)
+	if t.soonest.IsZero() || wait < time.Second {
+		wait = time.Second // the window is moving: come back in a second
+	}
+	return wait
+}
+
+// unsupported is the failure of a request that no model can do as asked: it holds images none of them
+// sees, or parameters none of their providers carries.
+func (t *skipTally) unsupported() *Failure {
+	var problems problems.Errors
+	if t.blind > 0 {
+		problems.Add("messages", fmt.Sprintf("hold images, and none of %d models that could answer sees images (the vision capability)", t.blind))
+	}
+	if t.strict > 0 {
+		problems.Add("strict_parameters", fmt.Sprintf("the providers of %d models that could answer cannot carry every parameter given", t.strict))
+	}
+	return &Failure{Kind: resilience.MalformedRequest, Err: problems}
 }
 
 // workersBack is when the first worker whose breaker is open admits a probe again.

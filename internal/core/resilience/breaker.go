@@ -197,30 +197,43 @@ func (b *Breaker) Record(t Ticket, success bool) bool {
 	}
 	switch b.state {
 	case Closed:
-		switch {
-		case b.s.Consecutive && success:
-			b.run = 0
-		case b.s.Consecutive:
-			if b.run++; b.run >= b.s.Threshold {
-				b.trip(now)
-			}
-		case !success:
-			b.addError(now)
-			if b.errorsSince(now.Add(-b.s.Window)) >= b.s.Threshold {
-				b.trip(now)
-			}
-		}
+		b.recordClosed(success, now)
 	case HalfOpen:
-		if !t.probe {
-			return false
-		}
-		if success {
-			b.transition(Closed, now)
-		} else {
-			b.trip(now)
-		}
+		return b.recordProbe(t, success, now)
 	case Open:
 		return false
+	}
+	return true
+}
+
+// recordClosed counts an outcome while the breaker is closed, and trips it when the failures reach
+// the threshold: in a row, or within the window.
+func (b *Breaker) recordClosed(success bool, now time.Time) {
+	switch {
+	case b.s.Consecutive && success:
+		b.run = 0
+	case b.s.Consecutive:
+		if b.run++; b.run >= b.s.Threshold {
+			b.trip(now)
+		}
+	case !success:
+		b.addError(now)
+		if b.errorsSince(now.Add(-b.s.Window)) >= b.s.Threshold {
+			b.trip(now)
+		}
+	}
+}
+
+// recordProbe applies a half-open breaker's probe outcome: a success closes it, a failure opens it
+// again. It reports whether the ticket was the probe's.
+func (b *Breaker) recordProbe(t Ticket, success bool, now time.Time) bool {
+	if !t.probe {
+		return false
+	}
+	if success {
+		b.transition(Closed, now)
+	} else {
+		b.trip(now)
 	}
 	return true
 }

@@ -125,83 +125,106 @@ func Spans(e *messages.Execution) []Span {
 	if e.GetReceivedAt() == nil || e.GetPhases() == nil {
 		return nil
 	}
-	origin, p := e.ReceivedAt.AsTime(), e.Phases
-	at := func(offsetMs float64) time.Time { return origin.Add(duration(offsetMs)) }
-	spans := make([]Span, 0, 4+len(e.Results)+1)
-	phase := func(name string, startMs, tookMs float64, attrs []Attr) int {
-		if startMs <= 0 {
-			return Root
-		}
-		spans = append(spans, Span{Name: name, Kind: Internal, Parent: Root, Start: at(startMs), End: at(startMs + tookMs), Attrs: attrs})
-		return len(spans) - 1
-	}
-	phase(Classify, p.ClassifyStartMs, p.ClassifyMs, classifyAttrs(e))
-	phase(Select, p.SelectStartMs, p.SelectMs, selectAttrs(e))
-	collect := phase(Collect, p.CollectStartMs, p.CollectMs, collectAttrs(e))
+	p := e.Phases
+	b := spanBuilder{origin: e.ReceivedAt.AsTime(), spans: make([]Span, 0, 4+len(e.Results)+1)}
+	b.phase(Classify, p.ClassifyStartMs, p.ClassifyMs, classifyAttrs(e))
+	b.phase(Select, p.SelectStartMs, p.SelectMs, selectAttrs(e))
+	collect := b.phase(Collect, p.CollectStartMs, p.CollectMs, collectAttrs(e))
 	var consensus = Root
 	if e.GetBlueprint().GetName() != directRecords { // a direct call's one answer is merged with nothing
-		consensus = phase(Consensus, p.ConsensusStartMs, p.ConsensusMs, consensusAttrs(e))
+		consensus = b.phase(Consensus, p.ConsensusStartMs, p.ConsensusMs, consensusAttrs(e))
 	}
 	operation := OperationChat
 	if e.GetBlueprint().GetName() == embeddingsRecords {
 		operation = OperationEmbed
 	}
-	// A call without a result's latency (cut when collection ended, or its host went silent) lasted
-	// until collection ended, as far as the request knows.
-	collectEnd := time.Time{}
-	if collect != Root {
-		collectEnd = spans[collect].End
-	}
 	for _, r := range e.Results {
 		if r.StartedMs <= 0 || r.Status == "late" { // never started; a late answer's call has its span already
 			continue
 		}
-		start := at(r.StartedMs)
-		end := start.Add(duration(r.LatencyMs))
-		if r.LatencyMs <= 0 && collectEnd.After(start) {
-			end = collectEnd
-		}
-		// What the call's span says beyond the GenAI attributes is what tells calls apart (its job and
-		// worker) and what a reader looks for (its cost, a retry's attempt, a status other than ok):
-		// every attribute costs each exported span an allocation or two.
-		attrs := callAttrs(operation, r.Provider, r.Model, r.ServedModel, r.GetUsage(), "")
-		attrs = append(attrs, Str(JobID, r.JobId), Str(Worker, r.Worker), Integer(Cost, r.CostNanos))
-		if r.Attempt > 0 {
-			attrs = append(attrs, Integer(Attempt, int64(r.Attempt)))
-		}
-		if r.Status != "ok" {
-			attrs = append(attrs, Str(Status, r.Status))
-		}
-		if r.UpstreamRequestId != "" {
-			attrs = append(attrs, Str(ResponseID, r.UpstreamRequestId))
-		}
-		if r.FinishReason != "" {
-			attrs = append(attrs, List(FinishReasons, []string{r.FinishReason}))
-		}
-		if r.Status == "ok" {
-			attrs = append(attrs, Flag(Contributed, r.Contributed))
-		}
-		spans = append(spans, Span{Name: operation + " " + r.Model, Kind: Client, Parent: collect, Start: start, End: end, Attrs: attrs,
-			Error: callError(r.Status, r.ErrorKind)})
+		b.call(r, operation, collect)
 	}
 	if d := e.GetDecision(); d != nil && d.ArbiterModel != "" && d.ArbiterStartedMs > 0 && consensus != Root {
-		began := spans[consensus].Start
-		start := began.Add(duration(d.ArbiterStartedMs))
-		end := start.Add(duration(d.ArbiterLatencyMs))
-		if d.ArbiterLatencyMs <= 0 && spans[consensus].End.After(start) {
-			end = spans[consensus].End
-		}
-		attrs := callAttrs(OperationChat, d.ArbiterProvider, d.ArbiterModel, "", d.ArbiterUsage, RoleArbiter)
-		attrs = append(attrs, Integer(Cost, d.ArbiterCostNanos))
-		spans = append(spans, Span{Name: OperationChat + " " + d.ArbiterModel, Kind: Client, Parent: consensus, Start: start, End: end,
-			Attrs: attrs, Error: d.ArbiterErrorKind})
+		b.arbiter(d, consensus)
 	}
-	for i := range spans {
-		if spans[i].Error != "" {
-			spans[i].Attrs = append(spans[i].Attrs, Str(ErrorType, spans[i].Error))
+	for i := range b.spans {
+		if b.spans[i].Error != "" {
+			b.spans[i].Attrs = append(b.spans[i].Attrs, Str(ErrorType, b.spans[i].Error))
 		}
 	}
-	return spans
+	return b.spans
+}
+
+// spanBuilder lists a request's spans, parents first, its moments counted from origin.
+type spanBuilder struct {
+	origin time.Time
+	spans  []Span
+}
+
+// at is the moment offsetMs milliseconds after the request's receipt.
+func (b *spanBuilder) at(offsetMs float64) time.Time { return b.origin.Add(duration(offsetMs)) }
+
+// phase adds the span of a phase that started startMs after the request's receipt and took tookMs,
+// and returns its index; a phase that did not start has no span (Root).
+func (b *spanBuilder) phase(name string, startMs, tookMs float64, attrs []Attr) int {
+	if startMs <= 0 {
+		return Root
+	}
+	b.spans = append(b.spans, Span{Name: name, Kind: Internal, Parent: Root, Start: b.at(startMs), End: b.at(startMs + tookMs), Attrs: attrs})
+	return len(b.spans) - 1
+}
+
+// call adds the span of a panel's model call under the collect phase's span.
+func (b *spanBuilder) call(r *messages.WorkerResult, operation string, collect int) {
+	start := b.at(r.StartedMs)
+	end := start.Add(duration(r.LatencyMs))
+	// A call without a result's latency (cut when collection ended, or its host went silent) lasted
+	// until collection ended, as far as the request knows.
+	if collect != Root && r.LatencyMs <= 0 && b.spans[collect].End.After(start) {
+		end = b.spans[collect].End
+	}
+	b.spans = append(b.spans, Span{Name: operation + " " + r.Model, Kind: Client, Parent: collect, Start: start, End: end,
+		Attrs: resultAttrs(r, operation), Error: callError(r.Status, r.ErrorKind)})
+}
+
+// resultAttrs are the attributes of a panel's model call. What the call's span says beyond the GenAI
+// attributes is what tells calls apart (its job and worker) and what a reader looks for (its cost, a
+// retry's attempt, a status other than ok): every attribute costs each exported span an allocation or
+// two.
+func resultAttrs(r *messages.WorkerResult, operation string) []Attr {
+	attrs := callAttrs(operation, r.Provider, r.Model, r.ServedModel, r.GetUsage(), "")
+	attrs = append(attrs, Str(JobID, r.JobId), Str(Worker, r.Worker), Integer(Cost, r.CostNanos))
+	if r.Attempt > 0 {
+		attrs = append(attrs, Integer(Attempt, int64(r.Attempt)))
+	}
+	if r.Status != "ok" {
+		attrs = append(attrs, Str(Status, r.Status))
+	}
+	if r.UpstreamRequestId != "" {
+		attrs = append(attrs, Str(ResponseID, r.UpstreamRequestId))
+	}
+	if r.FinishReason != "" {
+		attrs = append(attrs, List(FinishReasons, []string{r.FinishReason}))
+	}
+	if r.Status == "ok" {
+		attrs = append(attrs, Flag(Contributed, r.Contributed))
+	}
+	return attrs
+}
+
+// arbiter adds the span of the arbiter's call under the consensus phase's span. A call without a
+// latency lasted until the phase ended.
+func (b *spanBuilder) arbiter(d *messages.ArbiterDecision, consensus int) {
+	phase := b.spans[consensus]
+	start := phase.Start.Add(duration(d.ArbiterStartedMs))
+	end := start.Add(duration(d.ArbiterLatencyMs))
+	if d.ArbiterLatencyMs <= 0 && phase.End.After(start) {
+		end = phase.End
+	}
+	attrs := callAttrs(OperationChat, d.ArbiterProvider, d.ArbiterModel, "", d.ArbiterUsage, RoleArbiter)
+	attrs = append(attrs, Integer(Cost, d.ArbiterCostNanos))
+	b.spans = append(b.spans, Span{Name: OperationChat + " " + d.ArbiterModel, Kind: Client, Parent: consensus, Start: start, End: end,
+		Attrs: attrs, Error: d.ArbiterErrorKind})
 }
 
 // callError is a call's error.type: its error class, or its status when it failed without one.
