@@ -1,43 +1,42 @@
 package actors
 
 import (
-	"github.com/conclave-ai/conclave/internal/arms"
 	"math"
 	"strings"
-	"time"
 
-	"github.com/conclave-ai/conclave/internal/adapters/providers"
+	"github.com/conclave-ai/conclave/internal/arms"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/collect"
-	"github.com/conclave-ai/conclave/internal/core/intake"
-	"github.com/conclave-ai/conclave/internal/core/problems"
+	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// What every actor checks before it acts on a message. A message no sender of Conclave's could have
-// made (no reply address where an answer is due, a model the catalog does not hold, an empty id, a
-// count below zero or past any real one, a reward outside [0, 1], a missing time) is dropped: counted
-// and logged by Deps.Drop, never a panic, and it changes no state, so no message can crash an actor or
-// grow its memory. The checks are pure: each returns why a message is dropped, or "".
+// What an actor checks before it acts on a message: only what keeps its own state sound. Requests are
+// validated once, at the doors (internal/core/intake), and every other message is made by Conclave's
+// own code in this process, so an actor does not check them again. What remains keeps an actor's
+// memory bounded (a provider and its workers keep state only for their own catalog models, the arms
+// and the reliability estimator only for a catalog model and a board category), keeps learning finite
+// (a reward in [0, 1], finite consensus scores), keeps what an actor indexes by in range (a job of its
+// own request that the coordinator's machine made, a consensus answer with an entry per candidate, a
+// vote's groups, the ids the recorder keeps records and calls by), and checks the one message that
+// comes from outside the process (another controller's breaker opening, through Redis). A message
+// that fails a check is dropped: counted and logged by Deps.Drop, never a panic, and it changes no
+// state. The checks are pure: each returns why a message is dropped, or "".
 
 // Why a message is dropped: the reason label of conclave_actor_messages_dropped_total.
 const (
-	DropNoReplyTo       = "no_reply_to"      // no address for the answer it asks
-	DropNoJobID         = "no_job_id"        // an empty job id
-	DropNoRequestID     = "no_request_id"    // an empty request id
+	DropNoRequestID     = "no_request_id"    // a record without its request id, which the recorder keeps it by
 	DropUnknownModel    = "unknown_model"    // a model the live catalog does not hold
 	DropOtherProvider   = "other_provider"   // a model of another provider
 	DropUnknownCategory = "unknown_category" // a category with no blueprint
-	DropBadCount        = "bad_count"        // a count or token figure below zero or past any real one
-	DropBadNumber       = "bad_number"       // a time span or score that is NaN, infinite, negative or absurd
+	DropBadNumber       = "bad_number"       // a score that is NaN or infinite
 	DropBadReward       = "bad_reward"       // a reward outside [0, 1]
 	DropNoTime          = "no_time"          // a timestamp missing where it is required
-	DropBadTime         = "bad_time"         // a timestamp that is invalid, or too far ahead
-	DropMalformed       = "malformed"        // another impossible field
-	DropWrongTarget     = "wrong_target"     // meant for another actor (another arm, provider or request)
+	DropBadTime         = "bad_time"         // a timestamp that is invalid
+	DropMalformed       = "malformed"        // no message, one shaped past what the receiver indexes, or one without an id it needs
+	DropWrongTarget     = "wrong_target"     // meant for another actor (another provider, job or request)
 	DropDuplicate       = "duplicate_job"    // a job id the actor already holds
 	DropUnexpected      = "unexpected"       // an answer to nothing the actor asked
 	DropUnknownMessage  = "unknown_message"  // a type the actor does not take
@@ -45,41 +44,13 @@ const (
 	DropSpawnFailed     = "spawn_failed"     // its child could not be started
 )
 
-// Bounds past which a figure is absurd: no request of Conclave's comes near them.
-const (
-	// MaxIDBytes bounds a job or request id (a request id is a UUID; a job id, the request's and a
-	// number).
-	MaxIDBytes = 256
-	// MaxTokens bounds a token figure: two orders of magnitude above the largest context window.
-	MaxTokens = 1 << 27
-	// MaxSeconds bounds a time span (a budget, a block, a Retry-After): a week.
-	MaxSeconds = 7 * 24 * 3600
-	// MaxAhead bounds how far ahead a deadline may be.
-	MaxAhead = MaxSeconds * time.Second
-	// MaxAttempt bounds a job's attempt number.
-	MaxAttempt = 1000
-	// MaxVotes bounds the answers of one prompt handed to the estimator.
-	MaxVotes = 1024
-	// MaxRewards bounds the rewards of one batch: a request's, two per model it called.
-	MaxRewards = 1024
-	// maxKindBytes bounds an error kind's name (they are short identifiers).
-	maxKindBytes = 64
-	// MaxTools bounds a request's tools, and MaxToolCalls one answer's calls of them.
-	MaxTools     = 1024
-	MaxToolCalls = 1024
-	// MaxNameBytes bounds a tool's or a call's function name, and a call's id.
-	MaxNameBytes = 1024
-	// MaxSchemaBytes bounds a JSON schema (the output format's, a tool's parameters) and a call's
-	// arguments: far past any real one, and each is compiled or parsed once per request.
-	MaxSchemaBytes = 8 << 20
-)
+// DropNoReplyTo is the reason of a question without the address its answer is due at: an answer sent
+// to no address would crash the actor that sends it.
+const DropNoReplyTo = "no_reply_to"
 
-// badSeconds reports a time span in seconds that is not a real one.
-func badSeconds(s float64) bool {
-	return math.IsNaN(s) || math.IsInf(s, 0) || s < 0 || s > MaxSeconds
-}
-
-func badMs(ms float64) bool { return badSeconds(ms / 1000) }
+// MaxTokens caps a token figure Conclave puts in a message (an int32): two orders of magnitude above
+// the largest context window.
+const MaxTokens = 1 << 27
 
 // finite reports a number that is neither NaN nor infinite.
 func finite(xs ...float64) bool {
@@ -91,28 +62,6 @@ func finite(xs ...float64) bool {
 	return true
 }
 
-// checkDeadline checks a required deadline: present, valid, and at most MaxAhead after now (a passed
-// one is valid: its asker is answered that it passed).
-func checkDeadline(t *timestamppb.Timestamp, now time.Time) string {
-	switch {
-	case t == nil:
-		return DropNoTime
-	case t.CheckValid() != nil, t.AsTime().After(now.Add(MaxAhead)):
-		return DropBadTime
-	}
-	return ""
-}
-
-func checkID(id, empty string) string {
-	switch {
-	case id == "":
-		return empty
-	case len(id) > MaxIDBytes:
-		return DropMalformed
-	}
-	return ""
-}
-
 // knownModel reports whether the live catalog holds a model. A nil catalog holds none.
 func knownModel(cat *catalog.Catalog, model string) bool {
 	if cat == nil || model == "" {
@@ -122,7 +71,9 @@ func knownModel(cat *catalog.Catalog, model string) bool {
 	return ok
 }
 
-// checkModel checks that a model is in the live catalog and is provider's.
+// checkModel checks that a model is in the live catalog and is provider's: a provider and its workers
+// keep state only for their own catalog models. A model discovery just took out of the catalog fails
+// it too, so its asker is told rather than left waiting for its deadline.
 func checkModel(cat *catalog.Catalog, provider, model string) string {
 	if !knownModel(cat, model) {
 		return DropUnknownModel
@@ -133,78 +84,8 @@ func checkModel(cat *catalog.Catalog, provider, model string) string {
 	return ""
 }
 
-// checkAcquire checks an acquisition sent to provider's actor. The model is checked last, so that an
-// acquisition dropped only for its model is otherwise well formed and its asker can be told.
-func checkAcquire(m *messages.Acquire, provider string, cat *catalog.Catalog, now time.Time) string {
-	switch {
-	case m == nil:
-		return DropMalformed
-	case m.ReplyTo == nil:
-		return DropNoReplyTo
-	case m.Tokens < 0 || m.Tokens > MaxTokens:
-		return DropBadCount
-	}
-	if r := checkID(m.JobId, DropNoJobID); r != "" {
-		return r
-	}
-	if r := checkDeadline(m.Deadline, now); r != "" {
-		return r
-	}
-	if m.Dispatch != nil || m.DispatchTo != nil {
-		// The job the provider hands its worker once it grants the permit: the same job and model.
-		switch {
-		case m.DispatchTo == nil:
-			return DropNoReplyTo
-		case m.Dispatch.GetJob().GetJobId() != m.JobId || m.Dispatch.GetJob().GetModel() != m.Model:
-			return DropMalformed
-		}
-		if r := checkDispatch(m.Dispatch, cat, now); r != "" {
-			return r
-		}
-	}
-	return checkModel(cat, provider, m.Model)
-}
-
-// checkOutcome checks the settlement of a permit.
-func checkOutcome(o *messages.Outcome) string {
-	switch {
-	case o == nil:
-		return DropMalformed
-	case o.Tokens < 0 || o.Tokens > MaxTokens:
-		return DropBadCount
-	case !validEffect(o.ProviderEffect) || !validEffect(o.ModelEffect):
-		return DropMalformed
-	case badSeconds(o.BlockModelSeconds) || badSeconds(o.BlockProviderSeconds):
-		return DropBadNumber
-	}
-	if r := checkID(o.JobId, DropNoJobID); r != "" {
-		return r
-	}
-	return checkRateLimit(o.RateLimit)
-}
-
-func validEffect(e messages.Effect) bool {
-	return e == messages.Effect_EFFECT_NEUTRAL || e == messages.Effect_EFFECT_SUCCESS || e == messages.Effect_EFFECT_FAILURE
-}
-
-// checkRateLimit checks what a reply says of its provider's limits (nil says nothing); -1 is an
-// unknown count.
-func checkRateLimit(rl *messages.RateLimitInfo) string {
-	if rl == nil {
-		return ""
-	}
-	for _, n := range []int64{rl.LimitRequests, rl.RemainingRequests, rl.LimitTokens, rl.RemainingTokens} {
-		if n < -1 || n > 1<<40 {
-			return DropBadCount
-		}
-	}
-	if badSeconds(rl.ResetRequestsSeconds) || badSeconds(rl.ResetTokensSeconds) {
-		return DropBadNumber
-	}
-	return ""
-}
-
-// checkPeerOpened checks another controller's breaker opening, sent to provider's actor.
+// checkPeerOpened checks another controller's breaker opening, sent to provider's actor. It comes
+// through Redis, from outside this process, so it is checked whole.
 func checkPeerOpened(m *messages.PeerBreakerOpened, provider string) string {
 	switch {
 	case m == nil:
@@ -219,85 +100,31 @@ func checkPeerOpened(m *messages.PeerBreakerOpened, provider string) string {
 	return ""
 }
 
-// checkDispatch checks a job sent to a worker: its answer's address, its identity, its model (in the
-// catalog, and its provider's), its limits and its deadline.
-func checkDispatch(d *messages.Dispatch, cat *catalog.Catalog, now time.Time) string {
+// checkArmReward checks a reward for an arm: only a catalog model and a category of the board have
+// one, so the arms are bounded by the catalog times the categories, whatever names rewards carry; and
+// only a reward in [0, 1] keeps alpha and beta finite and growing by at most one.
+func checkArmReward(r *messages.Reward, cat *catalog.Catalog, board *arms.Board) string {
 	switch {
-	case d == nil || d.Job == nil:
-		return DropMalformed
-	case d.ReplyTo == nil:
-		return DropNoReplyTo
-	}
-	j := d.Job
-	if r := checkID(j.JobId, DropNoJobID); r != "" {
-		return r
-	}
-	switch {
-	case len(j.RequestId) > MaxIDBytes:
-		return DropMalformed
-	case j.Kind != providers.KindAnswer && j.Kind != providers.KindArbiter:
-		return DropMalformed
-	case j.MaxTokens < 0 || j.MaxTokens > MaxTokens, j.Attempt < 0 || j.Attempt > MaxAttempt:
-		return DropBadCount
-	case badSeconds(j.TimeoutSeconds), j.Temperature != nil && (!finite(*j.Temperature) || *j.Temperature < 0):
-		return DropBadNumber
-	}
-	if r := checkDeadline(j.Deadline, now); r != "" {
-		return r
-	}
-	return checkModel(cat, j.Provider, j.Model)
-}
-
-// checkCancelJob checks a job's cancellation.
-func checkCancelJob(m *messages.CancelJob) string {
-	if m == nil {
-		return DropMalformed
-	}
-	return checkID(m.JobId, DropNoJobID)
-}
-
-// checkReward checks a reward's own fields: a model, a category and a value in [0, 1].
-func checkReward(r *messages.Reward) string {
-	switch {
-	case r == nil:
-		return DropMalformed
-	case r.Model == "":
+	case !knownModel(cat, r.GetModel()):
 		return DropUnknownModel
-	case r.Category == "":
+	case !board.HasCategory(r.GetCategory()):
 		return DropUnknownCategory
-	case !finite(r.Reward) || r.Reward < 0 || r.Reward > 1:
+	case !finite(r.GetReward()) || r.GetReward() < 0 || r.GetReward() > 1:
 		return DropBadReward
 	}
 	return ""
 }
 
-// checkArmReward checks a reward for an arm: only a catalog model and a category of the board have
-// one, so the arms are bounded by the catalog times the categories, whatever names rewards carry.
-func checkArmReward(r *messages.Reward, cat *catalog.Catalog, board *arms.Board) string {
-	if why := checkReward(r); why != "" {
-		return why
-	}
-	switch {
-	case !knownModel(cat, r.Model):
-		return DropUnknownModel
-	case !board.HasCategory(r.Category):
-		return DropUnknownCategory
-	}
-	return ""
-}
-
-// CheckVotes checks a reliability-weighted vote: a blueprint's category, a group per catalog model, each
-// group an answer of the prompt (or -1, none), and with a caller's truth a verdict per model.
+// CheckVotes checks a reliability-weighted vote: a blueprint's category and catalog models only, so
+// the estimator's state is bounded like the arms'; and a group per model, each an answer of the
+// prompt (or -1, none), with a verdict per model when it carries a caller's truth, since the estimator
+// indexes by them and sizes its tables by the groups.
 func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *arms.Board) string {
 	switch {
-	case v == nil:
-		return DropMalformed
-	case v.Category == bandit.AllCategories || !board.HasCategory(v.Category):
+	case v.GetCategory() == bandit.AllCategories || !board.HasCategory(v.GetCategory()):
 		return DropUnknownCategory
 	case len(v.Models) != len(v.Groups), len(v.Right) > 0 && len(v.Right) != len(v.Models), len(v.Later) > 0 && len(v.Later) != len(v.Models):
 		return DropMalformed
-	case len(v.Models) > MaxVotes:
-		return DropBadCount
 	}
 	for i, m := range v.Models {
 		if !knownModel(cat, m) {
@@ -310,67 +137,22 @@ func CheckVotes(v *messages.Votes, cat *catalog.Catalog, board *arms.Board) stri
 	return ""
 }
 
-// checkFormat checks a request's output format and tools, as a request carries them and as its
-// consensus input does: a known format, bounded counts and sizes. Whether a schema compiles is the
-// coordinator's question (a refusal naming the schema's fault), not a reason to drop a message.
-func checkFormat(f *messages.OutputFormat, tools []*messages.Tool) string {
-	switch {
-	case f.GetType() != "" && !intake.OutputFormats[f.GetType()], len(f.GetName()) > MaxNameBytes: // none: text
-		return DropMalformed
-	case len(f.GetSchema()) > MaxSchemaBytes, len(tools) > MaxTools:
-		return DropBadCount
-	}
-	for _, t := range tools {
-		switch {
-		case t == nil:
-			return DropMalformed
-		case len(t.Name) > MaxNameBytes, len(t.Parameters) > MaxSchemaBytes:
-			return DropBadCount
-		}
-	}
-	return ""
-}
-
-// checkToolCalls checks an answer's calls of tools: bounded, whatever the model made of them (a call
-// of an unknown function or with broken arguments is an invalid ballot, not a malformed message).
-func checkToolCalls(calls []*messages.ToolCall) string {
-	if len(calls) > MaxToolCalls {
-		return DropBadCount
-	}
-	for _, c := range calls {
-		switch {
-		case c == nil:
-			return DropMalformed
-		case len(c.Id) > MaxNameBytes, len(c.Name) > MaxNameBytes, len(c.Arguments) > MaxSchemaBytes:
-			return DropBadCount
-		}
-	}
-	return ""
-}
-
-// checkConsensusResult checks a consensus answer to n candidates: a failure (internal, or
-// no_valid_answer with a ballot per candidate), or a decision with a score, a weight and a verdict for
-// each, and a ballot for each when it voted on ballots.
+// checkConsensusResult checks a consensus answer to n candidates in the shape the coordinator indexes
+// by candidate: a failure (no_valid_answer with a ballot per candidate), or a decision with a score, a
+// weight and a verdict for each, and a ballot for each when it voted on ballots. Its scores and
+// weights are what the arms learn from, so they must be finite.
 func checkConsensusResult(r *messages.ConsensusResult, n int) string {
+	d := r.GetDecision()
 	switch {
-	case r == nil:
-		return DropMalformed
-	case r.Failure != "":
-		switch r.FailureCode {
-		case "":
-			return ""
-		case string(resilience.NoValidAnswer):
-			if len(r.GetDecision().GetBallots()) != n || len(r.FailureDetails) > n {
-				return DropMalformed
-			}
-			return ""
+	case r.GetFailure() != "":
+		if r.FailureCode == string(resilience.NoValidAnswer) && len(d.GetBallots()) != n {
+			return DropMalformed
 		}
+		return ""
+	case d == nil, len(r.Contributed) < n, len(r.Weighted) < n, len(d.Scores) < n, len(r.Groups) != 0 && len(r.Groups) != n,
+		d.Chosen < 0 || int(d.Chosen) >= max(n, 1), len(d.Ballots) != 0 && len(d.Ballots) != n:
 		return DropMalformed
-	case r.Decision == nil, len(r.Contributed) < n, len(r.Weighted) < n, len(r.Decision.Scores) < n,
-		len(r.Groups) != 0 && len(r.Groups) != n, r.Decision.Chosen < 0 || int(r.Decision.Chosen) >= max(n, 1),
-		len(r.Decision.Ballots) != 0 && len(r.Decision.Ballots) != n:
-		return DropMalformed
-	case !finite(r.Weighted...) || !finite(r.Decision.Scores...):
+	case !finite(r.Weighted...) || !finite(d.Scores...):
 		return DropBadNumber
 	}
 	return ""
@@ -386,216 +168,29 @@ func jobOf(jobID, requestID string) (int, bool) {
 	return seq, ok && seq >= 0
 }
 
-// permitReasons are the refusals a provider actor answers with.
-var permitReasons = map[string]bool{
-	"rate_limited": true, "provider_disabled": true, "model_removed": true, "model_rate_limited": true, "probe_in_flight": true,
-	"model_probe_in_flight": true, "breaker_open": true, "model_ejected": true, string(resilience.RequestTooLarge): true,
-	PermitModelUnknown: true, PermitProviderStopped: true,
-}
-
-// checkPermit checks a provider's answer to one of requestID's acquisitions.
-func checkPermit(p *messages.Permit, requestID string) string {
-	switch {
-	case p == nil:
-		return DropMalformed
-	case !p.Granted && !permitReasons[p.Reason]:
-		return DropMalformed
-	case badSeconds(p.RetryAfterSeconds):
-		return DropBadNumber
-	}
-	if _, ok := jobOf(p.JobId, requestID); !ok {
-		return DropWrongTarget
-	}
-	return ""
-}
-
-// checkArbiterPermit checks a provider's answer to a consensus actor's acquisition of job jobID.
-func checkArbiterPermit(p *messages.Permit, jobID string) string {
-	switch {
-	case p == nil, !p.Granted && !permitReasons[p.Reason]:
-		return DropMalformed
-	case p.JobId != jobID:
-		return DropWrongTarget
-	}
-	return ""
-}
-
-// checkJobStarted checks a worker's word that one of requestID's jobs started, with its budget.
-func checkJobStarted(m *messages.JobStarted, requestID string) string {
-	switch {
-	case m == nil:
-		return DropMalformed
-	case badSeconds(m.BudgetSeconds):
-		return DropBadNumber
-	}
-	if _, ok := jobOf(m.JobId, requestID); !ok {
-		return DropWrongTarget
-	}
-	return ""
-}
-
-// checkJobQueued checks a worker's word that one of requestID's jobs waits for a slot.
-func checkJobQueued(m *messages.JobQueued, requestID string) string {
-	if m == nil {
-		return DropMalformed
-	}
-	if _, ok := jobOf(m.JobId, requestID); !ok {
-		return DropWrongTarget
-	}
-	return ""
-}
-
-// checkJobResult checks the result of one of requestID's jobs (requestID empty: any job's).
-func checkJobResult(r *messages.JobResult, requestID string) string {
-	switch {
-	case r == nil:
-		return DropMalformed
-	case badMs(r.LatencyMs), badMs(r.ProviderLatencyMs), badSeconds(r.RetryAfterSeconds), r.CostNanos < 0:
-		return DropBadNumber
-	case r.Usage != nil && (r.Usage.InputTokens < 0 || r.Usage.OutputTokens < 0), r.Attempt < 0:
-		return DropBadCount
-	case len(r.ErrorKind) > maxKindBytes:
-		return DropMalformed
-	}
-	if requestID != "" {
-		if _, ok := jobOf(r.JobId, requestID); !ok {
-			return DropWrongTarget
-		}
-	} else if r.JobId == "" {
-		return DropNoJobID
-	}
-	if why := checkToolCalls(r.ToolCalls); why != "" { // they reach the consensus as they are
-		return why
-	}
-	return checkRateLimit(r.RateLimit)
-}
-
-// checkCancelRequest checks a request's cancellation, sent to the coordinator of requestID: its code is
-// one the request can end with, and it is for this request (or for all, at shutdown).
-func checkCancelRequest(m *messages.CancelRequest, requestID string) string {
-	switch {
-	case m == nil:
-		return DropMalformed
-	case m.Code != string(resilience.ClientClosed) && m.Code != string(resilience.ShuttingDown):
-		return DropMalformed
-	case m.RequestId != "" && m.RequestId != requestID:
-		return DropWrongTarget
-	}
-	return ""
-}
-
-// CheckCancel checks a cancellation sent to the request supervisor: a code a request can end with,
-// and all requests cancelled at once only by the shutdown.
-func CheckCancel(m *messages.CancelRequest) string {
-	switch {
-	case m == nil:
-		return DropMalformed
-	case m.Code != string(resilience.ClientClosed) && m.Code != string(resilience.ShuttingDown):
-		return DropMalformed
-	case m.RequestId == "" && m.Code != string(resilience.ShuttingDown):
-		return DropNoRequestID
-	}
-	return ""
-}
-
-// CheckRouteRequest checks a request the request supervisor is to run: whom to answer, an id fit to
-// name an actor and its jobs, a task, a real timeout, an output format and tools within the bounds its
-// consensus input is held to.
-func CheckRouteRequest(m *messages.RouteRequest, hasSender bool) string {
-	switch {
-	case m == nil:
-		return DropMalformed
-	case !hasSender:
-		return DropNoReplyTo
-	}
-	if r := checkID(m.RequestId, DropNoRequestID); r != "" {
-		return r
-	}
-	switch {
-	case strings.ContainsAny(m.RequestId, "/$"): // a path separator, or protoactor's prefix of generated names
-		return DropMalformed
-	case m.Task == "":
-		return DropMalformed
-	case m.TimeoutSeconds != nil && problems.Timeout(*m.TimeoutSeconds) != "":
-		return DropBadNumber
-	case m.ReceivedAt != nil && m.ReceivedAt.CheckValid() != nil:
-		return DropBadTime
-	}
-	return checkFormat(m.GetAsk().GetResponseFormat(), m.GetAsk().GetTools())
-}
-
-// checkAsk checks a question to the recorder: someone to answer and, when it concerns one record, its
-// id (withID false: a flush).
-func checkAsk(hasSender bool, requestID string, withID bool) string {
-	if !hasSender {
-		return DropNoReplyTo
-	}
-	if withID {
-		return checkID(requestID, DropNoRequestID)
-	}
-	return ""
-}
-
-// checkExecution checks a record handed to the recorder.
-func checkExecution(e *messages.Execution) string {
-	if e == nil {
-		return DropMalformed
-	}
-	return checkID(e.RequestId, DropNoRequestID)
-}
-
-// progressEvents are the steps a coordinator tells a request's listener.
-var progressEvents = map[string]bool{"classified": true, "selected": true, "dispatched": true, "reply": true, "retry": true, "consensus": true}
-
-// checkProgress checks a step told to the listener of requestID (empty: of any request).
-func checkProgress(p *messages.Progress, requestID string) string {
-	switch {
-	case p == nil:
-		return DropMalformed
-	case requestID != "" && p.RequestId != requestID:
-		return DropWrongTarget
-	case !progressEvents[p.Event]:
-		return DropMalformed
-	case badMs(p.ElapsedMs), badMs(p.LatencyMs), badMs(p.DelayMs), !finite(p.Confidence):
-		return DropBadNumber
-	case p.Attempt < 0 || p.Attempt > MaxAttempt:
-		return DropBadCount
-	}
-	return ""
-}
-
-// check says why a message is dropped, or "": what a job's message says must be of this request's
-// jobs (and, for a result, of the job's model); a consensus answer, or a dead letter, must answer the
-// consensus asked; nothing about the calls is taken before the calls are planned.
+// check says why the coordinator drops a message, or "": what a job's message says must be of a job
+// of this request that its machine made, since the machine indexes by the job's number; a piece of a
+// streamed answer needs a caller to relay it to; a consensus answer must answer the consensus asked,
+// in the shape the coordinator indexes.
 func (c *CoordinatorActor) check(msg any) string {
 	switch m := msg.(type) {
 	case *messages.Permit:
-		return c.jobCheck(checkPermit(m, c.req.RequestId), m.GetJobId())
+		return c.checkJob(m.GetJobId())
 	case *messages.JobQueued:
-		return c.jobCheck(checkJobQueued(m, c.req.RequestId), m.GetJobId())
+		return c.checkJob(m.GetJobId())
 	case *messages.JobStarted:
-		return c.jobCheck(checkJobStarted(m, c.req.RequestId), m.GetJobId())
+		return c.checkJob(m.GetJobId())
 	case *messages.JobResult:
-		why := c.jobCheck(checkJobResult(m, c.req.RequestId), m.GetJobId())
-		if why == "" {
-			if seq, _ := jobOf(m.JobId, c.req.RequestId); c.machine.Job(seq).Slot.Model != m.Model {
-				return DropWrongTarget
-			}
+		if why := c.checkJob(m.GetJobId()); why != "" {
+			return why
 		}
-		return why
+		// A result is its job's: another model's would be recorded, and taught, as this one's.
+		if seq, _ := jobOf(m.JobId, c.req.RequestId); m.Model != "" && m.Model != c.machine.Job(seq).Slot.Model {
+			return DropWrongTarget
+		}
+		return ""
 	case *messages.Delta:
-		switch {
-		case c.req.StreamTo == nil || m.RequestId != c.req.RequestId:
-			return DropUnexpected
-		case m.JobId == c.req.RequestId+"/arbiter": // the synthesis of the arbiter, from the consensus actor
-			if c.consensus == nil {
-				return DropUnexpected
-			}
-			return ""
-		}
-		return c.jobCheck("", m.GetJobId())
-	case *messages.CancelRequest:
-		return checkCancelRequest(m, c.req.RequestId)
+		return c.checkDelta(m)
 	case *messages.ConsensusResult:
 		if !c.consulting {
 			return DropUnexpected
@@ -605,25 +200,26 @@ func (c *CoordinatorActor) check(msg any) string {
 	return ""
 }
 
-// jobCheck adds to a job message's own check that the job exists: the machine made it.
-func (c *CoordinatorActor) jobCheck(why, jobID string) string {
-	if why != "" {
-		return why
-	}
-	if seq, _ := jobOf(jobID, c.req.RequestId); c.machine == nil || c.machine.Job(seq) == nil {
+// checkJob checks that jobID names a job of this request that the machine made; nothing about the
+// calls is taken before the calls are planned.
+func (c *CoordinatorActor) checkJob(jobID string) string {
+	if seq, ok := jobOf(jobID, c.req.RequestId); !ok || c.machine == nil || c.machine.Job(seq) == nil {
 		return DropWrongTarget
 	}
 	return ""
 }
 
-// CheckRewards checks a batch of rewards the bandit supervisor hands to the arms' writer: not empty
-// and bounded; the writer checks each reward.
-func CheckRewards(b *messages.Rewards) string {
+// checkDelta checks a piece of a streamed answer: the request streams (its caller's address may be
+// nil), and the piece is of one of its jobs, or of its arbiter's synthesis while the consensus runs.
+func (c *CoordinatorActor) checkDelta(d *messages.Delta) string {
 	switch {
-	case b == nil || len(b.Rewards) == 0:
-		return DropMalformed
-	case len(b.Rewards) > MaxRewards:
-		return DropBadCount
+	case c.req.StreamTo == nil:
+		return DropUnexpected
+	case d.GetJobId() == execution.ArbiterCall(c.req.RequestId):
+		if c.consensus == nil {
+			return DropUnexpected
+		}
+		return ""
 	}
-	return ""
+	return c.checkJob(d.GetJobId())
 }

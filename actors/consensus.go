@@ -1,7 +1,6 @@
 package actors
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -65,13 +64,7 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 	case *messages.JobResult:
 		a.result(ctx, m)
 	case *messages.Delta:
-		if m.JobId != a.jobID {
-			a.deps.Drop(KindConsensus, DropWrongTarget, m)
-			return
-		}
-		if text := a.synthesis.Feed(m.Text); text != "" && !a.decided {
-			ctx.Send(ctx.Parent(), &messages.Delta{RequestId: a.in.RequestId, JobId: a.jobID, Text: text})
-		}
+		a.relay(ctx, m)
 	case *messages.JobStarted:
 		// The worker's word that the arbiter's call started: its result will tell how it went.
 		if m.JobId == a.jobID && a.started.IsZero() {
@@ -132,10 +125,23 @@ func (a *ConsensusActor) start(ctx actor.Context) {
 		Dispatch: &messages.Dispatch{ReplyTo: ctx.Self(), Job: a.arbiterJob()}, DispatchTo: a.deps.Dir.Worker(a.in.ArbiterWorker).PID})
 }
 
-// refused takes the provider's refusal of the arbiter's permit: the vote decides.
+// relay hands the synthesis the arbiter writes to the coordinator as it comes, until the decision is
+// made. A piece of another job than the arbiter's is dropped.
+func (a *ConsensusActor) relay(ctx actor.Context, m *messages.Delta) {
+	if m.JobId != a.jobID {
+		a.deps.Drop(KindConsensus, DropWrongTarget, m)
+		return
+	}
+	if text := a.synthesis.Feed(m.Text); text != "" && !a.decided {
+		ctx.Send(ctx.Parent(), &messages.Delta{RequestId: a.in.RequestId, JobId: a.jobID, Text: text})
+	}
+}
+
+// refused takes the provider's refusal of the arbiter's permit: the vote decides. A permit of another
+// job than the arbiter's is dropped.
 func (a *ConsensusActor) refused(ctx actor.Context, m *messages.Permit) {
-	if why := checkArbiterPermit(m, a.jobID); why != "" {
-		a.deps.Drop(KindConsensus, why, m)
+	if m.JobId != a.jobID {
+		a.deps.Drop(KindConsensus, DropWrongTarget, m)
 		return
 	}
 	if a.decided || m.Granted {
@@ -146,10 +152,11 @@ func (a *ConsensusActor) refused(ctx actor.Context, m *messages.Permit) {
 	a.decide(ctx)
 }
 
-// result takes the arbiter's answer: its call is settled, its verdict read, and the decision made.
+// result takes the arbiter's answer: its call is settled, its verdict read, and the decision made. A
+// result of another job than the arbiter's is dropped.
 func (a *ConsensusActor) result(ctx actor.Context, m *messages.JobResult) {
-	if why := checkJobResult(m, ""); why != "" || m.JobId != a.jobID {
-		a.deps.Drop(KindConsensus, cmp.Or(why, DropWrongTarget), m)
+	if m.JobId != a.jobID {
+		a.deps.Drop(KindConsensus, DropWrongTarget, m)
 		return
 	}
 	if a.decided {

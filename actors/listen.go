@@ -8,14 +8,13 @@ import (
 // ListenProgress spawns an actor in system that hands every Progress it receives to onProgress (which
 // must not block), and returns its PID for RouteRequest.progress_to with the function that ends it: that
 // function returns once every step already received is handed over, so the steps sent before a
-// request's answer are all told before the caller shows the answer. A malformed step is not handed
-// over.
+// request's answer are all told before the caller shows the answer.
 func ListenProgress(system *actor.ActorSystem, onProgress func(*messages.Progress)) (*actor.PID, func()) {
 	return listenProgress(system, "", onProgress, nil)
 }
 
 // ListenProgress is ListenProgress for the request requestID of this engine: the steps of other
-// requests and malformed ones are not handed over, and are counted.
+// requests are not handed over, and are counted.
 func (d *Deps) ListenProgress(system *actor.ActorSystem, requestID string, onProgress func(*messages.Progress)) (*actor.PID, func()) {
 	return listenProgress(system, requestID, onProgress, d)
 }
@@ -29,8 +28,8 @@ func listenProgress(system *actor.ActorSystem, requestID string, onProgress func
 	pid := system.Root.Spawn(actor.PropsFromFunc(func(c actor.Context) {
 		switch p := c.Message().(type) {
 		case *messages.Progress:
-			if why := checkProgress(p, requestID); why != "" {
-				drop(why, p)
+			if requestID != "" && p.GetRequestId() != requestID {
+				drop(DropWrongTarget, p)
 				return
 			}
 			onProgress(p)

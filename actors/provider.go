@@ -158,28 +158,25 @@ type providerFront struct {
 	shell providerShell
 }
 
-// acquire checks an acquisition and gives it to the gate. A well-formed one for a model this provider
-// does not serve (one discovery just took out of the catalog) is refused, rather than left waiting
-// for its deadline.
+// acquire gives an acquisition to the gate. One for a model this provider does not serve (one
+// discovery just took out of the catalog) is dropped and refused, rather than left waiting for its
+// deadline: the gate keeps state only for the provider's own catalog models.
 func (f *providerFront) acquire(a *messages.Acquire) {
-	if why := checkAcquire(a, f.name, f.deps.catalog(), time.Now()); why != "" {
+	if a.GetReplyTo() == nil {
+		f.deps.Drop(KindProvider, DropNoReplyTo, a) // a refusal would go to no address
+		return
+	}
+	if why := checkModel(f.deps.catalog(), f.name, a.Model); why != "" {
 		f.deps.Drop(KindProvider, why, a)
-		if why == DropUnknownModel || why == DropOtherProvider {
-			f.shell.Deny(a, PermitModelUnknown, 0)
-		}
+		f.shell.Deny(a, PermitModelUnknown, 0)
 		return
 	}
 	f.gate.Acquire(admission.Request{ID: a.JobId, Model: a.Model, Tokens: int(a.Tokens),
 		Deadline: timeOf(a.Deadline), QueueBy: timeOf(a.QueueBy), Ask: a})
 }
 
-// settle checks an outcome and gives it to the gate; one naming another model than its lease's is
-// dropped.
+// settle gives an outcome to the gate; one naming another model than its lease's is dropped.
 func (f *providerFront) settle(o *messages.Outcome) {
-	if why := checkOutcome(o); why != "" {
-		f.deps.Drop(KindProvider, why, o)
-		return
-	}
 	if !f.gate.Settle(o.Model, outcomeOf(o)) {
 		f.deps.Drop(KindProvider, DropWrongTarget, o)
 	}

@@ -342,25 +342,22 @@ func (r *RecorderActor) awaitRecord(ctx actor.Context, m *messages.AwaitRecord) 
 	r.write(ctx)
 }
 
-// check says why the recorder drops a message, or "": a record needs its id; a question needs someone
-// to answer (an answer to nobody would be sent to a nil address) and the id it asks about.
+// check says why the recorder drops a message, or "": a record and a call of the journal need the
+// ids the recorder keeps them by (a record its request's, a call its own and its request's).
 func (r *RecorderActor) check(ctx actor.Context) string {
-	asker := ctx.Sender() != nil
 	switch m := ctx.Message().(type) {
+	case *messages.GetExecution, *messages.RecordFeedback, *messages.AwaitRecord, *messages.Flush, *Sync:
+		if ctx.Sender() == nil {
+			return DropNoReplyTo // its answer would go to no address
+		}
 	case *messages.Execution:
-		return checkExecution(m)
+		if m.GetRequestId() == "" {
+			return DropNoRequestID
+		}
 	case *messages.Call:
-		if m.GetCallId() == "" || m.GetRequestId() == "" || (m.State == store.CallOpen && !asker) {
+		if m.GetCallId() == "" || m.GetRequestId() == "" {
 			return DropMalformed
 		}
-	case *messages.GetExecution:
-		return checkAsk(asker, m.GetRequestId(), true)
-	case *messages.RecordFeedback:
-		return checkAsk(asker, m.GetRequestId(), true)
-	case *messages.AwaitRecord:
-		return checkAsk(asker, m.GetRequestId(), true)
-	case *messages.Flush, *Sync:
-		return checkAsk(asker, "", false)
 	}
 	return ""
 }

@@ -58,10 +58,6 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 	case *messages.Dispatch:
 		w.dispatch(ctx, m)
 	case *messages.CancelJob:
-		if why := checkCancelJob(m); why != "" {
-			w.deps.Drop(KindWorker, why, m)
-			return
-		}
 		w.host.Cancel(m.JobId)
 	case crashed:
 		panic(m.reason)
@@ -98,17 +94,18 @@ func (w *WorkerActor) started(ctx actor.Context) {
 	w.host.Changed()
 }
 
-// dispatch checks a job and offers it to the slots. A well-formed job for a model the catalog no
-// longer holds as its provider's is not made, and its asker hears so rather than waiting for its
-// deadline.
+// dispatch offers a job to the slots. A job for a model the catalog no longer holds as its provider's
+// is not made, and its asker hears so rather than waiting for its deadline.
 func (w *WorkerActor) dispatch(ctx actor.Context, d *messages.Dispatch) {
-	if why := checkDispatch(d, w.deps.catalog(), time.Now()); why != "" {
+	if d.GetJob() == nil || d.GetReplyTo() == nil {
+		w.deps.Drop(KindWorker, DropMalformed, d) // no call to make, or nobody to answer
+		return
+	}
+	if why := checkModel(w.deps.catalog(), d.Job.Provider, d.Job.Model); why != "" {
 		w.deps.Drop(KindWorker, why, d)
-		if why == DropUnknownModel || why == DropOtherProvider {
-			res := identity(w.ref, d.Job)
-			res.ErrorKind, res.ErrorMessage = string(resilience.NotSent), "the model is not in the catalog as this provider's"
-			ctx.Send(d.ReplyTo, res)
-		}
+		res := identity(w.ref, d.Job)
+		res.ErrorKind, res.ErrorMessage = string(resilience.NotSent), "the model is not in the catalog as this provider's"
+		ctx.Send(d.ReplyTo, res)
 		return
 	}
 	if !w.host.Offer(&slots.Job{ID: d.Job.JobId, Deadline: d.Job.Deadline.AsTime(), Timeout: seconds(d.Job.TimeoutSeconds), Ask: d}) {

@@ -3,6 +3,7 @@ package supervisors
 import (
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/actors"
@@ -41,7 +42,7 @@ func (s *requests) Receive(ctx actor.Context) {
 	case *actor.Stopping:
 		s.stopping = true // see onDemand: no new children while the old ones stop
 	case *messages.RouteRequest:
-		if why := actors.CheckRouteRequest(m, ctx.Sender() != nil); why != "" {
+		if why := checkRoute(m, ctx.Sender()); why != "" {
 			s.deps.Drop(actors.KindRequests, why, m)
 			if ctx.Sender() != nil { // nobody else would answer it before its deadline
 				ctx.Respond(failed(m.GetRequestId(), resilience.MalformedRequest, "the request is malformed ("+why+")"))
@@ -63,10 +64,6 @@ func (s *requests) Receive(ctx actor.Context) {
 		s.inflight[pid.Id] = inflight{requestID: m.RequestId, replyTo: ctx.Sender()}
 		s.byRequest[m.RequestId] = pid
 	case *messages.CancelRequest:
-		if why := actors.CheckCancel(m); why != "" {
-			s.deps.Drop(actors.KindRequests, why, m)
-			return
-		}
 		if m.RequestId == "" {
 			for _, pid := range s.byRequest {
 				ctx.Send(pid, m)
@@ -84,6 +81,21 @@ func (s *requests) Receive(ctx actor.Context) {
 			s.deps.Drop(actors.KindRequests, actors.DropUnknownMessage, m)
 		}
 	}
+}
+
+// checkRoute says why the supervisor cannot take a request, or "": the answer needs an address, and
+// the request's id names its coordinator, a child of the supervisor's, so it must be a name and not a
+// path. Everything else about a request is judged at the doors.
+func checkRoute(m *messages.RouteRequest, sender *actor.PID) string {
+	switch id := m.GetRequestId(); {
+	case sender == nil:
+		return actors.DropNoReplyTo
+	case id == "":
+		return actors.DropNoRequestID
+	case id == "." || id == ".." || strings.ContainsRune(id, '/'):
+		return actors.DropMalformed
+	}
+	return ""
 }
 
 func failed(requestID string, kind resilience.Kind, message string) *messages.Execution {
@@ -113,9 +125,7 @@ func Bandit(deps *actors.Deps) *actor.Props {
 				return "", nil, why
 			}
 			return actors.ReliabilityName, func() *actor.Props { return deps.Props(actors.NewReliabilityActor(deps)) }, ""
-		case *messages.Rewards:
-			return actors.ArmsName, arms, actors.CheckRewards(m)
-		case *messages.Reward:
+		case *messages.Rewards, *messages.Reward:
 			return actors.ArmsName, arms, ""
 		}
 		return "", nil, actors.DropUnknownMessage

@@ -2,6 +2,7 @@ package supervisors
 
 import (
 	"fmt"
+	"github.com/conclave-ai/conclave/internal/arms"
 	"testing"
 	"time"
 
@@ -50,7 +51,7 @@ func newTree(t *testing.T) *tree {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dir := actors.NewDirectory(system, []fleet.WorkerSpec{}, []string{"groq"}, actors.NewArmBoard(cat.All(), []string{"general"}, bandit.DefaultPrior, 0),
+	dir := actors.NewDirectory(system, []fleet.WorkerSpec{}, []string{"groq"}, arms.NewBoard(cat.All(), []string{"general"}, bandit.DefaultPrior, 0),
 		[]string{"general"})
 	deps := &actors.Deps{Log: zap.New(core), Clock: clock.Real{}, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root), Catalog: catalog.NewLive(cat)}
 	props := Static(deps, []Child{{Name: actors.ProvidersName, Props: Static(deps, []Child{{Name: "groq", Props: crashy()}})}})
@@ -178,7 +179,6 @@ func TestTheBanditSpawnsOneWriterForTheArms(t *testing.T) {
 		reason string
 		spawns int
 	}{
-		{"an empty batch", &messages.Rewards{}, actors.KindBandit, actors.DropMalformed, 0},
 		{"votes of an invented model", &messages.Votes{Category: "general", Models: []string{"invented"}, Groups: []int32{0}},
 			actors.KindBandit, actors.DropUnknownModel, 0},
 		{"a message it does not route", "hello", actors.KindBandit, actors.DropUnknownMessage, 0},

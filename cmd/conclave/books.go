@@ -24,9 +24,11 @@ its calls'); and no call left open well past its deadline. Prints every differen
 // ErrBooksDiffer is the check's failure: the books disagree somewhere, and the output says where.
 var ErrBooksDiffer = errors.New("the books do not balance")
 
+// booksCommand runs `conclave books check`: it prints every difference between the books of the
+// PostgreSQL at DATABASE_URL, and fails with ErrBooksDiffer when there is one.
 func booksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "check" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		if len(args) > 0 && isHelp(args[0]) {
 			fmt.Fprint(stdout, booksUsage)
 			return nil
 		}
@@ -59,14 +61,22 @@ func booksCommand(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	return printBooks(stdout, r)
+}
+
+// shownDifferences bounds the differences the check prints; the rest are counted.
+const shownDifferences = 100
+
+// printBooks prints what the check found: its totals, then each difference; it returns ErrBooksDiffer
+// when there is one.
+func printBooks(stdout io.Writer, r postgres.BooksReport) error {
 	fmt.Fprintf(stdout, "books since %s: %d calls, %d requests, %d keys, $%s charged\n", r.Since.UTC().Format(time.RFC3339),
 		r.Calls, r.Requests, r.Keys, r.Charged)
-	const shown = 100
-	for _, d := range r.Differences[:min(len(r.Differences), shown)] {
+	for _, d := range r.Differences[:min(len(r.Differences), shownDifferences)] {
 		fmt.Fprintln(stdout, "  "+d.String())
 	}
-	if n := len(r.Differences); n > shown {
-		fmt.Fprintf(stdout, "  and %d more\n", n-shown)
+	if n := len(r.Differences); n > shownDifferences {
+		fmt.Fprintf(stdout, "  and %d more\n", n-shownDifferences)
 	}
 	if len(r.Differences) > 0 {
 		fmt.Fprintf(stdout, "%d differences\n", len(r.Differences))

@@ -68,22 +68,25 @@ func connect(ctx context.Context) (*pgx.Conn, error) {
 	return conn, nil
 }
 
+// migrate runs `conclave migrate up|down|status` on the PostgreSQL at DATABASE_URL, then prints the
+// schema's version and this build's migrations.
 func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		if len(args) == 0 {
-			fmt.Fprint(stderr, migrateUsage)
-			return errors.New("migrate needs up, down or status")
-		}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, migrateUsage)
+		return errors.New("migrate needs up, down or status")
+	}
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, migrateUsage)
 		return nil
 	}
-	fs := flag.NewFlagSet("migrate "+args[0], flag.ContinueOnError)
+	cmd := args[0]
+	fs := flag.NewFlagSet("migrate "+cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	to := fs.Int("to", -1, "")
 	if err := fs.Parse(args[1:]); err != nil {
 		return fmt.Errorf("%w (see conclave migrate --help)", err)
 	}
-	if fs.NArg() > 0 || (args[0] != "down" && *to != -1) {
+	if fs.NArg() > 0 || (cmd != "down" && *to != -1) {
 		return fmt.Errorf("unexpected arguments (see conclave migrate --help)")
 	}
 	conn, err := connect(ctx)
@@ -95,27 +98,39 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	switch args[0] {
-	case "up":
-		err = migrations.Up(ctx, conn)
-	case "down":
-		target := int32(*to)
-		if *to < 0 {
-			target = max(before.Current-1, 0)
-		}
-		err = migrations.Down(ctx, conn, target)
-	case "status":
-	default:
-		return fmt.Errorf("unknown migrate command %q (see conclave migrate --help)", args[0])
-	}
-	if err != nil {
+	if err := applyMigrations(ctx, conn, cmd, *to, before); err != nil {
 		return err
 	}
 	after, err := migrations.Read(ctx, conn)
 	if err != nil {
 		return err
 	}
-	if args[0] != "status" {
+	printSchema(stdout, cmd, before, after)
+	return nil
+}
+
+// applyMigrations does what a migrate command says: up applies every migration not applied yet, down
+// undoes them down to version to (below zero: one less than the current), status changes nothing.
+func applyMigrations(ctx context.Context, conn *pgx.Conn, cmd string, to int, before migrations.Status) error {
+	switch cmd {
+	case "up":
+		return migrations.Up(ctx, conn)
+	case "down":
+		target := int32(to)
+		if to < 0 {
+			target = max(before.Current-1, 0)
+		}
+		return migrations.Down(ctx, conn, target)
+	case "status":
+		return nil
+	}
+	return fmt.Errorf("unknown migrate command %q (see conclave migrate --help)", cmd)
+}
+
+// printSchema prints the schema's version (with the change, unless the command was status) and each
+// migration of this build, applied or pending.
+func printSchema(stdout io.Writer, cmd string, before, after migrations.Status) {
+	if cmd != "status" {
 		fmt.Fprintf(stdout, "schema version %d -> %d\n", before.Current, after.Current)
 	}
 	fmt.Fprintf(stdout, "schema version %d of %d\n", after.Current, after.Latest)
@@ -126,12 +141,11 @@ func migrate(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		fmt.Fprintf(stdout, "  %3d %-8s %s\n", i+1, state, name)
 	}
-	return nil
 }
 
 func records(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] != "prune" {
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help" || args[0] == "help") {
+		if len(args) > 0 && isHelp(args[0]) {
 			fmt.Fprint(stdout, recordsUsage)
 			return nil
 		}

@@ -21,60 +21,96 @@ import (
 
 // evaluate runs `conclave eval`: the real pipeline over replayed benchmark answers.
 func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("eval", flag.ContinueOnError)
+	f := newEvalFlags()
+	if err := f.fs.Parse(args); errors.Is(err, flag.ErrHelp) {
+		f.fs.SetOutput(stdout)
+		f.fs.Usage()
+		return nil
+	} else if err != nil {
+		return err
+	}
+	runList, err := eval.ParseRuns(f.runs)
+	if err != nil {
+		return err
+	}
+	rd, err := f.replayData()
+	if err != nil {
+		return err
+	}
+	seeds := []uint64{f.seed}
+	if f.seedList != "" {
+		if seeds, err = parseSeeds(f.seedList); err != nil {
+			return err
+		}
+	}
+	reports, err := f.evaluateSeeds(ctx, rd, runList, seeds, stderr)
+	if err != nil {
+		return err
+	}
+	return f.writeReports(reports, stdout)
+}
+
+// evalFlags are the flags of `conclave eval`.
+type evalFlags struct {
+	fs                               *flag.FlagSet
+	data, datasets, runs, seedList   string
+	strategy, quorumMode, categoryBy string
+	out, classifierSets              string
+	seed                             uint64
+	workers, quorum, limit, every    int
+	latency                          time.Duration
+}
+
+func newEvalFlags() *evalFlags {
+	f := &evalFlags{fs: flag.NewFlagSet("eval", flag.ContinueOnError)}
+	fs := f.fs
 	fs.SetOutput(io.Discard) // --help prints to stdout below; errors reach stderr through the caller
 	fs.Usage = func() {
 		fmt.Fprint(fs.Output(), "Usage: conclave eval [flags]\n\nReplays recorded answers of public models through the real pipeline and reports accuracy and regret.\nIts flags have no environment variables.\n\n")
 		fs.PrintDefaults()
 	}
-	data := fs.String("data", "../shared/data/replay", "directory of <dataset>.dev.jsonl.gz replay files")
-	datasets := fs.String("datasets", strings.Join(eval.DefaultDatasets, ","), "datasets to replay")
-	runs := fs.String("runs", runNames(eval.DefaultRuns), "policy/reward configurations (rewards: reliability, agreement, arbiter, gold, gold5; reliability-dep and gold5-dep model dependence)")
-	seed := fs.Uint64("seed", 1, "seed of the order and of selection")
-	seedList := fs.String("seeds", "", "seeds to repeat the evaluation with, e.g. 1,2,3: every figure as its mean and range (overrides --seed)")
-	workers := fs.Int("workers", 5, "models asked per prompt")
-	quorum := fs.Int("min-responses", 3, "min_responses")
-	strategy := fs.String("strategy", "majority", "consensus strategy")
-	quorumMode := fs.String("quorum", "fixed", "fixed (ask every model at once) or adaptive (best-first in waves of min-responses until the answer is settled)")
-	categoryBy := fs.String("category-by", "dataset", "bandit categories: dataset, subject or classify")
-	limit := fs.Int("limit", 0, "at most this many prompts per dataset (0: all)")
-	latency := fs.Duration("latency", 0, "median latency of every replayed model (0: none, deterministic)")
-	every := fs.Int("every", 100, "timeline step in prompts")
-	out := fs.String("out", "reports/eval", "directory for report.json, report.md and report.svg (and classifier.json, classifier.svg)")
-	classifierSets := fs.String("classifier-sets", "internal/core/classify/testdata/*.jsonl", "labelled task sets (JSONL: category, shape, text) the classifier is measured on besides its held-out split")
-	if err := fs.Parse(args); errors.Is(err, flag.ErrHelp) {
-		fs.SetOutput(stdout)
-		fs.Usage()
-		return nil
-	} else if err != nil {
-		return err
+	fs.StringVar(&f.data, "data", "../shared/data/replay", "directory of <dataset>.dev.jsonl.gz replay files")
+	fs.StringVar(&f.datasets, "datasets", strings.Join(eval.DefaultDatasets, ","), "datasets to replay")
+	fs.StringVar(&f.runs, "runs", runNames(eval.DefaultRuns), "policy/reward configurations (rewards: reliability, agreement, arbiter, gold, gold5; reliability-dep and gold5-dep model dependence)")
+	fs.Uint64Var(&f.seed, "seed", 1, "seed of the order and of selection")
+	fs.StringVar(&f.seedList, "seeds", "", "seeds to repeat the evaluation with, e.g. 1,2,3: every figure as its mean and range (overrides --seed)")
+	fs.IntVar(&f.workers, "workers", 5, "models asked per prompt")
+	fs.IntVar(&f.quorum, "min-responses", 3, "min_responses")
+	fs.StringVar(&f.strategy, "strategy", "majority", "consensus strategy")
+	fs.StringVar(&f.quorumMode, "quorum", "fixed", "fixed (ask every model at once) or adaptive (best-first in waves of min-responses until the answer is settled)")
+	fs.StringVar(&f.categoryBy, "category-by", "dataset", "bandit categories: dataset, subject or classify")
+	fs.IntVar(&f.limit, "limit", 0, "at most this many prompts per dataset (0: all)")
+	fs.DurationVar(&f.latency, "latency", 0, "median latency of every replayed model (0: none, deterministic)")
+	fs.IntVar(&f.every, "every", 100, "timeline step in prompts")
+	fs.StringVar(&f.out, "out", "reports/eval", "directory for report.json, report.md and report.svg (and classifier.json, classifier.svg)")
+	fs.StringVar(&f.classifierSets, "classifier-sets", "internal/core/classify/testdata/*.jsonl", "labelled task sets (JSONL: category, shape, text) the classifier is measured on besides its held-out split")
+	return f
+}
+
+// replayData loads the recorded answers of the datasets asked for, at most --limit prompts of each.
+func (f *evalFlags) replayData() (*providers.ReplayData, error) {
+	if _, err := os.Stat(f.data); err != nil {
+		return nil, fmt.Errorf("replay data: %w (give its directory with --data)", err)
 	}
-	runList, err := eval.ParseRuns(*runs)
+	rd, err := providers.LoadReplay(f.data, strings.Split(f.datasets, ","))
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if _, err := os.Stat(*data); err != nil {
-		return fmt.Errorf("replay data: %w (give its directory with --data)", err)
+	if f.limit > 0 {
+		rd = limitPerDataset(rd, f.limit)
 	}
-	rd, err := providers.LoadReplay(*data, strings.Split(*datasets, ","))
-	if err != nil {
-		return err
-	}
-	if *limit > 0 {
-		rd = limitPerDataset(rd, *limit)
-	}
-	seeds := []uint64{*seed}
-	if *seedList != "" {
-		if seeds, err = parseSeeds(*seedList); err != nil {
-			return err
-		}
-	}
+	return rd, nil
+}
+
+// evaluateSeeds runs the evaluation once per seed, telling stderr how each run progresses (at most
+// every 5 s, and when it ends).
+func (f *evalFlags) evaluateSeeds(ctx context.Context, rd *providers.ReplayData, runs []eval.Run, seeds []uint64, stderr io.Writer) ([]*eval.Report, error) {
 	lastReport := time.Now()
 	var reports []*eval.Report
 	for _, s := range seeds {
 		rep, err := eval.Evaluate(ctx, eval.Options{
-			Data: rd, Runs: runList, Seed: s, Workers: *workers, Quorum: *quorum, Strategy: *strategy, QuorumMode: *quorumMode, CategoryBy: *categoryBy,
-			Every: *every, Latency: providers.Latency{Median: *latency, Sigma: 0.3},
+			Data: rd, Runs: runs, Seed: s, Workers: f.workers, Quorum: f.quorum, Strategy: f.strategy, QuorumMode: f.quorumMode, CategoryBy: f.categoryBy,
+			Every: f.every, Latency: providers.Latency{Median: f.latency, Sigma: 0.3},
 			Progress: func(run string, done, total int) {
 				if time.Since(lastReport) > 5*time.Second || done == total {
 					fmt.Fprintf(stderr, "eval: seed %d %s %d/%d\n", s, run, done, total)
@@ -83,11 +119,17 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			},
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		reports = append(reports, rep)
 	}
-	if err := os.MkdirAll(*out, 0o755); err != nil {
+	return reports, nil
+}
+
+// writeReports writes the reports (their summary across seeds, when there are several) and the
+// classifier's calibration to the --out directory as JSON, Markdown and SVG, and prints the tables.
+func (f *evalFlags) writeReports(reports []*eval.Report, stdout io.Writer) error {
+	if err := os.MkdirAll(f.out, 0o755); err != nil {
 		return err
 	}
 	rep := reports[0]
@@ -104,7 +146,7 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	calibration, err := eval.EvaluateClassifier(cls, *classifierSets)
+	calibration, err := eval.EvaluateClassifier(cls, f.classifierSets)
 	if err != nil {
 		return err
 	}
@@ -119,13 +161,13 @@ func evaluate(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	var svg, classifierSVG bytes.Buffer
 	err = errors.Join(rep.WriteSVG(&svg), calibration.WriteSVG(&classifierSVG),
-		os.WriteFile(filepath.Join(*out, "report.svg"), svg.Bytes(), 0o644),
-		os.WriteFile(filepath.Join(*out, "classifier.svg"), classifierSVG.Bytes(), 0o644),
-		os.WriteFile(filepath.Join(*out, "report.json"), append(raw, '\n'), 0o644),
-		os.WriteFile(filepath.Join(*out, "classifier.json"), append(rawClassifier, '\n'), 0o644),
-		os.WriteFile(filepath.Join(*out, "report.md"), []byte(table.String()), 0o644))
+		os.WriteFile(filepath.Join(f.out, "report.svg"), svg.Bytes(), 0o644),
+		os.WriteFile(filepath.Join(f.out, "classifier.svg"), classifierSVG.Bytes(), 0o644),
+		os.WriteFile(filepath.Join(f.out, "report.json"), append(raw, '\n'), 0o644),
+		os.WriteFile(filepath.Join(f.out, "classifier.json"), append(rawClassifier, '\n'), 0o644),
+		os.WriteFile(filepath.Join(f.out, "report.md"), []byte(table.String()), 0o644))
 	fmt.Fprint(stdout, table.String())
-	fmt.Fprintf(stdout, "\nreport: %s (report.json, report.md, report.svg), %s\n", *out, rep.Elapsed)
+	fmt.Fprintf(stdout, "\nreport: %s (report.json, report.md, report.svg), %s\n", f.out, rep.Elapsed)
 	return err
 }
 

@@ -45,100 +45,165 @@ Common flags: --server URL, --token TOKEN
 
 // keysCommand runs `conclave keys ...` against a running server's admin API.
 func keysCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
-		if len(args) == 0 {
-			fmt.Fprint(stderr, keysUsage)
-			return errors.New("keys needs a command")
-		}
+	if len(args) == 0 {
+		fmt.Fprint(stderr, keysUsage)
+		return errors.New("keys needs a command")
+	}
+	if isHelp(args[0]) {
 		fmt.Fprint(stdout, keysUsage)
 		return nil
 	}
-	cmd := args[0]
-	fs := flag.NewFlagSet("keys "+cmd, flag.ContinueOnError)
+	k, err := parseKeysCommand(args, stdout, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		fmt.Fprint(stdout, keysUsage)
+		return nil
+	} else if err != nil {
+		return err
+	}
+	run, ok := keysCommands[k.cmd]
+	if !ok {
+		fmt.Fprint(stderr, keysUsage)
+		return fmt.Errorf("unknown keys command %q", k.cmd)
+	}
+	return run(ctx, k)
+}
+
+// keysCommands are the commands of `conclave keys`, by name.
+var keysCommands = map[string]func(context.Context, *keysInvocation) error{
+	"create": createKey,
+	"update": updateKey,
+	"list":   listKeys,
+	"show":   showKey,
+	"revoke": revokeKey,
+	"spend":  keySpend,
+}
+
+// keysInvocation is one `conclave keys` command as its arguments give it.
+type keysInvocation struct {
+	cmd string
+	// positional are the arguments that are not flags: the key id, for the commands that take one.
+	positional []string
+	// fields are the key flags, and given names those given.
+	fields map[string]*string
+	given  map[string]bool
+	// since, until and groupBy are the flags of spend.
+	since, until, groupBy string
+	client                adminClient
+	stderr                io.Writer
+}
+
+// keyFlags are the flags that set a key's fields.
+var keyFlags = []string{"name", "budget-usd", "budget-period", "rpm", "tpm", "max-concurrency", "models", "expires-at", "metadata"}
+
+// parseKeysCommand reads a command's flags, which may come before or after the key id. For --help it
+// returns flag.ErrHelp.
+func parseKeysCommand(args []string, stdout, stderr io.Writer) (*keysInvocation, error) {
+	k := &keysInvocation{cmd: args[0], fields: map[string]*string{}, given: map[string]bool{}, stderr: stderr}
+	fs := flag.NewFlagSet("keys "+k.cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	server := fs.String("server", envOr("CONCLAVE_SERVER", "http://127.0.0.1:5000"), "")
 	token := fs.String("token", os.Getenv("CONCLAVE_API_TOKEN"), "")
-	fields := map[string]*string{}
-	for _, name := range []string{"name", "budget-usd", "budget-period", "rpm", "tpm", "max-concurrency", "models", "expires-at", "metadata"} {
-		fields[name] = fs.String(name, "", "")
+	for _, name := range keyFlags {
+		k.fields[name] = fs.String(name, "", "")
 	}
 	since, until, groupBy := fs.String("since", "", ""), fs.String("until", "", ""), fs.String("group-by", "", "")
-	// Flags may come before or after the id.
-	var positional []string
-	rest := args[1:]
-	for {
+	for rest := args[1:]; ; {
 		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, keysUsage)
-			return nil
+			return nil, err
 		} else if err != nil {
-			return fmt.Errorf("%w (see conclave keys --help)", err)
+			return nil, fmt.Errorf("%w (see conclave keys --help)", err)
 		}
 		if fs.NArg() == 0 {
 			break
 		}
-		positional, rest = append(positional, fs.Arg(0)), fs.Args()[1:]
+		k.positional, rest = append(k.positional, fs.Arg(0)), fs.Args()[1:]
 	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	c := adminClient{server: strings.TrimRight(*server, "/"), token: *token, stdout: stdout}
+	fs.Visit(func(f *flag.Flag) { k.given[f.Name] = true })
+	k.since, k.until, k.groupBy = *since, *until, *groupBy
+	k.client = adminClient{server: strings.TrimRight(*server, "/"), token: *token, stdout: stdout}
+	return k, nil
+}
 
-	wantID := func() (string, error) {
-		if len(positional) != 1 {
-			return "", fmt.Errorf("keys %s needs one key id (see conclave keys --help)", cmd)
-		}
-		return url.PathEscape(positional[0]), nil
+// id is the one key id the command was given, escaped for a path.
+func (k *keysInvocation) id() (string, error) {
+	if len(k.positional) != 1 {
+		return "", fmt.Errorf("keys %s needs one key id (see conclave keys --help)", k.cmd)
 	}
-	switch cmd {
-	case "create", "update":
-		body, err := keyBody(fields, given)
-		if err != nil {
-			return err
-		}
-		if cmd == "create" {
-			if len(positional) > 0 {
-				return errors.New("keys create takes no id")
-			}
-			if err := c.do(ctx, http.MethodPost, "/admin/keys", body, http.StatusCreated); err != nil {
-				return err
-			}
-			fmt.Fprintln(stderr, "the key's secret is above; it is not kept and cannot be shown again")
-			return nil
-		}
-		id, err := wantID()
-		if err != nil {
-			return err
-		}
-		return c.do(ctx, http.MethodPatch, "/admin/keys/"+id, body, http.StatusOK)
-	case "list":
-		if len(positional) > 0 {
-			return errors.New("keys list takes no id")
-		}
-		return c.do(ctx, http.MethodGet, "/admin/keys", nil, http.StatusOK)
-	case "show", "revoke", "spend":
-		id, err := wantID()
-		if err != nil {
-			return err
-		}
-		switch cmd {
-		case "show":
-			return c.do(ctx, http.MethodGet, "/admin/keys/"+id, nil, http.StatusOK)
-		case "revoke":
-			return c.do(ctx, http.MethodDelete, "/admin/keys/"+id, nil, http.StatusOK)
-		}
-		q := url.Values{}
-		for name, v := range map[string]string{"since": *since, "until": *until, "group_by": *groupBy} {
-			if v != "" {
-				q.Set(name, v)
-			}
-		}
-		path := "/admin/keys/" + id + "/spend"
-		if len(q) > 0 {
-			path += "?" + q.Encode()
-		}
-		return c.do(ctx, http.MethodGet, path, nil, http.StatusOK)
+	return url.PathEscape(k.positional[0]), nil
+}
+
+// createKey makes a key; its secret is in the answer printed, this once only.
+func createKey(ctx context.Context, k *keysInvocation) error {
+	body, err := keyBody(k.fields, k.given)
+	if err != nil {
+		return err
 	}
-	fmt.Fprint(stderr, keysUsage)
-	return fmt.Errorf("unknown keys command %q", cmd)
+	if len(k.positional) > 0 {
+		return errors.New("keys create takes no id")
+	}
+	if err := k.client.do(ctx, http.MethodPost, "/admin/keys", body, http.StatusCreated); err != nil {
+		return err
+	}
+	fmt.Fprintln(k.stderr, "the key's secret is above; it is not kept and cannot be shown again")
+	return nil
+}
+
+// updateKey changes what the key flags given say.
+func updateKey(ctx context.Context, k *keysInvocation) error {
+	body, err := keyBody(k.fields, k.given)
+	if err != nil {
+		return err
+	}
+	id, err := k.id()
+	if err != nil {
+		return err
+	}
+	return k.client.do(ctx, http.MethodPatch, "/admin/keys/"+id, body, http.StatusOK)
+}
+
+// listKeys prints every key, revoked ones included.
+func listKeys(ctx context.Context, k *keysInvocation) error {
+	if len(k.positional) > 0 {
+		return errors.New("keys list takes no id")
+	}
+	return k.client.do(ctx, http.MethodGet, "/admin/keys", nil, http.StatusOK)
+}
+
+// showKey prints one key, its spend and its limits in use.
+func showKey(ctx context.Context, k *keysInvocation) error {
+	id, err := k.id()
+	if err != nil {
+		return err
+	}
+	return k.client.do(ctx, http.MethodGet, "/admin/keys/"+id, nil, http.StatusOK)
+}
+
+// revokeKey refuses the key from now on.
+func revokeKey(ctx context.Context, k *keysInvocation) error {
+	id, err := k.id()
+	if err != nil {
+		return err
+	}
+	return k.client.do(ctx, http.MethodDelete, "/admin/keys/"+id, nil, http.StatusOK)
+}
+
+// keySpend prints what the key spent, from the records: since and until a time, grouped as asked.
+func keySpend(ctx context.Context, k *keysInvocation) error {
+	id, err := k.id()
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	for name, v := range map[string]string{"since": k.since, "until": k.until, "group_by": k.groupBy} {
+		if v != "" {
+			q.Set(name, v)
+		}
+	}
+	path := "/admin/keys/" + id + "/spend"
+	if len(q) > 0 {
+		path += "?" + q.Encode()
+	}
+	return k.client.do(ctx, http.MethodGet, path, nil, http.StatusOK)
 }
 
 // keyBody is the JSON of the key flags given; the server judges their values and lists what is wrong.

@@ -105,6 +105,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
+// isHelp reports whether a command's first argument asks for its help.
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" || arg == "help" }
+
 func versionString() string {
 	v := "conclave " + version
 	if info, ok := debug.ReadBuildInfo(); ok {
@@ -144,13 +147,7 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 		return err
 	}
 	// Last: the spans of the requests that finished during the shutdown are exported too.
-	defer func() {
-		tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		if err := traces.Shutdown(tctx); err != nil {
-			log.Warn("spans not exported at shutdown", zap.String("event", "trace_export_failed"), zap.Error(err))
-		}
-	}()
+	defer exportLastSpans(traces, log)
 	eng, err := engine.New(engine.Options{Config: cfg, Log: log, Tracing: traces})
 	if err != nil {
 		return err
@@ -163,7 +160,45 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	// A client that trickles its request, or never reads its answer, holds a connection only so long;
 	// and only so many connections are held at once.
 	ln = netutil.LimitListener(ln, cfg.MaxConnections)
-	srv := &http.Server{
+	srv := apiServer(cfg, eng, log, traces)
+	// abandon gives up the start once the listener is open.
+	abandon := func(err error) error {
+		_ = ln.Close()
+		_ = eng.Shutdown(context.Background())
+		return err
+	}
+	// The debug address is out before the API's: whoever waits for the one line finds both.
+	if cfg.DebugListen != "" {
+		dbg, err := debugServer(cfg.DebugListen, stdout, log)
+		if err != nil {
+			return abandon(err)
+		}
+		defer dbg.Close()
+	}
+	if cfg.Remote.Listen != "" {
+		ep, err := remoteDoor(cfg, eng, stdout, log)
+		if err != nil {
+			return abandon(err)
+		}
+		defer ep.Stop()
+	}
+	announce(stdout, ln, cfg, eng, log)
+	return serveUntilDone(ctx, srv, ln, eng, cfg.ShutdownTimeout(), log)
+}
+
+// exportLastSpans exports the spans still held, within a few seconds; what it cannot export is
+// logged.
+func exportLastSpans(traces *tracing.Tracing, log *zap.Logger) {
+	tctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := traces.Shutdown(tctx); err != nil {
+		log.Warn("spans not exported at shutdown", zap.String("event", "trace_export_failed"), zap.Error(err))
+	}
+}
+
+// apiServer is the HTTP server of the API, with the timeouts and bounds the configuration sets.
+func apiServer(cfg config.Config, eng *engine.Engine, log *zap.Logger, traces *tracing.Tracing) *http.Server {
+	return &http.Server{
 		Handler: httpapi.New(eng, httpapi.Options{Token: cfg.APIToken, Keys: eng.Keys(), MaxBodyBytes: cfg.MaxBodyBytes, Log: log,
 			EvalReport: cfg.EvalReport, Tracing: traces}),
 		ReadHeaderTimeout: 10 * time.Second,
@@ -172,44 +207,46 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 		IdleTimeout:       2 * time.Minute,
 		MaxHeaderBytes:    64 << 10,
 	}
-	// The debug address is out before the API's: whoever waits for the one line finds both.
-	if cfg.DebugListen != "" {
-		dbg, err := debugServer(cfg.DebugListen, stdout, log)
-		if err != nil {
-			_ = ln.Close()
-			_ = eng.Shutdown(context.Background())
-			return err
-		}
-		defer dbg.Close()
+}
+
+// remoteDoor opens the remote listener the configuration asks for, warning when it is reachable beyond
+// loopback without some of its protections, and prints its address.
+func remoteDoor(cfg config.Config, eng *engine.Engine, stdout io.Writer, log *zap.Logger) (*remotedoor.Listener, error) {
+	r := cfg.Remote
+	if exposed := r.Exposed(cfg.APIToken.Set()); len(exposed) > 0 {
+		// Without the token or TLS only when remote.insecure says so; without client certificates, anyone may connect.
+		log.Warn("the remote listener is reachable beyond loopback without some of its protections",
+			zap.String("event", "remote_insecure"), zap.String("address", r.Listen), zap.Strings("without", exposed))
 	}
-	if r := cfg.Remote; r.Listen != "" {
-		if exposed := r.Exposed(cfg.APIToken.Set()); len(exposed) > 0 {
-			// Without the token or TLS only when remote.insecure says so; without client certificates, anyone may connect.
-			log.Warn("the remote listener is reachable beyond loopback without some of its protections",
-				zap.String("event", "remote_insecure"), zap.String("address", r.Listen), zap.Strings("without", exposed))
-		}
-		opts := remotedoor.Options{Addr: r.Listen, Token: cfg.APIToken, Log: log, Refused: eng.Metrics().RemoteRefused,
-			TLS: remotedoor.TLSFiles{Cert: r.TLSCert, Key: r.TLSKey, CA: r.TLSCA}, RedisPrefix: cfg.RedisPrefix}
-		if shared := eng.Redis(); shared != nil {
-			// The controllers sharing Redis take a captured request once between them, not once each.
-			opts.Redis = shared
-		}
-		ep, err := remotedoor.Listen(eng, opts)
-		if err != nil {
-			_ = ln.Close()
-			_ = eng.Shutdown(context.Background())
-			return err
-		}
-		defer ep.Stop()
-		fmt.Fprintf(stdout, "remote endpoint on %s\n", ep.Addr())
+	opts := remotedoor.Options{Addr: r.Listen, Token: cfg.APIToken, Log: log, Refused: eng.Metrics().RemoteRefused,
+		TLS: remotedoor.TLSFiles{Cert: r.TLSCert, Key: r.TLSKey, CA: r.TLSCA}, RedisPrefix: cfg.RedisPrefix}
+	if shared := eng.Redis(); shared != nil {
+		// The controllers sharing Redis take a captured request once between them, not once each.
+		opts.Redis = shared
 	}
+	ep, err := remotedoor.Listen(eng, opts)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "remote endpoint on %s\n", ep.Addr())
+	return ep, nil
+}
+
+// announce logs and prints where the API listens, then each live provider.
+func announce(stdout io.Writer, ln net.Listener, cfg config.Config, eng *engine.Engine, log *zap.Logger) {
 	log.Info("conclave listening", zap.String("event", "server_listening"), zap.String("address", "http://"+ln.Addr().String()),
 		zap.Bool("auth", cfg.APIToken.Set()), zap.String("version", version))
 	fmt.Fprintf(stdout, "conclave listening on http://%s\n", ln.Addr())
 	for _, p := range eng.LiveProviders() {
 		fmt.Fprintf(stdout, "  provider %-12s %-10s %4d models  %s\n", p.Name, p.Kind, p.Models, p.BaseURL)
 	}
+}
 
+// serveUntilDone serves the API on ln until the server fails or ctx ends, then shuts down within
+// timeout: the server stops accepting connections while the requests in flight finish, and the engine
+// answers those still running near the end with 503, keeps their records, flushes them and stops the
+// actors.
+func serveUntilDone(ctx context.Context, srv *http.Server, ln net.Listener, eng *engine.Engine, timeout time.Duration, log *zap.Logger) error {
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
@@ -219,13 +256,11 @@ func serve(ctx context.Context, args []string, stdout, logOut io.Writer) error {
 	case <-ctx.Done():
 		log.Info("shutting down", zap.String("event", "shutdown"), zap.String("cause", context.Cause(ctx).Error()))
 	}
-	sctx, cancel := context.WithTimeout(context.Background(), cfg.ShutdownTimeout())
+	sctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	// Stop accepting connections while in-flight requests finish; the engine answers those still running
-	// near the end of the timeout with 503, keeps their records, flushes them and stops the actors.
 	stopped := make(chan error, 1)
 	go func() { stopped <- srv.Shutdown(sctx) }()
-	err = eng.Shutdown(sctx)
+	err := eng.Shutdown(sctx)
 	select {
 	case serr := <-stopped:
 		err = errors.Join(err, serr)

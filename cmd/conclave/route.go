@@ -136,25 +136,9 @@ func routeCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 		}
 		return err
 	}
-	// Flags may follow the task too.
-	rest := f.fs.Args()
-	if len(rest) == 0 {
-		f.fs.Usage()
-		return errors.New("route: missing TASK")
-	}
-	task := rest[0]
-	if err := f.fs.Parse(rest[1:]); err != nil {
+	task, err := f.task(stdin)
+	if err != nil {
 		return err
-	}
-	if f.fs.NArg() > 0 {
-		return fmt.Errorf("route: one TASK, quoted (got %d more arguments)", f.fs.NArg())
-	}
-	if task == "-" {
-		raw, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
-		if err != nil {
-			return fmt.Errorf("route: reading the task: %w", err)
-		}
-		task = string(raw)
 	}
 	body, err := f.body(task)
 	if err != nil {
@@ -163,6 +147,37 @@ func routeCommand(ctx context.Context, args []string, stdin io.Reader, stdout, s
 	if f.remote != "" {
 		return f.routeRemote(ctx, body, stdout)
 	}
+	return f.routeHTTP(ctx, body, stdout)
+}
+
+// task is the one task the arguments left after the flags give, with the flags that follow it read
+// too; "-" reads the task from stdin.
+func (f *routeFlags) task(stdin io.Reader) (string, error) {
+	rest := f.fs.Args()
+	if len(rest) == 0 {
+		f.fs.Usage()
+		return "", errors.New("route: missing TASK")
+	}
+	task := rest[0]
+	if err := f.fs.Parse(rest[1:]); err != nil {
+		return "", err
+	}
+	if f.fs.NArg() > 0 {
+		return "", fmt.Errorf("route: one TASK, quoted (got %d more arguments)", f.fs.NArg())
+	}
+	if task != "-" {
+		return task, nil
+	}
+	raw, err := io.ReadAll(io.LimitReader(stdin, 64<<20))
+	if err != nil {
+		return "", fmt.Errorf("route: reading the task: %w", err)
+	}
+	return string(raw), nil
+}
+
+// routeHTTP posts the request to /route-thompson and shows the answer: its progress live, or with
+// --json (or from a server that does not stream it) the response as JSON.
+func (f *routeFlags) routeHTTP(ctx context.Context, body map[string]any, stdout io.Writer) error {
 	raw, _ := json.Marshal(body)
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(f.server, "/")+"/route-thompson", bytes.NewReader(raw))
 	if err != nil {

@@ -68,14 +68,8 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 		}
 		defer p.settle(exec)
 	}
-	m, known := e.catalog.Load().Get(req.Model)
-	switch {
-	case !known:
-		fail(exec, resilience.ModelNotFound, "no such model", 0, &messages.Problem{Field: "model",
-			Message: fmt.Sprintf("unknown model %q (GET /v1/models lists them)", problems.Clip(req.Model, 128))})
-		return out, nil
-	case !m.Has(catalog.Embeddings) || !e.registry.Embeds(m.Provider):
-		fail(exec, resilience.MalformedRequest, "the model has no embeddings", 0, &messages.Problem{Field: "model", Message: noEmbeddings(m)})
+	m, ok := e.embeddingsModel(req, exec)
+	if !ok {
 		return out, nil
 	}
 	account, ok := e.deps.Inflight.Open(req.RequestId, int64(len(exec.Task)))
@@ -88,18 +82,46 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 	if ref == nil {
 		return nil, fmt.Errorf("embeddings %s: provider %s has no actor", req.RequestId, m.Provider)
 	}
-
 	began := time.Now()
+	res := &messages.WorkerResult{JobId: req.RequestId + "/embed", Model: m.ID, Provider: m.Provider, BudgetMs: ms(EmbedTimeout)}
+	exec.Results = []*messages.WorkerResult{res}
+	if err := e.embedWithPermit(ctx, req, m, ref.PID, out, res, began); err != nil {
+		return nil, err
+	}
+	e.finishEmbed(req, m, exec, res, began)
+	return out, nil
+}
+
+// embeddingsModel is the catalog model an embeddings request names, and whether it makes embeddings;
+// when it does not (or the catalog does not know it), exec says why.
+func (e *Engine) embeddingsModel(req *messages.EmbedRequest, exec *messages.Execution) (catalog.Model, bool) {
+	m, known := e.catalog.Load().Get(req.Model)
+	switch {
+	case !known:
+		fail(exec, resilience.ModelNotFound, "no such model", 0, &messages.Problem{Field: "model",
+			Message: fmt.Sprintf("unknown model %q (GET /v1/models lists them)", problems.Clip(req.Model, 128))})
+		return m, false
+	case !m.Has(catalog.Embeddings) || !e.registry.Embeds(m.Provider):
+		fail(exec, resilience.MalformedRequest, "the model has no embeddings", 0, &messages.Problem{Field: "model", Message: noEmbeddings(m)})
+		return m, false
+	}
+	return m, true
+}
+
+// embedWithPermit waits, until the call's deadline, for a permit of the model's provider and makes the
+// call with it, adding its vectors to out; without a permit, res and the record say why. It fails only
+// when the exchange with the provider's actor broke.
+func (e *Engine) embedWithPermit(ctx context.Context, req *messages.EmbedRequest, m catalog.Model, provider *actor.PID,
+	out *messages.EmbedResult, res *messages.WorkerResult, began time.Time) error {
+	exec := out.Execution
 	deadline := began.Add(EmbedTimeout)
 	callCtx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
-	res := &messages.WorkerResult{JobId: req.RequestId + "/embed", Model: m.ID, Provider: m.Provider, BudgetMs: ms(EmbedTimeout)}
-	exec.Results = []*messages.WorkerResult{res}
 	tokens := 0
 	for _, in := range req.Inputs {
 		tokens += classify.EstimateTokens(in)
 	}
-	permit, err := e.permit(callCtx, ref.PID, &messages.Acquire{JobId: res.JobId, Model: m.ID, Tokens: int32(min(tokens, actors.MaxTokens)),
+	permit, err := e.permit(callCtx, provider, &messages.Acquire{JobId: res.JobId, Model: m.ID, Tokens: int32(min(tokens, actors.MaxTokens)),
 		Deadline: timestamppb.New(deadline)})
 	exec.Phases.DispatchMs = ms(time.Since(began))
 	switch {
@@ -110,17 +132,24 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 		res.Status, res.ErrorKind = "not_sent", string(resilience.RateLimited)
 		fail(exec, resilience.RateLimited, "no permit of the provider came before the call's deadline", 0)
 	case err != nil:
-		return nil, fmt.Errorf("embeddings %s: %w", req.RequestId, err)
+		return fmt.Errorf("embeddings %s: %w", req.RequestId, err)
 	case !permit.Granted:
 		kind, msg := permitFailure(permit.Reason, m.Provider)
 		res.Status, res.ErrorKind = "not_sent", "permit_"+permit.Reason
 		fail(exec, kind, msg, time.Duration(permit.RetryAfterSeconds*float64(time.Second)))
 	default:
-		vectors := e.embedCall(ctx, callCtx, req, m, ref.PID, res, exec)
+		vectors := e.embedCall(ctx, callCtx, req, m, provider, res, exec)
 		for _, v := range vectors {
 			out.Vectors = append(out.Vectors, &messages.Vector{Values: v})
 		}
 	}
+	return nil
+}
+
+// finishEmbed completes an embeddings call's record (its status, its end, its phases) and hands it to
+// the metrics and the recorder, then logs the call; with a spool, as Route, the answer waits for its
+// record.
+func (e *Engine) finishEmbed(req *messages.EmbedRequest, m catalog.Model, exec *messages.Execution, res *messages.WorkerResult, began time.Time) {
 	exec.StatusCode = int32(http.StatusOK)
 	if exec.Error != nil {
 		exec.StatusCode = int32(resilience.StatusOf(resilience.Kind(exec.Error.Code)))
@@ -140,10 +169,9 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 	e.log.Check(level, "embeddings answered").Write(zap.String("event", "embeddings"), zap.String("request_id", req.RequestId), zap.String("model", m.ID),
 		zap.String("provider", m.Provider), zap.Int("inputs", len(req.Inputs)), zap.Int32("status", exec.StatusCode), zap.String("error_kind", res.ErrorKind),
 		zap.Float64("latency_ms", res.LatencyMs), zap.Stringer("cost", money.USD(exec.CostNanos)))
-	if e.spool != nil { // as Route: the answer waits for its record
+	if e.spool != nil {
 		e.awaitRecord(exec.RequestId)
 	}
-	return out, nil
 }
 
 // embedCall makes a permitted embeddings call, settles its permit and fills in its result; it returns

@@ -8,6 +8,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/conclave-ai/conclave/internal/arms"
+	"github.com/conclave-ai/conclave/internal/inflight"
 	"maps"
 	"math"
 	"net/http"
@@ -142,148 +144,262 @@ type Engine struct {
 	closeOnce sync.Once
 }
 
-// New builds and starts an engine.
+// New builds and starts an engine in the steps below, which follow it in the order they run. When a
+// step that builds on the open store fails, the store is closed again; when the actor tree does not
+// start, its actor system is stopped.
 func New(opts Options) (*Engine, error) {
-	cfg, log := opts.Config, opts.Log
-	if log == nil {
-		log = zap.NewNop()
+	a := &assembly{opts: opts, cfg: opts.Config, log: opts.Log}
+	if a.log == nil {
+		a.log = zap.NewNop()
 	}
-	bps := opts.Blueprints
-	if bps == nil {
-		var err error
-		if bps, err = blueprints.Load(cfg.BlueprintsDir, log); err != nil {
-			return nil, fmt.Errorf("blueprints: %w", err)
-		}
-	}
-	var err error
-	cat := opts.Catalog
-	if cat == nil {
-		if cfg.CatalogPath != "" {
-			cat, err = loadCatalog(cfg.CatalogPath)
-		} else {
-			cat, err = catalog.Embedded()
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
-	classifier, err := classify.New(classify.Options{MinConfidence: cfg.MinConfidence})
-	if err != nil {
+	if err := a.loadDefinitions(); err != nil {
 		return nil, err
 	}
-	policy, err := bandit.ParsePolicy(cfg.Policy)
-	if err != nil {
+	if err := a.chooseDecisions(); err != nil {
 		return nil, err
 	}
-	reward, err := feedback.ParseMode(cfg.Reward)
+	e, err := a.newEngine()
 	if err != nil {
 		return nil, err
-	}
-	if cfg.NodeID == "" {
-		cfg.NodeID, _ = os.Hostname()
-	}
-	known := cat // the whole catalog, whose prices discovered models take
-	ups, cat, err := setupProviders(cfg, cat)
-	if err != nil {
-		return nil, err
-	}
-	e := &Engine{cfg: cfg, log: log, catalog: catalog.NewLive(cat), known: known, blueprints: bps, store: opts.Store, upstreams: ups,
-		discoveryRetry: cmp.Or(opts.DiscoveryRetry, DiscoveryRetry), tracing: opts.Tracing}
-	for _, b := range bps.All() {
-		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
-	}
-	budget := time.Duration(cfg.Classify.BudgetSeconds * float64(time.Second))
-	if e.classifying, err = newModelClassifier(cfg.Classify.Model, budget, cfg.Classify.CacheSize, classifier, log); err != nil {
-		return nil, fmt.Errorf("classify: %w", err)
-	}
-	backend := opts.Backend // serves the providers without an upstream of their own
-	if backend == nil && (len(ups) == 0 || cfg.Sim.Enabled) {
-		e.Sim = providers.NewSim(cat.All(), cfg.Sim)
-		backend = e.Sim
 	}
 	if err := e.openStore(); err != nil {
 		return nil, err
 	}
-
-	e.system = actor.NewActorSystem(logging.ActorLogger(log), actor.WithDeadLetterThrottleInterval(time.Second))
-	categories := bps.Names()
-	arms := actors.NewArmBoard(cat.All(), categories, bandit.DefaultPrior, cfg.Sharing)
-	if err := e.loadArms(arms); err != nil {
+	if err := e.buildOverStore(a); err != nil {
 		e.closeStore()
 		return nil, err
 	}
-	workers := fleet.DefaultWorkers(cfg.Workers, cfg.WorkerSlots)
-	var hosts *fleet.File
-	if cfg.Fleet != "" {
-		f, err := fleet.LoadFile(cfg.Fleet)
+	if err := e.startActors(a.transport); err != nil {
+		return nil, err
+	}
+	e.startBackground(a.opts)
+	e.logStarted(a)
+	return e, nil
+}
+
+// assembly holds what New has built so far and the later steps need: the definitions, the decisions
+// the configuration chose, and the parts of the fleet.
+type assembly struct {
+	opts Options
+	cfg  config.Config
+	log  *zap.Logger
+
+	bps        *blueprints.Set
+	categories []string
+	// cat is the catalog the engine starts with: the configuration's providers' share of it once
+	// newEngine has run.
+	cat        *catalog.Catalog
+	classifier *classify.Classifier
+	policy     bandit.Policy
+	reward     feedback.Mode
+	// backend serves the providers without an upstream of their own.
+	backend providers.Backend
+	arms    *arms.Board
+	workers []fleet.WorkerSpec
+	// hosts is the fleet file, when the configuration names one.
+	hosts *fleet.File
+	// transport gives each worker its transport, on the books.
+	transport func(fleet.WorkerSpec) fleet.Transport
+}
+
+// loadDefinitions loads the blueprints and the catalog, unless Options gave them.
+func (a *assembly) loadDefinitions() error {
+	a.bps = a.opts.Blueprints
+	if a.bps == nil {
+		bps, err := blueprints.Load(a.cfg.BlueprintsDir, a.log)
 		if err != nil {
-			e.closeStore()
-			return nil, err
+			return fmt.Errorf("blueprints: %w", err)
 		}
-		hosts, workers = &f, f.Specs()
+		a.bps = bps
 	}
-	providerNames := append([]string(nil), cat.ProviderNames()...)
-	for _, u := range ups { // a provider whose models discovery will list has an actor already
-		if !slices.Contains(providerNames, u.Name) {
-			providerNames = append(providerNames, u.Name)
+	a.categories = a.bps.Names()
+	a.cat = a.opts.Catalog
+	if a.cat != nil {
+		return nil
+	}
+	var err error
+	if a.cfg.CatalogPath != "" {
+		a.cat, err = loadCatalog(a.cfg.CatalogPath)
+	} else {
+		a.cat, err = catalog.Embedded()
+	}
+	return err
+}
+
+// chooseDecisions makes the classifier and reads the selection policy and the reward mode the
+// configuration names.
+func (a *assembly) chooseDecisions() error {
+	var err error
+	if a.classifier, err = classify.New(classify.Options{MinConfidence: a.cfg.MinConfidence}); err != nil {
+		return err
+	}
+	if a.policy, err = bandit.ParsePolicy(a.cfg.Policy); err != nil {
+		return err
+	}
+	a.reward, err = feedback.ParseMode(a.cfg.Reward)
+	return err
+}
+
+// newEngine makes the engine over the configured providers and the catalog they serve, with the
+// longest bound a blueprint gives, the classifying model, and the simulated provider when it serves.
+func (a *assembly) newEngine() (*Engine, error) {
+	if a.cfg.NodeID == "" {
+		a.cfg.NodeID, _ = os.Hostname()
+	}
+	cfg := a.cfg
+	known := a.cat // the whole catalog, whose prices discovered models take
+	ups, cat, err := setupProviders(cfg, a.cat)
+	if err != nil {
+		return nil, err
+	}
+	a.cat = cat
+	e := &Engine{cfg: cfg, log: a.log, catalog: catalog.NewLive(cat), known: known, blueprints: a.bps, store: a.opts.Store, upstreams: ups,
+		discoveryRetry: cmp.Or(a.opts.DiscoveryRetry, DiscoveryRetry), tracing: a.opts.Tracing}
+	for _, b := range a.bps.All() {
+		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
+	}
+	budget := time.Duration(cfg.Classify.BudgetSeconds * float64(time.Second))
+	if e.classifying, err = newModelClassifier(cfg.Classify.Model, budget, cfg.Classify.CacheSize, a.classifier, a.log); err != nil {
+		return nil, fmt.Errorf("classify: %w", err)
+	}
+	a.backend = a.opts.Backend
+	if a.backend == nil && (len(ups) == 0 || cfg.Sim.Enabled) {
+		e.Sim = providers.NewSim(cat.All(), cfg.Sim)
+		a.backend = e.Sim
+	}
+	return e, nil
+}
+
+// buildOverStore builds what stands on the open store, in order: the actor system with the arms
+// learned before this start, the fleet, the actors' dependencies, what is shared through Redis, the
+// keys and the books, then the workers' transports. New closes the store when it fails.
+func (e *Engine) buildOverStore(a *assembly) error {
+	e.system = actor.NewActorSystem(logging.ActorLogger(e.log), actor.WithDeadLetterThrottleInterval(time.Second))
+	a.arms = arms.NewBoard(a.cat.All(), a.categories, bandit.DefaultPrior, e.cfg.Sharing)
+	if err := e.loadArms(a.arms); err != nil {
+		return err
+	}
+	if err := a.loadFleet(); err != nil {
+		return err
+	}
+	e.buildDeps(a)
+	if e.cfg.RedisURL.Set() {
+		if err := e.shareThroughRedis(); err != nil {
+			return err
 		}
-	}
-	dir := actors.NewDirectory(e.system, workers, providerNames, arms, categories)
-	breakers, modelBreakers, floors := breakerSettings(providerBreakers(cfg))
-	e.deps = &actors.Deps{
-		Log: log, Clock: clock.Or(opts.Clock), Catalog: e.catalog, Dir: dir,
-		Plan: &plan.Settings{Classifier: classifier, Blueprints: bps, Catalog: e.catalog, Policy: policy, OutputReserve: 1024,
-			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue(),
-			Carries: carries(ups)},
-		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
-		Dispatcher: mailboxes.NewPool(mailboxThroughput, 10*time.Second),
-		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: reward, RetryScale: cfg.Retry.Scale,
-		Reliability: accuracy.Config{Dependence: cfg.Dependence},
-		Breakers:    breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: opts.Middleware,
-		Observe: opts.Observe, Inflight: actors.NewInflight(cfg.MaxInflightBytes),
-	}
-	e.deps.Metrics = metrics.New(e.metricsSource())
-	if cfg.RedisURL.Set() {
-		if e.deps.Limiters, err = e.sharedLimits(e.deps.Clock); err != nil {
-			e.closeStore()
-			return nil, err
-		}
-		e.bus = redisbus.New(e.redis, cfg.RedisPrefix, cfg.NodeID, log)
-		e.deps.BreakerOpened = e.publishOpened
-		dir.SharedRound = e.sharedRound
 	}
 	e.openKeys()
 	e.openBooks()
-	if e.bus != nil {
-		e.keys.changed = func(id string) {
-			go func() {
-				if err := e.bus.PublishKeyChanged(id); err != nil {
-					e.log.Warn("a key's change was not shared", zap.String("event", "key_share_failed"), zap.String("key_id", id), zap.Error(err))
-				}
-			}()
+	e.shareKeyChanges()
+	return e.buildTransports(a)
+}
+
+// loadFleet reads the workers: the fleet file's hosts when the configuration names one, else the
+// in-process workers.
+func (a *assembly) loadFleet() error {
+	a.workers = fleet.DefaultWorkers(a.cfg.Workers, a.cfg.WorkerSlots)
+	if a.cfg.Fleet == "" {
+		return nil
+	}
+	f, err := fleet.LoadFile(a.cfg.Fleet)
+	if err != nil {
+		return err
+	}
+	a.hosts, a.workers = &f, f.Specs()
+	return nil
+}
+
+// buildDeps makes the actors' directory and what every actor of the tree is built with: the plan's
+// settings, the breakers and rate limits, the clock, the dispatcher and the metrics.
+func (e *Engine) buildDeps(a *assembly) {
+	cfg := e.cfg
+	dir := actors.NewDirectory(e.system, a.workers, actorProviders(a.cat, e.upstreams), a.arms, a.categories)
+	breakers, modelBreakers, floors := breakerSettings(providerBreakers(cfg))
+	e.deps = &actors.Deps{
+		Log: e.log, Clock: clock.Or(a.opts.Clock), Catalog: e.catalog, Dir: dir,
+		Plan: &plan.Settings{Classifier: a.classifier, Blueprints: a.bps, Catalog: e.catalog, Policy: a.policy, OutputReserve: 1024,
+			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue(),
+			Carries: carries(e.upstreams)},
+		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
+		Dispatcher: mailboxes.NewPool(mailboxThroughput, 10*time.Second),
+		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: a.reward, RetryScale: cfg.Retry.Scale,
+		Reliability: accuracy.Config{Dependence: cfg.Dependence},
+		Breakers:    breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: a.opts.Middleware,
+		Observe: a.opts.Observe, Inflight: inflight.New(cfg.MaxInflightBytes),
+	}
+	e.deps.Metrics = metrics.New(e.metricsSource())
+}
+
+// actorProviders names the providers that get an actor: the catalog's, and each configured upstream,
+// whose models discovery may list later.
+func actorProviders(cat *catalog.Catalog, ups []upstream) []string {
+	names := append([]string(nil), cat.ProviderNames()...)
+	for _, u := range ups {
+		if !slices.Contains(names, u.Name) {
+			names = append(names, u.Name)
 		}
 	}
+	return names
+}
 
-	// The registry routes every call to its provider: the workers' calls, and the embeddings calls the
-	// controller makes itself.
-	e.registry = providers.NewRegistry(catalogPrices(e.catalog), backend, e.upstreamsOnly()...)
-	transport := opts.Transport
+// shareThroughRedis counts the rate limits in the Redis of REDIS_URL and joins the bus of the
+// controllers sharing it: breaker openings go out on it, and the rotating arbiter's turns are counted
+// there.
+func (e *Engine) shareThroughRedis() error {
+	limiters, err := e.sharedLimits(e.deps.Clock)
+	if err != nil {
+		return err
+	}
+	e.deps.Limiters = limiters
+	e.bus = redisbus.New(e.redis, e.cfg.RedisPrefix, e.cfg.NodeID, e.log)
+	e.deps.BreakerOpened = e.publishOpened
+	e.deps.Dir.SharedRound = e.sharedRound
+	return nil
+}
+
+// shareKeyChanges tells the other controllers on the bus of every key changed here, so that they read
+// it again.
+func (e *Engine) shareKeyChanges() {
+	if e.bus == nil {
+		return
+	}
+	e.keys.changed = func(id string) {
+		go func() {
+			if err := e.bus.PublishKeyChanged(id); err != nil {
+				e.log.Warn("a key's change was not shared", zap.String("event", "key_share_failed"), zap.String("key_id", id), zap.Error(err))
+			}
+		}()
+	}
+}
+
+// buildTransports makes the registry, which routes every call to its provider (the workers' calls, and
+// the embeddings calls the controller makes itself), and each worker's transport to it, on the books:
+// Options' transport, SSH to the fleet file's hosts, or in process.
+func (e *Engine) buildTransports(a *assembly) error {
+	e.registry = providers.NewRegistry(catalogPrices(e.catalog), a.backend, e.upstreamsOnly()...)
+	transport := a.opts.Transport
 	if transport == nil {
 		transport = func(fleet.WorkerSpec) fleet.Transport { return fleet.InProcess{Backend: e.registry} }
-		if hosts != nil {
-			if transport, err = e.sshTransports(*hosts, e.registry); err != nil {
-				e.closeStore()
-				return nil, err
+		if a.hosts != nil {
+			var err error
+			if transport, err = e.sshTransports(*a.hosts, e.registry); err != nil {
+				return err
 			}
 		}
 	}
-	bare := transport
-	transport = func(w fleet.WorkerSpec) fleet.Transport { return e.meter(bare(w)) }
+	a.transport = func(w fleet.WorkerSpec) fleet.Transport { return e.meter(transport(w)) }
+	return nil
+}
+
+// startActors spawns the actor tree (the fleet, the providers, the bandit, the requests and the
+// recorder under the root supervisor) and waits until every supervisor has started its children; the
+// actor system stops again when they do not.
+func (e *Engine) startActors(transport func(fleet.WorkerSpec) fleet.Transport) error {
 	var fleetChildren, providerChildren []supervisors.Child
-	for _, w := range dir.Workers {
+	for _, w := range e.deps.Dir.Workers {
 		fleetChildren = append(fleetChildren, supervisors.Child{Name: w.Spec.Name, Props: e.deps.Props(actors.NewWorkerActor(e.deps, w, transport(w.Spec)))})
 	}
-	for _, p := range dir.Providers {
+	for _, p := range e.deps.Dir.Providers {
 		providerChildren = append(providerChildren, supervisors.Child{Name: p.Name, Props: e.deps.Props(actors.NewProviderActor(e.deps, p))})
 	}
 	rootProps := supervisors.Static(e.deps, []supervisors.Child{
@@ -293,24 +409,32 @@ func New(opts Options) (*Engine, error) {
 		{Name: actors.RequestsName, Props: supervisors.Requests(e.deps)},
 		{Name: actors.RecorderName, Props: e.deps.Props(actors.NewRecorderActor(e.deps, e.store, e.spool))},
 	})
+	var err error
 	if e.root, err = e.system.Root.SpawnNamed(rootProps, actors.RootName); err != nil {
-		return nil, fmt.Errorf("start actor system: %w", err)
+		return fmt.Errorf("start actor system: %w", err)
 	}
 	if err := e.waitReady(); err != nil {
 		e.system.Shutdown()
 		e.deps.Dispatcher.Stop()
-		return nil, err
+		return err
 	}
+	return nil
+}
+
+// startBackground starts the loops that run until Shutdown: the secrets file's watcher, the providers'
+// discovery, the bus's listener, the books, the records' upkeep, the renewal of the concurrency slots
+// held in Redis, and the folding of the other controllers' rewards.
+func (e *Engine) startBackground(opts Options) {
 	var background context.Context
 	background, e.stopBackground = context.WithCancel(context.Background())
-	if cfg.SecretsFile != "" && len(ups) > 0 {
+	if e.cfg.SecretsFile != "" && len(e.upstreams) > 0 {
 		poll := opts.KeyPoll
 		if poll <= 0 {
 			poll = KeyPollInterval
 		}
 		e.background.Go(func() { e.watchKeys(background, poll) })
 	}
-	for _, u := range ups {
+	for _, u := range e.upstreams {
 		if u.discover > 0 {
 			e.background.Go(func() { e.discoverEvery(background, u.Name, u.discover) })
 		}
@@ -324,18 +448,21 @@ func New(opts Options) (*Engine, error) {
 		e.background.Go(func() { e.renewSlots(background) })
 	}
 	if l, ok := e.store.(store.Learning); ok && e.peers != nil {
-		every := time.Duration(cfg.ArmsRefreshSeconds * float64(time.Second))
+		every := time.Duration(e.cfg.ArmsRefreshSeconds * float64(time.Second))
 		e.background.Go(func() { e.foldPeerRewards(background, l, every) })
 	}
+}
+
+// logStarted logs each live provider, then what the engine started with.
+func (e *Engine) logStarted(a *assembly) {
 	for _, p := range e.LiveProviders() {
-		log.Info("provider live", zap.String("event", "provider_live"), zap.String("provider", p.Name), zap.String("kind", p.Kind),
+		e.log.Info("provider live", zap.String("event", "provider_live"), zap.String("provider", p.Name), zap.String("kind", p.Kind),
 			zap.String("base_url", p.BaseURL), zap.Int("models", p.Models), zap.String("key_from", p.KeyFrom))
 	}
-	log.Info("conclave engine started", zap.String("event", "engine_started"), zap.Int("models", cat.Len()),
-		zap.Int("workers", len(workers)), zap.Strings("providers", cat.ProviderNames()), zap.Int("blueprints", len(categories)),
-		zap.String("blueprint_source", bps.Source()), zap.Int("blueprints_rejected", len(bps.Rejected())), zap.Uint64("seed", cfg.Seed),
-		zap.String("policy", policy.String()), zap.Float64("classifier_temperature", classifier.Temperature()))
-	return e, nil
+	e.log.Info("conclave engine started", zap.String("event", "engine_started"), zap.Int("models", a.cat.Len()),
+		zap.Int("workers", len(a.workers)), zap.Strings("providers", a.cat.ProviderNames()), zap.Int("blueprints", len(a.categories)),
+		zap.String("blueprint_source", a.bps.Source()), zap.Int("blueprints_rejected", len(a.bps.Rejected())), zap.Uint64("seed", e.cfg.Seed),
+		zap.String("policy", a.policy.String()), zap.Float64("classifier_temperature", a.classifier.Temperature()))
 }
 
 // carries says whether a provider's wire format has a field for a parameter: a real upstream by its
@@ -483,30 +610,11 @@ func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest) (*messag
 	if e.closing.Load() {
 		return refused(req, resilience.ShuttingDown, "conclave is shutting down", 0), nil
 	}
-	var key *pass
-	if k, ok := keys.CallerOf(ctx); ok && req.KeyId == "" {
-		req.KeyId = k.ID
+	key, refusal := e.admitKey(ctx, req)
+	if refusal != nil {
+		return refusal, nil
 	}
-	if req.KeyId != "" {
-		p, globs, f := e.keys.admit(ctx, ask{id: req.RequestId, keyID: req.KeyId, named: append(slices.Clip(req.Models), req.Fallbacks...),
-			virtual: virtualModel(req)})
-		if f != nil {
-			return &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, KeyId: req.KeyId,
-				StatusCode: int32(resilience.StatusOf(resilience.Kind(f.Code))), Error: f}, nil
-		}
-		key, req.AllowedModels = p, globs
-		req.PricedOnly = p.key.Budget != nil && e.keys.defaultPrice == nil
-	}
-	if req.Direct && len(req.Fallbacks) == 0 && len(req.Models) == 1 {
-		// The configuration's, unless the request names its own; a key keeps to those it may call (and,
-		// with a budget, to those with a price).
-		cat := e.catalog.Load()
-		for _, m := range e.cfg.Fallbacks[req.Models[0]] {
-			if model, _ := cat.Get(m); key == nil || (key.key.Allows(m) && !(req.PricedOnly && model.Unpriced)) {
-				req.Fallbacks = append(req.Fallbacks, m)
-			}
-		}
-	}
+	e.addFallbacks(req, key)
 	// Counted once, by the tokenizer: the providers' tokens per minute and the models' windows read it.
 	req.PromptTokens = int32(min(tokens.Count(tokens.O200k, req.Task), math.MaxInt32))
 	e.hint(ctx, req)
@@ -518,6 +626,41 @@ func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest) (*messag
 		key.settle(exec)
 	}
 	return exec, err
+}
+
+// admitKey judges a request by its key (the caller's, unless the request names one): its models,
+// budget and limits. It returns the key's pass, nil for a request without a key, or else the record of
+// the request's refusal.
+func (e *Engine) admitKey(ctx context.Context, req *messages.RouteRequest) (*pass, *messages.Execution) {
+	if k, ok := keys.CallerOf(ctx); ok && req.KeyId == "" {
+		req.KeyId = k.ID
+	}
+	if req.KeyId == "" {
+		return nil, nil
+	}
+	p, globs, f := e.keys.admit(ctx, ask{id: req.RequestId, keyID: req.KeyId, named: append(slices.Clip(req.Models), req.Fallbacks...),
+		virtual: virtualModel(req)})
+	if f != nil {
+		return nil, &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, KeyId: req.KeyId,
+			StatusCode: int32(resilience.StatusOf(resilience.Kind(f.Code))), Error: f}
+	}
+	req.AllowedModels = globs
+	req.PricedOnly = p.key.Budget != nil && e.keys.defaultPrice == nil
+	return p, nil
+}
+
+// addFallbacks gives a direct call that names no fallbacks the configuration's for its model; a key
+// keeps to those it may call (and, with a budget, to those with a price).
+func (e *Engine) addFallbacks(req *messages.RouteRequest, key *pass) {
+	if !req.Direct || len(req.Fallbacks) != 0 || len(req.Models) != 1 {
+		return
+	}
+	cat := e.catalog.Load()
+	for _, m := range e.cfg.Fallbacks[req.Models[0]] {
+		if model, _ := cat.Get(m); key == nil || (key.key.Allows(m) && !(req.PricedOnly && model.Unpriced)) {
+			req.Fallbacks = append(req.Fallbacks, m)
+		}
+	}
 }
 
 // ConclaveModels starts the ids of the models Conclave makes of panels: conclave/auto lets the

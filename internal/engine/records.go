@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/conclave-ai/conclave/internal/arms"
 	"os"
 	"path/filepath"
 	"time"
@@ -58,7 +59,7 @@ func (e *Engine) openStore() error {
 }
 
 // loadArms publishes on the board what the store learned before this start.
-func (e *Engine) loadArms(board *actors.ArmBoard) error {
+func (e *Engine) loadArms(board *arms.Board) error {
 	l, ok := e.store.(store.Learning)
 	if !ok {
 		return nil

@@ -15,8 +15,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/money"
 )
 
-// ErrUnavailable wraps a failure to reach the store.
-var ErrUnavailable = errors.New("the key store is unavailable")
+// ErrUnavailable wraps a failure to reach the store (keys.ErrUnavailable, which the doors know).
+var ErrUnavailable = keys.ErrUnavailable
 
 // Store keeps keys. Implementations are safe for concurrent use. Unknown ids and hashes are
 // keys.ErrUnknown.

@@ -56,27 +56,8 @@ type Decision struct {
 	Usage Usage
 }
 
-// Usage is how much of each limit is in use.
-type Usage struct {
-	Requests, Tokens, InFlight int
-	// Shares of each limit in use, in [0, 1] (zero for a limit that is not set).
-	RequestsUse, TokensUse, ConcurrencyUse float64
-	// Blocked is how long the provider's own word still blocks every call.
-	Blocked time.Duration
-	// RoomIn is how long until the window has room for one more call: zero when it has room, or when
-	// only concurrency is full.
-	RoomIn time.Duration
-	// Shared says the counts are every controller's (Redis), not only this one's.
-	Shared bool
-}
-
-// Use is the highest share of any limit in use; a provider blocked by its own word is fully used.
-func (u Usage) Use() float64 {
-	if u.Blocked > 0 {
-		return 1
-	}
-	return max(u.RequestsUse, u.TokensUse, u.ConcurrencyUse)
-}
+// Usage is how much of each limit is in use (providerstate.Usage, which the doors read too).
+type Usage = providerstate.Usage
 
 // Limiter reserves capacity for calls to one provider. Implementations are safe for concurrent use.
 type Limiter interface {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/bandit"
+	"github.com/conclave-ai/conclave/internal/core/records"
 	"github.com/conclave-ai/conclave/messages"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -21,7 +22,7 @@ var (
 	// ErrNotFound is returned for an unknown request id.
 	ErrNotFound = errors.New("execution not found")
 	// ErrUnavailable wraps a failure to reach the store: the record may well exist.
-	ErrUnavailable = errors.New("the record store is unavailable")
+	ErrUnavailable = records.ErrUnavailable
 )
 
 // RejectedError reports records the store refused for what they hold (not for being unreachable):
@@ -130,25 +131,6 @@ type Feedback struct {
 	Updates []*messages.BanditUpdate
 	At      time.Time
 	NodeID  string
-}
-
-// Outcomes of an execution.
-const (
-	OutcomeOK       = "ok"
-	OutcomeDegraded = "degraded"
-	OutcomeFailed   = "failed"
-)
-
-// Outcome is how an execution ended: failed when it did not answer 200, degraded when it answered with
-// less than it asked for, ok otherwise.
-func Outcome(e *messages.Execution) string {
-	switch {
-	case e.StatusCode != 200:
-		return OutcomeFailed
-	case e.Degraded:
-		return OutcomeDegraded
-	}
-	return OutcomeOK
 }
 
 // WithFeedback returns the record with its feedback, leaving the stored record as it is.

@@ -16,6 +16,9 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/money"
 )
 
+// ErrUnavailable wraps a failure to reach the store of keys.
+var ErrUnavailable = errors.New("the key store is unavailable")
+
 // Key is one caller's API key, as stored (the secret only as its hash).
 type Key struct {
 	ID   string

@@ -424,52 +424,21 @@ Each flag has an environment variable; a flag beats its variable, which beats th
 // environment and the flags in args. getenv is os.Getenv outside tests. For --help it returns
 // flag.ErrHelp, and the caller prints PrintUsage.
 func Load(args []string, getenv func(string) string) (Config, error) {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	path := fs.String("config", "", "")
-	flags := make([]*string, len(settings))
-	for i, s := range settings {
-		flags[i] = fs.String(s.flag, "", s.usage)
-	}
-	if err := fs.Parse(args); err != nil {
+	path, flagValues, err := parseFlags(args)
+	if err != nil {
 		return Config{}, err
 	}
-	if fs.NArg() > 0 {
-		return Config{}, fmt.Errorf("unexpected arguments %q (see conclave serve --help)", fs.Args())
-	}
-	if *path == "" {
-		*path = getenv("CONCLAVE_CONFIG")
+	if path == "" {
+		path = getenv("CONCLAVE_CONFIG")
 	}
 	cfg := Default()
-	if *path != "" {
-		raw, err := os.ReadFile(*path)
-		if err != nil {
-			return Config{}, fmt.Errorf("config file: %w", err)
-		}
-		if err := decodeFile(*path, raw, &cfg); err != nil {
-			return Config{}, fmt.Errorf("config file %s: %w", *path, err)
+	if path != "" {
+		if err := readFile(path, &cfg); err != nil {
+			return Config{}, err
 		}
 	}
-	var errs []error
-	for i, s := range settings {
-		for _, v := range []string{getenv(s.env), *flags[i]} {
-			if v == "" {
-				continue
-			}
-			if err := s.set(&cfg, v); err != nil {
-				errs = append(errs, fmt.Errorf("%s %q: %w", s.flag, v, err))
-			}
-		}
-	}
-	if v := getenv("CONCLAVE_API_TOKEN"); v != "" {
-		cfg.APIToken = secret.String(v)
-	}
-	if v := getenv("DATABASE_URL"); v != "" {
-		cfg.DatabaseURL = secret.String(v)
-	}
-	if v := getenv("REDIS_URL"); v != "" {
-		cfg.RedisURL = secret.String(v)
-	}
+	errs := cfg.applySettings(flagValues, getenv)
+	cfg.secretsFromEnvironment(getenv)
 	if cfg.NodeID == "" {
 		cfg.NodeID, _ = os.Hostname()
 	}
@@ -479,106 +448,235 @@ func Load(args []string, getenv func(string) string) (Config, error) {
 	return cfg, cfg.Validate()
 }
 
-// Validate rejects configurations that cannot run or would be unsafe, and values beyond any sensible
-// bound (a breaker threshold of 1e8 would allocate gigabytes; a timeout of 1e-300 means nothing).
-func (c Config) Validate() error {
+// parseFlags reads the flags of `conclave serve`: the config file's path, and each setting's value
+// (empty when its flag is not given), in the order of settings.
+func parseFlags(args []string) (path string, values []string, err error) {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	pathFlag := fs.String("config", "", "")
+	flags := make([]*string, len(settings))
+	for i, s := range settings {
+		flags[i] = fs.String(s.flag, "", s.usage)
+	}
+	if err := fs.Parse(args); err != nil {
+		return "", nil, err
+	}
+	if fs.NArg() > 0 {
+		return "", nil, fmt.Errorf("unexpected arguments %q (see conclave serve --help)", fs.Args())
+	}
+	values = make([]string, len(flags))
+	for i, f := range flags {
+		values[i] = *f
+	}
+	return *pathFlag, values, nil
+}
+
+// readFile reads the configuration file at path over cfg.
+func readFile(path string, cfg *Config) error {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config file: %w", err)
+	}
+	if err := decodeFile(path, raw, cfg); err != nil {
+		return fmt.Errorf("config file %s: %w", path, err)
+	}
+	return nil
+}
+
+// applySettings sets each setting from its environment variable, then from its flag (flagValues, in
+// the order of settings), so that a flag beats its variable. It returns every value that did not
+// parse.
+func (c *Config) applySettings(flagValues []string, getenv func(string) string) []error {
 	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	between := func(name string, v, lo, hi float64) {
-		if !(v >= lo && v <= hi) {
-			bad("%s must be between %g and %g, got %g", name, lo, hi, v)
+	for i, s := range settings {
+		for _, v := range []string{getenv(s.env), flagValues[i]} {
+			if v == "" {
+				continue
+			}
+			if err := s.set(c, v); err != nil {
+				errs = append(errs, fmt.Errorf("%s %q: %w", s.flag, v, err))
+			}
 		}
 	}
+	return errs
+}
+
+// secretsFromEnvironment takes the API token, DATABASE_URL and REDIS_URL from the environment, when it
+// sets them: a secret does not belong on a command line.
+func (c *Config) secretsFromEnvironment(getenv func(string) string) {
+	if v := getenv("CONCLAVE_API_TOKEN"); v != "" {
+		c.APIToken = secret.String(v)
+	}
+	if v := getenv("DATABASE_URL"); v != "" {
+		c.DatabaseURL = secret.String(v)
+	}
+	if v := getenv("REDIS_URL"); v != "" {
+		c.RedisURL = secret.String(v)
+	}
+}
+
+// Validate rejects configurations that cannot run or would be unsafe, and values beyond any sensible
+// bound (a breaker threshold of 1e8 would allocate gigabytes; a timeout of 1e-300 means nothing).
+// Every problem is reported, in the order of the checks below.
+func (c Config) Validate() error {
+	var l errorList
+	c.checkListeners(&l)
+	c.checkSizes(&l)
+	c.checkSim(&l)
+	c.checkLearning(&l)
+	c.checkServing(&l)
+	c.checkClassify(&l)
+	c.checkLimits(&l)
+	c.checkFallbacks(&l)
+	for _, name := range sortedKeys(c.Providers) {
+		l.add(c.Providers[name].validate(name)...)
+	}
+	l.add(priceErr("pricing default_price_in", c.Pricing.DefaultPriceIn), priceErr("pricing default_price_out", c.Pricing.DefaultPriceOut))
+	switch c.LogFormat {
+	case "json", "console":
+	default:
+		l.bad("log_format must be json or console, got %q", c.LogFormat)
+	}
+	return errors.Join(l.errs...)
+}
+
+// errorList gathers what is wrong with a configuration, in the order it is found. Its problems start
+// with prefix.
+type errorList struct {
+	prefix string
+	errs   []error
+}
+
+// bad adds a problem.
+func (l *errorList) bad(format string, args ...any) {
+	l.errs = append(l.errs, fmt.Errorf(l.prefix+format, args...))
+}
+
+// between adds a problem when v is not within [lo, hi] (NaN never is).
+func (l *errorList) between(name string, v, lo, hi float64) {
+	l.add(betweenErr(name, v, lo, hi))
+}
+
+// add adds the problems that are not nil, as they are.
+func (l *errorList) add(errs ...error) {
+	l.errs = append(l.errs, collect(errs...)...)
+}
+
+// checkListeners checks the API token and the addresses served: the HTTP listener needs the token
+// beyond loopback, the remote listener its token and TLS, and pprof stays on loopback.
+func (c Config) checkListeners(l *errorList) {
 	if c.APIToken.Set() && len(c.APIToken.Reveal()) < MinTokenLength {
-		bad("CONCLAVE_API_TOKEN is shorter than %d characters: a short token is guessed", MinTokenLength)
+		l.bad("CONCLAVE_API_TOKEN is shorter than %d characters: a short token is guessed", MinTokenLength)
 	}
 	host, _, err := net.SplitHostPort(c.Listen)
 	if err != nil {
-		bad("listen %q: %w", c.Listen, err)
+		l.bad("listen %q: %w", c.Listen, err)
 	} else if !IsLoopback(host) && !c.APIToken.Set() {
-		bad("listen %q is not a loopback address: set CONCLAVE_API_TOKEN to require a bearer token", c.Listen)
+		l.bad("listen %q is not a loopback address: set CONCLAVE_API_TOKEN to require a bearer token", c.Listen)
 	}
-	errs = append(errs, c.Remote.validate(c.APIToken.Set())...)
+	l.add(c.Remote.validate(c.APIToken.Set())...)
 	if c.DebugListen != "" {
 		// pprof has no authentication and tells a great deal: it is never served beyond the machine.
 		if host, _, err := net.SplitHostPort(c.DebugListen); err != nil {
-			bad("debug_listen %q: %w", c.DebugListen, err)
+			l.bad("debug_listen %q: %w", c.DebugListen, err)
 		} else if !IsLoopback(host) {
-			bad("debug_listen %q is not a loopback address: pprof is served on loopback only", c.DebugListen)
+			l.bad("debug_listen %q is not a loopback address: pprof is served on loopback only", c.DebugListen)
 		}
 	}
-	between("workers", float64(c.Workers), 1, 1024)
-	between("worker_slots", float64(c.WorkerSlots), 0, 1024)
-	between("max_body_bytes", float64(c.MaxBodyBytes), 1024, 64<<20)
-	between("records max", float64(c.Records.Max), 0, 1_000_000)
-	between("records max_bytes", float64(c.Records.MaxBytes), 0, 16<<30)
-	between("records retention_days", float64(c.Records.RetentionDays), 0, 36500)
-	between("spool_max_bytes", float64(c.SpoolMaxBytes), 1<<20, 1<<40)
-	between("max_inflight_bytes", float64(c.MaxInflightBytes), 0, 16<<30)
+}
+
+// checkSizes bounds the workers, the bodies, the records, the spool, the bytes in flight and the node's
+// name.
+func (c Config) checkSizes(l *errorList) {
+	l.between("workers", float64(c.Workers), 1, 1024)
+	l.between("worker_slots", float64(c.WorkerSlots), 0, 1024)
+	l.between("max_body_bytes", float64(c.MaxBodyBytes), 1024, 64<<20)
+	l.between("records max", float64(c.Records.Max), 0, 1_000_000)
+	l.between("records max_bytes", float64(c.Records.MaxBytes), 0, 16<<30)
+	l.between("records retention_days", float64(c.Records.RetentionDays), 0, 36500)
+	l.between("spool_max_bytes", float64(c.SpoolMaxBytes), 1<<20, 1<<40)
+	l.between("max_inflight_bytes", float64(c.MaxInflightBytes), 0, 16<<30)
 	if c.MaxInflightBytes > 0 && c.MaxInflightBytes < c.MaxBodyBytes {
-		bad("max_inflight_bytes (%d) must not be below max_body_bytes (%d)", c.MaxInflightBytes, c.MaxBodyBytes)
+		l.bad("max_inflight_bytes (%d) must not be below max_body_bytes (%d)", c.MaxInflightBytes, c.MaxBodyBytes)
 	}
 	if len(c.NodeID) > 128 {
-		bad("node_id must be at most 128 bytes")
+		l.bad("node_id must be at most 128 bytes")
 	}
-	between("sim latency_scale", c.Sim.LatencyScale, 0, 100)
-	between("sim faults server_error_rate", c.Sim.Faults.ServerErrorRate, 0, 1)
-	between("sim faults timeout_rate", c.Sim.Faults.TimeoutRate, 0, 1)
-	between("sim faults rate_limit_rate", c.Sim.Faults.RateLimitRate, 0, 1)
-	between("sharing", c.Sharing, 0, 1e6)
+}
+
+// checkSim bounds the simulated provider's latencies and fault rates.
+func (c Config) checkSim(l *errorList) {
+	l.between("sim latency_scale", c.Sim.LatencyScale, 0, 100)
+	l.between("sim faults server_error_rate", c.Sim.Faults.ServerErrorRate, 0, 1)
+	l.between("sim faults timeout_rate", c.Sim.Faults.TimeoutRate, 0, 1)
+	l.between("sim faults rate_limit_rate", c.Sim.Faults.RateLimitRate, 0, 1)
+}
+
+// checkLearning bounds what the bandit learns with, the classifier's confidence, the retries and the
+// arbiter's wait.
+func (c Config) checkLearning(l *errorList) {
+	l.between("sharing", c.Sharing, 0, 1e6)
 	if !(c.Discount >= 0 && c.Discount < 1) {
-		bad("discount must be in [0, 1), got %g", c.Discount)
+		l.bad("discount must be in [0, 1), got %g", c.Discount)
 	}
-	between("min_confidence", c.MinConfidence, 0, 1)
-	between("retry scale", c.Retry.Scale, 0, 100)
-	between("retry rounds", float64(c.Retry.Rounds), 0, 10)
-	between("arbiter_timeout_seconds", c.ArbiterTimeoutSeconds, 0, 3600)
-	between("shutdown_timeout_seconds", c.ShutdownTimeoutSeconds, 0, 3600)
-	between("arms_refresh_seconds", c.ArmsRefreshSeconds, 0.05, 3600)
-	between("read_timeout_seconds", c.ReadTimeoutSeconds, 1, 3600)
-	between("write_timeout_seconds", c.WriteTimeoutSeconds, 10, 7200)
-	between("max_connections", float64(c.MaxConnections), 1, 1_000_000)
-	between("classify budget_seconds", c.Classify.BudgetSeconds, 0.05, 60)
-	between("classify cache_size", float64(c.Classify.CacheSize), 1, 10_000_000)
+	l.between("min_confidence", c.MinConfidence, 0, 1)
+	l.between("retry scale", c.Retry.Scale, 0, 100)
+	l.between("retry rounds", float64(c.Retry.Rounds), 0, 10)
+	l.between("arbiter_timeout_seconds", c.ArbiterTimeoutSeconds, 0, 3600)
+}
+
+// checkServing bounds the shutdown, the reading of other controllers' rewards, the HTTP timeouts and
+// the connections held.
+func (c Config) checkServing(l *errorList) {
+	l.between("shutdown_timeout_seconds", c.ShutdownTimeoutSeconds, 0, 3600)
+	l.between("arms_refresh_seconds", c.ArmsRefreshSeconds, 0.05, 3600)
+	l.between("read_timeout_seconds", c.ReadTimeoutSeconds, 1, 3600)
+	l.between("write_timeout_seconds", c.WriteTimeoutSeconds, 10, 7200)
+	l.between("max_connections", float64(c.MaxConnections), 1, 1_000_000)
+}
+
+// checkClassify bounds the classifying model's budget, its cache and its id.
+func (c Config) checkClassify(l *errorList) {
+	l.between("classify budget_seconds", c.Classify.BudgetSeconds, 0.05, 60)
+	l.between("classify cache_size", float64(c.Classify.CacheSize), 1, 10_000_000)
 	if len(c.Classify.Model) > 256 {
-		bad("classify model: a model id of at most 256 bytes")
+		l.bad("classify model: a model id of at most 256 bytes")
 	}
+}
+
+// checkLimits bounds the breakers and rate limits by provider, the wait for the rate limits, and how
+// many providers the configuration names.
+func (c Config) checkLimits(l *errorList) {
 	if len(c.RateLimits.Providers) > 64 || len(c.Breakers) > 64 {
-		bad("rate_limits and breakers may name at most 64 providers")
+		l.bad("rate_limits and breakers may name at most 64 providers")
 	}
 	for name, b := range c.Breakers {
-		errs = append(errs, b.validate("breakers "+name)...)
+		l.add(b.validate("breakers " + name)...)
 	}
-	for name, l := range c.RateLimits.Providers {
-		errs = append(errs, validLimits("rate_limits "+name, l)...)
+	for name, limits := range c.RateLimits.Providers {
+		l.add(validLimits("rate_limits "+name, limits)...)
 	}
-	between("rate_limits max_queue_seconds", c.RateLimits.MaxQueueSeconds, MinQueueSeconds, MaxQueueSeconds)
+	l.between("rate_limits max_queue_seconds", c.RateLimits.MaxQueueSeconds, MinQueueSeconds, MaxQueueSeconds)
 	if len(c.Providers) > 64 {
-		bad("providers may name at most 64 providers")
+		l.bad("providers may name at most 64 providers")
 	}
+}
+
+// checkFallbacks bounds the fallbacks: a model with 1 to MaxFallbacks other models, for at most
+// MaxFallbackModels models.
+func (c Config) checkFallbacks(l *errorList) {
 	if len(c.Fallbacks) > MaxFallbackModels {
-		bad("fallbacks may name at most %d models", MaxFallbackModels)
+		l.bad("fallbacks may name at most %d models", MaxFallbackModels)
 	}
 	for _, model := range sortedKeys(c.Fallbacks) {
 		list := c.Fallbacks[model]
 		switch {
 		case model == "" || len(list) == 0 || len(list) > MaxFallbacks:
-			bad("fallbacks %q: a model id with 1 to %d fallbacks", model, MaxFallbacks)
+			l.bad("fallbacks %q: a model id with 1 to %d fallbacks", model, MaxFallbacks)
 		case slices.Contains(list, "") || slices.Contains(list, model):
-			bad("fallbacks %q: the fallbacks are other models' ids", model)
+			l.bad("fallbacks %q: the fallbacks are other models' ids", model)
 		}
 	}
-	for _, name := range sortedKeys(c.Providers) {
-		errs = append(errs, c.Providers[name].validate(name)...)
-	}
-	errs = append(errs, collect(priceErr("pricing default_price_in", c.Pricing.DefaultPriceIn),
-		priceErr("pricing default_price_out", c.Pricing.DefaultPriceOut))...)
-	switch c.LogFormat {
-	case "json", "console":
-	default:
-		bad("log_format must be json or console, got %q", c.LogFormat)
-	}
-	return errors.Join(errs...)
 }
 
 // validate checks the remote listener: TLS files come as a certificate with its key, and beyond
@@ -681,56 +779,85 @@ var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 
 // validate checks one configured provider: a name of its own needs a kind, a base URL and models.
 func (p Provider) validate(name string) []error {
-	var errs []error
-	bad := func(format string, args ...any) {
-		errs = append(errs, fmt.Errorf("providers "+name+": "+format, args...))
-	}
+	l := errorList{prefix: "providers " + name + ": "}
 	named, isNamed := providers.Named[name]
+	checkProviderName(&l, name)
+	p.checkKind(&l, named.Kind)
+	p.checkBaseURL(&l, isNamed)
+	if p.APIKeyEnv != "" && !secret.ValidName(p.APIKeyEnv) {
+		l.bad("api_key_env must be the name of a variable")
+	}
+	if !isNamed && len(p.Models) == 0 && p.Discovery() == 0 {
+		l.bad("a provider of your own needs its models, or discovery to list them")
+	}
+	if d := p.DiscoverySeconds; d != nil && *d != 0 {
+		l.add(betweenErr("providers "+name+" discovery_interval_seconds", *d, 10, 7*86400))
+	}
+	if len(p.Models) > 10000 {
+		l.bad("at most 10000 models")
+	}
+	l.add(validModels(name, p.Models)...)
+	if p.Breaker != nil {
+		l.add(p.Breaker.validate("providers " + name + " breaker")...)
+	}
+	if p.RateLimit != nil {
+		l.add(validLimits("providers "+name+" rate_limit", *p.RateLimit)...)
+	}
+	return l.errs
+}
+
+// checkProviderName refuses a name that is not one, and the names kept for the simulated and replayed
+// providers and for the key of rate_limits that is not a provider.
+func checkProviderName(l *errorList, name string) {
 	switch {
 	case !providerName.MatchString(name):
-		bad("a provider's name is lower-case letters, digits, '-' and '_'")
+		l.bad("a provider's name is lower-case letters, digits, '-' and '_'")
 	case name == "sim" || name == providers.ReplayProvider:
-		bad("%q is reserved for the simulated and replayed providers", name)
+		l.bad("%q is reserved for the simulated and replayed providers", name)
 	case name == maxQueueKey:
-		bad("%q is reserved: it is a key of rate_limits", name)
+		l.bad("%q is reserved: it is a key of rate_limits", name)
 	}
+}
+
+// checkKind checks the provider's wire format: its own, else its name's (namedKind).
+func (p Provider) checkKind(l *errorList, namedKind string) {
 	kind := p.Kind
 	if kind == "" {
-		kind = named.Kind
+		kind = namedKind
 	}
 	switch kind {
 	case providers.KindOpenAI, providers.KindAnthropic, providers.KindGemini:
 	case "":
-		bad("kind is required (openai, anthropic or gemini)")
+		l.bad("kind is required (openai, anthropic or gemini)")
 	default:
-		bad("kind %q is not openai, anthropic or gemini", p.Kind)
+		l.bad("kind %q is not openai, anthropic or gemini", p.Kind)
 	}
-	if p.BaseURL == "" && !isNamed {
-		bad("base_url is required")
-	} else if p.BaseURL != "" {
-		u, err := url.Parse(p.BaseURL)
-		switch {
-		case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
-			bad("base_url must be an http or https URL")
-		case u.User != nil || u.RawQuery != "":
-			bad("base_url must carry no credentials and no query: keys go in api_key_env")
+}
+
+// checkBaseURL checks the provider's base URL, which only a named provider may leave out: an http or
+// https URL without credentials or a query, since keys go in api_key_env.
+func (p Provider) checkBaseURL(l *errorList, isNamed bool) {
+	if p.BaseURL == "" {
+		if !isNamed {
+			l.bad("base_url is required")
 		}
+		return
 	}
-	if p.APIKeyEnv != "" && !secret.ValidName(p.APIKeyEnv) {
-		bad("api_key_env must be the name of a variable")
+	u, err := url.Parse(p.BaseURL)
+	switch {
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		l.bad("base_url must be an http or https URL")
+	case u.User != nil || u.RawQuery != "":
+		l.bad("base_url must carry no credentials and no query: keys go in api_key_env")
 	}
-	if !isNamed && len(p.Models) == 0 && p.Discovery() == 0 {
-		bad("a provider of your own needs its models, or discovery to list them")
-	}
-	if d := p.DiscoverySeconds; d != nil && *d != 0 {
-		errs = append(errs, collect(betweenErr("providers "+name+" discovery_interval_seconds", *d, 10, 7*86400))...)
-	}
-	if len(p.Models) > 10000 {
-		bad("at most 10000 models")
-	}
+}
+
+// validModels checks a provider's models: each has an id of its own and values within bounds.
+func validModels(provider string, models []ProviderModel) []error {
+	var errs []error
 	seen := map[string]bool{}
-	for i, m := range p.Models {
-		where := fmt.Sprintf("providers %s models[%d]", name, i)
+	for i, m := range models {
+		where := fmt.Sprintf("providers %s models[%d]", provider, i)
 		switch {
 		case m.ID == "" || len(m.ID) > 200:
 			errs = append(errs, fmt.Errorf("%s: id must have 1 to 200 characters", where))
@@ -741,12 +868,6 @@ func (p Provider) validate(name string) []error {
 		errs = append(errs, collect(betweenErr(where+" context", float64(m.Context), 1, 1e8),
 			priceErr(where+" price_in", m.PriceIn), priceErr(where+" price_out", m.PriceOut),
 			betweenErr(where+" max_output", float64(m.MaxOutput), 0, 1e8), betweenErr(where+" tier", float64(m.Tier), 0, 3))...)
-	}
-	if p.Breaker != nil {
-		errs = append(errs, p.Breaker.validate("providers "+name+" breaker")...)
-	}
-	if p.RateLimit != nil {
-		errs = append(errs, validLimits("providers "+name+" rate_limit", *p.RateLimit)...)
 	}
 	return errs
 }

@@ -184,23 +184,32 @@ func (c *yamlConverter) mapping(n *yaml.Node, path string, out map[string]any, l
 	}
 	// Merged entries come after the mapping's own, which they never replace.
 	for _, m := range merges {
-		sources := []*yaml.Node{m}
-		if m.Kind == yaml.SequenceNode {
-			sources = m.Content
+		if err := c.merge(m, path, out); err != nil {
+			return err
 		}
-		for _, src := range sources {
-			v, err := c.value(src, path)
-			if err != nil {
-				return err
-			}
-			merged, ok := v.(map[string]any)
-			if !ok {
-				return fmt.Errorf("line %d: %s: a merge (<<) takes a mapping or a list of mappings", src.Line, where(path))
-			}
-			for key, val := range merged {
-				if _, set := out[key]; !set {
-					out[key] = val
-				}
+	}
+	return nil
+}
+
+// merge adds to out the entries of a merge key's value (a mapping, or a list of mappings) that out
+// does not set yet.
+func (c *yamlConverter) merge(m *yaml.Node, path string, out map[string]any) error {
+	sources := []*yaml.Node{m}
+	if m.Kind == yaml.SequenceNode {
+		sources = m.Content
+	}
+	for _, src := range sources {
+		v, err := c.value(src, path)
+		if err != nil {
+			return err
+		}
+		merged, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("line %d: %s: a merge (<<) takes a mapping or a list of mappings", src.Line, where(path))
+		}
+		for key, val := range merged {
+			if _, set := out[key]; !set {
+				out[key] = val
 			}
 		}
 	}

@@ -1,4 +1,7 @@
-package store
+// Package records owns what the records' readers ask and are answered: a listing's filter, pages and
+// cursors, a key's spend, the analyses' rows, and the sentinel of a store that cannot be reached. The
+// doors read records in these terms; the store answers in them.
+package records
 
 import (
 	"encoding/base64"
@@ -253,4 +256,23 @@ func ValidOutcome(s string) error {
 		return nil
 	}
 	return fmt.Errorf("outcome must be %s, %s or %s", OutcomeOK, OutcomeDegraded, OutcomeFailed)
+}
+
+// Outcomes of an execution.
+const (
+	OutcomeOK       = "ok"
+	OutcomeDegraded = "degraded"
+	OutcomeFailed   = "failed"
+)
+
+// Outcome is how an execution ended: failed when it did not answer 200, degraded when it answered with
+// less than it asked for, ok otherwise.
+func Outcome(e *messages.Execution) string {
+	switch {
+	case e.StatusCode != 200:
+		return OutcomeFailed
+	case e.Degraded:
+		return OutcomeDegraded
+	}
+	return OutcomeOK
 }
