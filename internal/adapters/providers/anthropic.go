@@ -1,10 +1,10 @@
 package providers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/conclave-ai/conclave/internal/core/wire"
 	"io"
 	"net/http"
 	"strconv"
@@ -92,15 +92,7 @@ func (a *Anthropic) messagesRequest(call Call, stream bool) ([]byte, string, err
 	if stream {
 		body["stream"] = true
 	}
-	var system []string
-	var turns []Message
-	for _, m := range call.Messages {
-		if m.Role == "system" {
-			system = append(system, m.Text())
-		} else {
-			turns = append(turns, m)
-		}
-	}
+	system, turns := splitSystem(call.Messages)
 	msgs, err := anthropicMessages(turns)
 	if err != nil {
 		return nil, "", err
@@ -109,7 +101,36 @@ func (a *Anthropic) messagesRequest(call Call, stream bool) ([]byte, string, err
 	if len(system) > 0 {
 		body["system"] = strings.Join(system, "\n\n")
 	}
-	p := call.Params
+	anthropicParams(body, call.Params)
+	tools, choice, format := anthropicTools(call)
+	if len(tools) > 0 {
+		body["tools"] = tools
+	}
+	if choice != nil {
+		if p := call.Params.ParallelToolCalls; p != nil && !*p && choice.Type != "none" {
+			disable := true
+			choice.DisableParallelToolUse = &disable
+		}
+		body["tool_choice"] = choice
+	}
+	raw, err := json.Marshal(body)
+	return raw, format, err
+}
+
+// splitSystem separates the system messages' texts from the conversation's turns.
+func splitSystem(msgs []Message) (system []string, turns []Message) {
+	for _, m := range msgs {
+		if m.Role == "system" {
+			system = append(system, m.Text())
+		} else {
+			turns = append(turns, m)
+		}
+	}
+	return system, turns
+}
+
+// anthropicParams sets the sampling parameters the Messages API has fields for.
+func anthropicParams(body map[string]any, p Params) {
 	if p.Temperature != nil {
 		body["temperature"] = *p.Temperature
 	}
@@ -122,19 +143,6 @@ func (a *Anthropic) messagesRequest(call Call, stream bool) ([]byte, string, err
 	if p.User != "" {
 		body["metadata"] = map[string]any{"user_id": p.User}
 	}
-	tools, choice, format := anthropicTools(call)
-	if len(tools) > 0 {
-		body["tools"] = tools
-	}
-	if choice != nil {
-		if p.ParallelToolCalls != nil && !*p.ParallelToolCalls && choice.Type != "none" {
-			disable := true
-			choice.DisableParallelToolUse = &disable
-		}
-		body["tool_choice"] = choice
-	}
-	raw, err := json.Marshal(body)
-	return raw, format, err
 }
 
 // anthropicTools returns the tools, the tool choice and the name of the response format's forced
@@ -142,27 +150,8 @@ func (a *Anthropic) messagesRequest(call Call, stream bool) ([]byte, string, err
 // one of them or answer through the format's tool (tool_choice any), as OpenAI's model either calls a
 // tool or answers in the format.
 func anthropicTools(call Call) ([]anthropicTool, *anthropicToolChoice, string) {
-	var tools []anthropicTool
-	for _, t := range call.Tools {
-		schema := t.Parameters
-		if len(schema) == 0 {
-			schema = json.RawMessage(`{"type":"object","properties":{}}`)
-		}
-		tools = append(tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: schema, Strict: t.Strict})
-	}
-	var choice *anthropicToolChoice
-	if c := call.ToolChoice; c != nil {
-		switch c.Mode {
-		case ToolChoiceAuto:
-			choice = &anthropicToolChoice{Type: "auto"}
-		case ToolChoiceRequired:
-			choice = &anthropicToolChoice{Type: "any"}
-		case ToolChoiceNone:
-			choice = &anthropicToolChoice{Type: "none"}
-		case ToolChoiceFunction:
-			choice = &anthropicToolChoice{Type: "tool", Name: c.Name}
-		}
-	}
+	tools := anthropicToolList(call.Tools)
+	choice := anthropicChoice(call.ToolChoice)
 	if p := call.Params.ParallelToolCalls; choice == nil && len(tools) > 0 && p != nil && !*p {
 		choice = &anthropicToolChoice{Type: "auto"} // disable_parallel_tool_use lives in the tool choice
 	}
@@ -180,6 +169,40 @@ func anthropicTools(call Call) ([]anthropicTool, *anthropicToolChoice, string) {
 		return tools, &anthropicToolChoice{Type: "any"}, name
 	}
 	return tools, &anthropicToolChoice{Type: "tool", Name: name}, name
+}
+
+// anthropicToolList writes the caller's tools; a tool without parameters takes an empty object.
+func anthropicToolList(in []Tool) []anthropicTool {
+	var tools []anthropicTool
+	for _, t := range in {
+		schema := t.Parameters
+		if len(schema) == 0 {
+			schema = json.RawMessage(`{"type":"object","properties":{}}`)
+		}
+		tools = append(tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: schema, Strict: t.Strict})
+	}
+	return tools
+}
+
+// anthropicChoiceTypes are the Messages API's tool choice types, by mode.
+var anthropicChoiceTypes = map[string]string{
+	ToolChoiceAuto: "auto", ToolChoiceRequired: "any", ToolChoiceNone: "none", ToolChoiceFunction: "tool",
+}
+
+// anthropicChoice writes the caller's tool choice, or nil when there is none (or of no known mode).
+func anthropicChoice(c *ToolChoice) *anthropicToolChoice {
+	if c == nil {
+		return nil
+	}
+	typ, ok := anthropicChoiceTypes[c.Mode]
+	if !ok {
+		return nil
+	}
+	choice := &anthropicToolChoice{Type: typ}
+	if c.Mode == ToolChoiceFunction {
+		choice.Name = c.Name
+	}
+	return choice
 }
 
 // formatToolName names the response format's tool: the format's name when it is a valid tool name,
@@ -301,20 +324,9 @@ func toolInput(c ToolCall) (json.RawMessage, error) {
 	return json.RawMessage(args), nil
 }
 
-// ToolUseID writes a tool call's id as the Messages API takes it (letters, digits, _ and -): an id from
-// another format keeps its allowed characters and is the same on the call and on its result.
-func ToolUseID(id string) string {
-	clean := strings.Map(func(r rune) rune {
-		if r == '_' || r == '-' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' {
-			return r
-		}
-		return '_'
-	}, id)
-	if clean == "" {
-		clean = "call"
-	}
-	return clean
-}
+// ToolUseID writes a tool call's id as the Messages API takes it (wire.ToolUseID, which the
+// Anthropic door uses too).
+var ToolUseID = wire.ToolUseID
 
 // Complete implements Backend.
 func (a *Anthropic) Complete(ctx context.Context, call Call) (Reply, error) {
@@ -410,7 +422,21 @@ func (a *Anthropic) parseMessage(model string, status int, header http.Header, r
 	if reply.UpstreamRequestID == "" {
 		reply.UpstreamRequestID = resp.ID
 	}
+	var answer json.RawMessage
+	reply.Text, reply.ToolCalls, answer = readContent(&resp, format)
+	if answer != nil {
+		reply.Text = string(answer)
+		reply.FinishReason = formatFinish(reply.FinishReason, reply.ToolCalls)
+	}
+	return reply, nil
+}
+
+// readContent reads a message's content blocks: the text of its text blocks, its tool calls (up to the
+// bound, each with an id and at least an empty object for arguments) and the input of the format's
+// tool, when format names one and it was called.
+func readContent(resp *anthropicResponse, format string) (string, []ToolCall, json.RawMessage) {
 	var text strings.Builder
+	var calls []ToolCall
 	var answer json.RawMessage
 	for _, c := range resp.Content {
 		switch {
@@ -418,24 +444,19 @@ func (a *Anthropic) parseMessage(model string, status int, header http.Header, r
 			text.WriteString(c.Text)
 		case c.Type == "tool_use" && format != "" && c.Name == format:
 			answer = c.Input
-		case c.Type == "tool_use" && len(reply.ToolCalls) < maxToolCalls:
+		case c.Type == "tool_use" && len(calls) < maxToolCalls:
 			id := c.ID
 			if id == "" {
-				id = syntheticCallID(resp.ID, strconv.Itoa(len(reply.ToolCalls)))
+				id = syntheticCallID(resp.ID, strconv.Itoa(len(calls)))
 			}
 			args := string(c.Input)
 			if args == "" || args == "null" {
 				args = "{}"
 			}
-			reply.ToolCalls = append(reply.ToolCalls, ToolCall{ID: id, Name: c.Name, Arguments: args})
+			calls = append(calls, ToolCall{ID: id, Name: c.Name, Arguments: args})
 		}
 	}
-	reply.Text = text.String()
-	if answer != nil {
-		reply.Text = string(answer)
-		reply.FinishReason = formatFinish(reply.FinishReason, reply.ToolCalls)
-	}
-	return reply, nil
+	return text.String(), calls, answer
 }
 
 // formatFinish is the finish reason of an answer given through the format's tool: the model called
@@ -514,6 +535,8 @@ type anthropicEvent struct {
 	} `json:"delta"`
 	Usage *anthropicUsage `json:"usage"`
 	Error *anthropicError `json:"error"`
+	// raw is the event's data as it came: an error event that is not of the format is quoted whole.
+	raw []byte
 }
 
 // ReadMessageStream reads a streamed Messages answer: text_delta pieces are text, a tool_use block's
@@ -521,121 +544,213 @@ type anthropicEvent struct {
 // by its type, and a stream that ends before message_stop was cut off. format names the response
 // format's tool, or is empty.
 func (a *Anthropic) ReadMessageStream(ctx context.Context, model, format string, status int, header http.Header, body io.Reader, onDelta func(Delta)) (Reply, error) {
-	reply := Reply{UpstreamRequestID: header.Get("request-id"), RateLimit: a.limits(header)}
-	var text, answer strings.Builder
-	answered := false
-	var calls toolCalls
-	// What each content block is: text (-1), the format's tool (-2), a thinking block or another (-3), or
-	// the index of a tool call.
-	const textBlock, formatBlock, otherBlock = -1, -2, -3
-	blocks := map[int]int{}
-	hasInput := map[int]bool{}
-	events := newSSEReader(body)
-	for {
-		ev, err := events.next()
-		if err != nil {
-			return reply, streamFailure(ctx, err, a.Provider, model, status)
-		}
-		if len(bytes.TrimSpace(ev.data)) == 0 {
-			continue
-		}
-		var e anthropicEvent
-		if err := json.Unmarshal(ev.data, &e); err != nil {
-			return reply, failure(a.Provider, model, status, resilience.ProviderUnavailable, resilience.ScopeProvider, nil,
-				"an event of the stream is not JSON: "+err.Error())
-		}
-		var d Delta
-		switch e.Type {
-		case "error":
-			return reply, a.classify(model, http.StatusOK, e.Error, string(ev.data), reply.RateLimit)
-		case "message_start":
-			if m := e.Message; m != nil {
-				reply.ServedModel = m.Model
-				if reply.UpstreamRequestID == "" {
-					reply.UpstreamRequestID = m.ID
-				}
-				if m.Usage.InputTokens != nil {
-					reply.Usage.InputTokens = *m.Usage.InputTokens
-				}
-				reply.Usage.OutputTokens = m.Usage.OutputTokens
-			}
-		case "content_block_start":
-			if _, seen := blocks[e.Index]; seen || len(blocks) >= 4*maxToolCalls || e.Block == nil {
-				continue
-			}
-			switch {
-			case e.Block.Type == "text":
-				blocks[e.Index] = textBlock
-				d.Text = e.Block.Text
-			case e.Block.Type == "tool_use" && format != "" && e.Block.Name == format:
-				blocks[e.Index], answered = formatBlock, true
-			case e.Block.Type == "tool_use":
-				i := len(calls.calls)
-				piece := ToolCallDelta{Index: i, ID: e.Block.ID, Name: e.Block.Name}
-				if piece.ID == "" {
-					piece.ID = syntheticCallID(reply.UpstreamRequestID, strconv.Itoa(i))
-				}
-				if err := calls.add(piece); err != nil {
-					return reply, failure(a.Provider, model, status, resilience.ProviderUnavailable, resilience.ScopeProvider, nil, err.Error())
-				}
-				blocks[e.Index] = i
-				d.ToolCalls = []ToolCallDelta{piece}
-			default:
-				blocks[e.Index] = otherBlock
-			}
-		case "content_block_delta":
-			b, ok := blocks[e.Index]
-			if !ok || e.Delta == nil {
-				continue
-			}
-			switch {
-			case b == textBlock && e.Delta.Type == "text_delta":
-				d.Text = e.Delta.Text
-			case b == formatBlock && e.Delta.Type == "input_json_delta":
-				d.Text = e.Delta.PartialJSON
-				answer.WriteString(d.Text)
-				hasInput[e.Index] = hasInput[e.Index] || d.Text != ""
-			case b >= 0 && e.Delta.Type == "input_json_delta":
-				piece := ToolCallDelta{Index: b, Arguments: e.Delta.PartialJSON}
-				calls.add(piece)
-				hasInput[e.Index] = hasInput[e.Index] || piece.Arguments != ""
-				d.ToolCalls = []ToolCallDelta{piece}
-			}
-		case "content_block_stop":
-			// A tool called without arguments streams no input: its input is the empty object.
-			switch b, ok := blocks[e.Index]; {
-			case ok && b == formatBlock && !hasInput[e.Index]:
-				d.Text = "{}"
-				answer.WriteString(d.Text)
-			case ok && b >= 0 && !hasInput[e.Index]:
-				piece := ToolCallDelta{Index: b, Arguments: "{}"}
-				calls.add(piece)
-				d.ToolCalls = []ToolCallDelta{piece}
-			}
-			hasInput[e.Index] = true
-		case "message_delta":
-			if e.Delta != nil && e.Delta.StopReason != "" {
-				reply.FinishReason = e.Delta.StopReason
-			}
-			if u := e.Usage; u != nil {
-				reply.Usage.OutputTokens = u.OutputTokens
-				if u.InputTokens != nil && *u.InputTokens > 0 {
-					reply.Usage.InputTokens = *u.InputTokens
-				}
-			}
-		case "message_stop":
-			reply.Text, reply.ToolCalls = text.String(), calls.done()
-			if answered {
-				// The format's tool's input is the answer, as ParseMessage reads it.
-				reply.Text, reply.FinishReason = answer.String(), formatFinish(reply.FinishReason, reply.ToolCalls)
-			}
-			return reply, nil
-		}
-		if blocks[e.Index] == textBlock && (e.Type == "content_block_start" || e.Type == "content_block_delta") {
-			text.WriteString(d.Text)
-		}
-		if d.Text != "" || len(d.ToolCalls) > 0 {
-			onDelta(d)
+	s := &messageStream{a: a, model: model, format: format, status: status, onDelta: onDelta,
+		reply:  Reply{UpstreamRequestID: header.Get("request-id"), RateLimit: a.limits(header)},
+		blocks: map[int]int{}, hasInput: map[int]bool{}}
+	err := readStream(ctx, body, s, a.Provider, model, status)
+	return s.reply, err
+}
+
+// What a content block of a Messages stream is, when it is not a tool call (whose index among the
+// reply's calls it is then): text, the format's tool, or a thinking block or another.
+const (
+	textBlock   = -1
+	formatBlock = -2
+	otherBlock  = -3
+)
+
+// messageStream is what a streamed Messages answer has said so far. The reply's text and tool calls
+// are set at message_stop.
+type messageStream struct {
+	a       *Anthropic
+	model   string
+	format  string
+	status  int
+	onDelta func(Delta)
+	reply   Reply
+	// text is the text blocks' text; answer the input of the format's tool, answered says it was called.
+	text, answer strings.Builder
+	answered     bool
+	calls        toolCalls
+	// blocks say what each content block is; hasInput which have streamed some input (or stopped).
+	blocks   map[int]int
+	hasInput map[int]bool
+	stopped  bool
+}
+
+// messageHandlers are the handlers of the events of a Messages stream, by type. Events of other
+// types (those of later versions) are skipped.
+var messageHandlers = map[string]func(*messageStream, *anthropicEvent) (Delta, error){
+	"message_start":       (*messageStream).messageStart,
+	"content_block_start": (*messageStream).blockStart,
+	"content_block_delta": (*messageStream).blockDelta,
+	"content_block_stop":  (*messageStream).blockStop,
+	"message_delta":       (*messageStream).messageDelta,
+	"message_stop":        (*messageStream).messageStop,
+	"ping":                (*messageStream).ping,
+	"error":               (*messageStream).streamError,
+}
+
+// whole reports false: the stream ends with message_stop, never with the connection.
+func (s *messageStream) whole() bool { return false }
+
+// event reads one event with its type's handler and passes on what it says.
+func (s *messageStream) event(ev sseEvent) (bool, error) {
+	e := anthropicEvent{raw: ev.data}
+	if err := json.Unmarshal(ev.data, &e); err != nil {
+		return false, s.malformed("an event of the stream is not JSON: " + err.Error())
+	}
+	handle, ok := messageHandlers[e.Type]
+	if !ok {
+		return false, nil
+	}
+	d, err := handle(s, &e)
+	if err != nil {
+		return false, err
+	}
+	relay(d, s.onDelta)
+	return s.stopped, nil
+}
+
+// messageStart reads the served model, the message's id and the usage so far.
+func (s *messageStream) messageStart(e *anthropicEvent) (Delta, error) {
+	m := e.Message
+	if m == nil {
+		return Delta{}, nil
+	}
+	s.reply.ServedModel = m.Model
+	if s.reply.UpstreamRequestID == "" {
+		s.reply.UpstreamRequestID = m.ID
+	}
+	if m.Usage.InputTokens != nil {
+		s.reply.Usage.InputTokens = *m.Usage.InputTokens
+	}
+	s.reply.Usage.OutputTokens = m.Usage.OutputTokens
+	return Delta{}, nil
+}
+
+// blockStart opens a content block: a text block with its first text, a tool_use block as a tool call
+// (or as the answer, when it is the format's tool), any other as one to skip. A block opened again,
+// or beyond the bound on blocks, is ignored.
+func (s *messageStream) blockStart(e *anthropicEvent) (Delta, error) {
+	if _, seen := s.blocks[e.Index]; seen || len(s.blocks) >= 4*maxToolCalls || e.Block == nil {
+		return Delta{}, nil
+	}
+	switch b := e.Block; {
+	case b.Type == "text":
+		s.blocks[e.Index] = textBlock
+		s.text.WriteString(b.Text)
+		return Delta{Text: b.Text}, nil
+	case b.Type == "tool_use" && s.format != "" && b.Name == s.format:
+		s.blocks[e.Index], s.answered = formatBlock, true
+	case b.Type == "tool_use":
+		return s.openToolCall(e.Index, b.ID, b.Name)
+	default:
+		s.blocks[e.Index] = otherBlock
+	}
+	return Delta{}, nil
+}
+
+// openToolCall opens the next tool call for a block, with the block's id or a synthetic one.
+func (s *messageStream) openToolCall(block int, id, name string) (Delta, error) {
+	i := len(s.calls.calls)
+	piece := ToolCallDelta{Index: i, ID: id, Name: name}
+	if piece.ID == "" {
+		piece.ID = syntheticCallID(s.reply.UpstreamRequestID, strconv.Itoa(i))
+	}
+	if err := s.calls.add(piece); err != nil {
+		return Delta{}, s.malformed(err.Error())
+	}
+	s.blocks[block] = i
+	return Delta{ToolCalls: []ToolCallDelta{piece}}, nil
+}
+
+// blockDelta reads a piece of an open block by its delta type: text_delta is text, input_json_delta a
+// piece of a tool's input. Other pieces (thinking, signatures) and pieces of the wrong type for their
+// block are skipped.
+func (s *messageStream) blockDelta(e *anthropicEvent) (Delta, error) {
+	b, ok := s.blocks[e.Index]
+	if !ok || e.Delta == nil {
+		return Delta{}, nil
+	}
+	switch {
+	case e.Delta.Type == "text_delta" && b == textBlock:
+		s.text.WriteString(e.Delta.Text)
+		return Delta{Text: e.Delta.Text}, nil
+	case e.Delta.Type == "input_json_delta":
+		return s.inputDelta(e.Index, b, e.Delta.PartialJSON), nil
+	}
+	return Delta{}, nil
+}
+
+// inputDelta reads a piece of a tool's input: the answer's text for the format's tool, a piece of the
+// arguments for a tool call.
+func (s *messageStream) inputDelta(index, block int, input string) Delta {
+	switch {
+	case block == formatBlock:
+		s.answer.WriteString(input)
+		s.hasInput[index] = s.hasInput[index] || input != ""
+		return Delta{Text: input}
+	case block >= 0:
+		piece := ToolCallDelta{Index: block, Arguments: input}
+		s.calls.add(piece)
+		s.hasInput[index] = s.hasInput[index] || input != ""
+		return Delta{ToolCalls: []ToolCallDelta{piece}}
+	}
+	return Delta{}
+}
+
+// blockStop closes a block. A tool called without arguments streams no input: its input is the empty
+// object.
+func (s *messageStream) blockStop(e *anthropicEvent) (Delta, error) {
+	var d Delta
+	switch b, ok := s.blocks[e.Index]; {
+	case ok && b == formatBlock && !s.hasInput[e.Index]:
+		d.Text = "{}"
+		s.answer.WriteString(d.Text)
+	case ok && b >= 0 && !s.hasInput[e.Index]:
+		piece := ToolCallDelta{Index: b, Arguments: "{}"}
+		s.calls.add(piece)
+		d.ToolCalls = []ToolCallDelta{piece}
+	}
+	s.hasInput[e.Index] = true
+	return d, nil
+}
+
+// messageDelta reads the stop reason and the usage, which counts the whole answer so far.
+func (s *messageStream) messageDelta(e *anthropicEvent) (Delta, error) {
+	if e.Delta != nil && e.Delta.StopReason != "" {
+		s.reply.FinishReason = e.Delta.StopReason
+	}
+	if u := e.Usage; u != nil {
+		s.reply.Usage.OutputTokens = u.OutputTokens
+		if u.InputTokens != nil && *u.InputTokens > 0 {
+			s.reply.Usage.InputTokens = *u.InputTokens
 		}
 	}
+	return Delta{}, nil
+}
+
+// messageStop ends the stream: the reply gets its text and tool calls, or, when the format's tool was
+// called, its input as the text, as ParseMessage reads it.
+func (s *messageStream) messageStop(*anthropicEvent) (Delta, error) {
+	s.stopped = true
+	s.reply.Text, s.reply.ToolCalls = s.text.String(), s.calls.done()
+	if s.answered {
+		s.reply.Text, s.reply.FinishReason = s.answer.String(), formatFinish(s.reply.FinishReason, s.reply.ToolCalls)
+	}
+	return Delta{}, nil
+}
+
+// ping keeps the connection alive and says nothing.
+func (s *messageStream) ping(*anthropicEvent) (Delta, error) { return Delta{}, nil }
+
+// streamError fails the stream with the error event, classified by its type.
+func (s *messageStream) streamError(e *anthropicEvent) (Delta, error) {
+	return Delta{}, s.a.classify(s.model, http.StatusOK, e.Error, string(e.raw), s.reply.RateLimit)
+}
+
+// malformed is the failure of a stream that breaks the format.
+func (s *messageStream) malformed(msg string) error {
+	return failure(s.a.Provider, s.model, s.status, resilience.ProviderUnavailable, resilience.ScopeProvider, nil, msg)
 }

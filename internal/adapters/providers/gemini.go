@@ -1,7 +1,6 @@
 package providers
 
 import (
-	"bytes"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -74,46 +73,62 @@ type (
 // generationConfig carries temperature, topP, maxOutputTokens, stopSequences, seed and both penalties;
 // logit_bias, user and parallel_tool_calls have no field and are left out.
 func (g *Gemini) GenerateRequest(call Call) ([]byte, error) {
-	var system []geminiPart
-	var turns []Message
-	for _, m := range call.Messages {
-		if m.Role == "system" {
-			system = append(system, geminiPart{Text: m.Text()})
-		} else {
-			turns = append(turns, m)
-		}
-	}
+	system, turns := splitSystem(call.Messages)
 	contents, err := geminiContents(turns)
 	if err != nil {
 		return nil, err
 	}
 	body := map[string]any{"contents": contents}
 	if len(system) > 0 {
-		body["systemInstruction"] = geminiContent{Parts: system}
+		parts := make([]geminiPart, len(system))
+		for i, text := range system {
+			parts[i] = geminiPart{Text: text}
+		}
+		body["systemInstruction"] = geminiContent{Parts: parts}
 	}
 	if len(call.Tools) > 0 {
-		decls := make([]geminiFunctionDeclaration, len(call.Tools))
-		for i, t := range call.Tools {
-			decls[i] = geminiFunctionDeclaration{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
-		}
-		body["tools"] = []any{map[string]any{"functionDeclarations": decls}}
+		body["tools"] = []any{map[string]any{"functionDeclarations": geminiDeclarations(call.Tools)}}
 	}
-	if c := call.ToolChoice; c != nil {
-		var cfg map[string]any
-		switch c.Mode {
-		case ToolChoiceAuto:
-			cfg = map[string]any{"mode": "AUTO"}
-		case ToolChoiceNone:
-			cfg = map[string]any{"mode": "NONE"}
-		case ToolChoiceRequired:
-			cfg = map[string]any{"mode": "ANY"}
-		case ToolChoiceFunction:
-			cfg = map[string]any{"mode": "ANY", "allowedFunctionNames": []string{c.Name}}
-		}
-		if cfg != nil {
-			body["toolConfig"] = map[string]any{"functionCallingConfig": cfg}
-		}
+	if cfg := geminiToolConfig(call.ToolChoice); cfg != nil {
+		body["toolConfig"] = map[string]any{"functionCallingConfig": cfg}
 	}
+	if cfg := generationConfig(call); len(cfg) > 0 {
+		body["generationConfig"] = cfg
+	}
+	return json.Marshal(body)
+}
+
+// geminiDeclarations declares the tools as functions.
+func geminiDeclarations(tools []Tool) []geminiFunctionDeclaration {
+	decls := make([]geminiFunctionDeclaration, len(tools))
+	for i, t := range tools {
+		decls[i] = geminiFunctionDeclaration{Name: t.Name, Description: t.Description, Parameters: t.Parameters}
+	}
+	return decls
+}
+
+// geminiToolConfig is the functionCallingConfig of a tool choice, or nil when there is none (or of no
+// known mode). A function the model must call is the one function it may call, in mode ANY.
+func geminiToolConfig(c *ToolChoice) map[string]any {
+	if c == nil {
+		return nil
+	}
+	switch c.Mode {
+	case ToolChoiceAuto:
+		return map[string]any{"mode": "AUTO"}
+	case ToolChoiceNone:
+		return map[string]any{"mode": "NONE"}
+	case ToolChoiceRequired:
+		return map[string]any{"mode": "ANY"}
+	case ToolChoiceFunction:
+		return map[string]any{"mode": "ANY", "allowedFunctionNames": []string{c.Name}}
+	}
+	return nil
+}
+
+// generationConfig carries the output limit, the sampling parameters generationConfig has fields for,
+// and the response format.
+func generationConfig(call Call) map[string]any {
 	cfg := map[string]any{}
 	if call.MaxTokens > 0 {
 		cfg["maxOutputTokens"] = call.MaxTokens
@@ -144,83 +159,107 @@ func (g *Gemini) GenerateRequest(call Call) ([]byte, error) {
 			cfg["responseJsonSchema"] = f.Schema
 		}
 	}
-	if len(cfg) > 0 {
-		body["generationConfig"] = cfg
-	}
-	return json.Marshal(body)
+	return cfg
 }
 
 // geminiContents writes the turns as contents: an assistant turn's calls are functionCall parts of a
 // model turn, and the tool turns answering them one user turn of functionResponse parts, each named by
 // the function it answers (Gemini matches responses to calls by name and order, not by id).
 func geminiContents(turns []Message) ([]geminiContent, error) {
-	names := map[string]string{}
+	c := geminiConversation{names: map[string]string{}}
 	for _, m := range turns {
-		for _, c := range m.ToolCalls {
-			names[c.ID] = c.Name
+		for _, call := range m.ToolCalls {
+			c.names[call.ID] = call.Name
 		}
 	}
-	var out []geminiContent
-	results := false
 	for _, m := range turns {
+		var err error
 		switch m.Role {
 		case "tool":
-			name := names[m.ToolCallID]
-			if name == "" {
-				name = m.Name
-			}
-			if name == "" {
-				return nil, fmt.Errorf("the tool turn answering %q names no function, and no assistant turn made that call", m.ToolCallID)
-			}
-			part := geminiPart{FunctionResponse: &geminiFunctionResponse{Name: name, Response: functionResponse(m.Text())}}
-			if results {
-				last := &out[len(out)-1]
-				last.Parts = append(last.Parts, part)
-			} else {
-				out = append(out, geminiContent{Role: "user", Parts: []geminiPart{part}})
-			}
-			results = true
-			continue
+			err = c.addResult(m)
 		case "assistant":
-			parts, err := geminiParts(m)
-			if err != nil {
-				return nil, err
-			}
-			for i, c := range m.ToolCalls {
-				args, err := toolInput(c)
-				if err != nil {
-					return nil, err
-				}
-				part := geminiPart{FunctionCall: &geminiFunctionCall{Name: c.Name, Args: args}, ThoughtSignature: thoughtSignature(c.ID)}
-				if i == 0 && part.ThoughtSignature == "" {
-					// A call Gemini did not make (another model's, or an id from elsewhere) has no signature;
-					// Gemini 3 refuses a model turn's first call without one, and documents this value for it.
-					part.ThoughtSignature = "skip_thought_signature_validator"
-				}
-				parts = append(parts, part)
-			}
-			if len(parts) == 0 {
-				continue // Gemini refuses a turn without parts; an empty turn says nothing
-			}
-			out = append(out, geminiContent{Role: "model", Parts: parts})
+			err = c.addModelTurn(m)
 		default:
-			parts, err := geminiParts(m)
-			if err != nil {
-				return nil, err
-			}
-			if len(parts) == 0 {
-				continue
-			}
-			if results {
-				last := &out[len(out)-1]
-				last.Parts = append(last.Parts, parts...)
-			} else {
-				out = append(out, geminiContent{Role: "user", Parts: parts})
-			}
+			err = c.addUserTurn(m)
 		}
-		results = false
+		if err != nil {
+			return nil, err
+		}
 	}
-	return out, nil
+	return c.contents, nil
+}
+
+// geminiConversation is the contents written so far, with the function each call's id names.
+type geminiConversation struct {
+	contents []geminiContent
+	names    map[string]string
+	// results says the last content holds tool results: a result or a user turn after them joins it.
+	results bool
+}
+
+// addResult writes a tool turn as a functionResponse part, named by the function its call named (or by
+// the turn's name).
+func (c *geminiConversation) addResult(m Message) error {
+	name := c.names[m.ToolCallID]
+	if name == "" {
+		name = m.Name
+	}
+	if name == "" {
+		return fmt.Errorf("the tool turn answering %q names no function, and no assistant turn made that call", m.ToolCallID)
+	}
+	part := geminiPart{FunctionResponse: &geminiFunctionResponse{Name: name, Response: functionResponse(m.Text())}}
+	c.addUserParts([]geminiPart{part})
+	c.results = true
+	return nil
+}
+
+// addModelTurn writes an assistant turn as a model turn of its text and images, then its calls. A turn
+// without parts is left out: Gemini refuses it, and it says nothing.
+func (c *geminiConversation) addModelTurn(m Message) error {
+	parts, err := geminiParts(m)
+	if err != nil {
+		return err
+	}
+	for i, call := range m.ToolCalls {
+		args, err := toolInput(call)
+		if err != nil {
+			return err
+		}
+		part := geminiPart{FunctionCall: &geminiFunctionCall{Name: call.Name, Args: args}, ThoughtSignature: thoughtSignature(call.ID)}
+		if i == 0 && part.ThoughtSignature == "" {
+			// A call Gemini did not make (another model's, or an id from elsewhere) has no signature;
+			// Gemini 3 refuses a model turn's first call without one, and documents this value for it.
+			part.ThoughtSignature = "skip_thought_signature_validator"
+		}
+		parts = append(parts, part)
+	}
+	if len(parts) == 0 {
+		return nil
+	}
+	c.contents = append(c.contents, geminiContent{Role: "model", Parts: parts})
+	c.results = false
+	return nil
+}
+
+// addUserTurn writes a user turn's text and images; a turn without parts is left out.
+func (c *geminiConversation) addUserTurn(m Message) error {
+	parts, err := geminiParts(m)
+	if err != nil || len(parts) == 0 {
+		return err
+	}
+	c.addUserParts(parts)
+	c.results = false
+	return nil
+}
+
+// addUserParts adds parts to the last content when it holds tool results, else as a user turn.
+func (c *geminiConversation) addUserParts(parts []geminiPart) {
+	if c.results {
+		last := &c.contents[len(c.contents)-1]
+		last.Parts = append(last.Parts, parts...)
+		return
+	}
+	c.contents = append(c.contents, geminiContent{Role: "user", Parts: parts})
 }
 
 // geminiParts writes a turn's text and images: a data URI as inlineData, a URL as fileData (Gemini
@@ -393,7 +432,30 @@ func (g *Gemini) ParseGenerate(model string, status int, header http.Header, raw
 
 // read adds one answer (or one chunk of a stream) to a reply: its text to text, its calls to the
 // reply's, each reported to onCall; its usage, finish reason and ids replace what an earlier chunk said.
+// It returns the chunk's text.
 func (g *Gemini) read(reply *Reply, resp *geminiResponse, text *strings.Builder, onCall func(ToolCallDelta)) string {
+	readGeminiHead(reply, resp)
+	if len(resp.Candidates) == 0 {
+		if resp.PromptFeedback != nil && resp.PromptFeedback.BlockReason != "" {
+			reply.FinishReason = resp.PromptFeedback.BlockReason // no answer: an empty one, judged as such
+		}
+		return ""
+	}
+	c := &resp.Candidates[0]
+	if c.FinishReason != "" {
+		reply.FinishReason = c.FinishReason
+	}
+	var piece strings.Builder
+	for i := range c.Content.Parts {
+		readGeminiPart(reply, resp.ResponseID, &c.Content.Parts[i], &piece, onCall)
+	}
+	text.WriteString(piece.String())
+	return piece.String()
+}
+
+// readGeminiHead reads what an answer says of itself: the served model, the response's id and the
+// usage, each when it says it.
+func readGeminiHead(reply *Reply, resp *geminiResponse) {
 	if resp.ModelVersion != "" {
 		reply.ServedModel = resp.ModelVersion
 	}
@@ -403,34 +465,26 @@ func (g *Gemini) read(reply *Reply, resp *geminiResponse, text *strings.Builder,
 	if u := resp.UsageMetadata; u != nil {
 		reply.Usage = Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount}
 	}
-	var piece strings.Builder
-	if len(resp.Candidates) > 0 {
-		c := resp.Candidates[0]
-		if c.FinishReason != "" {
-			reply.FinishReason = c.FinishReason
+}
+
+// readGeminiPart reads one part of a candidate: a function call (up to the bound on calls) is added to
+// the reply's calls and reported to onCall, a thought is left out, and text goes to piece.
+func readGeminiPart(reply *Reply, responseID string, p *geminiPart, piece *strings.Builder, onCall func(ToolCallDelta)) {
+	switch {
+	case p.FunctionCall != nil && len(reply.ToolCalls) < maxToolCalls:
+		i := len(reply.ToolCalls)
+		args := string(p.FunctionCall.Args)
+		if args == "" || args == "null" {
+			args = "{}"
 		}
-		for _, p := range c.Content.Parts {
-			switch {
-			case p.FunctionCall != nil && len(reply.ToolCalls) < maxToolCalls:
-				i := len(reply.ToolCalls)
-				args := string(p.FunctionCall.Args)
-				if args == "" || args == "null" {
-					args = "{}"
-				}
-				call := ToolCall{ID: geminiCallID(resp.ResponseID, i, p.FunctionCall, p.ThoughtSignature), Name: p.FunctionCall.Name, Arguments: args}
-				reply.ToolCalls = append(reply.ToolCalls, call)
-				onCall(ToolCallDelta{Index: i, ID: call.ID, Name: call.Name, Arguments: call.Arguments})
-			case p.Thought:
-				// A summary of the model's thinking, asked for or not, is not its answer.
-			default:
-				piece.WriteString(p.Text)
-			}
-		}
-	} else if resp.PromptFeedback != nil && resp.PromptFeedback.BlockReason != "" {
-		reply.FinishReason = resp.PromptFeedback.BlockReason // no answer: an empty one, judged as such
+		call := ToolCall{ID: geminiCallID(responseID, i, p.FunctionCall, p.ThoughtSignature), Name: p.FunctionCall.Name, Arguments: args}
+		reply.ToolCalls = append(reply.ToolCalls, call)
+		onCall(ToolCallDelta{Index: i, ID: call.ID, Name: call.Name, Arguments: call.Arguments})
+	case p.Thought:
+		// A summary of the model's thinking, asked for or not, is not its answer.
+	default:
+		piece.WriteString(p.Text)
 	}
-	text.WriteString(piece.String())
-	return piece.String()
 }
 
 func (g *Gemini) limits(header http.Header) *ratelimit.Upstream {
@@ -503,34 +557,41 @@ func (g *Gemini) stream(ctx context.Context, call Call, onDelta func(Delta)) (Re
 // ends with the connection, its last chunk carrying the finish reason; a stream cut off (a reset, a
 // chunked body that stops short) or an error object in a chunk fails as ParseGenerate would.
 func (g *Gemini) ReadGenerateStream(ctx context.Context, model string, status int, header http.Header, body io.Reader, onDelta func(Delta)) (Reply, error) {
-	reply := Reply{RateLimit: g.limits(header)}
-	var text strings.Builder
-	events := newSSEReader(body)
-	for {
-		ev, err := events.next()
-		if err == io.EOF && reply.FinishReason != "" {
-			break
-		}
-		if err != nil {
-			return reply, streamFailure(ctx, err, g.Provider, model, status)
-		}
-		if len(bytes.TrimSpace(ev.data)) == 0 {
-			continue
-		}
-		var chunk geminiResponse
-		if err := json.Unmarshal(ev.data, &chunk); err != nil {
-			return reply, failure(g.Provider, model, status, resilience.ProviderUnavailable, resilience.ScopeUnknown, nil,
-				"a chunk of the stream is not JSON: "+err.Error())
-		}
-		if chunk.Error != nil {
-			return reply, g.classify(model, http.StatusOK, &chunk, ev.data, reply.RateLimit)
-		}
-		var d Delta
-		d.Text = g.read(&reply, &chunk, &text, func(c ToolCallDelta) { d.ToolCalls = append(d.ToolCalls, c) })
-		if d.Text != "" || len(d.ToolCalls) > 0 {
-			onDelta(d)
-		}
+	s := &generateStream{g: g, model: model, status: status, onDelta: onDelta, reply: Reply{RateLimit: g.limits(header)}}
+	if err := readStream(ctx, body, s, g.Provider, model, status); err != nil {
+		return s.reply, err
 	}
-	reply.Text = text.String()
-	return reply, nil
+	s.reply.Text = s.text.String()
+	return s.reply, nil
+}
+
+// generateStream is what a streamed generateContent answer has said so far: the reply, its tool calls
+// among it; the reply's text is set once the stream is whole.
+type generateStream struct {
+	g       *Gemini
+	model   string
+	status  int
+	onDelta func(Delta)
+	reply   Reply
+	text    strings.Builder
+}
+
+// whole reports whether a chunk has given the finish reason: the stream ends with the connection then.
+func (s *generateStream) whole() bool { return s.reply.FinishReason != "" }
+
+// event reads one chunk, a whole GenerateContentResponse: an error object fails the stream; any other
+// chunk adds to the reply as an answer does, and its text and calls are passed on.
+func (s *generateStream) event(ev sseEvent) (bool, error) {
+	var chunk geminiResponse
+	if err := json.Unmarshal(ev.data, &chunk); err != nil {
+		return false, failure(s.g.Provider, s.model, s.status, resilience.ProviderUnavailable, resilience.ScopeUnknown, nil,
+			"a chunk of the stream is not JSON: "+err.Error())
+	}
+	if chunk.Error != nil {
+		return false, s.g.classify(s.model, http.StatusOK, &chunk, ev.data, s.reply.RateLimit)
+	}
+	var d Delta
+	d.Text = s.g.read(&s.reply, &chunk, &s.text, func(c ToolCallDelta) { d.ToolCalls = append(d.ToolCalls, c) })
+	relay(d, s.onDelta)
+	return false, nil
 }

@@ -168,58 +168,77 @@ func tooLarge(msg string) bool {
 // Anthropic's anthropic-ratelimit-* (RFC 3339 resets), and Retry-After or retry-after-ms. It returns nil
 // when there is none.
 func limitHeaders(h http.Header, now time.Time) *ratelimit.Upstream {
+	r := limitReader{h: h, now: now}
 	u := ratelimit.Upstream{RemainingRequests: -1, RemainingTokens: -1}
-	found := false
-	num := func(names []string) (int64, bool) {
-		for _, n := range names {
-			if v := h.Get(n); v != "" {
-				if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && !math.IsNaN(f) {
-					found = true
-					return int64(min(max(f, -1), ratelimit.MaxUpstreamCount)), true
-				}
-			}
-		}
-		return 0, false
-	}
-	reset := func(names []string) time.Duration {
-		for _, n := range names {
-			if v := h.Get(n); v != "" {
-				if d, ok := parseReset(v, now); ok {
-					found = true
-					return d
-				}
-			}
-		}
-		return 0
-	}
-	if v, ok := num(limitRequestsHeaders); ok {
+	if v, ok := r.count(limitRequestsHeaders); ok {
 		u.LimitRequests = v
 	}
-	if v, ok := num(remainingRequestsHeaders); ok {
+	if v, ok := r.count(remainingRequestsHeaders); ok {
 		u.RemainingRequests = v
 	}
-	u.ResetRequests = reset(resetRequestsHeaders)
-	if v, ok := num(limitTokensHeaders); ok {
+	u.ResetRequests = r.reset(resetRequestsHeaders)
+	if v, ok := r.count(limitTokensHeaders); ok {
 		u.LimitTokens = v
 	}
-	if v, ok := num(remainingTokensHeaders); ok {
+	if v, ok := r.count(remainingTokensHeaders); ok {
 		u.RemainingTokens = v
 	}
-	u.ResetTokens = reset(resetTokensHeaders)
-	if v := h.Get(retryAfterMsHeader); v != "" {
-		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
-			u.RetryAfter, found = time.Duration(min(ms, float64(ratelimit.MaxUpstreamWait.Milliseconds()))*float64(time.Millisecond)), true
-		}
-	} else if v := h.Get("Retry-After"); v != "" {
-		if d, ok := resilience.ParseRetryAfter(v, now); ok {
-			u.RetryAfter, found = d, true
-		}
-	}
-	if !found {
+	u.ResetTokens = r.reset(resetTokensHeaders)
+	u.RetryAfter = r.retryAfter()
+	if !r.found {
 		return nil
 	}
 	u = u.Bounded()
 	return &u
+}
+
+// limitReader reads rate-limit headers, noting whether it found any it could read.
+type limitReader struct {
+	h     http.Header
+	now   time.Time
+	found bool
+}
+
+// count reads the first of the headers that holds a number, bounded to [-1, MaxUpstreamCount].
+func (r *limitReader) count(names []string) (int64, bool) {
+	for _, n := range names {
+		if v := r.h.Get(n); v != "" {
+			if f, err := strconv.ParseFloat(strings.TrimSpace(v), 64); err == nil && !math.IsNaN(f) {
+				r.found = true
+				return int64(min(max(f, -1), ratelimit.MaxUpstreamCount)), true
+			}
+		}
+	}
+	return 0, false
+}
+
+// reset reads the first of the headers that holds a reset, as the wait until it.
+func (r *limitReader) reset(names []string) time.Duration {
+	for _, n := range names {
+		if v := r.h.Get(n); v != "" {
+			if d, ok := parseReset(v, r.now); ok {
+				r.found = true
+				return d
+			}
+		}
+	}
+	return 0
+}
+
+// retryAfter reads retry-after-ms when it is sent (bounded by MaxUpstreamWait), else Retry-After.
+func (r *limitReader) retryAfter() time.Duration {
+	if v := r.h.Get(retryAfterMsHeader); v != "" {
+		if ms, err := strconv.ParseFloat(v, 64); err == nil && ms >= 0 {
+			r.found = true
+			return time.Duration(min(ms, float64(ratelimit.MaxUpstreamWait.Milliseconds())) * float64(time.Millisecond))
+		}
+	} else if v := r.h.Get("Retry-After"); v != "" {
+		if d, ok := resilience.ParseRetryAfter(v, r.now); ok {
+			r.found = true
+			return d
+		}
+	}
+	return 0
 }
 
 // The rate-limit headers each provider may send, in their canonical form: Header.Get takes a canonical

@@ -82,27 +82,32 @@ func perToken(s string) (money.Price, bool) {
 }
 
 type openAIModels struct {
-	Data []struct {
-		ID string `json:"id"`
-		// OpenRouter
-		ContextLength int `json:"context_length"`
-		Pricing       *struct {
-			Prompt     string `json:"prompt"`
-			Completion string `json:"completion"`
-		} `json:"pricing"`
-		Architecture *struct {
-			OutputModalities []string `json:"output_modalities"`
-		} `json:"architecture"`
-		TopProvider *struct {
-			MaxCompletionTokens int `json:"max_completion_tokens"`
-		} `json:"top_provider"`
-		// Groq
-		ContextWindow       int   `json:"context_window"`
-		MaxCompletionTokens int   `json:"max_completion_tokens"`
-		Active              *bool `json:"active"`
-		// vLLM
-		MaxModelLen int `json:"max_model_len"`
-	} `json:"data"`
+	Data []openAIModel `json:"data"`
+}
+
+// openAIModel is one model of an OpenAI-format listing, with the fields the richer listings add. It is
+// an alias of an unnamed struct type: errors decoding a listing quote the shape of the data, not a name
+// of ours.
+type openAIModel = struct {
+	ID string `json:"id"`
+	// OpenRouter
+	ContextLength int `json:"context_length"`
+	Pricing       *struct {
+		Prompt     string `json:"prompt"`
+		Completion string `json:"completion"`
+	} `json:"pricing"`
+	Architecture *struct {
+		OutputModalities []string `json:"output_modalities"`
+	} `json:"architecture"`
+	TopProvider *struct {
+		MaxCompletionTokens int `json:"max_completion_tokens"`
+	} `json:"top_provider"`
+	// Groq
+	ContextWindow       int   `json:"context_window"`
+	MaxCompletionTokens int   `json:"max_completion_tokens"`
+	Active              *bool `json:"active"`
+	// vLLM
+	MaxModelLen int `json:"max_model_len"`
 }
 
 // ListModels implements Lister: GET {base}/models, as OpenAI, OpenRouter, Groq, Cerebras, DeepSeek,
@@ -124,33 +129,42 @@ func (o *OpenAI) ListModels(ctx context.Context, baseURL string, key secret.Stri
 		return Listing{}, fmt.Errorf("%s: the model list is not a list: %w", o.Provider, err)
 	}
 	var l Listing
-	for _, d := range page.Data {
-		m := catalog.Model{ID: d.ID, ContextWindow: max(d.ContextLength, d.ContextWindow, d.MaxModelLen), MaxOutputTokens: d.MaxCompletionTokens}
-		switch {
-		case d.Active != nil && !*d.Active:
-			l.reject(Inactive)
+	for i := range page.Data {
+		m, rejected := listedModel(&page.Data[i])
+		if rejected != "" {
+			l.reject(rejected)
 			continue
-		case d.Architecture != nil && len(d.Architecture.OutputModalities) > 0 && !slices.Contains(d.Architecture.OutputModalities, "text"):
-			l.reject(NoTextOutput)
-			continue
-		}
-		// A listing without prices (or with a provider's "-1", variable) leaves the model unpriced.
-		m.Unpriced = true
-		if d.Pricing != nil {
-			in, okIn := perToken(d.Pricing.Prompt)
-			out, okOut := perToken(d.Pricing.Completion)
-			if okIn && okOut {
-				m.InputPricePerMTok, m.OutputPricePerMTok, m.Unpriced = in, out, false
-			}
-		}
-		if d.TopProvider != nil && d.TopProvider.MaxCompletionTokens > 0 {
-			m.MaxOutputTokens = d.TopProvider.MaxCompletionTokens
 		}
 		if !l.add(m) {
 			break
 		}
 	}
 	return l, nil
+}
+
+// listedModel reads a listed model, or why it is not a candidate: an inactive model, or one that
+// writes no text.
+func listedModel(d *openAIModel) (catalog.Model, string) {
+	switch {
+	case d.Active != nil && !*d.Active:
+		return catalog.Model{}, Inactive
+	case d.Architecture != nil && len(d.Architecture.OutputModalities) > 0 && !slices.Contains(d.Architecture.OutputModalities, "text"):
+		return catalog.Model{}, NoTextOutput
+	}
+	m := catalog.Model{ID: d.ID, ContextWindow: max(d.ContextLength, d.ContextWindow, d.MaxModelLen), MaxOutputTokens: d.MaxCompletionTokens}
+	// A listing without prices (or with a provider's "-1", variable) leaves the model unpriced.
+	m.Unpriced = true
+	if d.Pricing != nil {
+		in, okIn := perToken(d.Pricing.Prompt)
+		out, okOut := perToken(d.Pricing.Completion)
+		if okIn && okOut {
+			m.InputPricePerMTok, m.OutputPricePerMTok, m.Unpriced = in, out, false
+		}
+	}
+	if d.TopProvider != nil && d.TopProvider.MaxCompletionTokens > 0 {
+		m.MaxOutputTokens = d.TopProvider.MaxCompletionTokens
+	}
+	return m, ""
 }
 
 type anthropicModels struct {

@@ -123,13 +123,38 @@ func (o *OpenAI) chatRequest(call Call, stream bool) ([]byte, error) {
 		body["stream_options"] = map[string]any{"include_usage": true}
 	}
 	if call.MaxTokens > 0 {
-		field := o.Profile.MaxTokensField
-		if field == "" {
-			field = "max_tokens"
-		}
-		body[field] = call.MaxTokens
+		body[o.maxTokensField()] = call.MaxTokens
 	}
-	p := call.Params
+	chatParams(body, call.Params)
+	if len(call.Tools) > 0 {
+		body["tools"] = chatTools(call.Tools)
+		// OpenAI refuses parallel_tool_calls without tools; without tools it says nothing anyway.
+		if p := call.Params.ParallelToolCalls; p != nil {
+			body["parallel_tool_calls"] = *p
+		}
+	}
+	if c := call.ToolChoice; c != nil && c.Mode != "" {
+		body["tool_choice"] = chatToolChoice(c)
+	}
+	if f := call.ResponseFormat; f != nil {
+		if format := o.responseFormat(f); format != nil {
+			body["response_format"] = format
+		}
+	}
+	return json.Marshal(body)
+}
+
+// maxTokensField names the output limit as the provider takes it.
+func (o *OpenAI) maxTokensField() string {
+	if o.Profile.MaxTokensField == "" {
+		return "max_tokens"
+	}
+	return o.Profile.MaxTokensField
+}
+
+// chatParams sets the sampling parameters the caller gave (all but parallel_tool_calls, which goes
+// with the tools).
+func chatParams(body map[string]any, p Params) {
 	if p.Temperature != nil {
 		body["temperature"] = *p.Temperature
 	}
@@ -154,38 +179,39 @@ func (o *OpenAI) chatRequest(call Call, stream bool) ([]byte, error) {
 	if p.User != "" {
 		body["user"] = p.User
 	}
-	if len(call.Tools) > 0 {
-		tools := make([]chatTool, len(call.Tools))
-		for i, t := range call.Tools {
-			tools[i] = chatTool{Type: "function", Function: chatFunctionDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}}
-		}
-		body["tools"] = tools
-		// OpenAI refuses parallel_tool_calls without tools; without tools it says nothing anyway.
-		if p.ParallelToolCalls != nil {
-			body["parallel_tool_calls"] = *p.ParallelToolCalls
-		}
+}
+
+// chatTools writes the tools as functions.
+func chatTools(tools []Tool) []chatTool {
+	out := make([]chatTool, len(tools))
+	for i, t := range tools {
+		out[i] = chatTool{Type: "function", Function: chatFunctionDef{Name: t.Name, Description: t.Description, Parameters: t.Parameters, Strict: t.Strict}}
 	}
-	if c := call.ToolChoice; c != nil && c.Mode != "" {
-		if c.Mode == ToolChoiceFunction {
-			body["tool_choice"] = map[string]any{"type": "function", "function": map[string]any{"name": c.Name}}
-		} else {
-			body["tool_choice"] = c.Mode
-		}
+	return out
+}
+
+// chatToolChoice writes a tool choice: a mode by name, or the function the model must call.
+func chatToolChoice(c *ToolChoice) any {
+	if c.Mode == ToolChoiceFunction {
+		return map[string]any{"type": "function", "function": map[string]any{"name": c.Name}}
 	}
-	if f := call.ResponseFormat; f != nil {
-		switch {
-		case o.Profile.ResponseFormat == "json_schema" && f.Type != FormatJSONObject && len(f.Schema) > 0:
-			name := f.Name
-			if name == "" {
-				name = "response"
-			}
-			body["response_format"] = map[string]any{"type": "json_schema",
-				"json_schema": map[string]any{"name": name, "schema": f.Schema, "strict": f.Strict}}
-		case o.Profile.ResponseFormat == "json_schema" || o.Profile.ResponseFormat == "json_object":
-			body["response_format"] = map[string]any{"type": "json_object"}
+	return c.Mode
+}
+
+// responseFormat is the response_format the provider can take for f: a JSON schema, or any JSON object
+// (the schema is then in the system prompt), or nil when it takes none.
+func (o *OpenAI) responseFormat(f *ResponseFormat) map[string]any {
+	switch {
+	case o.Profile.ResponseFormat == "json_schema" && f.Type != FormatJSONObject && len(f.Schema) > 0:
+		name := f.Name
+		if name == "" {
+			name = "response"
 		}
+		return map[string]any{"type": "json_schema", "json_schema": map[string]any{"name": name, "schema": f.Schema, "strict": f.Strict}}
+	case o.Profile.ResponseFormat == "json_schema" || o.Profile.ResponseFormat == "json_object":
+		return map[string]any{"type": "json_object"}
 	}
-	return json.Marshal(body)
+	return nil
 }
 
 // formatNote is what the system prompt must say of a response format the provider cannot constrain:
@@ -446,82 +472,123 @@ func (o *OpenAI) stream(ctx context.Context, call Call, onDelta func(Delta)) (Re
 // as they come; an error chunk (OpenRouter's failures during generation) is classified as ParseChat
 // classifies it; a stream that ends before [DONE] or a finish reason was cut off.
 func (o *OpenAI) ReadChatStream(ctx context.Context, model string, status int, header http.Header, body io.Reader, onDelta func(Delta)) (Reply, error) {
-	reply := Reply{UpstreamRequestID: header.Get("x-request-id"), RateLimit: o.limits(header)}
-	var text strings.Builder
-	var calls toolCalls
-	finished := false
-	events := newSSEReader(body)
-	for {
-		ev, err := events.next()
-		if err == io.EOF && finished {
-			break
-		}
-		if err != nil {
-			return reply, streamFailure(ctx, err, o.Provider, model, status)
-		}
-		data := bytes.TrimSpace(ev.data)
-		if string(data) == "[DONE]" {
-			break
-		}
-		if len(data) == 0 {
-			continue
-		}
-		var chunk chatResponse
-		if err := json.Unmarshal(data, &chunk); err != nil {
-			return reply, failure(o.Provider, model, status, resilience.ProviderUnavailable, o.Profile.ServerErrorScope, nil,
-				"a chunk of the stream is not JSON: "+err.Error())
-		}
-		if chunk.Error != nil {
-			return reply, o.classify(model, codeStatus(chunk.Error.Code, http.StatusBadGateway), *chunk.Error, reply.RateLimit)
-		}
-		if reply.ServedModel == "" {
-			reply.ServedModel = chunk.Model
-		}
-		if reply.UpstreamRequestID == "" {
-			reply.UpstreamRequestID = chunk.ID
-		}
-		if u := chunk.Usage; u != nil {
-			reply.Usage = Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
-		} else if g := chunk.XGroq; g != nil && g.Usage != nil {
-			reply.Usage = Usage{InputTokens: g.Usage.PromptTokens, OutputTokens: g.Usage.CompletionTokens}
-		}
-		if len(chunk.Choices) == 0 {
-			continue
-		}
-		c := chunk.Choices[0]
-		if c.Error != nil {
-			return reply, o.classify(model, codeStatus(c.Error.Code, http.StatusBadGateway), *c.Error, reply.RateLimit)
-		}
-		var d Delta
-		if c.Delta.Content != nil {
-			d.Text = *c.Delta.Content
-			text.WriteString(d.Text)
-		}
-		for i, tc := range c.Delta.ToolCalls {
-			index := i
-			if tc.Index != nil {
-				index = *tc.Index
-			}
-			piece := ToolCallDelta{Index: index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.arguments()}
-			if index < len(calls.calls) && calls.calls[index].ID != "" {
-				piece.ID = "" // the id comes once, with the call's first piece
-			} else if piece.ID == "" {
-				piece.ID = syntheticCallID(chunk.ID, strconv.Itoa(index))
-			}
-			if err := calls.add(piece); err != nil {
-				return reply, failure(o.Provider, model, status, resilience.ProviderUnavailable, o.Profile.ServerErrorScope, nil, err.Error())
-			}
-			d.ToolCalls = append(d.ToolCalls, piece)
-		}
-		if c.FinishReason != nil && *c.FinishReason != "" {
-			reply.FinishReason, finished = *c.FinishReason, true
-		}
-		if d.Text != "" || len(d.ToolCalls) > 0 {
-			onDelta(d)
-		}
+	s := &chatStream{o: o, model: model, status: status, onDelta: onDelta,
+		reply: Reply{UpstreamRequestID: header.Get("x-request-id"), RateLimit: o.limits(header)}}
+	if err := readStream(ctx, body, s, o.Provider, model, status); err != nil {
+		return s.reply, err
 	}
-	reply.Text, reply.ToolCalls = text.String(), calls.done()
-	return reply, nil
+	s.reply.Text, s.reply.ToolCalls = s.text.String(), s.calls.done()
+	return s.reply, nil
+}
+
+// chatStream is what a streamed chat completion has said so far. The reply's text and tool calls are
+// set once the stream is whole.
+type chatStream struct {
+	o       *OpenAI
+	model   string
+	status  int
+	onDelta func(Delta)
+	reply   Reply
+	text    strings.Builder
+	calls   toolCalls
+	// finished says a chunk gave a finish reason: the stream may end without [DONE].
+	finished bool
+}
+
+// whole reports whether a chunk has given a finish reason: the stream may then end without [DONE].
+func (s *chatStream) whole() bool { return s.finished }
+
+// event reads one chunk: [DONE] ends the stream, an error object fails it, and any other chunk adds
+// its ids, usage and first choice to the reply.
+func (s *chatStream) event(ev sseEvent) (bool, error) {
+	data := bytes.TrimSpace(ev.data)
+	if string(data) == "[DONE]" {
+		return true, nil
+	}
+	var chunk chatResponse
+	if err := json.Unmarshal(data, &chunk); err != nil {
+		return false, s.malformed("a chunk of the stream is not JSON: " + err.Error())
+	}
+	if chunk.Error != nil {
+		return false, s.failed(chunk.Error)
+	}
+	s.readHead(&chunk)
+	if len(chunk.Choices) == 0 {
+		return false, nil
+	}
+	if e := chunk.Choices[0].Error; e != nil {
+		return false, s.failed(e)
+	}
+	return false, s.readChoice(&chunk)
+}
+
+// readHead keeps the served model and the request id the first chunk names, and the usage of the
+// latest chunk that has one (Groq's in x_groq).
+func (s *chatStream) readHead(chunk *chatResponse) {
+	if s.reply.ServedModel == "" {
+		s.reply.ServedModel = chunk.Model
+	}
+	if s.reply.UpstreamRequestID == "" {
+		s.reply.UpstreamRequestID = chunk.ID
+	}
+	if u := chunk.Usage; u != nil {
+		s.reply.Usage = Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	} else if g := chunk.XGroq; g != nil && g.Usage != nil {
+		s.reply.Usage = Usage{InputTokens: g.Usage.PromptTokens, OutputTokens: g.Usage.CompletionTokens}
+	}
+}
+
+// readChoice reads the delta of a chunk's first choice, its text and its pieces of tool calls, and
+// passes it on; a finish reason finishes the stream.
+func (s *chatStream) readChoice(chunk *chatResponse) error {
+	c := &chunk.Choices[0]
+	var d Delta
+	if c.Delta.Content != nil {
+		d.Text = *c.Delta.Content
+		s.text.WriteString(d.Text)
+	}
+	for i, tc := range c.Delta.ToolCalls {
+		piece, err := s.toolCallPiece(chunk.ID, i, tc)
+		if err != nil {
+			return err
+		}
+		d.ToolCalls = append(d.ToolCalls, piece)
+	}
+	if c.FinishReason != nil && *c.FinishReason != "" {
+		s.reply.FinishReason, s.finished = *c.FinishReason, true
+	}
+	relay(d, s.onDelta)
+	return nil
+}
+
+// toolCallPiece adds the piece of a tool call at place i of a delta to the calls. A piece without an
+// index is the call at its place; a call's id comes once, with its first piece, and is made up when
+// the provider sent none.
+func (s *chatStream) toolCallPiece(chunkID string, i int, tc wireToolCall) (ToolCallDelta, error) {
+	index := i
+	if tc.Index != nil {
+		index = *tc.Index
+	}
+	piece := ToolCallDelta{Index: index, ID: tc.ID, Name: tc.Function.Name, Arguments: tc.arguments()}
+	if s.calls.hasID(index) {
+		piece.ID = ""
+	} else if piece.ID == "" {
+		piece.ID = syntheticCallID(chunkID, strconv.Itoa(index))
+	}
+	if err := s.calls.add(piece); err != nil {
+		return ToolCallDelta{}, s.malformed(err.Error())
+	}
+	return piece, nil
+}
+
+// failed classifies an error object of the stream as ParseChat classifies one behind a 200.
+func (s *chatStream) failed(e *apiError) error {
+	return s.o.classify(s.model, codeStatus(e.Code, http.StatusBadGateway), *e, s.reply.RateLimit)
+}
+
+// malformed is the failure of a stream that breaks the format.
+func (s *chatStream) malformed(msg string) error {
+	return failure(s.o.Provider, s.model, s.status, resilience.ProviderUnavailable, s.o.Profile.ServerErrorScope, nil, msg)
 }
 
 // codeStatus reads an HTTP-like status from an error code, or returns def.

@@ -21,8 +21,8 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 )
 
-// ReplayProvider is the provider name of replayed models.
-const ReplayProvider = "replay"
+// ReplayProvider is the provider name of recorded answers (catalog.ReplayProvider).
+const ReplayProvider = catalog.ReplayProvider
 
 // ReplayRecord is one prompt of a replay dataset with every recorded model's answer to it.
 type ReplayRecord struct {

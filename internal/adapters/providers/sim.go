@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
+	"github.com/conclave-ai/conclave/internal/platform/config"
 	"math"
 	"math/rand/v2"
 	"strconv"
@@ -19,34 +20,12 @@ import (
 	"github.com/conclave-ai/conclave/internal/platform/fnv1a"
 )
 
-// SimConfig tunes the simulated provider. The zero value is an instant, fault-free simulation.
-type SimConfig struct {
-	// Enabled keeps the simulated provider when real providers are configured: it then serves the
-	// catalog's models whose provider has no upstream. Without configured providers it always serves.
-	Enabled bool `json:"enabled"`
-	// Seed makes every model's skills and every answer reproducible.
-	Seed uint64 `json:"seed"`
-	// LatencyScale multiplies each model's nominal median latency (tier 1: 900 ms, tier 2: 500 ms,
-	// tier 3: 250 ms; a third of that on groq and cerebras); zero means no latency at all.
-	LatencyScale float64 `json:"latency_scale"`
-	// Faults are the fault rates of every provider unless SetFault overrides one.
-	Faults Fault `json:"faults"`
-}
+// SimConfig tunes the simulated provider: the `sim` section of the configuration, whose keys the
+// configuration holds (config.SimConfig).
+type SimConfig = config.SimConfig
 
-// Fault describes how often a provider misbehaves; each rate is a probability per call.
-type Fault struct {
-	// ServerErrorRate answers 503.
-	ServerErrorRate float64 `json:"server_error_rate"`
-	// TimeoutRate hangs until the caller's deadline.
-	TimeoutRate float64 `json:"timeout_rate"`
-	// RateLimitRate answers 429 with a Retry-After of RetryAfter (one second when zero).
-	RateLimitRate float64       `json:"rate_limit_rate"`
-	RetryAfter    time.Duration `json:"retry_after"`
-	// ProviderWide makes the 503s and 429s the whole provider's (a gateway down, the account's quota
-	// spent), with the provider's rate-limit headers on a 429; otherwise they are the model's own (one
-	// model overloaded, its own quota spent), as they mostly are on a gateway serving many models.
-	ProviderWide bool `json:"provider_wide"`
-}
+// Fault describes how often a provider misbehaves (config.Fault).
+type Fault = config.Fault
 
 // Sim simulates the catalog's models: per-model latency, faults, and a per-category skill that is the
 // probability of answering a multiple-choice task correctly. Its world has a truth: the correct option
@@ -130,51 +109,19 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 	if !ok {
 		return Reply{}, &resilience.Error{Kind: resilience.ModelNotFound, Provider: call.Provider, Model: call.Model, Status: 404, Err: fmt.Errorf("model not found")}
 	}
-	inTokens := (len(call.Task) + 3) / 4
-	for _, c := range call.Candidates {
-		inTokens += (len(c) + 3) / 4
-	}
+	inTokens := simPromptTokens(call)
 	if inTokens > m.ContextWindow {
 		return Reply{}, &resilience.Error{Kind: resilience.RequestTooLarge, Provider: m.Provider, Model: m.ID, Status: 413,
 			Err: fmt.Errorf("prompt of %d tokens exceeds the context window of %d", inTokens, m.ContextWindow)}
 	}
-	var num [8]byte
-	binary.LittleEndian.PutUint64(num[:], s.cfg.Seed^uint64(call.Attempt)<<48)
-	h := fnv1a.Offset.AddBytes(num[:]).AddString(m.ID).AddByte(0).AddString(call.Kind).AddByte(0).AddString(call.Task).AddByte(0)
-	for _, part := range call.Candidates {
-		h = h.AddString(part).AddByte(0)
-	}
-	rng := rand.New(rand.NewPCG(uint64(h), s.cfg.Seed^0x9E3779B97F4A7C15))
-
+	rng := s.callRand(m, call)
 	f := s.faultFor(m.Provider)
 	latency := time.Duration(0)
 	if s.cfg.LatencyScale > 0 {
 		latency = time.Duration(float64(m.median) * s.cfg.LatencyScale * math.Exp(0.35*rng.NormFloat64()))
 	}
-	scope := resilience.ScopeModel
-	if f.ProviderWide {
-		scope = resilience.ScopeProvider
-	}
-	switch r := rng.Float64(); {
-	case r < f.ServerErrorRate:
-		if err := wait(ctx, latency/4); err != nil {
-			return Reply{}, err
-		}
-		return Reply{}, &resilience.Error{Kind: resilience.ProviderUnavailable, Scope: scope, Provider: m.Provider, Model: m.ID, Status: 503, Err: fmt.Errorf("simulated overload")}
-	case r < f.ServerErrorRate+f.RateLimitRate:
-		after := f.RetryAfter
-		if after <= 0 {
-			after = time.Second
-		}
-		var headers *ratelimit.Upstream
-		if f.ProviderWide {
-			headers = &ratelimit.Upstream{RemainingRequests: 0, RemainingTokens: -1, ResetRequests: after}
-		}
-		return Reply{RateLimit: headers},
-			&resilience.Error{Kind: resilience.RateLimited, Scope: scope, Provider: m.Provider, Model: m.ID, Status: 429, RetryAfter: after, Err: fmt.Errorf("simulated rate limit")}
-	case r < f.ServerErrorRate+f.RateLimitRate+f.TimeoutRate:
-		<-ctx.Done()
-		return Reply{}, ctx.Err()
+	if reply, err := simFault(ctx, m, f, rng.Float64(), latency); err != nil {
+		return reply, err
 	}
 	if err := wait(ctx, latency); err != nil {
 		return Reply{}, err
@@ -190,6 +137,66 @@ func (s *Sim) Complete(ctx context.Context, call Call) (Reply, error) {
 		text = answer(rng, skill, call.Task)
 	}
 	return Reply{Text: text, Usage: Usage{InputTokens: inTokens, OutputTokens: (len(text) + 3) / 4}}, nil
+}
+
+// simPromptTokens estimates a call's prompt at a token for every started four bytes of the task and of
+// each candidate.
+func simPromptTokens(call Call) int {
+	n := (len(call.Task) + 3) / 4
+	for _, c := range call.Candidates {
+		n += (len(c) + 3) / 4
+	}
+	return n
+}
+
+// callRand is the randomness of one call: the same for the same seed, attempt, model, kind, task and
+// candidates.
+func (s *Sim) callRand(m *simModel, call Call) *rand.Rand {
+	var num [8]byte
+	binary.LittleEndian.PutUint64(num[:], s.cfg.Seed^uint64(call.Attempt)<<48)
+	h := fnv1a.Offset.AddBytes(num[:]).AddString(m.ID).AddByte(0).AddString(call.Kind).AddByte(0).AddString(call.Task).AddByte(0)
+	for _, part := range call.Candidates {
+		h = h.AddString(part).AddByte(0)
+	}
+	return rand.New(rand.NewPCG(uint64(h), s.cfg.Seed^0x9E3779B97F4A7C15))
+}
+
+// simFault plays the fault a call drew (r, uniform in [0, 1)) from the fault rates: a 503 after a
+// quarter of the latency, a 429, or a hang until the caller's deadline. It returns a nil error when the
+// call drew none.
+func simFault(ctx context.Context, m *simModel, f Fault, r float64, latency time.Duration) (Reply, error) {
+	scope := resilience.ScopeModel
+	if f.ProviderWide {
+		scope = resilience.ScopeProvider
+	}
+	switch {
+	case r < f.ServerErrorRate:
+		if err := wait(ctx, latency/4); err != nil {
+			return Reply{}, err
+		}
+		return Reply{}, &resilience.Error{Kind: resilience.ProviderUnavailable, Scope: scope, Provider: m.Provider, Model: m.ID, Status: 503, Err: fmt.Errorf("simulated overload")}
+	case r < f.ServerErrorRate+f.RateLimitRate:
+		return simRateLimit(m, f, scope)
+	case r < f.ServerErrorRate+f.RateLimitRate+f.TimeoutRate:
+		<-ctx.Done()
+		return Reply{}, ctx.Err()
+	}
+	return Reply{}, nil
+}
+
+// simRateLimit is a 429 asking for a wait of f.RetryAfter (a second when unset); a provider-wide one
+// comes with the provider's rate-limit headers, its requests spent until then.
+func simRateLimit(m *simModel, f Fault, scope resilience.Scope) (Reply, error) {
+	after := f.RetryAfter
+	if after <= 0 {
+		after = time.Second
+	}
+	var headers *ratelimit.Upstream
+	if f.ProviderWide {
+		headers = &ratelimit.Upstream{RemainingRequests: 0, RemainingTokens: -1, ResetRequests: after}
+	}
+	return Reply{RateLimit: headers},
+		&resilience.Error{Kind: resilience.RateLimited, Scope: scope, Provider: m.Provider, Model: m.ID, Status: 429, RetryAfter: after, Err: fmt.Errorf("simulated rate limit")}
 }
 
 // Stream implements Streamer: the simulated answer, word by word once it is ready.
@@ -271,68 +278,88 @@ func (s *Sim) judge(rng *rand.Rand, skill float64, call Call) string {
 	if n == 0 {
 		return `{"choice": 0}`
 	}
-	good := 0
-	if truth := SimTruth(call.Task); truth != "" {
-		for i, c := range call.Candidates {
-			if strings.Contains(c, "("+truth+")") { // the simulated models say "The answer is (X)."
-				good = i
-				break
-			}
-		}
-	} else {
-		ref := wordSet(strings.Join(reference(call.Task).ref, " "))
-		best := -1.0
-		for i, c := range call.Candidates {
-			if overlap := jaccard(wordSet(c), ref); overlap > best {
-				good, best = i, overlap
-			}
-		}
-	}
-	choice := good
+	choice := rightCandidate(call)
 	if rng.Float64() >= skill {
 		choice = rng.IntN(n)
 	}
-	type score struct {
-		Relevance    float64 `json:"relevance"`
-		Correctness  float64 `json:"correctness"`
-		Completeness float64 `json:"completeness"`
-	}
-	type preference struct {
-		First  int `json:"first"`
-		Second int `json:"second"`
-		Winner int `json:"winner"`
-	}
-	verdict := struct {
-		Choice       int          `json:"choice"`
-		Answer       string       `json:"answer"`
-		Scores       []score      `json:"scores"`
-		Agreement    []string     `json:"agreement"`
-		Disagreement []string     `json:"disagreement"`
-		Preferences  []preference `json:"preferences,omitempty"`
-	}{Choice: choice + 1, Agreement: []string{}, Disagreement: []string{}}
+	v := simVerdict{Choice: choice + 1, Agreement: []string{}, Disagreement: []string{}}
 	for i := 0; i < n; i++ {
-		s := score{0.3, 0.3, 0.3}
+		score := simScore{0.3, 0.3, 0.3}
 		if i == choice {
-			s = score{0.9, 0.9, 0.9}
+			score = simScore{0.9, 0.9, 0.9}
 		}
-		verdict.Scores = append(verdict.Scores, s)
+		v.Scores = append(v.Scores, score)
 	}
 	if f := call.ResponseFormat; f != nil && strings.HasSuffix(f.Name, "pairwise") {
-		for i := 0; i < n; i++ {
-			for j := i + 1; j < n; j++ {
-				p := preference{First: i + 1, Second: j + 1}
-				switch choice {
-				case i:
-					p.Winner = i + 1
-				case j:
-					p.Winner = j + 1
-				}
-				verdict.Preferences = append(verdict.Preferences, p)
+		v.Preferences = simPreferences(n, choice)
+	}
+	raw, _ := json.Marshal(v)
+	return string(raw)
+}
+
+// simVerdict is a simulated arbiter's verdict, in the shape the arbiter's response format asks for.
+type simVerdict struct {
+	Choice       int             `json:"choice"`
+	Answer       string          `json:"answer"`
+	Scores       []simScore      `json:"scores"`
+	Agreement    []string        `json:"agreement"`
+	Disagreement []string        `json:"disagreement"`
+	Preferences  []simPreference `json:"preferences,omitempty"`
+}
+
+// simScore scores one candidate.
+type simScore struct {
+	Relevance    float64 `json:"relevance"`
+	Correctness  float64 `json:"correctness"`
+	Completeness float64 `json:"completeness"`
+}
+
+// simPreference says which of two candidates (numbered from 1) wins, 0 for neither.
+type simPreference struct {
+	First  int `json:"first"`
+	Second int `json:"second"`
+	Winner int `json:"winner"`
+}
+
+// rightCandidate is the candidate that is right: the one giving the true option of a multiple-choice
+// task (the simulated models say "The answer is (X)."), else the one closest to the reference answer.
+// It is the first when none is.
+func rightCandidate(call Call) int {
+	if truth := SimTruth(call.Task); truth != "" {
+		for i, c := range call.Candidates {
+			if strings.Contains(c, "("+truth+")") {
+				return i
 			}
 		}
+		return 0
 	}
-	raw, _ := json.Marshal(verdict)
-	return string(raw)
+	ref := wordSet(strings.Join(reference(call.Task).ref, " "))
+	good, best := 0, -1.0
+	for i, c := range call.Candidates {
+		if overlap := jaccard(wordSet(c), ref); overlap > best {
+			good, best = i, overlap
+		}
+	}
+	return good
+}
+
+// simPreferences compares every pair of n candidates: the chosen one wins each of its pairs, and the
+// others' pairs have no winner.
+func simPreferences(n, choice int) []simPreference {
+	var out []simPreference
+	for i := 0; i < n; i++ {
+		for j := i + 1; j < n; j++ {
+			p := simPreference{First: i + 1, Second: j + 1}
+			switch choice {
+			case i:
+				p.Winner = i + 1
+			case j:
+				p.Winner = j + 1
+			}
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 func wordSet(text string) map[string]bool {

@@ -85,8 +85,44 @@ func emitWhole(r Reply, onDelta func(Delta)) {
 	for i, c := range r.ToolCalls {
 		d.ToolCalls = append(d.ToolCalls, ToolCallDelta{Index: i, ID: c.ID, Name: c.Name, Arguments: c.Arguments})
 	}
+	relay(d, onDelta)
+}
+
+// relay passes a piece of a stream on, when it says anything.
+func relay(d Delta, onDelta func(Delta)) {
 	if d.Text != "" || len(d.ToolCalls) > 0 {
 		onDelta(d)
+	}
+}
+
+// streamFormat reads the events of one wire format's stream into a reply.
+type streamFormat interface {
+	// event reads one event with data; last says the stream has ended with it.
+	event(ev sseEvent) (last bool, err error)
+	// whole reports whether the stream is whole if it ends here: a format without a closing event ends
+	// with the connection once it has said that the answer is finished.
+	whole() bool
+}
+
+// readStream reads a stream's events into f until its last event, or until the stream ends where f
+// says it may. Events without data are skipped; whatever cuts the stream short is classified by
+// streamFailure.
+func readStream(ctx context.Context, body io.Reader, f streamFormat, provider, model string, status int) error {
+	events := newSSEReader(body)
+	for {
+		ev, err := events.next()
+		if err == io.EOF && f.whole() {
+			return nil
+		}
+		if err != nil {
+			return streamFailure(ctx, err, provider, model, status)
+		}
+		if len(bytes.TrimSpace(ev.data)) == 0 {
+			continue
+		}
+		if last, err := f.event(ev); last || err != nil {
+			return err
+		}
 	}
 }
 
@@ -104,7 +140,7 @@ var (
 )
 
 // sseEvent is one server-sent event: its name (empty for the default "message") and its data lines
-// joined by newlines.
+// joined by newlines. The data is the reader's, valid until its next event.
 type sseEvent struct {
 	name string
 	data []byte
@@ -112,10 +148,13 @@ type sseEvent struct {
 
 // sseReader reads server-sent events (the text/event-stream format every provider streams in), with
 // each event and the whole stream bounded. Comments (": keep-alive", ": OPENROUTER PROCESSING") are
-// skipped.
+// skipped. It reads each line and each event's data into buffers of its own, reused from one event to
+// the next.
 type sseReader struct {
 	r     *bufio.Reader
 	total int
+	line  []byte
+	data  []byte
 }
 
 func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReaderSize(r, 32<<10)} }
@@ -123,20 +162,20 @@ func newSSEReader(r io.Reader) *sseReader { return &sseReader{r: bufio.NewReader
 // next returns the next event, io.EOF after the last, or the error that cut the stream.
 func (s *sseReader) next() (sseEvent, error) {
 	var ev sseEvent
-	var data bytes.Buffer
+	s.data = s.data[:0]
 	lines, seen := 0, false
 	for {
-		line, err := s.line()
+		line, err := s.readLine()
 		if err == io.EOF && seen {
 			// The stream ended without the blank line after its last event: the event is whole all the same.
-			return sseEvent{name: ev.name, data: data.Bytes()}, nil
+			return sseEvent{name: ev.name, data: s.data}, nil
 		}
 		if err != nil {
 			return sseEvent{}, err
 		}
 		if len(line) == 0 {
 			if seen {
-				return sseEvent{name: ev.name, data: data.Bytes()}, nil
+				return sseEvent{name: ev.name, data: s.data}, nil
 			}
 			continue
 		}
@@ -150,38 +189,39 @@ func (s *sseReader) next() (sseEvent, error) {
 			ev.name, seen = string(value), true
 		case "data":
 			if lines > 0 {
-				data.WriteByte('\n')
+				s.data = append(s.data, '\n')
 			}
 			lines++
-			if data.Len()+len(value) > maxEventBytes {
+			if len(s.data)+len(value) > maxEventBytes {
 				return sseEvent{}, errEventTooLarge
 			}
-			data.Write(value)
+			s.data = append(s.data, value...)
 			seen = true
 		}
 	}
 }
 
-// line reads one line without its end of line, bounded by maxEventBytes and the stream's bound.
-func (s *sseReader) line() ([]byte, error) {
-	var line []byte
+// readLine reads one line without its end of line, bounded by maxEventBytes and the stream's bound.
+// The line is the reader's, valid until its next line.
+func (s *sseReader) readLine() ([]byte, error) {
+	s.line = s.line[:0]
 	for {
 		chunk, err := s.r.ReadSlice('\n')
 		s.total += len(chunk)
 		if s.total > maxResponseBytes {
 			return nil, errStreamTooLarge
 		}
-		if len(line)+len(chunk) > maxEventBytes {
+		if len(s.line)+len(chunk) > maxEventBytes {
 			return nil, errEventTooLarge
 		}
-		line = append(line, chunk...)
+		s.line = append(s.line, chunk...)
 		switch {
 		case err == nil:
-			return bytes.TrimRight(line, "\r\n"), nil
+			return bytes.TrimRight(s.line, "\r\n"), nil
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
-		case err == io.EOF && len(line) > 0:
-			return bytes.TrimRight(line, "\r\n"), nil
+		case err == io.EOF && len(s.line) > 0:
+			return bytes.TrimRight(s.line, "\r\n"), nil
 		default:
 			return nil, err
 		}
@@ -240,10 +280,11 @@ func syntheticCallID(parts ...string) string {
 	return "call_" + fmt.Sprintf("%016x", uint64(h))
 }
 
-// toolCalls accumulates the pieces of tool calls by their index, bounded by maxToolCalls.
+// toolCalls accumulates the pieces of tool calls by their index, bounded by maxToolCalls. Each call's
+// arguments have a builder of their own, held by pointer: a builder must not move once written to.
 type toolCalls struct {
 	calls []ToolCall
-	args  []strings.Builder
+	args  []*strings.Builder
 }
 
 // add adds a piece to the call at index; a new index opens a call.
@@ -253,7 +294,7 @@ func (t *toolCalls) add(d ToolCallDelta) error {
 	}
 	for len(t.calls) <= d.Index {
 		t.calls = append(t.calls, ToolCall{})
-		t.args = append(t.args, strings.Builder{})
+		t.args = append(t.args, new(strings.Builder))
 	}
 	c := &t.calls[d.Index]
 	if d.ID != "" {
@@ -264,6 +305,11 @@ func (t *toolCalls) add(d ToolCallDelta) error {
 	}
 	t.args[d.Index].WriteString(d.Arguments)
 	return nil
+}
+
+// hasID reports whether the call at index is open and has its id.
+func (t *toolCalls) hasID(index int) bool {
+	return index >= 0 && index < len(t.calls) && t.calls[index].ID != ""
 }
 
 // done returns the calls with their whole arguments.

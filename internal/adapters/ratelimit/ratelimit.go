@@ -17,15 +17,9 @@ import (
 // published state, which carries it.
 type Limits = providerstate.Limits
 
-// Defaults are the providers' limits unless the configuration says otherwise.
-var Defaults = map[string]Limits{
-	"openrouter": {RequestsPerMinute: 60, TokensPerMinute: 100_000, Concurrency: 10},
-	"anthropic":  {RequestsPerMinute: 50, TokensPerMinute: 80_000, Concurrency: 5},
-	"gemini":     {RequestsPerMinute: 60, TokensPerMinute: 120_000, Concurrency: 10},
-	"groq":       {RequestsPerMinute: 30, TokensPerMinute: 30_000, Concurrency: 5},
-	"cerebras":   {RequestsPerMinute: 30, TokensPerMinute: 60_000, Concurrency: 5},
-	"deepseek":   {RequestsPerMinute: 60, TokensPerMinute: 100_000, Concurrency: 10},
-}
+// Defaults are the providers' limits unless the configuration says otherwise
+// (providerstate.DefaultLimits).
+var Defaults = providerstate.DefaultLimits
 
 // Window is the span every limit counts over.
 const Window = time.Minute

@@ -328,3 +328,31 @@ func FamilyIn(name string, known []string) string {
 	}
 	return best
 }
+
+// Wire formats an upstream can speak.
+const (
+	KindOpenAI    = "openai"
+	KindAnthropic = "anthropic"
+	KindGemini    = "gemini"
+)
+
+// ProviderDefaults are what Conclave knows of a named provider: its wire format, base URL and the environment
+// variable of its key.
+type ProviderDefaults struct {
+	Kind    string
+	BaseURL string
+	KeyEnv  string
+}
+
+// NamedProviders are the providers Conclave knows by name.
+var NamedProviders = map[string]ProviderDefaults{
+	"openrouter": {KindOpenAI, "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY"},
+	"groq":       {KindOpenAI, "https://api.groq.com/openai/v1", "GROQ_API_KEY"},
+	"cerebras":   {KindOpenAI, "https://api.cerebras.ai/v1", "CEREBRAS_API_KEY"},
+	"deepseek":   {KindOpenAI, "https://api.deepseek.com", "DEEPSEEK_API_KEY"},
+	"anthropic":  {KindAnthropic, "https://api.anthropic.com", "ANTHROPIC_API_KEY"},
+	"gemini":     {KindGemini, "https://generativelanguage.googleapis.com", "GEMINI_API_KEY"},
+}
+
+// ReplayProvider is the provider name of replayed models.
+const ReplayProvider = "replay"

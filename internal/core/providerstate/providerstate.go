@@ -123,3 +123,13 @@ func (u Usage) Use() float64 {
 	}
 	return max(u.RequestsUse, u.TokensUse, u.ConcurrencyUse)
 }
+
+// DefaultLimits are the providers' limits unless the configuration says otherwise.
+var DefaultLimits = map[string]Limits{
+	"openrouter": {RequestsPerMinute: 60, TokensPerMinute: 100_000, Concurrency: 10},
+	"anthropic":  {RequestsPerMinute: 50, TokensPerMinute: 80_000, Concurrency: 5},
+	"gemini":     {RequestsPerMinute: 60, TokensPerMinute: 120_000, Concurrency: 10},
+	"groq":       {RequestsPerMinute: 30, TokensPerMinute: 30_000, Concurrency: 5},
+	"cerebras":   {RequestsPerMinute: 30, TokensPerMinute: 60_000, Concurrency: 5},
+	"deepseek":   {RequestsPerMinute: 60, TokensPerMinute: 100_000, Concurrency: 10},
+}

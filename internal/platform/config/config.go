@@ -8,6 +8,8 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"io"
 	"maps"
 	"net"
@@ -19,8 +21,6 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/adapters/providers"
-	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/core/admission"
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
@@ -76,12 +76,12 @@ type Config struct {
 	Workers          int   `json:"workers"`
 	// Fleet, when set, is a fleet file: jobs go to its worker hosts over SSH instead of the in-process
 	// workers. DevInsecureHostKeys skips verifying their keys (development only).
-	Fleet               string              `json:"fleet"`
-	DevInsecureHostKeys bool                `json:"dev_insecure_host_keys"`
-	WorkerSlots         int                 `json:"worker_slots"`
-	Sim                 providers.SimConfig `json:"sim"`
-	RateLimits          RateLimits          `json:"rate_limits"`
-	Breakers            map[string]Breaker  `json:"breakers"`
+	Fleet               string             `json:"fleet"`
+	DevInsecureHostKeys bool               `json:"dev_insecure_host_keys"`
+	WorkerSlots         int                `json:"worker_slots"`
+	Sim                 SimConfig          `json:"sim"`
+	RateLimits          RateLimits         `json:"rate_limits"`
+	Breakers            map[string]Breaker `json:"breakers"`
 	// Providers turns real providers on: the named ones by their name, your own with their kind, base
 	// URL and models. With none, the simulated provider serves the whole catalog.
 	Providers map[string]Provider `json:"providers"`
@@ -218,8 +218,8 @@ type Provider struct {
 	APIKeyEnv string          `json:"api_key_env"`
 	Models    []ProviderModel `json:"models"`
 	// Breaker and RateLimit override the provider's breakers and limits.
-	Breaker   *Breaker          `json:"breaker"`
-	RateLimit *ratelimit.Limits `json:"rate_limit"`
+	Breaker   *Breaker              `json:"breaker"`
+	RateLimit *providerstate.Limits `json:"rate_limit"`
 	// DiscoverySeconds is how often the provider's model list is read again: listed models join the
 	// pool, vanished ones leave. Absent means DefaultDiscoverySeconds; 0 turns discovery off.
 	DiscoverySeconds *float64 `json:"discovery_interval_seconds"`
@@ -265,7 +265,7 @@ type Retry struct {
 // Default returns the embedded default: loopback only, an in-process fleet of 8 workers and the
 // simulated provider with short latencies and rare faults.
 func Default() Config {
-	limits := maps.Clone(ratelimit.Defaults)
+	limits := maps.Clone(providerstate.DefaultLimits)
 	return Config{
 		Listen:                 "127.0.0.1:5000",
 		EvalReport:             "reports/eval/report.json",
@@ -279,7 +279,7 @@ func Default() Config {
 		MaxInflightBytes:       256 << 20,
 		Workers:                8,
 		WorkerSlots:            16,
-		Sim:                    providers.SimConfig{Seed: 1, LatencyScale: 0.05, Faults: providers.Fault{ServerErrorRate: 0.01, RateLimitRate: 0.005}},
+		Sim:                    SimConfig{Seed: 1, LatencyScale: 0.05, Faults: Fault{ServerErrorRate: 0.01, RateLimitRate: 0.005}},
 		RateLimits:             RateLimits{Providers: limits, MaxQueueSeconds: admission.DefaultMaxQueue.Seconds()},
 		Retry:                  Retry{Scale: 1, Rounds: 3},
 		ArbiterTimeoutSeconds:  10,
@@ -770,7 +770,7 @@ func (b Breaker) validate(where string) []error {
 		betweenErr(where+" model_open_seconds", b.ModelOpenSeconds, 0, 3600), betweenErr(where+" timeout_floor_seconds", b.TimeoutFloorSeconds, 0, 3600))
 }
 
-func validLimits(where string, l ratelimit.Limits) []error {
+func validLimits(where string, l providerstate.Limits) []error {
 	return collect(betweenErr(where+" requests_per_minute", float64(l.RequestsPerMinute), 0, 1e7),
 		betweenErr(where+" tokens_per_minute", float64(l.TokensPerMinute), 0, 1e10), betweenErr(where+" concurrency", float64(l.Concurrency), 0, 1e5))
 }
@@ -780,7 +780,7 @@ var providerName = regexp.MustCompile(`^[a-z0-9][a-z0-9_-]{0,63}$`)
 // validate checks one configured provider: a name of its own needs a kind, a base URL and models.
 func (p Provider) validate(name string) []error {
 	l := errorList{prefix: "providers " + name + ": "}
-	named, isNamed := providers.Named[name]
+	named, isNamed := catalog.NamedProviders[name]
 	checkProviderName(&l, name)
 	p.checkKind(&l, named.Kind)
 	p.checkBaseURL(&l, isNamed)
@@ -812,7 +812,7 @@ func checkProviderName(l *errorList, name string) {
 	switch {
 	case !providerName.MatchString(name):
 		l.bad("a provider's name is lower-case letters, digits, '-' and '_'")
-	case name == "sim" || name == providers.ReplayProvider:
+	case name == "sim" || name == catalog.ReplayProvider:
 		l.bad("%q is reserved for the simulated and replayed providers", name)
 	case name == maxQueueKey:
 		l.bad("%q is reserved: it is a key of rate_limits", name)
@@ -826,7 +826,7 @@ func (p Provider) checkKind(l *errorList, namedKind string) {
 		kind = namedKind
 	}
 	switch kind {
-	case providers.KindOpenAI, providers.KindAnthropic, providers.KindGemini:
+	case catalog.KindOpenAI, catalog.KindAnthropic, catalog.KindGemini:
 	case "":
 		l.bad("kind is required (openai, anthropic or gemini)")
 	default:
@@ -913,4 +913,33 @@ func (c Config) ArbiterTimeout() time.Duration {
 // ShutdownTimeout returns the graceful shutdown budget as a duration.
 func (c Config) ShutdownTimeout() time.Duration {
 	return time.Duration(c.ShutdownTimeoutSeconds * float64(time.Second))
+}
+
+// SimConfig tunes the simulated provider. The zero value is an instant, fault-free simulation.
+type SimConfig struct {
+	// Enabled keeps the simulated provider when real providers are configured: it then serves the
+	// catalog's models whose provider has no upstream. Without configured providers it always serves.
+	Enabled bool `json:"enabled"`
+	// Seed makes every model's skills and every answer reproducible.
+	Seed uint64 `json:"seed"`
+	// LatencyScale multiplies each model's nominal median latency (tier 1: 900 ms, tier 2: 500 ms,
+	// tier 3: 250 ms; a third of that on groq and cerebras); zero means no latency at all.
+	LatencyScale float64 `json:"latency_scale"`
+	// Faults are the fault rates of every provider unless SetFault overrides one.
+	Faults Fault `json:"faults"`
+}
+
+// Fault describes how often a provider misbehaves; each rate is a probability per call.
+type Fault struct {
+	// ServerErrorRate answers 503.
+	ServerErrorRate float64 `json:"server_error_rate"`
+	// TimeoutRate hangs until the caller's deadline.
+	TimeoutRate float64 `json:"timeout_rate"`
+	// RateLimitRate answers 429 with a Retry-After of RetryAfter (one second when zero).
+	RateLimitRate float64       `json:"rate_limit_rate"`
+	RetryAfter    time.Duration `json:"retry_after"`
+	// ProviderWide makes the 503s and 429s the whole provider's (a gateway down, the account's quota
+	// spent), with the provider's rate-limit headers on a 429; otherwise they are the model's own (one
+	// model overloaded, its own quota spent), as they mostly are on a gateway serving many models.
+	ProviderWide bool `json:"provider_wide"`
 }

@@ -13,7 +13,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
 	"gopkg.in/yaml.v3"
 )
 
@@ -294,7 +294,7 @@ func shapeOf(t reflect.Type) *shape {
 	case t == reflect.TypeFor[RateLimits]():
 		// Its own JSON form: providers by name, and max_queue_seconds beside them.
 		s.fields = map[string]*shape{maxQueueKey: {typ: reflect.TypeFor[float64]()}}
-		s.elem = shapeOf(reflect.TypeFor[ratelimit.Limits]())
+		s.elem = shapeOf(reflect.TypeFor[providerstate.Limits]())
 	case t.Kind() == reflect.Struct:
 		s.fields = map[string]*shape{}
 		for i := range t.NumField() {

@@ -5,14 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
 )
 
 // RateLimits is the configuration's rate_limits object: each provider's limits under its name, and
 // max_queue_seconds beside them, so that files written when the object held only providers still load.
 type RateLimits struct {
 	// Providers are the limits by provider name; a provider the map leaves out has none of its own.
-	Providers map[string]ratelimit.Limits
+	Providers map[string]providerstate.Limits
 	// MaxQueueSeconds is the longest a request waits for providers' rate limits, counted from its
 	// receipt: a call whose provider's window has no room before then is refused at once, and a request
 	// left without answers gets 503 rate_limited with Retry-After instead of being held.
@@ -47,14 +47,14 @@ func (r *RateLimits) UnmarshalJSON(raw []byte) error {
 			}
 			continue
 		}
-		var l ratelimit.Limits
+		var l providerstate.Limits
 		dec := json.NewDecoder(bytes.NewReader(v))
 		dec.DisallowUnknownFields() // a typo in a limit's name must not pass for no limit
 		if err := dec.Decode(&l); err != nil {
 			return fmt.Errorf("rate_limits %s: %w", name, err)
 		}
 		if r.Providers == nil {
-			r.Providers = map[string]ratelimit.Limits{}
+			r.Providers = map[string]providerstate.Limits{}
 		}
 		r.Providers[name] = l
 	}

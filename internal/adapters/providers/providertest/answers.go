@@ -179,39 +179,17 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, a ask, resp Resp
 		body = body[:textEvents(s.Format, body, ans)]
 		end = []event{s.errorEvent(*e)}
 	}
-	for k, v := range resp.Header {
-		w.Header().Set(k, v)
-	}
 	array := s.Format == Gemini && !a.sse
-	if array {
-		w.Header().Set("Content-Type", "application/json")
-	} else {
-		w.Header().Set("Content-Type", "text/event-stream")
-		w.Header().Set("Cache-Control", "no-cache")
-	}
-	w.WriteHeader(http.StatusOK)
+	writeStreamHeader(w, resp.Header, array)
 	all := body
 	if !resp.Cut {
 		all = append(all, end...)
 	}
 	for i, ev := range all {
-		if i > 0 && resp.Pace != nil {
-			select {
-			case <-resp.Pace:
-			case <-r.Context().Done():
-				return
-			}
+		if i > 0 && !paced(r, resp.Pace) {
+			return
 		}
-		switch {
-		case array && i == 0:
-			io.WriteString(w, "["+ev.data)
-		case array:
-			io.WriteString(w, ",\r\n"+ev.data)
-		case ev.name != "":
-			fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
-		default:
-			fmt.Fprintf(w, "data: %s\n\n", ev.data)
-		}
+		writeEvent(w, i, ev, array)
 		w.(http.Flusher).Flush()
 	}
 	if resp.Cut {
@@ -220,6 +198,50 @@ func (s *Server) stream(w http.ResponseWriter, r *http.Request, a ask, resp Resp
 	}
 	if array {
 		io.WriteString(w, "]")
+	}
+}
+
+// writeStreamHeader writes a stream's header: the response's own fields, and the content type of a
+// JSON array (Gemini without alt=sse) or of an event stream.
+func writeStreamHeader(w http.ResponseWriter, header map[string]string, array bool) {
+	for k, v := range header {
+		w.Header().Set(k, v)
+	}
+	if array {
+		w.Header().Set("Content-Type", "application/json")
+	} else {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.Header().Set("Cache-Control", "no-cache")
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+// paced waits until pace allows the next event (at once without a pace); false when the client has
+// gone first.
+func paced(r *http.Request, pace <-chan struct{}) bool {
+	if pace == nil {
+		return true
+	}
+	select {
+	case <-pace:
+		return true
+	case <-r.Context().Done():
+		return false
+	}
+}
+
+// writeEvent writes event i of a stream: an element of the JSON array, or a server-sent event with its
+// name when it has one.
+func writeEvent(w http.ResponseWriter, i int, ev event, array bool) {
+	switch {
+	case array && i == 0:
+		io.WriteString(w, "["+ev.data)
+	case array:
+		io.WriteString(w, ",\r\n"+ev.data)
+	case ev.name != "":
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", ev.name, ev.data)
+	default:
+		fmt.Fprintf(w, "data: %s\n\n", ev.data)
 	}
 }
 

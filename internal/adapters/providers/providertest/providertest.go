@@ -304,48 +304,65 @@ func hangUp(w http.ResponseWriter) {
 // listing answers a reading of the model list in the server's format, all on one page except for
 // Anthropic's and Gemini's, which page two models at a time. Called with mu held.
 func (s *Server) listing(r *http.Request) Response {
-	const page = 2
 	switch s.Format {
 	case Anthropic:
-		start := 0
-		if after := r.URL.Query().Get("after_id"); after != "" {
-			for i, m := range s.models {
-				if m.ID == after {
-					start = i + 1
-				}
-			}
-		}
-		end := min(start+page, len(s.models))
-		var data []string
-		for _, m := range s.models[start:end] {
-			data = append(data, fmt.Sprintf(`{"type":"model","id":%s,"display_name":%s,"created_at":"2025-10-01T00:00:00Z","max_input_tokens":%s,"max_tokens":%s,"capabilities":null}`,
-				quote(m.ID), quote(m.ID), orNull(m.Context), orNull(m.MaxOutput)))
-		}
-		first, last := "null", "null"
-		if len(data) > 0 {
-			first, last = quote(s.models[start].ID), quote(s.models[end-1].ID)
-		}
-		return Response{Body: fmt.Sprintf(`{"data":[%s],"has_more":%t,"first_id":%s,"last_id":%s}`, strings.Join(data, ","), end < len(s.models), first, last)}
+		return s.anthropicListing(r.URL.Query().Get("after_id"))
 	case Gemini:
-		start := 0
-		fmt.Sscan(r.URL.Query().Get("pageToken"), &start)
-		end := min(start+page, len(s.models))
-		var data []string
-		for _, m := range s.models[start:end] {
-			methods := m.Methods
-			if len(methods) == 0 {
-				methods = []string{"generateContent", "countTokens"}
-			}
-			raw, _ := json.Marshal(methods)
-			data = append(data, fmt.Sprintf(`{"name":%s,"version":"001","displayName":%s,"inputTokenLimit":%d,"outputTokenLimit":%d,"supportedGenerationMethods":%s}`,
-				quote("models/"+m.ID), quote(m.ID), m.Context, m.MaxOutput, raw))
-		}
-		next := ""
-		if end < len(s.models) {
-			next = fmt.Sprintf(`,"nextPageToken":"%d"`, end)
-		}
-		return Response{Body: fmt.Sprintf(`{"models":[%s]%s}`, strings.Join(data, ","), next)}
+		return s.geminiListing(r.URL.Query().Get("pageToken"))
 	}
+	return s.openAIListing()
+}
+
+// listingPage is how many models a page of a paged listing holds.
+const listingPage = 2
+
+// anthropicListing is the page of Anthropic's model list after the model named after ("" for the first).
+func (s *Server) anthropicListing(after string) Response {
+	start := 0
+	if after != "" {
+		for i, m := range s.models {
+			if m.ID == after {
+				start = i + 1
+			}
+		}
+	}
+	end := min(start+listingPage, len(s.models))
+	var data []string
+	for _, m := range s.models[start:end] {
+		data = append(data, fmt.Sprintf(`{"type":"model","id":%s,"display_name":%s,"created_at":"2025-10-01T00:00:00Z","max_input_tokens":%s,"max_tokens":%s,"capabilities":null}`,
+			quote(m.ID), quote(m.ID), orNull(m.Context), orNull(m.MaxOutput)))
+	}
+	first, last := "null", "null"
+	if len(data) > 0 {
+		first, last = quote(s.models[start].ID), quote(s.models[end-1].ID)
+	}
+	return Response{Body: fmt.Sprintf(`{"data":[%s],"has_more":%t,"first_id":%s,"last_id":%s}`, strings.Join(data, ","), end < len(s.models), first, last)}
+}
+
+// geminiListing is the page of Gemini's model list at a page token (the index of its first model).
+func (s *Server) geminiListing(token string) Response {
+	start := 0
+	fmt.Sscan(token, &start)
+	end := min(start+listingPage, len(s.models))
+	var data []string
+	for _, m := range s.models[start:end] {
+		methods := m.Methods
+		if len(methods) == 0 {
+			methods = []string{"generateContent", "countTokens"}
+		}
+		raw, _ := json.Marshal(methods)
+		data = append(data, fmt.Sprintf(`{"name":%s,"version":"001","displayName":%s,"inputTokenLimit":%d,"outputTokenLimit":%d,"supportedGenerationMethods":%s}`,
+			quote("models/"+m.ID), quote(m.ID), m.Context, m.MaxOutput, raw))
+	}
+	next := ""
+	if end < len(s.models) {
+		next = fmt.Sprintf(`,"nextPageToken":"%d"`, end)
+	}
+	return Response{Body: fmt.Sprintf(`{"models":[%s]%s}`, strings.Join(data, ","), next)}
+}
+
+// openAIListing is the whole OpenAI-format model list, with OpenRouter's fields where a model has them.
+func (s *Server) openAIListing() Response {
 	var data []string
 	for _, m := range s.models {
 		extra := ""
