@@ -198,7 +198,7 @@ func (a *ConsensusActor) withdraw(ctx actor.Context) {
 		return
 	}
 	a.settle(ctx, resilience.Verdict{}, nil)
-	ctx.Send(a.deps.Dir.Worker(a.in.ArbiterWorker).PID, &messages.CancelJob{JobId: a.jobID})
+	a.deps.Dir.Worker(a.in.ArbiterWorker).Cancel(ctx, a.jobID)
 }
 
 // settle ends the arbiter's permit with its provider: the call's verdict, or nothing at all.

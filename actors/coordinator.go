@@ -167,7 +167,7 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 			}
 		case collect.Cancel:
 			if w := c.deps.Dir.Worker(j.Worker); w.Stopped() == "" {
-				ctx.Send(w.PID, &messages.CancelJob{JobId: c.jobID(j)})
+				w.Cancel(ctx, c.jobID(j))
 			}
 		case collect.Wake:
 			c.due.set(e.At)

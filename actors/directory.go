@@ -28,6 +28,7 @@ import (
 type Directory struct {
 	Workers   []*WorkerRef
 	workers   map[string]*WorkerRef
+	workerAt  map[string]*WorkerRef // by PID id
 	Providers []*ProviderRef
 	providers map[string]*ProviderRef
 	Arms      *arms.Board
@@ -57,6 +58,28 @@ type WorkerRef struct {
 	completed, failed atomic.Int64
 	// stopped is why its supervisor stopped the actor for good, or nil.
 	stopped atomic.Pointer[string]
+	// live is the way in to the worker's slots while its actor is up.
+	live atomic.Pointer[workerParts]
+}
+
+// Dispatch gives a job to the worker: to its slots directly while its actor is up (the provider's
+// grant then costs no message), else through its mailbox (a restart in progress).
+func (w *WorkerRef) Dispatch(sender actor.SenderContext, d *messages.Dispatch) {
+	if live := w.live.Load(); live != nil {
+		defer live.crashOnPanic()
+		live.dispatch(d)
+		return
+	}
+	sender.Send(w.PID, d)
+}
+
+// Cancel stops a job its sender no longer wants, in the worker's slots while its actor is up.
+func (w *WorkerRef) Cancel(sender actor.SenderContext, jobID string) {
+	if live := w.live.Load(); live != nil {
+		live.host.Cancel(jobID)
+		return
+	}
+	sender.Send(w.PID, &messages.CancelJob{JobId: jobID})
 }
 
 // Snapshot returns the worker's latest published state.
@@ -201,6 +224,7 @@ func NewDirectory(system *actor.ActorSystem, workers []fleet.WorkerSpec, provide
 	pid := func(path string) *actor.PID { return actor.NewPID(system.Address(), RootName+"/"+path) }
 	d := &Directory{
 		workers:   map[string]*WorkerRef{},
+		workerAt:  map[string]*WorkerRef{},
 		providers: map[string]*ProviderRef{},
 		Arms:      arms,
 		Requests:  pid(RequestsName),
@@ -213,6 +237,7 @@ func NewDirectory(system *actor.ActorSystem, workers []fleet.WorkerSpec, provide
 		ref.snap.Store(&assign.Worker{Name: w.Name, Tier: w.Tier, Slots: w.Slots, Breaker: resilience.Snapshot{Name: w.Name}})
 		d.Workers = append(d.Workers, ref)
 		d.workers[w.Name] = ref
+		d.workerAt[ref.PID.Id] = ref
 	}
 	sorted := append([]string(nil), providers...)
 	sort.Strings(sorted)

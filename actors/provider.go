@@ -199,15 +199,19 @@ type providerShell struct {
 	self *actor.PID // the provider's actor
 }
 
-// Grant sends the dispatch an acquisition carries to its worker (the asker hears of the grant from
-// the worker: one message less per call), or a permit to the asker.
+// Grant gives the dispatch an acquisition carries to its worker's slots (the asker hears of the grant
+// from the worker: no message for the grant itself), or sends a permit to the asker.
 func (s providerShell) Grant(ask any, probe bool) {
 	a := ask.(*messages.Acquire)
 	if d := a.Dispatch; d != nil && a.DispatchTo != nil {
 		if probe {
 			d = &messages.Dispatch{Job: d.Job, ReplyTo: d.ReplyTo, Probe: true}
 		}
-		s.root.Send(a.DispatchTo, d)
+		if w := s.deps.Dir.workerAt[a.DispatchTo.Id]; w != nil {
+			w.Dispatch(s.root, d)
+		} else {
+			s.root.Send(a.DispatchTo, d)
+		}
 		return
 	}
 	s.root.Send(a.ReplyTo, &messages.Permit{JobId: a.JobId, Granted: true, Probe: probe})
@@ -220,9 +224,15 @@ func (s providerShell) Deny(ask any, reason string, retryAfter time.Duration) {
 }
 
 // Cancel tells a granted acquisition's worker that its asker stopped waiting before hearing the job
-// had started: after the dispatch, so the worker gets the two in order.
+// had started: after the dispatch, under the gate's lock, so the worker gets the two in order.
 func (s providerShell) Cancel(ask any) {
-	if a := ask.(*messages.Acquire); a.DispatchTo != nil {
+	a := ask.(*messages.Acquire)
+	if a.DispatchTo == nil {
+		return
+	}
+	if w := s.deps.Dir.workerAt[a.DispatchTo.Id]; w != nil {
+		w.Cancel(s.root, a.JobId)
+	} else {
 		s.root.Send(a.DispatchTo, &messages.CancelJob{JobId: a.JobId})
 	}
 }

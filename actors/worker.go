@@ -30,6 +30,7 @@ type WorkerActor struct {
 	self      *actor.PID
 	root      *actor.RootContext
 	host      *slots.Host
+	parts     *workerParts
 }
 
 // transportHealth is what the transport said of its connection.
@@ -56,16 +57,18 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 	case *transportHealth:
 		w.ref.publishHealth(m.health, m.err)
 	case *messages.Dispatch:
-		w.dispatch(ctx, m)
+		w.parts.dispatch(m)
 	case *messages.CancelJob:
 		w.host.Cancel(m.JobId)
 	case crashed:
 		panic(m.reason)
 	case *actor.Restarting:
+		w.ref.live.Store(nil)
 		w.failAll("the worker restarted after a crash")
 	case *actor.Stopping:
 		// Stopped for good after repeated crashes (at shutdown no job runs): its jobs are answered as
 		// Conclave's fault, so that their coordinators retry them elsewhere at once.
+		w.ref.live.Store(nil)
 		w.failAll("the worker stopped")
 	default:
 		w.deps.unknown(KindWorker, m)
@@ -83,20 +86,22 @@ func (w *WorkerActor) started(ctx actor.Context) {
 			zap.Stringer("from", t.From), zap.Stringer("to", t.To), zap.Uint64("generation", t.Generation))
 	}
 	prev := w.ref.Snapshot()
-	shell := &workerShell{w: workerParts{deps: w.deps, ref: w.ref, transport: w.transport, log: w.log, self: w.self, root: w.root}}
+	w.parts = &workerParts{deps: w.deps, ref: w.ref, transport: w.transport, log: w.log, self: w.self, root: w.root}
 	w.host = slots.New(slots.Config{Slots: w.ref.Spec.Slots, Breaker: resilience.ResumeBreaker(settings, prev.Breaker),
-		Grace: w.deps.hostGrace, Shell: shell})
-	shell.w.host = w.host
+		Grace: w.deps.hostGrace, Shell: &workerShell{w: w.parts}})
+	w.parts.host = w.host
 	if h, ok := w.transport.(healthReporter); ok {
 		self, root := w.self, w.root
 		h.OnHealth(func(health fleet.Health, err error) { root.Send(self, &transportHealth{health: health, err: err}) })
 	}
 	w.host.Changed()
+	w.ref.live.Store(w.parts)
 }
 
-// dispatch offers a job to the slots. A job for a model the catalog no longer holds as its provider's
-// is not made, and its asker hears so rather than waiting for its deadline.
-func (w *WorkerActor) dispatch(ctx actor.Context, d *messages.Dispatch) {
+// dispatch offers a job to the slots, on the granting gate's goroutine or the actor's. A job for a
+// model the catalog no longer holds as its provider's is not made, and its asker hears so rather than
+// waiting for its deadline.
+func (w *workerParts) dispatch(d *messages.Dispatch) {
 	if d.GetJob() == nil || d.GetReplyTo() == nil {
 		w.deps.Drop(KindWorker, DropMalformed, d) // no call to make, or nobody to answer
 		return
@@ -105,7 +110,7 @@ func (w *WorkerActor) dispatch(ctx actor.Context, d *messages.Dispatch) {
 		w.deps.Drop(KindWorker, why, d)
 		res := identity(w.ref, d.Job)
 		res.ErrorKind, res.ErrorMessage = string(resilience.NotSent), "the model is not in the catalog as this provider's"
-		ctx.Send(d.ReplyTo, res)
+		w.root.Send(d.ReplyTo, res)
 		return
 	}
 	if !w.host.Offer(&slots.Job{ID: d.Job.JobId, Deadline: d.Job.Deadline.AsTime(), Timeout: seconds(d.Job.TimeoutSeconds), Ask: d}) {
@@ -130,8 +135,8 @@ func identity(ref *WorkerRef, job *messages.Job) *messages.JobResult {
 		Provider: job.Provider, Worker: ref.Spec.Name, Attempt: job.Attempt}
 }
 
-// workerParts are what a worker's jobs need, fixed once the actor made its slots, so that the jobs'
-// goroutines read no actor state.
+// workerParts are what a worker's jobs need, and the way in to its slots while its actor is up; fixed
+// once the actor made its slots, so that the gates and the jobs' goroutines read no actor state.
 type workerParts struct {
 	deps      *Deps
 	ref       *WorkerRef
@@ -143,7 +148,7 @@ type workerParts struct {
 }
 
 // workerShell carries out what the slots decide: it sends the jobs' messages and starts their calls.
-type workerShell struct{ w workerParts }
+type workerShell struct{ w *workerParts }
 
 func (s *workerShell) Queued(j *slots.Job) {
 	d := j.Ask.(*messages.Dispatch)
@@ -213,7 +218,7 @@ func (s *workerShell) Start(ctx context.Context, j *slots.Job, budget time.Durat
 // finish ends a job in its slots and forwards its result. A result for a job no longer running (its
 // host timed out first, or a restart failed it) was answered already and is dropped. answered says the
 // host returned an answer, though the in-flight bound may have dropped it since: the host did its part.
-func (w workerParts) finish(res *messages.JobResult, answered bool) {
+func (w *workerParts) finish(res *messages.JobResult, answered bool) {
 	j, cancelled, ok := w.host.Finish(res.JobId, answered, resilience.Kind(res.ErrorKind))
 	if !ok {
 		return
@@ -249,7 +254,7 @@ func runCall(ctx context.Context, t fleet.Transport, call providers.Call, onDelt
 // worker's crash: it is handed to the actor, which crashes with it, so that its supervisor restarts it
 // and its jobs are answered, as with a panic in its mailbox. A panic in the transport itself is the
 // call's internal error (runCall).
-func (w workerParts) crashOnPanic() {
+func (w *workerParts) crashOnPanic() {
 	if v := recover(); v != nil {
 		w.root.Send(w.self, crashed{reason: v})
 	}
