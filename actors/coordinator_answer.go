@@ -134,7 +134,12 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	c.exec.CompletedAt = ts(c.deps.now())
 	c.exec.Phases.TotalMs = ms(time.Since(c.began))
 	c.deps.Metrics.Execution(c.exec)
-	ctx.Send(c.deps.Dir.Recorder, c.exec)
+	if c.deps.AnswersWaitForRecords {
+		// The recorder answers once the record is durable (Answer): one round trip, not two.
+		ctx.Send(c.deps.Dir.Recorder, &Answer{Exec: c.exec, To: c.replyTo})
+	} else {
+		ctx.Send(c.deps.Dir.Recorder, c.exec)
+	}
 	level := zap.InfoLevel
 	if status >= 500 {
 		level = zap.WarnLevel
@@ -147,6 +152,8 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	if ce := c.deps.Log.Check(level, "request finished"); ce != nil {
 		ce.Write(zap.String("request_id", c.req.RequestId), zap.Inline(summary{c.exec, c.plan.Category}))
 	}
-	ctx.Send(c.replyTo, c.exec)
+	if !c.deps.AnswersWaitForRecords {
+		ctx.Send(c.replyTo, c.exec)
+	}
 	ctx.Stop(ctx.Self())
 }

@@ -68,6 +68,9 @@ type Deps struct {
 	// Limiters makes each provider's limiter (Redis shared, with a local fallback); nil means local
 	// limiters.
 	Limiters ratelimit.Factory
+	// AnswersWaitForRecords makes a coordinator hand its answer to the recorder, which gives it to the
+	// caller once the record is durable (set with a spool: an answer given is never an answer lost).
+	AnswersWaitForRecords bool
 	// Inflight counts the bytes of the requests in flight, their answers included
 	// (max_inflight_bytes); nil counts nothing.
 	Inflight *inflight.Inflight

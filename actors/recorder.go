@@ -49,10 +49,8 @@ type RecorderActor struct {
 	pending  map[string]*messages.Execution // queued, held for their calls, or not in the store yet
 	judging  map[string]bool                // feedback being applied, to refuse a concurrent second one
 	awaiting map[string][]*feedbackAsk      // feedback on a record still on its way to the store
-	durable  map[string][]*actor.PID        // who waits for a record to be durable
-	// refused holds the records dropped for a full queue until their wait comes (with a spool only:
-	// there every answer waits for its record), so the wait hears they are not kept.
-	refused map[string]bool
+	durable  map[string][]*Answer           // the answers that wait for their record to be durable
+
 	// spooled are the records appended to the spool and not written to the store yet, kept in pending
 	// for reads while the store answers.
 	spooled map[string]bool
@@ -175,6 +173,20 @@ type feedbackDone struct {
 	updates []*messages.BanditUpdate
 }
 
+// Answer is a request's record and its answer, handed to the recorder by the coordinator when answers
+// wait for their records (a spool): the recorder gives Exec to To, the caller's address, once the
+// record is durable. A reply address in a message, since the recorder answers on the coordinator's
+// behalf: one round trip instead of a second question from the caller. In-process only.
+type Answer struct {
+	Exec  *messages.Execution
+	To    *actor.PID
+	since time.Time // when the recorder took it (wall clock)
+}
+
+// DurableWait bounds how long an answer waits for its record to be written; past it the answer goes
+// out anyway, and the record follows when the store takes it.
+const DurableWait = 5 * time.Second
+
 // NewRecorderActor returns the producer of the recorder; sp may be nil.
 func NewRecorderActor(deps *Deps, s store.Store, sp *spool.Spool) actor.Producer {
 	return func() actor.Actor { return &RecorderActor{deps: deps, store: s, spool: sp} }
@@ -196,6 +208,7 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 	case flushTick:
 		r.tick = nil
 		r.release(ctx)
+		r.overdueAnswers(ctx)
 		r.write(ctx)
 	case *batchWritten:
 		r.applyWrite(ctx, m)
@@ -212,8 +225,8 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		r.feedback(ctx, m)
 	case *feedbackDone:
 		r.feedbackDone(ctx, m)
-	case *messages.AwaitRecord:
-		r.awaitRecord(ctx, m)
+	case *Answer:
+		r.answer(ctx, m)
 	case *messages.Flush:
 		r.flushers = append(r.flushers, ctx.Sender())
 		if r.flushBy.IsZero() {
@@ -225,6 +238,9 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 		if r.tick != nil {
 			r.tick()
 		}
+		for id := range r.durable { // nobody will write their records now
+			r.answerDurable(ctx, []string{id}, false)
+		}
 	default:
 		r.deps.unknown(KindRecorder, m)
 	}
@@ -234,7 +250,7 @@ func (r *RecorderActor) Receive(ctx actor.Context) {
 func (r *RecorderActor) started(ctx actor.Context) {
 	r.log = r.deps.Log.With(zap.String("actor", "recorder"))
 	r.pending, r.judging, r.awaiting = map[string]*messages.Execution{}, map[string]bool{}, map[string][]*feedbackAsk{}
-	r.durable, r.refused = map[string][]*actor.PID{}, map[string]bool{}
+	r.durable = map[string][]*Answer{}
 	r.intents, r.open, r.openOf = map[string]*actor.PID{}, map[string]string{}, map[string]int{}
 	r.held, r.settled, r.spooled = map[string]*heldRecord{}, map[string]*settlements{}, map[string]bool{}
 	if r.spool == nil {
@@ -249,22 +265,66 @@ func (r *RecorderActor) started(ctx actor.Context) {
 }
 
 // record takes a request's record: queued for the store, or held while calls of its request are still
-// open; dropped when the queue is full.
-func (r *RecorderActor) record(ctx actor.Context, m *messages.Execution) {
+// open; dropped when the queue is full. It reports whether it took it.
+func (r *RecorderActor) record(ctx actor.Context, m *messages.Execution) bool {
 	if len(r.batch) >= RecorderQueue {
 		r.drop(1, errors.New("the recorder's queue is full"))
-		if r.spool != nil {
-			r.refused[m.RequestId] = true
-		}
-		return
+		return false
 	}
 	r.pending[m.RequestId] = m
 	if r.openOf[m.RequestId] > 0 {
 		r.held[m.RequestId] = &heldRecord{rec: m, since: r.deps.now()}
 		r.wakeIn(ctx, recordFlushInterval)
-		return
+		return true
 	}
 	r.enqueue(ctx, m)
+	return true
+}
+
+// answer takes a request's record and its answer, and gives the answer to its caller once the record
+// is durable (in the spool or the store): at once when the queue refused it, and at the latest after
+// DurableWait, saying so.
+func (r *RecorderActor) answer(ctx actor.Context, a *Answer) {
+	if !r.record(ctx, a.Exec) {
+		r.deliver(ctx, a, false)
+		return
+	}
+	a.since = time.Now()
+	r.durable[a.Exec.RequestId] = append(r.durable[a.Exec.RequestId], a)
+	r.wakeIn(ctx, DurableWait)
+	// Written now, not at the next tick: while one write is out, the records that wait meanwhile go
+	// together in the next (a group commit).
+	r.write(ctx)
+}
+
+// deliver gives an answer to its caller; one whose record is not durable is logged.
+func (r *RecorderActor) deliver(ctx actor.Context, a *Answer, durable bool) {
+	if !durable {
+		r.log.Warn("an answer goes out before its record is written", zap.String("event", "record_not_durable"),
+			zap.String("request_id", a.Exec.RequestId))
+	}
+	ctx.Send(a.To, a.Exec)
+}
+
+// overdueAnswers gives the answers that waited DurableWait for their records to their callers.
+func (r *RecorderActor) overdueAnswers(ctx actor.Context) {
+	now := time.Now()
+	for id, waiting := range r.durable {
+		kept := waiting[:0]
+		for _, a := range waiting {
+			if now.Sub(a.since) >= DurableWait {
+				r.deliver(ctx, a, false)
+			} else {
+				kept = append(kept, a)
+			}
+		}
+		if len(kept) == 0 {
+			delete(r.durable, id)
+		} else {
+			r.durable[id] = kept
+			r.wakeIn(ctx, DurableWait-now.Sub(kept[0].since))
+		}
+	}
 }
 
 // lookup answers a record asked for by id: from what the recorder holds, else from the store, off the
@@ -324,29 +384,11 @@ func (r *RecorderActor) feedbackDone(ctx actor.Context, m *feedbackDone) {
 	ctx.Send(m.ask.sender, m.result)
 }
 
-// awaitRecord answers once a request's record is durable: at once when it is already (or was
-// refused), else when the write it goes in ends.
-func (r *RecorderActor) awaitRecord(ctx actor.Context, m *messages.AwaitRecord) {
-	if r.refused[m.RequestId] {
-		delete(r.refused, m.RequestId)
-		ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId})
-		return
-	}
-	if _, ok := r.pending[m.RequestId]; !ok || r.spooled[m.RequestId] { // durable already (a record comes before its wait)
-		ctx.Respond(&messages.RecordDurable{RequestId: m.RequestId, Stored: true})
-		return
-	}
-	// Written now, not at the next tick: while one write is out, the records that wait meanwhile go
-	// together in the next (a group commit).
-	r.durable[m.RequestId] = append(r.durable[m.RequestId], ctx.Sender())
-	r.write(ctx)
-}
-
 // check says why the recorder drops a message, or "": a record and a call of the journal need the
 // ids the recorder keeps them by (a record its request's, a call its own and its request's).
 func (r *RecorderActor) check(ctx actor.Context) string {
 	switch m := ctx.Message().(type) {
-	case *messages.GetExecution, *messages.RecordFeedback, *messages.AwaitRecord, *messages.Flush, *Sync:
+	case *messages.GetExecution, *messages.RecordFeedback, *messages.Flush, *Sync:
 		if ctx.Sender() == nil {
 			return DropNoReplyTo // its answer would go to no address
 		}
@@ -496,11 +538,12 @@ func settledOnly(calls []*messages.Call) []*messages.Call {
 	return out
 }
 
-// answerDurable tells who waits for records whether they are durable: in the store or the spool.
+// answerDurable gives the answers that waited for these records to their callers: the records are
+// durable (in the store or the spool), or will not be.
 func (r *RecorderActor) answerDurable(ctx actor.Context, ids []string, stored bool) {
 	for _, id := range ids {
-		for _, pid := range r.durable[id] {
-			ctx.Send(pid, &messages.RecordDurable{RequestId: id, Stored: stored})
+		for _, a := range r.durable[id] {
+			r.deliver(ctx, a, stored)
 		}
 		delete(r.durable, id)
 	}

@@ -159,7 +159,13 @@ func (e *Engine) finishEmbed(req *messages.EmbedRequest, m catalog.Model, exec *
 	exec.Phases.CollectMs = ms(time.Since(began))
 	exec.Phases.TotalMs = exec.Phases.CollectMs
 	e.deps.Metrics.Execution(exec)
-	e.system.Root.Send(e.deps.Dir.Recorder, exec)
+	var durable *actor.Future
+	if e.spool != nil { // the recorder answers once the record is durable (actors.Answer)
+		durable = actor.NewFuture(e.system, DurableWait+time.Second)
+		e.system.Root.Send(e.deps.Dir.Recorder, &actors.Answer{Exec: exec, To: durable.PID()})
+	} else {
+		e.system.Root.Send(e.deps.Dir.Recorder, exec)
+	}
 	level := zap.InfoLevel
 	if exec.Error != nil && actors.Shedding(resilience.Kind(exec.Error.Code)) {
 		// Counted in one line for all, as a routed request refused for load.
@@ -169,8 +175,8 @@ func (e *Engine) finishEmbed(req *messages.EmbedRequest, m catalog.Model, exec *
 	e.log.Check(level, "embeddings answered").Write(zap.String("event", "embeddings"), zap.String("request_id", req.RequestId), zap.String("model", m.ID),
 		zap.String("provider", m.Provider), zap.Int("inputs", len(req.Inputs)), zap.Int32("status", exec.StatusCode), zap.String("error_kind", res.ErrorKind),
 		zap.Float64("latency_ms", res.LatencyMs), zap.Stringer("cost", money.USD(exec.CostNanos)))
-	if e.spool != nil {
-		e.awaitRecord(exec.RequestId)
+	if durable != nil {
+		_, _ = durable.Result() // the recorder logs a record that is not durable
 	}
 }
 

@@ -326,6 +326,8 @@ func (e *Engine) buildDeps(a *assembly) {
 		Reliability: accuracy.Config{Dependence: cfg.Dependence},
 		Breakers:    breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: a.opts.Middleware,
 		Observe: a.opts.Observe, Inflight: inflight.New(cfg.MaxInflightBytes),
+		// A store that outlives the process: an answer goes out once its record is durable.
+		AnswersWaitForRecords: e.spool != nil,
 	}
 	e.deps.Metrics = metrics.New(e.metricsSource())
 }
@@ -675,8 +677,8 @@ func virtualModel(req *messages.RouteRequest) string {
 // route is Route once the request is let in.
 func (e *Engine) route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
 	// The ask counts too: its images and conversation can be far larger than the task rendered of it.
-	// The account holds its calls' answers too, until the record is handed over (and durable, with a
-	// spool): they go back when Route returns.
+	// The account holds its calls' answers too, until the answer comes (with a spool, once its record
+	// is durable): they go back when Route returns.
 	size := int64(len(req.Task) + req.GetAsk().SizeVT())
 	account, ok := e.deps.Inflight.Open(req.RequestId, size)
 	if !ok {
@@ -696,25 +698,13 @@ func (e *Engine) route(ctx context.Context, req *messages.RouteRequest) (*messag
 	if !ok {
 		return nil, fmt.Errorf("request %s: unexpected reply %T", req.RequestId, res)
 	}
-	if e.spool != nil { // a store that outlives the process: the answer waits for its record
-		e.awaitRecord(exec.RequestId)
-	}
 	return exec, nil
 }
 
-// DurableWait bounds how long an answer waits for its record to be written; past it the answer goes
-// out anyway, and the record follows when the store takes it.
-const DurableWait = 5 * time.Second
-
-// awaitRecord waits until a request's record is in the store or the spool, so that an answer given is
-// never an answer lost: a controller killed right after answering has written the record already.
-func (e *Engine) awaitRecord(id string) {
-	res, err := e.system.Root.RequestFuture(e.deps.Dir.Recorder, &messages.AwaitRecord{RequestId: id}, DurableWait).Result()
-	d, _ := res.(*messages.RecordDurable)
-	if err != nil || d == nil || !d.Stored {
-		e.log.Warn("an answer goes out before its record is written", zap.String("event", "record_not_durable"), zap.String("request_id", id), zap.Error(err))
-	}
-}
+// DurableWait bounds how long an answer waits for its record to be written (with a spool, the
+// recorder gives the answer once the record is durable); past it the answer goes out anyway, and the
+// record follows when the store takes it.
+const DurableWait = actors.DurableWait
 
 // RouteWithProgress is Route telling onProgress each step as it happens (classified, selected,
 // dispatched, reply, retry, consensus), in order, before it returns. onProgress runs on an actor of its
