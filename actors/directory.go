@@ -95,27 +95,27 @@ func (w *WorkerRef) Snapshot() assign.Worker {
 func (w *WorkerRef) publishJobs(running, queued int, breaker resilience.Snapshot) {
 	w.inFlight.Store(int32(running))
 	w.queued.Store(int32(queued))
-	w.update(func(s *assign.Worker) { s.Breaker = breaker })
+	for prev := w.snap.Load(); prev.Breaker != breaker; prev = w.snap.Load() {
+		next := *prev
+		next.Breaker = breaker
+		if w.snap.CompareAndSwap(prev, &next) {
+			return
+		}
+	}
 }
 
-// publishHealth publishes what the transport said of its connection.
+// publishHealth publishes what the transport said of its connection. The slots (the breaker) and the
+// actor (the connection) publish from their own goroutines: each changes only its part of the
+// snapshot it read, and stores it only if that is still the latest.
 func (w *WorkerRef) publishHealth(health fleet.Health, err error) {
 	why := ""
 	if err != nil {
 		why = err.Error()
 	}
-	w.update(func(s *assign.Worker) { s.Transport, s.TransportError = string(health), why })
-}
-
-// update publishes a snapshot changed by change, unless it changes nothing. The job slots and the
-// actor (the connection's health) publish from their own goroutines: the last to store wins only over
-// the snapshot it read.
-func (w *WorkerRef) update(change func(*assign.Worker)) {
-	for {
-		prev := w.snap.Load()
+	for prev := w.snap.Load(); prev.Transport != string(health) || prev.TransportError != why; prev = w.snap.Load() {
 		next := *prev
-		change(&next)
-		if next == *prev || w.snap.CompareAndSwap(prev, &next) {
+		next.Transport, next.TransportError = string(health), why
+		if w.snap.CompareAndSwap(prev, &next) {
 			return
 		}
 	}

@@ -179,7 +179,7 @@ func (s *workerShell) Changed(running, queued int, breaker resilience.Snapshot) 
 }
 
 // Start tells the job's sender the time it has and makes the call on a goroutine of its own.
-func (s *workerShell) Start(ctx context.Context, j *slots.Job, budget time.Duration) {
+func (s *workerShell) Start(ctx context.Context, cancel context.CancelFunc, j *slots.Job, budget time.Duration) {
 	d := j.Ask.(*messages.Dispatch)
 	job, w := d.Job, s.w
 	// The answer's bytes count in flight from its worker, which sees it before anyone holds it.
@@ -187,7 +187,6 @@ func (s *workerShell) Start(ctx context.Context, j *slots.Job, budget time.Durat
 	w.root.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds(), Probe: d.Probe})
 	call := fleet.CallOf(job)
 	root, replyTo, result := w.root, d.ReplyTo, identity(w.ref, job)
-	ctx, cancel := context.WithCancel(ctx)
 	var onDelta func(providers.Delta)
 	if job.Stream {
 		// Each piece goes to the job's sender as it comes, from the call's goroutine, in order; a piece

@@ -3,18 +3,12 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
+	"github.com/conclave-ai/conclave/internal/core/wire"
 	"net/http"
-	"slices"
 	"strings"
-	"time"
 
-	"github.com/conclave-ai/conclave/internal/adapters/providers"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/google/uuid"
-	"github.com/julienschmidt/httprouter"
-	"go.uber.org/zap"
 )
 
 // Anthropic's surface: POST /v1/messages in the Messages API's request and response shapes, its
@@ -54,32 +48,21 @@ var messagesRefused = map[string]string{
 }
 
 // messagesTakes are the members objectFields lets through: those Conclave takes, and those it refuses by
-// name below (every other member is an unknown field).
-var messagesTakes = func() map[string]bool {
-	takes := map[string]bool{}
-	for name := range messagesFields {
-		takes[name] = true
-	}
-	for name := range messagesRefused {
-		takes[name] = true
-	}
-	return takes
-}()
+// name (every other member is an unknown field).
+var messagesTakes = withRefused(messagesFields, messagesRefused)
 
-// parseMessages decodes a Messages body and has intake judge the request, collecting every problem.
-// The status is 0 when the request is valid, 400 for malformed input and 404 when the model is unknown.
+// parseMessages is the Messages API's decoder: it decodes a body and has intake judge the request,
+// collecting every problem. The status is 0 when the request is valid, 400 for malformed input and 404
+// when the model is unknown.
 func (s *Server) parseMessages(body []byte) (*chatRequest, int, []*messages.Problem) {
-	fields, bad, ok := objectFields(body, messagesTakes)
-	if !ok {
-		return nil, http.StatusBadRequest, details(bad.errs)
-	}
-	for _, name := range slices.Sorted(maps.Keys(fields)) {
-		if why, refused := messagesRefused[name]; refused {
-			if _, set := given(fields, name); set {
-				bad.Add(name, why)
-			}
-		}
-	}
+	return decodeAsk(s, body, messagesTakes, s.readAnthropic)
+}
+
+// readAnthropic reads the Messages API's own members: those refused by name, the model, the
+// conversation (the system prompt and the messages), the tools, the tool choice (with whether the
+// model may call tools in parallel), the sampling parameters and the stream's.
+func (s *Server) readAnthropic(fields map[string]json.RawMessage, bad *report) *chatRequest {
+	refuseByName(fields, messagesRefused, bad)
 	out := s.readModel(fields, bad)
 	ask := &messages.Ask{}
 	if conv := readAnthropicConversation(fields, bad); conv != nil {
@@ -87,89 +70,46 @@ func (s *Server) parseMessages(body []byte) (*chatRequest, int, []*messages.Prob
 	}
 	bad.alias("task", "messages")
 	bad.visit("tools")
-	if raw, ok := given(fields, "tools"); ok {
-		ask.Tools = readAnthropicTools(raw, bad)
-	}
-	var parallel *bool
+	ask.Tools = readGiven(fields, "tools", readAnthropicTools, bad)
+	ask.Sampling = &messages.Sampling{}
 	if raw, ok := given(fields, "tool_choice"); ok {
-		ask.ToolChoice, parallel = readAnthropicToolChoice(raw, ask.Tools, bad)
+		ask.ToolChoice, ask.Sampling.ParallelToolCalls = readAnthropicToolChoice(raw, bad)
 	}
-	ask.Sampling = askReader{fields: fields, bad: bad}.anthropicSampling(parallel)
+	messagesSampling.readInto(ask.Sampling, fields, "", bad)
 	out.route.Ask = ask
 	if raw, ok := given(fields, "stream"); ok && json.Unmarshal(raw, &out.stream) != nil {
 		bad.Add("stream", "must be a boolean")
 	}
-	readOwn(fields, out, bad)
-	if status, ps := s.judge(out.route, bad); status != 0 {
-		return nil, status, ps
-	}
-	return out, 0, nil
+	return out
 }
 
-// messagesHandler answers POST /v1/messages: a message, or its events when the caller streams.
-func (s *Server) messagesHandler(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	received := time.Now()
-	id := uuid.NewString()
-	w.Header().Set("X-Request-ID", id)
-	w.Header().Set("request-id", id) // where Anthropic's clients read a request's id
-	body, ok := s.readJSONWith(w, r, writeAnthropicError)
-	if !ok {
-		return
-	}
-	msg, status, why := s.parseMessages(body)
-	if status != 0 {
-		s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
-			zap.String("endpoint", "messages"), zap.Array("problems", problemsField(why)))
-		text := "the request is invalid"
-		if status == http.StatusNotFound {
-			text = "the model does not exist"
-		}
-		writeAnthropicError(w, status, "", text, why)
-		return
-	}
-	req := msg.route
-	s.received(r, id, received, "messages", msg)
+// messageEncoder is the Messages API's encoder: a message, or its events.
+type messageEncoder struct {
+	msg    *chatRequest
+	events *messageEvents // the stream's writer, once it began
+}
 
-	routing(w) // before the pings, which read it
-	var stream *sseStream
-	var events *messageEvents
-	var exec *messages.Execution
-	var err error
-	if msg.stream {
-		// A direct call's answer, or a rotating arbiter's synthesis, goes out as it is written; any other
-		// answer once the consensus has it. Pings keep the stream open meanwhile.
-		stream = s.startStreamWith(w, anthropicPing)
-		events = &messageEvents{st: stream, id: id, model: msg.model}
-		exec, err = s.engine.RouteStreaming(r.Context(), req, events.delta)
-	} else {
-		exec, err = s.engine.Route(r.Context(), req)
+func (e *messageEncoder) stream(x exchange, st *sseStream) func(*messages.Delta) {
+	e.events = &messageEvents{st: st, id: x.id, model: e.msg.model}
+	return e.events.delta
+}
+
+// render is the answer as a message; an answer whose tool calls cannot be tool_use blocks is a 502.
+func (e *messageEncoder) render(x exchange, exec *messages.Execution) (anthropicMessage, *messages.Execution) {
+	answer, err := renderMessage(exec, e.msg.model, e.msg.route.GetAsk().GetSampling().GetStop())
+	if err != nil {
+		return answer, &messages.Execution{RequestId: x.id, StatusCode: http.StatusBadGateway, Error: &messages.Failure{Code: "no_valid_answer", Message: err.Error()}}
 	}
-	stream.quiet() // the pings write through w: stop them before w changes
-	routed(w, exec)
-	exec = s.settle(id, exec, err)
-	var answer anthropicMessage
-	if exec.StatusCode == http.StatusOK {
-		if answer, err = renderMessage(exec, msg.model, req.GetAsk().GetSampling().GetStop()); err != nil {
-			exec = &messages.Execution{RequestId: id, StatusCode: http.StatusBadGateway, Error: &messages.Failure{Code: "no_valid_answer", Message: err.Error()}}
-		}
-	}
-	if exec.StatusCode != http.StatusOK {
-		if stream.started() {
-			events.fail(exec)
-			return
-		}
-		setRetryAfter(w, exec.Error)
-		writeAnthropicError(w, int(exec.StatusCode), exec.Error.Code, exec.Error.Message, exec.Error.Details)
-		return
-	}
-	if events == nil {
-		writeJSON(w, http.StatusOK, answer)
-		return
-	}
-	if events.complete(exec) {
-		events.finish(answer)
+	return answer, exec
+}
+
+func (e *messageEncoder) finish(exec *messages.Execution, answer anthropicMessage) {
+	if e.events.complete(exec) {
+		e.events.finish(answer)
 	}
 }
+
+func (e *messageEncoder) fail(exec *messages.Execution) { e.events.fail(exec) }
 
 // anthropicMessage is the Messages API's answer, with Conclave's extension (which Anthropic's clients
 // ignore, as they ignore any field they do not know).
@@ -240,7 +180,7 @@ func renderMessage(e *messages.Execution, model string, stops []string) (anthrop
 		if err != nil {
 			return anthropicMessage{}, err
 		}
-		m.Content = append(m.Content, anthropicToolUse{Type: "tool_use", ID: providers.ToolUseID(c.Id), Name: c.Name, Input: input, Caller: anthropicCaller{Type: "direct"}})
+		m.Content = append(m.Content, anthropicToolUse{Type: "tool_use", ID: wire.ToolUseID(c.Id), Name: c.Name, Input: input, Caller: anthropicCaller{Type: "direct"}})
 	}
 	return m, nil
 }
@@ -325,16 +265,7 @@ func anthropicErrorType(status int) string {
 // all (bounded). requestID is "" when the request got none.
 func anthropicErrorOf(status int, code, message, requestID string, details []*messages.Problem) anthropicErrorBody {
 	details = clipProblems(details)
-	var b strings.Builder
-	b.WriteString(problems.Clip(message, 1024))
-	for i, d := range details[:min(len(details), 3)] {
-		sep := ": "
-		if i > 0 {
-			sep = "; "
-		}
-		b.WriteString(sep + d.Field + " " + d.Message)
-	}
-	body := anthropicErrorBody{Type: "error", Error: anthropicError{Type: anthropicErrorType(status), Message: b.String()}}
+	body := anthropicErrorBody{Type: "error", Error: anthropicError{Type: anthropicErrorType(status), Message: problemSummary(message, details)}}
 	if requestID != "" {
 		body.RequestID = &requestID
 	}
@@ -407,7 +338,7 @@ func (m *messageEvents) delta(d *messages.Delta) {
 	for _, c := range d.ToolCalls {
 		block, ok := m.calls[c.Index]
 		if !ok {
-			block = m.begin(anthropicToolUse{Type: "tool_use", ID: providers.ToolUseID(c.Id), Name: c.Name, Input: json.RawMessage("{}"),
+			block = m.begin(anthropicToolUse{Type: "tool_use", ID: wire.ToolUseID(c.Id), Name: c.Name, Input: json.RawMessage("{}"),
 				Caller: anthropicCaller{Type: "direct"}}, false)
 			m.calls[c.Index] = block
 		}
@@ -427,8 +358,9 @@ func (m *messageEvents) complete(e *messages.Execution) bool {
 	m.start()
 	rest, continues := strings.CutPrefix(e.Answer, m.relayed.String())
 	if !continues {
-		m.st.named("error", anthropicErrorOf(http.StatusBadGateway, "stream_superseded", "the text streamed so far is not the answer: the consensus "+
-			"replaced the arbiter's synthesis; GET /executions/"+e.RequestId+" holds the answer", e.RequestId, nil))
+		failed := superseded(e.RequestId)
+		failed.RequestId = e.RequestId
+		m.fail(failed)
 		return false
 	}
 	for _, piece := range pieces(rest, chunkBytes) {

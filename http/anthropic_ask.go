@@ -56,40 +56,46 @@ func readBlocks(raw json.RawMessage, field string, bad *report) []anthropicBlock
 	if json.Unmarshal(raw, &s) == nil {
 		return []anthropicBlock{{Type: "text", Text: &s}}
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(raw, &items) != nil {
-		bad.Add(field, "must be a string or a list of content blocks")
-		return nil
-	}
-	if len(items) == 0 || len(items) > intake.MaxParts {
-		bad.Add(field, fmt.Sprintf("must hold between 1 and %d blocks", intake.MaxParts))
+	items, ok := listOf[json.RawMessage](raw, field, "must be a string or a list of content blocks", intake.MaxParts, "blocks", bad)
+	if !ok {
 		return nil
 	}
 	blocks := make([]anthropicBlock, 0, len(items))
 	for i, item := range items {
-		bf := fmt.Sprintf("%s[%d]", field, i)
-		var b anthropicBlock
-		var keys map[string]json.RawMessage
-		if json.Unmarshal(item, &keys) != nil || json.Unmarshal(item, &b) != nil || keys == nil {
-			bad.Add(bf, "must be a content block: an object with a type and the fields of that type")
-			b = anthropicBlock{Type: unreadable} // kept, so later blocks keep their index
-		}
-		if allowed, ok := blockFields[b.Type]; ok {
-			for _, k := range slices.Sorted(maps.Keys(keys)) {
-				switch {
-				case allowed[k]:
-				case k == "cache_control":
-					if _, set := given(keys, k); set {
-						bad.Add(bf+"."+k, noCaching)
-					}
-				default:
-					bad.Add(bf+"."+k, "unknown field")
-				}
-			}
-		}
-		blocks = append(blocks, b)
+		blocks = append(blocks, readBlock(item, fmt.Sprintf("%s[%d]", field, i), bad))
 	}
 	return blocks
+}
+
+// readBlock decodes the block bf, refusing the members its type does not have. A block that is no
+// object of a block's shape is kept, unreadable, so later blocks keep their index.
+func readBlock(item json.RawMessage, bf string, bad *report) anthropicBlock {
+	var b anthropicBlock
+	keys, ok := object(item, &b)
+	if !ok {
+		bad.Add(bf, "must be a content block: an object with a type and the fields of that type")
+		b = anthropicBlock{Type: unreadable}
+	}
+	if allowed, ok := blockFields[b.Type]; ok {
+		refuseMembers(bf, keys, has(allowed), "unknown field", bad)
+	}
+	return b
+}
+
+// refuseMembers refuses the members of the object at that its reader does not take, in name order:
+// cache_control, when set, because Conclave carries no caching hints, and any other saying why.
+func refuseMembers(at string, keys map[string]json.RawMessage, takes func(string) bool, why string, bad *report) {
+	for _, k := range slices.Sorted(maps.Keys(keys)) {
+		switch {
+		case takes(k):
+		case k == "cache_control":
+			if _, set := given(keys, k); set {
+				bad.Add(at+"."+k, noCaching)
+			}
+		default:
+			bad.Add(at+"."+k, why)
+		}
+	}
 }
 
 // unreadable is the type of a block that is no object of the block's shape, already refused.
@@ -135,8 +141,8 @@ func blockImage(b anthropicBlock, bf, at string, bad *report) *messages.ContentP
 		Data      string `json:"data"`
 		URL       string `json:"url"`
 	}
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(b.Source, &keys) != nil || json.Unmarshal(b.Source, &src) != nil || keys == nil {
+	keys, ok := object(b.Source, &src)
+	if !ok {
 		bad.Add(bf+".source", "is required: {type: base64, media_type, data} or {type: url, url}")
 		return nil
 	}
@@ -175,13 +181,6 @@ func readSystem(raw json.RawMessage, bad *report) ([]*messages.ContentPart, stri
 	return parts, strings.Join(texts, "\n")
 }
 
-// into puts a conversation into a request, as the chat door does: its turns into the ask, for the
-// models, and its transcript as the task, which classification reads.
-func (c *conversation) into(route *messages.RouteRequest, ask *messages.Ask) {
-	ask.Messages = c.turns
-	route.Task = renderTask(c.roles, c.texts)
-}
-
 // readAnthropicConversation reads the system prompt and the messages into a conversation. A tool_result
 // must answer a tool_use of the assistant turn just before, and every tool_use must be answered in the
 // next turn, as the Messages API requires (and as OpenAI's format requires of tool calls).
@@ -199,54 +198,48 @@ func readAnthropicConversation(fields map[string]json.RawMessage, bad *report) *
 		bad.Add("messages", "is required")
 		return nil
 	}
-	var items []json.RawMessage
-	if json.Unmarshal(raw, &items) != nil {
-		bad.Add("messages", "must be a list of messages with role and content")
-		return nil
-	}
-	if len(items) == 0 || len(items) > maxChatMessages {
-		bad.Add("messages", fmt.Sprintf("must hold between 1 and %d messages", maxChatMessages))
+	items, ok := listOf[json.RawMessage](raw, "messages", "must be a list of messages with role and content", maxChatMessages, "messages", bad)
+	if !ok {
 		return nil
 	}
 	var pending []string // the tool_use ids of the assistant turn just before
 	for i, item := range items {
-		field := fmt.Sprintf("messages[%d]", i)
-		var m struct {
-			Role    string          `json:"role"`
-			Content json.RawMessage `json:"content"`
-		}
-		var keys map[string]json.RawMessage
-		if json.Unmarshal(item, &keys) != nil || json.Unmarshal(item, &m) != nil || keys == nil {
-			bad.Add(field, "must be an object with role and content")
-			pending = nil
-			continue
-		}
-		bad.unknown(field, keys, only("role", "content"))
-		if m.Role != "user" && m.Role != "assistant" {
-			bad.Add(field+".role", fmt.Sprintf("unknown role %q (want user or assistant; the system prompt is the top-level system)", problems.Clip(m.Role, 32)))
-			pending = nil
-			continue
-		}
-		if len(m.Content) == 0 || string(m.Content) == "null" {
-			bad.Add(field+".content", "is required")
-			pending = nil
-			continue
-		}
-		blocks := readBlocks(m.Content, field+".content", bad)
-		if m.Role == "assistant" {
-			if len(pending) > 0 {
-				bad.Add(field, fmt.Sprintf("the tool_use blocks of the assistant turn before need their tool_result in a user turn first (%s)", problems.Clip(strings.Join(pending, ", "), 128)))
-			}
-			pending = readAssistantTurn(c, blocks, field, bad)
-			continue
-		}
-		readUserTurn(c, blocks, field, pending, bad)
-		pending = nil
+		pending = c.readAnthropicMessage(item, fmt.Sprintf("messages[%d]", i), pending, bad)
 	}
 	if len(pending) > 0 {
 		bad.Add("messages", "the last assistant turn's tool_use blocks need their tool_result in a user turn after it")
 	}
 	return c
+}
+
+// readAnthropicMessage reads the message field into the conversation. pending are the ids of the
+// tool_use blocks of the assistant turn just before, which a user turn answers; it returns those of
+// this turn.
+func (c *conversation) readAnthropicMessage(item json.RawMessage, field string, pending []string, bad *report) []string {
+	var m struct {
+		Role    string          `json:"role"`
+		Content json.RawMessage `json:"content"`
+	}
+	if !objectOf(item, &m, field, "must be an object with role and content", only("role", "content"), bad) {
+		return nil
+	}
+	if m.Role != "user" && m.Role != "assistant" {
+		bad.Add(field+".role", fmt.Sprintf("unknown role %q (want user or assistant; the system prompt is the top-level system)", problems.Clip(m.Role, 32)))
+		return nil
+	}
+	if !present(m.Content) {
+		bad.Add(field+".content", "is required")
+		return nil
+	}
+	blocks := readBlocks(m.Content, field+".content", bad)
+	if m.Role == "user" {
+		readUserTurn(c, blocks, field, pending, bad)
+		return nil
+	}
+	if len(pending) > 0 {
+		bad.Add(field, fmt.Sprintf("the tool_use blocks of the assistant turn before need their tool_result in a user turn first (%s)", problems.Clip(strings.Join(pending, ", "), 128)))
+	}
+	return readAssistantTurn(c, blocks, field, bad)
 }
 
 // readAssistantTurn reads an assistant's turn, message field, its text and its tool calls, and returns
@@ -307,65 +300,94 @@ func readToolUse(b anthropicBlock, bf, at string, bad *report) (*messages.ToolCa
 // readUserTurn reads a user's turn, message field: its tool_result blocks first, each a tool turn
 // answering a call of the assistant turn before (pending), then its text and images as one user turn.
 func readUserTurn(c *conversation, blocks []anthropicBlock, field string, pending []string, bad *report) {
-	turn := &messages.ChatMessage{Role: "user"}
-	at := "" // the user turn's name, once its first text or image is read (after its tool turns)
-	part := func() string {
-		if at == "" {
-			at = turnField(len(c.turns))
-			bad.name(at, field)
-		}
-		return fmt.Sprintf("%s.content[%d]", at, len(turn.Content))
-	}
-	var texts []string
-	answered := map[string]bool{}
+	u := &userTurn{c: c, field: field, turn: &messages.ChatMessage{Role: "user"}, pending: pending, answered: map[string]bool{}, bad: bad}
 	for i, b := range blocks {
-		bf := fmt.Sprintf("%s.content[%d]", field, i)
-		switch b.Type {
-		case "text":
-			if p, ok := blockText(b, bf, bad); ok {
-				bad.name(part(), bf)
-				turn.Content, texts = append(turn.Content, p), append(texts, p.Text)
-			}
-		case "image":
-			pf := part()
-			bad.name(pf, bf)
-			if p := blockImage(b, bf, pf, bad); p != nil {
-				turn.Content, texts = append(turn.Content, p), append(texts, "[image]")
-			}
-		case "tool_result":
-			switch {
-			case len(turn.Content) > 0:
-				bad.Add(bf, "tool_result blocks come first in a user turn, before its text and images, as the Messages API requires")
-			case !slices.Contains(pending, b.ToolUseID):
-				bad.Add(bf+".tool_use_id", fmt.Sprintf("%q answers no tool_use of the assistant turn before", problems.Clip(b.ToolUseID, 64)))
-			case answered[b.ToolUseID]:
-				bad.Add(bf+".tool_use_id", fmt.Sprintf("%q is answered by an earlier tool_result too", b.ToolUseID))
-			default:
-				answered[b.ToolUseID] = true
-				if result, text, ok := readToolResult(b, bf, bad); ok {
-					tf := turnField(len(c.turns))
-					bad.name(tf, bf)
-					bad.name(tf+".tool_call_id", bf+".tool_use_id")
-					c.add(&messages.ChatMessage{Role: "tool", ToolCallId: b.ToolUseID, Content: result}, "tool", text)
-				}
-			}
-		case "tool_use":
-			bad.Add(bf+".type", "tool_use blocks go in assistant turns only")
-		default:
-			unsupportedBlock(b, bf, bad)
+		u.block(b, fmt.Sprintf("%s.content[%d]", field, i))
+	}
+	u.end()
+}
+
+// userTurn is a user's turn being read.
+type userTurn struct {
+	c     *conversation
+	field string
+	turn  *messages.ChatMessage
+	// at is the user turn's name, once its first text or image is read (after its tool turns).
+	at    string
+	texts []string
+	// pending are the ids of the assistant turn's calls, answered those answered so far.
+	pending  []string
+	answered map[string]bool
+	bad      *report
+}
+
+// block reads the block bf of the turn.
+func (u *userTurn) block(b anthropicBlock, bf string) {
+	switch b.Type {
+	case "text":
+		if p, ok := blockText(b, bf, u.bad); ok {
+			u.bad.name(u.part(), bf)
+			u.turn.Content, u.texts = append(u.turn.Content, p), append(u.texts, p.Text)
+		}
+	case "image":
+		pf := u.part()
+		u.bad.name(pf, bf)
+		if p := blockImage(b, bf, pf, u.bad); p != nil {
+			u.turn.Content, u.texts = append(u.turn.Content, p), append(u.texts, "[image]")
+		}
+	case "tool_result":
+		u.toolResult(b, bf)
+	case "tool_use":
+		u.bad.Add(bf+".type", "tool_use blocks go in assistant turns only")
+	default:
+		unsupportedBlock(b, bf, u.bad)
+	}
+}
+
+// part is intake's name of the turn's next part, naming the turn itself the first time.
+func (u *userTurn) part() string {
+	if u.at == "" {
+		u.at = turnField(len(u.c.turns))
+		u.bad.name(u.at, u.field)
+	}
+	return fmt.Sprintf("%s.content[%d]", u.at, len(u.turn.Content))
+}
+
+// toolResult reads a tool_result block as a tool turn, which answers a call of the assistant turn
+// before, once, before the turn's text and images.
+func (u *userTurn) toolResult(b anthropicBlock, bf string) {
+	switch {
+	case len(u.turn.Content) > 0:
+		u.bad.Add(bf, "tool_result blocks come first in a user turn, before its text and images, as the Messages API requires")
+	case !slices.Contains(u.pending, b.ToolUseID):
+		u.bad.Add(bf+".tool_use_id", fmt.Sprintf("%q answers no tool_use of the assistant turn before", problems.Clip(b.ToolUseID, 64)))
+	case u.answered[b.ToolUseID]:
+		u.bad.Add(bf+".tool_use_id", fmt.Sprintf("%q is answered by an earlier tool_result too", b.ToolUseID))
+	default:
+		u.answered[b.ToolUseID] = true
+		if result, text, ok := readToolResult(b, bf, u.bad); ok {
+			tf := turnField(len(u.c.turns))
+			u.bad.name(tf, bf)
+			u.bad.name(tf+".tool_call_id", bf+".tool_use_id")
+			u.c.add(&messages.ChatMessage{Role: "tool", ToolCallId: b.ToolUseID, Content: result}, "tool", text)
 		}
 	}
+}
+
+// end refuses a turn that leaves a call of the assistant turn before unanswered, and adds the user turn
+// when it has text or images.
+func (u *userTurn) end() {
 	var missing []string
-	for _, id := range pending {
-		if !answered[id] {
+	for _, id := range u.pending {
+		if !u.answered[id] {
 			missing = append(missing, id)
 		}
 	}
 	if len(missing) > 0 {
-		bad.Add(field, fmt.Sprintf("must answer each tool_use of the assistant turn before with a tool_result (%s has none)", problems.Clip(strings.Join(missing, ", "), 128)))
+		u.bad.Add(u.field, fmt.Sprintf("must answer each tool_use of the assistant turn before with a tool_result (%s has none)", problems.Clip(strings.Join(missing, ", "), 128)))
 	}
-	if len(turn.Content) > 0 {
-		c.add(turn, "user", strings.Join(texts, "\n"))
+	if len(u.turn.Content) > 0 {
+		u.c.add(u.turn, "user", strings.Join(u.texts, "\n"))
 	}
 }
 
@@ -411,141 +433,92 @@ func readToolResult(b anthropicBlock, bf string, bad *report) ([]*messages.Conte
 // type object. Anthropic's server tools (web search, code execution, ...) run at Anthropic, which a
 // panel of other providers cannot do: they are refused by name.
 func readAnthropicTools(raw json.RawMessage, bad *report) []*messages.Tool {
-	var items []json.RawMessage
-	if json.Unmarshal(raw, &items) != nil {
-		bad.Add("tools", "must be a list of tools")
+	items, ok := toolList(raw, bad)
+	if !ok {
 		return nil
 	}
-	if len(items) == 0 {
-		bad.Add("tools", fmt.Sprintf("must hold between 1 and %d tools", intake.MaxTools))
-		return nil
-	}
-	var tools []*messages.Tool
-	for i, item := range items {
-		tf := fmt.Sprintf("tools[%d]", i)
-		var t struct {
-			Type        *string         `json:"type"`
-			Name        string          `json:"name"`
-			Description *string         `json:"description"`
-			InputSchema json.RawMessage `json:"input_schema"`
-			Strict      *bool           `json:"strict"`
-		}
-		var keys map[string]json.RawMessage
-		if json.Unmarshal(item, &keys) != nil || json.Unmarshal(item, &t) != nil || keys == nil {
-			bad.Add(tf, "must be an object with name and input_schema")
-			continue
-		}
-		if t.Type != nil && *t.Type != "custom" {
-			bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries custom tools (name, description, input_schema), not server tools", problems.Clip(*t.Type, 48)))
-			continue
-		}
-		for _, k := range slices.Sorted(maps.Keys(keys)) {
-			switch k {
-			case "type", "name", "description", "input_schema", "strict":
-			case "cache_control":
-				if _, set := given(keys, k); set {
-					bad.Add(tf+"."+k, noCaching)
-				}
-			default:
-				bad.Add(tf+"."+k, "is not supported: Conclave carries a tool's name, description, input_schema and strict")
-			}
-		}
-		at := toolField(len(tools))
-		bad.name(at+".name", tf+".name")
-		tool := &messages.Tool{Name: t.Name}
-		if t.Description != nil {
-			tool.Description = *t.Description
-		}
-		if t.Strict != nil {
-			tool.Strict = *t.Strict
-		}
-		bad.name(at+".parameters", tf+".input_schema")
-		var schema struct {
-			Type any `json:"type"`
-		}
-		switch {
-		case len(t.InputSchema) == 0 || string(t.InputSchema) == "null":
-			bad.Add(tf+".input_schema", "is required: the JSON schema of the tool's input")
-		case json.Unmarshal(t.InputSchema, &schema) == nil && schema.Type != "object":
-			bad.Add(tf+".input_schema.type", "must be object, as the Messages API requires")
-		default:
-			tool.Parameters = schemaText(t.InputSchema) // intake holds it to be a schema object
-		}
-		tools = append(tools, tool)
-	}
-	return tools
+	return readToolList(items, readAnthropicTool, bad)
 }
+
+// readAnthropicTool reads a custom tool tf as intake's tool n.
+func readAnthropicTool(item json.RawMessage, tf string, n int, bad *report) *messages.Tool {
+	var t struct {
+		Type        *string         `json:"type"`
+		Name        string          `json:"name"`
+		Description *string         `json:"description"`
+		InputSchema json.RawMessage `json:"input_schema"`
+		Strict      *bool           `json:"strict"`
+	}
+	keys, ok := object(item, &t)
+	if !ok {
+		bad.Add(tf, "must be an object with name and input_schema")
+		return nil
+	}
+	if t.Type != nil && *t.Type != "custom" {
+		bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries custom tools (name, description, input_schema), not server tools", problems.Clip(*t.Type, 48)))
+		return nil
+	}
+	refuseMembers(tf, keys, only("type", "name", "description", "input_schema", "strict"), "is not supported: Conclave carries a tool's name, description, input_schema and strict", bad)
+	at := toolField(n)
+	tool := toolOf(t.Name, t.Description, t.Strict, tf, at, bad)
+	bad.name(at+".parameters", tf+".input_schema")
+	tool.Parameters = inputSchema(t.InputSchema, tf, bad)
+	return tool
+}
+
+// inputSchema reads a tool's input_schema: a JSON schema of type object, as the Messages API requires
+// (intake holds it to be a schema object); "" when it is none.
+func inputSchema(raw json.RawMessage, tf string, bad *report) string {
+	var schema struct {
+		Type any `json:"type"`
+	}
+	switch {
+	case !present(raw):
+		bad.Add(tf+".input_schema", "is required: the JSON schema of the tool's input")
+	case json.Unmarshal(raw, &schema) == nil && schema.Type != "object":
+		bad.Add(tf+".input_schema.type", "must be object, as the Messages API requires")
+	default:
+		return schemaText(raw)
+	}
+	return ""
+}
+
+// anthropicChoices are the Messages API's tool choices, as the modes of the ask's.
+var anthropicChoices = map[string]string{"auto": "auto", "none": "none", "any": "required", "tool": "function"}
 
 // readAnthropicToolChoice reads auto, any, tool (with the name of one of the tools, which intake
 // checks) or none, as the tool choices auto, required, function and none; disable_parallel_tool_use is
 // the sampling's parallel_tool_calls false, which each adapter writes in its own format.
-func readAnthropicToolChoice(raw json.RawMessage, tools []*messages.Tool, bad *report) (*messages.ToolChoice, *bool) {
+func readAnthropicToolChoice(raw json.RawMessage, bad *report) (*messages.ToolChoice, *bool) {
 	var c struct {
 		Type    string  `json:"type"`
 		Name    *string `json:"name"`
 		Disable *bool   `json:"disable_parallel_tool_use"`
 	}
 	bad.visit("tool_choice")
-	var keys map[string]json.RawMessage
-	if json.Unmarshal(raw, &keys) != nil || json.Unmarshal(raw, &c) != nil || keys == nil {
-		bad.Add("tool_choice", `must be {"type": "auto"}, {"type": "any"}, {"type": "tool", "name": ...} or {"type": "none"}`)
+	takes := func(k string) bool {
+		return k == "type" || k == "name" && c.Type == "tool" || k == "disable_parallel_tool_use" && c.Type != "none"
+	}
+	if !objectOf(raw, &c, "tool_choice", `must be {"type": "auto"}, {"type": "any"}, {"type": "tool", "name": ...} or {"type": "none"}`, takes, bad) {
 		return nil, nil
 	}
-	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		allowed := k == "type" || k == "name" && c.Type == "tool" || k == "disable_parallel_tool_use" && c.Type != "none"
-		if !allowed {
-			bad.Add("tool_choice."+k, "unknown field")
-		}
+	mode, known := anthropicChoices[c.Type]
+	switch {
+	case !known:
+		bad.Add("tool_choice.type", fmt.Sprintf("unknown tool choice %q (want auto, any, tool or none)", problems.Clip(c.Type, 32)))
+		return nil, nil
+	case mode == "function" && c.Name == nil:
+		bad.Add("tool_choice.name", "is required: the tool the model must use")
+		return nil, nil
 	}
 	var parallel *bool
 	if c.Disable != nil && *c.Disable {
 		off := false
 		parallel = &off
 	}
-	switch c.Type {
-	case "auto", "none":
-		return &messages.ToolChoice{Mode: c.Type}, parallel
-	case "any":
-		return &messages.ToolChoice{Mode: "required"}, parallel
-	case "tool":
-		if c.Name == nil {
-			bad.Add("tool_choice.name", "is required: the tool the model must use")
-			return nil, nil
-		}
-		bad.name("tool_choice.function.name", "tool_choice.name")
-		return &messages.ToolChoice{Mode: "function", Name: *c.Name}, parallel
+	if mode != "function" {
+		return &messages.ToolChoice{Mode: mode}, parallel
 	}
-	bad.Add("tool_choice.type", fmt.Sprintf("unknown tool choice %q (want auto, any, tool or none)", problems.Clip(c.Type, 32)))
-	return nil, nil
-}
-
-// anthropicSampling reads the sampling parameters of the Messages API: max_tokens (required, as the
-// API requires it), temperature within the API's [0, 1], top_p, stop_sequences, metadata.user_id (the
-// sampling's user), and parallel, read from the tool choice.
-func (r askReader) anthropicSampling(parallel *bool) *messages.Sampling {
-	r.bad.alias("parameters", "")
-	r.bad.alias("parameters.stop", "stop_sequences")
-	r.bad.alias("parameters.user", "metadata.user_id")
-	s := &messages.Sampling{Temperature: r.within("temperature", 0, 1), TopP: r.float("top_p"), ParallelToolCalls: parallel}
-	if _, ok := r.given("max_tokens"); !ok {
-		r.add("max_tokens", "is required, as the Messages API requires it: the most tokens the answer may take")
-	} else if n := r.integer("max_tokens"); n != nil {
-		s.MaxTokens = proto32(*n)
-	}
-	s.Stop = r.stops("stop_sequences", false)
-	if raw, ok := r.given("metadata"); ok {
-		var keys map[string]json.RawMessage
-		if json.Unmarshal(raw, &keys) != nil || keys == nil {
-			r.add("metadata", "must be an object")
-			return s
-		}
-		r.bad.unknown(r.prefix+"metadata", keys, only("user_id"))
-		if raw, ok := given(keys, "user_id"); ok {
-			r.bad.visit(r.field("metadata.user_id"))
-			if json.Unmarshal(raw, &s.User) != nil {
-				r.add("metadata.user_id", "must be a string")
-			}
-		}
-	}
-	return s
+	bad.name("tool_choice.function.name", "tool_choice.name")
+	return &messages.ToolChoice{Mode: "function", Name: *c.Name}, parallel
 }

@@ -8,14 +8,11 @@ import (
 	"math"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/intake"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/google/uuid"
-	"github.com/julienschmidt/httprouter"
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
@@ -41,50 +38,27 @@ type embeddingsRequest struct {
 	base64 bool
 }
 
-// parseEmbeddings decodes and validates an embeddings body, collecting every problem. The status is 0
-// when the request is valid, 400 for malformed input and 404 when the model is unknown.
+// parseEmbeddings is the embeddings door's decoder: it decodes and validates a body, collecting every
+// problem. The status is 0 when the request is valid, 400 for malformed input and 404 when the model is
+// unknown.
 func (s *Server) parseEmbeddings(body []byte) (*embeddingsRequest, int, []*messages.Problem) {
 	fields, bad, ok := objectFields(body, embeddingsFields)
 	if !ok {
 		return nil, http.StatusBadRequest, details(bad.errs)
 	}
-	var unknown problems.Errors
 	out := &embeddingsRequest{req: &messages.EmbedRequest{}}
-	if raw, ok := fields["model"]; !ok {
-		bad.Add("model", "is required: an embeddings model (GET /v1/models lists them)")
-	} else if json.Unmarshal(raw, &out.model) != nil || out.model == "" {
-		bad.Add("model", "must be a non-empty string")
-	} else if m, known := s.engine.Catalog().Get(out.model); known && !m.Has(catalog.Embeddings) {
-		bad.Add("model", fmt.Sprintf("%q has no embeddings: name a model whose catalog entry is tagged %s", problems.Clip(out.model, 128), catalog.Embeddings))
-	} else if !known && strings.HasPrefix(out.model, modelPrefix) {
-		bad.Add("model", "a panel gives no embeddings: name an embeddings model (GET /v1/models lists them)")
-	} else if !known {
-		unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", problems.Clip(out.model, 128)))
-	}
-	out.req.Model = out.model
+	model, unknown := s.readEmbedModel(fields, bad)
+	out.model, out.req.Model = model, model
 	if raw, ok := given(fields, "input"); !ok {
 		bad.Add("input", "is required: a text or a list of texts")
 	} else {
 		out.req.Inputs = readEmbedInputs(raw, bad)
 	}
-	r := askReader{fields: fields, bad: bad}
-	if d := r.whole("dimensions", 1, maxDimensions); d != nil {
+	if d := (askReader{fields: fields, bad: bad}).whole("dimensions", 1, maxDimensions); d != nil {
 		out.req.Dimensions = int32(*d)
 	}
-	if raw, ok := given(fields, "encoding_format"); ok {
-		var f string
-		if json.Unmarshal(raw, &f) != nil || (f != "float" && f != "base64") {
-			bad.Add("encoding_format", "must be float or base64")
-		}
-		out.base64 = f == "base64"
-	}
-	if raw, ok := given(fields, "user"); ok {
-		if json.Unmarshal(raw, &out.req.User) != nil {
-			bad.Add("user", "must be a string")
-		} else if len(out.req.User) > intake.MaxUserBytes {
-			bad.Add("user", fmt.Sprintf("must be at most %d bytes", intake.MaxUserBytes))
-		}
-	}
+	out.base64 = readEncoding(fields, bad)
+	out.req.User = readEmbedUser(fields, bad)
 	switch {
 	case bad.count() > 0:
 		return nil, http.StatusBadRequest, details(append(bad.errs, unknown...).Capped())
@@ -92,6 +66,61 @@ func (s *Server) parseEmbeddings(body []byte) (*embeddingsRequest, int, []*messa
 		return nil, http.StatusNotFound, details(unknown.Capped())
 	}
 	return out, 0, nil
+}
+
+// readEmbedModel reads the model, a catalog model that has embeddings: no panel embeds. A model the
+// catalog does not hold is returned apart, as unknown: a 404 when nothing else is wrong.
+func (s *Server) readEmbedModel(fields map[string]json.RawMessage, bad *report) (string, problems.Errors) {
+	var model string
+	raw, ok := fields["model"]
+	if !ok {
+		bad.Add("model", "is required: an embeddings model (GET /v1/models lists them)")
+		return model, nil
+	}
+	if json.Unmarshal(raw, &model) != nil || model == "" {
+		bad.Add("model", "must be a non-empty string")
+		return model, nil
+	}
+	var unknown problems.Errors
+	m, known := s.engine.Catalog().Get(model)
+	switch {
+	case known && !m.Has(catalog.Embeddings):
+		bad.Add("model", fmt.Sprintf("%q has no embeddings: name a model whose catalog entry is tagged %s", problems.Clip(model, 128), catalog.Embeddings))
+	case !known && strings.HasPrefix(model, modelPrefix):
+		bad.Add("model", "a panel gives no embeddings: name an embeddings model (GET /v1/models lists them)")
+	case !known:
+		unknown.Add("model", fmt.Sprintf("unknown model %q (GET /v1/models lists them)", problems.Clip(model, 128)))
+	}
+	return model, unknown
+}
+
+// readEncoding reads whether the caller asks for the vectors in base64 rather than as numbers.
+func readEncoding(fields map[string]json.RawMessage, bad *report) bool {
+	raw, ok := given(fields, "encoding_format")
+	if !ok {
+		return false
+	}
+	var f string
+	if json.Unmarshal(raw, &f) != nil || (f != "float" && f != "base64") {
+		bad.Add("encoding_format", "must be float or base64")
+	}
+	return f == "base64"
+}
+
+// readEmbedUser reads the end user's id, bounded as intake bounds it on every other door.
+func readEmbedUser(fields map[string]json.RawMessage, bad *report) string {
+	var user string
+	raw, ok := given(fields, "user")
+	switch {
+	case !ok:
+	case json.Unmarshal(raw, &user) != nil:
+		bad.Add("user", "must be a string")
+	default:
+		if problem := intake.User(user); problem != "" {
+			bad.Add("user", problem)
+		}
+	}
+	return user
 }
 
 // readEmbedInputs reads a text or a list of texts, none empty (OpenAI refuses empty ones too). Token
@@ -155,46 +184,36 @@ type embeddingsUsage struct {
 	TotalTokens  int32 `json:"total_tokens"`
 }
 
-func (s *Server) embeddings(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	received := time.Now()
-	id := uuid.NewString()
-	w.Header().Set("X-Request-ID", id)
-	body, ok := s.readJSONWith(w, r, writeOpenAIError)
-	if !ok {
-		return
-	}
-	er, status, why := s.parseEmbeddings(body)
-	if status != 0 {
-		s.refuse(w, id, "embeddings", status, why)
-		return
-	}
+// embed asks the engine for the embeddings of a request and writes them, or its failure.
+func (s *Server) embed(w http.ResponseWriter, r *http.Request, x exchange, er *embeddingsRequest) {
 	req := er.req
-	req.RequestId, req.ReceivedAt = id, timestamppb.New(received)
-	if c := r.Header.Get("X-Request-ID"); validClientID(c) {
-		req.ClientRequestId = c
-	}
+	req.RequestId, req.ReceivedAt, req.ClientRequestId = x.id, timestamppb.New(x.received), clientID(r)
 	if ce := s.log.Check(zap.DebugLevel, "request received"); ce != nil {
-		ce.Write(zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", "embeddings"),
+		ce.Write(zap.String("event", "request_received"), zap.String("request_id", x.id), zap.String("endpoint", x.endpoint),
 			zap.String("model", problems.Clip(er.model, 128)), zap.Int("inputs", len(req.Inputs)), zap.String("remote", r.RemoteAddr))
 	}
 	routing(w)
 	res, err := s.engine.Embed(r.Context(), req)
-	exec := s.settle(id, res.GetExecution(), err)
+	exec := s.settle(x.id, res.GetExecution(), err)
 	routed(w, exec)
 	if exec.StatusCode != http.StatusOK {
-		setRetryAfter(w, exec.Error)
-		writeOpenAIError(w, int(exec.StatusCode), exec.Error.Code, exec.Error.Message, exec.Error.Details)
+		x.fail(w, exec)
 		return
 	}
-	answer := embeddingsAnswer{Object: "list", Data: make([]embedding, len(res.Vectors)), Model: er.model, Conclave: extensionOf(exec),
+	writeJSON(w, http.StatusOK, er.render(exec, res.Vectors))
+}
+
+// render is the embeddings door's encoder: the vectors in OpenAI's list, as numbers or in base64.
+func (er *embeddingsRequest) render(exec *messages.Execution, vectors []*messages.Vector) embeddingsAnswer {
+	answer := embeddingsAnswer{Object: "list", Data: make([]embedding, len(vectors)), Model: er.model, Conclave: extensionOf(exec),
 		Usage: embeddingsUsage{PromptTokens: exec.GetUsage().GetInputTokens(), TotalTokens: exec.GetUsage().GetInputTokens()}}
-	for i, v := range res.Vectors {
+	for i, v := range vectors {
 		answer.Data[i] = embedding{Object: "embedding", Index: i, Embedding: v.Values}
 		if er.base64 {
 			answer.Data[i].Embedding = float32Base64(v.Values)
 		}
 	}
-	writeJSON(w, http.StatusOK, answer)
+	return answer
 }
 
 // float32Base64 writes a vector as OpenAI's base64 encoding format does: little-endian float32s.

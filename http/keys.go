@@ -4,12 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
+	"github.com/conclave-ai/conclave/internal/core/records"
 	"net/http"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/adapters/keystore"
-	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
-	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
@@ -19,7 +18,7 @@ import (
 // KeyRing is the API keys behind the admin API and the authentication of every request.
 type KeyRing interface {
 	// Authenticate returns a secret's key, or why it may not be used (keys.ErrUnknown, ErrRevoked,
-	// ErrExpired, or an error wrapping keystore.ErrUnavailable).
+	// ErrExpired, or an error wrapping keys.ErrUnavailable).
 	Authenticate(ctx context.Context, secret string) (keys.Key, error)
 	// Create returns the new key and its secret, which is never shown again.
 	Create(ctx context.Context, c keys.Changes) (keys.Key, string, error)
@@ -28,8 +27,8 @@ type KeyRing interface {
 	Update(ctx context.Context, id string, c keys.Changes) (keys.Key, error)
 	Revoke(ctx context.Context, id string) (keys.Key, error)
 	// Usage is how much of a key's limits is in use now.
-	Usage(ctx context.Context, k keys.Key) (ratelimit.Usage, error)
-	Spend(ctx context.Context, q store.SpendQuery) ([]store.SpendGroup, error)
+	Usage(ctx context.Context, k keys.Key) (providerstate.Usage, error)
+	Spend(ctx context.Context, q records.SpendQuery) ([]records.SpendGroup, error)
 	Now() time.Time
 }
 
@@ -95,7 +94,7 @@ func keyError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, keys.ErrUnknown):
 		writeError(w, http.StatusNotFound, "not_found", "no such API key", nil)
-	case errors.Is(err, keystore.ErrUnavailable):
+	case errors.Is(err, keys.ErrUnavailable):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the key store is unavailable", nil)
 	default:
@@ -136,8 +135,7 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request, _ httprouter.
 }
 
 func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if _, bad := readQuery(r.URL.Query(), noParams); len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
+	if _, ok := query(w, r, noParams); !ok {
 		return
 	}
 	list, err := s.keys.List(r.Context())
@@ -154,11 +152,7 @@ func (s *Server) listKeys(w http.ResponseWriter, r *http.Request, _ httprouter.P
 
 func (s *Server) showKey(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	k, err := s.keys.Get(r.Context(), p.ByName("id"))
-	if err != nil {
-		keyError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, s.viewKey(r.Context(), k))
+	s.writeKey(w, r, k, err)
 }
 
 func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
@@ -167,17 +161,18 @@ func (s *Server) updateKey(w http.ResponseWriter, r *http.Request, p httprouter.
 		return
 	}
 	k, err := s.keys.Update(r.Context(), p.ByName("id"), c)
-	if err != nil {
-		keyError(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, s.viewKey(r.Context(), k))
+	s.writeKey(w, r, k, err)
 }
 
 // revokeKey handles DELETE /admin/keys/:id: the key is refused at once, on every controller sharing
 // the store; it stays listed, revoked, with its spend.
 func (s *Server) revokeKey(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	k, err := s.keys.Revoke(r.Context(), p.ByName("id"))
+	s.writeKey(w, r, k, err)
+}
+
+// writeKey answers with a key as the admin API shows it, or with the failure to reach it.
+func (s *Server) writeKey(w http.ResponseWriter, r *http.Request, k keys.Key, err error) {
 	if err != nil {
 		keyError(w, err)
 		return
@@ -202,7 +197,7 @@ func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.P
 		bad = append(bad, problems.Problem{Field: "group_by", Message: "must be model or day"})
 	}
 	if len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
+		writeBadQuery(w, bad)
 		return
 	}
 	k, err := s.keys.Get(r.Context(), p.ByName("id"))
@@ -210,7 +205,7 @@ func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.P
 		keyError(w, err)
 		return
 	}
-	q := store.SpendQuery{KeyID: k.ID, Since: f.Since, Until: f.Until, ByDay: groupBy == "day"}
+	q := records.SpendQuery{KeyID: k.ID, Since: f.Since, Until: f.Until, ByDay: groupBy == "day"}
 	if q.Until.IsZero() {
 		q.Until = s.keys.Now().Add(time.Millisecond) // what was received up to now
 	}
@@ -227,7 +222,7 @@ func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.P
 		total += g.CostUSD
 	}
 	if groups == nil {
-		groups = []store.SpendGroup{}
+		groups = []records.SpendGroup{}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"key_id": k.ID, "since": q.Since.UTC(), "until": q.Until.UTC(), "group_by": groupBy,
 		"total_usd": total, "groups": groups})

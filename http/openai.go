@@ -5,16 +5,12 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/google/uuid"
 	"github.com/julienschmidt/httprouter"
-	"go.uber.org/zap"
-	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
 // The OpenAI-compatible surface: POST /v1/chat/completions and GET /v1/models. A client written for
@@ -47,7 +43,8 @@ func init() {
 // maxChatMessages bounds a conversation's length.
 const maxChatMessages = 256
 
-// chatRequest is what the OpenAI surface needs of a parsed request.
+// chatRequest is what a chat door needs of a decoded request: the route request, the canonical request
+// every door builds, and what its answer says of the request.
 type chatRequest struct {
 	model        string
 	stream       bool
@@ -55,54 +52,41 @@ type chatRequest struct {
 	route        *messages.RouteRequest
 }
 
-// renderTask turns a conversation into the task the pipeline sends: one user message is the task
-// itself; anything longer is a transcript, each message under its role, so every model sees the
-// whole conversation.
-func renderTask(roles, texts []string) string {
-	if len(texts) == 1 && roles[0] == "user" {
-		return texts[0]
-	}
-	var b strings.Builder
-	for i, t := range texts {
-		if i > 0 {
-			b.WriteString("\n\n")
-		}
-		b.WriteString(strings.ToUpper(roles[i][:1]) + roles[i][1:] + ": ")
-		b.WriteString(t)
-	}
-	return b.String()
+// asks is the chat request a decoded request holds (decodeAsk).
+func (c *chatRequest) asks() *chatRequest { return c }
+
+// parseChat is chat completions' decoder: it decodes a body and has intake judge the request, collecting
+// every problem. The status is 0 when the request is valid, 400 for malformed input and 404 when the
+// model is unknown.
+func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem) {
+	return decodeAsk(s, body, chatFields, s.readChat)
 }
 
-// parseChat decodes a chat completions body and has intake judge the request, collecting every
-// problem. The status is 0 when the request is valid, 400 for malformed input and 404 when the model is
-// unknown.
-func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem) {
-	fields, bad, ok := objectFields(body, chatFields)
-	if !ok {
-		return nil, http.StatusBadRequest, details(bad.errs)
-	}
+// readChat reads chat completions' own members: the model, the conversation, the tools, the tool
+// choice, the output format, the sampling parameters and the stream's.
+func (s *Server) readChat(fields map[string]json.RawMessage, bad *report) *chatRequest {
 	out := s.readModel(fields, bad)
 	ask := &messages.Ask{}
 	bad.visit("messages")
 	if raw, ok := fields["messages"]; !ok {
 		bad.Add("messages", "is required")
 	} else if conv := readMessages(raw, bad); conv != nil {
-		ask.Messages = conv.turns
-		out.route.Task = renderTask(conv.roles, conv.texts)
+		conv.into(out.route, ask)
 	}
 	bad.alias("task", "messages")
 	bad.visit("tools")
-	if raw, ok := given(fields, "tools"); ok {
-		ask.Tools = readTools(raw, bad)
-	}
-	if raw, ok := given(fields, "tool_choice"); ok {
-		ask.ToolChoice = readToolChoice(raw, bad)
-	}
-	if raw, ok := given(fields, "response_format"); ok {
-		ask.ResponseFormat = readResponseFormat(raw, bad)
-	}
-	ask.Sampling = askReader{fields: fields, bad: bad}.sampling()
+	ask.Tools = readGiven(fields, "tools", readTools, bad)
+	ask.ToolChoice = readGiven(fields, "tool_choice", readToolChoice, bad)
+	ask.ResponseFormat = readGiven(fields, "response_format", readResponseFormat, bad)
+	ask.Sampling = chatSampling.read(fields, "", bad)
 	out.route.Ask = ask
+	readChatStream(fields, out, bad)
+	return out
+}
+
+// readChatStream reads whether the caller streams the answer, with its usage at the end, and n, the
+// choices it asks for: one, the consensus's.
+func readChatStream(fields map[string]json.RawMessage, out *chatRequest, bad *report) {
 	if raw, ok := fields["stream"]; ok && json.Unmarshal(raw, &out.stream) != nil {
 		bad.Add("stream", "must be a boolean")
 	}
@@ -121,24 +105,6 @@ func (s *Server) parseChat(body []byte) (*chatRequest, int, []*messages.Problem)
 			bad.Add("n", "must be 1: Conclave answers with one consensus choice")
 		}
 	}
-	readOwn(fields, out, bad)
-	if status, ps := s.judge(out.route, bad); status != 0 {
-		return nil, status, ps
-	}
-	return out, 0, nil
-}
-
-// objectFields decodes a /v1 body as a JSON object, each of whose members must be one the door takes
-// (every other is an unknown field, as OpenAI answers). ok is false when the body is no object at all.
-func objectFields(body []byte, takes map[string]bool) (map[string]json.RawMessage, *report, bool) {
-	bad := newReport()
-	var fields map[string]json.RawMessage
-	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
-		bad.Add("body", "the body must be a JSON object")
-		return nil, bad, false
-	}
-	bad.unknown("", fields, has(takes))
-	return fields, bad, true
 }
 
 // readModel reads the model of a /v1 request, as every door resolves it: conclave/auto, a blueprint
@@ -165,87 +131,36 @@ func (s *Server) readModel(fields map[string]json.RawMessage, bad *report) *chat
 func readOwn(fields map[string]json.RawMessage, out *chatRequest, bad *report) {
 	out.route.StrictParameters = flag(fields, "strict_parameters", bad)
 	bad.visit("fallbacks")
-	if raw, ok := given(fields, "fallbacks"); ok {
-		out.route.Fallbacks = readFallbacks(raw, bad)
-	}
+	out.route.Fallbacks = readGiven(fields, "fallbacks", readFallbacks, bad)
 	out.route.TimeoutSeconds = number(fields, "timeout", bad)
 }
 
-func (s *Server) chatCompletions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	received := time.Now()
-	id := uuid.NewString()
-	w.Header().Set("X-Request-ID", id)
-	body, ok := s.readJSONWith(w, r, writeOpenAIError)
-	if !ok {
-		return
-	}
-	chat, status, why := s.parseChat(body)
-	if status != 0 {
-		s.refuse(w, id, "chat_completions", status, why)
-		return
-	}
-	req := chat.route
-	s.received(r, id, received, "chat_completions", chat)
-
-	routing(w) // before the keep-alives, which read it
-	var stream *sseStream
-	var live *relay // a direct call's answer, streamed as its model writes it
-	var exec *messages.Execution
-	var err error
-	if chat.stream {
-		// A direct call's answer, or a rotating arbiter's synthesis, is relayed as it is written; any
-		// other answer is streamed once the consensus has it.
-		stream = s.startStream(w)
-		live = &relay{st: stream, base: chunk{ID: id, Object: "chat.completion.chunk", Created: received.Unix(), Model: chat.model}}
-		exec, err = s.engine.RouteStreaming(r.Context(), req, live.delta)
-	} else {
-		exec, err = s.engine.Route(r.Context(), req)
-	}
-	stream.quiet() // the keep-alives write through w: stop them before w changes
-	routed(w, exec)
-	if exec = s.settle(id, exec, err); exec.StatusCode != http.StatusOK {
-		if stream.started() {
-			stream.fail(exec)
-			return
-		}
-		setRetryAfter(w, exec.Error)
-		writeOpenAIError(w, int(exec.StatusCode), exec.Error.Code, exec.Error.Message, exec.Error.Details)
-		return
-	}
-	completion := renderCompletion(exec, chat.model)
-	switch {
-	case live != nil && live.started:
-		live.finish(completion, chat.includeUsage)
-	case chat.stream:
-		stream.completion(completion, chat.includeUsage)
-	default:
-		writeJSON(w, http.StatusOK, completion)
-	}
+// completionEncoder is chat completions' encoder: a chat completion, or its chunks.
+type completionEncoder struct {
+	chat *chatRequest
+	live *relay // the stream's writer, once it began
 }
 
-// refuse answers a /v1 request its door refused, in OpenAI's shape, and logs it.
-func (s *Server) refuse(w http.ResponseWriter, id, endpoint string, status int, why []*messages.Problem) {
-	s.log.Info("request rejected", zap.String("event", "request_rejected"), zap.String("request_id", id), zap.Int("status", status),
-		zap.String("endpoint", endpoint), zap.Array("problems", problemsField(why)))
-	msg := "the request is invalid"
-	if status == http.StatusNotFound {
-		msg = "the model does not exist"
-	}
-	writeOpenAIError(w, status, "", msg, why)
+func (e *completionEncoder) stream(x exchange, st *sseStream) func(*messages.Delta) {
+	e.live = &relay{st: st, base: chunk{ID: x.id, Object: "chat.completion.chunk", Created: x.received.Unix(), Model: e.chat.model}}
+	return e.live.delta
 }
 
-// received stamps a /v1 request with its ids and logs its arrival.
-func (s *Server) received(r *http.Request, id string, at time.Time, endpoint string, chat *chatRequest) {
-	req := chat.route
-	req.RequestId, req.ReceivedAt = id, timestamppb.New(at)
-	if c := r.Header.Get("X-Request-ID"); validClientID(c) {
-		req.ClientRequestId = c
-	}
-	if ce := s.log.Check(zap.DebugLevel, "request received"); ce != nil {
-		ce.Write(zap.String("event", "request_received"), zap.String("request_id", id), zap.String("endpoint", endpoint),
-			zap.String("model", problems.Clip(chat.model, 128)), zap.Int("task_bytes", len(req.Task)), zap.Bool("stream", chat.stream), zap.String("remote", r.RemoteAddr))
-	}
+func (e *completionEncoder) render(_ exchange, exec *messages.Execution) (completion, *messages.Execution) {
+	return renderCompletion(exec, e.chat.model), exec
 }
+
+// finish continues what the relay wrote, or streams the whole completion when it wrote nothing (a
+// panel's answer).
+func (e *completionEncoder) finish(_ *messages.Execution, c completion) {
+	if e.live.started {
+		e.live.finish(c, e.chat.includeUsage)
+		return
+	}
+	e.live.st.completion(c, e.chat.includeUsage)
+}
+
+func (e *completionEncoder) fail(exec *messages.Execution) { e.live.st.fail(exec) }
 
 // completion is OpenAI's chat completion object with Conclave's extension.
 type completion struct {
@@ -400,7 +315,7 @@ func openAIErrorType(status int) string {
 
 func openAIErrorOf(status int, code, message string, details []*messages.Problem) openAIErrorBody {
 	details = clipProblems(details)
-	e := openAIError{Message: problems.Clip(message, 1024), Type: openAIErrorType(status), Details: details}
+	e := openAIError{Message: problemSummary(message, details), Type: openAIErrorType(status), Details: details}
 	if code == string(resilience.BudgetExceeded) {
 		e.Type = "insufficient_quota" // as OpenAI names a spent quota, which its clients tell from a rate limit
 	}
@@ -408,16 +323,6 @@ func openAIErrorOf(status int, code, message string, details []*messages.Problem
 		// OpenAI names one offending parameter; the details list every problem.
 		param := details[0].Field
 		e.Param = &param
-		var b strings.Builder
-		b.WriteString(e.Message)
-		for i, d := range details[:min(len(details), 3)] {
-			sep := ": "
-			if i > 0 {
-				sep = "; "
-			}
-			b.WriteString(sep + d.Field + " " + d.Message)
-		}
-		e.Message = b.String()
 	}
 	if code != "" {
 		e.Code = &code

@@ -2,12 +2,12 @@ package httpapi
 
 import (
 	"errors"
+	"github.com/conclave-ai/conclave/internal/core/records"
 	"net/http"
 	"net/url"
 	"strconv"
 	"time"
 
-	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/julienschmidt/httprouter"
 )
@@ -23,66 +23,116 @@ var (
 
 // readQuery checks a query against the parameters an endpoint takes and reads the common ones;
 // problems list every parameter that is wrong.
-func readQuery(q url.Values, allowed map[string]bool) (store.Filter, problems.Errors) {
-	var f store.Filter
-	var bad problems.Errors
+func readQuery(q url.Values, allowed map[string]bool) (records.Filter, problems.Errors) {
+	r := &queryReader{q: q}
 	for k := range q {
 		if !allowed[k] {
-			bad.Add(k, "unknown parameter")
+			r.bad.Add(k, "unknown parameter")
 		} else if len(q[k]) > 1 {
-			bad.Add(k, "given more than once")
+			r.bad.Add(k, "given more than once")
 		}
 	}
-	str := func(name string, max int) string {
-		v := q.Get(name)
-		if len(v) > max {
-			bad.Add(name, "longer than "+strconv.Itoa(max)+" bytes")
-			return ""
-		}
-		return v
-	}
-	when := func(name string) time.Time {
-		v := q.Get(name)
-		if v == "" {
-			return time.Time{}
-		}
-		t, err := time.Parse(time.RFC3339Nano, v)
-		if err != nil {
-			bad.Add(name, "must be an RFC 3339 time, such as 2026-12-01T00:00:00Z")
-		}
-		return t
-	}
-	f.Category, f.Model, f.Outcome, f.KeyID = str("category", 64), str("model", 256), str("outcome", 16), str("key", 64)
-	f.After, f.Before = str("after", 512), str("before", 512)
-	if err := store.ValidOutcome(f.Outcome); err != nil {
-		bad.Add("outcome", err.Error())
-	}
-	if _, _, err := store.ParseCursor(f.After); err != nil {
-		bad.Add("after", err.Error())
-	}
-	if _, _, err := store.ParseCursor(f.Before); err != nil {
-		bad.Add("before", err.Error())
-	}
-	if f.After != "" && f.Before != "" {
-		bad.Add("before", "cannot be given with after: a page goes one way from one cursor")
-	}
-	f.Since, f.Until = when("since"), when("until")
+	f := records.Filter{Category: r.text("category", 64), Model: r.text("model", 256), Outcome: r.text("outcome", 16), KeyID: r.text("key", 64)}
+	f.After, f.Before = r.text("after", 512), r.text("before", 512)
+	r.check("outcome", records.ValidOutcome(f.Outcome))
+	r.cursors(f.After, f.Before)
+	f.Since, f.Until = r.when("since"), r.when("until")
 	if !f.Since.IsZero() && !f.Until.IsZero() && !f.Until.After(f.Since) {
-		bad.Add("until", "must be after since")
+		r.bad.Add("until", "must be after since")
 	}
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > store.MaxLimit {
-			bad.Add("limit", "must be an integer from 1 to "+strconv.Itoa(store.MaxLimit))
-		}
-		f.Limit = n
+	f.Limit = r.limit()
+	return f, r.bad.Capped()
+}
+
+// queryReader reads the parameters of a query, collecting every problem.
+type queryReader struct {
+	q   url.Values
+	bad problems.Errors
+}
+
+// text reads a parameter of at most max bytes.
+func (r *queryReader) text(name string, max int) string {
+	v := r.q.Get(name)
+	if len(v) > max {
+		r.bad.Add(name, "longer than "+strconv.Itoa(max)+" bytes")
+		return ""
 	}
-	return f, bad.Capped()
+	return v
+}
+
+// when reads an RFC 3339 time; zero when left out.
+func (r *queryReader) when(name string) time.Time {
+	v := r.q.Get(name)
+	if v == "" {
+		return time.Time{}
+	}
+	t, err := time.Parse(time.RFC3339Nano, v)
+	if err != nil {
+		r.bad.Add(name, "must be an RFC 3339 time, such as 2026-12-01T00:00:00Z")
+	}
+	return t
+}
+
+// check notes what the store finds wrong with a parameter.
+func (r *queryReader) check(name string, err error) {
+	if err != nil {
+		r.bad.Add(name, err.Error())
+	}
+}
+
+// cursors checks a page's cursors: each one the store made, and one of them at most.
+func (r *queryReader) cursors(after, before string) {
+	_, _, err := records.ParseCursor(after)
+	r.check("after", err)
+	_, _, err = records.ParseCursor(before)
+	r.check("before", err)
+	if after != "" && before != "" {
+		r.bad.Add("before", "cannot be given with after: a page goes one way from one cursor")
+	}
+}
+
+// limit reads the size of a page; zero when left out.
+func (r *queryReader) limit() int {
+	v := r.q.Get("limit")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > records.MaxLimit {
+		r.bad.Add("limit", "must be an integer from 1 to "+strconv.Itoa(records.MaxLimit))
+	}
+	return n
+}
+
+// query reads a request's query with readQuery, answering its problems itself (400); false when it did.
+func query(w http.ResponseWriter, r *http.Request, allowed map[string]bool) (records.Filter, bool) {
+	f, bad := readQuery(r.URL.Query(), allowed)
+	if len(bad) > 0 {
+		writeBadQuery(w, bad)
+		return f, false
+	}
+	return f, true
+}
+
+// writeBadQuery answers a query's problems.
+func writeBadQuery(w http.ResponseWriter, bad problems.Errors) {
+	writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
+}
+
+// analysis reads an analysis endpoint's query and the store's analysis, answering itself (false) when
+// the query has problems or the store keeps no analysis.
+func (s *Server) analysis(w http.ResponseWriter, r *http.Request, allowed map[string]bool) (records.Filter, records.Analyst, bool) {
+	f, ok := query(w, r, allowed)
+	if !ok {
+		return f, nil, false
+	}
+	a := s.analyst(w)
+	return f, a, a != nil
 }
 
 // storeError answers a store's failure: 503 with Retry-After while it is unavailable.
 func storeError(w http.ResponseWriter, err error) {
-	if errors.Is(err, store.ErrUnavailable) {
+	if errors.Is(err, records.ErrUnavailable) {
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", err.Error(), nil)
 		return
@@ -93,9 +143,8 @@ func storeError(w http.ResponseWriter, err error) {
 // executions handles GET /executions: summaries newest first, filtered (by key too), by keyset pages
 // either way (after= a page's next, before= its prev).
 func (s *Server) executions(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	f, bad := readQuery(r.URL.Query(), executionsParams)
-	if len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
+	f, ok := query(w, r, executionsParams)
+	if !ok {
 		return
 	}
 	page, err := s.engine.Executions(r.Context(), f)
@@ -107,7 +156,7 @@ func (s *Server) executions(w http.ResponseWriter, r *http.Request, _ httprouter
 }
 
 // analyst returns the store's analysis, or answers 501 when the store keeps none.
-func (s *Server) analyst(w http.ResponseWriter) store.Analyst {
+func (s *Server) analyst(w http.ResponseWriter) records.Analyst {
 	a := s.engine.Analyst()
 	if a == nil {
 		writeError(w, http.StatusNotImplemented, "needs_database",
@@ -118,12 +167,8 @@ func (s *Server) analyst(w http.ResponseWriter) store.Analyst {
 
 // trace handles GET /executions/:id/trace: which responses led to the answer.
 func (s *Server) trace(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
-	if _, bad := readQuery(r.URL.Query(), noParams); len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
-		return
-	}
-	a := s.analyst(w)
-	if a == nil {
+	_, a, ok := s.analysis(w, r, noParams)
+	if !ok {
 		return
 	}
 	id := p.ByName("id")
@@ -140,13 +185,8 @@ func (s *Server) trace(w http.ResponseWriter, r *http.Request, p httprouter.Para
 
 // analysisModels handles GET /analysis/models: the fastest and most accurate models per category.
 func (s *Server) analysisModels(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	f, bad := readQuery(r.URL.Query(), modelsParams)
-	if len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
-		return
-	}
-	a := s.analyst(w)
-	if a == nil {
+	f, a, ok := s.analysis(w, r, modelsParams)
+	if !ok {
 		return
 	}
 	rows, err := a.Models(r.Context(), f.Category, f.PageSize())
@@ -160,13 +200,8 @@ func (s *Server) analysisModels(w http.ResponseWriter, r *http.Request, _ httpro
 // analysisCost handles GET /analysis/cost: tokens and cost per request and per provider per day, for
 // the last 30 days unless since and until say.
 func (s *Server) analysisCost(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	f, bad := readQuery(r.URL.Query(), costParams)
-	if len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
-		return
-	}
-	a := s.analyst(w)
-	if a == nil {
+	f, a, ok := s.analysis(w, r, costParams)
+	if !ok {
 		return
 	}
 	if f.Until.IsZero() {
@@ -185,12 +220,8 @@ func (s *Server) analysisCost(w http.ResponseWriter, r *http.Request, _ httprout
 
 // analysisLatency handles GET /analysis/latency: the slowest phases, and the providers that time out most.
 func (s *Server) analysisLatency(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
-	if _, bad := readQuery(r.URL.Query(), noParams); len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the query has problems", details(bad))
-		return
-	}
-	a := s.analyst(w)
-	if a == nil {
+	_, a, ok := s.analysis(w, r, noParams)
+	if !ok {
 		return
 	}
 	phases, timeouts, err := a.Latency(r.Context())

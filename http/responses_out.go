@@ -116,6 +116,27 @@ type functionCallItem struct {
 func messageID(requestID string) string         { return "msg_" + requestID }
 func callItemID(requestID string, i int) string { return fmt.Sprintf("fc_%s_%d", requestID, i) }
 
+// responseEncoder is the Responses API's encoder: the response, or its stream of events.
+type responseEncoder struct {
+	rr     *responsesRequest
+	events *responseEvents // the stream's writer, once it began
+}
+
+func (e *responseEncoder) stream(x exchange, st *sseStream) func(*messages.Delta) {
+	e.events = newResponseEvents(st, shellOf(e.rr, x.id, x.received))
+	return e.events.delta
+}
+
+func (e *responseEncoder) render(_ exchange, exec *messages.Execution) (responseObject, *messages.Execution) {
+	return renderResponse(exec, e.rr), exec
+}
+
+func (e *responseEncoder) finish(exec *messages.Execution, resp responseObject) {
+	e.events.finish(exec, resp)
+}
+
+func (e *responseEncoder) fail(exec *messages.Execution) { e.events.fail(exec) }
+
 // shellOf is the response of a request before its answer: in progress, no output, what the request
 // set echoed.
 func shellOf(rr *responsesRequest, requestID string, at time.Time) responseObject {
@@ -312,31 +333,8 @@ func (e *responseEvents) addCall(index int32, callID, name, arguments string) {
 // or a direct call whose model streamed nothing), then each item done, then the response with the items
 // as they were streamed.
 func (e *responseEvents) finish(exec *messages.Execution, resp responseObject) {
-	if e.text != nil {
-		// The text streamed so far is the answer's beginning (a synthesis the consensus completed), or
-		// it was replaced (the arbiter's verdict could not be used): the caller has read text that is
-		// not the answer, and only an error can say so.
-		rest, continues := strings.CutPrefix(exec.Answer, e.text.text.String())
-		if !continues {
-			e.fail(&messages.Execution{StatusCode: http.StatusBadGateway, Error: &messages.Failure{Code: "stream_superseded",
-				Message: "the text streamed so far is not the answer: the consensus replaced the arbiter's synthesis; GET /executions/" +
-					e.requestID() + " holds the answer"}})
-			return
-		}
-		for _, piece := range pieces(rest, chunkBytes) {
-			e.addText(piece)
-		}
-	}
-	if len(e.items) == 0 {
-		if exec.Answer != "" || len(exec.ToolCalls) == 0 {
-			e.openText()
-			for _, piece := range pieces(exec.Answer, chunkBytes) {
-				e.addText(piece)
-			}
-		}
-		for i, c := range exec.ToolCalls {
-			e.addCall(int32(i), c.Id, c.Name, c.Arguments)
-		}
+	if !e.complete(exec) {
+		return
 	}
 	status := "completed"
 	if resp.Status == "incomplete" {
@@ -362,6 +360,36 @@ func (e *responseEvents) finish(exec *messages.Execution, resp responseObject) {
 		}
 	}
 	e.emit("response."+resp.Status, map[string]any{"response": resp})
+}
+
+// complete streams what the stream has not yet said of the answer: the rest of a text the answer
+// continues (a synthesis the consensus completed), or all of it when nothing went out. An answer that
+// replaced the text streamed (the arbiter's verdict could not be used) fails the stream instead, and
+// complete reports false: the caller has read text that is not the answer, and only an error can say so.
+func (e *responseEvents) complete(exec *messages.Execution) bool {
+	if e.text != nil {
+		rest, continues := strings.CutPrefix(exec.Answer, e.text.text.String())
+		if !continues {
+			e.fail(superseded(e.requestID()))
+			return false
+		}
+		for _, piece := range pieces(rest, chunkBytes) {
+			e.addText(piece)
+		}
+	}
+	if len(e.items) > 0 {
+		return true
+	}
+	if exec.Answer != "" || len(exec.ToolCalls) == 0 {
+		e.openText()
+		for _, piece := range pieces(exec.Answer, chunkBytes) {
+			e.addText(piece)
+		}
+	}
+	for i, c := range exec.ToolCalls {
+		e.addCall(int32(i), c.Id, c.Name, c.Arguments)
+	}
+	return true
 }
 
 // fail ends a begun stream with the failure: response.failed once the response was announced, an error

@@ -45,6 +45,8 @@ var routeFields = map[string]bool{
 	"parameters": true, "strict_parameters": true,
 }
 
+// route answers POST /route-thompson, Conclave's own door. Its opening is its own: the caller's
+// X-Request-ID is checked before the body, and every refusal is in Conclave's shape.
 func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	received := time.Now()
 	id := uuid.NewString() // always the server's own: a caller's id never names, or replaces, a record
@@ -76,7 +78,12 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 		ce.Write(zap.String("event", "request_received"), zap.String("request_id", id), zap.String("client_request_id", clientID),
 			zap.Int("task_bytes", len(req.Task)), zap.String("category", req.Category), zap.Int("models", len(req.Models)), zap.String("remote", r.RemoteAddr))
 	}
+	s.answerRoute(w, r, req)
+}
 
+// answerRoute runs a route request and writes its answer: the response, or the events of its progress
+// when the caller asked for them (Accept: text/event-stream).
+func (s *Server) answerRoute(w http.ResponseWriter, r *http.Request, req *messages.RouteRequest) {
 	if wantsEvents(r) {
 		s.routeWithProgress(w, r, req)
 		return
@@ -84,7 +91,7 @@ func (s *Server) route(w http.ResponseWriter, r *http.Request, _ httprouter.Para
 	routing(w)
 	exec, err := s.engine.Route(r.Context(), req)
 	routed(w, exec)
-	if exec = s.settle(id, exec, err); exec.StatusCode != http.StatusOK {
+	if exec = s.settle(req.RequestId, exec, err); exec.StatusCode != http.StatusOK {
 		e := exec.Error
 		setRetryAfter(w, e)
 		writeErrorWithRetries(w, int(exec.StatusCode), e.Code, e.Message, e.Details, retryViews(exec.Retries))
@@ -131,9 +138,9 @@ func (s *Server) readJSONWith(w http.ResponseWriter, r *http.Request, writeError
 	return body, true
 }
 
-// parseRoute decodes a route body and has intake judge the request, collecting every problem. The
-// status is 0 when the request is valid, 400 for malformed input and 404 when the only problems are
-// unknown names.
+// parseRoute is /route-thompson's decoder: it decodes a route body and has intake judge the request,
+// collecting every problem. The status is 0 when the request is valid, 400 for malformed input and 404
+// when the only problems are unknown names.
 func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messages.Problem) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(body, &fields); err != nil || fields == nil {
@@ -146,85 +153,145 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 	bad := newReport()
 	req := &messages.RouteRequest{}
 	bad.unknown("", fields, has(routeFields))
-	read := func(name string) (json.RawMessage, bool) {
-		raw, ok := fields[name]
-		bad.visit(name)
-		return raw, ok
-	}
-
-	if raw, ok := read("task"); !ok {
-		bad.Add("task", "is required")
-	} else if err := json.Unmarshal(raw, &req.Task); err != nil {
-		bad.Add("task", "must be a string")
-	}
-	if raw, ok := read("category"); ok {
-		if err := json.Unmarshal(raw, &req.Category); err != nil {
-			bad.Add("category", "must be a string")
-		} else if req.Category == "" {
-			bad.Add("category", "must not be empty when given")
-		}
-	}
-	if raw, ok := read("models"); ok {
-		if err := json.Unmarshal(raw, &req.Models); err != nil {
-			bad.Add("models", "must be a list of model ids")
-		} else if len(req.Models) == 0 {
-			bad.Add("models", "must not be empty when given")
-		}
-	}
-	if raw, ok := read("strategy"); ok {
-		var st string
-		if err := json.Unmarshal(raw, &st); err != nil {
-			bad.Add("strategy", "must be a string")
-		} else {
-			req.Strategy = &st
-		}
-	}
-	// timeout bounds the caller's wait (answer, retries and arbiter included); the blueprint's timeout
-	// stays each call's budget.
-	req.TimeoutSeconds = number(fields, "timeout", bad)
-	if raw, ok := read("quorum"); ok {
-		var q string
-		if err := json.Unmarshal(raw, &q); err != nil {
-			bad.Add("quorum", "must be \"fixed\" or \"adaptive\"")
-		} else {
-			req.Quorum = &q
-		}
-	}
-	req.QuorumTau = number(fields, "quorum_tau", bad)
-	req.QuorumGraceSeconds = number(fields, "quorum_grace_seconds", bad)
-	req.Workers = integer(fields, "workers", bad)
-	req.MinResponses = integer(fields, "min_responses", bad)
-	if raw, ok := read("metadata"); ok {
-		var md map[string]any
-		if err := json.Unmarshal(raw, &md); err != nil || md == nil {
-			bad.Add("metadata", "must be a JSON object")
-		} else if req.Metadata, err = structpb.NewStruct(md); err != nil {
-			bad.Add("metadata", err.Error())
-		}
-	}
-	// The sampling parameters, as chat completions names them, reach every model asked.
-	bad.visit("parameters")
-	if raw, ok := given(fields, "parameters"); ok {
-		var params map[string]json.RawMessage
-		if err := json.Unmarshal(raw, &params); err != nil || params == nil {
-			bad.Add("parameters", "must be an object of sampling parameters")
-		} else {
-			for _, k := range slices.Sorted(maps.Keys(params)) {
-				if !samplingFields[k] {
-					bad.Add("parameters."+k, "unknown parameter (want temperature, top_p, max_tokens, max_completion_tokens, stop, seed, "+
-						"presence_penalty, frequency_penalty, logit_bias or user)")
-				}
-			}
-			if sampling := (askReader{fields: params, prefix: "parameters.", bad: bad}).sampling(); sampling != nil {
-				req.Ask = &messages.Ask{Sampling: sampling}
+	for _, m := range routeMembers {
+		raw, ok := fields[m.name]
+		bad.visit(m.name)
+		switch {
+		case !ok && m.required:
+			bad.Add(m.name, "is required")
+		case ok:
+			if problem := m.read(raw, req); problem != "" {
+				bad.Add(m.name, problem)
 			}
 		}
 	}
+	req.Ask = readParameters(fields, bad)
 	req.StrictParameters = flag(fields, "strict_parameters", bad)
 	if status, ps := s.judge(req, bad); status != 0 {
 		return nil, status, ps
 	}
 	return req, 0, nil
+}
+
+// routeMember is a member of /route-thompson's body: its reader into the request returns what is wrong
+// with it, or "".
+type routeMember struct {
+	name     string
+	required bool
+	read     func(raw json.RawMessage, req *messages.RouteRequest) string
+}
+
+// routeMembers are /route-thompson's members in the order they are read, which orders their problems;
+// the sampling parameters and strict_parameters come after them.
+var routeMembers = []routeMember{
+	{name: "task", required: true, read: func(raw json.RawMessage, req *messages.RouteRequest) string {
+		return decodeOr(raw, &req.Task, "must be a string")
+	}},
+	{name: "category", read: func(raw json.RawMessage, req *messages.RouteRequest) string {
+		return nonEmpty(decodeOr(raw, &req.Category, "must be a string"), len(req.Category))
+	}},
+	{name: "models", read: func(raw json.RawMessage, req *messages.RouteRequest) string {
+		return nonEmpty(decodeOr(raw, &req.Models, "must be a list of model ids"), len(req.Models))
+	}},
+	{name: "strategy", read: func(raw json.RawMessage, req *messages.RouteRequest) string {
+		return optional(raw, &req.Strategy, "must be a string")
+	}},
+	// timeout bounds the caller's wait (answer, retries and arbiter included); the blueprint's timeout
+	// stays each call's budget.
+	{name: "timeout", read: func(raw json.RawMessage, req *messages.RouteRequest) string { return decimal(raw, &req.TimeoutSeconds) }},
+	{name: "quorum", read: func(raw json.RawMessage, req *messages.RouteRequest) string {
+		return optional(raw, &req.Quorum, "must be \"fixed\" or \"adaptive\"")
+	}},
+	{name: "quorum_tau", read: func(raw json.RawMessage, req *messages.RouteRequest) string { return decimal(raw, &req.QuorumTau) }},
+	{name: "quorum_grace_seconds", read: func(raw json.RawMessage, req *messages.RouteRequest) string {
+		return decimal(raw, &req.QuorumGraceSeconds)
+	}},
+	{name: "workers", read: func(raw json.RawMessage, req *messages.RouteRequest) string { return count(raw, &req.Workers) }},
+	{name: "min_responses", read: func(raw json.RawMessage, req *messages.RouteRequest) string { return count(raw, &req.MinResponses) }},
+	{name: "metadata", read: func(raw json.RawMessage, req *messages.RouteRequest) string {
+		var md map[string]any
+		if err := json.Unmarshal(raw, &md); err != nil || md == nil {
+			return "must be a JSON object"
+		}
+		var err error
+		if req.Metadata, err = structpb.NewStruct(md); err != nil {
+			return err.Error()
+		}
+		return ""
+	}},
+}
+
+// decodeOr decodes raw into v, or says what it must be.
+func decodeOr(raw json.RawMessage, v any, must string) string {
+	if json.Unmarshal(raw, v) != nil {
+		return must
+	}
+	return ""
+}
+
+// nonEmpty is a member's problem, or that it is empty (of length n) when given.
+func nonEmpty(problem string, n int) string {
+	if problem == "" && n == 0 {
+		return "must not be empty when given"
+	}
+	return problem
+}
+
+// optional decodes a string that is left unset when it does not decode, or says what it must be.
+func optional(raw json.RawMessage, v **string, must string) string {
+	var s string
+	if json.Unmarshal(raw, &s) != nil {
+		return must
+	}
+	*v = &s
+	return ""
+}
+
+// decimal decodes a number, or says it must be one.
+func decimal(raw json.RawMessage, v **float64) string {
+	n, ok := numberOf(raw)
+	if !ok {
+		return "must be a number"
+	}
+	*v = n
+	return ""
+}
+
+// count decodes a whole number, or says it must be one. One past what a request's field holds stays
+// past its bounds, for intake to refuse.
+func count(raw json.RawMessage, v **int32) string {
+	var f float64
+	if err := json.Unmarshal(raw, &f); err != nil || f != math.Trunc(f) {
+		return "must be an integer"
+	}
+	n := int32(max(min(f, math.MaxInt32), math.MinInt32))
+	*v = &n
+	return ""
+}
+
+// readParameters reads the sampling parameters, as chat completions names them, which reach every
+// model asked.
+func readParameters(fields map[string]json.RawMessage, bad *report) *messages.Ask {
+	bad.visit("parameters")
+	raw, ok := given(fields, "parameters")
+	if !ok {
+		return nil
+	}
+	var params map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &params); err != nil || params == nil {
+		bad.Add("parameters", "must be an object of sampling parameters")
+		return nil
+	}
+	for _, k := range slices.Sorted(maps.Keys(params)) {
+		if !samplingFields[k] {
+			bad.Add("parameters."+k, "unknown parameter (want temperature, top_p, max_tokens, max_completion_tokens, stop, seed, "+
+				"presence_penalty, frequency_penalty, logit_bias or user)")
+		}
+	}
+	if sampling := chatSampling.read(params, "parameters.", bad); sampling != nil {
+		return &messages.Ask{Sampling: sampling}
+	}
+	return nil
 }
 
 // maxJSONDepth bounds the nesting of a body.
@@ -287,84 +354,116 @@ func (c *container) add(name []byte) bool {
 // checkKeys finds a key twice in one object, or a value nested deeper than maxJSONDepth, in a body
 // json.Valid accepted.
 func checkKeys(body []byte) *messages.Problem {
-	var stack []container
-	value := func() *messages.Problem { // a value starts at the current depth
-		if len(stack) > maxJSONDepth {
-			return &messages.Problem{Field: "body", Message: fmt.Sprintf("the body nests deeper than %d levels", maxJSONDepth)}
-		}
-		return nil
-	}
-	path := func() string {
-		if len(stack) == 0 {
-			return ""
-		}
-		return stack[len(stack)-1].path
-	}
-	// The last key read names the value after it: its path is made only when a problem or a nested
-	// container needs it.
-	var last []byte
-	lastPath := func() string {
-		if p := path(); p != "" {
-			return p + "." + string(last)
-		}
-		return string(last)
-	}
-	for i := 0; i < len(body); i++ {
-		switch c := body[i]; c {
+	k := keyScanner{body: body}
+	var p *messages.Problem
+	for i := 0; i < len(body) && p == nil; i++ {
+		switch body[i] {
 		case '{', '[':
-			if p := value(); p != nil {
-				return p
-			}
-			field := path()
-			if n := len(stack); n > 0 && stack[n-1].object {
-				field = lastPath()
-			}
-			stack = append(stack, container{path: field, object: c == '{', key: c == '{'})
+			p = k.open(body[i] == '{')
 		case '}', ']':
-			stack = stack[:len(stack)-1]
+			k.stack = k.stack[:len(k.stack)-1]
 		case ',':
-			if n := len(stack); stack[n-1].object {
-				stack[n-1].key = true
-			}
+			k.comma()
 		case '"':
-			end := i + 1
-			escaped := false
-			for ; body[end] != '"'; end++ {
-				if body[end] == '\\' {
-					escaped = true
-					end++
-				}
-			}
-			raw := body[i : end+1]
-			i = end
-			top := len(stack) - 1
-			if top >= 0 && stack[top].object && stack[top].key {
-				name := raw[1 : len(raw)-1]
-				if escaped {
-					var unquoted string
-					_ = json.Unmarshal(raw, &unquoted) // valid JSON: its keys unquote
-					name = []byte(unquoted)
-				}
-				last, stack[top].key = name, false
-				if stack[top].add(name) {
-					return &messages.Problem{Field: lastPath(), Message: "appears twice"}
-				}
-				continue
-			}
-			if p := value(); p != nil {
-				return p
-			}
+			i, p = k.text(i)
 		case ' ', '\t', '\n', '\r', ':':
-		default: // a number, true, false or null: skip to its end
-			if p := value(); p != nil {
-				return p
-			}
-			for i+1 < len(body) && !strings.ContainsRune(",]} \t\n\r", rune(body[i+1])) {
-				i++
-			}
+		default: // a number, true, false or null
+			i, p = k.scalar(i)
 		}
+	}
+	return p
+}
+
+// keyScanner reads a body json.Valid accepted, one token at a time: the containers open, and the last
+// key read, which names the value after it (its path is made only when a problem or a nested
+// container needs it).
+type keyScanner struct {
+	body  []byte
+	stack []container
+	last  []byte
+}
+
+// deep is the problem of a value that starts at the current depth, when that is too deep.
+func (k *keyScanner) deep() *messages.Problem {
+	if len(k.stack) > maxJSONDepth {
+		return &messages.Problem{Field: "body", Message: fmt.Sprintf("the body nests deeper than %d levels", maxJSONDepth)}
 	}
 	return nil
+}
+
+// path is the field the innermost container is, as problems name it.
+func (k *keyScanner) path() string {
+	if len(k.stack) == 0 {
+		return ""
+	}
+	return k.stack[len(k.stack)-1].path
+}
+
+// lastPath is the field the last key read names.
+func (k *keyScanner) lastPath() string {
+	if p := k.path(); p != "" {
+		return p + "." + string(k.last)
+	}
+	return string(k.last)
+}
+
+// open opens an object or a list, a value of the container around it.
+func (k *keyScanner) open(object bool) *messages.Problem {
+	if p := k.deep(); p != nil {
+		return p
+	}
+	field := k.path()
+	if n := len(k.stack); n > 0 && k.stack[n-1].object {
+		field = k.lastPath()
+	}
+	k.stack = append(k.stack, container{path: field, object: object, key: object})
+	return nil
+}
+
+// comma ends a member: in an object, a key comes next.
+func (k *keyScanner) comma() {
+	if n := len(k.stack); k.stack[n-1].object {
+		k.stack[n-1].key = true
+	}
+}
+
+// text reads the string that starts at i, a key or a value; it returns where the string ends.
+func (k *keyScanner) text(i int) (int, *messages.Problem) {
+	end := i + 1
+	escaped := false
+	for ; k.body[end] != '"'; end++ {
+		if k.body[end] == '\\' {
+			escaped = true
+			end++
+		}
+	}
+	raw := k.body[i : end+1]
+	top := len(k.stack) - 1
+	if top < 0 || !k.stack[top].object || !k.stack[top].key {
+		return end, k.deep()
+	}
+	name := raw[1 : len(raw)-1]
+	if escaped {
+		var unquoted string
+		_ = json.Unmarshal(raw, &unquoted) // valid JSON: its keys unquote
+		name = []byte(unquoted)
+	}
+	k.last, k.stack[top].key = name, false
+	if k.stack[top].add(name) {
+		return end, &messages.Problem{Field: k.lastPath(), Message: "appears twice"}
+	}
+	return end, nil
+}
+
+// scalar reads the number, true, false or null that starts at i; it returns where it ends.
+func (k *keyScanner) scalar(i int) (int, *messages.Problem) {
+	if p := k.deep(); p != nil {
+		return i, p
+	}
+	for i+1 < len(k.body) && !strings.ContainsRune(",]} \t\n\r", rune(k.body[i+1])) {
+		i++
+	}
+	return i, nil
 }
 
 func details(errs problems.Errors) []*messages.Problem {
@@ -382,29 +481,11 @@ func number(fields map[string]json.RawMessage, name string, bad *report) *float6
 	if !ok {
 		return nil
 	}
-	var v float64
-	if err := json.Unmarshal(raw, &v); err != nil || math.IsNaN(v) {
-		bad.Add(name, "must be a number")
-		return nil
+	var v *float64
+	if problem := decimal(raw, &v); problem != "" {
+		bad.Add(name, problem)
 	}
-	return &v
-}
-
-// integer reads a whole number; nil when left out or not one. One past what a request's field holds
-// stays past its bounds, for intake to refuse.
-func integer(fields map[string]json.RawMessage, name string, bad *report) *int32 {
-	raw, ok := fields[name]
-	bad.visit(name)
-	if !ok {
-		return nil
-	}
-	var v float64
-	if err := json.Unmarshal(raw, &v); err != nil || v != math.Trunc(v) {
-		bad.Add(name, "must be an integer")
-		return nil
-	}
-	n := int32(max(min(v, math.MaxInt32), math.MinInt32))
-	return &n
+	return v
 }
 
 // The response of POST /route-thompson.

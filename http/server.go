@@ -10,6 +10,7 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"github.com/conclave-ai/conclave/internal/core/records"
 	"io"
 	"math"
 	"net"
@@ -24,8 +25,6 @@ import (
 
 	"github.com/conclave-ai/conclave/blueprints"
 	"github.com/conclave-ai/conclave/http/ui"
-	"github.com/conclave-ai/conclave/internal/adapters/keystore"
-	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/assign"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/catalog"
@@ -50,9 +49,9 @@ type Engine interface {
 	Embed(ctx context.Context, req *messages.EmbedRequest) (*messages.EmbedResult, error)
 	Execution(ctx context.Context, id string) (*messages.Execution, bool, error)
 	Feedback(ctx context.Context, fb *messages.RecordFeedback) (*messages.FeedbackResult, error)
-	Executions(ctx context.Context, f store.Filter) (store.Page, error)
+	Executions(ctx context.Context, f records.Filter) (records.Page, error)
 	// Analyst is nil when the store keeps no analysis (the memory store).
-	Analyst() store.Analyst
+	Analyst() records.Analyst
 	Catalog() *catalog.Catalog
 	Blueprints() *blueprints.Set
 	Arms() bandit.Board
@@ -154,32 +153,32 @@ func New(engine Engine, opts Options) *Server {
 	// Under /v1 a client is OpenAI's, and reads errors in OpenAI's shape, but under /v1/messages it is
 	// Anthropic's; elsewhere errors are in Conclave's shape.
 	r.NotFound = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
-		msg := "no such endpoint: " + req.Method + " " + problems.Clip(req.URL.Path, 256)
-		switch {
-		case isMessagesPath(req.URL.Path):
-			writeAnthropicError(w, http.StatusNotFound, "unknown_url", msg, nil)
-		case isV1(req.URL.Path):
-			writeOpenAIError(w, http.StatusNotFound, "unknown_url", msg, nil)
-		default:
-			writeError(w, http.StatusNotFound, "not_found", msg, nil)
+		code := "not_found"
+		if isV1(req.URL.Path) {
+			code = "unknown_url" // OpenAI's and Anthropic's name of it
 		}
+		errorShapeOf(req.URL.Path)(w, http.StatusNotFound, code, "no such endpoint: "+req.Method+" "+problems.Clip(req.URL.Path, 256), nil)
 	})
 	r.MethodNotAllowed = s.unrouted(func(w http.ResponseWriter, req *http.Request) {
-		msg := req.Method + " is not allowed on " + problems.Clip(req.URL.Path, 256)
-		switch {
-		case isMessagesPath(req.URL.Path):
-			writeAnthropicError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
-		case isV1(req.URL.Path):
-			writeOpenAIError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
-		default:
-			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", msg, nil)
-		}
+		errorShapeOf(req.URL.Path)(w, http.StatusMethodNotAllowed, "method_not_allowed", req.Method+" is not allowed on "+problems.Clip(req.URL.Path, 256), nil)
 	})
 	r.PanicHandler = func(w http.ResponseWriter, req *http.Request, v any) {
 		s.log.Error("handler panicked", zap.String("event", "http_panic"), zap.String("path", req.URL.Path), zap.Any("panic", v))
 		writeError(w, http.StatusInternalServerError, "internal", "internal error", nil)
 	}
 	return s
+}
+
+// errorShapeOf is the error shape of the clients of a path: Anthropic's under /v1/messages, OpenAI's
+// elsewhere under /v1, Conclave's everywhere else.
+func errorShapeOf(path string) errorWriter {
+	switch {
+	case isMessagesPath(path):
+		return writeAnthropicError
+	case isV1(path):
+		return writeOpenAIError
+	}
+	return writeError
 }
 
 // isV1 reports whether a path is under OpenAI's /v1.
@@ -313,7 +312,7 @@ func (s *Server) authedBy(h httprouter.Handle, writeErr errorWriter, cred creden
 			switch {
 			case err == nil:
 				h(w, r.WithContext(keys.WithCaller(r.Context(), k)), p)
-			case errors.Is(err, keystore.ErrUnavailable):
+			case errors.Is(err, keys.ErrUnavailable):
 				w.Header().Set("Retry-After", "5")
 				writeErr(w, http.StatusServiceUnavailable, "store_unavailable", "the key store is unavailable: the API key could not be checked", nil)
 			case errors.Is(err, keys.ErrUnknown):
@@ -496,4 +495,19 @@ func clipProblems(details []*messages.Problem) []*messages.Problem {
 		clipped = append(clipped, &messages.Problem{Field: problems.Clip(d.Field, problems.MaxFieldBytes), Message: problems.Clip(d.Message, problems.MaxMessageBytes)})
 	}
 	return clipped
+}
+
+// problemSummary is an error's message as OpenAI's and Anthropic's shapes write it: the message, then
+// the first problems (the body lists them all).
+func problemSummary(message string, details []*messages.Problem) string {
+	var b strings.Builder
+	b.WriteString(problems.Clip(message, 1024))
+	for i, d := range details[:min(len(details), 3)] {
+		sep := ": "
+		if i > 0 {
+			sep = "; "
+		}
+		b.WriteString(sep + d.Field + " " + d.Message)
+	}
+	return b.String()
 }

@@ -37,15 +37,9 @@ func newStream(w http.ResponseWriter) *sseStream {
 	return st
 }
 
-// startStream returns a stream over w whose keep-alives (SSE comments) start after the server's
-// interval.
-func (s *Server) startStream(w http.ResponseWriter) *sseStream {
-	return s.startStreamWith(w, ": keep-alive\n\n")
-}
-
-// startStreamWith is startStream with keep-alives of the caller's form (Anthropic's clients expect
-// ping events).
-func (s *Server) startStreamWith(w http.ResponseWriter, keepAlive string) *sseStream {
+// startStream returns a stream over w whose keep-alives start after the server's interval: SSE
+// comments (sseKeepAlive), or events of the door's form (Anthropic's clients expect ping events).
+func (s *Server) startStream(w http.ResponseWriter, keepAlive string) *sseStream {
 	st := newStream(w)
 	st.stop, st.done = make(chan struct{}), make(chan struct{})
 	every := s.opts.StreamKeepAlive
@@ -67,6 +61,9 @@ func (s *Server) startStreamWith(w http.ResponseWriter, keepAlive string) *sseSt
 	}()
 	return st
 }
+
+// sseKeepAlive is the comment a stream sends while it has nothing to say.
+const sseKeepAlive = ": keep-alive\n\n"
 
 // quiet stops the keep-alives; the caller writes the rest alone. A nil stream is a no-op.
 func (st *sseStream) quiet() {
@@ -266,8 +263,7 @@ func (r *relay) finish(c completion, includeUsage bool) {
 		relayed := r.text.String()
 		rest, continues := strings.CutPrefix(*msg.Content, relayed)
 		if !continues {
-			r.st.event(openAIErrorOf(http.StatusBadGateway, "stream_superseded", "the text streamed so far is not the answer: the consensus "+
-				"replaced the arbiter's synthesis; GET /executions/"+c.ID+" holds the answer", nil))
+			r.st.fail(superseded(c.ID))
 			return
 		}
 		for _, piece := range pieces(rest, chunkBytes) {
@@ -277,6 +273,13 @@ func (r *relay) finish(c completion, includeUsage bool) {
 		}
 	}
 	r.st.finish(r.base, c, includeUsage)
+}
+
+// superseded is the failure of a stream whose text the consensus replaced (the arbiter's verdict could
+// not be used): the caller has read text that is not the answer, and only an error can say so.
+func superseded(requestID string) *messages.Execution {
+	return &messages.Execution{StatusCode: http.StatusBadGateway, Error: &messages.Failure{Code: "stream_superseded",
+		Message: "the text streamed so far is not the answer: the consensus replaced the arbiter's synthesis; GET /executions/" + requestID + " holds the answer"}}
 }
 
 // pieces cuts text into pieces of about n bytes, after a space where one is near, never inside a

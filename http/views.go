@@ -2,11 +2,11 @@ package httpapi
 
 import (
 	"errors"
+	"github.com/conclave-ai/conclave/internal/core/records"
 	"net/http"
 	"sort"
 
 	"github.com/conclave-ai/conclave/blueprints"
-	"github.com/conclave-ai/conclave/internal/adapters/store"
 	"github.com/conclave-ai/conclave/internal/core/bandit"
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
@@ -21,7 +21,7 @@ func (s *Server) execution(w http.ResponseWriter, r *http.Request, p httprouter.
 	id := p.ByName("id")
 	exec, found, err := s.engine.Execution(r.Context(), id)
 	switch {
-	case errors.Is(err, store.ErrUnavailable):
+	case errors.Is(err, records.ErrUnavailable):
 		storeError(w, err)
 	case err != nil:
 		writeError(w, http.StatusServiceUnavailable, "unavailable", err.Error(), nil)

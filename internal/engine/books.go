@@ -18,6 +18,7 @@ import (
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 )
 
 // IntentWait bounds the wait for a call's intent to be durable: past it, the call is not sent.
@@ -28,12 +29,20 @@ const IntentWait = 10 * time.Second
 type recorderJournal struct {
 	system   *actor.ActorSystem
 	recorder *actor.PID
+	// durable says intents are written to a spool before a call is sent; without one (the memory
+	// store) an intent is handed over and the call goes at once: no store outlives the process.
+	durable bool
 	// settled hears each settlement at once (the embedded default charges its memory key store).
 	settled func(*messages.Call)
 }
 
 // Open implements books.Journal.
 func (j recorderJournal) Open(ctx context.Context, c *messages.Call) error {
+	if !j.durable {
+		// A copy: the meter writes the settlement into its entry while the recorder may still read this.
+		j.system.Root.Send(j.recorder, proto.Clone(c).(*messages.Call))
+		return nil
+	}
 	wait := IntentWait
 	if d, ok := ctx.Deadline(); ok {
 		wait = min(wait, time.Until(d))
@@ -84,7 +93,7 @@ func (e *Engine) openBooks() {
 // meter puts the books around a worker's transport (nil: the engine's own calls, which use Open and
 // Close).
 func (e *Engine) meter(t fleet.Transport) *books.Meter {
-	journal := recorderJournal{system: e.system, recorder: e.deps.Dir.Recorder}
+	journal := recorderJournal{system: e.system, recorder: e.deps.Dir.Recorder, durable: e.spool != nil}
 	if e.keys.memory != nil {
 		// Charged as the call settles, so that the key's spend shows it before the answer: the memory
 		// store writes records a moment later.

@@ -32,9 +32,10 @@ type Job struct {
 type Shell interface {
 	// Queued tells a job's sender that it waits for a slot.
 	Queued(j *Job)
-	// Start makes the call of a job that took a slot, within budget; ctx ends with the budget or a
-	// cancellation. The call runs on a goroutine of the shell's, which ends the job with Host.Finish.
-	Start(ctx context.Context, j *Job, budget time.Duration)
+	// Start makes the call of a job that took a slot, within budget; ctx ends with the budget, a
+	// cancellation or stop, which the shell calls to stop the call itself. The call runs on a goroutine
+	// of the shell's, which ends the job with Host.Finish.
+	Start(ctx context.Context, stop context.CancelFunc, j *Job, budget time.Duration)
 	// Refuse answers a job that was not called, for kind (the host's breaker is open, the deadline
 	// passed while it waited).
 	Refuse(j *Job, kind resilience.Kind, why string)
@@ -143,7 +144,7 @@ func (h *Host) start(j *Job) {
 	r := &running{job: j, ticket: ticket, cancel: cancel, silentAt: now.Add(budget + h.grace(budget))}
 	h.running[j.ID] = r
 	h.watchBy(r.silentAt)
-	h.shell.Start(ctx, j, budget)
+	h.shell.Start(ctx, cancel, j, budget)
 }
 
 // Finish ends a running job whose call returned: answered says its host returned an answer (the host

@@ -34,7 +34,7 @@ func (s *shell) log(e string) {
 
 func (s *shell) Queued(j *Job) { s.log("queued " + j.ID) }
 
-func (s *shell) Start(ctx context.Context, j *Job, _ time.Duration) {
+func (s *shell) Start(ctx context.Context, _ context.CancelFunc, j *Job, _ time.Duration) {
 	s.log("started " + j.ID)
 	s.mu.Lock()
 	s.ctxs[j.ID] = ctx
@@ -45,10 +45,12 @@ func (s *shell) Start(ctx context.Context, j *Job, _ time.Duration) {
 	s.started <- j.ID
 }
 
-func (s *shell) Refuse(j *Job, kind resilience.Kind, _ string) { s.log(fmt.Sprintf("refused %s %s", j.ID, kind)) }
-func (s *shell) TimedOut(j *Job)                              { s.log("timed out " + j.ID); s.timedOut <- j.ID }
-func (s *shell) Duplicate(j *Job)                             { s.log("duplicate " + j.ID) }
-func (s *shell) Changed(int, int, resilience.Snapshot)        {}
+func (s *shell) Refuse(j *Job, kind resilience.Kind, _ string) {
+	s.log(fmt.Sprintf("refused %s %s", j.ID, kind))
+}
+func (s *shell) TimedOut(j *Job)                       { s.log("timed out " + j.ID); s.timedOut <- j.ID }
+func (s *shell) Duplicate(j *Job)                      { s.log("duplicate " + j.ID) }
+func (s *shell) Changed(int, int, resilience.Snapshot) {}
 
 func (s *shell) eventList() []string {
 	s.mu.Lock()

@@ -46,7 +46,6 @@ func (c *checker) sampling(s *messages.Sampling) {
 	if s == nil {
 		return
 	}
-	const p = "parameters."
 	for _, f := range []struct {
 		name   string
 		v      *float64
@@ -54,41 +53,63 @@ func (c *checker) sampling(s *messages.Sampling) {
 	}{{"temperature", s.Temperature, 0, 2}, {"top_p", s.TopP, 0, 1}, {"presence_penalty", s.PresencePenalty, -2, 2},
 		{"frequency_penalty", s.FrequencyPenalty, -2, 2}} {
 		if f.v != nil && !(*f.v >= f.lo && *f.v <= f.hi) { // NaN too, which a protobuf double can carry
-			c.bad.Add(p+f.name, fmt.Sprintf("must be between %g and %g", f.lo, f.hi))
+			c.bad.Add(params+f.name, fmt.Sprintf("must be between %g and %g", f.lo, f.hi))
 		}
 	}
 	if n := s.MaxTokens; n != nil && (*n < 1 || *n > MaxOutputTokens) {
-		c.bad.Add(p+"max_tokens", fmt.Sprintf("must be between %d and %d", 1, MaxOutputTokens))
+		c.bad.Add(params+"max_tokens", fmt.Sprintf("must be between %d and %d", 1, MaxOutputTokens))
 	}
-	if len(s.Stop) > MaxStops {
-		c.bad.Add(p+"stop", fmt.Sprintf("must hold between 1 and %d sequences", MaxStops))
-	} else {
-		for i, stop := range s.Stop {
-			if stop == "" || len(stop) > MaxStopBytes {
-				c.bad.Add(fmt.Sprintf("%sstop[%d]", p, i), fmt.Sprintf("must be between 1 and %d bytes", MaxStopBytes))
-				break
-			}
+	c.stops(s.Stop)
+	c.logitBias(s.LogitBias)
+	if problem := User(s.User); problem != "" {
+		c.bad.Add(params+"user", problem)
+	}
+}
+
+// params prefixes the names of the sampling parameters, as /route-thompson nests them.
+const params = "parameters."
+
+// stops checks the stop sequences: at most MaxStops, none empty or longer than MaxStopBytes (the first
+// such is named).
+func (c *checker) stops(stops []string) {
+	if len(stops) > MaxStops {
+		c.bad.Add(params+"stop", fmt.Sprintf("must hold between 1 and %d sequences", MaxStops))
+		return
+	}
+	for i, stop := range stops {
+		if stop == "" || len(stop) > MaxStopBytes {
+			c.bad.Add(fmt.Sprintf("%sstop[%d]", params, i), fmt.Sprintf("must be between 1 and %d bytes", MaxStopBytes))
+			return
 		}
 	}
-	if len(s.LogitBias) > MaxLogitBias {
-		c.bad.Add(p+"logit_bias", fmt.Sprintf("must bias at most %d tokens", MaxLogitBias))
-	} else {
-		keys := make([]string, 0, len(s.LogitBias))
-		for k := range s.LogitBias {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys) // problems in a stable order
-		for _, k := range keys {
-			if n, err := strconv.ParseUint(k, 10, 32); err != nil || strconv.FormatUint(n, 10) != k {
-				c.bad.Add(p+"logit_bias."+problems.Clip(k, 32), "must be a token id (a non-negative integer)")
-			} else if v := s.LogitBias[k]; v < -100 || v > 100 {
-				c.bad.Add(p+"logit_bias."+k, "must be an integer between -100 and 100")
-			}
+}
+
+// logitBias checks the biased tokens: at most MaxLogitBias, each a token id biased by -100 to 100.
+func (c *checker) logitBias(bias map[string]int32) {
+	if len(bias) > MaxLogitBias {
+		c.bad.Add(params+"logit_bias", fmt.Sprintf("must bias at most %d tokens", MaxLogitBias))
+		return
+	}
+	keys := make([]string, 0, len(bias))
+	for k := range bias {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys) // problems in a stable order
+	for _, k := range keys {
+		if n, err := strconv.ParseUint(k, 10, 32); err != nil || strconv.FormatUint(n, 10) != k {
+			c.bad.Add(params+"logit_bias."+problems.Clip(k, 32), "must be a token id (a non-negative integer)")
+		} else if v := bias[k]; v < -100 || v > 100 {
+			c.bad.Add(params+"logit_bias."+k, "must be an integer between -100 and 100")
 		}
 	}
-	if len(s.User) > MaxUserBytes {
-		c.bad.Add(p+"user", fmt.Sprintf("must be at most %d bytes", MaxUserBytes))
+}
+
+// User says what is wrong with the end user's id a request names, or returns "".
+func User(id string) string {
+	if len(id) > MaxUserBytes {
+		return fmt.Sprintf("must be at most %d bytes", MaxUserBytes)
 	}
+	return ""
 }
 
 // tools checks the functions the models may call: a name of OpenAI's rule, unique among the tools,
@@ -213,47 +234,57 @@ func (c *checker) conversation(turns []*messages.ChatMessage) {
 	callIDs := map[string]bool{}
 	users := 0
 	for t, m := range turns {
-		field := fmt.Sprintf("messages[%d]", t)
-		if m == nil {
-			c.bad.Add(field, "must be a turn")
-			continue
-		}
-		if !roles[m.Role] {
-			c.bad.Add(field+".role", fmt.Sprintf("unknown role %q (want system, user, assistant or tool)", problems.Clip(m.Role, 32)))
-			continue
-		}
-		if m.Role == "user" {
+		if c.turn(m, fmt.Sprintf("messages[%d]", t), callIDs) {
 			users++
-		}
-		if len(m.Name) > MaxNameBytes {
-			c.bad.Add(field+".name", fmt.Sprintf("must be between 1 and %d bytes", MaxNameBytes))
-		}
-		if m.ToolCallId != "" && m.Role != "tool" {
-			c.bad.Add(field+".tool_call_id", "only a tool message has tool_call_id")
-		}
-		c.content(m, field)
-		c.toolCalls(m, field, callIDs)
-		switch m.Role {
-		case "assistant":
-			if len(m.Content) == 0 && len(m.ToolCalls) == 0 {
-				c.bad.Add(field+".content", "is required unless the message has tool_calls")
-			}
-		case "tool":
-			switch {
-			case m.ToolCallId == "":
-				c.bad.Add(field+".tool_call_id", "is required: the id of the tool call this result answers")
-			case !callIDs[m.ToolCallId]:
-				c.bad.Add(field+".tool_call_id", fmt.Sprintf("%q answers no tool call of an earlier turn", problems.Clip(m.ToolCallId, 64)))
-			}
-			fallthrough
-		default:
-			if len(m.Content) == 0 {
-				c.bad.Add(field+".content", "is required")
-			}
 		}
 	}
 	if users == 0 {
 		c.bad.Add("messages", "must hold at least one user message")
+	}
+}
+
+// turn checks one turn, field, noting its calls' ids in callIDs; it reports whether it is a user's.
+func (c *checker) turn(m *messages.ChatMessage, field string, callIDs map[string]bool) bool {
+	if m == nil {
+		c.bad.Add(field, "must be a turn")
+		return false
+	}
+	if !roles[m.Role] {
+		c.bad.Add(field+".role", fmt.Sprintf("unknown role %q (want system, user, assistant or tool)", problems.Clip(m.Role, 32)))
+		return false
+	}
+	if len(m.Name) > MaxNameBytes {
+		c.bad.Add(field+".name", fmt.Sprintf("must be between 1 and %d bytes", MaxNameBytes))
+	}
+	if m.ToolCallId != "" && m.Role != "tool" {
+		c.bad.Add(field+".tool_call_id", "only a tool message has tool_call_id")
+	}
+	c.content(m, field)
+	c.toolCalls(m, field, callIDs)
+	c.required(m, field, callIDs)
+	return m.Role == "user"
+}
+
+// required checks what a turn of its role must have: content, unless it is an assistant's that calls
+// tools, and a tool turn the id of a call of an earlier turn (callIDs), which it answers.
+func (c *checker) required(m *messages.ChatMessage, field string, callIDs map[string]bool) {
+	switch m.Role {
+	case "assistant":
+		if len(m.Content) == 0 && len(m.ToolCalls) == 0 {
+			c.bad.Add(field+".content", "is required unless the message has tool_calls")
+		}
+	case "tool":
+		switch {
+		case m.ToolCallId == "":
+			c.bad.Add(field+".tool_call_id", "is required: the id of the tool call this result answers")
+		case !callIDs[m.ToolCallId]:
+			c.bad.Add(field+".tool_call_id", fmt.Sprintf("%q answers no tool call of an earlier turn", problems.Clip(m.ToolCallId, 64)))
+		}
+		fallthrough
+	default:
+		if len(m.Content) == 0 {
+			c.bad.Add(field+".content", "is required")
+		}
 	}
 }
 

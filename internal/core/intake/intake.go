@@ -151,6 +151,12 @@ func (c *checker) overrides(req *messages.RouteRequest) {
 			c.bad.Add("timeout", problem)
 		}
 	}
+	c.quorum(req)
+	c.counts(req)
+}
+
+// quorum checks the request's quorum, its tau and its grace.
+func (c *checker) quorum(req *messages.RouteRequest) {
 	if q := req.Quorum; q != nil && *q != blueprints.FixedQuorum && *q != blueprints.AdaptiveQuorum {
 		c.bad.Add("quorum", `must be "fixed" or "adaptive"`)
 	}
@@ -160,6 +166,11 @@ func (c *checker) overrides(req *messages.RouteRequest) {
 	if s := req.QuorumGraceSeconds; s != nil && !(*s >= 0 && *s <= MaxQuorumGraceSeconds) {
 		c.bad.Add("quorum_grace_seconds", fmt.Sprintf("must be between 0 and %d seconds", MaxQuorumGraceSeconds))
 	}
+}
+
+// counts checks the request's workers and min_responses, each in range, and min_responses within the
+// workers and the models requested.
+func (c *checker) counts(req *messages.RouteRequest) {
 	workers, minResponses := req.Workers, req.MinResponses
 	for _, n := range []struct {
 		field string
@@ -170,13 +181,13 @@ func (c *checker) overrides(req *messages.RouteRequest) {
 			*n.v = nil // out of range: nothing to compare with the other
 		}
 	}
-	if n := minResponses; n != nil {
-		switch {
-		case workers != nil && *n > *workers:
-			c.bad.Add("min_responses", fmt.Sprintf("must not exceed workers (%d)", *workers))
-		case len(req.Models) > 0 && int(*n) > len(req.Models):
-			c.bad.Add("min_responses", fmt.Sprintf("must not exceed the number of requested models (%d)", len(req.Models)))
-		}
+	n := minResponses
+	switch {
+	case n == nil:
+	case workers != nil && *n > *workers:
+		c.bad.Add("min_responses", fmt.Sprintf("must not exceed workers (%d)", *workers))
+	case len(req.Models) > 0 && int(*n) > len(req.Models):
+		c.bad.Add("min_responses", fmt.Sprintf("must not exceed the number of requested models (%d)", len(req.Models)))
 	}
 }
 

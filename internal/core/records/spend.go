@@ -82,4 +82,3 @@ func SpendOf(q SpendQuery, records []*messages.Execution) []SpendGroup {
 	})
 	return out
 }
-

@@ -120,8 +120,9 @@ var codecs = struct {
 }
 
 // cacheFrom is the length from which counts are kept: a request's prompt is counted once for each
-// model of its panel, and a long prompt costs about a millisecond per few kilobytes.
-const cacheFrom = 128
+// model of its panel, and a long prompt costs about a millisecond per few kilobytes; even a short one
+// costs the tokenizer's matcher about 35 allocations, where a kept count costs a lookup.
+const cacheFrom = 1
 
 // maxCached bounds the counts kept.
 const maxCached = 1024
