@@ -25,42 +25,45 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
-// Deps are what the actors share. They are read-only once the system starts.
+// Deps are what the actors share, by role. They are read-only once the system starts.
 type Deps struct {
 	Log *zap.Logger
 	// Metrics take the records and breaker transitions; nil records nothing.
 	Metrics *metrics.Metrics
-	// BreakerOpened, when set, tells the other controllers that a provider breaker opened here, until
-	// then; it must not block.
-	BreakerOpened func(provider string, until time.Time)
 	// Clock is the time that breakers, rate limits and reliability read, so their behaviour can be
 	// tested exactly. Deadlines are wall-clock, because the timers that enforce them are.
 	Clock   clock.Clock
 	Catalog *catalog.Live
+	Dir     *Directory
+	Timers  *scheduler.TimerScheduler
+	Planning
+	Admission
+	Hosts
+	Teaching
+	Runtime
+
+	shedOnce sync.Once
+	shed     *logging.Tally
+}
+
+// Planning is what a request's coordinator plans, retries and answers with.
+type Planning struct {
 	// Plan is what planning decides with (classifier, blueprints, policy, rounds, timeout floors).
-	Plan   *plan.Settings
-	Dir    *Directory
-	Timers *scheduler.TimerScheduler
+	Plan *plan.Settings
 	// Seed and NodeID derive each request's random source together with its sequence number, so two
 	// controllers started with one seed do not pick alike.
-	Seed     uint64
-	NodeID   string
-	Learning bandit.UpdateConfig
-	// Reliability tunes the reliability estimator (reward mode reliability).
-	Reliability accuracy.Config
-	// Reward says how answers are rewarded (faults of the model always earn beta + 1).
-	Reward feedback.Mode
+	Seed   uint64
+	NodeID string
 	// RetryScale multiplies every backoff of the retry table; 1 is the table itself.
 	RetryScale float64
-	// HostGrace is how long after a call's budget its worker host may still return it before the host
-	// counts as timed out; zero means DefaultHostGrace.
-	HostGrace time.Duration
-	// LeaseGrace overrides DefaultLeaseGrace.
-	LeaseGrace time.Duration
-	// MaxQueue bounds how long an acquisition without a bound of its own (queue_by) waits for its
-	// provider's rate limits (rate_limits.max_queue_seconds); zero means admission.DefaultMaxQueue.
-	MaxQueue time.Duration
-	// Breakers and ModelBreakers configure each provider actor's breaker and its models' breakers,
+	// AnswersWaitForRecords makes a coordinator hand its answer to the recorder, which gives it to the
+	// caller once the record is durable (set with a spool: an answer given is never an answer lost).
+	AnswersWaitForRecords bool
+}
+
+// Admission configures the providers' gates.
+type Admission struct {
+	// Breakers and ModelBreakers configure each provider's breaker and its models' breakers,
 	// RateLimits its limits (missing providers get the defaults).
 	Breakers      map[string]resilience.Settings
 	ModelBreakers map[string]resilience.Settings
@@ -68,12 +71,37 @@ type Deps struct {
 	// Limiters makes each provider's limiter (Redis shared, with a local fallback); nil means local
 	// limiters.
 	Limiters ratelimit.Factory
-	// AnswersWaitForRecords makes a coordinator hand its answer to the recorder, which gives it to the
-	// caller once the record is durable (set with a spool: an answer given is never an answer lost).
-	AnswersWaitForRecords bool
+	// MaxQueue bounds how long an acquisition without a bound of its own (queue_by) waits for its
+	// provider's rate limits (rate_limits.max_queue_seconds); zero means admission.DefaultMaxQueue.
+	MaxQueue time.Duration
+	// LeaseGrace overrides DefaultLeaseGrace.
+	LeaseGrace time.Duration
+	// BreakerOpened, when set, tells the other controllers that a provider breaker opened here, until
+	// then; it must not block.
+	BreakerOpened func(provider string, until time.Time)
+}
+
+// Hosts configures the workers' slots and the bound on the answers they hold.
+type Hosts struct {
+	// HostGrace is how long after a call's budget its worker host may still return it before the host
+	// counts as timed out; zero means DefaultHostGrace.
+	HostGrace time.Duration
 	// Inflight counts the bytes of the requests in flight, their answers included
 	// (max_inflight_bytes); nil counts nothing.
 	Inflight *inflight.Inflight
+}
+
+// Teaching is how the arms and the reliability estimator learn.
+type Teaching struct {
+	Learning bandit.UpdateConfig
+	// Reliability tunes the reliability estimator (reward mode reliability).
+	Reliability accuracy.Config
+	// Reward says how answers are rewarded (faults of the model always earn beta + 1).
+	Reward feedback.Mode
+}
+
+// Runtime is how the actors run: the goroutines of their mailboxes, and what tests hook in.
+type Runtime struct {
 	// Dispatcher runs the actors' mailboxes; nil is protoactor's default.
 	Dispatcher *mailboxes.Pool
 	// Middleware wraps the receive of every actor made by Props; tests make an actor crash with it.
@@ -84,9 +112,6 @@ type Deps struct {
 	// with it. It runs on the actor's goroutine and must not block. Production sets none, and then no
 	// actor pays for it.
 	Observe func(self *actor.PID, msg any)
-
-	shedOnce sync.Once
-	shed     *logging.Tally
 }
 
 // ShedLogEvery is how often at most the requests refused for load are logged, as one line.

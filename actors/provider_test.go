@@ -39,9 +39,11 @@ func newProviderHarness(t *testing.T, limits ratelimit.Limits, change ...func(*D
 	system := actor.NewActorSystem(logging.ActorLogger(zap.NewNop()))
 	clk := clock.NewFake(time.Now())
 	dir := NewDirectory(system, []fleet.WorkerSpec{}, []string{"groq"}, arms.NewBoard(nil, nil, bandit.DefaultPrior, 0), nil)
-	deps := &Deps{Log: zap.NewNop(), Clock: clk, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root), LeaseGrace: 50 * time.Millisecond,
-		Breakers:   map[string]resilience.Settings{"groq": {Threshold: 2, Window: time.Minute, OpenFor: 10 * time.Second}},
-		RateLimits: map[string]ratelimit.Limits{"groq": limits}, Middleware: []actor.ReceiverMiddleware{crashOn},
+	deps := &Deps{Log: zap.NewNop(), Clock: clk, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root),
+		Admission: Admission{LeaseGrace: 50 * time.Millisecond,
+			Breakers:   map[string]resilience.Settings{"groq": {Threshold: 2, Window: time.Minute, OpenFor: 10 * time.Second}},
+			RateLimits: map[string]ratelimit.Limits{"groq": limits}},
+		Runtime: Runtime{Middleware: []actor.ReceiverMiddleware{crashOn}},
 		Catalog: testCatalog(t, "groq", "m", "ma", "mb", "m1", "m2", "sync-model", "busy", "gone-model", "gone", "other", "bad", "good", "elsewhere:x"),
 		Metrics: metrics.New(metrics.Source{})}
 	for _, c := range change {

@@ -45,7 +45,7 @@ func newWorkerHarness(t *testing.T, transport fleet.Transport) *workerHarness {
 	spec := fleet.WorkerSpec{Name: "w", Tier: 1, Slots: 1}
 	dir := NewDirectory(system, []fleet.WorkerSpec{spec}, nil, arms.NewBoard(nil, nil, bandit.DefaultPrior, 0), nil)
 	deps := &Deps{Log: zap.NewNop(), Clock: clock.Real{}, Dir: dir, Timers: scheduler.NewTimerScheduler(system.Root),
-		Catalog: testCatalog(t, "p", "m", "q:n"), Middleware: []actor.ReceiverMiddleware{crashOn}, Metrics: metrics.New(metrics.Source{})}
+		Catalog: testCatalog(t, "p", "m", "q:n"), Runtime: Runtime{Middleware: []actor.ReceiverMiddleware{crashOn}}, Metrics: metrics.New(metrics.Source{})}
 	h := &workerHarness{t: t, system: system, ref: dir.Workers[0], deps: deps, results: make(chan *messages.JobResult, 10), started: make(chan *messages.JobStarted, 10)}
 	h.inbox = system.Root.Spawn(actor.PropsFromFunc(func(ctx actor.Context) {
 		switch m := ctx.Message().(type) {

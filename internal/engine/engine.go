@@ -316,18 +316,21 @@ func (e *Engine) buildDeps(a *assembly) {
 	dir := actors.NewDirectory(e.system, a.workers, actorProviders(a.cat, e.upstreams), a.arms, a.categories)
 	breakers, modelBreakers, floors := breakerSettings(providerBreakers(cfg))
 	e.deps = &actors.Deps{
-		Log: e.log, Clock: clock.Or(a.opts.Clock), Catalog: e.catalog, Dir: dir,
-		Plan: &plan.Settings{Classifier: a.classifier, Blueprints: a.bps, Catalog: e.catalog, Policy: a.policy, OutputReserve: 1024,
-			Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue(),
-			Carries: carries(e.upstreams)},
-		Timers: scheduler.NewTimerScheduler(e.system.Root), Seed: cfg.Seed, NodeID: cfg.NodeID,
-		Dispatcher: mailboxes.NewPool(mailboxThroughput, 10*time.Second),
-		Learning:   bandit.UpdateConfig{Discount: cfg.Discount}, Reward: a.reward, RetryScale: cfg.Retry.Scale,
-		Reliability: accuracy.Config{Dependence: cfg.Dependence},
-		Breakers:    breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue(), Middleware: a.opts.Middleware,
-		Observe: a.opts.Observe, Inflight: inflight.New(cfg.MaxInflightBytes),
-		// A store that outlives the process: an answer goes out once its record is durable.
-		AnswersWaitForRecords: e.spool != nil,
+		Log: e.log, Clock: clock.Or(a.opts.Clock), Catalog: e.catalog, Dir: dir, Timers: scheduler.NewTimerScheduler(e.system.Root),
+		Planning: actors.Planning{
+			Plan: &plan.Settings{Classifier: a.classifier, Blueprints: a.bps, Catalog: e.catalog, Policy: a.policy, OutputReserve: 1024,
+				Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue(),
+				Carries: carries(e.upstreams)},
+			Seed: cfg.Seed, NodeID: cfg.NodeID, RetryScale: cfg.Retry.Scale,
+			// A store that outlives the process: an answer goes out once its record is durable.
+			AnswersWaitForRecords: e.spool != nil,
+		},
+		Admission: actors.Admission{Breakers: breakers, ModelBreakers: modelBreakers, RateLimits: providerLimits(cfg), MaxQueue: cfg.MaxQueue()},
+		Hosts:     actors.Hosts{Inflight: inflight.New(cfg.MaxInflightBytes)},
+		Teaching: actors.Teaching{Learning: bandit.UpdateConfig{Discount: cfg.Discount}, Reward: a.reward,
+			Reliability: accuracy.Config{Dependence: cfg.Dependence}},
+		Runtime: actors.Runtime{Dispatcher: mailboxes.NewPool(mailboxThroughput, 10*time.Second), Middleware: a.opts.Middleware,
+			Observe: a.opts.Observe},
 	}
 	e.deps.Metrics = metrics.New(e.metricsSource())
 }
