@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/conclave-ai/conclave/internal/platform/alarm"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -40,7 +41,7 @@ type CoordinatorActor struct {
 	// audit marks an adaptive request that asks every model.
 	audit bool
 
-	due           alarm // the collection machine's next due moment
+	due           alarm.Alarm // the collection machine's next due moment
 	dispatchStart time.Time
 	undispatched  int // initial jobs not yet given their permit
 
@@ -118,7 +119,7 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	case *messages.Delta:
 		c.onDelta(ctx, m)
 	case wake:
-		if c.due.due() {
+		if c.due.Due() {
 			c.apply(ctx, c.machine.Tick(time.Now()))
 		}
 	case *messages.CancelRequest:
@@ -132,7 +133,7 @@ func (c *CoordinatorActor) Receive(ctx actor.Context) {
 	case *messages.ConsensusResult:
 		c.onConsensus(ctx, m)
 	case *actor.Stopping:
-		c.due.stop()
+		c.due.Stop()
 	default:
 		c.deps.unknown(KindCoordinator, m)
 	}
@@ -170,7 +171,7 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 				w.Cancel(ctx, c.jobID(j))
 			}
 		case collect.Wake:
-			c.due.set(e.At)
+			c.due.Set(e.At)
 		case collect.Retried:
 			rs := c.machine.Retries()
 			r := rs[len(rs)-1]

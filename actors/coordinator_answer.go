@@ -17,7 +17,7 @@ import (
 
 // finishCollection hands the answers to a consensus actor, or fails the request when there are none.
 func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
-	c.due.stop()
+	c.due.Stop()
 	d := c.machine.Done()
 	c.exec.Quorum = execution.Quorum(c.plan, d.Quorum, c.audit)
 	c.exec.Phases.CollectMs = ms(time.Since(c.dispatchStart))
@@ -121,7 +121,7 @@ func (c *CoordinatorActor) fail(ctx actor.Context, kind resilience.Kind, message
 // afterwards.
 func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResult) {
 	c.answered = true
-	c.due.stop()
+	c.due.Stop()
 	status := 200
 	if c.exec.Error != nil {
 		status = resilience.StatusOf(resilience.Kind(c.exec.Error.Code))

@@ -1,6 +1,7 @@
 package actors
 
 import (
+	"github.com/conclave-ai/conclave/internal/platform/alarm"
 	"time"
 
 	"github.com/asynkron/protoactor-go/actor"
@@ -36,7 +37,8 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 // open sets the request's random source, log and clock, and starts its record.
 func (c *CoordinatorActor) open(ctx actor.Context) {
 	c.began = time.Now()
-	c.due = newAlarm(ctx.ActorSystem().Root, ctx.Self(), wake{})
+	root, self := ctx.ActorSystem().Root, ctx.Self()
+	c.due = alarm.New(func() { root.Send(self, wake{}) })
 	c.rng = c.deps.Random(c.seq)
 	c.log = c.deps.Log
 	if c.log.Core().Enabled(zap.DebugLevel) { // the step lines name their request; at info only the summary does

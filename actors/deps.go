@@ -242,62 +242,6 @@ func (d *Deps) run(fn func()) {
 	go fn()
 }
 
-// alarm is an actor's one timer, set for the earliest moment asked of it: one message to the actor
-// then. Its timer is made on first use and reset afterwards (a request sets its alarm several times,
-// and a timer made each time was an allocation and a closure each). A message from a moment the alarm
-// was moved away from may still come (due).
-type alarm struct {
-	at    time.Time
-	timer *time.Timer
-	ring  func()
-}
-
-// newAlarm returns an alarm that sends msg to self through root when it rings.
-func newAlarm(root *actor.RootContext, self *actor.PID, msg any) alarm {
-	return alarm{ring: func() { root.Send(self, msg) }}
-}
-
-// by makes sure the alarm rings no later than at.
-func (a *alarm) by(at time.Time) {
-	if a.at.IsZero() || at.Before(a.at) {
-		a.set(at)
-	}
-}
-
-// set makes the alarm ring at at, instead of whatever it was set for.
-func (a *alarm) set(at time.Time) {
-	if at.Equal(a.at) {
-		return
-	}
-	a.at = at
-	d := max(time.Until(at), 0)
-	if a.timer == nil {
-		a.timer = time.AfterFunc(d, a.ring)
-		return
-	}
-	a.timer.Reset(d)
-}
-
-// due reports whether a ring is to be acted on, and forgets the moment: not after the alarm was
-// stopped. A ring from a moment the alarm was moved away from is acted on too, early: the actors' passes
-// are safe at any time and ask for their next moment again, whereas comparing the clock with a moment
-// read from a message (wall time only) could drop the one ring that mattered.
-func (a *alarm) due() bool {
-	if a.at.IsZero() {
-		return false
-	}
-	a.at = time.Time{}
-	return true
-}
-
-// stop cancels the timer.
-func (a *alarm) stop() {
-	if a.timer != nil {
-		a.timer.Stop()
-	}
-	a.at = time.Time{}
-}
-
 func ts(t time.Time) *timestamppb.Timestamp { return timestamppb.New(t) }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }

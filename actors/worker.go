@@ -26,11 +26,7 @@ type WorkerActor struct {
 	deps      *Deps
 	ref       *WorkerRef
 	transport fleet.Transport
-	log       *zap.Logger
-	self      *actor.PID
-	root      *actor.RootContext
-	host      *slots.Host
-	parts     *workerParts
+	parts     *workerParts // made at the start, with the slots
 }
 
 // transportHealth is what the transport said of its connection.
@@ -59,7 +55,7 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 	case *messages.Dispatch:
 		w.parts.dispatch(m)
 	case *messages.CancelJob:
-		w.host.Cancel(m.JobId)
+		w.parts.host.Cancel(m.JobId)
 	case crashed:
 		panic(m.reason)
 	case *actor.Restarting:
@@ -77,25 +73,24 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 
 // started makes the worker's slots, its breaker resumed from what it last published.
 func (w *WorkerActor) started(ctx actor.Context) {
-	w.self, w.root = ctx.Self(), ctx.ActorSystem().Root
-	w.log = w.deps.Log.With(zap.String("worker", w.ref.Spec.Name))
+	p := &workerParts{deps: w.deps, ref: w.ref, transport: w.transport, self: ctx.Self(), root: ctx.ActorSystem().Root,
+		log: w.deps.Log.With(zap.String("worker", w.ref.Spec.Name))}
 	settings := resilience.WorkerBreakerSettings(w.ref.Spec.Name)
 	settings.Clock = w.deps.Clock
 	settings.OnStateChange = func(t resilience.Transition) {
-		w.log.Warn("worker breaker transition", zap.String("event", "breaker_transition"), zap.String("kind", "worker"),
+		p.log.Warn("worker breaker transition", zap.String("event", "breaker_transition"), zap.String("kind", "worker"),
 			zap.Stringer("from", t.From), zap.Stringer("to", t.To), zap.Uint64("generation", t.Generation))
 	}
 	prev := w.ref.Snapshot()
-	w.parts = &workerParts{deps: w.deps, ref: w.ref, transport: w.transport, log: w.log, self: w.self, root: w.root}
-	w.host = slots.New(slots.Config{Slots: w.ref.Spec.Slots, Breaker: resilience.ResumeBreaker(settings, prev.Breaker),
-		Grace: w.deps.hostGrace, Shell: &workerShell{w: w.parts}})
-	w.parts.host = w.host
+	p.host = slots.New(slots.Config{Slots: w.ref.Spec.Slots, Breaker: resilience.ResumeBreaker(settings, prev.Breaker),
+		Grace: w.deps.hostGrace, Shell: &workerShell{w: p}})
+	w.parts = p
 	if h, ok := w.transport.(healthReporter); ok {
-		self, root := w.self, w.root
+		self, root := p.self, p.root
 		h.OnHealth(func(health fleet.Health, err error) { root.Send(self, &transportHealth{health: health, err: err}) })
 	}
-	w.host.Changed()
-	w.ref.live.Store(w.parts)
+	p.host.Changed()
+	w.ref.live.Store(p)
 }
 
 // dispatch offers a job to the slots, on the granting gate's goroutine or the actor's. A job for a
@@ -121,11 +116,11 @@ func (w *workerParts) dispatch(d *messages.Dispatch) {
 // failAll answers every queued and running job as an internal fault: a crashed worker lost them, and
 // their coordinators must not wait for their deadlines to learn it.
 func (w *WorkerActor) failAll(why string) {
-	for _, j := range w.host.FailAll() {
+	for _, j := range w.parts.host.FailAll() {
 		d := j.Ask.(*messages.Dispatch)
 		res := identity(w.ref, d.Job)
 		res.ErrorKind, res.ErrorMessage = string(resilience.Internal), why
-		w.root.Send(d.ReplyTo, res)
+		w.parts.root.Send(d.ReplyTo, res)
 	}
 }
 

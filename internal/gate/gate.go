@@ -20,6 +20,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/adapters/ratelimit"
 	"github.com/conclave-ai/conclave/internal/core/admission"
 	"github.com/conclave-ai/conclave/internal/core/providerstate"
+	"github.com/conclave-ai/conclave/internal/platform/alarm"
 	"github.com/conclave-ai/conclave/internal/platform/clock"
 	"go.uber.org/zap"
 )
@@ -84,9 +85,8 @@ type Gate struct {
 	mu    sync.Mutex
 	m     *admission.Machine
 	usage ratelimit.Usage
-	// wakeAt is when the wake-up timer rings (zero: not set); closed stops every timer for good.
-	wakeAt      time.Time
-	wake        *time.Timer
+	// wake is the machine's wake-up; closed stops it for good.
+	wake        alarm.Alarm
 	closed      bool
 	publishedAt time.Time // wall clock
 }
@@ -102,6 +102,7 @@ func New(cfg Config) *Gate {
 	g := &Gate{name: cfg.Name, limits: cfg.Limits, clock: cfg.Clock, log: cfg.Log, shell: cfg.Shell, published: cfg.Published,
 		onPanic: cfg.OnPanic, limiter: cfg.Limiter, immediate: ratelimit.Immediate(cfg.Limiter)}
 	g.m = admission.New(cfg.Machine, *cfg.Published.Load())
+	g.wake = alarm.New(g.woken)
 	g.mu.Lock()
 	g.publishAt(g.clock.Now(), time.Now())
 	g.mu.Unlock()
@@ -308,36 +309,22 @@ func answerOf(d ratelimit.Decision, err error) admission.Answer {
 // wakeBy makes sure the machine wakes no later than at (wall clock): leases expire and waiting
 // acquisitions are tried again. The lock is held.
 func (g *Gate) wakeBy(at time.Time) {
-	if g.closed || (!g.wakeAt.IsZero() && !at.Before(g.wakeAt)) {
-		return
+	if !g.closed {
+		g.wake.By(at)
 	}
-	g.wakeAt = at
-	d := max(time.Until(at), 0)
-	if g.wake == nil {
-		g.wake = time.AfterFunc(d, g.woken)
-		return
-	}
-	g.wake.Reset(d)
 }
 
 // stopWake cancels the wake-up; the lock is held.
-func (g *Gate) stopWake() {
-	if g.wake != nil {
-		g.wake.Stop()
-	}
-	g.wakeAt = time.Time{}
-}
+func (g *Gate) stopWake() { g.wake.Stop() }
 
 // woken is the wake-up timer's ring. A ring from a moment the timer was moved away from wakes the
 // machine early, which is safe: it asks for its next moment again.
 func (g *Gate) woken() {
 	defer g.recoverPanic()
 	g.run(func(now, clk time.Time) {
-		if g.closed || g.wakeAt.IsZero() {
-			return
+		if !g.closed && g.wake.Due() {
+			g.m.Wake(now, clk)
 		}
-		g.wakeAt = time.Time{}
-		g.m.Wake(now, clk)
 	})
 }
 

@@ -11,6 +11,7 @@ package slots
 
 import (
 	"context"
+	"github.com/conclave-ai/conclave/internal/platform/alarm"
 	"sync"
 	"time"
 
@@ -66,11 +67,10 @@ type Host struct {
 	breaker *resilience.Breaker
 	running map[string]*running
 	queue   []*Job
-	// watchAt is when the watchdog next looks for silent hosts: the earliest end of a running job's
+	// watch is when the watchdog next looks for silent hosts: the earliest end of a running job's
 	// budget and grace. One timer serves every job, since budgets end in about the order jobs start.
-	watchAt time.Time
-	watch   *time.Timer
-	closed  bool
+	watch  alarm.Alarm
+	closed bool
 }
 
 // running is a job out on the host.
@@ -88,7 +88,9 @@ func New(cfg Config) *Host {
 	if grace == nil {
 		grace = func(time.Duration) time.Duration { return 0 }
 	}
-	return &Host{slots: max(cfg.Slots, 1), grace: grace, shell: cfg.Shell, breaker: cfg.Breaker, running: map[string]*running{}}
+	h := &Host{slots: max(cfg.Slots, 1), grace: grace, shell: cfg.Shell, breaker: cfg.Breaker, running: map[string]*running{}}
+	h.watch = alarm.New(h.look)
+	return h
 }
 
 // Running reports whether a job of the id runs: a second job of one id would take the first one's
@@ -237,32 +239,20 @@ func (h *Host) changed() { h.shell.Changed(len(h.running), len(h.queue), h.break
 
 // watchBy makes sure the watchdog looks no later than at; the lock is held.
 func (h *Host) watchBy(at time.Time) {
-	if h.closed || (!h.watchAt.IsZero() && !at.Before(h.watchAt)) {
-		return
+	if !h.closed {
+		h.watch.By(at)
 	}
-	h.watchAt = at
-	d := max(time.Until(at), 0)
-	if h.watch == nil {
-		h.watch = time.AfterFunc(d, h.look)
-		return
-	}
-	h.watch.Reset(d)
 }
 
 // stopWatch cancels the watchdog; the lock is held.
-func (h *Host) stopWatch() {
-	if h.watch != nil {
-		h.watch.Stop()
-	}
-	h.watchAt = time.Time{}
-}
+func (h *Host) stopWatch() { h.watch.Stop() }
 
 // look is the watchdog: the running jobs past their budget and grace are answered as host timeouts,
 // so that a hung host is the host's fault and never the provider's; it looks again for the next.
 func (h *Host) look() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.watchAt = time.Time{}
+	h.watch.Due() // forgets the moment: the look below sets the next
 	now := time.Now()
 	for _, r := range h.running {
 		if !now.Before(r.silentAt) {
