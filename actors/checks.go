@@ -174,12 +174,8 @@ func jobOf(jobID, requestID string) (int, bool) {
 // in the shape the coordinator indexes.
 func (c *CoordinatorActor) check(msg any) string {
 	switch m := msg.(type) {
-	case *messages.Permit:
-		return c.checkJob(m.GetJobId())
-	case *messages.JobQueued:
-		return c.checkJob(m.GetJobId())
-	case *messages.JobStarted:
-		return c.checkJob(m.GetJobId())
+	case *messages.Permit, *messages.JobQueued, *messages.JobStarted:
+		return c.checkJob(m.(interface{ GetJobId() string }).GetJobId())
 	case *messages.JobResult:
 		if why := c.checkJob(m.GetJobId()); why != "" {
 			return why

@@ -60,11 +60,17 @@ func (a *ConsensusActor) Receive(ctx actor.Context) {
 	case *actor.Started:
 		a.start(ctx)
 	case *messages.Permit: // a refusal
-		a.refused(ctx, m)
+		if a.ownJob(m) {
+			a.refused(ctx, m)
+		}
 	case *messages.JobResult:
-		a.result(ctx, m)
+		if a.ownJob(m) {
+			a.result(ctx, m)
+		}
 	case *messages.Delta:
-		a.relay(ctx, m)
+		if a.ownJob(m) {
+			a.relay(ctx, m)
+		}
 	case *messages.JobStarted:
 		// The worker's word that the arbiter's call started: its result will tell how it went.
 		if m.JobId == a.jobID && a.started.IsZero() {
@@ -125,25 +131,25 @@ func (a *ConsensusActor) start(ctx actor.Context) {
 		Dispatch: &messages.Dispatch{ReplyTo: ctx.Self(), Job: a.arbiterJob()}, DispatchTo: a.deps.Dir.Worker(a.in.ArbiterWorker).PID})
 }
 
-// relay hands the synthesis the arbiter writes to the coordinator as it comes, until the decision is
-// made. A piece of another job than the arbiter's is dropped.
-func (a *ConsensusActor) relay(ctx actor.Context, m *messages.Delta) {
-	if m.JobId != a.jobID {
+// ownJob says whether a message names the arbiter's job; one of another job is dropped.
+func (a *ConsensusActor) ownJob(m interface{ GetJobId() string }) bool {
+	if m.GetJobId() != a.jobID {
 		a.deps.Drop(KindConsensus, DropWrongTarget, m)
-		return
+		return false
 	}
+	return true
+}
+
+// relay hands the synthesis the arbiter writes to the coordinator as it comes, until the decision is
+// made.
+func (a *ConsensusActor) relay(ctx actor.Context, m *messages.Delta) {
 	if text := a.synthesis.Feed(m.Text); text != "" && !a.decided {
 		ctx.Send(ctx.Parent(), &messages.Delta{RequestId: a.in.RequestId, JobId: a.jobID, Text: text})
 	}
 }
 
-// refused takes the provider's refusal of the arbiter's permit: the vote decides. A permit of another
-// job than the arbiter's is dropped.
+// refused takes the provider's refusal of the arbiter's permit: the vote decides.
 func (a *ConsensusActor) refused(ctx actor.Context, m *messages.Permit) {
-	if m.JobId != a.jobID {
-		a.deps.Drop(KindConsensus, DropWrongTarget, m)
-		return
-	}
 	if a.decided || m.Granted {
 		return // withdrawn when the decision was made; a grant went to the worker with the job
 	}
@@ -152,13 +158,8 @@ func (a *ConsensusActor) refused(ctx actor.Context, m *messages.Permit) {
 	a.decide(ctx)
 }
 
-// result takes the arbiter's answer: its call is settled, its verdict read, and the decision made. A
-// result of another job than the arbiter's is dropped.
+// result takes the arbiter's answer: its call is settled, its verdict read, and the decision made.
 func (a *ConsensusActor) result(ctx actor.Context, m *messages.JobResult) {
-	if m.JobId != a.jobID {
-		a.deps.Drop(KindConsensus, DropWrongTarget, m)
-		return
-	}
 	if a.decided {
 		return // came after the decision: the call was given back already
 	}

@@ -134,12 +134,6 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	c.exec.CompletedAt = ts(c.deps.now())
 	c.exec.Phases.TotalMs = ms(time.Since(c.began))
 	c.deps.Metrics.Execution(c.exec)
-	if c.deps.AnswersWaitForRecords {
-		// The recorder answers once the record is durable (Answer): one round trip, not two.
-		ctx.Send(c.deps.Dir.Recorder, &Answer{Exec: c.exec, To: c.replyTo})
-	} else {
-		ctx.Send(c.deps.Dir.Recorder, c.exec)
-	}
 	level := zap.InfoLevel
 	if status >= 500 {
 		level = zap.WarnLevel
@@ -152,7 +146,11 @@ func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResul
 	if ce := c.deps.Log.Check(level, "request finished"); ce != nil {
 		ce.Write(zap.String("request_id", c.req.RequestId), zap.Inline(summary{c.exec, c.plan.Category}))
 	}
-	if !c.deps.AnswersWaitForRecords {
+	if c.deps.AnswersWaitForRecords {
+		// The recorder answers once the record is durable (Answer): one round trip, not two.
+		ctx.Send(c.deps.Dir.Recorder, &Answer{Exec: c.exec, To: c.replyTo})
+	} else {
+		ctx.Send(c.deps.Dir.Recorder, c.exec) // the record first: a read right after the answer finds it
 		ctx.Send(c.replyTo, c.exec)
 	}
 	ctx.Stop(ctx.Self())

@@ -356,7 +356,7 @@ func TestInventedModelsGrowNoProviderState(t *testing.T) {
 	if p := h.permit(); !p.Granted {
 		t.Fatalf("permit %v", p)
 	}
-	n := provider.gate.Models()
+	n := provider.front.gate.Models()
 	if n != 1 {
 		t.Fatalf("the provider holds the state of %d models, want only m's", n)
 	}

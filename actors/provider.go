@@ -28,7 +28,6 @@ type ProviderActor struct {
 	log     *zap.Logger
 	self    *actor.PID
 	root    *actor.RootContext
-	gate    *gate.Gate
 	front   *providerFront
 	refresh func()
 }
@@ -64,25 +63,25 @@ func (p *ProviderActor) Receive(ctx actor.Context) {
 		}
 		p.peerOpened(m)
 	case *messages.KeyChanged:
-		if p.gate.Enable() {
+		if p.front.gate.Enable() {
 			p.log.Warn("provider enabled: its key changed", zap.String("event", "provider_enabled"))
 		}
 	case crashed:
 		panic(m.reason)
 	case refreshUsage:
 		p.refresh = p.deps.Timers.SendOnce(UsageRefresh, ctx.Self(), refreshUsage{})
-		p.gate.RefreshUsage()
+		p.front.gate.RefreshUsage()
 	case *actor.Restarting:
 		// Its successor makes a gate of its own from the published snapshot.
 		p.ref.live.Store(nil)
 		p.stopTimers()
-		p.gate.Close()
+		p.front.gate.Close()
 	case *actor.Stopping:
 		p.ref.live.Store(nil)
 		p.stopTimers()
 		// Stopped for good after repeated crashes (at shutdown nobody waits): the acquisitions still
 		// waiting are refused, so their askers go elsewhere instead of waiting for their deadlines.
-		p.gate.Stop()
+		p.front.gate.Stop()
 	default:
 		p.deps.unknown(KindProvider, m)
 	}
@@ -125,11 +124,11 @@ func (p *ProviderActor) start(ctx actor.Context) {
 	}
 	front := &providerFront{name: p.ref.Name, deps: p.deps, shell: p.shell()}
 	g = gate.New(gate.Config{Name: p.ref.Name, Limiter: p.deps.limiter(p.ref.Name), Limits: p.deps.RateLimits[p.ref.Name],
-		Clock: p.deps.Clock, Log: p.log, Shell: p.shell(), Published: &p.ref.snap,
+		Clock: p.deps.Clock, Log: p.log, Shell: front.shell, Published: &p.ref.snap,
 		Machine: admission.Config{Breaker: settings, ModelBreaker: p.modelBreaker, MaxQueue: p.deps.maxQueue(), LeaseGrace: p.deps.leaseGrace()},
 		OnPanic: func(reason any) { p.ref.crashed(front, reason) }})
 	front.gate = g
-	p.gate, p.front = g, front
+	p.front = front
 	p.refresh = p.deps.Timers.SendOnce(UsageRefresh, p.self, refreshUsage{})
 	p.ref.live.Store(p.front)
 }
@@ -276,7 +275,7 @@ func outcomeOf(o *messages.Outcome) admission.Outcome {
 
 // peerOpened opens the breaker because another controller's opened.
 func (p *ProviderActor) peerOpened(m *messages.PeerBreakerOpened) {
-	opened, until := p.gate.PeerOpened(m.GetOpenUntil().AsTime())
+	opened, until := p.front.gate.PeerOpened(m.GetOpenUntil().AsTime())
 	if !opened {
 		return
 	}

@@ -29,12 +29,6 @@ type WorkerActor struct {
 	parts     *workerParts // made at the start, with the slots
 }
 
-// transportHealth is what the transport said of its connection.
-type transportHealth struct {
-	health fleet.Health
-	err    error
-}
-
 // healthReporter is a transport that reports its connection's health (SSH).
 type healthReporter interface {
 	OnHealth(func(fleet.Health, error))
@@ -50,8 +44,6 @@ func (w *WorkerActor) Receive(ctx actor.Context) {
 	switch m := ctx.Message().(type) {
 	case *actor.Started:
 		w.started(ctx)
-	case *transportHealth:
-		w.ref.publishHealth(m.health, m.err)
 	case *messages.Dispatch:
 		w.parts.dispatch(m)
 	case *messages.CancelJob:
@@ -83,11 +75,10 @@ func (w *WorkerActor) started(ctx actor.Context) {
 	}
 	prev := w.ref.Snapshot()
 	p.host = slots.New(slots.Config{Slots: w.ref.Spec.Slots, Breaker: resilience.ResumeBreaker(settings, prev.Breaker),
-		Grace: w.deps.hostGrace, Shell: &workerShell{w: p}})
+		Grace: w.deps.hostGrace, Shell: p})
 	w.parts = p
 	if h, ok := w.transport.(healthReporter); ok {
-		self, root := p.self, p.root
-		h.OnHealth(func(health fleet.Health, err error) { root.Send(self, &transportHealth{health: health, err: err}) })
+		h.OnHealth(w.ref.publishHealth) // a published snapshot, safe from the transport's goroutine
 	}
 	p.host.Changed()
 	w.ref.live.Store(p)
@@ -103,9 +94,7 @@ func (w *workerParts) dispatch(d *messages.Dispatch) {
 	}
 	if why := checkModel(w.deps.catalog(), d.Job.Provider, d.Job.Model); why != "" {
 		w.deps.Drop(KindWorker, why, d)
-		res := identity(w.ref, d.Job)
-		res.ErrorKind, res.ErrorMessage = string(resilience.NotSent), "the model is not in the catalog as this provider's"
-		w.root.Send(d.ReplyTo, res)
+		w.fail(d, resilience.NotSent, "the model is not in the catalog as this provider's")
 		return
 	}
 	if !w.host.Offer(&slots.Job{ID: d.Job.JobId, Deadline: d.Job.Deadline.AsTime(), Timeout: seconds(d.Job.TimeoutSeconds), Ask: d}) {
@@ -117,10 +106,7 @@ func (w *workerParts) dispatch(d *messages.Dispatch) {
 // their coordinators must not wait for their deadlines to learn it.
 func (w *WorkerActor) failAll(why string) {
 	for _, j := range w.parts.host.FailAll() {
-		d := j.Ask.(*messages.Dispatch)
-		res := identity(w.ref, d.Job)
-		res.ErrorKind, res.ErrorMessage = string(resilience.Internal), why
-		w.parts.root.Send(d.ReplyTo, res)
+		w.parts.fail(j.Ask.(*messages.Dispatch), resilience.Internal, why)
 	}
 }
 
@@ -142,71 +128,74 @@ type workerParts struct {
 	host      *slots.Host
 }
 
-// workerShell carries out what the slots decide: it sends the jobs' messages and starts their calls.
-type workerShell struct{ w *workerParts }
-
-func (s *workerShell) Queued(j *slots.Job) {
-	d := j.Ask.(*messages.Dispatch)
-	s.w.root.Send(d.ReplyTo, &messages.JobQueued{JobId: d.Job.JobId, Probe: d.Probe})
-}
-
-func (s *workerShell) Refuse(j *slots.Job, kind resilience.Kind, why string) {
-	d := j.Ask.(*messages.Dispatch)
-	res := identity(s.w.ref, d.Job)
+// fail answers a job its call did not answer, with why.
+func (w *workerParts) fail(d *messages.Dispatch, kind resilience.Kind, why string) {
+	res := identity(w.ref, d.Job)
 	res.ErrorKind, res.ErrorMessage = string(kind), why
-	s.w.root.Send(d.ReplyTo, res)
+	w.root.Send(d.ReplyTo, res)
 }
 
-func (s *workerShell) TimedOut(j *slots.Job) {
+// The slots.Shell of a worker: it carries out what the slots decide, under their lock, by sending the
+// jobs' messages and starting their calls.
+
+func (w *workerParts) Queued(j *slots.Job) {
 	d := j.Ask.(*messages.Dispatch)
-	res := identity(s.w.ref, d.Job)
-	res.ErrorKind, res.ErrorMessage = string(resilience.HostTimeout), "the worker host did not return the call within its budget"
-	s.w.ref.failed.Add(1)
-	s.w.root.Send(d.ReplyTo, res)
+	w.root.Send(d.ReplyTo, &messages.JobQueued{JobId: d.Job.JobId, Probe: d.Probe})
 }
 
-func (s *workerShell) Duplicate(j *slots.Job) {
-	s.w.deps.Drop(KindWorker, DropDuplicate, j.Ask.(*messages.Dispatch)) // its twin started first
+func (w *workerParts) Refuse(j *slots.Job, kind resilience.Kind, why string) {
+	w.fail(j.Ask.(*messages.Dispatch), kind, why)
 }
 
-func (s *workerShell) Changed(running, queued int, breaker resilience.Snapshot) {
-	s.w.ref.publishJobs(running, queued, breaker)
+func (w *workerParts) TimedOut(j *slots.Job) {
+	w.ref.failed.Add(1)
+	w.fail(j.Ask.(*messages.Dispatch), resilience.HostTimeout, "the worker host did not return the call within its budget")
 }
 
-// Start tells the job's sender the time it has and makes the call on a goroutine of its own.
-func (s *workerShell) Start(ctx context.Context, cancel context.CancelFunc, j *slots.Job, budget time.Duration) {
+func (w *workerParts) Duplicate(j *slots.Job) {
+	w.deps.Drop(KindWorker, DropDuplicate, j.Ask.(*messages.Dispatch)) // its twin started first
+}
+
+func (w *workerParts) Changed(running, queued int, breaker resilience.Snapshot) {
+	w.ref.publishJobs(running, queued, breaker)
+}
+
+// Start tells the job's sender the time it has and makes the call on a goroutine of its own; the call
+// is built there, off the slots' lock (and the granting gate's).
+func (w *workerParts) Start(ctx context.Context, cancel context.CancelFunc, j *slots.Job, budget time.Duration) {
 	d := j.Ask.(*messages.Dispatch)
-	job, w := d.Job, s.w
-	// The answer's bytes count in flight from its worker, which sees it before anyone holds it.
+	w.root.Send(d.ReplyTo, &messages.JobStarted{JobId: d.Job.JobId, BudgetSeconds: budget.Seconds(), Probe: d.Probe})
+	w.deps.run(func() {
+		defer cancel()
+		defer w.crashOnPanic()
+		w.call(ctx, cancel, d)
+	})
+}
+
+// call makes a job's call and ends the job with its result. Its answer's bytes count in flight from its
+// worker, which sees it before anyone holds it; streamed, each piece goes to the job's sender as it
+// comes, in order, and a piece the in-flight bound refuses stops the call.
+func (w *workerParts) call(ctx context.Context, cancel context.CancelFunc, d *messages.Dispatch) {
+	job := d.Job
 	hold := w.deps.Inflight.Account(job.RequestId).Answer()
-	w.root.Send(d.ReplyTo, &messages.JobStarted{JobId: job.JobId, BudgetSeconds: budget.Seconds(), Probe: d.Probe})
-	call := fleet.CallOf(job)
-	root, replyTo, result := w.root, d.ReplyTo, identity(w.ref, job)
 	var onDelta func(providers.Delta)
 	if job.Stream {
-		// Each piece goes to the job's sender as it comes, from the call's goroutine, in order; a piece
-		// the in-flight bound refuses stops the call.
-		requestID, jobID := job.RequestId, job.JobId
 		onDelta = func(p providers.Delta) {
-			if piece := fleet.DeltaOf(requestID, jobID, p); hold.Piece(deltaBytes(piece)) {
-				root.Send(replyTo, piece)
+			if piece := fleet.DeltaOf(job.RequestId, job.JobId, p); hold.Piece(deltaBytes(piece)) {
+				w.root.Send(d.ReplyTo, piece)
 			} else {
 				cancel()
 			}
 		}
 	}
-	w.deps.run(func() {
-		defer cancel()
-		defer w.crashOnPanic()
-		began := time.Now()
-		reply, err := runCall(ctx, w.transport, call, onDelta)
-		res := fleet.ResultOf(result, reply, err, time.Since(began))
-		answered := res.Ok
-		if kind := hold.Result(res.Ok, answerBytes(res)); kind != "" {
-			refuseAnswer(res, kind, w.deps.Inflight.Limit())
-		}
-		w.finish(res, answered)
-	})
+	began := time.Now()
+	reply, err := runCall(ctx, w.transport, fleet.CallOf(job), onDelta)
+	res := fleet.ResultOf(identity(w.ref, job), reply, err, time.Since(began))
+	answered := res.Ok
+	if kind := hold.Result(res.Ok, answerBytes(res)); kind != "" {
+		refuseAnswer(res, kind, w.deps.Inflight.Limit())
+	}
+	w.finish(res, answered)
 }
 
 // finish ends a job in its slots and forwards its result. A result for a job no longer running (its

@@ -356,15 +356,14 @@ func (m *messageEvents) delta(d *messages.Delta) {
 // text that is not the answer, and the record holds the answer.
 func (m *messageEvents) complete(e *messages.Execution) bool {
 	m.start()
-	rest, continues := strings.CutPrefix(e.Answer, m.relayed.String())
-	if !continues {
+	add := func(piece string) { m.delta(&messages.Delta{Text: piece}) }
+	fail := func() {
 		failed := superseded(e.RequestId)
 		failed.RequestId = e.RequestId
 		m.fail(failed)
-		return false
 	}
-	for _, piece := range pieces(rest, chunkBytes) {
-		m.delta(&messages.Delta{Text: piece})
+	if !continueAnswer(e.Answer, m.relayed.String(), add, fail) {
+		return false
 	}
 	for i, c := range e.ToolCalls {
 		if _, relayed := m.calls[int32(i)]; relayed {

@@ -74,13 +74,10 @@ func TestCutStreamsPayOnEveryDoor(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			id := firstIDOf(resp)
+			id := resp.Header.Get("X-Request-Id")
 			received := readUntil(t, resp, "Nitrogen")
 			hangUp() // before the usage: the caller has gone
 			resp.Body.Close()
-			if id == "" {
-				id = resp.Header.Get("X-Request-Id")
-			}
 			// The record waits for its call's settlement (a moment after the hang-up): until then a read
 			// finds it without the call's cost.
 			var rec map[string]any
@@ -117,25 +114,67 @@ func TestCutStreamsPayOnEveryDoor(t *testing.T) {
 	}
 }
 
-// firstIDOf is the request id an answer names in its header.
-func firstIDOf(resp *http.Response) string { return resp.Header.Get("X-Request-Id") }
-
-// readUntil reads a stream's lines until one holds want, and returns the text of the answer read so
-// far (the content of its data events' text pieces, as near as the door's format lets a test say).
+// readUntil reads a stream's data events until the text of the answer they carry holds want, and
+// returns that text: the content of chat completion chunks, the text of text_delta blocks, the deltas of
+// response.output_text.delta events.
 func readUntil(t *testing.T, resp *http.Response, want string) string {
 	t.Helper()
 	if resp.StatusCode != http.StatusOK {
 		t.Fatalf("status %d", resp.StatusCode)
 	}
+	var text strings.Builder
 	lines := bufio.NewScanner(resp.Body)
 	deadline := time.Now().Add(10 * time.Second)
 	for lines.Scan() && time.Now().Before(deadline) {
-		if line := lines.Text(); strings.Contains(line, want) {
-			return want
+		data, ok := strings.CutPrefix(lines.Text(), "data:")
+		if !ok {
+			continue
+		}
+		text.WriteString(streamedText(t, strings.TrimSpace(data)))
+		if strings.Contains(text.String(), want) {
+			return text.String()
 		}
 	}
-	t.Fatalf("the stream ended without %q: %v", want, lines.Err())
+	t.Fatalf("the stream ended without %q (read %q): %v", want, text.String(), lines.Err())
 	return ""
+}
+
+// streamedText is the text of the answer one data event carries, on any door; "" for an event that
+// carries none.
+func streamedText(t *testing.T, data string) string {
+	t.Helper()
+	if data == "[DONE]" {
+		return ""
+	}
+	var ev struct {
+		Type    string          `json:"type"`
+		Delta   json.RawMessage `json:"delta"`
+		Choices []struct {
+			Delta struct {
+				Content *string `json:"content"`
+			} `json:"delta"`
+		} `json:"choices"`
+	}
+	if err := json.Unmarshal([]byte(data), &ev); err != nil {
+		t.Fatalf("a data event that is not JSON: %q: %v", data, err)
+	}
+	var text string
+	switch ev.Type {
+	case "content_block_delta": // the Messages API
+		var d struct{ Type, Text string }
+		if json.Unmarshal(ev.Delta, &d) == nil && d.Type == "text_delta" {
+			text = d.Text
+		}
+	case "response.output_text.delta": // the Responses API
+		_ = json.Unmarshal(ev.Delta, &text)
+	case "": // chat completions
+		for _, c := range ev.Choices {
+			if c.Delta.Content != nil {
+				text += *c.Delta.Content
+			}
+		}
+	}
+	return text
 }
 
 // checkBooks runs the books check over a test's database and fails on any difference.

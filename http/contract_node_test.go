@@ -18,7 +18,6 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/adapters/providers/providertest"
-	"github.com/conclave-ai/conclave/internal/testenv"
 )
 
 // nodeContract is where the OpenAI Node SDK's contract script and its pinned installation live.
@@ -29,23 +28,7 @@ var nodeContract = filepath.Join("testdata", "openai-node")
 // a user's machine, failed in CI.
 func nodeSDK(t *testing.T) string {
 	t.Helper()
-	node, err := exec.LookPath("node")
-	if err != nil {
-		testenv.Missing(t, "node is not installed (scripts/services.sh installs it)")
-	}
-	var pkg, installed struct {
-		Version      string            `json:"version"`
-		Dependencies map[string]string `json:"dependencies"`
-	}
-	raw, err := os.ReadFile(filepath.Join(nodeContract, "package.json"))
-	if err != nil || json.Unmarshal(raw, &pkg) != nil {
-		t.Fatalf("%s/package.json: %v", nodeContract, err)
-	}
-	raw, err = os.ReadFile(filepath.Join(nodeContract, "node_modules", "openai", "package.json"))
-	if err != nil || json.Unmarshal(raw, &installed) != nil || installed.Version != pkg.Dependencies["openai"] {
-		testenv.Missing(t, "the OpenAI Node SDK %s is not installed in %s (found %q): run scripts/openai-node.sh", pkg.Dependencies["openai"], nodeContract, installed.Version)
-	}
-	return node
+	return pinnedNodeSDK(t, nodeSDKCase{name: "openai", dir: nodeContract, install: "scripts/openai-node.sh"})
 }
 
 // nodeOutcome is what the Node script printed: the completions the client got, or its error.

@@ -170,7 +170,11 @@ func readSettings(fields map[string]json.RawMessage, bad *report) {
 // sampling reads the Responses API's sampling parameters (responsesSampling), noting what the answer
 // echoes of them.
 func (out *responsesRequest) sampling(fields map[string]json.RawMessage, bad *report) *messages.Sampling {
-	sampling := responsesSampling.with("user", out.endUser(fields, bad)).read(fields, "", bad)
+	params := responsesSampling
+	if out.endUser(fields, bad) == "safety_identifier" {
+		params = responsesSafetySampling
+	}
+	sampling := params.read(fields, "", bad)
 	if sampling != nil {
 		if sampling.MaxTokens != nil {
 			out.maxOutputTokens = sampling.MaxTokens

@@ -367,15 +367,8 @@ func (e *responseEvents) finish(exec *messages.Execution, resp responseObject) {
 // replaced the text streamed (the arbiter's verdict could not be used) fails the stream instead, and
 // complete reports false: the caller has read text that is not the answer, and only an error can say so.
 func (e *responseEvents) complete(exec *messages.Execution) bool {
-	if e.text != nil {
-		rest, continues := strings.CutPrefix(exec.Answer, e.text.text.String())
-		if !continues {
-			e.fail(superseded(e.requestID()))
-			return false
-		}
-		for _, piece := range pieces(rest, chunkBytes) {
-			e.addText(piece)
-		}
+	if e.text != nil && !continueAnswer(exec.Answer, e.text.text.String(), e.addText, func() { e.fail(superseded(e.requestID())) }) {
+		return false
 	}
 	if len(e.items) > 0 {
 		return true

@@ -12,7 +12,6 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/core/intake"
 	"github.com/conclave-ai/conclave/messages"
-	"google.golang.org/protobuf/proto"
 )
 
 // The sampling parameters of each door, as tables: the parameter's canonical name (the request's, as
@@ -56,7 +55,7 @@ var (
 		{"parallel_tool_calls", "parallel_tool_calls", parallelToolCalls},
 	}
 	// responsesSampling are the Responses API's: max_output_tokens is max_tokens. Its end user's id is
-	// user, or safety_identifier in its place (responsesRequest.sampling).
+	// user, or safety_identifier in its place (responsesSafetySampling; responsesRequest.sampling).
 	responsesSampling = samplingParams{
 		{"temperature", "temperature", floatInto(temperatureOf)},
 		{"top_p", "top_p", floatInto(topPOf)},
@@ -64,6 +63,8 @@ var (
 		{"user", "user", endUser},
 		{"parallel_tool_calls", "parallel_tool_calls", parallelToolCalls},
 	}
+	// responsesSafetySampling are responsesSampling with the end user's id read from safety_identifier.
+	responsesSafetySampling = responsesSampling.with("user", "safety_identifier")
 	// messagesSampling are the Messages API's: temperature within its [0, 1], max_tokens required as it
 	// requires it, stop_sequences a list, and metadata.user_id the end user's id. Whether the model may
 	// call tools in parallel is its tool choice's (readAnthropicToolChoice).
@@ -81,7 +82,7 @@ var (
 func (ps samplingParams) read(fields map[string]json.RawMessage, prefix string, bad *report) *messages.Sampling {
 	s := &messages.Sampling{}
 	ps.readInto(s, fields, prefix, bad)
-	if proto.Size(s) == 0 {
+	if s.SizeVT() == 0 {
 		return nil
 	}
 	return s
@@ -92,7 +93,9 @@ func (ps samplingParams) readInto(s *messages.Sampling, fields map[string]json.R
 	r := askReader{fields: fields, prefix: prefix, bad: bad}
 	bad.name("parameters", strings.TrimSuffix(prefix, "."))
 	for _, p := range ps {
-		bad.alias("parameters."+p.canonical, r.field(p.wire))
+		if p.wire != p.canonical { // one the body names as intake does is renamed with "parameters", above
+			bad.alias("parameters."+p.canonical, r.field(p.wire))
+		}
 		p.read(r, p.wire, s)
 	}
 }

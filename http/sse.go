@@ -260,19 +260,32 @@ func (r *relay) delta(d *messages.Delta) {
 func (r *relay) finish(c completion, includeUsage bool) {
 	msg := c.Choices[0].Message
 	if msg.Content != nil {
-		relayed := r.text.String()
-		rest, continues := strings.CutPrefix(*msg.Content, relayed)
-		if !continues {
-			r.st.fail(superseded(c.ID))
-			return
-		}
-		for _, piece := range pieces(rest, chunkBytes) {
+		add := func(piece string) {
 			ch := r.base
 			ch.Choices = []chunkChoice{{Delta: chunkDelta{Content: &piece}}}
 			r.st.event(ch)
 		}
+		if !continueAnswer(*msg.Content, r.text.String(), add, func() { r.st.fail(superseded(c.ID)) }) {
+			return
+		}
 	}
 	r.st.finish(r.base, c, includeUsage)
+}
+
+// continueAnswer says what a stream has not yet said of an answer that continues the text streamed so
+// far (a synthesis the consensus completed): the rest, in pieces, each through add. An answer that does
+// not continue it (it replaced the arbiter's verdict, which was not usable) calls fail instead, and
+// continueAnswer reports false: the caller has read text that is not the answer.
+func continueAnswer(answer, streamed string, add func(piece string), fail func()) bool {
+	rest, continues := strings.CutPrefix(answer, streamed)
+	if !continues {
+		fail()
+		return false
+	}
+	for _, piece := range pieces(rest, chunkBytes) {
+		add(piece)
+	}
+	return true
 }
 
 // superseded is the failure of a stream whose text the consensus replaced (the arbiter's verdict could

@@ -23,7 +23,7 @@ Logs (warnings and errors) go to standard error.
 
 func worker(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
-		if args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		if isHelp(args[0]) {
 			fmt.Fprint(stdout, workerUsage)
 			return nil
 		}

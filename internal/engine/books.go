@@ -43,14 +43,7 @@ func (j recorderJournal) Open(ctx context.Context, c *messages.Call) error {
 		j.system.Root.Send(j.recorder, proto.Clone(c).(*messages.Call))
 		return nil
 	}
-	wait := IntentWait
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d))
-	}
-	if wait <= 0 {
-		return context.DeadlineExceeded
-	}
-	res, err := j.system.Root.RequestFuture(j.recorder, c, wait).Result()
+	res, err := askActor(ctx, j.system, j.recorder, c, IntentWait)
 	if err != nil {
 		return fmt.Errorf("journal %s: %w", c.CallId, err)
 	}

@@ -74,7 +74,7 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 	}
 	account, ok := e.deps.Inflight.Open(req.RequestId, int64(len(exec.Task)))
 	if !ok {
-		fail(exec, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks, asks and answers", e.cfg.MaxInflightBytes), time.Second)
+		fail(exec, resilience.Overloaded, e.inflightFull(), time.Second)
 		return out, nil
 	}
 	defer account.Close()
@@ -160,8 +160,8 @@ func (e *Engine) finishEmbed(req *messages.EmbedRequest, m catalog.Model, exec *
 	exec.Phases.TotalMs = exec.Phases.CollectMs
 	e.deps.Metrics.Execution(exec)
 	var durable *actor.Future
-	if e.spool != nil { // the recorder answers once the record is durable (actors.Answer)
-		durable = actor.NewFuture(e.system, DurableWait+time.Second)
+	if e.deps.AnswersWaitForRecords { // the recorder answers once the record is durable (actors.Answer)
+		durable = actor.NewFuture(e.system, actors.DurableWait+time.Second)
 		e.system.Root.Send(e.deps.Dir.Recorder, &actors.Answer{Exec: exec, To: durable.PID()})
 	} else {
 		e.system.Root.Send(e.deps.Dir.Recorder, exec)

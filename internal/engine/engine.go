@@ -686,7 +686,7 @@ func (e *Engine) route(ctx context.Context, req *messages.RouteRequest) (*messag
 	account, ok := e.deps.Inflight.Open(req.RequestId, size)
 	if !ok {
 		e.deps.Shed().Add(string(resilience.Overloaded))
-		return refused(req, resilience.Overloaded, fmt.Sprintf("the requests in flight already hold %d bytes of tasks, asks and answers", e.cfg.MaxInflightBytes), time.Second), nil
+		return refused(req, resilience.Overloaded, e.inflightFull(), time.Second), nil
 	}
 	defer account.Close()
 	stop := context.AfterFunc(ctx, func() {
@@ -704,10 +704,10 @@ func (e *Engine) route(ctx context.Context, req *messages.RouteRequest) (*messag
 	return exec, nil
 }
 
-// DurableWait bounds how long an answer waits for its record to be written (with a spool, the
-// recorder gives the answer once the record is durable); past it the answer goes out anyway, and the
-// record follows when the store takes it.
-const DurableWait = actors.DurableWait
+// inflightFull is why a request or an embedding is refused for the bytes in flight.
+func (e *Engine) inflightFull() string {
+	return fmt.Sprintf("the requests in flight already hold %d bytes of tasks, asks and answers", e.cfg.MaxInflightBytes)
+}
 
 // RouteWithProgress is Route telling onProgress each step as it happens (classified, selected,
 // dispatched, reply, retry, consensus), in order, before it returns. onProgress runs on an actor of its

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/internal/arms"
 	"os"
 	"path/filepath"
@@ -185,14 +186,7 @@ const SyncWait = 5 * time.Second
 // Sync returns once the records and calls of the requests answered before it are in the store (read
 // your writes: the recorder writes them in batches, every actors.ShipInterval), or says why not.
 func (e *Engine) Sync(ctx context.Context) error {
-	wait := SyncWait
-	if d, ok := ctx.Deadline(); ok {
-		wait = min(wait, time.Until(d))
-	}
-	if wait <= 0 {
-		return context.DeadlineExceeded
-	}
-	res, err := e.system.Root.RequestFuture(e.deps.Dir.Recorder, &actors.Sync{}, wait).Result()
+	res, err := askActor(ctx, e.system, e.deps.Dir.Recorder, &actors.Sync{}, SyncWait)
 	if err != nil {
 		return err
 	}
@@ -200,6 +194,18 @@ func (e *Engine) Sync(ctx context.Context) error {
 		return s.Err
 	}
 	return fmt.Errorf("sync: unexpected reply %T", res)
+}
+
+// askActor asks an actor a question and returns its answer, waiting at most wait and never past ctx's
+// deadline.
+func askActor(ctx context.Context, system *actor.ActorSystem, pid *actor.PID, question any, wait time.Duration) (any, error) {
+	if d, ok := ctx.Deadline(); ok {
+		wait = min(wait, time.Until(d))
+	}
+	if wait <= 0 {
+		return nil, context.DeadlineExceeded
+	}
+	return system.Root.RequestFuture(pid, question, wait).Result()
 }
 
 // Executions lists records, newest first, the ones answered before among them.

@@ -164,7 +164,7 @@ type onlineRun struct {
 	opts   Options
 	name   string
 	reward string // the run's reward, without -dep
-	// audit marks the prompts whose truth a gold5 run gives back.
+	// audit marks the prompts whose truth a gold5 run gives back, one per prompt of the run.
 	audit    []bool
 	results  map[string]*RunResult // by dataset
 	overall  *RunResult
@@ -172,7 +172,6 @@ type onlineRun struct {
 	// bestN caches the regret's reference per category; seen counts each dataset's prompts so far.
 	bestN map[string]float64
 	seen  map[string]int
-	total int
 }
 
 // newOnlineRun enters the run's results in the report, per dataset and overall.
@@ -180,7 +179,7 @@ func newOnlineRun(e *engine.Engine, rep *Report, h hindsightTable, run Run, opts
 	reward, _ := run.reward()
 	o := &onlineRun{e: e, rep: rep, h: h, opts: opts, name: run.Name(), reward: reward, audit: audited(total, opts.Seed),
 		results: map[string]*RunResult{}, overall: &RunResult{}, absorbed: absorbed{}, bestN: map[string]float64{},
-		seen: map[string]int{}, total: total}
+		seen: map[string]int{}}
 	for ds := range rep.Datasets {
 		o.results[ds] = &RunResult{}
 		rep.Datasets[ds].Runs[o.name] = o.results[ds]
@@ -202,7 +201,7 @@ func (o *onlineRun) step(ctx context.Context, i int, it item) error {
 	right := exec.StatusCode == 200 && correct(it.rec.Kind, exec.Answer, *it.rec.Gold)
 	o.seen[ds]++
 	d.count(exec, right, o.seen[ds] > o.rep.Datasets[ds].Prompts/2)
-	o.overall.count(exec, right, i >= o.total/2)
+	o.overall.count(exec, right, i >= len(o.audit)/2)
 	fed, err := o.feedback(ctx, i, it, req, exec)
 	if err != nil {
 		return err
@@ -265,7 +264,7 @@ func (o *onlineRun) finish() {
 		r.Accuracy = float64(r.Correct) / float64(o.rep.Datasets[ds].Prompts)
 		r.Selected = mostSelected(r.picks, 8)
 	}
-	o.overall.Accuracy = float64(o.overall.Correct) / float64(o.total)
+	o.overall.Accuracy = float64(o.overall.Correct) / float64(len(o.audit))
 }
 
 // count adds a routed prompt to the result; secondHalf says whether it falls in the second half of the

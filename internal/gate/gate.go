@@ -85,9 +85,8 @@ type Gate struct {
 	mu    sync.Mutex
 	m     *admission.Machine
 	usage ratelimit.Usage
-	// wake is the machine's wake-up; closed stops it for good.
-	wake        alarm.Alarm
-	closed      bool
+	wake  alarm.Alarm // the machine's wake-up
+
 	publishedAt time.Time // wall clock
 }
 
@@ -159,8 +158,7 @@ func (g *Gate) Stop() {
 func (g *Gate) Close() {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.closed = true
-	g.stopWake()
+	g.wake.Close()
 }
 
 // Models is how many models the machine holds state for.
@@ -207,9 +205,9 @@ func (g *Gate) do(now, clk time.Time, e admission.Effect) {
 		words, _ := e.Words.([]ratelimit.Upstream)
 		g.release(now, clk, e.ID, e.Tokens, words)
 	case admission.Wake:
-		g.wakeBy(e.At)
+		g.wake.By(e.At) // leases expire and waiting acquisitions are tried again then
 	case admission.Idle:
-		g.stopWake() // no lease to expire, nobody waiting: no idle wake-up
+		g.wake.Stop() // no lease to expire, nobody waiting: no idle wake-up
 	default:
 		g.logEffect(e)
 	}
@@ -306,23 +304,12 @@ func answerOf(d ratelimit.Decision, err error) admission.Answer {
 	return a
 }
 
-// wakeBy makes sure the machine wakes no later than at (wall clock): leases expire and waiting
-// acquisitions are tried again. The lock is held.
-func (g *Gate) wakeBy(at time.Time) {
-	if !g.closed {
-		g.wake.By(at)
-	}
-}
-
-// stopWake cancels the wake-up; the lock is held.
-func (g *Gate) stopWake() { g.wake.Stop() }
-
 // woken is the wake-up timer's ring. A ring from a moment the timer was moved away from wakes the
 // machine early, which is safe: it asks for its next moment again.
 func (g *Gate) woken() {
 	defer g.recoverPanic()
 	g.run(func(now, clk time.Time) {
-		if !g.closed && g.wake.Due() {
+		if g.wake.Due() {
 			g.m.Wake(now, clk)
 		}
 	})

@@ -69,8 +69,7 @@ type Host struct {
 	queue   []*Job
 	// watch is when the watchdog next looks for silent hosts: the earliest end of a running job's
 	// budget and grace. One timer serves every job, since budgets end in about the order jobs start.
-	watch  alarm.Alarm
-	closed bool
+	watch alarm.Alarm
 }
 
 // running is a job out on the host.
@@ -145,7 +144,7 @@ func (h *Host) start(j *Job) {
 	ctx, cancel := context.WithDeadline(context.Background(), now.Add(budget))
 	r := &running{job: j, ticket: ticket, cancel: cancel, silentAt: now.Add(budget + h.grace(budget))}
 	h.running[j.ID] = r
-	h.watchBy(r.silentAt)
+	h.watch.By(r.silentAt)
 	h.shell.Start(ctx, cancel, j, budget)
 }
 
@@ -162,7 +161,7 @@ func (h *Host) Finish(id string, answered bool, kind resilience.Kind) (j *Job, c
 	}
 	h.end(r, answered, kind)
 	if len(h.running) == 0 {
-		h.stopWatch() // nothing left to watch: no idle look for silent hosts
+		h.watch.Stop() // nothing left to watch: no idle look for silent hosts
 	}
 	h.changed()
 	return r.job, r.cancelled, true
@@ -215,17 +214,9 @@ func (h *Host) FailAll() []*Job {
 	}
 	out = append(out, h.queue...)
 	h.queue = nil
-	h.closed = true
-	h.stopWatch()
+	h.watch.Close()
 	h.changed()
 	return out
-}
-
-// Breaker is the host's breaker as published.
-func (h *Host) Breaker() resilience.Snapshot {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.breaker.Snapshot()
 }
 
 // Changed publishes the host's state again (its connection changed, for one).
@@ -236,16 +227,6 @@ func (h *Host) Changed() {
 }
 
 func (h *Host) changed() { h.shell.Changed(len(h.running), len(h.queue), h.breaker.Snapshot()) }
-
-// watchBy makes sure the watchdog looks no later than at; the lock is held.
-func (h *Host) watchBy(at time.Time) {
-	if !h.closed {
-		h.watch.By(at)
-	}
-}
-
-// stopWatch cancels the watchdog; the lock is held.
-func (h *Host) stopWatch() { h.watch.Stop() }
 
 // look is the watchdog: the running jobs past their budget and grace are answered as host timeouts,
 // so that a hung host is the host's fault and never the provider's; it looks again for the next.
@@ -261,7 +242,7 @@ func (h *Host) look() {
 		}
 	}
 	for _, r := range h.running {
-		h.watchBy(r.silentAt)
+		h.watch.By(r.silentAt)
 	}
 	h.changed()
 }

@@ -234,7 +234,7 @@ func anthropicMessages(turns []Message) ([]anthropicMessage, error) {
 	for _, m := range turns {
 		switch m.Role {
 		case "tool":
-			block := anthropicBlock{Type: "tool_result", ToolUseID: ToolUseID(m.ToolCallID)}
+			block := anthropicBlock{Type: "tool_result", ToolUseID: wire.ToolUseID(m.ToolCallID)}
 			content, err := anthropicContent(m)
 			if err != nil {
 				return nil, err
@@ -258,7 +258,7 @@ func anthropicMessages(turns []Message) ([]anthropicMessage, error) {
 				if err != nil {
 					return nil, err
 				}
-				content = append(content, anthropicBlock{Type: "tool_use", ID: ToolUseID(c.ID), Name: c.Name, Input: input})
+				content = append(content, anthropicBlock{Type: "tool_use", ID: wire.ToolUseID(c.ID), Name: c.Name, Input: input})
 			}
 			out = append(out, anthropicMessage{Role: "assistant", Content: content})
 		default:
@@ -323,10 +323,6 @@ func toolInput(c ToolCall) (json.RawMessage, error) {
 	}
 	return json.RawMessage(args), nil
 }
-
-// ToolUseID writes a tool call's id as the Messages API takes it (wire.ToolUseID, which the
-// Anthropic door uses too).
-var ToolUseID = wire.ToolUseID
 
 // Complete implements Backend.
 func (a *Anthropic) Complete(ctx context.Context, call Call) (Reply, error) {
@@ -579,7 +575,7 @@ type messageStream struct {
 }
 
 // messageHandlers are the handlers of the events of a Messages stream, by type. Events of other
-// types (those of later versions) are skipped.
+// types (ping, which says nothing, and those of later versions) are skipped.
 var messageHandlers = map[string]func(*messageStream, *anthropicEvent) (Delta, error){
 	"message_start":       (*messageStream).messageStart,
 	"content_block_start": (*messageStream).blockStart,
@@ -587,7 +583,6 @@ var messageHandlers = map[string]func(*messageStream, *anthropicEvent) (Delta, e
 	"content_block_stop":  (*messageStream).blockStop,
 	"message_delta":       (*messageStream).messageDelta,
 	"message_stop":        (*messageStream).messageStop,
-	"ping":                (*messageStream).ping,
 	"error":               (*messageStream).streamError,
 }
 
@@ -741,9 +736,6 @@ func (s *messageStream) messageStop(*anthropicEvent) (Delta, error) {
 	}
 	return Delta{}, nil
 }
-
-// ping keeps the connection alive and says nothing.
-func (s *messageStream) ping(*anthropicEvent) (Delta, error) { return Delta{}, nil }
 
 // streamError fails the stream with the error event, classified by its type.
 func (s *messageStream) streamError(e *anthropicEvent) (Delta, error) {

@@ -13,9 +13,6 @@ const (
 	KindGemini    = catalog.KindGemini
 )
 
-// Defaults are what Conclave knows of a named provider.
-type Defaults = catalog.ProviderDefaults
-
 // Named are the providers Conclave knows by name.
 var Named = catalog.NamedProviders
 

@@ -491,12 +491,10 @@ type chatStream struct {
 	reply   Reply
 	text    strings.Builder
 	calls   toolCalls
-	// finished says a chunk gave a finish reason: the stream may end without [DONE].
-	finished bool
 }
 
 // whole reports whether a chunk has given a finish reason: the stream may then end without [DONE].
-func (s *chatStream) whole() bool { return s.finished }
+func (s *chatStream) whole() bool { return s.reply.FinishReason != "" }
 
 // event reads one chunk: [DONE] ends the stream, an error object fails it, and any other chunk adds
 // its ids, usage and first choice to the reply.
@@ -555,7 +553,7 @@ func (s *chatStream) readChoice(chunk *chatResponse) error {
 		d.ToolCalls = append(d.ToolCalls, piece)
 	}
 	if c.FinishReason != nil && *c.FinishReason != "" {
-		s.reply.FinishReason, s.finished = *c.FinishReason, true
+		s.reply.FinishReason = *c.FinishReason
 	}
 	relay(d, s.onDelta)
 	return nil

@@ -22,25 +22,15 @@ type (
 	ProviderTimeouts = records.ProviderTimeouts
 )
 
-// Page bounds of a listing, the longest task a listing shows, and the outcomes of an execution.
-const (
-	OutcomeOK       = records.OutcomeOK
-	OutcomeDegraded = records.OutcomeDegraded
-	OutcomeFailed   = records.OutcomeFailed
-	DefaultLimit    = records.DefaultLimit
-	MaxLimit        = records.MaxLimit
-	TaskRunes       = records.TaskRunes
-)
+// TaskRunes is the longest task a listing shows.
+const TaskRunes = records.TaskRunes
 
 var (
-	ErrBadCursor  = records.ErrBadCursor
 	ErrTwoCursors = records.ErrTwoCursors
 	Summarize     = records.Summarize
 	ClipTask      = records.ClipTask
 	ValidText     = records.ValidText
-	ParseCursor   = records.ParseCursor
 	PageOf        = records.PageOf
-	ValidOutcome  = records.ValidOutcome
 	SpendOf       = records.SpendOf
 	Outcome       = records.Outcome
 )

@@ -463,7 +463,7 @@ func (m *Machine) Result(now time.Time, seq int, r Reply) []Effect {
 		rec.Status = NotSent
 	}
 	m.emit(Effect{Kind: Settle, Job: j, Record: rec})
-	if own || kind == resilience.Overloaded {
+	if endsCollection(kind) {
 		m.stopAsking(j)
 	} else {
 		m.moveOn(j, rec.Status, kind, r.RetryAfter, now)
@@ -867,7 +867,7 @@ func (m *Machine) nothing() (resilience.Kind, time.Duration) {
 	wait, limited, down := time.Duration(0), true, true
 	refusal := m.records[0].Kind
 	for _, r := range m.records {
-		if resilience.CallersOwn(r.Kind) || r.Kind == resilience.Overloaded {
+		if endsCollection(r.Kind) {
 			return r.Kind, 0 // what ended collection
 		}
 		if !r.rateLimited() {
@@ -912,4 +912,11 @@ func (m *Machine) emitWake(now time.Time) []Effect {
 		m.emit(Effect{Kind: Wake, At: at})
 	}
 	return m.out
+}
+
+// endsCollection reports a failure after which no other model is asked: the caller's own refusal (the
+// key's budget, limits or models: another model would be refused alike) or an answer dropped for the
+// bytes in flight (another's would be dropped too). The calls out finish, and collection ends.
+func endsCollection(kind resilience.Kind) bool {
+	return resilience.CallersOwn(kind) || kind == resilience.Overloaded
 }

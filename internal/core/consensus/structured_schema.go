@@ -185,7 +185,7 @@ func stringEnd(text string, i int) int {
 }
 
 // startsNumber reports whether c can start a JSON number.
-func startsNumber(c byte) bool { return c == '-' || c >= '0' && c <= '9' }
+func startsNumber(c byte) bool { return c == '-' || isDigit(c) }
 
 // numberEnd returns the index just after the JSON number starting at i.
 func numberEnd(text string, i int) int {

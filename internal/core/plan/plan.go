@@ -194,12 +194,8 @@ func (p *Plan) Classify(req Request) *Failure {
 		}
 		p.Category = string(p.Classification.Category)
 	}
-	if req.PromptTokens > 0 {
-		p.Classification.Metadata.ContextLength = req.PromptTokens
-	}
+	p.size(req.PromptTokens)
 	md := p.Classification.Metadata
-	p.Heavy = md.Complexity == classify.ComplexityHigh || md.ContextLength > HeavyTokens
-	p.ContextTokens = md.ContextLength + s.OutputReserve
 	kind := req.AnswerKind
 	if kind == "" {
 		kind = md.AnswerKind
@@ -386,19 +382,25 @@ const DirectBlueprint = "direct"
 // say: the longest a blueprint gives one call.
 const DirectTimeout = 120 * time.Second
 
+// size sets how large the task is: its context length (the tokenizer's count of the prompt when the
+// request has one, else the classifier's estimate), whether it is heavy, and the tokens a call needs.
+func (p *Plan) size(promptTokens int) {
+	md := &p.Classification.Metadata
+	if promptTokens > 0 {
+		md.ContextLength = promptTokens
+	}
+	p.Heavy = md.Complexity == classify.ComplexityHigh || md.ContextLength > HeavyTokens
+	p.ContextTokens = md.ContextLength + p.s.OutputReserve
+}
+
 // Direct plans a direct call in place of steps 2 to 4: the request's model, or the first of its
 // fallbacks that can be called now, through one worker. Nothing is classified, no bandit chooses, and
 // no consensus will merge: the call keeps the breakers, limits, retries, records and metrics, and a
 // model's or provider's fault moves it to the next fallback (Replace).
 func (p *Plan) Direct(w World, req Request, now time.Time) *Failure {
 	p.Explicit, p.AnswerKind = true, consensus.Text
-	md := classify.ExtractMetadata(req.Task)
-	if req.PromptTokens > 0 {
-		md.ContextLength = req.PromptTokens
-	}
-	p.Classification = classify.Result{Metadata: md, Confidence: 1}
-	p.Heavy = md.Complexity == classify.ComplexityHigh || md.ContextLength > HeavyTokens
-	p.ContextTokens = md.ContextLength + p.s.OutputReserve
+	p.Classification = classify.Result{Metadata: classify.ExtractMetadata(req.Task), Confidence: 1}
+	p.size(req.PromptTokens)
 	timeout := DirectTimeout
 	if req.Timeout > 0 {
 		timeout = min(timeout, req.Timeout)

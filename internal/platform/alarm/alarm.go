@@ -9,9 +9,10 @@ import "time"
 // it was set for. It is not safe for concurrent use: its owner orders the calls (an actor's Receive,
 // or the lock of the object that holds it). The zero value has no ring; make one with New.
 type Alarm struct {
-	at    time.Time
-	timer *time.Timer
-	ring  func()
+	at     time.Time
+	timer  *time.Timer
+	ring   func()
+	closed bool
 }
 
 // New returns an alarm that calls ring when it rings.
@@ -19,14 +20,14 @@ func New(ring func()) Alarm { return Alarm{ring: ring} }
 
 // By makes sure the alarm rings no later than at.
 func (a *Alarm) By(at time.Time) {
-	if a.at.IsZero() || at.Before(a.at) {
+	if !a.closed && (a.at.IsZero() || at.Before(a.at)) {
 		a.Set(at)
 	}
 }
 
 // Set makes the alarm ring at at, instead of whatever it was set for.
 func (a *Alarm) Set(at time.Time) {
-	if at.Equal(a.at) {
+	if a.closed || at.Equal(a.at) {
 		return
 	}
 	a.at = at
@@ -56,4 +57,10 @@ func (a *Alarm) Stop() {
 		a.timer.Stop()
 	}
 	a.at = time.Time{}
+}
+
+// Close stops the alarm for good: it is set no more.
+func (a *Alarm) Close() {
+	a.Stop()
+	a.closed = true
 }

@@ -29,4 +29,9 @@ func TestAlarm(t *testing.T) {
 	if a.Due() {
 		t.Fatal("a stopped alarm is not due")
 	}
+	a.Close()
+	a.By(time.Now())
+	if a.Due() {
+		t.Fatal("a closed alarm was set again")
+	}
 }

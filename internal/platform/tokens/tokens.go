@@ -119,11 +119,6 @@ var codecs = struct {
 	cl100k: sync.OnceValue(codec.NewCl100kBase),
 }
 
-// cacheFrom is the length from which counts are kept: a request's prompt is counted once for each
-// model of its panel, and a long prompt costs about a millisecond per few kilobytes; even a short one
-// costs the tokenizer's matcher about 35 allocations, where a kept count costs a lookup.
-const cacheFrom = 1
-
 // maxCached bounds the counts kept.
 const maxCached = 1024
 
@@ -140,14 +135,14 @@ type cacheKey struct {
 	n    int
 }
 
-// Count counts the tokens of text in an encoding. Text that is not valid UTF-8 is counted as what its
-// invalid bytes would be replaced with.
+// Count counts the tokens of text in an encoding. Counts are kept (the last maxCached): a request's
+// prompt is counted once for each model of its panel, a long prompt costs about a millisecond per few
+// kilobytes, and even a short one costs the tokenizer's matcher about 35 allocations, where a kept
+// count costs a lookup. Text that is not valid UTF-8 is counted as what its invalid bytes would be
+// replaced with.
 func Count(enc Encoding, text string) int {
 	if text == "" {
 		return 0
-	}
-	if len(text) < cacheFrom {
-		return count(enc, text)
 	}
 	k := cacheKey{enc: enc, hash: maphash.String(cache.seed, text), n: len(text)}
 	cache.Lock()

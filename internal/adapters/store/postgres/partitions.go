@@ -48,9 +48,8 @@ func (p partitioned) fallback() string { return p.table + "_default" }
 
 // WeekOf is the start of t's week, Monday 00:00 UTC: where its partition begins.
 func WeekOf(t time.Time) time.Time {
-	t = t.UTC()
-	day := time.Date(t.Year(), t.Month(), t.Day(), 0, 0, 0, 0, time.UTC)
-	return day.AddDate(0, 0, -(int(day.Weekday())+6)%7)
+	d := day(t)
+	return d.AddDate(0, 0, -(int(d.Weekday())+6)%7)
 }
 
 // sqlTime writes a time as an SQL literal, for a partition's bounds (DDL takes no parameters).

@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 
 	"github.com/conclave-ai/conclave/messages"
 )
@@ -39,6 +40,15 @@ type Spool struct {
 	size    int64 // bytes of whole frames
 	read    int64 // offset of the first record not read back
 	records int   // records from read on
+	// pending and pendingBytes publish records and size-read for Pending, which must not wait behind
+	// an append's sync (its owner asks it from an actor's turn); set whenever those change.
+	pending, pendingBytes atomic.Int64
+}
+
+// published makes the pending count readable without the lock; mu is held.
+func (s *Spool) published() {
+	s.pending.Store(int64(s.records))
+	s.pendingBytes.Store(s.size - s.read)
 }
 
 // Open opens (or creates) the spool at path, holding at most max bytes. A torn last frame is cut off;
@@ -62,6 +72,7 @@ func Open(path string, max int64) (*Spool, error) {
 		return nil, fmt.Errorf("spool %s: cut the torn end: %w", path, err)
 	}
 	s.size, s.records = size, count
+	s.published()
 	return s, nil
 }
 
@@ -187,6 +198,7 @@ func (s *Spool) Append(entries []Entry) error {
 	}
 	s.size += int64(len(buf))
 	s.records += len(entries)
+	s.published()
 	return nil
 }
 
@@ -223,6 +235,7 @@ const compactAt = 8 << 20
 func (s *Spool) Commit(offset int64, records int) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	defer s.published()
 	s.read, s.records = offset, max(s.records-records, 0)
 	switch {
 	case s.read >= s.size:
@@ -277,9 +290,7 @@ func syncDir(dir string) error {
 
 // Pending returns the records and bytes not read back yet.
 func (s *Spool) Pending() (records int, bytes int64) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.records, s.size - s.read
+	return int(s.pending.Load()), s.pendingBytes.Load()
 }
 
 // Path returns the spool file's path.
