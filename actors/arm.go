@@ -58,7 +58,7 @@ func (a *ArmsActor) apply(r *messages.Reward) {
 
 // rewards sends rewards to their (model, category) arms and to their models' arms across all
 // categories, in one message to the bandit supervisor.
-func rewards(ctx actor.SenderContext, banditPID *actor.PID, rs ...*messages.Reward) {
+func rewards(ctx sender, banditPID *actor.PID, rs ...*messages.Reward) {
 	if len(rs) == 0 {
 		return
 	}
@@ -70,6 +70,11 @@ func rewards(ctx actor.SenderContext, banditPID *actor.PID, rs ...*messages.Rewa
 		}
 	}
 	ctx.Send(banditPID, batch)
+}
+
+// sender sends a message: an actor's context, the root, or a coordinator's host.
+type sender interface {
+	Send(pid *actor.PID, message any)
 }
 
 // Reward sends a reward from outside the actors (another controller's, read from the store).

@@ -209,7 +209,7 @@ func (c *CoordinatorActor) checkJob(jobID string) string {
 // nil), and the piece is of one of its jobs, or of its arbiter's synthesis while the consensus runs.
 func (c *CoordinatorActor) checkDelta(d *messages.Delta) string {
 	switch {
-	case c.req.StreamTo == nil:
+	case !c.streams():
 		return DropUnexpected
 	case d.GetJobId() == execution.ArbiterCall(c.req.RequestId):
 		if c.consensus == nil {

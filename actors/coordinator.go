@@ -71,6 +71,9 @@ type CoordinatorActor struct {
 	// its answers' ballots once the consensus has read them (nil for answers of text).
 	structure *consensus.Structure
 	ballots   []*messages.Ballot
+	// relay, for a direct call hosted by its caller, takes the pieces of a streamed answer in place of
+	// the request's stream_to.
+	relay func(*messages.Delta)
 }
 
 // wake is the coordinator's one timer: a tick of the collection machine is due.
@@ -86,21 +89,34 @@ func NewCoordinatorActor(deps *Deps, req *messages.RouteRequest, replyTo *actor.
 	}
 }
 
+// host is where a coordinator runs: an actor's context, or a direct call's caller (direct.go). It is
+// the part of actor.Context a coordinator uses.
+type host interface {
+	Self() *actor.PID
+	Send(pid *actor.PID, message any)
+	Spawn(props *actor.Props) *actor.PID
+	Stop(pid *actor.PID)
+	ActorSystem() *actor.ActorSystem
+}
+
 // Receive implements actor.Actor.
-func (c *CoordinatorActor) Receive(ctx actor.Context) {
+func (c *CoordinatorActor) Receive(ctx actor.Context) { c.receive(ctx, ctx.Message()) }
+
+// receive takes one message, wherever the coordinator runs.
+func (c *CoordinatorActor) receive(ctx host, msg any) {
 	if c.answered {
 		return // the record is handed over: nothing may change it
 	}
-	if why := c.check(ctx.Message()); why != "" {
-		c.deps.Drop(KindCoordinator, why, ctx.Message())
-		if _, ok := ctx.Message().(*messages.ConsensusResult); ok && c.consulting {
+	if why := c.check(msg); why != "" {
+		c.deps.Drop(KindCoordinator, why, msg)
+		if _, ok := msg.(*messages.ConsensusResult); ok && c.consulting {
 			// The answer it waited for is unusable, and no other comes: the request fails now.
 			c.consulting = false
 			c.fail(ctx, resilience.Internal, "consensus answered a malformed result ("+why+")", 0, nil)
 		}
 		return
 	}
-	switch m := ctx.Message().(type) {
+	switch m := msg.(type) {
 	case *actor.Started:
 		c.start(ctx)
 	case *messages.Permit: // a refusal: a grant comes from the worker the provider dispatched the job to
@@ -148,7 +164,7 @@ func (c *CoordinatorActor) jobID(j *collect.Job) string {
 }
 
 // apply interprets the collection machine's effects.
-func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
+func (c *CoordinatorActor) apply(ctx host, effects []collect.Effect) {
 	for _, e := range effects {
 		j := e.Job
 		switch e.Kind {
@@ -192,7 +208,7 @@ func (c *CoordinatorActor) apply(ctx actor.Context, effects []collect.Effect) {
 // unreachable answers a job whose provider or worker actor is stopped for good (after the job was
 // planned) on their behalf, through the actor's own mailbox: a refused permit, or a result that sends
 // the job to another worker. It reports whether it did.
-func (c *CoordinatorActor) unreachable(ctx actor.Context, j *collect.Job) bool {
+func (c *CoordinatorActor) unreachable(ctx host, j *collect.Job) bool {
 	id := c.jobID(j)
 	if c.deps.Dir.Provider(j.Slot.Provider).Stopped() != "" {
 		ctx.Send(ctx.Self(), &messages.Permit{JobId: id, Reason: PermitProviderStopped})
@@ -208,7 +224,7 @@ func (c *CoordinatorActor) unreachable(ctx actor.Context, j *collect.Job) bool {
 }
 
 // progress tells the request's listener, if it has one, of a step; the step is built only then.
-func (c *CoordinatorActor) progress(ctx actor.Context, step func() *messages.Progress) {
+func (c *CoordinatorActor) progress(ctx host, step func() *messages.Progress) {
 	if c.req.ProgressTo == nil {
 		return
 	}
@@ -218,7 +234,7 @@ func (c *CoordinatorActor) progress(ctx actor.Context, step func() *messages.Pro
 }
 
 // progressOf reports the planning step whose phase just ended: classification, then selection.
-func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
+func (c *CoordinatorActor) progressOf(ctx host, phase *float64) {
 	switch phase {
 	case &c.exec.Phases.ClassifyMs:
 		c.progress(ctx, func() *messages.Progress { return execution.Classified(c.exec.Classification) })
@@ -229,7 +245,7 @@ func (c *CoordinatorActor) progressOf(ctx actor.Context, phase *float64) {
 
 // dispatched notes a job its provider dispatched: the first word from its worker says the permit was
 // granted.
-func (c *CoordinatorActor) dispatched(ctx actor.Context, j *collect.Job) {
+func (c *CoordinatorActor) dispatched(ctx host, j *collect.Job) {
 	if j.Initial {
 		if c.undispatched--; c.undispatched == 0 {
 			c.exec.Phases.DispatchMs = ms(time.Since(c.dispatchStart))
@@ -245,7 +261,7 @@ func (c *CoordinatorActor) dispatched(ctx actor.Context, j *collect.Job) {
 	})
 }
 
-func (c *CoordinatorActor) onPermit(ctx actor.Context, now time.Time, seq int, p *messages.Permit) {
+func (c *CoordinatorActor) onPermit(ctx host, now time.Time, seq int, p *messages.Permit) {
 	if p.Granted {
 		c.granted(ctx, now, seq, p.Probe)
 		return
@@ -258,7 +274,7 @@ func (c *CoordinatorActor) onPermit(ctx actor.Context, now time.Time, seq int, p
 }
 
 // granted applies a job's permit, once: the machine takes a grant only while the job waits for it.
-func (c *CoordinatorActor) granted(ctx actor.Context, now time.Time, seq int, probe bool) {
+func (c *CoordinatorActor) granted(ctx host, now time.Time, seq int, probe bool) {
 	if j := c.machine.Job(seq); j != nil && probe {
 		j.Probe = true
 	}
@@ -267,16 +283,23 @@ func (c *CoordinatorActor) granted(ctx actor.Context, now time.Time, seq int, pr
 
 // onDelta relays a piece of a streamed answer to the caller: the pieces of the first job to stream
 // only, so that a retry's answer is never interleaved with a broken one.
-func (c *CoordinatorActor) onDelta(ctx actor.Context, d *messages.Delta) {
+func (c *CoordinatorActor) onDelta(ctx host, d *messages.Delta) {
 	if c.streaming == "" {
 		c.streaming = d.JobId
 	}
-	if d.JobId == c.streaming && !c.broken {
+	switch {
+	case d.JobId != c.streaming || c.broken:
+	case c.relay != nil:
+		c.relay(d)
+	default:
 		ctx.Send(c.req.StreamTo, d)
 	}
 }
 
-func (c *CoordinatorActor) onResult(ctx actor.Context, r *messages.JobResult) {
+// streams reports whether the request's answer is relayed to its caller as it comes.
+func (c *CoordinatorActor) streams() bool { return c.req.StreamTo != nil || c.relay != nil }
+
+func (c *CoordinatorActor) onResult(ctx host, r *messages.JobResult) {
 	seq, _ := jobOf(r.JobId, c.req.RequestId)
 	now := time.Now()
 	if r.JobId == c.streaming && !r.Ok && !c.broken {
@@ -313,7 +336,7 @@ func (c *CoordinatorActor) outcome(j *collect.Job, rec *collect.Record) *message
 }
 
 // stop ends the request for a reason outside it: its caller left, or the shutdown timeout ended.
-func (c *CoordinatorActor) stop(ctx actor.Context, kind resilience.Kind) {
+func (c *CoordinatorActor) stop(ctx host, kind resilience.Kind) {
 	if c.machine == nil {
 		return // still planning: the request answers on its own in a moment
 	}

@@ -3,7 +3,6 @@ package actors
 import (
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/execution"
 	"github.com/conclave-ai/conclave/internal/core/problems"
@@ -16,7 +15,7 @@ import (
 // record and the answer.
 
 // finishCollection hands the answers to a consensus actor, or fails the request when there are none.
-func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
+func (c *CoordinatorActor) finishCollection(ctx host) {
 	c.due.Stop()
 	d := c.machine.Done()
 	c.exec.Quorum = execution.Quorum(c.plan, d.Quorum, c.audit)
@@ -52,13 +51,13 @@ func (c *CoordinatorActor) finishCollection(ctx actor.Context) {
 
 // consult hands the answers to a consensus actor of its own when the strategy asks an arbiter model
 // (after waiting for its turn), and otherwise decides them at once.
-func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInput, models []string) {
+func (c *CoordinatorActor) consult(ctx host, in *messages.ConsensusInput, models []string) {
 	if consensus.AsksArbiter(c.plan.Blueprint.Strategy) && len(in.Candidates) > 1 {
 		if c.round == nil {
 			c.waiting, c.waitingModels = in, models
 			return
 		}
-		execution.Arbiter(in, models, *c.round, time.Now(), c.deps.Plan.ArbiterTimeout, c.plan.Deadline, c.queueBy(), c.req.StreamTo != nil)
+		execution.Arbiter(in, models, *c.round, time.Now(), c.deps.Plan.ArbiterTimeout, c.plan.Deadline, c.queueBy(), c.streams())
 	}
 	c.consensusStart = time.Now()
 	c.exec.Phases.ConsensusStartMs = execution.Offset(c.origin, c.consensusStart)
@@ -71,7 +70,7 @@ func (c *CoordinatorActor) consult(ctx actor.Context, in *messages.ConsensusInpu
 	c.consensus = ctx.Spawn(c.deps.Props(NewConsensusActor(c.deps, in, c.structure)))
 }
 
-func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusResult) {
+func (c *CoordinatorActor) onConsensus(ctx host, r *messages.ConsensusResult) {
 	c.consensus, c.consulting = nil, false
 	c.exec.Phases.ConsensusMs = ms(time.Since(c.consensusStart))
 	if r.Failure != "" {
@@ -95,7 +94,7 @@ func (c *CoordinatorActor) onConsensus(ctx actor.Context, r *messages.ConsensusR
 }
 
 // feedback is step 9: the arms learn from the request (execution.Learning), in one message.
-func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResult) {
+func (c *CoordinatorActor) feedback(ctx host, r *messages.ConsensusResult) {
 	t := time.Now()
 	if votes := execution.Votes(c.req.RequestId, c.plan.Category, c.answers, r); votes != nil {
 		c.deps.Dir.Arms.VoteSent()
@@ -110,7 +109,7 @@ func (c *CoordinatorActor) feedback(ctx actor.Context, r *messages.ConsensusResu
 }
 
 // fail answers with a failure; the record is kept like any other.
-func (c *CoordinatorActor) fail(ctx actor.Context, kind resilience.Kind, message string, retryAfter time.Duration, wrong problems.Errors) {
+func (c *CoordinatorActor) fail(ctx host, kind resilience.Kind, message string, retryAfter time.Duration, wrong problems.Errors) {
 	c.exec.Error = execution.FailureOf(kind, message, retryAfter, wrong)
 	c.respond(ctx, nil)
 }
@@ -119,7 +118,7 @@ func (c *CoordinatorActor) fail(ctx actor.Context, kind resilience.Kind, message
 // (so a caller who scrapes, asks or reads the log right after the answer finds them), then the answer,
 // then stop. Nothing changes the record
 // afterwards.
-func (c *CoordinatorActor) respond(ctx actor.Context, r *messages.ConsensusResult) {
+func (c *CoordinatorActor) respond(ctx host, r *messages.ConsensusResult) {
 	c.answered = true
 	c.due.Stop()
 	status := 200

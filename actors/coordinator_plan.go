@@ -4,7 +4,6 @@ import (
 	"github.com/conclave-ai/conclave/internal/platform/alarm"
 	"time"
 
-	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/internal/core/collect"
 	"github.com/conclave-ai/conclave/internal/core/consensus"
 	"github.com/conclave-ai/conclave/internal/core/execution"
@@ -19,7 +18,7 @@ import (
 
 // start makes the plan (steps 2 to 5, pure decisions of the plan package, each recorded and logged as
 // it is made) and starts the collection (6 and 7); a step that fails answers the request.
-func (c *CoordinatorActor) start(ctx actor.Context) {
+func (c *CoordinatorActor) start(ctx host) {
 	c.open(ctx)
 	if !c.planSteps(ctx) {
 		return
@@ -35,7 +34,7 @@ func (c *CoordinatorActor) start(ctx actor.Context) {
 }
 
 // open sets the request's random source, log and clock, and starts its record.
-func (c *CoordinatorActor) open(ctx actor.Context) {
+func (c *CoordinatorActor) open(ctx host) {
 	c.began = time.Now()
 	root, self := ctx.ActorSystem().Root, ctx.Self()
 	c.due = alarm.New(func() { root.Send(self, wake{}) })
@@ -71,7 +70,7 @@ type planStep struct {
 
 // planSteps runs steps 2 to 5 (a direct call: its model and fallbacks, then the assignment) and
 // reports whether they all succeeded; the first that fails answers the request.
-func (c *CoordinatorActor) planSteps(ctx actor.Context) bool {
+func (c *CoordinatorActor) planSteps(ctx host) bool {
 	req := c.planRequest()
 	p := plan.New(c.deps.Plan)
 	c.plan = p
@@ -108,7 +107,7 @@ func (c *CoordinatorActor) planSteps(ctx actor.Context) bool {
 
 // collect starts steps 6 DISPATCH (a permit from each provider, then the job to its worker) and 7
 // COLLECT.
-func (c *CoordinatorActor) collect(ctx actor.Context) {
+func (c *CoordinatorActor) collect(ctx host) {
 	p, phases := c.plan, c.exec.Phases
 	bp := p.Blueprint
 	cfg, initial := execution.Collection(p, c.deps.RetryScale)

@@ -117,5 +117,5 @@ func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
 	return &messages.Job{RequestId: c.req.RequestId, KeyId: c.req.KeyId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
 		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
 		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask,
-		Stream: c.req.StreamTo != nil && c.plan.IsDirect()}
+		Stream: c.streams() && c.plan.IsDirect()}
 }

@@ -64,7 +64,7 @@ type WorkerRef struct {
 
 // Dispatch gives a job to the worker: to its slots directly while its actor is up (the provider's
 // grant then costs no message), else through its mailbox (a restart in progress).
-func (w *WorkerRef) Dispatch(sender actor.SenderContext, d *messages.Dispatch) {
+func (w *WorkerRef) Dispatch(sender sender, d *messages.Dispatch) {
 	if live := w.live.Load(); live != nil {
 		defer live.crashOnPanic()
 		live.dispatch(d)
@@ -74,7 +74,7 @@ func (w *WorkerRef) Dispatch(sender actor.SenderContext, d *messages.Dispatch) {
 }
 
 // Cancel stops a job its sender no longer wants, in the worker's slots while its actor is up.
-func (w *WorkerRef) Cancel(sender actor.SenderContext, jobID string) {
+func (w *WorkerRef) Cancel(sender sender, jobID string) {
 	if live := w.live.Load(); live != nil {
 		live.host.Cancel(jobID)
 		return
@@ -135,7 +135,7 @@ type ProviderRef struct {
 // Acquire asks the provider for a permit: through its gate while its actor is up, else through its
 // mailbox (a restart in progress). The answer is a message either way: the Dispatch on a grant with a
 // dispatch, else a Permit.
-func (p *ProviderRef) Acquire(sender actor.SenderContext, a *messages.Acquire) {
+func (p *ProviderRef) Acquire(sender sender, a *messages.Acquire) {
 	if live := p.live.Load(); live != nil {
 		defer p.crashOnPanic(live)
 		live.acquire(a)
@@ -149,7 +149,7 @@ func (p *ProviderRef) Acquire(sender actor.SenderContext, a *messages.Acquire) {
 func (p *ProviderRef) Live() bool { return p.live.Load() != nil }
 
 // Settle settles a permit with its call's outcome, through the gate while the provider's actor is up.
-func (p *ProviderRef) Settle(sender actor.SenderContext, o *messages.Outcome) {
+func (p *ProviderRef) Settle(sender sender, o *messages.Outcome) {
 	if live := p.live.Load(); live != nil {
 		defer p.crashOnPanic(live)
 		live.settle(o)

@@ -1,7 +1,7 @@
 package actors
 
 import (
-	"sync"
+	"github.com/conclave-ai/conclave/internal/platform/inbox"
 	"testing"
 	"time"
 
@@ -121,44 +121,19 @@ func spawnActorHost(parent actor.Context, workers []*actor.PID, pool actor.Dispa
 	}, actor.WithDispatcher(pool)))
 }
 
-// inbox is a goroutine host's process: what is sent to its PID is queued and the goroutine woken.
-type inbox struct {
-	mu     sync.Mutex
-	queue  []any
-	signal chan struct{}
-}
-
-func (i *inbox) SendUserMessage(_ *actor.PID, msg any) {
-	if env, ok := msg.(*actor.MessageEnvelope); ok {
-		msg = env.Message
-	}
-	i.mu.Lock()
-	i.queue = append(i.queue, msg)
-	i.mu.Unlock()
-	select {
-	case i.signal <- struct{}{}:
-	default:
-	}
-}
-func (i *inbox) SendSystemMessage(*actor.PID, any) {}
-func (i *inbox) Stop(*actor.PID)                   {}
-
 // spawnGoroutineHost runs the request on a goroutine of its own, which tells the supervisor its end.
 func spawnGoroutineHost(parent actor.Context, workers []*actor.PID, _ actor.Dispatcher) {
 	system, supervisor := parent.ActorSystem(), parent.Self()
 	r := &benchRequest{workers: workers, replyTo: parent.Sender()}
-	in := &inbox{signal: make(chan struct{}, 1)}
-	self, _ := system.ProcessRegistry.Add(in, system.ProcessRegistry.NextId())
-	in.queue = append(in.queue, &messages.RouteRequest{})
-	in.signal <- struct{}{}
+	in := inbox.New()
+	self, _ := system.ProcessRegistry.Add(callerProcess{in}, system.ProcessRegistry.NextId())
+	in.Put(&messages.RouteRequest{})
 	go func() {
 		defer system.Root.Send(supervisor, hostDone{})
 		defer system.ProcessRegistry.Remove(self)
 		var batch []any
-		for range in.signal {
-			in.mu.Lock()
-			batch, in.queue = in.queue, batch[:0]
-			in.mu.Unlock()
+		for range in.Ready() {
+			batch = in.Take(batch[:0])
 			for _, m := range batch {
 				if r.take(system.Root.Send, self, m) {
 					return

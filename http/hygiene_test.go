@@ -20,6 +20,8 @@ import (
 
 // Tests of the actor shell's hygiene: shutdown, panics, starvation.
 
+// TestShutdownTimeoutAnswers503AndKeepsTheRecords stops panels (coordinator actors) and a direct call
+// (run by its caller) still running when the shutdown's timeout ends.
 func TestShutdownTimeoutAnswers503AndKeepsTheRecords(t *testing.T) {
 	cfg := testConfig()
 	cfg.Sim.Faults = providers.Fault{}
@@ -34,14 +36,18 @@ func TestShutdownTimeoutAnswers503AndKeepsTheRecords(t *testing.T) {
 	for i := 0; i < n; i++ {
 		go func(i int) {
 			timeout := 60.0
-			exec, err := e.Route(context.Background(), &messages.RouteRequest{RequestId: fmt.Sprint("req-", i), Task: mcq, Category: "general", TimeoutSeconds: &timeout})
+			req := &messages.RouteRequest{RequestId: fmt.Sprint("req-", i), Task: mcq, Category: "general", TimeoutSeconds: &timeout}
+			if i == n-1 {
+				req.Direct, req.Models, req.Category = true, []string{"llama3.1-8b"}, ""
+			}
+			exec, err := e.Route(context.Background(), req)
 			if err != nil {
 				exec = &messages.Execution{RequestId: fmt.Sprint("req-", i), Error: &messages.Failure{Message: err.Error()}}
 			}
 			answers <- exec
 		}(i)
 	}
-	waitFor(t, func() bool { return slow.requests() == n }) // every request is running
+	waitFor(t, func() bool { return slow.requests() >= n }) // every request is running
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
 	shut := make(chan error, 1)
@@ -194,7 +200,15 @@ func TestAPanickingStoreDoesNotTakeTheServiceDown(t *testing.T) {
 	}
 }
 
+// TestALeavingCallerIsRecorded: a panel's caller and a direct call's leave while their calls run;
+// each answers 499 and is recorded, and no model is blamed.
 func TestALeavingCallerIsRecorded(t *testing.T) {
+	for _, direct := range []bool{false, true} {
+		t.Run(fmt.Sprint("direct=", direct), func(t *testing.T) { leaveWhileRunning(t, direct) })
+	}
+}
+
+func leaveWhileRunning(t *testing.T, direct bool) {
 	mem := store.NewMemory(10, 0)
 	slow := &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}
 	cfg := testConfig()
@@ -209,7 +223,11 @@ func TestALeavingCallerIsRecorded(t *testing.T) {
 		cancel()
 	}()
 	timeout := 60.0
-	exec, err := e.Route(ctx, &messages.RouteRequest{RequestId: "gone", Task: mcq, Category: "general", TimeoutSeconds: &timeout})
+	req := &messages.RouteRequest{RequestId: "gone", Task: mcq, Category: "general", TimeoutSeconds: &timeout}
+	if direct {
+		req.Direct, req.Models, req.Category = true, []string{"llama3.1-8b"}, ""
+	}
+	exec, err := e.Route(ctx, req)
 	if err != nil || exec.StatusCode != 499 || exec.Error.Code != "client_closed_request" {
 		t.Fatalf("%v %v", exec, err)
 	}
@@ -222,5 +240,42 @@ func TestALeavingCallerIsRecorded(t *testing.T) {
 	}
 	if len(rec.BanditUpdates) != 0 {
 		t.Fatalf("the caller leaving blamed models: %v", rec.BanditUpdates)
+	}
+}
+
+// TestARequestIDIsInProgressOnce: while a request runs, another with its id is refused with 409,
+// whether either is a panel (a coordinator actor) or a direct call (run by its caller); once it has
+// answered, the id is free again.
+func TestARequestIDIsInProgressOnce(t *testing.T) {
+	slow := &seen{Backend: &slowModels{Backend: simBackend(t), delay: time.Minute, models: allModels(t)}}
+	e, err := engine.New(engine.Options{Config: testConfig(), Backend: slow, Store: store.NewMemory(10, 0)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Shutdown(context.Background())
+	timeout := 60.0
+	request := func(direct bool) *messages.RouteRequest {
+		req := &messages.RouteRequest{RequestId: "once", Task: mcq, Category: "general", TimeoutSeconds: &timeout}
+		if direct {
+			req.Direct, req.Models, req.Category = true, []string{"llama3.1-8b"}, ""
+		}
+		return req
+	}
+	for _, first := range []bool{false, true} {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan *messages.Execution, 1)
+		go func() { exec, _ := e.Route(ctx, request(first)); done <- exec }()
+		waitFor(t, func() bool { return busy(e) })
+		for _, second := range []bool{false, true} {
+			exec, err := e.Route(context.Background(), request(second))
+			if err != nil || exec.StatusCode != http.StatusConflict || exec.Error.Code != "duplicate_request" {
+				t.Fatalf("direct=%v while direct=%v runs: %v %v", second, first, exec, err)
+			}
+		}
+		cancel()
+		if exec := <-done; exec.StatusCode != 499 {
+			t.Fatalf("the first request: %d %v", exec.StatusCode, exec.GetError())
+		}
+		waitFor(t, func() bool { return !busy(e) })
 	}
 }

@@ -2,8 +2,6 @@ package supervisors
 
 import (
 	"fmt"
-	"net/http"
-	"strings"
 
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/actors"
@@ -45,20 +43,19 @@ func (s *requests) Receive(ctx actor.Context) {
 		if why := checkRoute(m, ctx.Sender()); why != "" {
 			s.deps.Drop(actors.KindRequests, why, m)
 			if ctx.Sender() != nil { // nobody else would answer it before its deadline
-				ctx.Respond(failed(m.GetRequestId(), resilience.MalformedRequest, "the request is malformed ("+why+")"))
+				ctx.Respond(actors.Refusal(m.GetRequestId(), resilience.MalformedRequest, "the request is malformed ("+why+")"))
 			}
 			return
 		}
 		if s.stopping {
-			ctx.Respond(failed(m.RequestId, resilience.ShuttingDown, "conclave is shutting down"))
+			ctx.Respond(actors.Refusal(m.RequestId, resilience.ShuttingDown, "conclave is shutting down"))
 			return
 		}
 		seq := s.deps.Dir.NextSequence()
 		props := s.deps.Props(actors.NewCoordinatorActor(s.deps, m, ctx.Sender(), seq))
 		pid, err := ctx.SpawnNamed(props, m.RequestId)
 		if err != nil {
-			ctx.Respond(&messages.Execution{RequestId: m.RequestId, StatusCode: http.StatusConflict,
-				Error: &messages.Failure{Code: "duplicate_request", Message: "a request with this id is in progress"}})
+			ctx.Respond(actors.Duplicate(m.RequestId))
 			return
 		}
 		s.inflight[pid.Id] = inflight{requestID: m.RequestId, replyTo: ctx.Sender()}
@@ -87,20 +84,10 @@ func (s *requests) Receive(ctx actor.Context) {
 // the request's id names its coordinator, a child of the supervisor's, so it must be a name and not a
 // path. Everything else about a request is judged at the doors.
 func checkRoute(m *messages.RouteRequest, sender *actor.PID) string {
-	switch id := m.GetRequestId(); {
-	case sender == nil:
+	if sender == nil {
 		return actors.DropNoReplyTo
-	case id == "":
-		return actors.DropNoRequestID
-	case id == "." || id == ".." || strings.ContainsRune(id, '/'):
-		return actors.DropMalformed
 	}
-	return ""
-}
-
-func failed(requestID string, kind resilience.Kind, message string) *messages.Execution {
-	return &messages.Execution{RequestId: requestID, StatusCode: int32(resilience.StatusOf(kind)),
-		Error: &messages.Failure{Code: string(kind), Message: message}}
+	return actors.CheckRequestName(m.GetRequestId())
 }
 
 // HandleFailure implements actor.SupervisorStrategy for the coordinators.
@@ -109,7 +96,7 @@ func (s *requests) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 	if f, ok := s.inflight[child.Id]; ok {
 		delete(s.inflight, child.Id)
 		delete(s.byRequest, f.requestID)
-		system.Root.Send(f.replyTo, failed(f.requestID, resilience.Internal, fmt.Sprintf("internal fault while coordinating the request: %v", reason)))
+		system.Root.Send(f.replyTo, actors.Refusal(f.requestID, resilience.Internal, fmt.Sprintf("internal fault while coordinating the request: %v", reason)))
 	}
 	supervisor.StopChildren(child)
 }

@@ -67,7 +67,7 @@ func (e *Engine) hint(ctx context.Context, req *messages.RouteRequest) {
 		Models: []string{mc.model}, Direct: true, TimeoutSeconds: &budget, Metadata: classifyPurpose,
 		Ask: &messages.Ask{Sampling: &messages.Sampling{Temperature: proto.Float64(0), MaxTokens: proto.Int32(16)}},
 	}
-	exec, err := e.route(ctx, call)
+	exec, err := e.route(ctx, call, nil)
 	fields := []zap.Field{zap.String("request_id", req.RequestId), zap.String("model", mc.model), zap.String("local", string(local.Best)),
 		zap.Float64("confidence", local.Confidence), zap.Duration("took", time.Since(start))}
 	switch {

@@ -141,6 +141,7 @@ type Engine struct {
 
 	inflight  sync.WaitGroup
 	closing   atomic.Bool
+	stopping  chan struct{} // closed when the requests still running are stopped (the shutdown's timeout)
 	closeOnce sync.Once
 }
 
@@ -254,7 +255,7 @@ func (a *assembly) newEngine() (*Engine, error) {
 	}
 	a.cat = cat
 	e := &Engine{cfg: cfg, log: a.log, catalog: catalog.NewLive(cat), known: known, blueprints: a.bps, store: a.opts.Store, upstreams: ups,
-		discoveryRetry: cmp.Or(a.opts.DiscoveryRetry, DiscoveryRetry), tracing: a.opts.Tracing}
+		discoveryRetry: cmp.Or(a.opts.DiscoveryRetry, DiscoveryRetry), tracing: a.opts.Tracing, stopping: make(chan struct{})}
 	for _, b := range a.bps.All() {
 		e.longestBound = max(e.longestBound, plan.Bound(b, cfg.Retry.Rounds, cfg.ArbiterTimeout()))
 	}
@@ -580,9 +581,14 @@ func (e *Engine) waitReady() error {
 // of its phases and calls are emitted below the request's once it has answered. With traces off, a
 // caller's trace_parent is dropped: the record names no trace.
 func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
+	return e.traced(ctx, req, nil)
+}
+
+// traced is Route, with the pieces of a direct call's streamed answer for onDelta (nil: not streamed).
+func (e *Engine) traced(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error) {
 	if e.tracing == nil {
 		req.TraceParent = ""
-		return e.admit(ctx, req)
+		return e.admit(ctx, req, onDelta)
 	}
 	span := trace.SpanFromContext(ctx)
 	var own trace.Span
@@ -591,7 +597,7 @@ func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 		span = own
 	}
 	req.TraceParent = tracing.TraceParent(span.SpanContext())
-	exec, err := e.admit(ctx, req)
+	exec, err := e.admit(ctx, req, onDelta)
 	if exec != nil && exec.TraceId == "" {
 		// Refused before a coordinator recorded it (a key's limits, the shutdown): the record is the
 		// engine's own, not yet handed to anyone.
@@ -609,7 +615,7 @@ func (e *Engine) Route(ctx context.Context, req *messages.RouteRequest) (*messag
 }
 
 // admit lets a request in (a keyed request by its key's models, budget and limits) and routes it.
-func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
+func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error) {
 	e.inflight.Add(1)
 	defer e.inflight.Done()
 	if e.closing.Load() {
@@ -623,7 +629,7 @@ func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest) (*messag
 	// Counted once, by the tokenizer: the providers' tokens per minute and the models' windows read it.
 	req.PromptTokens = int32(min(tokens.Count(tokens.O200k, req.Task), math.MaxInt32))
 	e.hint(ctx, req)
-	exec, err := e.route(ctx, req)
+	exec, err := e.route(ctx, req, onDelta)
 	if key != nil {
 		if exec == nil {
 			exec = &messages.Execution{StatusCode: http.StatusInternalServerError}
@@ -677,8 +683,9 @@ func virtualModel(req *messages.RouteRequest) string {
 	return ConclaveModels + cmp.Or(req.Category, "auto")
 }
 
-// route is Route once the request is let in.
-func (e *Engine) route(ctx context.Context, req *messages.RouteRequest) (*messages.Execution, error) {
+// route is Route once the request is let in. A direct call runs on the caller's goroutine
+// (actors.RunDirect); any other request is a coordinator actor's, under the request supervisor.
+func (e *Engine) route(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error) {
 	// The ask counts too: its images and conversation can be far larger than the task rendered of it.
 	// The account holds its calls' answers too, until the answer comes (with a spool, once its record
 	// is durable): they go back when Route returns.
@@ -689,6 +696,10 @@ func (e *Engine) route(ctx context.Context, req *messages.RouteRequest) (*messag
 		return refused(req, resilience.Overloaded, e.inflightFull(), time.Second), nil
 	}
 	defer account.Close()
+	if req.Direct {
+		return e.deps.RunDirect(ctx, e.system, actors.DirectCall{Req: req, Seq: e.deps.Dir.NextSequence(), OnDelta: onDelta,
+			ShuttingDown: e.stopping, Wait: e.budget(req) + Margin})
+	}
 	stop := context.AfterFunc(ctx, func() {
 		e.system.Root.Send(e.deps.Dir.Requests, &messages.CancelRequest{RequestId: req.RequestId, Code: string(resilience.ClientClosed)})
 	})
@@ -720,10 +731,14 @@ func (e *Engine) RouteWithProgress(ctx context.Context, req *messages.RouteReque
 	return exec, err
 }
 
-// RouteStreaming is Route for a direct call whose answer is streamed: onDelta hears each piece as the
-// provider writes it, in order, before RouteStreaming returns (the record holds the whole answer). It
-// runs on an actor of its own: it must not block. A request that is not a direct call streams nothing.
+// RouteStreaming is Route for a request whose answer is streamed: onDelta hears each piece as the
+// provider writes it, in order, before RouteStreaming returns (the record holds the whole answer). A
+// direct call's pieces come on the caller's goroutine; a panel's (its arbiter's synthesis) on an actor
+// of their own, where onDelta must not block.
 func (e *Engine) RouteStreaming(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error) {
+	if req.Direct {
+		return e.traced(ctx, req, onDelta)
+	}
 	pid, told := e.deps.ListenDeltas(e.system, req.RequestId, onDelta)
 	req.StreamTo = pid
 	exec, err := e.Route(ctx, req)
@@ -964,6 +979,7 @@ func (e *Engine) Shutdown(ctx context.Context) error {
 		case <-done:
 		default:
 			e.log.Warn("stopping the requests still running", zap.String("event", "shutdown_cancel"))
+			close(e.stopping)
 			e.system.Root.Send(e.deps.Dir.Requests, &messages.CancelRequest{Code: string(resilience.ShuttingDown)})
 			select {
 			case <-done:
