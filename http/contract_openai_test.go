@@ -106,6 +106,7 @@ func TestOpenAIGoContract(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		meetsSpec(t, "/chat/completions", http.StatusOK, resp.RawJSON())
 		return resp
 	}
 
@@ -277,6 +278,7 @@ func TestOpenAIGoStreamsADirectCall(t *testing.T) {
 		defer stream.Close()
 		var acc openai.ChatCompletionAccumulator
 		for stream.Next() {
+			chunkMeetsSpec(t, stream.Current().RawJSON())
 			acc.AddChunk(stream.Current())
 		}
 		if err := stream.Err(); err != nil {
@@ -309,6 +311,7 @@ func streamText(t *testing.T, u *upstreams, client openai.Client, upstream *prov
 	var acc openai.ChatCompletionAccumulator
 	first := ""
 	for first == "" && stream.Next() {
+		chunkMeetsSpec(t, stream.Current().RawJSON())
 		acc.AddChunk(stream.Current())
 		if len(stream.Current().Choices) > 0 {
 			first = stream.Current().Choices[0].Delta.Content
@@ -319,6 +322,7 @@ func streamText(t *testing.T, u *upstreams, client openai.Client, upstream *prov
 	}
 	close(pace)
 	for stream.Next() {
+		chunkMeetsSpec(t, stream.Current().RawJSON())
 		acc.AddChunk(stream.Current())
 	}
 	if err := stream.Err(); err != nil {

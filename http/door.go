@@ -157,7 +157,7 @@ func serveAsk[R asking, A any](s *Server, w http.ResponseWriter, r *http.Request
 // first event or keep-alive, so a request that fails before then still answers with its own status.
 func answerAsk[A any](s *Server, w http.ResponseWriter, r *http.Request, x exchange, chat *chatRequest, enc askEncoder[A]) {
 	s.received(r, x, chat)
-	routing(w) // before the keep-alives, which read it
+	routing(w, x.id) // before the keep-alives, which read it
 	var st *sseStream
 	var exec *messages.Execution
 	var err error

@@ -192,7 +192,7 @@ func (s *Server) embed(w http.ResponseWriter, r *http.Request, x exchange, er *e
 		ce.Write(zap.String("event", "request_received"), zap.String("request_id", x.id), zap.String("endpoint", x.endpoint),
 			zap.String("model", problems.Clip(er.model, 128)), zap.Int("inputs", len(req.Inputs)), zap.String("remote", r.RemoteAddr))
 	}
-	routing(w)
+	routing(w, x.id)
 	res, err := s.engine.Embed(r.Context(), req)
 	exec := s.settle(x.id, res.GetExecution(), err)
 	routed(w, exec)

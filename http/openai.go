@@ -177,8 +177,13 @@ type completion struct {
 type completionChoice struct {
 	Index        int               `json:"index"`
 	Message      completionMessage `json:"message"`
+	Logprobs     *noLogprobs       `json:"logprobs"`
 	FinishReason string            `json:"finish_reason"`
 }
+
+// noLogprobs is a choice's log probabilities, which Conclave does not return: the field is null, as
+// OpenAI's specification requires it to be present.
+type noLogprobs struct{}
 
 // completionMessage is the answer's message: its content is null when the answer is only tool calls,
 // as OpenAI writes it; refusal is always null (a refusal is a model's text like any other here).

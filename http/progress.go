@@ -39,7 +39,7 @@ func (s *Server) routeWithProgress(w http.ResponseWriter, r *http.Request, req *
 		err  error
 	}
 	done := make(chan result, 1)
-	routing(w)
+	routing(w, req.RequestId)
 	go func() {
 		exec, err := s.engine.RouteWithProgress(r.Context(), req, func(p *messages.Progress) {
 			select {

@@ -2,7 +2,9 @@ package httpapi
 
 import (
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/platform/tracing"
@@ -117,18 +119,34 @@ func (s *Server) traced(method, route string, h httprouter.Handle) httprouter.Ha
 	}
 }
 
-// routing marks the moment a handler hands its request to the pipeline.
-func routing(w http.ResponseWriter) {
+// The panel's headers: what the answer's conclave field says, for the clients that keep no field
+// they do not know. The request's id goes out with any answer, a stream's included; the rest with
+// an answer written whole (a stream's headers go before its models answer: its record has them).
+const (
+	RequestIDHeader   = "X-Conclave-Request-Id"
+	ModelsHeader      = "X-Conclave-Models" // the models that answered, in the order they were asked
+	ChosenModelHeader = "X-Conclave-Chosen-Model"
+	AgreementHeader   = "X-Conclave-Agreement"
+	CostHeader        = "X-Conclave-Cost-Usd"
+)
+
+// routing marks the moment a handler hands request id to the pipeline, and names it in the answer.
+func routing(w http.ResponseWriter, id string) {
+	w.Header().Set(RequestIDHeader, id)
 	if rw, ok := w.(*response); ok {
 		rw.routeStart = time.Now()
 	}
 }
 
-// routed takes in the pipeline's record: the time it waited for models, and the category.
+// routed takes in the pipeline's record: the time it waited for models, the category, and the
+// panel's headers while none is written.
 func routed(w http.ResponseWriter, e *messages.Execution) {
 	rw, ok := w.(*response)
 	if !ok || e == nil {
 		return
+	}
+	if !rw.wroteHeader {
+		panelHeaders(w.Header(), e)
 	}
 	rw.routed = true
 	rw.waited = time.Duration((e.GetPhases().GetCollectMs() + e.GetDecision().GetArbiterLatencyMs()) * float64(time.Millisecond))
@@ -139,4 +157,21 @@ func routed(w http.ResponseWriter, e *messages.Execution) {
 func isPretty(w http.ResponseWriter) bool {
 	rw, ok := w.(*response)
 	return ok && rw.pretty
+}
+
+// panelHeaders sets the panel's headers from its record.
+func panelHeaders(h http.Header, e *messages.Execution) {
+	x := extensionOf(e)
+	answered := make([]string, 0, x.Answered)
+	for _, r := range e.Results {
+		if r.Status == "ok" && !slices.Contains(answered, r.Model) {
+			answered = append(answered, r.Model)
+		}
+	}
+	h.Set(ModelsHeader, strings.Join(answered, ","))
+	if x.ChosenModel != "" {
+		h.Set(ChosenModelHeader, x.ChosenModel)
+	}
+	h.Set(AgreementHeader, strconv.FormatFloat(x.Agreement, 'f', -1, 64))
+	h.Set(CostHeader, x.CostUSD.String())
 }

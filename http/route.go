@@ -88,7 +88,7 @@ func (s *Server) answerRoute(w http.ResponseWriter, r *http.Request, req *messag
 		s.routeWithProgress(w, r, req)
 		return
 	}
-	routing(w)
+	routing(w, req.RequestId)
 	exec, err := s.engine.Route(r.Context(), req)
 	routed(w, exec)
 	if exec = s.settle(req.RequestId, exec, err); exec.StatusCode != http.StatusOK {

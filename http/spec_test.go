@@ -34,7 +34,9 @@ var openAISpec = struct {
 	model     *v3.Document
 	// schemas checks JSON against one schema, keeping what it compiled for the next check.
 	schemas schema_validation.SchemaValidator
-	err     error
+	// nullables checks JSON against a schema as OpenAPI 3.0 reads it, `nullable` included.
+	nullables schema_validation.SchemaValidator
+	err       error
 }{}
 
 // openAI returns the specification's validator and model, skipping the test where it is absent.
@@ -59,7 +61,7 @@ func openAI(t *testing.T) (validator.Validator, *v3.Document) {
 		}
 		// Only the operations checked here: compiling every schema of the document takes a minute.
 		only := orderedmap.New[string, *v3.PathItem]()
-		for _, path := range []string{"/responses", "/embeddings"} {
+		for _, path := range []string{"/responses", "/embeddings", "/chat/completions"} {
 			only.Set(path, model.Model.Paths.PathItems.GetOrZero(path))
 		}
 		model.Model.Paths.PathItems = only
@@ -68,6 +70,7 @@ func openAI(t *testing.T) (validator.Validator, *v3.Document) {
 		openAISpec.validator = validator.NewValidatorFromV3Model(&model.Model, config.WithoutOpenAPIMode())
 		openAISpec.model = &model.Model
 		openAISpec.schemas = schema_validation.NewSchemaValidator(config.WithoutOpenAPIMode())
+		openAISpec.nullables = schema_validation.NewSchemaValidator(config.WithOpenAPIMode())
 	})
 	if openAISpec.err != nil {
 		t.Fatal(openAISpec.err)
@@ -155,6 +158,19 @@ func eventProblems(t *testing.T, typ, data string) string {
 		return name + ":" + specReport(errs)
 	}
 	return ""
+}
+
+// chunkMeetsSpec checks one chunk of a streamed chat completion against the specification's schema.
+func chunkMeetsSpec(t *testing.T, data string) {
+	t.Helper()
+	_, model := openAI(t)
+	schema := model.Components.Schemas.GetOrZero("CreateChatCompletionStreamResponse").Schema()
+	// The chunk's schema says which fields may be null with OpenAPI 3.0's `nullable`, so it is read
+	// as 3.0 reads it: a plain JSON Schema reading would refuse the null finish_reason of every chunk
+	// but the last, which the specification allows.
+	if ok, errs := openAISpec.nullables.ValidateSchemaStringWithVersion(schema, data, 3.0); !ok {
+		t.Fatalf("a chunk breaks CreateChatCompletionStreamResponse:%s\n%.2000s", specReport(errs), data)
+	}
 }
 
 // eventMeetsSpec checks one event of a Responses stream against its schema.

@@ -144,9 +144,10 @@ type chunk struct {
 }
 
 type chunkChoice struct {
-	Index        int        `json:"index"`
-	Delta        chunkDelta `json:"delta"`
-	FinishReason *string    `json:"finish_reason"`
+	Index        int         `json:"index"`
+	Delta        chunkDelta  `json:"delta"`
+	Logprobs     *noLogprobs `json:"logprobs"`
+	FinishReason *string     `json:"finish_reason"`
 }
 
 type chunkDelta struct {
