@@ -110,10 +110,11 @@ func (c *CoordinatorActor) providerFault(provider string) string {
 
 // job is the call a job makes, as its worker runs it.
 func (c *CoordinatorActor) job(j *collect.Job) *messages.Job {
-	maxTokens, upstream := c.deps.modelLimits(j.Slot.Model)
-	if s := c.req.GetAsk().GetSampling(); s != nil && s.MaxTokens != nil {
-		maxTokens = int(*s.MaxTokens) // the caller's limit, whatever the reserve
+	var caller *int32
+	if s := c.req.GetAsk().GetSampling(); s != nil {
+		caller = s.MaxTokens
 	}
+	maxTokens, upstream := c.deps.callLimit(j.Slot.Model, j.Slot.Provider, caller)
 	return &messages.Job{RequestId: c.req.RequestId, KeyId: c.req.KeyId, JobId: c.jobID(j), Kind: providers.KindAnswer, Model: j.Slot.Model, UpstreamModel: upstream,
 		Provider: j.Slot.Provider, Prompt: c.req.Task, Category: c.plan.Category, MaxTokens: int32(maxTokens), Deadline: c.collectBy(),
 		TimeoutSeconds: c.plan.Blueprint.TimeoutSeconds, Attempt: int32(j.Attempt), Ask: c.req.Ask,

@@ -159,8 +159,23 @@ const (
 
 func (d *Deps) now() time.Time { return d.Clock.Now() }
 
-// modelLimits returns the output tokens to allow a model (the reserve, or less when the model has
-// less) and the id its provider knows it by.
+// callLimit is the output limit of a model's call for a caller, and the id its provider knows the
+// model by: the caller's limit when it gave one; else none, so that the provider's own default holds,
+// except where the provider's wire format requires one (Anthropic's): the model's max_output from the
+// catalog (0 when the catalog has none, and the adapter's DefaultMaxTokens goes).
+func (d *Deps) callLimit(model, provider string, caller *int32) (maxTokens int, upstream string) {
+	m, _ := d.Catalog.Load().Get(model)
+	switch {
+	case caller != nil:
+		maxTokens = int(*caller)
+	case d.Plan.NeedsOutputLimit != nil && d.Plan.NeedsOutputLimit(provider):
+		maxTokens = m.MaxOutputTokens
+	}
+	return maxTokens, m.UpstreamID
+}
+
+// modelLimits returns the output tokens to allow a model of Conclave's own calls (the arbiter's): the
+// reserve, or less when the model has less, and the id its provider knows it by.
 func (d *Deps) modelLimits(model string) (maxTokens int, upstream string) {
 	maxTokens = d.Plan.OutputReserve
 	if m, ok := d.Catalog.Load().Get(model); ok {

@@ -122,6 +122,27 @@ func TestOpenAIGoContract(t *testing.T) {
 		}
 	})
 
+	t.Run("no output limit is sent for a caller who gave none", func(t *testing.T) {
+		ask(t, openai.ChatCompletionNewParams{Model: directModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)}})
+		body := sent(t, u.local)
+		if _, has := body["max_tokens"]; has {
+			t.Fatalf("the upstream received max_tokens %v", body["max_tokens"])
+		}
+		if _, has := body["max_completion_tokens"]; has {
+			t.Fatalf("the upstream received max_completion_tokens %v", body["max_completion_tokens"])
+		}
+		// Anthropic's Messages API requires one: the model's max_output.
+		const claude = "claude-3-5-haiku-20241022"
+		m, ok := u.engine.Catalog().Get(claude)
+		if !ok || m.MaxOutputTokens == 0 {
+			t.Fatalf("the catalog has no max_output for %s", claude)
+		}
+		ask(t, openai.ChatCompletionNewParams{Model: claude, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)}})
+		if got := sent(t, u.anthropic)["max_tokens"]; got != float64(m.MaxOutputTokens) {
+			t.Fatalf("Anthropic received max_tokens %v, want the model's max_output %d", got, m.MaxOutputTokens)
+		}
+	})
+
 	t.Run("top_p and stop reach the upstream of a direct call", func(t *testing.T) {
 		ask(t, openai.ChatCompletionNewParams{Model: directModel, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)},
 			TopP: openai.Float(0.5), Stop: openai.ChatCompletionNewParamsStopUnion{OfStringArray: []string{"END", "STOP"}}, Seed: openai.Int(7)})

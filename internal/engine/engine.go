@@ -321,7 +321,7 @@ func (e *Engine) buildDeps(a *assembly) {
 		Planning: actors.Planning{
 			Plan: &plan.Settings{Classifier: a.classifier, Blueprints: a.bps, Catalog: e.catalog, Policy: a.policy, OutputReserve: 1024,
 				Rounds: cfg.Retry.Rounds, ArbiterTimeout: cfg.ArbiterTimeout(), TimeoutFloors: floors, MaxQueue: cfg.MaxQueue(),
-				Carries: carries(e.upstreams)},
+				Carries: carries(e.upstreams), NeedsOutputLimit: needsOutputLimit(e.upstreams)},
 			Seed: cfg.Seed, NodeID: cfg.NodeID, RetryScale: cfg.Retry.Scale,
 			// A store that outlives the process: an answer goes out once its record is durable.
 			AnswersWaitForRecords: e.spool != nil,
@@ -482,6 +482,15 @@ func carries(ups []upstream) func(provider, param string) bool {
 		kind, real := kinds[provider]
 		return !real || providers.Carries(kind, param)
 	}
+}
+
+// needsOutputLimit says which providers' wire formats require an output limit on every call.
+func needsOutputLimit(ups []upstream) func(provider string) bool {
+	needs := map[string]bool{}
+	for _, u := range ups {
+		needs[u.Name] = providers.NeedsMaxTokens(u.Kind)
+	}
+	return func(provider string) bool { return needs[provider] }
 }
 
 func (e *Engine) upstreamsOnly() []*providers.Upstream {

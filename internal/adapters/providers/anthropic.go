@@ -18,8 +18,10 @@ import (
 // AnthropicVersion is the pinned version of the Messages API.
 const AnthropicVersion = "2023-06-01"
 
-// DefaultMaxTokens is the output limit sent when a call sets none: the Messages API requires one.
-const DefaultMaxTokens = 1024
+// DefaultMaxTokens is the output limit sent when a call sets none, which happens only for a model whose
+// max_output the catalog does not know (a call otherwise carries the caller's limit or the model's
+// max_output): the Messages API requires one.
+const DefaultMaxTokens = 4096
 
 // Anthropic speaks the Messages API (POST {base}/v1/messages) with the key in x-api-key and a pinned
 // anthropic-version. A response format travels as a forced tool whose input schema is the schema: the

@@ -15,6 +15,10 @@ var uncarried = map[string][]string{
 // parameter. Simulated and replayed models take every parameter and ignore it, as a model may.
 func Carries(kind, param string) bool { return !slices.Contains(uncarried[kind], param) }
 
+// NeedsMaxTokens reports whether a wire format requires an output limit on every call: Anthropic's
+// Messages API does, the others send none unless the caller gave one.
+func NeedsMaxTokens(kind string) bool { return kind == KindAnthropic }
+
 // Dropped lists the parameters of p that a wire format cannot carry: they are left out of the call,
 // and the answer names them.
 func Dropped(kind string, p Params) []string {

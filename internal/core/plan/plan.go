@@ -44,6 +44,9 @@ type Settings struct {
 	// Carries says whether a provider's wire format has a field for a sampling parameter; nil carries
 	// every parameter.
 	Carries func(provider, param string) bool
+	// NeedsOutputLimit says whether a provider's wire format requires an output limit on every call
+	// (Anthropic's max_tokens); nil requires none.
+	NeedsOutputLimit func(provider string) bool
 }
 
 // World is the read-only view of the system that a plan decides on: snapshots published by the actors
