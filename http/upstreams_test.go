@@ -249,6 +249,16 @@ func TestDiscoveryKeepsThePoolToWhatTheProviderLists(t *testing.T) {
 	if !strings.Contains(string(modelsRaw), "qwen-c") || strings.Contains(string(modelsRaw), "qwen-b") || strings.Contains(string(modelsRaw), "nomic") {
 		t.Fatalf("/models: %.300s", modelsRaw)
 	}
+	// A listing of embeddings models only (an embeddings provider's) is read without a failure, and
+	// changes nothing.
+	u.local.SetModels(providertest.Model{ID: "nomic-embed-text"})
+	if ch, err := u.engine.Discover(t.Context(), "local"); err != nil || len(ch.Joined)+len(ch.Left) != 0 {
+		t.Fatalf("an embeddings-only listing: change %+v, %v", ch, err)
+	}
+	if _, ok := u.engine.Catalog().Get("qwen-c"); !ok || u.logs.FilterField(zap.String("event", "discovery_failed")).Len() != 0 {
+		t.Fatal("an embeddings-only listing changed the pool, or was logged as a failure")
+	}
+	u.local.SetModels(providertest.Model{ID: "qwen-a"}, providertest.Model{ID: "qwen-c", Context: 65536}, providertest.Model{ID: "nomic-embed-text"})
 	// A listing that fails changes nothing.
 	u.local.FailListing(providertest.Response{Status: 503, Body: providertest.OpenAIError("overloaded", "server_error", nil)})
 	if _, err := u.engine.Discover(t.Context(), "local"); err == nil {

@@ -46,9 +46,14 @@ func (e *Engine) discover(ctx context.Context, provider string, after int) (cata
 	if err != nil {
 		return catalog.Change{}, err
 	}
-	ch, err := e.reconcile(provider, listing.Models)
-	if err != nil {
-		return catalog.Change{}, err
+	var ch catalog.Change
+	// A listing of models none of which answers a chat (an embeddings provider's) is a reading like
+	// any other: nothing joins or leaves, since its embeddings models are the configuration's. Only a
+	// listing of no model at all is taken for a broken one.
+	if len(listing.Models) > 0 || len(listing.Rejected) == 0 {
+		if ch, err = e.reconcile(provider, listing.Models); err != nil {
+			return catalog.Change{}, err
+		}
 	}
 	e.log.Info("provider models discovered", zap.String("event", "discovery"), zap.String("provider", provider),
 		zap.Int("listed", len(listing.Models)), zap.Any("rejected", listing.Rejected),
