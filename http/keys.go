@@ -108,7 +108,7 @@ func (s *Server) readChanges(w http.ResponseWriter, r *http.Request, creating bo
 	if !ok {
 		return keys.Changes{}, false
 	}
-	c, bad := keys.ReadChanges(body, creating)
+	c, bad := keys.ReadChanges(body, creating, s.keys.Now())
 	if len(bad) > 0 {
 		writeError(w, http.StatusBadRequest, "invalid_request", "the key has problems", details(bad.Capped()))
 		return keys.Changes{}, false

@@ -176,7 +176,15 @@ func TestTheAdminAPIKeepsKeys(t *testing.T) {
 		!strings.Contains(string(raw), "revoked") {
 		t.Errorf("a revoked key: %d %s", resp.StatusCode, raw)
 	}
-	expired := tb.createKey(map[string]any{"name": "old", "expires_at": "2020-01-01T00:00:00Z"})
+	// A key cannot be created already expired; one that expires later can be made to expire at once.
+	if resp, raw := tb.do(http.MethodPost, "/admin/keys", map[string]any{"name": "old", "expires_at": "2020-01-01T00:00:00Z"}, nil); resp.StatusCode != http.StatusBadRequest ||
+		!strings.Contains(string(raw), "expires_at") {
+		t.Errorf("a key created expired: %d %s", resp.StatusCode, raw)
+	}
+	expired := tb.createKey(map[string]any{"name": "old", "expires_at": time.Now().Add(time.Hour).UTC().Format(time.RFC3339)})
+	if resp, raw := tb.do(http.MethodPatch, "/admin/keys/"+expired.ID, map[string]any{"expires_at": "2020-01-01T00:00:00Z"}, nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("PATCH expires_at: %d %s", resp.StatusCode, raw)
+	}
 	if resp, raw := tb.as(expired.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq}); resp.StatusCode != http.StatusUnauthorized ||
 		!strings.Contains(string(raw), "expired") {
 		t.Errorf("an expired key: %d %s", resp.StatusCode, raw)

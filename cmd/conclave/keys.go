@@ -13,6 +13,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"text/tabwriter"
+	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/money"
 )
@@ -23,7 +25,7 @@ Manages the API keys of a running Conclave through its admin API (the admin toke
 CONCLAVE_API_TOKEN; the server CONCLAVE_SERVER, http://127.0.0.1:5000 by default).
 
   create --name NAME [key flags]     make a key; its secret is printed this once only
-  list                               every key, revoked ones included
+  list [--json]                      every key, revoked ones included: a table, or the JSON
   show ID                            one key, its spend and its limits in use
   update ID [key flags]              change what the flags give
   revoke ID                          refuse the key from now on, on every controller
@@ -40,7 +42,7 @@ Key flags:
   --expires-at T           RFC 3339 time the key stops working ("never" to remove it)
   --metadata JSON          a JSON object kept with the key
 
-Common flags: --server URL, --token TOKEN
+Common flags: --server URL, --token TOKEN, --json (list: the admin API's JSON)
 `
 
 // keysCommand runs `conclave keys ...` against a running server's admin API.
@@ -86,8 +88,9 @@ type keysInvocation struct {
 	// fields are the key flags, and given names those given.
 	fields map[string]*string
 	given  map[string]bool
-	// since, until and groupBy are the flags of spend.
+	// since, until and groupBy are the flags of spend; json asks list for JSON.
 	since, until, groupBy string
+	json                  bool
 	client                adminClient
 	stderr                io.Writer
 }
@@ -107,6 +110,7 @@ func parseKeysCommand(args []string, stdout, stderr io.Writer) (*keysInvocation,
 		k.fields[name] = fs.String(name, "", "")
 	}
 	since, until, groupBy := fs.String("since", "", ""), fs.String("until", "", ""), fs.String("group-by", "", "")
+	asJSON := fs.Bool("json", false, "")
 	for rest := args[1:]; ; {
 		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
 			return nil, err
@@ -119,7 +123,7 @@ func parseKeysCommand(args []string, stdout, stderr io.Writer) (*keysInvocation,
 		k.positional, rest = append(k.positional, fs.Arg(0)), fs.Args()[1:]
 	}
 	fs.Visit(func(f *flag.Flag) { k.given[f.Name] = true })
-	k.since, k.until, k.groupBy = *since, *until, *groupBy
+	k.since, k.until, k.groupBy, k.json = *since, *until, *groupBy, *asJSON
 	k.client = adminClient{server: strings.TrimRight(*server, "/"), token: *token, stdout: stdout}
 	return k, nil
 }
@@ -161,12 +165,76 @@ func updateKey(ctx context.Context, k *keysInvocation) error {
 	return k.client.do(ctx, http.MethodPatch, "/admin/keys/"+id, body, http.StatusOK)
 }
 
-// listKeys prints every key, revoked ones included.
+// listKeys prints every key, revoked ones included: a table, or with --json the admin API's answer.
 func listKeys(ctx context.Context, k *keysInvocation) error {
 	if len(k.positional) > 0 {
 		return errors.New("keys list takes no id")
 	}
-	return k.client.do(ctx, http.MethodGet, "/admin/keys", nil, http.StatusOK)
+	if k.json {
+		return k.client.do(ctx, http.MethodGet, "/admin/keys", nil, http.StatusOK)
+	}
+	raw, err := k.client.call(ctx, http.MethodGet, "/admin/keys", nil, http.StatusOK)
+	if err != nil {
+		return err
+	}
+	var list struct {
+		Keys []listedKey `json:"keys"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("GET /admin/keys: %w", err)
+	}
+	return keyTable(k.client.stdout, list.Keys)
+}
+
+// listedKey is what the table shows of a key.
+type listedKey struct {
+	ID             string     `json:"id"`
+	Name           string     `json:"name"`
+	Status         string     `json:"status"`
+	BudgetUSD      *money.USD `json:"budget_usd"`
+	BudgetPeriod   string     `json:"budget_period"`
+	RPM            int        `json:"rpm"`
+	TPM            int        `json:"tpm"`
+	MaxConcurrency int        `json:"max_concurrency"`
+	Models         []string   `json:"models"`
+	ExpiresAt      *time.Time `json:"expires_at"`
+	LastUsedAt     *time.Time `json:"last_used_at"`
+	Spend          struct {
+		SpendUSD money.USD `json:"spend_usd"`
+	} `json:"spend"`
+}
+
+// keyTable writes keys as a table, one line each; a limit of 0 and an absent budget or expiry are "-".
+func keyTable(w io.Writer, keys []listedKey) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tSPENT\tBUDGET\tPERIOD\tRPM\tTPM\tCONCURRENCY\tMODELS\tEXPIRES\tLAST USED")
+	dash := func(n int) string {
+		if n == 0 {
+			return "-"
+		}
+		return strconv.Itoa(n)
+	}
+	when := func(t *time.Time) string {
+		if t == nil {
+			return "-"
+		}
+		return t.UTC().Format(time.RFC3339)
+	}
+	for _, k := range keys {
+		budget, period, models := "-", k.BudgetPeriod, strings.Join(k.Models, ",")
+		if k.BudgetUSD != nil {
+			budget = "$" + k.BudgetUSD.String()
+		}
+		if period == "" {
+			period = "life"
+		}
+		if models == "" {
+			models = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t$%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Status, k.Spend.SpendUSD, budget, period,
+			dash(k.RPM), dash(k.TPM), dash(k.MaxConcurrency), models, when(k.ExpiresAt), when(k.LastUsedAt))
+	}
+	return tw.Flush()
 }
 
 // showKey prints one key, its spend and its limits in use.
@@ -262,18 +330,39 @@ type adminClient struct {
 	stdout        io.Writer
 }
 
+// do calls the admin API and prints its answer, indented.
 func (c adminClient) do(ctx context.Context, method, path string, body any, want int) error {
+	raw, err := c.call(ctx, method, path, body, want)
+	if err != nil {
+		return err
+	}
+	_, err = c.stdout.Write(append(indented(raw), '\n'))
+	return err
+}
+
+// indented is a JSON answer indented, or as it came when it is not JSON.
+func indented(raw []byte) []byte {
+	var pretty bytes.Buffer
+	if json.Indent(&pretty, raw, "", "  ") != nil {
+		return raw
+	}
+	return pretty.Bytes()
+}
+
+// call calls the admin API and returns its answer, or an error with the answer when its status is
+// not want.
+func (c adminClient) call(ctx context.Context, method, path string, body any, want int) ([]byte, error) {
 	var rd io.Reader
 	if body != nil {
 		raw, err := json.Marshal(body)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		rd = bytes.NewReader(raw)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.server+path, rd)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if rd != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -283,22 +372,15 @@ func (c adminClient) do(ctx context.Context, method, path string, body any, want
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer resp.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
 	if err != nil {
-		return err
-	}
-	var pretty bytes.Buffer
-	if json.Indent(&pretty, raw, "", "  ") != nil {
-		pretty.Reset()
-		pretty.Write(raw)
+		return nil, err
 	}
 	if resp.StatusCode != want {
-		return fmt.Errorf("%s %s: %s\n%s", method, path, resp.Status, pretty.String())
+		return nil, fmt.Errorf("%s %s: %s\n%s", method, path, resp.Status, indented(raw))
 	}
-	pretty.WriteByte('\n')
-	_, err = c.stdout.Write(pretty.Bytes())
-	return err
+	return raw, nil
 }

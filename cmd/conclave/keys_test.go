@@ -46,7 +46,16 @@ func TestKeysCommand(t *testing.T) {
 	if shown, err := keys("show", id); err != nil || shown["name"] != "nightly" || shown["last_used_at"] == nil {
 		t.Fatalf("shown %v, %v", shown, err)
 	}
-	if list, err := keys("list"); err != nil || len(list["keys"].([]any)) != 1 || strings.Contains(list["keys"].([]any)[0].(map[string]any)["id"].(string), "ck-") {
+	var table, errs2 bytes.Buffer
+	if err := run(context.Background(), []string{"keys", "list", "--server", addr}, &table, &errs2); err != nil {
+		t.Fatalf("keys list: %v %s", err, errs2.String())
+	}
+	if lines := strings.Split(strings.TrimSpace(table.String()), "\n"); len(lines) != 2 || !strings.HasPrefix(lines[0], "ID ") ||
+		!strings.Contains(lines[0], "STATUS") || !strings.HasPrefix(lines[1], id+" ") || !strings.Contains(lines[1], " nightly ") ||
+		!strings.Contains(lines[1], " active ") || strings.Contains(table.String(), "ck-") {
+		t.Fatalf("keys list printed\n%s", table.String())
+	}
+	if list, err := keys("list", "--json"); err != nil || len(list["keys"].([]any)) != 1 || strings.Contains(list["keys"].([]any)[0].(map[string]any)["id"].(string), "ck-") {
 		t.Fatalf("list %v, %v", list, err)
 	}
 	if spend, err := keys("spend", id, "--group-by", "day"); err != nil || spend["group_by"] != "day" {

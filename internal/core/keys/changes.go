@@ -41,9 +41,10 @@ type Changes struct {
 // fields are what a body may hold; anything else is refused by name.
 var fields = []string{"name", "budget_usd", "budget_period", "rpm", "tpm", "max_concurrency", "models", "expires_at", "metadata"}
 
-// ReadChanges reads the JSON object of POST /admin/keys (creating: name is required) or of PATCH
-// /admin/keys/:id, and lists every problem it finds.
-func ReadChanges(body []byte, creating bool) (Changes, problems.Errors) {
+// ReadChanges reads the JSON object of POST /admin/keys (creating: name is required, and an expiry
+// must be after now) or of PATCH /admin/keys/:id (which may expire a key at once), and lists every
+// problem it finds.
+func ReadChanges(body []byte, creating bool, now time.Time) (Changes, problems.Errors) {
 	var r changeReader
 	if err := json.Unmarshal(body, &r.obj); err != nil || r.obj == nil {
 		r.bad.Add("body", "must be a JSON object")
@@ -56,6 +57,9 @@ func ReadChanges(body []byte, creating bool) (Changes, problems.Errors) {
 	r.readLimits()
 	r.readModels()
 	r.readExpiry()
+	if creating && r.c.ExpiresAt != nil && !now.Before(*r.c.ExpiresAt) {
+		r.bad.Add("expires_at", "is not in the future: a key created already expired could never be used")
+	}
 	r.readMetadata()
 	return r.c, r.bad
 }

@@ -83,13 +83,17 @@ func (k Key) Usable(now time.Time) error {
 	return nil
 }
 
-// Status names a key's state at now: active, revoked or expired.
+// Status names a key's state at now: revoked, expired, over_budget (usable again when its period
+// turns, or its budget is raised) or active.
 func (k Key) Status(now time.Time) string {
 	switch k.Usable(now) {
 	case ErrRevoked:
 		return "revoked"
 	case ErrExpired:
 		return "expired"
+	}
+	if k.OverBudget(now) {
+		return "over_budget"
 	}
 	return "active"
 }

@@ -100,6 +100,7 @@ func TestBudgetsAndUse(t *testing.T) {
 		{"a revoked key", Key{RevokedAt: &past}, ErrRevoked, "revoked"},
 		{"an expired key", Key{ExpiresAt: &past}, ErrExpired, "expired"},
 		{"a key expiring now has expired", Key{ExpiresAt: &now}, ErrExpired, "expired"},
+		{"a key that spent its budget", Key{Budget: &budget, Spend: Spend{Period: budget}}, nil, "over_budget"},
 	} {
 		if err := c.key.Usable(now); err != c.want || c.key.Status(now) != c.status {
 			t.Errorf("%s: Usable %v, Status %q", c.desc, err, c.key.Status(now))
@@ -143,6 +144,9 @@ func TestReadChanges(t *testing.T) {
 					(*c.Models)[0] == "openai/*" && c.ExpiresAt.Equal(time.Date(2027, 1, 30, 23, 0, 0, 0, time.UTC)) && string(c.Metadata) == `{"team":"a"}`
 			}},
 		{"a creation needs a name", `{"rpm":2}`, true, []string{"name"}, nil},
+		{"a creation already expired is refused", `{"name":"late","expires_at":"2025-12-31T23:59:59Z"}`, true, []string{"expires_at"}, nil},
+		{"an update may expire a key at once", `{"expires_at":"2025-12-31T23:59:59Z"}`, false, nil,
+			func(c Changes) bool { return c.ExpiresAt.Equal(time.Date(2025, 12, 31, 23, 59, 59, 0, time.UTC)) }},
 		{"a budget is exact", `{"budget_usd":0.1}`, false, nil, func(c Changes) bool { return *c.Budget == money.Dollar/10 }},
 		{"a budget as a decimal string", `{"budget_usd":"12.000000001"}`, false, nil, func(c Changes) bool { return *c.Budget == 12*money.Dollar+1 }},
 		{"a budget finer than a nano-dollar", `{"budget_usd":0.0000000001}`, false, []string{"budget_usd"}, nil},
@@ -156,7 +160,7 @@ func TestReadChanges(t *testing.T) {
 		{"a glob too long", `{"models":["` + strings.Repeat("a", MaxGlobBytes+1) + `"]}`, false, []string{"models[0]"}, nil},
 		{"not an object", `[1]`, false, []string{"body"}, nil},
 	} {
-		got, bad := ReadChanges([]byte(c.body), c.creating)
+		got, bad := ReadChanges([]byte(c.body), c.creating, time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 		var fields []string
 		for _, p := range bad {
 			fields = append(fields, p.Field)
