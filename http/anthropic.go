@@ -9,6 +9,7 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/messages"
+	"github.com/julienschmidt/httprouter"
 )
 
 // Anthropic's surface: POST /v1/messages in the Messages API's request and response shapes, its
@@ -62,6 +63,19 @@ func (s *Server) parseMessages(body []byte) (*chatRequest, int, []*messages.Prob
 // conversation (the system prompt and the messages), the tools, the tool choice (with whether the
 // model may call tools in parallel), the sampling parameters and the stream's.
 func (s *Server) readAnthropic(fields map[string]json.RawMessage, bad *report) *chatRequest {
+	out := s.readAnthropicPrompt(fields, bad)
+	ask := out.route.Ask
+	messagesSampling.readInto(ask.Sampling, fields, "", bad)
+	if raw, ok := given(fields, "stream"); ok && json.Unmarshal(raw, &out.stream) != nil {
+		bad.Add("stream", "must be a boolean")
+	}
+	return out
+}
+
+// readAnthropicPrompt reads what a message's prompt is made of: the members refused by name, the
+// model, the conversation, the tools and the tool choice (the body of count_tokens, and of a message
+// but for its sampling and stream).
+func (s *Server) readAnthropicPrompt(fields map[string]json.RawMessage, bad *report) *chatRequest {
 	refuseByName(fields, messagesRefused, bad)
 	out := s.readModel(fields, bad)
 	ask := &messages.Ask{}
@@ -75,12 +89,28 @@ func (s *Server) readAnthropic(fields map[string]json.RawMessage, bad *report) *
 	if raw, ok := given(fields, "tool_choice"); ok {
 		ask.ToolChoice, ask.Sampling.ParallelToolCalls = readAnthropicToolChoice(raw, bad)
 	}
-	messagesSampling.readInto(ask.Sampling, fields, "", bad)
 	out.route.Ask = ask
-	if raw, ok := given(fields, "stream"); ok && json.Unmarshal(raw, &out.stream) != nil {
-		bad.Add("stream", "must be a boolean")
-	}
 	return out
+}
+
+// countTokensPath is the door that counts a message's input tokens (the Anthropic SDK's countTokens).
+const countTokensPath = messagesPath + "/count_tokens"
+
+// countTokensTakes are the members of a count_tokens body: a message's prompt, without its sampling.
+var countTokensTakes = withRefused(map[string]bool{"model": true, "messages": true, "system": true, "tools": true, "tool_choice": true},
+	messagesRefused)
+
+// parseCountTokens is count_tokens' decoder: a message's body without max_tokens, judged as one.
+func (s *Server) parseCountTokens(body []byte) (*chatRequest, int, []*messages.Problem) {
+	return decodeAsk(s, body, countTokensTakes, s.readAnthropicPrompt)
+}
+
+// countTokens answers POST /v1/messages/count_tokens with {"input_tokens": n}: the prompt counted as
+// the books count a call's (Engine.CountTokens), with no model called and nothing charged.
+func (s *Server) countTokens(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	serve(s, w, r, messagesDoor, s.parseCountTokens, func(_ exchange, req *chatRequest) {
+		writeJSON(w, http.StatusOK, map[string]int{"input_tokens": s.engine.CountTokens(req.route)})
+	})
 }
 
 // messageEncoder is the Messages API's encoder: a message, or its events.

@@ -79,7 +79,9 @@ func anthropicSpec(t *testing.T) {
 		}
 		// Only the operation of the door: compiling every schema of the document takes a minute.
 		only := orderedmap.New[string, *v3.PathItem]()
-		only.Set("/v1/messages", model.Model.Paths.PathItems.GetOrZero("/v1/messages"))
+		for _, path := range []string{"/v1/messages", "/v1/messages/count_tokens"} {
+			only.Set(path, model.Model.Paths.PathItems.GetOrZero(path))
+		}
 		model.Model.Paths.PathItems = only
 		messagesSpec.v = validator.NewValidatorFromV3Model(&model.Model, config.WithoutOpenAPIMode())
 		messagesSpec.model = &model.Model
@@ -93,11 +95,17 @@ func anthropicSpec(t *testing.T) {
 // meetsAnthropicSpec checks an answer of /v1/messages (a message or an error) against the specification.
 func meetsAnthropicSpec(t *testing.T, status int, raw string) {
 	t.Helper()
+	meetsAnthropicSpecAt(t, "/v1/messages", status, raw)
+}
+
+// meetsAnthropicSpecAt checks an answer of POST path against the specification.
+func meetsAnthropicSpecAt(t *testing.T, path string, status int, raw string) {
+	t.Helper()
 	anthropicSpec(t)
 	if status >= 500 {
 		status = http.StatusBadRequest // the specification lists its error body under 4XX alone; a 5xx carries the same
 	}
-	req, _ := http.NewRequest(http.MethodPost, "https://api.anthropic.com/v1/messages", strings.NewReader(`{}`))
+	req, _ := http.NewRequest(http.MethodPost, "https://api.anthropic.com"+path, strings.NewReader(`{}`))
 	req.Header.Set("Content-Type", "application/json")
 	resp := &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(raw)), Request: req}
 	if ok, errs := messagesSpec.v.ValidateHttpResponse(req, resp); !ok {
@@ -460,7 +468,8 @@ func TestMessagesPathsAnswerInAnthropicsShape(t *testing.T) {
 		status                   int
 		typ                      string
 	}{
-		{"a path under /v1/messages", http.MethodPost, "/v1/messages/count_tokens", `{}`, 404, "not_found_error"},
+		{"a path under /v1/messages", http.MethodPost, "/v1/messages/batches", `{}`, 404, "not_found_error"},
+		{"a count_tokens body without messages", http.MethodPost, "/v1/messages/count_tokens", `{"model": "conclave/auto"}`, 400, "invalid_request_error"},
 		{"a method /v1/messages does not take", http.MethodGet, "/v1/messages", "", 405, "invalid_request_error"},
 		{"a body that is not JSON", http.MethodPost, "/v1/messages", `{"model": `, 400, "invalid_request_error"},
 	}
@@ -585,4 +594,38 @@ func TestAnthropicStreamEventsMeetTheirSchemas(t *testing.T) {
 			t.Fatal("a message without its usage passed")
 		}
 	})
+}
+
+// TestAnthropicSDKCountsTokens: countTokens answers the input tokens the books charge the same prompt
+// (a call whose upstream reports no usage is charged the tokenizer's count of its prompt), calls no
+// model and charges nothing; its answer meets the specification.
+func TestAnthropicSDKCountsTokens(t *testing.T) {
+	u := contractUpstreams(t)
+	client := anthropicClient(u.testbed, sdkToken)
+	ctx := context.Background()
+	question := []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("Which gas makes up most of the air we breathe, and how much of it?"))}
+	calls := u.modelCalls()
+	count, err := client.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: claudeModel, Messages: question})
+	if err != nil {
+		t.Fatal(err)
+	}
+	meetsAnthropicSpecAt(t, "/v1/messages/count_tokens", http.StatusOK, count.RawJSON())
+	if count.InputTokens <= 0 || u.modelCalls() != calls {
+		t.Fatalf("%d input tokens, %v model calls", count.InputTokens, u.modelCalls()-calls)
+	}
+	longer, err := client.Messages.CountTokens(ctx, anthropic.MessageCountTokensParams{Model: claudeModel,
+		Messages: append(question, anthropic.NewAssistantMessage(anthropic.NewTextBlock("Nitrogen, about 78 percent.")),
+			anthropic.NewUserMessage(anthropic.NewTextBlock("And the rest?")))})
+	if err != nil || longer.InputTokens <= count.InputTokens {
+		t.Fatalf("a longer conversation: %v, %v", longer, err)
+	}
+	// The same prompt, answered without a usage: charged what count_tokens said.
+	u.anthropic.Queue(providertest.Response{Body: providertest.AnthropicMessage(claudeModel, "Nitrogen.", 0, 0)})
+	msg, err := client.Messages.New(ctx, anthropic.MessageNewParams{Model: claudeModel, MaxTokens: 64, Messages: question})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in, _ := usageOf(u.record(msg.ID)); in != count.InputTokens {
+		t.Fatalf("the call was charged %d input tokens, count_tokens said %d", in, count.InputTokens)
+	}
 }

@@ -47,6 +47,8 @@ type Engine interface {
 	RouteStreaming(ctx context.Context, req *messages.RouteRequest, onDelta func(*messages.Delta)) (*messages.Execution, error)
 	// Embed asks one model for the embeddings of texts: the record, and a vector per text when it worked.
 	Embed(ctx context.Context, req *messages.EmbedRequest) (*messages.EmbedResult, error)
+	// CountTokens counts a request's prompt as the books count a call's, calling no model.
+	CountTokens(req *messages.RouteRequest) int
 	Execution(ctx context.Context, id string) (*messages.Execution, bool, error)
 	Feedback(ctx context.Context, fb *messages.RecordFeedback) (*messages.FeedbackResult, error)
 	Executions(ctx context.Context, f records.Filter) (records.Page, error)
@@ -117,6 +119,7 @@ func New(engine Engine, opts Options) *Server {
 	s.handle(http.MethodPost, "/v1/embeddings", s.authedWith(s.traced(http.MethodPost, "/v1/embeddings", s.embeddings), writeOpenAIError))
 	// Anthropic's clients send their key as x-api-key, OpenAI's as a bearer token: every door takes both.
 	s.handle(http.MethodPost, messagesPath, s.authedWith(s.traced(http.MethodPost, messagesPath, s.messagesHandler), writeAnthropicError))
+	s.handle(http.MethodPost, countTokensPath, s.authedWith(s.traced(http.MethodPost, countTokensPath, s.countTokens), writeAnthropicError))
 	s.handle(http.MethodGet, "/v1/models", s.authedWith(s.v1Models, writeOpenAIError))
 	// Model ids hold slashes (conclave/auto, vendor/model): the id is the rest of the path.
 	s.handle(http.MethodGet, "/v1/models/*id", s.authedWith(s.v1Model, writeOpenAIError))

@@ -322,3 +322,16 @@ func fail(exec *messages.Execution, kind resilience.Kind, msg string, retryAfter
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
+
+// CountTokens counts a request's prompt as the books count a call's (books.PromptTokens): its
+// messages, images, tools and output schema, under the tokenizer of its model (a direct call's; a
+// panel's under the default). No model is called and nothing is charged.
+func (e *Engine) CountTokens(req *messages.RouteRequest) int {
+	model := ""
+	if req.Direct && len(req.Models) == 1 {
+		model = req.Models[0]
+	}
+	m, _ := e.catalog.Load().Get(model)
+	call := fleet.CallOf(&messages.Job{Model: model, Prompt: req.Task, Ask: req.Ask})
+	return books.PromptTokens(call, tokens.For(model, m.Family))
+}
