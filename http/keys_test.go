@@ -12,6 +12,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"slices"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -623,5 +624,54 @@ func TestListingAKeysExecutions(t *testing.T) {
 				t.Errorf("a key listing its own records: %d", resp.StatusCode)
 			}
 		})
+	}
+}
+
+// TestTheModelListIsTheKeys: GET /v1/models lists what the caller may call, a key only the models its
+// globs allow (a model it may not call is not found either); each catalog entry has its context
+// window, its prices per token as decimal strings (the catalog's per million, divided exactly) and its
+// capabilities.
+func TestTheModelListIsTheKeys(t *testing.T) {
+	tb := newTestbed(t, withAdmin)
+	k := tb.createKey(map[string]any{"name": "two", "models": []string{groqModels[0], groqModels[1]}})
+	type entry struct {
+		ID            string   `json:"id"`
+		ContextLength int      `json:"context_length"`
+		Capabilities  []string `json:"capabilities"`
+		Pricing       *struct {
+			Prompt     string `json:"prompt"`
+			Completion string `json:"completion"`
+		} `json:"pricing"`
+	}
+	var list struct {
+		Data []entry `json:"data"`
+	}
+	if resp, raw := tb.as(k.Key, http.MethodGet, "/v1/models", nil); resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &list) != nil {
+		t.Fatalf("%d %s", resp.StatusCode, raw)
+	}
+	var ids []string
+	for _, e := range list.Data {
+		ids = append(ids, e.ID)
+		m, ok := tb.engine.Catalog().Get(e.ID)
+		if !ok || e.ContextLength != m.ContextWindow || len(e.Capabilities) == 0 || e.Pricing == nil ||
+			e.Pricing.Prompt != m.InputPricePerMTok.PerToken() || e.Pricing.Completion != m.OutputPricePerMTok.PerToken() {
+			t.Errorf("entry %+v, the catalog's %+v", e, m)
+		}
+	}
+	if slices.Sort(ids); !slices.Equal(ids, []string{groqModels[0], groqModels[1]}) {
+		t.Fatalf("the key sees %v", ids)
+	}
+	if resp, _ := tb.as(k.Key, http.MethodGet, "/v1/models/"+groqModels[2], nil); resp.StatusCode != http.StatusNotFound {
+		t.Errorf("a model the key may not call: %d", resp.StatusCode)
+	}
+	if resp, _ := tb.as(k.Key, http.MethodGet, "/v1/models/"+groqModels[0], nil); resp.StatusCode != http.StatusOK {
+		t.Errorf("a model the key may call: %d", resp.StatusCode)
+	}
+	var all struct {
+		Data []entry `json:"data"`
+	}
+	tb.do(http.MethodGet, "/v1/models", nil, &all)
+	if len(all.Data) != len(tb.engine.Catalog().All())+1+len(tb.engine.Blueprints().Names()) {
+		t.Fatalf("the admin token sees %d models", len(all.Data))
 	}
 }

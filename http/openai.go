@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
@@ -339,29 +341,65 @@ func writeOpenAIError(w http.ResponseWriter, status int, code, message string, d
 	writeJSON(w, status, openAIErrorOf(status, code, message, details))
 }
 
-// modelObject is an entry of GET /v1/models.
+// modelObject is an entry of GET /v1/models: OpenAI's fields, and for a catalog model its context
+// window, its prices (OpenRouter's shape: US dollars per token, as decimal strings; none when nobody
+// priced it) and its capabilities. created is the provider's date of the model where it says one.
 type modelObject struct {
-	ID      string `json:"id"`
-	Object  string `json:"object"`
-	Created int64  `json:"created"`
-	OwnedBy string `json:"owned_by"`
+	ID            string        `json:"id"`
+	Object        string        `json:"object"`
+	Created       int64         `json:"created"`
+	OwnedBy       string        `json:"owned_by"`
+	ContextLength int           `json:"context_length,omitempty"`
+	Pricing       *modelPricing `json:"pricing,omitempty"`
+	Capabilities  []string      `json:"capabilities,omitempty"`
 }
 
-func (s *Server) v1Models(w http.ResponseWriter, _ *http.Request, _ httprouter.Params) {
-	data := []modelObject{{ID: autoModel, Object: "model", OwnedBy: "conclave"}}
-	for _, name := range s.engine.Blueprints().Names() {
-		data = append(data, modelObject{ID: modelPrefix + name, Object: "model", OwnedBy: "conclave"})
+type modelPricing struct {
+	Prompt     string `json:"prompt"`
+	Completion string `json:"completion"`
+}
+
+// catalogModelObject is a catalog model as GET /v1/models lists it.
+func catalogModelObject(m catalog.Model) modelObject {
+	o := modelObject{ID: m.ID, Object: "model", Created: m.Created, OwnedBy: m.Provider, ContextLength: m.ContextWindow, Capabilities: m.Capabilities}
+	if !m.Unpriced {
+		o.Pricing = &modelPricing{Prompt: m.InputPricePerMTok.PerToken(), Completion: m.OutputPricePerMTok.PerToken()}
+	}
+	return o
+}
+
+// v1Models answers GET /v1/models: the models the caller may call (all of them for the admin token,
+// those a key's globs allow for a key).
+func (s *Server) v1Models(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
+	data := []modelObject{}
+	ids := append([]string{autoModel}, s.engine.Blueprints().Names()...)
+	for i, id := range ids {
+		if i > 0 {
+			id = modelPrefix + id
+		}
+		if m, ok := s.modelObject(r, id); ok {
+			data = append(data, m)
+		}
 	}
 	for _, m := range s.engine.Catalog().All() {
-		data = append(data, modelObject{ID: m.ID, Object: "model", OwnedBy: m.Provider})
+		if callerMay(r, m.ID) {
+			data = append(data, catalogModelObject(m))
+		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-// v1Model answers GET /v1/models/{id}: one entry of the list, or 404 in OpenAI's shape.
-func (s *Server) v1Model(w http.ResponseWriter, _ *http.Request, p httprouter.Params) {
+// callerMay reports whether the request's caller may call a model: a key, by its globs.
+func callerMay(r *http.Request, model string) bool {
+	k, ok := keys.CallerOf(r.Context())
+	return !ok || k.Allows(model)
+}
+
+// v1Model answers GET /v1/models/{id}: one entry of the list, or 404 in OpenAI's shape (a model the
+// caller's key may not call is one it cannot see).
+func (s *Server) v1Model(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := strings.TrimPrefix(p.ByName("id"), "/")
-	if m, ok := s.modelObject(id); ok {
+	if m, ok := s.modelObject(r, id); ok {
 		writeJSON(w, http.StatusOK, m)
 		return
 	}
@@ -369,8 +407,11 @@ func (s *Server) v1Model(w http.ResponseWriter, _ *http.Request, p httprouter.Pa
 		[]*messages.Problem{{Field: "model", Message: fmt.Sprintf("%q does not exist (GET /v1/models lists them)", problems.Clip(id, 128))}})
 }
 
-// modelObject is the model of an id, as GET /v1/models lists it.
-func (s *Server) modelObject(id string) (modelObject, bool) {
+// modelObject is the model of an id, as GET /v1/models lists it, when its caller may call it.
+func (s *Server) modelObject(r *http.Request, id string) (modelObject, bool) {
+	if !callerMay(r, id) {
+		return modelObject{}, false
+	}
 	if id == autoModel {
 		return modelObject{ID: id, Object: "model", OwnedBy: "conclave"}, true
 	}
@@ -378,7 +419,7 @@ func (s *Server) modelObject(id string) (modelObject, bool) {
 		return modelObject{ID: id, Object: "model", OwnedBy: "conclave"}, true
 	}
 	if m, ok := s.engine.Catalog().Get(id); ok {
-		return modelObject{ID: m.ID, Object: "model", OwnedBy: m.Provider}, true
+		return catalogModelObject(m), true
 	}
 	return modelObject{}, false
 }

@@ -236,6 +236,13 @@ func TestDiscoveryKeepsThePoolToWhatTheProviderLists(t *testing.T) {
 	if err != nil || strings.Join(ch.Joined, ",") != "qwen-c" || strings.Join(ch.Left, ",") != "qwen-b" {
 		t.Fatalf("change %+v, %v", ch, err)
 	}
+	// The listing's date of a model is the model's created.
+	var listed struct {
+		Created int64 `json:"created"`
+	}
+	if resp, raw := u.do(http.MethodGet, "/v1/models/qwen-c", nil, &listed); resp.StatusCode != http.StatusOK || listed.Created != 1767225600 {
+		t.Fatalf("GET /v1/models/qwen-c: %d %s", resp.StatusCode, raw)
+	}
 	status, ok, e := u.route(map[string]any{"task": mcq, "category": "general", "models": []string{"qwen-c"}})
 	if status != http.StatusOK || ok.Responses[0].Model != "qwen-c" || ok.Cost != 0 {
 		t.Fatalf("status %d for the new model: %+v %+v", status, ok, e)

@@ -70,11 +70,12 @@ func (e *Engine) reconcile(provider string, listed []catalog.Model) (catalog.Cha
 	for i, m := range listed { // a model the catalog knows costs what the catalog says
 		listed[i] = catalog.PricedBy(e.known, m)
 	}
-	next, ch, err := catalog.Reconcile(e.catalog.Load(), provider, listed)
+	current := e.catalog.Load()
+	next, ch, err := catalog.Reconcile(current, provider, listed)
 	if err != nil {
 		return ch, err
 	}
-	if len(ch.Joined)+len(ch.Left) > 0 {
+	if next != current {
 		e.catalog.Store(next)
 		e.deps.Dir.Arms.SetModels(next.All())
 	}

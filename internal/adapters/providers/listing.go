@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
 	"github.com/conclave-ai/conclave/internal/core/money"
@@ -89,7 +90,8 @@ type openAIModels struct {
 // an alias of an unnamed struct type: errors decoding a listing quote the shape of the data, not a name
 // of ours.
 type openAIModel = struct {
-	ID string `json:"id"`
+	ID      string `json:"id"`
+	Created int64  `json:"created"`
 	// OpenRouter
 	ContextLength int `json:"context_length"`
 	Pricing       *struct {
@@ -151,7 +153,8 @@ func listedModel(d *openAIModel) (catalog.Model, string) {
 	case d.Architecture != nil && len(d.Architecture.OutputModalities) > 0 && !slices.Contains(d.Architecture.OutputModalities, "text"):
 		return catalog.Model{}, NoTextOutput
 	}
-	m := catalog.Model{ID: d.ID, ContextWindow: max(d.ContextLength, d.ContextWindow, d.MaxModelLen), MaxOutputTokens: d.MaxCompletionTokens}
+	m := catalog.Model{ID: d.ID, ContextWindow: max(d.ContextLength, d.ContextWindow, d.MaxModelLen), MaxOutputTokens: d.MaxCompletionTokens,
+		Created: max(d.Created, 0)}
 	// A listing without prices (or with a provider's "-1", variable) leaves the model unpriced.
 	m.Unpriced = true
 	if d.Pricing != nil {
@@ -169,9 +172,10 @@ func listedModel(d *openAIModel) (catalog.Model, string) {
 
 type anthropicModels struct {
 	Data []struct {
-		ID             string `json:"id"`
-		MaxInputTokens int    `json:"max_input_tokens"`
-		MaxTokens      int    `json:"max_tokens"`
+		ID             string    `json:"id"`
+		CreatedAt      time.Time `json:"created_at"`
+		MaxInputTokens int       `json:"max_input_tokens"`
+		MaxTokens      int       `json:"max_tokens"`
 	} `json:"data"`
 	HasMore bool   `json:"has_more"`
 	LastID  string `json:"last_id"`
@@ -203,7 +207,11 @@ func (a *Anthropic) ListModels(ctx context.Context, baseURL string, key secret.S
 			return Listing{}, fmt.Errorf("%s: the model list is not a list: %w", a.Provider, err)
 		}
 		for _, d := range page.Data {
-			if !l.add(catalog.Model{ID: d.ID, ContextWindow: d.MaxInputTokens, MaxOutputTokens: d.MaxTokens}) {
+			m := catalog.Model{ID: d.ID, ContextWindow: d.MaxInputTokens, MaxOutputTokens: d.MaxTokens}
+			if !d.CreatedAt.IsZero() {
+				m.Created = max(d.CreatedAt.Unix(), 0)
+			}
+			if !l.add(m) {
 				return l, nil
 			}
 		}

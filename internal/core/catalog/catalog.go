@@ -52,6 +52,8 @@ type Model struct {
 	Capabilities []string `json:"capabilities"`
 	// Tier is a strength hint: 1 frontier, 2 strong mid-size, 3 small and fast.
 	Tier int `json:"tier"`
+	// Created is when the provider says it made the model, in Unix seconds (0: it does not say).
+	Created int64 `json:"created,omitempty"`
 }
 
 // Rates are the model's prices.

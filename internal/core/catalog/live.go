@@ -31,17 +31,19 @@ type Change struct {
 
 // Reconcile makes a provider's models those of its listing: a listed model the catalog lacks joins, a
 // model of the provider its listing lacks leaves, and a model in both keeps what the catalog says of it
-// (curated prices and tags outrank a listing's defaults). Models match on the id sent upstream. A listed
-// id that another provider's model already has joins as "provider/id". An empty listing changes nothing:
-// a provider that lists no model at all is more likely broken than empty.
+// (curated prices and tags outrank a listing's defaults) but for the date the provider says it made
+// the model, which only the provider knows. Models match on the id sent upstream. A listed id that
+// another provider's model already has joins as "provider/id". An empty listing changes nothing: a
+// provider that lists no model at all is more likely broken than empty. The catalog returned is c
+// itself when nothing changed.
 func Reconcile(c *Catalog, provider string, listed []Model) (*Catalog, Change, error) {
 	if len(listed) == 0 {
 		return c, Change{}, fmt.Errorf("%s listed no model", provider)
 	}
-	kept, left, have := keepListed(c.models, provider, listed)
+	kept, left, have, dated := keepListed(c.models, provider, listed)
 	kept, joined := joinListed(kept, have, provider, listed)
 	ch := Change{Joined: joined, Left: left}
-	if len(ch.Joined) == 0 && len(ch.Left) == 0 {
+	if len(ch.Joined) == 0 && len(ch.Left) == 0 && !dated {
 		return c, ch, nil
 	}
 	next, err := New(kept)
@@ -54,27 +56,32 @@ func Reconcile(c *Catalog, provider string, listed []Model) (*Catalog, Change, e
 }
 
 // keepListed returns the catalog's models that stay (every other provider's, and those of the
-// provider that its listing names), the ids of the provider's models that leave, and the upstream ids
-// of the provider's models kept. A listing names the provider's chat models (providers.ListModels
-// leaves embeddings out): an embeddings model, which only the configuration names, stays.
-func keepListed(models []Model, provider string, listed []Model) (kept []Model, left []string, have map[string]bool) {
-	upstream := map[string]bool{}
+// provider that its listing names), the ids of the provider's models that leave, the upstream ids of
+// the provider's models kept, and whether a kept model took a new date of creation from the listing.
+// A listing names the provider's chat models (providers.ListModels leaves embeddings out): an
+// embeddings model, which only the configuration names, stays.
+func keepListed(models []Model, provider string, listed []Model) (kept []Model, left []string, have map[string]bool, dated bool) {
+	upstream := map[string]Model{}
 	for _, m := range listed {
-		upstream[m.Upstream()] = true
+		upstream[m.Upstream()] = m
 	}
 	kept = make([]Model, 0, len(models)+len(listed))
 	have = map[string]bool{}
 	for _, m := range models {
-		if m.Provider == provider && !upstream[m.Upstream()] && !m.Has(Embeddings) {
+		l, isListed := upstream[m.Upstream()]
+		if m.Provider == provider && !isListed && !m.Has(Embeddings) {
 			left = append(left, m.ID)
 			continue
 		}
 		if m.Provider == provider {
 			have[m.Upstream()] = true
+			if isListed && l.Created != 0 && l.Created != m.Created {
+				m.Created, dated = l.Created, true
+			}
 		}
 		kept = append(kept, m)
 	}
-	return kept, left, have
+	return kept, left, have, dated
 }
 
 // joinListed appends to kept the listed models the provider does not have yet, with the catalog's

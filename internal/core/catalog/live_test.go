@@ -25,6 +25,8 @@ func TestReconcile(t *testing.T) {
 		err            string
 		sameCatalog    bool
 		checkCuratedOf string
+		// checkDated is a model the listing dated (1767225600), its curated fields kept.
+		checkDated string
 	}{
 		{desc: "a listing with nothing new changes nothing", listed: []Model{{ID: "kept"}, {ID: "gone"}, {ID: "vendor/renamed"}}, models: "embed,gone,kept,renamed", sameCatalog: true},
 		{desc: "a new model joins, a vanished one leaves", listed: []Model{{ID: "kept", ContextWindow: 4096}, {ID: "vendor/renamed"}, {ID: "fresh", ContextWindow: 65536}},
@@ -34,6 +36,8 @@ func TestReconcile(t *testing.T) {
 		{desc: "an id another provider has joins under the provider's name", listed: []Model{{ID: "kept"}, {ID: "gone"}, {ID: "vendor/renamed"}, {ID: "shared-id"}},
 			joined: "local/shared-id", models: "embed,gone,kept,local/shared-id,renamed"},
 		{desc: "an empty listing changes nothing", listed: nil, err: "listed no model", sameCatalog: true, models: "embed,gone,kept,renamed"},
+		{desc: "a listing dates a model it kept, and nothing else of it", listed: []Model{{ID: "kept", Created: 1767225600, ContextWindow: 4096}, {ID: "gone"},
+			{ID: "vendor/renamed"}}, models: "embed,gone,kept,renamed", checkDated: "kept"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
@@ -69,6 +73,11 @@ func TestReconcile(t *testing.T) {
 			}
 			if _, ok := next.Get("elsewhere"); !ok {
 				t.Fatal("another provider's model left")
+			}
+			if tt.checkDated != "" {
+				if m, _ := next.Get(tt.checkDated); m.Created != 1767225600 || m.ContextWindow != 32768 {
+					t.Fatalf("dated %+v", m)
+				}
 			}
 			if tt.checkCuratedOf != "" {
 				if m, _ := next.Get(tt.checkCuratedOf); m.ContextWindow != 32768 || m.Tier != 1 || !m.Has("code") {
