@@ -308,17 +308,17 @@ func TestCompletionOfToolCalls(t *testing.T) {
 		want, dropped string
 	}{
 		{"text", &messages.Execution{Answer: "Sunny.", FinishReason: "end_turn"},
-			`{"index":0,"message":{"role":"assistant","content":"Sunny.","refusal":null},"finish_reason":"stop"}`, `[]`},
+			`{"index":0,"message":{"role":"assistant","content":"Sunny.","refusal":null},"logprobs":null,"finish_reason":"stop"}`, `[]`},
 		{"only a tool call: content is null", &messages.Execution{ToolCalls: []*messages.ToolCall{{Id: "call_1", Name: "get_weather", Arguments: `{"city":"Paris"}`}},
 			DroppedParameters: []string{"seed"}},
-			`{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"finish_reason":"tool_calls"}`,
+			`{"index":0,"message":{"role":"assistant","content":null,"refusal":null,"tool_calls":[{"id":"call_1","type":"function","function":{"name":"get_weather","arguments":"{\"city\":\"Paris\"}"}}]},"logprobs":null,"finish_reason":"tool_calls"}`,
 			`["seed"]`},
 		{"text and a tool call", &messages.Execution{Answer: "Let me look.", ToolCalls: []*messages.ToolCall{{Id: "c", Name: "f", Arguments: `{}`}}},
-			`{"index":0,"message":{"role":"assistant","content":"Let me look.","refusal":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},"finish_reason":"tool_calls"}`, `[]`},
+			`{"index":0,"message":{"role":"assistant","content":"Let me look.","refusal":null,"tool_calls":[{"id":"c","type":"function","function":{"name":"f","arguments":"{}"}}]},"logprobs":null,"finish_reason":"tool_calls"}`, `[]`},
 		{"cut by its limit, in Anthropic's words", &messages.Execution{Answer: "Sun", FinishReason: "max_tokens"},
-			`{"index":0,"message":{"role":"assistant","content":"Sun","refusal":null},"finish_reason":"length"}`, `[]`},
+			`{"index":0,"message":{"role":"assistant","content":"Sun","refusal":null},"logprobs":null,"finish_reason":"length"}`, `[]`},
 		{"stopped by Gemini's filter", &messages.Execution{Answer: "", FinishReason: "SAFETY"},
-			`{"index":0,"message":{"role":"assistant","content":"","refusal":null},"finish_reason":"content_filter"}`, `[]`},
+			`{"index":0,"message":{"role":"assistant","content":"","refusal":null},"logprobs":null,"finish_reason":"content_filter"}`, `[]`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.desc, func(t *testing.T) {
