@@ -157,17 +157,25 @@ type anthropicMessage struct {
 	Conclave     *conclaveExtension `json:"conclave,omitempty"`
 }
 
-// anthropicUsage is the answer's usage. Prompt caching, server tools, regions and service tiers are no
-// part of Conclave: those fields are null, as the API writes what does not apply.
+// anthropicUsage is the answer's usage: input_tokens leaves out the tokens read from and written to
+// the providers' prompt caches, counted apart as the API counts them. Server tools, regions and
+// service tiers are no part of Conclave: those fields are null, as the API writes what does not apply.
 type anthropicUsage struct {
 	InputTokens              int32 `json:"input_tokens"`
 	OutputTokens             int32 `json:"output_tokens"`
 	CacheCreation            any   `json:"cache_creation"`
-	CacheCreationInputTokens any   `json:"cache_creation_input_tokens"`
-	CacheReadInputTokens     any   `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int32 `json:"cache_creation_input_tokens"`
+	CacheReadInputTokens     int32 `json:"cache_read_input_tokens"`
 	InferenceGeo             any   `json:"inference_geo"`
 	ServerToolUse            any   `json:"server_tool_use"`
 	ServiceTier              any   `json:"service_tier"`
+}
+
+// anthropicUsageOf is a record's usage as a message reports it.
+func anthropicUsageOf(u *messages.Usage) anthropicUsage {
+	read, written := u.GetCacheReadTokens(), u.GetCacheWriteTokens()
+	return anthropicUsage{InputTokens: max(u.GetInputTokens()-read-written, 0), OutputTokens: u.GetOutputTokens(),
+		CacheReadInputTokens: read, CacheCreationInputTokens: written}
 }
 
 type anthropicText struct {
@@ -197,7 +205,7 @@ func renderMessage(e *messages.Execution, model string, stops []string) (anthrop
 	reason := stopReason(e)
 	m := anthropicMessage{ID: e.RequestId, Type: "message", Role: "assistant", Model: model, Content: []any{},
 		StopReason: &reason, Conclave: &ext,
-		Usage: anthropicUsage{InputTokens: e.GetUsage().GetInputTokens(), OutputTokens: e.GetUsage().GetOutputTokens()}}
+		Usage: anthropicUsageOf(e.GetUsage())}
 	// Which sequence stopped the model is known for certain only when the caller gave one.
 	if reason == "stop_sequence" && len(stops) == 1 {
 		m.StopSequence = &stops[0]

@@ -200,6 +200,22 @@ type completionUsage struct {
 	PromptTokens     int32 `json:"prompt_tokens"`
 	CompletionTokens int32 `json:"completion_tokens"`
 	TotalTokens      int32 `json:"total_tokens"`
+	// PromptTokensDetails counts the prompt tokens read from a provider's prompt cache, as OpenAI
+	// does, when some were.
+	PromptTokensDetails *promptTokensDetails `json:"prompt_tokens_details,omitempty"`
+}
+
+type promptTokensDetails struct {
+	CachedTokens int32 `json:"cached_tokens"`
+}
+
+// completionUsageOf is a record's usage as a chat completion reports it.
+func completionUsageOf(u *messages.Usage) completionUsage {
+	out := completionUsage{PromptTokens: u.GetInputTokens(), CompletionTokens: u.GetOutputTokens(), TotalTokens: u.GetInputTokens() + u.GetOutputTokens()}
+	if n := u.GetCacheReadTokens(); n > 0 {
+		out.PromptTokensDetails = &promptTokensDetails{CachedTokens: n}
+	}
+	return out
 }
 
 // conclaveExtension says what the pipeline did for the answer.
@@ -224,9 +240,8 @@ type conclaveExtension struct {
 func renderCompletion(e *messages.Execution, model string) completion {
 	return completion{
 		ID: e.RequestId, Object: "chat.completion", Created: e.GetReceivedAt().AsTime().Unix(), Model: model,
-		Choices: []completionChoice{{Message: answerMessage(e), FinishReason: finishReason(e)}},
-		Usage: completionUsage{PromptTokens: e.GetUsage().GetInputTokens(), CompletionTokens: e.GetUsage().GetOutputTokens(),
-			TotalTokens: e.GetUsage().GetInputTokens() + e.GetUsage().GetOutputTokens()},
+		Choices:  []completionChoice{{Message: answerMessage(e), FinishReason: finishReason(e)}},
+		Usage:    completionUsageOf(e.GetUsage()),
 		Conclave: extensionOf(e),
 	}
 }

@@ -208,6 +208,7 @@ func renderResponse(e *messages.Execution, rr *responsesRequest) responseObject 
 			Name: c.Name, Arguments: c.Arguments})
 	}
 	u := &responseUsage{InputTokens: e.GetUsage().GetInputTokens(), OutputTokens: e.GetUsage().GetOutputTokens()}
+	u.InputTokensDetails.CachedTokens, u.InputTokensDetails.CacheWriteTokens = e.GetUsage().GetCacheReadTokens(), e.GetUsage().GetCacheWriteTokens()
 	u.TotalTokens = u.InputTokens + u.OutputTokens
 	r.Usage = u
 	x := extensionOf(e)

@@ -3840,9 +3840,13 @@ type Usage struct {
 	OutputTokens int32                  `protobuf:"varint,2,opt,name=output_tokens,json=outputTokens,proto3" json:"output_tokens,omitempty"`
 	// estimated is true when the provider did not report the usage (the call was cut before its last
 	// event) and the tokens were counted by Conclave's tokenizer: the prompt and the output it had sent.
-	Estimated     bool `protobuf:"varint,3,opt,name=estimated,proto3" json:"estimated,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Estimated bool `protobuf:"varint,3,opt,name=estimated,proto3" json:"estimated,omitempty"`
+	// cache_read_tokens and cache_write_tokens are the input tokens (counted in input_tokens) the
+	// provider read from and wrote to its prompt cache, priced apart.
+	CacheReadTokens  int32 `protobuf:"varint,4,opt,name=cache_read_tokens,json=cacheReadTokens,proto3" json:"cache_read_tokens,omitempty"`
+	CacheWriteTokens int32 `protobuf:"varint,5,opt,name=cache_write_tokens,json=cacheWriteTokens,proto3" json:"cache_write_tokens,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Usage) Reset() {
@@ -3894,6 +3898,20 @@ func (x *Usage) GetEstimated() bool {
 		return x.Estimated
 	}
 	return false
+}
+
+func (x *Usage) GetCacheReadTokens() int32 {
+	if x != nil {
+		return x.CacheReadTokens
+	}
+	return 0
+}
+
+func (x *Usage) GetCacheWriteTokens() int32 {
+	if x != nil {
+		return x.CacheWriteTokens
+	}
+	return 0
 }
 
 // RateLimitInfo is what a provider's response headers said about its limits.
@@ -6816,11 +6834,13 @@ const file_conclave_proto_rawDesc = "" +
 	"\x13retry_after_seconds\x18\x04 \x01(\x01R\x11retryAfterSeconds\"9\n" +
 	"\aProblem\x12\x14\n" +
 	"\x05field\x18\x01 \x01(\tR\x05field\x12\x18\n" +
-	"\amessage\x18\x02 \x01(\tR\amessage\"m\n" +
+	"\amessage\x18\x02 \x01(\tR\amessage\"\xc7\x01\n" +
 	"\x05Usage\x12!\n" +
 	"\finput_tokens\x18\x01 \x01(\x05R\vinputTokens\x12#\n" +
 	"\routput_tokens\x18\x02 \x01(\x05R\foutputTokens\x12\x1c\n" +
-	"\testimated\x18\x03 \x01(\bR\testimated\"\xb8\x02\n" +
+	"\testimated\x18\x03 \x01(\bR\testimated\x12*\n" +
+	"\x11cache_read_tokens\x18\x04 \x01(\x05R\x0fcacheReadTokens\x12,\n" +
+	"\x12cache_write_tokens\x18\x05 \x01(\x05R\x10cacheWriteTokens\"\xb8\x02\n" +
 	"\rRateLimitInfo\x12%\n" +
 	"\x0elimit_requests\x18\x01 \x01(\x03R\rlimitRequests\x12-\n" +
 	"\x12remaining_requests\x18\x02 \x01(\x03R\x11remainingRequests\x12!\n" +

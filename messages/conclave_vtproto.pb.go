@@ -3576,6 +3576,16 @@ func (m *Usage) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.CacheWriteTokens != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CacheWriteTokens))
+		i--
+		dAtA[i] = 0x28
+	}
+	if m.CacheReadTokens != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CacheReadTokens))
+		i--
+		dAtA[i] = 0x20
+	}
 	if m.Estimated {
 		i--
 		if m.Estimated {
@@ -7538,6 +7548,12 @@ func (m *Usage) SizeVT() (n int) {
 	}
 	if m.Estimated {
 		n += 2
+	}
+	if m.CacheReadTokens != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.CacheReadTokens))
+	}
+	if m.CacheWriteTokens != 0 {
+		n += 1 + protohelpers.SizeOfVarint(uint64(m.CacheWriteTokens))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -18494,6 +18510,44 @@ func (m *Usage) UnmarshalVT(dAtA []byte) error {
 				}
 			}
 			m.Estimated = bool(v != 0)
+		case 4:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CacheReadTokens", wireType)
+			}
+			m.CacheReadTokens = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CacheReadTokens |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 5:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field CacheWriteTokens", wireType)
+			}
+			m.CacheWriteTokens = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.CacheWriteTokens |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

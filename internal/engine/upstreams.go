@@ -103,6 +103,7 @@ func catalogModel(provider string, m config.ProviderModel) catalog.Model {
 	if m.PriceOut != nil {
 		out.OutputPricePerMTok = *m.PriceOut
 	}
+	out.CacheReadPricePerMTok, out.CacheWritePricePerMTok = m.PriceCacheRead, m.PriceCacheWrite
 	return out
 }
 

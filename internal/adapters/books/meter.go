@@ -193,7 +193,7 @@ func (m *Meter) Open(ctx context.Context, s Spec) (*Metered, error) {
 func (c *Metered) Close(u providers.Usage) money.USD {
 	var cost money.USD
 	if c.priced {
-		cost = c.rates.Cost(int64(u.InputTokens), int64(u.OutputTokens))
+		cost = c.rates.Charge(u.Tokens())
 	}
 	c.held.release(cost, u.InputTokens+u.OutputTokens)
 	c.m.settle(c.entry, cost, u)
@@ -204,7 +204,7 @@ func (c *Metered) Close(u providers.Usage) money.USD {
 func (m *Meter) settle(entry *messages.Call, cost money.USD, u providers.Usage) {
 	entry.State, entry.SettledAt, entry.CostNanos = store.CallSettled, timestamppb.New(clock.Or(m.Clock).Now()), int64(cost)
 	entry.Usage = &messages.Usage{InputTokens: int32(min(u.InputTokens, maxInt32)), OutputTokens: int32(min(u.OutputTokens, maxInt32)),
-		Estimated: u.Estimated}
+		CacheReadTokens: int32(min(u.CacheReadTokens, maxInt32)), CacheWriteTokens: int32(min(u.CacheWriteTokens, maxInt32)), Estimated: u.Estimated}
 	m.Journal.Settle(entry)
 }
 

@@ -213,7 +213,8 @@ func ResultOf(res *messages.JobResult, reply providers.Reply, err error, latency
 	}
 	res.DroppedParameters = reply.Dropped
 	if u := reply.Usage; u.InputTokens > 0 || u.OutputTokens > 0 {
-		res.Usage = &messages.Usage{InputTokens: int32(u.InputTokens), OutputTokens: int32(u.OutputTokens), Estimated: u.Estimated}
+		res.Usage = &messages.Usage{InputTokens: int32(u.InputTokens), OutputTokens: int32(u.OutputTokens), Estimated: u.Estimated,
+			CacheReadTokens: int32(u.CacheReadTokens), CacheWriteTokens: int32(u.CacheWriteTokens)}
 	}
 	res.FinishReason, res.ServedModel, res.CostNanos, res.UpstreamRequestId = reply.FinishReason, reply.ServedModel, int64(reply.Cost), reply.UpstreamRequestID
 	res.ProviderLatencyMs = ms(reply.Latency)
@@ -229,7 +230,8 @@ func ReplyOf(res *messages.JobResult) (providers.Reply, error) {
 		reply.ToolCalls = append(reply.ToolCalls, providers.ToolCall{ID: c.Id, Name: c.Name, Arguments: c.Arguments})
 	}
 	if u := res.Usage; u != nil {
-		reply.Usage = providers.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens), Estimated: u.Estimated}
+		reply.Usage = providers.Usage{InputTokens: int(u.InputTokens), OutputTokens: int(u.OutputTokens), Estimated: u.Estimated,
+			CacheReadTokens: int(u.CacheReadTokens), CacheWriteTokens: int(u.CacheWriteTokens)}
 	}
 	if rl := res.RateLimit; rl != nil {
 		u := UpstreamOf(rl)

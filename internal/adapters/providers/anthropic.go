@@ -364,9 +364,22 @@ type anthropicError struct {
 	Message string `json:"message"`
 }
 
+// anthropicUsage is a Messages usage: input_tokens leaves out the tokens read from and written to
+// the prompt cache, which are counted apart.
 type anthropicUsage struct {
-	InputTokens  *int `json:"input_tokens"`
-	OutputTokens int  `json:"output_tokens"`
+	InputTokens              *int `json:"input_tokens"`
+	OutputTokens             int  `json:"output_tokens"`
+	CacheReadInputTokens     int  `json:"cache_read_input_tokens"`
+	CacheCreationInputTokens int  `json:"cache_creation_input_tokens"`
+}
+
+// input sets u's input tokens on a usage, the cached ones counted among them, where u says them.
+func (u *anthropicUsage) input(to *Usage) {
+	read, written := max(u.CacheReadInputTokens, 0), max(u.CacheCreationInputTokens, 0)
+	if u.InputTokens != nil && *u.InputTokens+read+written > 0 {
+		to.InputTokens = *u.InputTokens + read + written
+		to.CacheReadTokens, to.CacheWriteTokens = read, written
+	}
 }
 
 type anthropicResponse struct {
@@ -414,9 +427,7 @@ func (a *Anthropic) parseMessage(model string, status int, header http.Header, r
 	}
 	reply := Reply{ServedModel: resp.Model, FinishReason: resp.StopReason, UpstreamRequestID: header.Get("request-id"), RateLimit: limits,
 		Usage: Usage{OutputTokens: resp.Usage.OutputTokens}}
-	if resp.Usage.InputTokens != nil {
-		reply.Usage.InputTokens = *resp.Usage.InputTokens
-	}
+	resp.Usage.input(&reply.Usage)
 	if reply.UpstreamRequestID == "" {
 		reply.UpstreamRequestID = resp.ID
 	}
@@ -619,9 +630,7 @@ func (s *messageStream) messageStart(e *anthropicEvent) (Delta, error) {
 	if s.reply.UpstreamRequestID == "" {
 		s.reply.UpstreamRequestID = m.ID
 	}
-	if m.Usage.InputTokens != nil {
-		s.reply.Usage.InputTokens = *m.Usage.InputTokens
-	}
+	m.Usage.input(&s.reply.Usage)
 	s.reply.Usage.OutputTokens = m.Usage.OutputTokens
 	return Delta{}, nil
 }
@@ -721,9 +730,7 @@ func (s *messageStream) messageDelta(e *anthropicEvent) (Delta, error) {
 	}
 	if u := e.Usage; u != nil {
 		s.reply.Usage.OutputTokens = u.OutputTokens
-		if u.InputTokens != nil && *u.InputTokens > 0 {
-			s.reply.Usage.InputTokens = *u.InputTokens
-		}
+		u.input(&s.reply.Usage)
 	}
 	return Delta{}, nil
 }

@@ -389,8 +389,9 @@ type geminiResponse struct {
 		FinishReason string        `json:"finishReason"`
 	} `json:"candidates"`
 	UsageMetadata *struct {
-		PromptTokenCount     int `json:"promptTokenCount"`
-		CandidatesTokenCount int `json:"candidatesTokenCount"`
+		PromptTokenCount        int `json:"promptTokenCount"`
+		CandidatesTokenCount    int `json:"candidatesTokenCount"`
+		CachedContentTokenCount int `json:"cachedContentTokenCount"` // counted in promptTokenCount
 	} `json:"usageMetadata"`
 	ModelVersion   string `json:"modelVersion"`
 	ResponseID     string `json:"responseId"`
@@ -463,7 +464,7 @@ func readGeminiHead(reply *Reply, resp *geminiResponse) {
 		reply.UpstreamRequestID = resp.ResponseID
 	}
 	if u := resp.UsageMetadata; u != nil {
-		reply.Usage = Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount}
+		reply.Usage = Usage{InputTokens: u.PromptTokenCount, OutputTokens: u.CandidatesTokenCount, CacheReadTokens: max(u.CachedContentTokenCount, 0)}
 	}
 }
 

@@ -352,8 +352,20 @@ func (c wireToolCall) arguments() string {
 }
 
 type chatUsage struct {
-	PromptTokens     int `json:"prompt_tokens"`
-	CompletionTokens int `json:"completion_tokens"`
+	PromptTokens        int `json:"prompt_tokens"`
+	CompletionTokens    int `json:"completion_tokens"`
+	PromptTokensDetails *struct {
+		CachedTokens int `json:"cached_tokens"`
+	} `json:"prompt_tokens_details"`
+}
+
+// usage is the usage a chat completion reports: its prompt tokens count the cached ones among them.
+func (u chatUsage) usage() Usage {
+	out := Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+	if d := u.PromptTokensDetails; d != nil {
+		out.CacheReadTokens = max(d.CachedTokens, 0)
+	}
+	return out
 }
 
 type chatResponse struct {
@@ -406,7 +418,7 @@ func (o *OpenAI) ParseChat(model string, status int, header http.Header, raw []b
 		reply.UpstreamRequestID = resp.ID
 	}
 	if resp.Usage != nil {
-		reply.Usage = Usage{InputTokens: resp.Usage.PromptTokens, OutputTokens: resp.Usage.CompletionTokens}
+		reply.Usage = resp.Usage.usage()
 	}
 	if len(resp.Choices) > 0 {
 		c := resp.Choices[0]
@@ -530,9 +542,9 @@ func (s *chatStream) readHead(chunk *chatResponse) {
 		s.reply.UpstreamRequestID = chunk.ID
 	}
 	if u := chunk.Usage; u != nil {
-		s.reply.Usage = Usage{InputTokens: u.PromptTokens, OutputTokens: u.CompletionTokens}
+		s.reply.Usage = u.usage()
 	} else if g := chunk.XGroq; g != nil && g.Usage != nil {
-		s.reply.Usage = Usage{InputTokens: g.Usage.PromptTokens, OutputTokens: g.Usage.CompletionTokens}
+		s.reply.Usage = g.Usage.usage()
 	}
 }
 

@@ -206,9 +206,18 @@ func (c Call) Upstream() string {
 // Usage counts tokens. Estimated says Conclave counted them (the provider reported none: the call was
 // cut before its usage came).
 type Usage struct {
-	InputTokens  int
-	OutputTokens int
-	Estimated    bool
+	// InputTokens counts every input token; CacheReadTokens and CacheWriteTokens those among them the
+	// provider read from or wrote to its prompt cache, priced apart.
+	InputTokens      int
+	CacheReadTokens  int
+	CacheWriteTokens int
+	OutputTokens     int
+	Estimated        bool
+}
+
+// Tokens is the usage as it is priced.
+func (u Usage) Tokens() money.Tokens {
+	return money.Tokens{In: int64(u.InputTokens), CacheRead: int64(u.CacheReadTokens), CacheWrite: int64(u.CacheWriteTokens), Out: int64(u.OutputTokens)}
 }
 
 // Reply is a model's answer.

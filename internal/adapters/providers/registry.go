@@ -97,7 +97,7 @@ func (r *Registry) Price(model string, u Usage) (cost money.USD, ok bool) {
 		return 0, false
 	}
 	rates, ok := r.prices(model)
-	return rates.Cost(int64(u.InputTokens), int64(u.OutputTokens)), ok
+	return rates.Charge(u.Tokens()), ok
 }
 
 // Complete implements Backend.

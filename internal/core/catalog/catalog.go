@@ -45,6 +45,10 @@ type Model struct {
 	// InputPricePerMTok and OutputPricePerMTok are US dollars per million tokens, exact.
 	InputPricePerMTok  money.Price `json:"input_price_per_mtok"`
 	OutputPricePerMTok money.Price `json:"output_price_per_mtok"`
+	// CacheReadPricePerMTok and CacheWritePricePerMTok price the input tokens the provider read from
+	// or wrote to its prompt cache, where the model prices them apart (nil: they pay the input price).
+	CacheReadPricePerMTok  *money.Price `json:"cache_read_price_per_mtok,omitempty"`
+	CacheWritePricePerMTok *money.Price `json:"cache_write_price_per_mtok,omitempty"`
 	// Unpriced marks a model whose price nobody gave (discovered from a provider's listing without
 	// prices, or configured without price_in and price_out): its prices read zero but are not known to
 	// be, so a key with a budget may not call it.
@@ -58,7 +62,14 @@ type Model struct {
 
 // Rates are the model's prices.
 func (m Model) Rates() money.Rates {
-	return money.Rates{In: m.InputPricePerMTok, Out: m.OutputPricePerMTok}
+	r := money.Rates{In: m.InputPricePerMTok, Out: m.OutputPricePerMTok}
+	if p := m.CacheReadPricePerMTok; p != nil {
+		r.CacheRead, r.HasCacheRead = *p, true
+	}
+	if p := m.CacheWritePricePerMTok; p != nil {
+		r.CacheWrite, r.HasCacheWrite = *p, true
+	}
+	return r
 }
 
 // Has reports whether the model carries a capability tag.

@@ -339,6 +339,8 @@ func addUsage(sum, u *messages.Usage) *messages.Usage {
 		sum = &messages.Usage{}
 	}
 	sum.InputTokens += u.InputTokens
+	sum.CacheReadTokens += u.CacheReadTokens
+	sum.CacheWriteTokens += u.CacheWriteTokens
 	sum.OutputTokens += u.OutputTokens
 	sum.Estimated = sum.Estimated || u.Estimated
 	return sum

@@ -32,9 +32,10 @@ func OutputBound(maxTokens, modelMaxOutput int) int {
 	return DefaultOutputBound
 }
 
-// WorstCase is what a call may cost at worst: its prompt and its output bound at the model's prices.
+// WorstCase is what a call may cost at worst: its prompt and its output bound at the model's prices,
+// every prompt token at the highest an input token may pay (a cache write may cost more than input).
 func WorstCase(r money.Rates, promptTokens, outputBound int) money.USD {
-	return r.Cost(int64(promptTokens), int64(outputBound))
+	return money.Rates{In: r.MaxInput(), Out: r.Out}.Cost(int64(promptTokens), int64(outputBound))
 }
 
 // MaxHold bounds one call's hold: the shared ledger's arithmetic is exact below 2^53.

@@ -26,6 +26,11 @@ func TestOutputBound(t *testing.T) {
 	if got := WorstCase(r, 1000, 500); got != 3000*money.NanoDollar*1000 {
 		t.Errorf("1000 tokens in at $1/M and 500 out at $4/M: %d nano-dollars", got)
 	}
+	// A cache write may cost more than plain input: the worst case holds every prompt token at it.
+	r.CacheWrite, r.HasCacheWrite = 5*money.PerMillionDollar/4, true
+	if got := WorstCase(r, 1000, 500); got != 3250*money.NanoDollar*1000 {
+		t.Errorf("1000 tokens in at a $1.25/M cache write and 500 out at $4/M: %d nano-dollars", got)
+	}
 }
 
 func TestBook(t *testing.T) {

@@ -95,22 +95,56 @@ func ParsePerToken(s string) (Price, error) {
 // PerToken writes the price as an exact decimal of dollars per token (a millionth of the price).
 func (p Price) PerToken() string { return formatScaled(int64(p), decimals+6) }
 
-// Rates are a model's prices for input and output tokens.
+// Rates are a model's prices for input and output tokens, and for the input tokens a provider read
+// from or wrote to its prompt cache where the model prices them apart (HasCacheRead, HasCacheWrite);
+// without such a price those tokens pay In.
 type Rates struct {
-	In, Out Price
+	In, Out                     Price
+	CacheRead, CacheWrite       Price
+	HasCacheRead, HasCacheWrite bool
 }
 
 // Free reports whether both prices are zero.
 func (r Rates) Free() bool { return r.In == 0 && r.Out == 0 }
 
+// Tokens are a call's usage as it is priced: In counts every input token, CacheRead and CacheWrite
+// those among them the provider read from or wrote to its prompt cache.
+type Tokens struct {
+	In, CacheRead, CacheWrite, Out int64
+}
+
 // Cost is the cost of a call of in input and out output tokens: (in*In + out*Out) / 1e6, rounded up to
 // the next nano-dollar, and Max when it would not fit. Negative counts count as zero.
-func (r Rates) Cost(in, out int64) USD {
-	hi1, lo1 := mul(max(in, 0), int64(r.In))
-	hi2, lo2 := mul(max(out, 0), int64(r.Out))
-	lo, carry := bits.Add64(lo1, lo2, 0)
-	hi, overflow := bits.Add64(hi1, hi2, carry)
-	if overflow != 0 || hi >= 1_000_000 { // the quotient would not fit in 64 bits
+func (r Rates) Cost(in, out int64) USD { return r.Charge(Tokens{In: in, Out: out}) }
+
+// Charge is the cost of a call's tokens: its uncached input at In, its cache reads and writes at
+// their prices (In without one), its output at Out, over 1e6, rounded up to the next nano-dollar once,
+// and Max when it would not fit. Negative counts count as zero; cached tokens beyond the input leave
+// no plain input (each is charged as cached).
+func (r Rates) Charge(t Tokens) USD {
+	read, write := max(t.CacheRead, 0), max(t.CacheWrite, 0)
+	plain := max(t.In, 0) - read - write
+	if plain < 0 {
+		plain = 0
+	}
+	readRate, writeRate := r.In, r.In
+	if r.HasCacheRead {
+		readRate = r.CacheRead
+	}
+	if r.HasCacheWrite {
+		writeRate = r.CacheWrite
+	}
+	var hi, lo uint64
+	for _, term := range [4][2]int64{{plain, int64(r.In)}, {read, int64(readRate)}, {write, int64(writeRate)}, {max(t.Out, 0), int64(r.Out)}} {
+		h, l := mul(term[0], term[1])
+		var carry, overflow uint64
+		lo, carry = bits.Add64(lo, l, 0)
+		hi, overflow = bits.Add64(hi, h, carry)
+		if overflow != 0 {
+			return Max
+		}
+	}
+	if hi >= 1_000_000 { // the quotient would not fit in 64 bits
 		return Max
 	}
 	q, rem := bits.Div64(hi, lo, 1_000_000)
@@ -121,6 +155,18 @@ func (r Rates) Cost(in, out int64) USD {
 		return Max
 	}
 	return USD(q)
+}
+
+// MaxInput is the highest price an input token may pay: In, or a cache write's when it is higher.
+func (r Rates) MaxInput() Price {
+	p := r.In
+	if r.HasCacheWrite {
+		p = max(p, r.CacheWrite)
+	}
+	if r.HasCacheRead {
+		p = max(p, r.CacheRead)
+	}
+	return p
 }
 
 // mul multiplies two non-negative int64s into 128 bits; a negative price counts as zero.

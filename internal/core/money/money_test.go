@@ -109,6 +109,36 @@ func TestCost(t *testing.T) {
 	}
 }
 
+// TestCharge prices cached input apart: Anthropic's prices for claude-3-5-haiku ($0.80 in, $0.08 a
+// cache read, $1.00 a cache write, $4 out per million) on a call that read 2,000 tokens from the cache
+// and wrote 1,000 of its 3,500 input tokens.
+func TestCharge(t *testing.T) {
+	haiku := Rates{In: 800_000_000, Out: 4_000_000_000, CacheRead: 80_000_000, CacheWrite: 1_000_000_000, HasCacheRead: true, HasCacheWrite: true}
+	for _, c := range []struct {
+		desc   string
+		rates  Rates
+		tokens Tokens
+		want   USD
+	}{
+		// 500 plain at 0.8 (400,000) + 2,000 read at 0.08 (160,000) + 1,000 written at 1.00 (1,000,000) + 100 out at 4 (400,000)
+		{"plain, read, written and output each at its price", haiku, Tokens{In: 3500, CacheRead: 2000, CacheWrite: 1000, Out: 100}, 1_960_000},
+		{"no cached tokens is Cost", haiku, Tokens{In: 3500, Out: 100}, haiku.Cost(3500, 100)},
+		{"without cache prices, cached tokens pay In", Rates{In: 800_000_000, Out: 4_000_000_000}, Tokens{In: 3500, CacheRead: 2000, CacheWrite: 1000, Out: 100},
+			Rates{In: 800_000_000, Out: 4_000_000_000}.Cost(3500, 100)},
+		{"a free cache read is free", Rates{In: 1_000_000_000, HasCacheRead: true}, Tokens{In: 10, CacheRead: 10}, 0},
+		{"cached tokens beyond the input leave no plain input", haiku, Tokens{In: 10, CacheRead: 20}, 1600},
+		{"the sum rounds up once", Rates{In: 1, CacheRead: 1, HasCacheRead: true}, Tokens{In: 2, CacheRead: 1}, 1},
+		{"too large saturates", Rates{In: math.MaxInt64, CacheWrite: math.MaxInt64, HasCacheWrite: true}, Tokens{In: math.MaxInt64, CacheWrite: math.MaxInt64 / 2}, Max},
+	} {
+		if got := c.rates.Charge(c.tokens); got != c.want {
+			t.Errorf("%s: Charge(%+v) = %d, want %d", c.desc, c.tokens, got, c.want)
+		}
+	}
+	if haiku.MaxInput() != 1_000_000_000 || (Rates{In: 5}).MaxInput() != 5 {
+		t.Error("the most an input token may pay is a cache write's price where it is higher than In")
+	}
+}
+
 func TestPerToken(t *testing.T) {
 	if got := Price(150_000_000).PerToken(); got != "0.00000015" {
 		t.Fatalf("$0.15 per million tokens is %s per token", got)

@@ -246,9 +246,15 @@ type ProviderModel struct {
 	// PriceIn and PriceOut are in US dollars per million input and output tokens, exact decimals. A
 	// model with neither is unpriced: a key with a budget may not call it unless pricing sets a
 	// default. Either alone prices the other at 0; both 0 mark the model free.
-	PriceIn   *money.Price `json:"price_in"`
-	PriceOut  *money.Price `json:"price_out"`
-	MaxOutput int          `json:"max_output"`
+	PriceIn  *money.Price `json:"price_in"`
+	PriceOut *money.Price `json:"price_out"`
+	// PriceCacheRead and PriceCacheWrite are in US dollars per million input tokens read from and
+	// written to the provider's prompt cache (OpenAI's cached_tokens, Anthropic's
+	// cache_read_input_tokens and cache_creation_input_tokens, Gemini's cachedContentTokenCount);
+	// without them those tokens pay price_in.
+	PriceCacheRead  *money.Price `json:"price_cache_read"`
+	PriceCacheWrite *money.Price `json:"price_cache_write"`
+	MaxOutput       int          `json:"max_output"`
 	// Tier is a strength hint, 1 to 3 (default 2); Capabilities are catalog tags (default chat).
 	Tier         int      `json:"tier"`
 	Capabilities []string `json:"capabilities"`
@@ -867,6 +873,7 @@ func validModels(provider string, models []ProviderModel) []error {
 		seen[m.ID] = true
 		errs = append(errs, collect(betweenErr(where+" context", float64(m.Context), 1, 1e8),
 			priceErr(where+" price_in", m.PriceIn), priceErr(where+" price_out", m.PriceOut),
+			priceErr(where+" price_cache_read", m.PriceCacheRead), priceErr(where+" price_cache_write", m.PriceCacheWrite),
 			betweenErr(where+" max_output", float64(m.MaxOutput), 0, 1e8), betweenErr(where+" tier", float64(m.Tier), 0, 3))...)
 	}
 	return errs

@@ -13,14 +13,15 @@ import (
 type answer struct {
 	model, text string
 	calls       []ToolCall
-	in, out     int
+	usage
 }
 
 // compose makes the answer to a call: the response's text and tool calls, else the Answerer's text; a
 // call that forces a tool gets that tool called with the text as its input (the text itself when it is
 // a JSON object, else {"answer": text}), as a model forced to call it would.
 func (s *Server) compose(a ask, resp Response) answer {
-	ans := answer{model: a.model, text: resp.Text, calls: append([]ToolCall(nil), resp.ToolCalls...), in: resp.InputTokens, out: resp.OutputTokens}
+	ans := answer{model: a.model, text: resp.Text, calls: append([]ToolCall(nil), resp.ToolCalls...),
+		usage: usage{in: resp.InputTokens, read: resp.CacheRead, write: resp.CacheWrite, out: resp.OutputTokens}}
 	if ans.in == 0 && ans.out == 0 {
 		ans.in, ans.out = 12, 7
 	}
@@ -60,7 +61,7 @@ func (s *Server) whole(a ask, resp Response) Response {
 		out.Header["request-id"] = "req_011"
 		out.Body = anthropicAnswer(ans)
 	case Gemini:
-		out.Body = geminiChunk(ans.model, geminiParts(ans.text, ans.calls), "STOP", ans.in, ans.out)
+		out.Body = geminiChunk(ans.model, geminiParts(ans.text, ans.calls), "STOP", ans.usage)
 	default:
 		out.Header["x-request-id"] = "req_abc"
 		out.Body = chatAnswer(ans)
@@ -73,7 +74,7 @@ func (s *Server) whole(a ask, resp Response) Response {
 
 func chatAnswer(ans answer) string {
 	if len(ans.calls) == 0 {
-		return ChatCompletion(ans.model, ans.text, ans.in, ans.out)
+		return chatCompletion(ans.model, ans.text, ans.usage)
 	}
 	content := "null"
 	if ans.text != "" {
@@ -81,7 +82,7 @@ func chatAnswer(ans answer) string {
 	}
 	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1767225600,"model":%s,`+
 		`"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null,"tool_calls":[%s]},"logprobs":null,"finish_reason":"tool_calls"}],`+
-		`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, quote(ans.model), content, chatCalls(ans.calls), ans.in, ans.out, ans.in+ans.out)
+		`"usage":%s}`, quote(ans.model), content, chatCalls(ans.calls), ans.usage.openAI())
 }
 
 func chatCalls(calls []ToolCall) string {
@@ -94,7 +95,7 @@ func chatCalls(calls []ToolCall) string {
 
 func anthropicAnswer(ans answer) string {
 	if len(ans.calls) == 0 {
-		return AnthropicMessage(ans.model, ans.text, ans.in, ans.out)
+		return anthropicMessage(ans.model, ans.text, ans.usage)
 	}
 	var blocks []string
 	if ans.text != "" {
@@ -104,9 +105,8 @@ func anthropicAnswer(ans answer) string {
 		blocks = append(blocks, fmt.Sprintf(`{"type":"tool_use","id":%s,"name":%s,"input":%s,"caller":{"type":"direct"}}`, quote(c.ID), quote(c.Name), c.Arguments))
 	}
 	return fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":%s,"content":[%s],`+
-		`"stop_reason":"tool_use","stop_sequence":null,"stop_details":null,"container":null,`+
-		`"usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation":null,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,`+
-		`"inference_geo":null,"server_tool_use":null,"service_tier":"standard"}}`, quote(ans.model), strings.Join(blocks, ","), ans.in, ans.out)
+		`"stop_reason":"tool_use","stop_sequence":null,"stop_details":null,"container":null,"usage":%s}`, quote(ans.model), strings.Join(blocks, ","),
+		ans.usage.anthropic())
 }
 
 // geminiParts are the parts of a model turn: its text, then its calls (the first with its signature).
@@ -130,14 +130,13 @@ func geminiParts(text string, calls []ToolCall) []string {
 }
 
 // geminiChunk is a generateContent answer, or a chunk of a stream (finish empty but for the last).
-func geminiChunk(model string, parts []string, finish string, in, out int) string {
+func geminiChunk(model string, parts []string, finish string, u usage) string {
 	reason := ""
 	if finish != "" {
 		reason = `"finishReason":` + quote(finish) + ","
 	}
-	return fmt.Sprintf(`{"candidates":[{"content":{"parts":[%s],"role":"model"},%s"index":0}],`+
-		`"usageMetadata":{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d},"modelVersion":%s,"responseId":"resp-1"}`,
-		strings.Join(parts, ","), reason, in, out, in+out, quote(model))
+	return fmt.Sprintf(`{"candidates":[{"content":{"parts":[%s],"role":"model"},%s"index":0}],"usageMetadata":%s,"modelVersion":%s,"responseId":"resp-1"}`,
+		strings.Join(parts, ","), reason, u.gemini(), quote(model))
 }
 
 // pieces splits text the way a stream carries it: word by word.
@@ -268,9 +267,8 @@ func (s *Server) events(a ask, ans answer) (body, end []event) {
 	switch s.Format {
 	case Anthropic:
 		body = append(body, event{"message_start", fmt.Sprintf(`{"type":"message_start","message":{"id":"msg_01","type":"message","role":"assistant","model":%s,`+
-			`"content":[],"stop_reason":null,"stop_sequence":null,"stop_details":null,"container":null,"usage":{"input_tokens":%d,"output_tokens":1,`+
-			`"cache_creation":null,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"inference_geo":null,"server_tool_use":null,"service_tier":"standard"}}}`,
-			quote(ans.model), ans.in)})
+			`"content":[],"stop_reason":null,"stop_sequence":null,"stop_details":null,"container":null,"usage":%s}}`,
+			quote(ans.model), usage{in: ans.in, read: ans.read, write: ans.write, out: 1}.anthropic())})
 		index := 0
 		if ans.text != "" {
 			body = append(body, event{"content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"text","text":"","citations":null}}`},
@@ -295,17 +293,18 @@ func (s *Server) events(a ask, ans answer) (body, end []event) {
 			stop = "tool_use"
 		}
 		end = []event{{"message_delta", fmt.Sprintf(`{"type":"message_delta","delta":{"stop_reason":%s,"stop_sequence":null,"stop_details":null,"container":null},`+
-			`"usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,"server_tool_use":null}}`, quote(stop), ans.in, ans.out)},
+			`"usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,"server_tool_use":null}}`, quote(stop),
+			ans.in-ans.read-ans.write, ans.out, ans.write, ans.read)},
 			{"message_stop", `{"type":"message_stop"}`}}
 	case Gemini:
 		for i, w := range words {
-			body = append(body, event{"", geminiChunk(ans.model, []string{fmt.Sprintf(`{"text":%s}`, quote(w))}, "", ans.in, i+1)})
+			body = append(body, event{"", geminiChunk(ans.model, []string{fmt.Sprintf(`{"text":%s}`, quote(w))}, "", usage{in: ans.in, read: ans.read, out: i + 1})})
 		}
 		if len(ans.calls) > 0 {
-			body = append(body, event{"", geminiChunk(ans.model, geminiParts("", ans.calls), "", ans.in, len(words)+1)})
+			body = append(body, event{"", geminiChunk(ans.model, geminiParts("", ans.calls), "", usage{in: ans.in, read: ans.read, out: len(words) + 1})})
 		}
 		// The last chunk carries the finish reason and the whole answer's usage.
-		end = []event{{"", geminiChunk(ans.model, []string{`{"text":""}`}, "STOP", ans.in, ans.out)}}
+		end = []event{{"", geminiChunk(ans.model, []string{`{"text":""}`}, "STOP", ans.usage)}}
 	default:
 		chunk := func(delta, finish string) event {
 			return event{"", fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":%s,"choices":[{"index":0,"delta":%s,"logprobs":null,"finish_reason":%s}]}`,
@@ -327,8 +326,8 @@ func (s *Server) events(a ask, ans answer) (body, end []event) {
 		}
 		end = append(end, chunk(`{}`, finish))
 		if a.usage {
-			end = append(end, event{"", fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":%s,"choices":[],`+
-				`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, quote(ans.model), ans.in, ans.out, ans.in+ans.out)})
+			end = append(end, event{"", fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion.chunk","created":1767225600,"model":%s,"choices":[],"usage":%s}`,
+				quote(ans.model), ans.usage.openAI())})
 		}
 		end = append(end, event{"", "[DONE]"})
 	}

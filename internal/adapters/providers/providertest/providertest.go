@@ -53,8 +53,11 @@ type Response struct {
 	Text string
 	// ToolCalls make a composed answer call these tools (after Text, when there is one).
 	ToolCalls []ToolCall
-	// InputTokens and OutputTokens are a composed answer's usage (zero: 12 and 7).
+	// InputTokens and OutputTokens are a composed answer's usage (zero: 12 and 7). CacheRead and
+	// CacheWrite are the input tokens among InputTokens read from and written to the prompt cache, in
+	// the format's own fields (OpenAI's and Gemini's formats report no cache writes).
 	InputTokens, OutputTokens int
+	CacheRead, CacheWrite     int
 	// Pace, when set, holds a composed stream: its first event goes at once, each later one waits for a
 	// value from Pace (or its close). A test can so see the first piece arrive before the server ends;
 	// the events before the first piece (OpenAI's role; Anthropic's message_start, content_block_start
@@ -406,9 +409,41 @@ func quote(s string) string {
 
 // ChatCompletion is an OpenAI chat completion.
 func ChatCompletion(model, text string, in, out int) string {
+	return chatCompletion(model, text, usage{in: in, out: out})
+}
+
+func chatCompletion(model, text string, u usage) string {
 	return fmt.Sprintf(`{"id":"chatcmpl-1","object":"chat.completion","created":1767225600,"model":%s,`+
 		`"choices":[{"index":0,"message":{"role":"assistant","content":%s,"refusal":null},"logprobs":null,"finish_reason":"stop"}],`+
-		`"usage":{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d}}`, quote(model), quote(text), in, out, in+out)
+		`"usage":%s}`, quote(model), quote(text), u.openAI())
+}
+
+// usage is a composed answer's usage: every input token, those read from and written to the cache
+// among them, and the output.
+type usage struct{ in, read, write, out int }
+
+// openAI is the usage as a chat completion writes it: prompt_tokens counts the cached ones.
+func (u usage) openAI() string {
+	details := ""
+	if u.read > 0 {
+		details = fmt.Sprintf(`,"prompt_tokens_details":{"cached_tokens":%d,"audio_tokens":0}`, u.read)
+	}
+	return fmt.Sprintf(`{"prompt_tokens":%d,"completion_tokens":%d,"total_tokens":%d%s}`, u.in, u.out, u.in+u.out, details)
+}
+
+// anthropic is the usage as a message writes it: input_tokens leaves the cached ones out.
+func (u usage) anthropic() string {
+	return fmt.Sprintf(`{"input_tokens":%d,"output_tokens":%d,"cache_creation":null,"cache_creation_input_tokens":%d,"cache_read_input_tokens":%d,`+
+		`"inference_geo":null,"server_tool_use":null,"service_tier":"standard"}`, u.in-u.read-u.write, u.out, u.write, u.read)
+}
+
+// gemini is the usage as generateContent writes it: promptTokenCount counts the cached ones.
+func (u usage) gemini() string {
+	cached := ""
+	if u.read > 0 {
+		cached = fmt.Sprintf(`,"cachedContentTokenCount":%d`, u.read)
+	}
+	return fmt.Sprintf(`{"promptTokenCount":%d,"candidatesTokenCount":%d,"totalTokenCount":%d%s}`, u.in, u.out, u.in+u.out, cached)
 }
 
 // OpenAIError is an OpenAI error body; OpenRouter sends a number as its code.
@@ -419,10 +454,12 @@ func OpenAIError(message, typ string, code any) string {
 
 // AnthropicMessage is a Messages answer.
 func AnthropicMessage(model, text string, in, out int) string {
+	return anthropicMessage(model, text, usage{in: in, out: out})
+}
+
+func anthropicMessage(model, text string, u usage) string {
 	return fmt.Sprintf(`{"id":"msg_01","type":"message","role":"assistant","model":%s,"content":[{"type":"text","text":%s,"citations":null}],`+
-		`"stop_reason":"end_turn","stop_sequence":null,"stop_details":null,"container":null,`+
-		`"usage":{"input_tokens":%d,"output_tokens":%d,"cache_creation":null,"cache_creation_input_tokens":0,"cache_read_input_tokens":0,`+
-		`"inference_geo":null,"server_tool_use":null,"service_tier":"standard"}}`, quote(model), quote(text), in, out)
+		`"stop_reason":"end_turn","stop_sequence":null,"stop_details":null,"container":null,"usage":%s}`, quote(model), quote(text), u.anthropic())
 }
 
 // AnthropicError is a Messages error body.
