@@ -89,8 +89,32 @@ func (s *Server) readAnthropicPrompt(fields map[string]json.RawMessage, bad *rep
 	if raw, ok := given(fields, "tool_choice"); ok {
 		ask.ToolChoice, ask.Sampling.ParallelToolCalls = readAnthropicToolChoice(raw, bad)
 	}
+	if n := cacheMarks(ask); n > maxCacheMarks {
+		bad.Add("cache_control", fmt.Sprintf("%d blocks and tools carry cache_control; the Messages API allows at most %d", n, maxCacheMarks))
+	}
 	out.route.Ask = ask
 	return out
+}
+
+// cacheMarks counts the blocks and tools of an ask that carry cache_control.
+func cacheMarks(ask *messages.Ask) int {
+	n := 0
+	for _, m := range ask.GetMessages() {
+		if m.CacheControl != "" {
+			n++
+		}
+		for _, p := range m.Content {
+			if p.CacheControl != "" {
+				n++
+			}
+		}
+	}
+	for _, t := range ask.GetTools() {
+		if t.CacheControl != "" {
+			n++
+		}
+	}
+	return n
 }
 
 // countTokensPath is the door that counts a message's input tokens (the Anthropic SDK's countTokens).

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -20,8 +21,11 @@ import (
 // become image parts. Each provider's adapter then writes the ask in its own wire format, Anthropic's
 // among them. Every problem is collected under the field it concerns, as in the OpenAI door.
 
-// noCaching is why cache_control is refused wherever it appears.
-const noCaching = "is not supported: Conclave carries no prompt-caching hints; send the request without it"
+// noCaching is why a top-level cache_control is refused: the blocks and tools carry theirs.
+const noCaching = "is not supported at the top level: mark the system, message or tool blocks to cache with cache_control"
+
+// maxCacheMarks is how many blocks may carry cache_control in one request, as the Messages API allows.
+const maxCacheMarks = 4
 
 // toolUseID is the Messages API's rule for a tool_use id.
 var toolUseID = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
@@ -39,14 +43,42 @@ type anthropicBlock struct {
 	Content   json.RawMessage `json:"content"`
 	IsError   *bool           `json:"is_error"`
 	Citations json.RawMessage `json:"citations"`
+	// CacheControl is read by readCache.
+	CacheControl json.RawMessage `json:"cache_control"`
 }
 
-// blockFields are the keys each type of block may have; cache_control is refused by name apart.
+// blockFields are the keys each type of block may have.
 var blockFields = map[string]map[string]bool{
-	"text":        {"type": true, "text": true, "citations": true},
-	"image":       {"type": true, "source": true},
-	"tool_use":    {"type": true, "id": true, "name": true, "input": true, "caller": true},
-	"tool_result": {"type": true, "tool_use_id": true, "content": true, "is_error": true},
+	"text":        {"type": true, "text": true, "citations": true, "cache_control": true},
+	"image":       {"type": true, "source": true, "cache_control": true},
+	"tool_use":    {"type": true, "id": true, "name": true, "input": true, "caller": true, "cache_control": true},
+	"tool_result": {"type": true, "tool_use_id": true, "content": true, "is_error": true, "cache_control": true},
+}
+
+// readCache reads a block's or a tool's cache_control at: {"type": "ephemeral"} with an optional ttl
+// of 5m or 1h. It returns the ttl ("5m" when none is given), or "" when there is no cache_control.
+func readCache(raw json.RawMessage, at string, bad *report) string {
+	if !present(raw) {
+		return ""
+	}
+	var c struct {
+		Type string `json:"type"`
+		TTL  string `json:"ttl"`
+	}
+	keys, ok := object(raw, &c)
+	switch {
+	case !ok:
+		bad.Add(at, `must be {"type": "ephemeral"}, with a ttl of 5m or 1h if you choose`)
+		return ""
+	case c.Type != "ephemeral":
+		bad.Add(at+".type", `must be "ephemeral"`)
+		return ""
+	case c.TTL != "" && c.TTL != "5m" && c.TTL != "1h":
+		bad.Add(at+".ttl", "must be 5m or 1h")
+		return ""
+	}
+	bad.unknown(at, keys, only("type", "ttl"))
+	return cmp.Or(c.TTL, "5m")
 }
 
 // readBlocks reads content that is a string (one text block) or a list of blocks, each checked for
@@ -82,17 +114,11 @@ func readBlock(item json.RawMessage, bf string, bad *report) anthropicBlock {
 	return b
 }
 
-// refuseMembers refuses the members of the object at that its reader does not take, in name order:
-// cache_control, when set, because Conclave carries no caching hints, and any other saying why.
+// refuseMembers refuses the members of the object at that its reader does not take, in name order,
+// saying why.
 func refuseMembers(at string, keys map[string]json.RawMessage, takes func(string) bool, why string, bad *report) {
 	for _, k := range slices.Sorted(maps.Keys(keys)) {
-		switch {
-		case takes(k):
-		case k == "cache_control":
-			if _, set := given(keys, k); set {
-				bad.Add(at+"."+k, noCaching)
-			}
-		default:
+		if !takes(k) {
 			bad.Add(at+"."+k, why)
 		}
 	}
@@ -129,7 +155,7 @@ func blockText(b anthropicBlock, bf string, bad *report) (*messages.ContentPart,
 		bad.Add(bf+".citations", "is not supported: Conclave carries no documents to cite")
 		return nil, false
 	}
-	return &messages.ContentPart{Type: "text", Text: *b.Text}, true
+	return &messages.ContentPart{Type: "text", Text: *b.Text, CacheControl: readCache(b.CacheControl, bf+".cache_control", bad)}, true
 }
 
 // blockImage reads an image block's source as the part at: base64 data of a PNG, JPEG, GIF or WebP
@@ -155,12 +181,20 @@ func blockImage(b anthropicBlock, bf, at string, bad *report) *messages.ContentP
 			return nil
 		}
 		uri := "data:" + src.MediaType + ";base64," + src.Data
-		return imagePart(&uri, nil, bf+".source.data", bf+".source", at, bad)
+		return cached(imagePart(&uri, nil, bf+".source.data", bf+".source", at, bad), readCache(b.CacheControl, bf+".cache_control", bad))
 	case "url":
-		return imagePart(&src.URL, nil, bf+".source.url", bf+".source", at, bad)
+		return cached(imagePart(&src.URL, nil, bf+".source.url", bf+".source", at, bad), readCache(b.CacheControl, bf+".cache_control", bad))
 	}
 	bad.Add(bf+".source.type", fmt.Sprintf("image sources of type %q are not supported (base64 and url are)", problems.Clip(src.Type, 32)))
 	return nil
+}
+
+// cached marks a part, when there is one, with a cache_control's ttl.
+func cached(p *messages.ContentPart, ttl string) *messages.ContentPart {
+	if p != nil {
+		p.CacheControl = ttl
+	}
+	return p
 }
 
 // readSystem reads the system prompt: a string or a list of text blocks.
@@ -260,6 +294,7 @@ func readAssistantTurn(c *conversation, blocks []anthropicBlock, field string, b
 		case "tool_use":
 			call, text := readToolUse(b, bf, fmt.Sprintf("%s.tool_calls[%d]", at, len(turn.ToolCalls)), bad)
 			turn.ToolCalls, called, texts = append(turn.ToolCalls, call), append(called, call.Id), append(texts, text)
+			turn.CacheControl = cmp.Or(readCache(b.CacheControl, bf+".cache_control", bad), turn.CacheControl)
 		case "image", "tool_result":
 			bad.Add(bf+".type", fmt.Sprintf("%s blocks go in user turns only", b.Type))
 		default:
@@ -369,7 +404,8 @@ func (u *userTurn) toolResult(b anthropicBlock, bf string) {
 			tf := turnField(len(u.c.turns))
 			u.bad.name(tf, bf)
 			u.bad.name(tf+".tool_call_id", bf+".tool_use_id")
-			u.c.add(&messages.ChatMessage{Role: "tool", ToolCallId: b.ToolUseID, Content: result}, "tool", text)
+			u.c.add(&messages.ChatMessage{Role: "tool", ToolCallId: b.ToolUseID, Content: result,
+				CacheControl: readCache(b.CacheControl, bf+".cache_control", u.bad)}, "tool", text)
 		}
 	}
 }
@@ -443,11 +479,12 @@ func readAnthropicTools(raw json.RawMessage, bad *report) []*messages.Tool {
 // readAnthropicTool reads a custom tool tf as intake's tool n.
 func readAnthropicTool(item json.RawMessage, tf string, n int, bad *report) *messages.Tool {
 	var t struct {
-		Type        *string         `json:"type"`
-		Name        string          `json:"name"`
-		Description *string         `json:"description"`
-		InputSchema json.RawMessage `json:"input_schema"`
-		Strict      *bool           `json:"strict"`
+		Type         *string         `json:"type"`
+		Name         string          `json:"name"`
+		Description  *string         `json:"description"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		Strict       *bool           `json:"strict"`
+		CacheControl json.RawMessage `json:"cache_control"`
 	}
 	keys, ok := object(item, &t)
 	if !ok {
@@ -458,9 +495,11 @@ func readAnthropicTool(item json.RawMessage, tf string, n int, bad *report) *mes
 		bad.Add(tf+".type", fmt.Sprintf("tools of type %q are not supported: Conclave carries custom tools (name, description, input_schema), not server tools", problems.Clip(*t.Type, 48)))
 		return nil
 	}
-	refuseMembers(tf, keys, only("type", "name", "description", "input_schema", "strict"), "is not supported: Conclave carries a tool's name, description, input_schema and strict", bad)
+	refuseMembers(tf, keys, only("type", "name", "description", "input_schema", "strict", "cache_control"),
+		"is not supported: Conclave carries a tool's name, description, input_schema, strict and cache_control", bad)
 	at := toolField(n)
 	tool := toolOf(t.Name, t.Description, t.Strict, tf, at, bad)
+	tool.CacheControl = readCache(t.CacheControl, tf+".cache_control", bad)
 	bad.name(at+".parameters", tf+".input_schema")
 	tool.Parameters = inputSchema(t.InputSchema, tf, bad)
 	return tool

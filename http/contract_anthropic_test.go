@@ -629,3 +629,50 @@ func TestAnthropicSDKCountsTokens(t *testing.T) {
 		t.Fatalf("the call was charged %d input tokens, count_tokens said %d", in, count.InputTokens)
 	}
 }
+
+// TestAnthropicSDKCarriesCacheControl marks the system prompt, a message's text and a tool for the
+// prompt cache with the SDK's cache_control: an Anthropic upstream receives each mark on its block
+// (the hour-long one with its ttl), an OpenAI-format upstream none (OpenAI's format caches on its own
+// and has no field for them), and the answer's usage reports what the upstream read from its cache.
+func TestAnthropicSDKCarriesCacheControl(t *testing.T) {
+	u := contractUpstreams(t)
+	client := anthropicClient(u.testbed, sdkToken)
+	hour := anthropic.CacheControlEphemeralParam{TTL: anthropic.CacheControlEphemeralTTLTTL1h}
+	text := anthropic.NewTextBlock("Which gas makes up most of the air?")
+	text.OfText.CacheControl = anthropic.NewCacheControlEphemeralParam()
+	params := func(model string) anthropic.MessageNewParams {
+		return anthropic.MessageNewParams{Model: anthropic.Model(model), MaxTokens: 64,
+			System:   []anthropic.TextBlockParam{{Text: "You are a chemist with a long manual.", CacheControl: hour}},
+			Messages: []anthropic.MessageParam{anthropic.NewUserMessage(text)},
+			Tools: []anthropic.ToolUnionParam{{OfTool: &anthropic.ToolParam{Name: "get_weather", CacheControl: anthropic.NewCacheControlEphemeralParam(),
+				InputSchema: anthropic.ToolInputSchemaParam{Properties: map[string]any{"city": map[string]any{"type": "string"}}}}}}}
+	}
+	u.anthropic.Queue(providertest.Response{Text: "Nitrogen.", InputTokens: 3500, CacheRead: 2000, CacheWrite: 1000, OutputTokens: 9})
+	msg, err := client.Messages.New(context.Background(), params(claudeModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meetsAnthropicSpec(t, http.StatusOK, msg.RawJSON())
+	body := sent(t, u.anthropic)
+	ephemeral, hourLong := map[string]any{"type": "ephemeral"}, map[string]any{"type": "ephemeral", "ttl": "1h"}
+	if !sameJSON(body["system"], []any{map[string]any{"type": "text", "text": "You are a chemist with a long manual.", "cache_control": hourLong}}) {
+		t.Fatalf("the upstream's system %v", body["system"])
+	}
+	turns, _ := body["messages"].([]any)
+	if len(turns) != 1 || !sameJSON(turns[0], map[string]any{"role": "user", "content": []any{map[string]any{"type": "text",
+		"text": "Which gas makes up most of the air?", "cache_control": ephemeral}}}) {
+		t.Fatalf("the upstream's messages %v", turns)
+	}
+	if tools, _ := body["tools"].([]any); len(tools) != 1 || !sameJSON(tools[0].(map[string]any)["cache_control"], ephemeral) {
+		t.Fatalf("the upstream's tools %v", body["tools"])
+	}
+	if in := msg.Usage; in.InputTokens != 500 || in.CacheReadInputTokens != 2000 || in.CacheCreationInputTokens != 1000 {
+		t.Fatalf("the answer's usage %+v", in)
+	}
+	if _, err := client.Messages.New(context.Background(), params(directModel)); err != nil {
+		t.Fatal(err)
+	}
+	if raw := string(u.local.Last().Body); strings.Contains(raw, "cache_control") {
+		t.Fatalf("an OpenAI-format upstream received cache_control: %s", raw)
+	}
+}

@@ -782,9 +782,12 @@ type ChatMessage struct {
 	// content is the turn's text and images, in order.
 	Content []*ContentPart `protobuf:"bytes,2,rep,name=content,proto3" json:"content,omitempty"`
 	// tool_calls are an assistant's calls of tools; tool_call_id names the call a tool turn answers.
-	ToolCalls     []*ToolCall `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
-	ToolCallId    string      `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
-	Name          string      `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	ToolCalls  []*ToolCall `protobuf:"bytes,3,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
+	ToolCallId string      `protobuf:"bytes,4,opt,name=tool_call_id,json=toolCallId,proto3" json:"tool_call_id,omitempty"`
+	Name       string      `protobuf:"bytes,5,opt,name=name,proto3" json:"name,omitempty"`
+	// cache_control marks the end of the turn's last block (a tool call or a tool's answer) as a
+	// prompt cache's prefix, as ContentPart's does.
+	CacheControl  string `protobuf:"bytes,6,opt,name=cache_control,json=cacheControl,proto3" json:"cache_control,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -854,13 +857,23 @@ func (x *ChatMessage) GetName() string {
 	return ""
 }
 
+func (x *ChatMessage) GetCacheControl() string {
+	if x != nil {
+		return x.CacheControl
+	}
+	return ""
+}
+
 // ContentPart is text or an image (an https URL or a data URI, which Conclave never fetches).
 type ContentPart struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Type          string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // text, image_url
-	Text          string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
-	ImageUrl      string                 `protobuf:"bytes,3,opt,name=image_url,json=imageUrl,proto3" json:"image_url,omitempty"`
-	Detail        string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Type     string                 `protobuf:"bytes,1,opt,name=type,proto3" json:"type,omitempty"` // text, image_url
+	Text     string                 `protobuf:"bytes,2,opt,name=text,proto3" json:"text,omitempty"`
+	ImageUrl string                 `protobuf:"bytes,3,opt,name=image_url,json=imageUrl,proto3" json:"image_url,omitempty"`
+	Detail   string                 `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
+	// cache_control marks the end of a prefix a provider with a prompt cache may keep (Anthropic's
+	// cache_control): its time to live, 5m or 1h; empty marks nothing.
+	CacheControl  string `protobuf:"bytes,5,opt,name=cache_control,json=cacheControl,proto3" json:"cache_control,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -919,6 +932,13 @@ func (x *ContentPart) GetImageUrl() string {
 func (x *ContentPart) GetDetail() string {
 	if x != nil {
 		return x.Detail
+	}
+	return ""
+}
+
+func (x *ContentPart) GetCacheControl() string {
+	if x != nil {
+		return x.CacheControl
 	}
 	return ""
 }
@@ -986,11 +1006,13 @@ func (x *ToolCall) GetArguments() string {
 
 // Tool is a function a model may call; parameters is its JSON schema.
 type Tool struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Description   string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
-	Parameters    string                 `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
-	Strict        bool                   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Name        string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Description string                 `protobuf:"bytes,2,opt,name=description,proto3" json:"description,omitempty"`
+	Parameters  string                 `protobuf:"bytes,3,opt,name=parameters,proto3" json:"parameters,omitempty"`
+	Strict      bool                   `protobuf:"varint,4,opt,name=strict,proto3" json:"strict,omitempty"`
+	// cache_control marks the tools up to this one as a prompt cache's prefix, as ContentPart's does.
+	CacheControl  string `protobuf:"bytes,5,opt,name=cache_control,json=cacheControl,proto3" json:"cache_control,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1051,6 +1073,13 @@ func (x *Tool) GetStrict() bool {
 		return x.Strict
 	}
 	return false
+}
+
+func (x *Tool) GetCacheControl() string {
+	if x != nil {
+		return x.CacheControl
+	}
+	return ""
 }
 
 // ToolChoice says whether a model may, must or must not call tools: auto, none, required, or
@@ -6502,7 +6531,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\vtool_choice\x18\x03 \x01(\v2\x17.conclave.v1.ToolChoiceR\n" +
 	"toolChoice\x12B\n" +
 	"\x0fresponse_format\x18\x04 \x01(\v2\x19.conclave.v1.OutputFormatR\x0eresponseFormat\x121\n" +
-	"\bsampling\x18\x05 \x01(\v2\x15.conclave.v1.SamplingR\bsampling\"\xc1\x01\n" +
+	"\bsampling\x18\x05 \x01(\v2\x15.conclave.v1.SamplingR\bsampling\"\xe6\x01\n" +
 	"\vChatMessage\x12\x12\n" +
 	"\x04role\x18\x01 \x01(\tR\x04role\x122\n" +
 	"\acontent\x18\x02 \x03(\v2\x18.conclave.v1.ContentPartR\acontent\x124\n" +
@@ -6510,23 +6539,26 @@ const file_conclave_proto_rawDesc = "" +
 	"tool_calls\x18\x03 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12 \n" +
 	"\ftool_call_id\x18\x04 \x01(\tR\n" +
 	"toolCallId\x12\x12\n" +
-	"\x04name\x18\x05 \x01(\tR\x04name\"j\n" +
+	"\x04name\x18\x05 \x01(\tR\x04name\x12#\n" +
+	"\rcache_control\x18\x06 \x01(\tR\fcacheControl\"\x8f\x01\n" +
 	"\vContentPart\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04text\x18\x02 \x01(\tR\x04text\x12\x1b\n" +
 	"\timage_url\x18\x03 \x01(\tR\bimageUrl\x12\x16\n" +
-	"\x06detail\x18\x04 \x01(\tR\x06detail\"L\n" +
+	"\x06detail\x18\x04 \x01(\tR\x06detail\x12#\n" +
+	"\rcache_control\x18\x05 \x01(\tR\fcacheControl\"L\n" +
 	"\bToolCall\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x1c\n" +
-	"\targuments\x18\x03 \x01(\tR\targuments\"t\n" +
+	"\targuments\x18\x03 \x01(\tR\targuments\"\x99\x01\n" +
 	"\x04Tool\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12 \n" +
 	"\vdescription\x18\x02 \x01(\tR\vdescription\x12\x1e\n" +
 	"\n" +
 	"parameters\x18\x03 \x01(\tR\n" +
 	"parameters\x12\x16\n" +
-	"\x06strict\x18\x04 \x01(\bR\x06strict\"4\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\x12#\n" +
+	"\rcache_control\x18\x05 \x01(\tR\fcacheControl\"4\n" +
 	"\n" +
 	"ToolChoice\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x12\n" +

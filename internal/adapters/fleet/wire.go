@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"bufio"
+	"cmp"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -92,7 +93,8 @@ func CallOf(job *messages.Job) providers.Call {
 		call.Params.Temperature = job.Temperature
 	}
 	for _, t := range ask.GetTools() {
-		call.Tools = append(call.Tools, providers.Tool{Name: t.Name, Description: t.Description, Parameters: json.RawMessage(t.Parameters), Strict: t.Strict})
+		call.Tools = append(call.Tools, providers.Tool{Name: t.Name, Description: t.Description, Parameters: json.RawMessage(t.Parameters), Strict: t.Strict,
+			CacheControl: t.CacheControl})
 	}
 	if c := ask.GetToolChoice(); c != nil {
 		call.ToolChoice = &providers.ToolChoice{Mode: c.Mode, Name: c.Name}
@@ -117,7 +119,8 @@ func JobOf(call providers.Call, deadline time.Time) *messages.Job {
 		ask.Messages = append(ask.Messages, chatMessageOf(m))
 	}
 	for _, t := range call.Tools {
-		ask.Tools = append(ask.Tools, &messages.Tool{Name: t.Name, Description: t.Description, Parameters: string(t.Parameters), Strict: t.Strict})
+		ask.Tools = append(ask.Tools, &messages.Tool{Name: t.Name, Description: t.Description, Parameters: string(t.Parameters), Strict: t.Strict,
+			CacheControl: t.CacheControl})
 	}
 	if c := call.ToolChoice; c != nil {
 		ask.ToolChoice = &messages.ToolChoice{Mode: c.Mode, Name: c.Name}
@@ -131,12 +134,13 @@ func JobOf(call providers.Call, deadline time.Time) *messages.Job {
 
 // messageOf and chatMessageOf convert a turn between its message and its call form.
 func messageOf(m *messages.ChatMessage) providers.Message {
-	out := providers.Message{Role: m.Role, ToolCallID: m.ToolCallId, Name: m.Name}
+	out := providers.Message{Role: m.Role, ToolCallID: m.ToolCallId, Name: m.Name, CacheControl: m.CacheControl}
 	if len(m.Content) == 1 && m.Content[0].Type == messages.PartText {
-		out.Content = m.Content[0].Text
+		// A lone text's cache mark is its turn's: the turn has no other block.
+		out.Content, out.CacheControl = m.Content[0].Text, cmp.Or(m.Content[0].CacheControl, m.CacheControl)
 	} else {
 		for _, p := range m.Content {
-			out.Parts = append(out.Parts, providers.Part{Type: p.Type, Text: p.Text, ImageURL: p.ImageUrl, Detail: p.Detail})
+			out.Parts = append(out.Parts, providers.Part{Type: p.Type, Text: p.Text, ImageURL: p.ImageUrl, Detail: p.Detail, CacheControl: p.CacheControl})
 		}
 	}
 	for _, c := range m.ToolCalls {
@@ -146,12 +150,12 @@ func messageOf(m *messages.ChatMessage) providers.Message {
 }
 
 func chatMessageOf(m providers.Message) *messages.ChatMessage {
-	out := &messages.ChatMessage{Role: m.Role, ToolCallId: m.ToolCallID, Name: m.Name}
+	out := &messages.ChatMessage{Role: m.Role, ToolCallId: m.ToolCallID, Name: m.Name, CacheControl: m.CacheControl}
 	if m.Parts == nil {
 		out.Content = []*messages.ContentPart{{Type: messages.PartText, Text: m.Content}}
 	}
 	for _, p := range m.Parts {
-		out.Content = append(out.Content, &messages.ContentPart{Type: p.Type, Text: p.Text, ImageUrl: p.ImageURL, Detail: p.Detail})
+		out.Content = append(out.Content, &messages.ContentPart{Type: p.Type, Text: p.Text, ImageUrl: p.ImageURL, Detail: p.Detail, CacheControl: p.CacheControl})
 	}
 	out.ToolCalls = ToolCallsOf(m.ToolCalls)
 	return out

@@ -55,6 +55,13 @@ type (
 		// A tool_result block's call and content.
 		ToolUseID string           `json:"tool_use_id,omitempty"`
 		Content   []anthropicBlock `json:"content,omitempty"`
+		// CacheControl marks the block as the end of a prefix to cache.
+		CacheControl *anthropicCache `json:"cache_control,omitempty"`
+	}
+	// anthropicCache is a cache_control: ephemeral, for 5 minutes unless its ttl says an hour.
+	anthropicCache struct {
+		Type string `json:"type"`
+		TTL  string `json:"ttl,omitempty"`
 	}
 	anthropicSource struct {
 		Type      string `json:"type"`
@@ -65,8 +72,9 @@ type (
 	anthropicTool struct {
 		Name        string          `json:"name"`
 		Description string          `json:"description,omitempty"`
-		InputSchema json.RawMessage `json:"input_schema"`
-		Strict      bool            `json:"strict,omitempty"`
+		InputSchema  json.RawMessage `json:"input_schema"`
+		Strict       bool            `json:"strict,omitempty"`
+		CacheControl *anthropicCache `json:"cache_control,omitempty"`
 	}
 	anthropicToolChoice struct {
 		Type                   string `json:"type"`
@@ -100,8 +108,8 @@ func (a *Anthropic) messagesRequest(call Call, stream bool) ([]byte, string, err
 		return nil, "", err
 	}
 	body["messages"] = msgs
-	if len(system) > 0 {
-		body["system"] = strings.Join(system, "\n\n")
+	if s := anthropicSystem(system); s != nil {
+		body["system"] = s
 	}
 	anthropicParams(body, call.Params)
 	tools, choice, format := anthropicTools(call)
@@ -119,16 +127,62 @@ func (a *Anthropic) messagesRequest(call Call, stream bool) ([]byte, string, err
 	return raw, format, err
 }
 
-// splitSystem separates the system messages' texts from the conversation's turns.
-func splitSystem(msgs []Message) (system []string, turns []Message) {
+// splitSystem separates the system messages from the conversation's turns.
+func splitSystem(msgs []Message) (system, turns []Message) {
 	for _, m := range msgs {
 		if m.Role == "system" {
-			system = append(system, m.Text())
+			system = append(system, m)
 		} else {
 			turns = append(turns, m)
 		}
 	}
 	return system, turns
+}
+
+// anthropicSystem is the system prompt: its texts joined, or, when a part of it is marked for the
+// prompt cache, its text blocks with their marks; nil when there is none.
+func anthropicSystem(system []Message) any {
+	var blocks []anthropicBlock
+	marked := false
+	for _, m := range system {
+		content, err := anthropicContent(m) // text only: the door takes no image in a system prompt
+		if err != nil {
+			continue
+		}
+		for _, b := range content {
+			marked = marked || b.CacheControl != nil
+		}
+		blocks = append(blocks, content...)
+	}
+	if len(blocks) == 0 {
+		return nil
+	}
+	if marked {
+		return blocks
+	}
+	texts := make([]string, len(system))
+	for i, m := range system {
+		texts[i] = m.Text()
+	}
+	return strings.Join(texts, "\n\n")
+}
+
+// cacheOf is a cache mark as a cache_control, or nil when there is none.
+func cacheOf(ttl string) *anthropicCache {
+	switch ttl {
+	case "":
+		return nil
+	case "1h":
+		return &anthropicCache{Type: "ephemeral", TTL: ttl}
+	}
+	return &anthropicCache{Type: "ephemeral"}
+}
+
+// markLast marks a turn's last block with the turn's cache mark, unless it has one.
+func markLast(blocks []anthropicBlock, ttl string) {
+	if n := len(blocks); n > 0 && ttl != "" && blocks[n-1].CacheControl == nil {
+		blocks[n-1].CacheControl = cacheOf(ttl)
+	}
 }
 
 // anthropicParams sets the sampling parameters the Messages API has fields for.
@@ -181,7 +235,7 @@ func anthropicToolList(in []Tool) []anthropicTool {
 		if len(schema) == 0 {
 			schema = json.RawMessage(`{"type":"object","properties":{}}`)
 		}
-		tools = append(tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: schema, Strict: t.Strict})
+		tools = append(tools, anthropicTool{Name: t.Name, Description: t.Description, InputSchema: schema, Strict: t.Strict, CacheControl: cacheOf(t.CacheControl)})
 	}
 	return tools
 }
@@ -236,8 +290,8 @@ func anthropicMessages(turns []Message) ([]anthropicMessage, error) {
 	for _, m := range turns {
 		switch m.Role {
 		case "tool":
-			block := anthropicBlock{Type: "tool_result", ToolUseID: wire.ToolUseID(m.ToolCallID)}
-			content, err := anthropicContent(m)
+			block := anthropicBlock{Type: "tool_result", ToolUseID: wire.ToolUseID(m.ToolCallID), CacheControl: cacheOf(m.CacheControl)}
+			content, err := anthropicContent(Message{Role: m.Role, Content: m.Content, Parts: m.Parts})
 			if err != nil {
 				return nil, err
 			}
@@ -262,6 +316,7 @@ func anthropicMessages(turns []Message) ([]anthropicMessage, error) {
 				}
 				content = append(content, anthropicBlock{Type: "tool_use", ID: wire.ToolUseID(c.ID), Name: c.Name, Input: input})
 			}
+			markLast(content, m.CacheControl)
 			out = append(out, anthropicMessage{Role: "assistant", Content: content})
 		default:
 			content, err := anthropicContent(m)
@@ -283,6 +338,13 @@ func anthropicMessages(turns []Message) ([]anthropicMessage, error) {
 // anthropicContent writes a turn's text and images as blocks. Empty text blocks are left out: the API
 // refuses them.
 func anthropicContent(m Message) ([]anthropicBlock, error) {
+	blocks, err := anthropicParts(m)
+	markLast(blocks, m.CacheControl)
+	return blocks, err
+}
+
+// anthropicParts writes a turn's text and images as blocks, each part's cache mark with it.
+func anthropicParts(m Message) ([]anthropicBlock, error) {
 	if m.Parts == nil {
 		if m.Content == "" {
 			return []anthropicBlock{}, nil
@@ -293,7 +355,7 @@ func anthropicContent(m Message) ([]anthropicBlock, error) {
 	for _, p := range m.Parts {
 		if p.Type != PartImage {
 			if p.Text != "" {
-				blocks = append(blocks, anthropicBlock{Type: "text", Text: p.Text})
+				blocks = append(blocks, anthropicBlock{Type: "text", Text: p.Text, CacheControl: cacheOf(p.CacheControl)})
 			}
 			continue
 		}
@@ -302,13 +364,14 @@ func anthropicContent(m Message) ([]anthropicBlock, error) {
 			return nil, err
 		}
 		if img.URL != "" {
-			blocks = append(blocks, anthropicBlock{Type: "image", Source: &anthropicSource{Type: "url", URL: img.URL}})
+			blocks = append(blocks, anthropicBlock{Type: "image", Source: &anthropicSource{Type: "url", URL: img.URL}, CacheControl: cacheOf(p.CacheControl)})
 			continue
 		}
 		if !anthropicImages[img.MediaType] {
 			return nil, fmt.Errorf("an image of type %s: the Messages API takes jpeg, png, gif and webp", img.MediaType)
 		}
-		blocks = append(blocks, anthropicBlock{Type: "image", Source: &anthropicSource{Type: "base64", MediaType: img.MediaType, Data: img.Data}})
+		blocks = append(blocks, anthropicBlock{Type: "image", Source: &anthropicSource{Type: "base64", MediaType: img.MediaType, Data: img.Data},
+			CacheControl: cacheOf(p.CacheControl)})
 	}
 	return blocks, nil
 }

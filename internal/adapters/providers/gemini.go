@@ -81,8 +81,8 @@ func (g *Gemini) GenerateRequest(call Call) ([]byte, error) {
 	body := map[string]any{"contents": contents}
 	if len(system) > 0 {
 		parts := make([]geminiPart, len(system))
-		for i, text := range system {
-			parts[i] = geminiPart{Text: text}
+		for i, m := range system {
+			parts[i] = geminiPart{Text: m.Text()}
 		}
 		body["systemInstruction"] = geminiContent{Parts: parts}
 	}

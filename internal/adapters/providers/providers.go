@@ -36,6 +36,9 @@ type Message struct {
 	ToolCalls  []ToolCall `json:"-"`
 	ToolCallID string     `json:"-"`
 	Name       string     `json:"-"`
+	// CacheControl marks the turn's last block as the end of a prefix to cache (its time to live, 5m
+	// or 1h); only Anthropic's format carries it.
+	CacheControl string `json:"-"`
 }
 
 // Text is the turn's text: its content, or its text parts joined by blank lines.
@@ -66,6 +69,8 @@ type Part struct {
 	ImageURL string
 	// Detail is OpenAI's image detail (low, high, auto); empty lets the provider choose.
 	Detail string
+	// CacheControl marks the part as the end of a prefix to cache, as Message's does.
+	CacheControl string
 }
 
 // ToolCall is a model's call of a function, its arguments as JSON text.
@@ -81,6 +86,8 @@ type Tool struct {
 	Description string
 	Parameters  json.RawMessage
 	Strict      bool
+	// CacheControl marks the tools up to this one as a prefix to cache, as Message's does.
+	CacheControl string
 }
 
 // Tool choice modes.
