@@ -72,7 +72,14 @@ type Blueprint struct {
 	Quorum      string  `json:"quorum,omitempty"`
 	QuorumTau   float64 `json:"quorum_tau,omitempty"`
 	QuorumAudit float64 `json:"quorum_audit,omitempty"`
+	// CacheTTLSeconds, when positive, keeps the blueprint's answers in the exact answer cache that
+	// long: an identical request is answered from it, at no cost (a request's or its key's choice
+	// comes first).
+	CacheTTLSeconds int `json:"cache_ttl_seconds,omitempty"`
 }
+
+// MaxCacheTTLSeconds is the longest a blueprint keeps its answers: 30 days.
+const MaxCacheTTLSeconds = 30 * 24 * 3600
 
 // Quorum modes.
 const (
@@ -165,6 +172,9 @@ func (b Blueprint) validateQuorum(errs *problems.Errors) {
 	}
 	if !(b.QuorumAudit >= 0 && b.QuorumAudit <= 1) {
 		errs.Add("quorum_audit", fmt.Sprintf("must be between 0 and 1, got %g", b.QuorumAudit))
+	}
+	if b.CacheTTLSeconds < 0 || b.CacheTTLSeconds > MaxCacheTTLSeconds {
+		errs.Add("cache_ttl_seconds", fmt.Sprintf("must be between 0 and %d, got %d", MaxCacheTTLSeconds, b.CacheTTLSeconds))
 	}
 }
 

@@ -30,7 +30,7 @@ func isMessagesPath(path string) bool {
 var messagesFields = map[string]bool{
 	"model": true, "messages": true, "system": true, "max_tokens": true, "temperature": true, "top_p": true,
 	"stop_sequences": true, "tools": true, "tool_choice": true, "metadata": true, "stream": true,
-	"timeout": true, "strict_parameters": true, "fallbacks": true,
+	"timeout": true, "strict_parameters": true, "fallbacks": true, "cache": true,
 }
 
 // messagesRefused are fields of the Messages API that Conclave does not carry, refused by name with why,

@@ -3,10 +3,12 @@ package httpapi
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"net/http"
 	"strings"
 
 	"github.com/conclave-ai/conclave/internal/core/catalog"
+	"github.com/conclave-ai/conclave/internal/core/exactcache"
 	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
@@ -33,7 +35,7 @@ const (
 var chatFields = map[string]bool{
 	"model": true, "messages": true, "stream": true, "stream_options": true, "n": true, "metadata": true, "store": true,
 	"tools": true, "tool_choice": true, "parallel_tool_calls": true, "response_format": true,
-	"timeout": true, "strict_parameters": true, "fallbacks": true,
+	"timeout": true, "strict_parameters": true, "fallbacks": true, "cache": true,
 }
 
 func init() {
@@ -135,6 +137,41 @@ func readOwn(fields map[string]json.RawMessage, out *chatRequest, bad *report) {
 	bad.visit("fallbacks")
 	out.route.Fallbacks = readGiven(fields, "fallbacks", readFallbacks, bad)
 	out.route.TimeoutSeconds = number(fields, "timeout", bad)
+	out.route.Cache = readGiven(fields, "cache", readCacheChoice, bad)
+}
+
+// readCacheChoice reads the caller's choice of the exact answer cache, as LiteLLM takes it:
+// {"ttl": seconds} to read it and keep the answer that long, {"no-cache": true} (or "no-cache") to do
+// neither.
+func readCacheChoice(raw json.RawMessage, bad *report) *messages.CacheChoice {
+	const why = `must be {"ttl": seconds} or {"no-cache": true}`
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		if s != "no-cache" {
+			bad.Add("cache", why)
+			return nil
+		}
+		return &messages.CacheChoice{NoCache: true}
+	}
+	var c struct {
+		TTL     *float64 `json:"ttl"`
+		NoCache *bool    `json:"no-cache"`
+	}
+	keys, ok := object(raw, &c)
+	if !ok {
+		bad.Add("cache", why)
+		return nil
+	}
+	bad.unknown("cache", keys, only("ttl", "no-cache"))
+	out := &messages.CacheChoice{NoCache: c.NoCache != nil && *c.NoCache}
+	if t := c.TTL; t != nil && !out.NoCache {
+		if *t != math.Trunc(*t) || *t < 1 || *t > exactcache.MaxTTL.Seconds() {
+			bad.Add("cache.ttl", fmt.Sprintf("must be a whole number of seconds from 1 to %.0f", exactcache.MaxTTL.Seconds()))
+			return nil
+		}
+		out.TtlSeconds = int32(*t)
+	}
+	return out
 }
 
 // completionEncoder is chat completions' encoder: a chat completion, or its chunks.
@@ -235,6 +272,8 @@ type conclaveExtension struct {
 	// DroppedParameters names the caller's parameters that a called model's provider could not carry,
 	// left out of that call.
 	DroppedParameters []string `json:"dropped_parameters"`
+	// CachedFrom names the request whose answer the exact answer cache gave (no model was called).
+	CachedFrom string `json:"cached_from,omitempty"`
 }
 
 func renderCompletion(e *messages.Execution, model string) completion {
@@ -250,7 +289,7 @@ func renderCompletion(e *messages.Execution, model string) completion {
 func extensionOf(e *messages.Execution) conclaveExtension {
 	x := conclaveExtension{RequestID: e.RequestId, Category: e.GetClassification().GetCategory(), Blueprint: e.GetBlueprint().GetName(),
 		Strategy: e.GetDecision().GetStrategy(), ChosenModel: e.GetDecision().GetChosenModel(), Degraded: e.Degraded, CostUSD: money.USD(e.CostNanos),
-		ModelsAsked: []string{}, DroppedParameters: e.DroppedParameters}
+		ModelsAsked: []string{}, DroppedParameters: e.DroppedParameters, CachedFrom: e.CachedFrom}
 	if x.DroppedParameters == nil {
 		x.DroppedParameters = []string{}
 	}

@@ -128,6 +128,10 @@ const (
 	ChosenModelHeader = "X-Conclave-Chosen-Model"
 	AgreementHeader   = "X-Conclave-Agreement"
 	CostHeader        = "X-Conclave-Cost-Usd"
+	// CacheHeader says "hit" on an answer the exact answer cache gave, and CachedFromHeader names the
+	// request it first answered.
+	CacheHeader      = "X-Conclave-Cache"
+	CachedFromHeader = "X-Conclave-Cached-From"
 )
 
 // routing marks the moment a handler hands request id to the pipeline, and names it in the answer.
@@ -174,4 +178,8 @@ func panelHeaders(h http.Header, e *messages.Execution) {
 	}
 	h.Set(AgreementHeader, strconv.FormatFloat(x.Agreement, 'f', -1, 64))
 	h.Set(CostHeader, x.CostUSD.String())
+	if e.CachedFrom != "" {
+		h.Set(CacheHeader, "hit")
+		h.Set(CachedFromHeader, e.CachedFrom)
+	}
 }

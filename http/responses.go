@@ -24,7 +24,7 @@ var responsesFields = withRefused(map[string]bool{
 	"model": true, "input": true, "instructions": true, "tools": true, "tool_choice": true, "parallel_tool_calls": true, "text": true,
 	"temperature": true, "top_p": true, "max_output_tokens": true, "user": true, "safety_identifier": true,
 	"stream": true, "stream_options": true, "metadata": true, "store": true, "truncation": true, "include": true, "background": true,
-	"timeout": true, "strict_parameters": true, "fallbacks": true,
+	"timeout": true, "strict_parameters": true, "fallbacks": true, "cache": true,
 }, responsesRefused)
 
 // responsesRefused are the members of the Responses API that Conclave does not carry, each with the

@@ -42,7 +42,7 @@ func (ps problemsField) MarshalLogArray(enc zapcore.ArrayEncoder) error {
 var routeFields = map[string]bool{
 	"task": true, "category": true, "models": true, "strategy": true, "timeout": true, "workers": true,
 	"min_responses": true, "quorum_grace_seconds": true, "metadata": true, "quorum": true, "quorum_tau": true,
-	"parameters": true, "strict_parameters": true,
+	"parameters": true, "strict_parameters": true, "cache": true,
 }
 
 // route answers POST /route-thompson, Conclave's own door. Its opening is its own: the caller's
@@ -167,6 +167,7 @@ func (s *Server) parseRoute(body []byte) (*messages.RouteRequest, int, []*messag
 	}
 	req.Ask = readParameters(fields, bad)
 	req.StrictParameters = flag(fields, "strict_parameters", bad)
+	req.Cache = readGiven(fields, "cache", readCacheChoice, bad)
 	if status, ps := s.judge(req, bad); status != 0 {
 		return nil, status, ps
 	}

@@ -131,7 +131,9 @@ type RouteRequest struct {
 	PricedOnly bool `protobuf:"varint,26,opt,name=priced_only,json=pricedOnly,proto3" json:"priced_only,omitempty"`
 	// prompt_tokens is the task's size as the tokenizer counts it (o200k_base), for the providers' tokens
 	// per minute and the models' context windows (0: estimated from its bytes).
-	PromptTokens  int32 `protobuf:"varint,27,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	PromptTokens int32 `protobuf:"varint,27,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
+	// cache is the caller's choice of the exact answer cache; absent, its key's and its blueprint's.
+	Cache         *CacheChoice `protobuf:"bytes,28,opt,name=cache,proto3" json:"cache,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -355,6 +357,67 @@ func (x *RouteRequest) GetPromptTokens() int32 {
 	return 0
 }
 
+func (x *RouteRequest) GetCache() *CacheChoice {
+	if x != nil {
+		return x.Cache
+	}
+	return nil
+}
+
+// CacheChoice is a caller's choice of the exact answer cache: ttl_seconds > 0 reads it and keeps the
+// answer that long; no_cache neither reads nor writes it.
+type CacheChoice struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	TtlSeconds    int32                  `protobuf:"varint,1,opt,name=ttl_seconds,json=ttlSeconds,proto3" json:"ttl_seconds,omitempty"`
+	NoCache       bool                   `protobuf:"varint,2,opt,name=no_cache,json=noCache,proto3" json:"no_cache,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CacheChoice) Reset() {
+	*x = CacheChoice{}
+	mi := &file_conclave_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CacheChoice) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CacheChoice) ProtoMessage() {}
+
+func (x *CacheChoice) ProtoReflect() protoreflect.Message {
+	mi := &file_conclave_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CacheChoice.ProtoReflect.Descriptor instead.
+func (*CacheChoice) Descriptor() ([]byte, []int) {
+	return file_conclave_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *CacheChoice) GetTtlSeconds() int32 {
+	if x != nil {
+		return x.TtlSeconds
+	}
+	return 0
+}
+
+func (x *CacheChoice) GetNoCache() bool {
+	if x != nil {
+		return x.NoCache
+	}
+	return false
+}
+
 // Delta is a piece of an answer as its provider streams it: text, and pieces of tool calls (the first
 // piece of a call has its id and name; each adds to its arguments).
 type Delta struct {
@@ -369,7 +432,7 @@ type Delta struct {
 
 func (x *Delta) Reset() {
 	*x = Delta{}
-	mi := &file_conclave_proto_msgTypes[1]
+	mi := &file_conclave_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -381,7 +444,7 @@ func (x *Delta) String() string {
 func (*Delta) ProtoMessage() {}
 
 func (x *Delta) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[1]
+	mi := &file_conclave_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -394,7 +457,7 @@ func (x *Delta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Delta.ProtoReflect.Descriptor instead.
 func (*Delta) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{1}
+	return file_conclave_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Delta) GetRequestId() string {
@@ -437,7 +500,7 @@ type ToolCallDelta struct {
 
 func (x *ToolCallDelta) Reset() {
 	*x = ToolCallDelta{}
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -449,7 +512,7 @@ func (x *ToolCallDelta) String() string {
 func (*ToolCallDelta) ProtoMessage() {}
 
 func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[2]
+	mi := &file_conclave_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -462,7 +525,7 @@ func (x *ToolCallDelta) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCallDelta.ProtoReflect.Descriptor instead.
 func (*ToolCallDelta) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{2}
+	return file_conclave_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ToolCallDelta) GetIndex() int32 {
@@ -515,7 +578,7 @@ type EmbedRequest struct {
 
 func (x *EmbedRequest) Reset() {
 	*x = EmbedRequest{}
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +590,7 @@ func (x *EmbedRequest) String() string {
 func (*EmbedRequest) ProtoMessage() {}
 
 func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[3]
+	mi := &file_conclave_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +603,7 @@ func (x *EmbedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedRequest.ProtoReflect.Descriptor instead.
 func (*EmbedRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{3}
+	return file_conclave_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *EmbedRequest) GetRequestId() string {
@@ -611,7 +674,7 @@ type EmbedResult struct {
 
 func (x *EmbedResult) Reset() {
 	*x = EmbedResult{}
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +686,7 @@ func (x *EmbedResult) String() string {
 func (*EmbedResult) ProtoMessage() {}
 
 func (x *EmbedResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[4]
+	mi := &file_conclave_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +699,7 @@ func (x *EmbedResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EmbedResult.ProtoReflect.Descriptor instead.
 func (*EmbedResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{4}
+	return file_conclave_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *EmbedResult) GetExecution() *Execution {
@@ -662,7 +725,7 @@ type Vector struct {
 
 func (x *Vector) Reset() {
 	*x = Vector{}
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -674,7 +737,7 @@ func (x *Vector) String() string {
 func (*Vector) ProtoMessage() {}
 
 func (x *Vector) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[5]
+	mi := &file_conclave_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -687,7 +750,7 @@ func (x *Vector) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Vector.ProtoReflect.Descriptor instead.
 func (*Vector) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{5}
+	return file_conclave_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Vector) GetValues() []float32 {
@@ -712,7 +775,7 @@ type Ask struct {
 
 func (x *Ask) Reset() {
 	*x = Ask{}
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -724,7 +787,7 @@ func (x *Ask) String() string {
 func (*Ask) ProtoMessage() {}
 
 func (x *Ask) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[6]
+	mi := &file_conclave_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -737,7 +800,7 @@ func (x *Ask) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ask.ProtoReflect.Descriptor instead.
 func (*Ask) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{6}
+	return file_conclave_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Ask) GetMessages() []*ChatMessage {
@@ -794,7 +857,7 @@ type ChatMessage struct {
 
 func (x *ChatMessage) Reset() {
 	*x = ChatMessage{}
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -806,7 +869,7 @@ func (x *ChatMessage) String() string {
 func (*ChatMessage) ProtoMessage() {}
 
 func (x *ChatMessage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[7]
+	mi := &file_conclave_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -819,7 +882,7 @@ func (x *ChatMessage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChatMessage.ProtoReflect.Descriptor instead.
 func (*ChatMessage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{7}
+	return file_conclave_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ChatMessage) GetRole() string {
@@ -880,7 +943,7 @@ type ContentPart struct {
 
 func (x *ContentPart) Reset() {
 	*x = ContentPart{}
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +955,7 @@ func (x *ContentPart) String() string {
 func (*ContentPart) ProtoMessage() {}
 
 func (x *ContentPart) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[8]
+	mi := &file_conclave_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +968,7 @@ func (x *ContentPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ContentPart.ProtoReflect.Descriptor instead.
 func (*ContentPart) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{8}
+	return file_conclave_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ContentPart) GetType() string {
@@ -955,7 +1018,7 @@ type ToolCall struct {
 
 func (x *ToolCall) Reset() {
 	*x = ToolCall{}
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -967,7 +1030,7 @@ func (x *ToolCall) String() string {
 func (*ToolCall) ProtoMessage() {}
 
 func (x *ToolCall) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[9]
+	mi := &file_conclave_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -980,7 +1043,7 @@ func (x *ToolCall) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolCall.ProtoReflect.Descriptor instead.
 func (*ToolCall) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{9}
+	return file_conclave_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ToolCall) GetId() string {
@@ -1019,7 +1082,7 @@ type Tool struct {
 
 func (x *Tool) Reset() {
 	*x = Tool{}
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1031,7 +1094,7 @@ func (x *Tool) String() string {
 func (*Tool) ProtoMessage() {}
 
 func (x *Tool) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[10]
+	mi := &file_conclave_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1044,7 +1107,7 @@ func (x *Tool) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Tool.ProtoReflect.Descriptor instead.
 func (*Tool) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{10}
+	return file_conclave_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Tool) GetName() string {
@@ -1094,7 +1157,7 @@ type ToolChoice struct {
 
 func (x *ToolChoice) Reset() {
 	*x = ToolChoice{}
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1106,7 +1169,7 @@ func (x *ToolChoice) String() string {
 func (*ToolChoice) ProtoMessage() {}
 
 func (x *ToolChoice) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[11]
+	mi := &file_conclave_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1119,7 +1182,7 @@ func (x *ToolChoice) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ToolChoice.ProtoReflect.Descriptor instead.
 func (*ToolChoice) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{11}
+	return file_conclave_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ToolChoice) GetMode() string {
@@ -1150,7 +1213,7 @@ type OutputFormat struct {
 
 func (x *OutputFormat) Reset() {
 	*x = OutputFormat{}
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1162,7 +1225,7 @@ func (x *OutputFormat) String() string {
 func (*OutputFormat) ProtoMessage() {}
 
 func (x *OutputFormat) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[12]
+	mi := &file_conclave_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1175,7 +1238,7 @@ func (x *OutputFormat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OutputFormat.ProtoReflect.Descriptor instead.
 func (*OutputFormat) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{12}
+	return file_conclave_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *OutputFormat) GetType() string {
@@ -1225,7 +1288,7 @@ type Sampling struct {
 
 func (x *Sampling) Reset() {
 	*x = Sampling{}
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1237,7 +1300,7 @@ func (x *Sampling) String() string {
 func (*Sampling) ProtoMessage() {}
 
 func (x *Sampling) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[13]
+	mi := &file_conclave_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1250,7 +1313,7 @@ func (x *Sampling) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Sampling.ProtoReflect.Descriptor instead.
 func (*Sampling) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{13}
+	return file_conclave_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *Sampling) GetTemperature() float64 {
@@ -1335,7 +1398,7 @@ type RemoteRoute struct {
 
 func (x *RemoteRoute) Reset() {
 	*x = RemoteRoute{}
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1347,7 +1410,7 @@ func (x *RemoteRoute) String() string {
 func (*RemoteRoute) ProtoMessage() {}
 
 func (x *RemoteRoute) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[14]
+	mi := &file_conclave_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1360,7 +1423,7 @@ func (x *RemoteRoute) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RemoteRoute.ProtoReflect.Descriptor instead.
 func (*RemoteRoute) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{14}
+	return file_conclave_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *RemoteRoute) GetRequest() *RouteRequest {
@@ -1381,7 +1444,7 @@ type AwaitRecord struct {
 
 func (x *AwaitRecord) Reset() {
 	*x = AwaitRecord{}
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1456,7 @@ func (x *AwaitRecord) String() string {
 func (*AwaitRecord) ProtoMessage() {}
 
 func (x *AwaitRecord) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[15]
+	mi := &file_conclave_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1469,7 @@ func (x *AwaitRecord) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AwaitRecord.ProtoReflect.Descriptor instead.
 func (*AwaitRecord) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{15}
+	return file_conclave_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *AwaitRecord) GetRequestId() string {
@@ -1427,7 +1490,7 @@ type RecordDurable struct {
 
 func (x *RecordDurable) Reset() {
 	*x = RecordDurable{}
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1502,7 @@ func (x *RecordDurable) String() string {
 func (*RecordDurable) ProtoMessage() {}
 
 func (x *RecordDurable) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[16]
+	mi := &file_conclave_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1515,7 @@ func (x *RecordDurable) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordDurable.ProtoReflect.Descriptor instead.
 func (*RecordDurable) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{16}
+	return file_conclave_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *RecordDurable) GetRequestId() string {
@@ -1503,7 +1566,7 @@ type Call struct {
 
 func (x *Call) Reset() {
 	*x = Call{}
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1515,7 +1578,7 @@ func (x *Call) String() string {
 func (*Call) ProtoMessage() {}
 
 func (x *Call) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[17]
+	mi := &file_conclave_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1528,7 +1591,7 @@ func (x *Call) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Call.ProtoReflect.Descriptor instead.
 func (*Call) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{17}
+	return file_conclave_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *Call) GetCallId() string {
@@ -1654,7 +1717,7 @@ type JournalEntry struct {
 
 func (x *JournalEntry) Reset() {
 	*x = JournalEntry{}
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1666,7 +1729,7 @@ func (x *JournalEntry) String() string {
 func (*JournalEntry) ProtoMessage() {}
 
 func (x *JournalEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[18]
+	mi := &file_conclave_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1679,7 +1742,7 @@ func (x *JournalEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JournalEntry.ProtoReflect.Descriptor instead.
 func (*JournalEntry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{18}
+	return file_conclave_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *JournalEntry) GetCall() *Call {
@@ -1702,7 +1765,7 @@ type PeerBreakerOpened struct {
 
 func (x *PeerBreakerOpened) Reset() {
 	*x = PeerBreakerOpened{}
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1714,7 +1777,7 @@ func (x *PeerBreakerOpened) String() string {
 func (*PeerBreakerOpened) ProtoMessage() {}
 
 func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[19]
+	mi := &file_conclave_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1727,7 +1790,7 @@ func (x *PeerBreakerOpened) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PeerBreakerOpened.ProtoReflect.Descriptor instead.
 func (*PeerBreakerOpened) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{19}
+	return file_conclave_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *PeerBreakerOpened) GetProvider() string {
@@ -1780,7 +1843,7 @@ type Progress struct {
 
 func (x *Progress) Reset() {
 	*x = Progress{}
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1792,7 +1855,7 @@ func (x *Progress) String() string {
 func (*Progress) ProtoMessage() {}
 
 func (x *Progress) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[20]
+	mi := &file_conclave_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1805,7 +1868,7 @@ func (x *Progress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Progress.ProtoReflect.Descriptor instead.
 func (*Progress) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{20}
+	return file_conclave_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *Progress) GetRequestId() string {
@@ -1974,14 +2037,17 @@ type Execution struct {
 	// key_id is the API key the request came with ("" for the admin token).
 	KeyId string `protobuf:"bytes,31,opt,name=key_id,json=keyId,proto3" json:"key_id,omitempty"`
 	// trace_id is the request's OpenTelemetry trace (32 hex digits), "" when tracing is off.
-	TraceId       string `protobuf:"bytes,32,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	TraceId string `protobuf:"bytes,32,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
+	// cached_from is the request whose answer the exact cache gave this one ("" when models answered):
+	// no model was called, and it cost nothing.
+	CachedFrom    string `protobuf:"bytes,34,opt,name=cached_from,json=cachedFrom,proto3" json:"cached_from,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Execution) Reset() {
 	*x = Execution{}
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1993,7 +2059,7 @@ func (x *Execution) String() string {
 func (*Execution) ProtoMessage() {}
 
 func (x *Execution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[21]
+	mi := &file_conclave_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2006,7 +2072,7 @@ func (x *Execution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Execution.ProtoReflect.Descriptor instead.
 func (*Execution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{21}
+	return file_conclave_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Execution) GetRequestId() string {
@@ -2233,6 +2299,13 @@ func (x *Execution) GetTraceId() string {
 	return ""
 }
 
+func (x *Execution) GetCachedFrom() string {
+	if x != nil {
+		return x.CachedFrom
+	}
+	return ""
+}
+
 // QuorumOutcome is how collection used its models: asked of selected, in how many waves, and why it
 // stopped (all_asked for a fixed quorum; settled, cap, audit or no_answers for an adaptive one).
 type QuorumOutcome struct {
@@ -2250,7 +2323,7 @@ type QuorumOutcome struct {
 
 func (x *QuorumOutcome) Reset() {
 	*x = QuorumOutcome{}
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2262,7 +2335,7 @@ func (x *QuorumOutcome) String() string {
 func (*QuorumOutcome) ProtoMessage() {}
 
 func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[22]
+	mi := &file_conclave_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2275,7 +2348,7 @@ func (x *QuorumOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuorumOutcome.ProtoReflect.Descriptor instead.
 func (*QuorumOutcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{22}
+	return file_conclave_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *QuorumOutcome) GetMode() string {
@@ -2345,7 +2418,7 @@ type Classification struct {
 
 func (x *Classification) Reset() {
 	*x = Classification{}
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2357,7 +2430,7 @@ func (x *Classification) String() string {
 func (*Classification) ProtoMessage() {}
 
 func (x *Classification) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[23]
+	mi := &file_conclave_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2370,7 +2443,7 @@ func (x *Classification) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Classification.ProtoReflect.Descriptor instead.
 func (*Classification) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{23}
+	return file_conclave_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Classification) GetCategory() string {
@@ -2474,7 +2547,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2486,7 +2559,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[24]
+	mi := &file_conclave_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2499,7 +2572,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{24}
+	return file_conclave_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Signal) GetCategory() string {
@@ -2532,7 +2605,7 @@ type Blueprint struct {
 
 func (x *Blueprint) Reset() {
 	*x = Blueprint{}
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2544,7 +2617,7 @@ func (x *Blueprint) String() string {
 func (*Blueprint) ProtoMessage() {}
 
 func (x *Blueprint) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[25]
+	mi := &file_conclave_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2557,7 +2630,7 @@ func (x *Blueprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Blueprint.ProtoReflect.Descriptor instead.
 func (*Blueprint) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{25}
+	return file_conclave_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Blueprint) GetName() string {
@@ -2630,7 +2703,7 @@ type Selection struct {
 
 func (x *Selection) Reset() {
 	*x = Selection{}
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2642,7 +2715,7 @@ func (x *Selection) String() string {
 func (*Selection) ProtoMessage() {}
 
 func (x *Selection) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[26]
+	mi := &file_conclave_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2655,7 +2728,7 @@ func (x *Selection) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Selection.ProtoReflect.Descriptor instead.
 func (*Selection) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{26}
+	return file_conclave_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Selection) GetPolicy() string {
@@ -2709,7 +2782,7 @@ type Pick struct {
 
 func (x *Pick) Reset() {
 	*x = Pick{}
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2721,7 +2794,7 @@ func (x *Pick) String() string {
 func (*Pick) ProtoMessage() {}
 
 func (x *Pick) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[27]
+	mi := &file_conclave_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2734,7 +2807,7 @@ func (x *Pick) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Pick.ProtoReflect.Descriptor instead.
 func (*Pick) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{27}
+	return file_conclave_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Pick) GetModel() string {
@@ -2804,7 +2877,7 @@ type Skip struct {
 
 func (x *Skip) Reset() {
 	*x = Skip{}
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2816,7 +2889,7 @@ func (x *Skip) String() string {
 func (*Skip) ProtoMessage() {}
 
 func (x *Skip) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[28]
+	mi := &file_conclave_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2829,7 +2902,7 @@ func (x *Skip) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Skip.ProtoReflect.Descriptor instead.
 func (*Skip) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{28}
+	return file_conclave_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *Skip) GetModel() string {
@@ -2903,7 +2976,7 @@ type WorkerResult struct {
 
 func (x *WorkerResult) Reset() {
 	*x = WorkerResult{}
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +2988,7 @@ func (x *WorkerResult) String() string {
 func (*WorkerResult) ProtoMessage() {}
 
 func (x *WorkerResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[29]
+	mi := &file_conclave_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3001,7 @@ func (x *WorkerResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerResult.ProtoReflect.Descriptor instead.
 func (*WorkerResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{29}
+	return file_conclave_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WorkerResult) GetJobId() string {
@@ -3152,7 +3225,7 @@ type ArbiterDecision struct {
 
 func (x *ArbiterDecision) Reset() {
 	*x = ArbiterDecision{}
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +3237,7 @@ func (x *ArbiterDecision) String() string {
 func (*ArbiterDecision) ProtoMessage() {}
 
 func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[30]
+	mi := &file_conclave_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +3250,7 @@ func (x *ArbiterDecision) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ArbiterDecision.ProtoReflect.Descriptor instead.
 func (*ArbiterDecision) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{30}
+	return file_conclave_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ArbiterDecision) GetStrategy() string {
@@ -3335,7 +3408,7 @@ type Ballot struct {
 
 func (x *Ballot) Reset() {
 	*x = Ballot{}
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3347,7 +3420,7 @@ func (x *Ballot) String() string {
 func (*Ballot) ProtoMessage() {}
 
 func (x *Ballot) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[31]
+	mi := &file_conclave_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3360,7 +3433,7 @@ func (x *Ballot) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Ballot.ProtoReflect.Descriptor instead.
 func (*Ballot) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{31}
+	return file_conclave_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Ballot) GetModel() string {
@@ -3435,7 +3508,7 @@ type Phases struct {
 
 func (x *Phases) Reset() {
 	*x = Phases{}
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3447,7 +3520,7 @@ func (x *Phases) String() string {
 func (*Phases) ProtoMessage() {}
 
 func (x *Phases) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[32]
+	mi := &file_conclave_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3460,7 +3533,7 @@ func (x *Phases) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Phases.ProtoReflect.Descriptor instead.
 func (*Phases) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{32}
+	return file_conclave_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *Phases) GetClassifyMs() float64 {
@@ -3569,7 +3642,7 @@ type BanditUpdate struct {
 
 func (x *BanditUpdate) Reset() {
 	*x = BanditUpdate{}
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3654,7 @@ func (x *BanditUpdate) String() string {
 func (*BanditUpdate) ProtoMessage() {}
 
 func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[33]
+	mi := &file_conclave_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3667,7 @@ func (x *BanditUpdate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BanditUpdate.ProtoReflect.Descriptor instead.
 func (*BanditUpdate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{33}
+	return file_conclave_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *BanditUpdate) GetModel() string {
@@ -3656,7 +3729,7 @@ type Retry struct {
 
 func (x *Retry) Reset() {
 	*x = Retry{}
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3668,7 +3741,7 @@ func (x *Retry) String() string {
 func (*Retry) ProtoMessage() {}
 
 func (x *Retry) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[34]
+	mi := &file_conclave_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3681,7 +3754,7 @@ func (x *Retry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Retry.ProtoReflect.Descriptor instead.
 func (*Retry) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{34}
+	return file_conclave_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *Retry) GetModel() string {
@@ -3754,7 +3827,7 @@ type Failure struct {
 
 func (x *Failure) Reset() {
 	*x = Failure{}
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3766,7 +3839,7 @@ func (x *Failure) String() string {
 func (*Failure) ProtoMessage() {}
 
 func (x *Failure) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[35]
+	mi := &file_conclave_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3779,7 +3852,7 @@ func (x *Failure) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Failure.ProtoReflect.Descriptor instead.
 func (*Failure) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{35}
+	return file_conclave_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Failure) GetCode() string {
@@ -3821,7 +3894,7 @@ type Problem struct {
 
 func (x *Problem) Reset() {
 	*x = Problem{}
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3833,7 +3906,7 @@ func (x *Problem) String() string {
 func (*Problem) ProtoMessage() {}
 
 func (x *Problem) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[36]
+	mi := &file_conclave_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3846,7 +3919,7 @@ func (x *Problem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Problem.ProtoReflect.Descriptor instead.
 func (*Problem) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{36}
+	return file_conclave_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Problem) GetField() string {
@@ -3880,7 +3953,7 @@ type Usage struct {
 
 func (x *Usage) Reset() {
 	*x = Usage{}
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3892,7 +3965,7 @@ func (x *Usage) String() string {
 func (*Usage) ProtoMessage() {}
 
 func (x *Usage) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[37]
+	mi := &file_conclave_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3905,7 +3978,7 @@ func (x *Usage) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Usage.ProtoReflect.Descriptor instead.
 func (*Usage) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{37}
+	return file_conclave_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *Usage) GetInputTokens() int32 {
@@ -3960,7 +4033,7 @@ type RateLimitInfo struct {
 
 func (x *RateLimitInfo) Reset() {
 	*x = RateLimitInfo{}
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3972,7 +4045,7 @@ func (x *RateLimitInfo) String() string {
 func (*RateLimitInfo) ProtoMessage() {}
 
 func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[38]
+	mi := &file_conclave_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3985,7 +4058,7 @@ func (x *RateLimitInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RateLimitInfo.ProtoReflect.Descriptor instead.
 func (*RateLimitInfo) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{38}
+	return file_conclave_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *RateLimitInfo) GetLimitRequests() int64 {
@@ -4078,7 +4151,7 @@ type Job struct {
 
 func (x *Job) Reset() {
 	*x = Job{}
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4090,7 +4163,7 @@ func (x *Job) String() string {
 func (*Job) ProtoMessage() {}
 
 func (x *Job) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[39]
+	mi := &file_conclave_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4103,7 +4176,7 @@ func (x *Job) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Job.ProtoReflect.Descriptor instead.
 func (*Job) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{39}
+	return file_conclave_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *Job) GetRequestId() string {
@@ -4265,7 +4338,7 @@ type Dispatch struct {
 
 func (x *Dispatch) Reset() {
 	*x = Dispatch{}
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4277,7 +4350,7 @@ func (x *Dispatch) String() string {
 func (*Dispatch) ProtoMessage() {}
 
 func (x *Dispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[40]
+	mi := &file_conclave_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4290,7 +4363,7 @@ func (x *Dispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Dispatch.ProtoReflect.Descriptor instead.
 func (*Dispatch) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{40}
+	return file_conclave_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *Dispatch) GetJob() *Job {
@@ -4323,7 +4396,7 @@ type CancelJob struct {
 
 func (x *CancelJob) Reset() {
 	*x = CancelJob{}
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4335,7 +4408,7 @@ func (x *CancelJob) String() string {
 func (*CancelJob) ProtoMessage() {}
 
 func (x *CancelJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[41]
+	mi := &file_conclave_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4348,7 +4421,7 @@ func (x *CancelJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJob.ProtoReflect.Descriptor instead.
 func (*CancelJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{41}
+	return file_conclave_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *CancelJob) GetJobId() string {
@@ -4370,7 +4443,7 @@ type JobStarted struct {
 
 func (x *JobStarted) Reset() {
 	*x = JobStarted{}
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4382,7 +4455,7 @@ func (x *JobStarted) String() string {
 func (*JobStarted) ProtoMessage() {}
 
 func (x *JobStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[42]
+	mi := &file_conclave_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4395,7 +4468,7 @@ func (x *JobStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobStarted.ProtoReflect.Descriptor instead.
 func (*JobStarted) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{42}
+	return file_conclave_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *JobStarted) GetJobId() string {
@@ -4431,7 +4504,7 @@ type JobQueued struct {
 
 func (x *JobQueued) Reset() {
 	*x = JobQueued{}
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4443,7 +4516,7 @@ func (x *JobQueued) String() string {
 func (*JobQueued) ProtoMessage() {}
 
 func (x *JobQueued) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[43]
+	mi := &file_conclave_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4456,7 +4529,7 @@ func (x *JobQueued) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobQueued.ProtoReflect.Descriptor instead.
 func (*JobQueued) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{43}
+	return file_conclave_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *JobQueued) GetJobId() string {
@@ -4507,7 +4580,7 @@ type JobResult struct {
 
 func (x *JobResult) Reset() {
 	*x = JobResult{}
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4519,7 +4592,7 @@ func (x *JobResult) String() string {
 func (*JobResult) ProtoMessage() {}
 
 func (x *JobResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[44]
+	mi := &file_conclave_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4532,7 +4605,7 @@ func (x *JobResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobResult.ProtoReflect.Descriptor instead.
 func (*JobResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{44}
+	return file_conclave_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *JobResult) GetJobId() string {
@@ -4727,7 +4800,7 @@ type Acquire struct {
 
 func (x *Acquire) Reset() {
 	*x = Acquire{}
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4739,7 +4812,7 @@ func (x *Acquire) String() string {
 func (*Acquire) ProtoMessage() {}
 
 func (x *Acquire) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[45]
+	mi := &file_conclave_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4752,7 +4825,7 @@ func (x *Acquire) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Acquire.ProtoReflect.Descriptor instead.
 func (*Acquire) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{45}
+	return file_conclave_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *Acquire) GetJobId() string {
@@ -4829,7 +4902,7 @@ type Permit struct {
 
 func (x *Permit) Reset() {
 	*x = Permit{}
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4841,7 +4914,7 @@ func (x *Permit) String() string {
 func (*Permit) ProtoMessage() {}
 
 func (x *Permit) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[46]
+	mi := &file_conclave_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4854,7 +4927,7 @@ func (x *Permit) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Permit.ProtoReflect.Descriptor instead.
 func (*Permit) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{46}
+	return file_conclave_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *Permit) GetJobId() string {
@@ -4926,7 +4999,7 @@ type Outcome struct {
 
 func (x *Outcome) Reset() {
 	*x = Outcome{}
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4938,7 +5011,7 @@ func (x *Outcome) String() string {
 func (*Outcome) ProtoMessage() {}
 
 func (x *Outcome) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[47]
+	mi := &file_conclave_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4951,7 +5024,7 @@ func (x *Outcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Outcome.ProtoReflect.Descriptor instead.
 func (*Outcome) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{47}
+	return file_conclave_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *Outcome) GetJobId() string {
@@ -5054,7 +5127,7 @@ type KeyChanged struct {
 
 func (x *KeyChanged) Reset() {
 	*x = KeyChanged{}
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5066,7 +5139,7 @@ func (x *KeyChanged) String() string {
 func (*KeyChanged) ProtoMessage() {}
 
 func (x *KeyChanged) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[48]
+	mi := &file_conclave_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5079,7 +5152,7 @@ func (x *KeyChanged) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyChanged.ProtoReflect.Descriptor instead.
 func (*KeyChanged) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{48}
+	return file_conclave_proto_rawDescGZIP(), []int{49}
 }
 
 // CancelRequest stops a request that is no longer wanted: its caller left (client_closed_request) or
@@ -5094,7 +5167,7 @@ type CancelRequest struct {
 
 func (x *CancelRequest) Reset() {
 	*x = CancelRequest{}
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5106,7 +5179,7 @@ func (x *CancelRequest) String() string {
 func (*CancelRequest) ProtoMessage() {}
 
 func (x *CancelRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[49]
+	mi := &file_conclave_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5119,7 +5192,7 @@ func (x *CancelRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelRequest.ProtoReflect.Descriptor instead.
 func (*CancelRequest) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{49}
+	return file_conclave_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *CancelRequest) GetRequestId() string {
@@ -5172,7 +5245,7 @@ type ConsensusInput struct {
 
 func (x *ConsensusInput) Reset() {
 	*x = ConsensusInput{}
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5184,7 +5257,7 @@ func (x *ConsensusInput) String() string {
 func (*ConsensusInput) ProtoMessage() {}
 
 func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[50]
+	mi := &file_conclave_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5197,7 +5270,7 @@ func (x *ConsensusInput) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusInput.ProtoReflect.Descriptor instead.
 func (*ConsensusInput) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{50}
+	return file_conclave_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ConsensusInput) GetRequestId() string {
@@ -5346,7 +5419,7 @@ type Candidate struct {
 
 func (x *Candidate) Reset() {
 	*x = Candidate{}
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5358,7 +5431,7 @@ func (x *Candidate) String() string {
 func (*Candidate) ProtoMessage() {}
 
 func (x *Candidate) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[51]
+	mi := &file_conclave_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5371,7 +5444,7 @@ func (x *Candidate) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Candidate.ProtoReflect.Descriptor instead.
 func (*Candidate) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{51}
+	return file_conclave_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *Candidate) GetModel() string {
@@ -5486,7 +5559,7 @@ type ConsensusResult struct {
 
 func (x *ConsensusResult) Reset() {
 	*x = ConsensusResult{}
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5498,7 +5571,7 @@ func (x *ConsensusResult) String() string {
 func (*ConsensusResult) ProtoMessage() {}
 
 func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[52]
+	mi := &file_conclave_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5511,7 +5584,7 @@ func (x *ConsensusResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ConsensusResult.ProtoReflect.Descriptor instead.
 func (*ConsensusResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{52}
+	return file_conclave_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ConsensusResult) GetDecision() *ArbiterDecision {
@@ -5614,7 +5687,7 @@ type Votes struct {
 
 func (x *Votes) Reset() {
 	*x = Votes{}
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5626,7 +5699,7 @@ func (x *Votes) String() string {
 func (*Votes) ProtoMessage() {}
 
 func (x *Votes) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[53]
+	mi := &file_conclave_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5639,7 +5712,7 @@ func (x *Votes) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Votes.ProtoReflect.Descriptor instead.
 func (*Votes) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{53}
+	return file_conclave_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Votes) GetCategory() string {
@@ -5698,7 +5771,7 @@ type Reward struct {
 
 func (x *Reward) Reset() {
 	*x = Reward{}
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5710,7 +5783,7 @@ func (x *Reward) String() string {
 func (*Reward) ProtoMessage() {}
 
 func (x *Reward) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[54]
+	mi := &file_conclave_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5723,7 +5796,7 @@ func (x *Reward) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Reward.ProtoReflect.Descriptor instead.
 func (*Reward) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{54}
+	return file_conclave_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *Reward) GetModel() string {
@@ -5771,7 +5844,7 @@ type Rewards struct {
 
 func (x *Rewards) Reset() {
 	*x = Rewards{}
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5783,7 +5856,7 @@ func (x *Rewards) String() string {
 func (*Rewards) ProtoMessage() {}
 
 func (x *Rewards) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[55]
+	mi := &file_conclave_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5796,7 +5869,7 @@ func (x *Rewards) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rewards.ProtoReflect.Descriptor instead.
 func (*Rewards) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{55}
+	return file_conclave_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *Rewards) GetRewards() []*Reward {
@@ -5816,7 +5889,7 @@ type GetExecution struct {
 
 func (x *GetExecution) Reset() {
 	*x = GetExecution{}
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5828,7 +5901,7 @@ func (x *GetExecution) String() string {
 func (*GetExecution) ProtoMessage() {}
 
 func (x *GetExecution) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[56]
+	mi := &file_conclave_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5841,7 +5914,7 @@ func (x *GetExecution) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetExecution.ProtoReflect.Descriptor instead.
 func (*GetExecution) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{56}
+	return file_conclave_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetExecution) GetRequestId() string {
@@ -5863,7 +5936,7 @@ type ExecutionLookup struct {
 
 func (x *ExecutionLookup) Reset() {
 	*x = ExecutionLookup{}
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5875,7 +5948,7 @@ func (x *ExecutionLookup) String() string {
 func (*ExecutionLookup) ProtoMessage() {}
 
 func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[57]
+	mi := &file_conclave_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5888,7 +5961,7 @@ func (x *ExecutionLookup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExecutionLookup.ProtoReflect.Descriptor instead.
 func (*ExecutionLookup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{57}
+	return file_conclave_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ExecutionLookup) GetExecution() *Execution {
@@ -5926,7 +5999,7 @@ type RecordFeedback struct {
 
 func (x *RecordFeedback) Reset() {
 	*x = RecordFeedback{}
-	mi := &file_conclave_proto_msgTypes[58]
+	mi := &file_conclave_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5938,7 +6011,7 @@ func (x *RecordFeedback) String() string {
 func (*RecordFeedback) ProtoMessage() {}
 
 func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[58]
+	mi := &file_conclave_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5951,7 +6024,7 @@ func (x *RecordFeedback) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordFeedback.ProtoReflect.Descriptor instead.
 func (*RecordFeedback) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{58}
+	return file_conclave_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *RecordFeedback) GetRequestId() string {
@@ -5988,7 +6061,7 @@ type FeedbackResult struct {
 
 func (x *FeedbackResult) Reset() {
 	*x = FeedbackResult{}
-	mi := &file_conclave_proto_msgTypes[59]
+	mi := &file_conclave_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6000,7 +6073,7 @@ func (x *FeedbackResult) String() string {
 func (*FeedbackResult) ProtoMessage() {}
 
 func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[59]
+	mi := &file_conclave_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6013,7 +6086,7 @@ func (x *FeedbackResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FeedbackResult.ProtoReflect.Descriptor instead.
 func (*FeedbackResult) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{59}
+	return file_conclave_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *FeedbackResult) GetStatus() int32 {
@@ -6046,7 +6119,7 @@ type Flush struct {
 
 func (x *Flush) Reset() {
 	*x = Flush{}
-	mi := &file_conclave_proto_msgTypes[60]
+	mi := &file_conclave_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6058,7 +6131,7 @@ func (x *Flush) String() string {
 func (*Flush) ProtoMessage() {}
 
 func (x *Flush) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[60]
+	mi := &file_conclave_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6071,7 +6144,7 @@ func (x *Flush) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flush.ProtoReflect.Descriptor instead.
 func (*Flush) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{60}
+	return file_conclave_proto_rawDescGZIP(), []int{61}
 }
 
 type Flushed struct {
@@ -6086,7 +6159,7 @@ type Flushed struct {
 
 func (x *Flushed) Reset() {
 	*x = Flushed{}
-	mi := &file_conclave_proto_msgTypes[61]
+	mi := &file_conclave_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6098,7 +6171,7 @@ func (x *Flushed) String() string {
 func (*Flushed) ProtoMessage() {}
 
 func (x *Flushed) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[61]
+	mi := &file_conclave_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6111,7 +6184,7 @@ func (x *Flushed) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Flushed.ProtoReflect.Descriptor instead.
 func (*Flushed) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{61}
+	return file_conclave_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *Flushed) GetWritten() int32 {
@@ -6154,7 +6227,7 @@ type AgentFrame struct {
 
 func (x *AgentFrame) Reset() {
 	*x = AgentFrame{}
-	mi := &file_conclave_proto_msgTypes[62]
+	mi := &file_conclave_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6166,7 +6239,7 @@ func (x *AgentFrame) String() string {
 func (*AgentFrame) ProtoMessage() {}
 
 func (x *AgentFrame) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[62]
+	mi := &file_conclave_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6179,7 +6252,7 @@ func (x *AgentFrame) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentFrame.ProtoReflect.Descriptor instead.
 func (*AgentFrame) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{62}
+	return file_conclave_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *AgentFrame) GetBody() isAgentFrame_Body {
@@ -6296,7 +6369,7 @@ type AgentSetup struct {
 
 func (x *AgentSetup) Reset() {
 	*x = AgentSetup{}
-	mi := &file_conclave_proto_msgTypes[63]
+	mi := &file_conclave_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6308,7 +6381,7 @@ func (x *AgentSetup) String() string {
 func (*AgentSetup) ProtoMessage() {}
 
 func (x *AgentSetup) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[63]
+	mi := &file_conclave_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6321,7 +6394,7 @@ func (x *AgentSetup) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentSetup.ProtoReflect.Descriptor instead.
 func (*AgentSetup) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{63}
+	return file_conclave_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *AgentSetup) GetSim() string {
@@ -6346,7 +6419,7 @@ type AgentJob struct {
 
 func (x *AgentJob) Reset() {
 	*x = AgentJob{}
-	mi := &file_conclave_proto_msgTypes[64]
+	mi := &file_conclave_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6358,7 +6431,7 @@ func (x *AgentJob) String() string {
 func (*AgentJob) ProtoMessage() {}
 
 func (x *AgentJob) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[64]
+	mi := &file_conclave_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6371,7 +6444,7 @@ func (x *AgentJob) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentJob.ProtoReflect.Descriptor instead.
 func (*AgentJob) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{64}
+	return file_conclave_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *AgentJob) GetJob() *Job {
@@ -6411,7 +6484,7 @@ type AgentHello struct {
 
 func (x *AgentHello) Reset() {
 	*x = AgentHello{}
-	mi := &file_conclave_proto_msgTypes[65]
+	mi := &file_conclave_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6423,7 +6496,7 @@ func (x *AgentHello) String() string {
 func (*AgentHello) ProtoMessage() {}
 
 func (x *AgentHello) ProtoReflect() protoreflect.Message {
-	mi := &file_conclave_proto_msgTypes[65]
+	mi := &file_conclave_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6436,7 +6509,7 @@ func (x *AgentHello) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AgentHello.ProtoReflect.Descriptor instead.
 func (*AgentHello) Descriptor() ([]byte, []int) {
-	return file_conclave_proto_rawDescGZIP(), []int{65}
+	return file_conclave_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *AgentHello) GetVersion() string {
@@ -6450,7 +6523,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xef\b\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9f\t\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -6486,7 +6559,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\rclassified_by\x18\x19 \x01(\tR\fclassifiedBy\x12\x1f\n" +
 	"\vpriced_only\x18\x1a \x01(\bR\n" +
 	"pricedOnly\x12#\n" +
-	"\rprompt_tokens\x18\x1b \x01(\x05R\fpromptTokensB\v\n" +
+	"\rprompt_tokens\x18\x1b \x01(\x05R\fpromptTokens\x12.\n" +
+	"\x05cache\x18\x1c \x01(\v2\x18.conclave.v1.CacheChoiceR\x05cacheB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
@@ -6494,7 +6568,11 @@ const file_conclave_proto_rawDesc = "" +
 	"\x0e_min_responsesB\x17\n" +
 	"\x15_quorum_grace_secondsB\t\n" +
 	"\a_quorumB\r\n" +
-	"\v_quorum_tau\"\x8c\x01\n" +
+	"\v_quorum_tau\"I\n" +
+	"\vCacheChoice\x12\x1f\n" +
+	"\vttl_seconds\x18\x01 \x01(\x05R\n" +
+	"ttlSeconds\x12\x19\n" +
+	"\bno_cache\x18\x02 \x01(\bR\anoCache\"\x8c\x01\n" +
 	"\x05Delta\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x15\n" +
@@ -6653,7 +6731,7 @@ const file_conclave_proto_rawDesc = "" +
 	"error_kind\x18\x0e \x01(\tR\terrorKind\x12\x19\n" +
 	"\bdelay_ms\x18\x0f \x01(\x01R\adelayMs\x12\x1a\n" +
 	"\bstrategy\x18\x10 \x01(\tR\bstrategy\x12!\n" +
-	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xc3\v\n" +
+	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xe4\v\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -6693,7 +6771,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\rfinish_reason\x18\x1d \x01(\tR\ffinishReason\x12-\n" +
 	"\x12dropped_parameters\x18\x1e \x03(\tR\x11droppedParameters\x12\x15\n" +
 	"\x06key_id\x18\x1f \x01(\tR\x05keyId\x12\x19\n" +
-	"\btrace_id\x18  \x01(\tR\atraceIdB\x12\n" +
+	"\btrace_id\x18  \x01(\tR\atraceId\x12\x1f\n" +
+	"\vcached_from\x18\" \x01(\tR\n" +
+	"cachedFromB\x12\n" +
 	"\x10_timeout_secondsJ\x04\b\x1a\x10\x1bR\x04cost\"\xa3\x01\n" +
 	"\rQuorumOutcome\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +
@@ -7135,173 +7215,175 @@ func file_conclave_proto_rawDescGZIP() []byte {
 }
 
 var file_conclave_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 69)
+var file_conclave_proto_msgTypes = make([]protoimpl.MessageInfo, 70)
 var file_conclave_proto_goTypes = []any{
 	(Effect)(0),                   // 0: conclave.v1.Effect
 	(*RouteRequest)(nil),          // 1: conclave.v1.RouteRequest
-	(*Delta)(nil),                 // 2: conclave.v1.Delta
-	(*ToolCallDelta)(nil),         // 3: conclave.v1.ToolCallDelta
-	(*EmbedRequest)(nil),          // 4: conclave.v1.EmbedRequest
-	(*EmbedResult)(nil),           // 5: conclave.v1.EmbedResult
-	(*Vector)(nil),                // 6: conclave.v1.Vector
-	(*Ask)(nil),                   // 7: conclave.v1.Ask
-	(*ChatMessage)(nil),           // 8: conclave.v1.ChatMessage
-	(*ContentPart)(nil),           // 9: conclave.v1.ContentPart
-	(*ToolCall)(nil),              // 10: conclave.v1.ToolCall
-	(*Tool)(nil),                  // 11: conclave.v1.Tool
-	(*ToolChoice)(nil),            // 12: conclave.v1.ToolChoice
-	(*OutputFormat)(nil),          // 13: conclave.v1.OutputFormat
-	(*Sampling)(nil),              // 14: conclave.v1.Sampling
-	(*RemoteRoute)(nil),           // 15: conclave.v1.RemoteRoute
-	(*AwaitRecord)(nil),           // 16: conclave.v1.AwaitRecord
-	(*RecordDurable)(nil),         // 17: conclave.v1.RecordDurable
-	(*Call)(nil),                  // 18: conclave.v1.Call
-	(*JournalEntry)(nil),          // 19: conclave.v1.JournalEntry
-	(*PeerBreakerOpened)(nil),     // 20: conclave.v1.PeerBreakerOpened
-	(*Progress)(nil),              // 21: conclave.v1.Progress
-	(*Execution)(nil),             // 22: conclave.v1.Execution
-	(*QuorumOutcome)(nil),         // 23: conclave.v1.QuorumOutcome
-	(*Classification)(nil),        // 24: conclave.v1.Classification
-	(*Signal)(nil),                // 25: conclave.v1.Signal
-	(*Blueprint)(nil),             // 26: conclave.v1.Blueprint
-	(*Selection)(nil),             // 27: conclave.v1.Selection
-	(*Pick)(nil),                  // 28: conclave.v1.Pick
-	(*Skip)(nil),                  // 29: conclave.v1.Skip
-	(*WorkerResult)(nil),          // 30: conclave.v1.WorkerResult
-	(*ArbiterDecision)(nil),       // 31: conclave.v1.ArbiterDecision
-	(*Ballot)(nil),                // 32: conclave.v1.Ballot
-	(*Phases)(nil),                // 33: conclave.v1.Phases
-	(*BanditUpdate)(nil),          // 34: conclave.v1.BanditUpdate
-	(*Retry)(nil),                 // 35: conclave.v1.Retry
-	(*Failure)(nil),               // 36: conclave.v1.Failure
-	(*Problem)(nil),               // 37: conclave.v1.Problem
-	(*Usage)(nil),                 // 38: conclave.v1.Usage
-	(*RateLimitInfo)(nil),         // 39: conclave.v1.RateLimitInfo
-	(*Job)(nil),                   // 40: conclave.v1.Job
-	(*Dispatch)(nil),              // 41: conclave.v1.Dispatch
-	(*CancelJob)(nil),             // 42: conclave.v1.CancelJob
-	(*JobStarted)(nil),            // 43: conclave.v1.JobStarted
-	(*JobQueued)(nil),             // 44: conclave.v1.JobQueued
-	(*JobResult)(nil),             // 45: conclave.v1.JobResult
-	(*Acquire)(nil),               // 46: conclave.v1.Acquire
-	(*Permit)(nil),                // 47: conclave.v1.Permit
-	(*Outcome)(nil),               // 48: conclave.v1.Outcome
-	(*KeyChanged)(nil),            // 49: conclave.v1.KeyChanged
-	(*CancelRequest)(nil),         // 50: conclave.v1.CancelRequest
-	(*ConsensusInput)(nil),        // 51: conclave.v1.ConsensusInput
-	(*Candidate)(nil),             // 52: conclave.v1.Candidate
-	(*ConsensusResult)(nil),       // 53: conclave.v1.ConsensusResult
-	(*Votes)(nil),                 // 54: conclave.v1.Votes
-	(*Reward)(nil),                // 55: conclave.v1.Reward
-	(*Rewards)(nil),               // 56: conclave.v1.Rewards
-	(*GetExecution)(nil),          // 57: conclave.v1.GetExecution
-	(*ExecutionLookup)(nil),       // 58: conclave.v1.ExecutionLookup
-	(*RecordFeedback)(nil),        // 59: conclave.v1.RecordFeedback
-	(*FeedbackResult)(nil),        // 60: conclave.v1.FeedbackResult
-	(*Flush)(nil),                 // 61: conclave.v1.Flush
-	(*Flushed)(nil),               // 62: conclave.v1.Flushed
-	(*AgentFrame)(nil),            // 63: conclave.v1.AgentFrame
-	(*AgentSetup)(nil),            // 64: conclave.v1.AgentSetup
-	(*AgentJob)(nil),              // 65: conclave.v1.AgentJob
-	(*AgentHello)(nil),            // 66: conclave.v1.AgentHello
-	nil,                           // 67: conclave.v1.Sampling.LogitBiasEntry
-	nil,                           // 68: conclave.v1.Selection.SkipCountsEntry
-	nil,                           // 69: conclave.v1.RecordFeedback.ScoresEntry
-	(*structpb.Struct)(nil),       // 70: google.protobuf.Struct
-	(*timestamppb.Timestamp)(nil), // 71: google.protobuf.Timestamp
-	(*actor.PID)(nil),             // 72: actor.PID
+	(*CacheChoice)(nil),           // 2: conclave.v1.CacheChoice
+	(*Delta)(nil),                 // 3: conclave.v1.Delta
+	(*ToolCallDelta)(nil),         // 4: conclave.v1.ToolCallDelta
+	(*EmbedRequest)(nil),          // 5: conclave.v1.EmbedRequest
+	(*EmbedResult)(nil),           // 6: conclave.v1.EmbedResult
+	(*Vector)(nil),                // 7: conclave.v1.Vector
+	(*Ask)(nil),                   // 8: conclave.v1.Ask
+	(*ChatMessage)(nil),           // 9: conclave.v1.ChatMessage
+	(*ContentPart)(nil),           // 10: conclave.v1.ContentPart
+	(*ToolCall)(nil),              // 11: conclave.v1.ToolCall
+	(*Tool)(nil),                  // 12: conclave.v1.Tool
+	(*ToolChoice)(nil),            // 13: conclave.v1.ToolChoice
+	(*OutputFormat)(nil),          // 14: conclave.v1.OutputFormat
+	(*Sampling)(nil),              // 15: conclave.v1.Sampling
+	(*RemoteRoute)(nil),           // 16: conclave.v1.RemoteRoute
+	(*AwaitRecord)(nil),           // 17: conclave.v1.AwaitRecord
+	(*RecordDurable)(nil),         // 18: conclave.v1.RecordDurable
+	(*Call)(nil),                  // 19: conclave.v1.Call
+	(*JournalEntry)(nil),          // 20: conclave.v1.JournalEntry
+	(*PeerBreakerOpened)(nil),     // 21: conclave.v1.PeerBreakerOpened
+	(*Progress)(nil),              // 22: conclave.v1.Progress
+	(*Execution)(nil),             // 23: conclave.v1.Execution
+	(*QuorumOutcome)(nil),         // 24: conclave.v1.QuorumOutcome
+	(*Classification)(nil),        // 25: conclave.v1.Classification
+	(*Signal)(nil),                // 26: conclave.v1.Signal
+	(*Blueprint)(nil),             // 27: conclave.v1.Blueprint
+	(*Selection)(nil),             // 28: conclave.v1.Selection
+	(*Pick)(nil),                  // 29: conclave.v1.Pick
+	(*Skip)(nil),                  // 30: conclave.v1.Skip
+	(*WorkerResult)(nil),          // 31: conclave.v1.WorkerResult
+	(*ArbiterDecision)(nil),       // 32: conclave.v1.ArbiterDecision
+	(*Ballot)(nil),                // 33: conclave.v1.Ballot
+	(*Phases)(nil),                // 34: conclave.v1.Phases
+	(*BanditUpdate)(nil),          // 35: conclave.v1.BanditUpdate
+	(*Retry)(nil),                 // 36: conclave.v1.Retry
+	(*Failure)(nil),               // 37: conclave.v1.Failure
+	(*Problem)(nil),               // 38: conclave.v1.Problem
+	(*Usage)(nil),                 // 39: conclave.v1.Usage
+	(*RateLimitInfo)(nil),         // 40: conclave.v1.RateLimitInfo
+	(*Job)(nil),                   // 41: conclave.v1.Job
+	(*Dispatch)(nil),              // 42: conclave.v1.Dispatch
+	(*CancelJob)(nil),             // 43: conclave.v1.CancelJob
+	(*JobStarted)(nil),            // 44: conclave.v1.JobStarted
+	(*JobQueued)(nil),             // 45: conclave.v1.JobQueued
+	(*JobResult)(nil),             // 46: conclave.v1.JobResult
+	(*Acquire)(nil),               // 47: conclave.v1.Acquire
+	(*Permit)(nil),                // 48: conclave.v1.Permit
+	(*Outcome)(nil),               // 49: conclave.v1.Outcome
+	(*KeyChanged)(nil),            // 50: conclave.v1.KeyChanged
+	(*CancelRequest)(nil),         // 51: conclave.v1.CancelRequest
+	(*ConsensusInput)(nil),        // 52: conclave.v1.ConsensusInput
+	(*Candidate)(nil),             // 53: conclave.v1.Candidate
+	(*ConsensusResult)(nil),       // 54: conclave.v1.ConsensusResult
+	(*Votes)(nil),                 // 55: conclave.v1.Votes
+	(*Reward)(nil),                // 56: conclave.v1.Reward
+	(*Rewards)(nil),               // 57: conclave.v1.Rewards
+	(*GetExecution)(nil),          // 58: conclave.v1.GetExecution
+	(*ExecutionLookup)(nil),       // 59: conclave.v1.ExecutionLookup
+	(*RecordFeedback)(nil),        // 60: conclave.v1.RecordFeedback
+	(*FeedbackResult)(nil),        // 61: conclave.v1.FeedbackResult
+	(*Flush)(nil),                 // 62: conclave.v1.Flush
+	(*Flushed)(nil),               // 63: conclave.v1.Flushed
+	(*AgentFrame)(nil),            // 64: conclave.v1.AgentFrame
+	(*AgentSetup)(nil),            // 65: conclave.v1.AgentSetup
+	(*AgentJob)(nil),              // 66: conclave.v1.AgentJob
+	(*AgentHello)(nil),            // 67: conclave.v1.AgentHello
+	nil,                           // 68: conclave.v1.Sampling.LogitBiasEntry
+	nil,                           // 69: conclave.v1.Selection.SkipCountsEntry
+	nil,                           // 70: conclave.v1.RecordFeedback.ScoresEntry
+	(*structpb.Struct)(nil),       // 71: google.protobuf.Struct
+	(*timestamppb.Timestamp)(nil), // 72: google.protobuf.Timestamp
+	(*actor.PID)(nil),             // 73: actor.PID
 }
 var file_conclave_proto_depIdxs = []int32{
-	70, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
-	71, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
-	72, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
-	7,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
-	72, // 4: conclave.v1.RouteRequest.stream_to:type_name -> actor.PID
-	3,  // 5: conclave.v1.Delta.tool_calls:type_name -> conclave.v1.ToolCallDelta
-	71, // 6: conclave.v1.EmbedRequest.received_at:type_name -> google.protobuf.Timestamp
-	22, // 7: conclave.v1.EmbedResult.execution:type_name -> conclave.v1.Execution
-	6,  // 8: conclave.v1.EmbedResult.vectors:type_name -> conclave.v1.Vector
-	8,  // 9: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
-	11, // 10: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
-	12, // 11: conclave.v1.Ask.tool_choice:type_name -> conclave.v1.ToolChoice
-	13, // 12: conclave.v1.Ask.response_format:type_name -> conclave.v1.OutputFormat
-	14, // 13: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
-	9,  // 14: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
-	10, // 15: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
-	67, // 16: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
-	1,  // 17: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
-	71, // 18: conclave.v1.Call.opened_at:type_name -> google.protobuf.Timestamp
-	71, // 19: conclave.v1.Call.deadline:type_name -> google.protobuf.Timestamp
-	71, // 20: conclave.v1.Call.settled_at:type_name -> google.protobuf.Timestamp
-	38, // 21: conclave.v1.Call.usage:type_name -> conclave.v1.Usage
-	18, // 22: conclave.v1.JournalEntry.call:type_name -> conclave.v1.Call
-	71, // 23: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
-	71, // 24: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
-	71, // 25: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
-	70, // 26: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
-	24, // 27: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
-	26, // 28: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
-	27, // 29: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
-	30, // 30: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
-	31, // 31: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
-	33, // 32: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
-	34, // 33: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
-	35, // 34: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
-	36, // 35: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
-	34, // 36: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
-	71, // 37: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
-	71, // 38: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
-	38, // 39: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
-	23, // 40: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
-	10, // 41: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
-	25, // 42: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
-	28, // 43: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
-	68, // 44: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
-	29, // 45: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
-	38, // 46: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
-	10, // 47: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
-	38, // 48: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
-	32, // 49: conclave.v1.ArbiterDecision.ballots:type_name -> conclave.v1.Ballot
-	37, // 50: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
-	71, // 51: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
-	7,  // 52: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
-	40, // 53: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
-	72, // 54: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
-	38, // 55: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
-	39, // 56: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	10, // 57: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
-	71, // 58: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
-	72, // 59: conclave.v1.Acquire.reply_to:type_name -> actor.PID
-	41, // 60: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
-	72, // 61: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
-	71, // 62: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
-	39, // 63: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
-	0,  // 64: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
-	0,  // 65: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
-	52, // 66: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
-	71, // 67: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
-	71, // 68: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
-	13, // 69: conclave.v1.ConsensusInput.response_format:type_name -> conclave.v1.OutputFormat
-	11, // 70: conclave.v1.ConsensusInput.tools:type_name -> conclave.v1.Tool
-	10, // 71: conclave.v1.Candidate.tool_calls:type_name -> conclave.v1.ToolCall
-	31, // 72: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
-	37, // 73: conclave.v1.ConsensusResult.failure_details:type_name -> conclave.v1.Problem
-	55, // 74: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
-	22, // 75: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
-	69, // 76: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
-	34, // 77: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
-	64, // 78: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
-	65, // 79: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
-	45, // 80: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
-	42, // 81: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
-	66, // 82: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
-	2,  // 83: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
-	40, // 84: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
-	85, // [85:85] is the sub-list for method output_type
-	85, // [85:85] is the sub-list for method input_type
-	85, // [85:85] is the sub-list for extension type_name
-	85, // [85:85] is the sub-list for extension extendee
-	0,  // [0:85] is the sub-list for field type_name
+	71, // 0: conclave.v1.RouteRequest.metadata:type_name -> google.protobuf.Struct
+	72, // 1: conclave.v1.RouteRequest.received_at:type_name -> google.protobuf.Timestamp
+	73, // 2: conclave.v1.RouteRequest.progress_to:type_name -> actor.PID
+	8,  // 3: conclave.v1.RouteRequest.ask:type_name -> conclave.v1.Ask
+	73, // 4: conclave.v1.RouteRequest.stream_to:type_name -> actor.PID
+	2,  // 5: conclave.v1.RouteRequest.cache:type_name -> conclave.v1.CacheChoice
+	4,  // 6: conclave.v1.Delta.tool_calls:type_name -> conclave.v1.ToolCallDelta
+	72, // 7: conclave.v1.EmbedRequest.received_at:type_name -> google.protobuf.Timestamp
+	23, // 8: conclave.v1.EmbedResult.execution:type_name -> conclave.v1.Execution
+	7,  // 9: conclave.v1.EmbedResult.vectors:type_name -> conclave.v1.Vector
+	9,  // 10: conclave.v1.Ask.messages:type_name -> conclave.v1.ChatMessage
+	12, // 11: conclave.v1.Ask.tools:type_name -> conclave.v1.Tool
+	13, // 12: conclave.v1.Ask.tool_choice:type_name -> conclave.v1.ToolChoice
+	14, // 13: conclave.v1.Ask.response_format:type_name -> conclave.v1.OutputFormat
+	15, // 14: conclave.v1.Ask.sampling:type_name -> conclave.v1.Sampling
+	10, // 15: conclave.v1.ChatMessage.content:type_name -> conclave.v1.ContentPart
+	11, // 16: conclave.v1.ChatMessage.tool_calls:type_name -> conclave.v1.ToolCall
+	68, // 17: conclave.v1.Sampling.logit_bias:type_name -> conclave.v1.Sampling.LogitBiasEntry
+	1,  // 18: conclave.v1.RemoteRoute.request:type_name -> conclave.v1.RouteRequest
+	72, // 19: conclave.v1.Call.opened_at:type_name -> google.protobuf.Timestamp
+	72, // 20: conclave.v1.Call.deadline:type_name -> google.protobuf.Timestamp
+	72, // 21: conclave.v1.Call.settled_at:type_name -> google.protobuf.Timestamp
+	39, // 22: conclave.v1.Call.usage:type_name -> conclave.v1.Usage
+	19, // 23: conclave.v1.JournalEntry.call:type_name -> conclave.v1.Call
+	72, // 24: conclave.v1.PeerBreakerOpened.open_until:type_name -> google.protobuf.Timestamp
+	72, // 25: conclave.v1.Execution.received_at:type_name -> google.protobuf.Timestamp
+	72, // 26: conclave.v1.Execution.completed_at:type_name -> google.protobuf.Timestamp
+	71, // 27: conclave.v1.Execution.metadata:type_name -> google.protobuf.Struct
+	25, // 28: conclave.v1.Execution.classification:type_name -> conclave.v1.Classification
+	27, // 29: conclave.v1.Execution.blueprint:type_name -> conclave.v1.Blueprint
+	28, // 30: conclave.v1.Execution.selection:type_name -> conclave.v1.Selection
+	31, // 31: conclave.v1.Execution.results:type_name -> conclave.v1.WorkerResult
+	32, // 32: conclave.v1.Execution.decision:type_name -> conclave.v1.ArbiterDecision
+	34, // 33: conclave.v1.Execution.phases:type_name -> conclave.v1.Phases
+	35, // 34: conclave.v1.Execution.bandit_updates:type_name -> conclave.v1.BanditUpdate
+	36, // 35: conclave.v1.Execution.retries:type_name -> conclave.v1.Retry
+	37, // 36: conclave.v1.Execution.error:type_name -> conclave.v1.Failure
+	35, // 37: conclave.v1.Execution.feedback:type_name -> conclave.v1.BanditUpdate
+	72, // 38: conclave.v1.Execution.feedback_at:type_name -> google.protobuf.Timestamp
+	72, // 39: conclave.v1.Execution.deadline:type_name -> google.protobuf.Timestamp
+	39, // 40: conclave.v1.Execution.usage:type_name -> conclave.v1.Usage
+	24, // 41: conclave.v1.Execution.quorum:type_name -> conclave.v1.QuorumOutcome
+	11, // 42: conclave.v1.Execution.tool_calls:type_name -> conclave.v1.ToolCall
+	26, // 43: conclave.v1.Classification.signals:type_name -> conclave.v1.Signal
+	29, // 44: conclave.v1.Selection.picks:type_name -> conclave.v1.Pick
+	69, // 45: conclave.v1.Selection.skip_counts:type_name -> conclave.v1.Selection.SkipCountsEntry
+	30, // 46: conclave.v1.Selection.skipped:type_name -> conclave.v1.Skip
+	39, // 47: conclave.v1.WorkerResult.usage:type_name -> conclave.v1.Usage
+	11, // 48: conclave.v1.WorkerResult.tool_calls:type_name -> conclave.v1.ToolCall
+	39, // 49: conclave.v1.ArbiterDecision.arbiter_usage:type_name -> conclave.v1.Usage
+	33, // 50: conclave.v1.ArbiterDecision.ballots:type_name -> conclave.v1.Ballot
+	38, // 51: conclave.v1.Failure.details:type_name -> conclave.v1.Problem
+	72, // 52: conclave.v1.Job.deadline:type_name -> google.protobuf.Timestamp
+	8,  // 53: conclave.v1.Job.ask:type_name -> conclave.v1.Ask
+	41, // 54: conclave.v1.Dispatch.job:type_name -> conclave.v1.Job
+	73, // 55: conclave.v1.Dispatch.reply_to:type_name -> actor.PID
+	39, // 56: conclave.v1.JobResult.usage:type_name -> conclave.v1.Usage
+	40, // 57: conclave.v1.JobResult.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	11, // 58: conclave.v1.JobResult.tool_calls:type_name -> conclave.v1.ToolCall
+	72, // 59: conclave.v1.Acquire.deadline:type_name -> google.protobuf.Timestamp
+	73, // 60: conclave.v1.Acquire.reply_to:type_name -> actor.PID
+	42, // 61: conclave.v1.Acquire.dispatch:type_name -> conclave.v1.Dispatch
+	73, // 62: conclave.v1.Acquire.dispatch_to:type_name -> actor.PID
+	72, // 63: conclave.v1.Acquire.queue_by:type_name -> google.protobuf.Timestamp
+	40, // 64: conclave.v1.Outcome.rate_limit:type_name -> conclave.v1.RateLimitInfo
+	0,  // 65: conclave.v1.Outcome.provider_effect:type_name -> conclave.v1.Effect
+	0,  // 66: conclave.v1.Outcome.model_effect:type_name -> conclave.v1.Effect
+	53, // 67: conclave.v1.ConsensusInput.candidates:type_name -> conclave.v1.Candidate
+	72, // 68: conclave.v1.ConsensusInput.deadline:type_name -> google.protobuf.Timestamp
+	72, // 69: conclave.v1.ConsensusInput.queue_by:type_name -> google.protobuf.Timestamp
+	14, // 70: conclave.v1.ConsensusInput.response_format:type_name -> conclave.v1.OutputFormat
+	12, // 71: conclave.v1.ConsensusInput.tools:type_name -> conclave.v1.Tool
+	11, // 72: conclave.v1.Candidate.tool_calls:type_name -> conclave.v1.ToolCall
+	32, // 73: conclave.v1.ConsensusResult.decision:type_name -> conclave.v1.ArbiterDecision
+	38, // 74: conclave.v1.ConsensusResult.failure_details:type_name -> conclave.v1.Problem
+	56, // 75: conclave.v1.Rewards.rewards:type_name -> conclave.v1.Reward
+	23, // 76: conclave.v1.ExecutionLookup.execution:type_name -> conclave.v1.Execution
+	70, // 77: conclave.v1.RecordFeedback.scores:type_name -> conclave.v1.RecordFeedback.ScoresEntry
+	35, // 78: conclave.v1.FeedbackResult.updates:type_name -> conclave.v1.BanditUpdate
+	65, // 79: conclave.v1.AgentFrame.setup:type_name -> conclave.v1.AgentSetup
+	66, // 80: conclave.v1.AgentFrame.job:type_name -> conclave.v1.AgentJob
+	46, // 81: conclave.v1.AgentFrame.result:type_name -> conclave.v1.JobResult
+	43, // 82: conclave.v1.AgentFrame.cancel:type_name -> conclave.v1.CancelJob
+	67, // 83: conclave.v1.AgentFrame.hello:type_name -> conclave.v1.AgentHello
+	3,  // 84: conclave.v1.AgentFrame.delta:type_name -> conclave.v1.Delta
+	41, // 85: conclave.v1.AgentJob.job:type_name -> conclave.v1.Job
+	86, // [86:86] is the sub-list for method output_type
+	86, // [86:86] is the sub-list for method input_type
+	86, // [86:86] is the sub-list for extension type_name
+	86, // [86:86] is the sub-list for extension extendee
+	0,  // [0:86] is the sub-list for field type_name
 }
 
 func init() { file_conclave_proto_init() }
@@ -7310,11 +7392,11 @@ func file_conclave_proto_init() {
 		return
 	}
 	file_conclave_proto_msgTypes[0].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[13].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[21].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[39].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[58].OneofWrappers = []any{}
-	file_conclave_proto_msgTypes[62].OneofWrappers = []any{
+	file_conclave_proto_msgTypes[14].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[22].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[40].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[59].OneofWrappers = []any{}
+	file_conclave_proto_msgTypes[63].OneofWrappers = []any{
 		(*AgentFrame_Setup)(nil),
 		(*AgentFrame_Job)(nil),
 		(*AgentFrame_Result)(nil),
@@ -7328,7 +7410,7 @@ func file_conclave_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_conclave_proto_rawDesc), len(file_conclave_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   69,
+			NumMessages:   70,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -38,6 +38,7 @@ Key flags:
   --budget-period P        1d, 7d, 30d, or "" for the key's whole life
   --rpm N, --tpm N         requests and tokens per minute (0: no limit)
   --max-concurrency N      requests at once (0: no limit)
+  --cache-ttl-seconds N    keep the key's answers in the exact answer cache this long (0: no cache)
   --models GLOBS           comma-separated globs over model ids: openai/*,conclave/* ("" for every model)
   --expires-at T           RFC 3339 time the key stops working ("never" to remove it)
   --metadata JSON          a JSON object kept with the key
@@ -96,7 +97,7 @@ type keysInvocation struct {
 }
 
 // keyFlags are the flags that set a key's fields.
-var keyFlags = []string{"name", "budget-usd", "budget-period", "rpm", "tpm", "max-concurrency", "models", "expires-at", "metadata"}
+var keyFlags = []string{"name", "budget-usd", "budget-period", "rpm", "tpm", "max-concurrency", "cache-ttl-seconds", "models", "expires-at", "metadata"}
 
 // parseKeysCommand reads a command's flags, which may come before or after the key id. For --help it
 // returns flag.ErrHelp.
@@ -291,7 +292,7 @@ func keyBody(fields map[string]*string, given map[string]bool) (map[string]any, 
 			} else {
 				return nil, fmt.Errorf("--budget-usd %q is not a decimal number of dollars (or none): %w", *v, err)
 			}
-		case "rpm", "tpm", "max-concurrency":
+		case "rpm", "tpm", "max-concurrency", "cache-ttl-seconds":
 			n, err := strconv.Atoi(*v)
 			if err != nil {
 				return nil, fmt.Errorf("--%s %q is not a whole number", flagName, *v)

@@ -138,6 +138,8 @@ type Engine struct {
 	tracing *tracing.Tracing
 	// classifying asks config classify.model about unsure classifications; nil without one.
 	classifying *modelClassifier
+	// answers is the exact answer cache (answers.go).
+	answers answers
 
 	inflight  sync.WaitGroup
 	closing   atomic.Bool
@@ -292,6 +294,7 @@ func (e *Engine) buildOverStore(a *assembly) error {
 	e.openKeys()
 	e.openBooks()
 	e.shareKeyChanges()
+	e.openAnswers()
 	return e.buildTransports(a)
 }
 
@@ -635,10 +638,15 @@ func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest, onDelta 
 		return refusal, nil
 	}
 	e.addFallbacks(req, key)
-	// Counted once, by the tokenizer: the providers' tokens per minute and the models' windows read it.
-	req.PromptTokens = int32(min(tokens.Count(tokens.O200k, req.Task), math.MaxInt32))
-	e.hint(ctx, req)
-	exec, err := e.route(ctx, req, onDelta)
+	choice, cacheKey := e.answers.choose(req, key)
+	exec, err := e.answers.lookup(ctx, req, choice, cacheKey)
+	if exec == nil {
+		// Counted once, by the tokenizer: the providers' tokens per minute and the models' windows read it.
+		req.PromptTokens = int32(min(tokens.Count(tokens.O200k, req.Task), math.MaxInt32))
+		e.hint(ctx, req)
+		exec, err = e.route(ctx, req, onDelta)
+		e.answers.keep(choice, cacheKey, exec)
+	}
 	if key != nil {
 		if exec == nil {
 			exec = &messages.Execution{StatusCode: http.StatusInternalServerError}

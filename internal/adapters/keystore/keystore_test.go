@@ -68,11 +68,11 @@ func newKey(t *testing.T, s keystore.Store, id, secret string, c keys.Changes) k
 func TestKeysKeepWhatTheyAreGiven(t *testing.T) {
 	stores(t, func(t *testing.T, s keystore.Store, charge charger) {
 		ctx := context.Background()
-		name, budget, rpm, period := "team-a", 2_500_000_000*money.NanoDollar, 3, keys.Week
+		name, budget, rpm, period, cacheTTL := "team-a", 2_500_000_000*money.NanoDollar, 3, keys.Week, 600
 		models := []string{"openai/*", "conclave/*"}
 		expiry := created.Add(48 * time.Hour)
 		newKey(t, s, "key_a", "ck-a", keys.Changes{Name: &name, Budget: &budget, RPM: &rpm, Period: &period, Models: &models,
-			ExpiresAt: &expiry, Metadata: []byte(`{"team":"a"}`)})
+			ExpiresAt: &expiry, Metadata: []byte(`{"team":"a"}`), CacheTTLSeconds: &cacheTTL})
 		other := "team-b"
 		newKey(t, s, "key_b", "ck-b", keys.Changes{Name: &other})
 
@@ -80,7 +80,7 @@ func TestKeysKeepWhatTheyAreGiven(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if k.ID != "key_a" || k.Name != name || *k.Budget != budget || k.RPM != 3 || k.Period != keys.Week || len(k.Models) != 2 ||
+		if k.ID != "key_a" || k.Name != name || *k.Budget != budget || k.RPM != 3 || k.Period != keys.Week || len(k.Models) != 2 || k.CacheTTLSeconds != 600 ||
 			!k.ExpiresAt.Equal(expiry) || k.RevokedAt != nil || k.LastUsedAt != nil || !k.CreatedAt.Equal(created) {
 			t.Fatalf("key read back as %+v", k)
 		}
@@ -113,9 +113,9 @@ func TestUpdatesAndRevocations(t *testing.T) {
 			t.Fatal(err)
 		}
 		later := created.Add(time.Hour)
-		rpm := 7
-		k, err := s.Update(ctx, "key_a", keys.Changes{RPM: &rpm, ClearBudget: true}, later)
-		if err != nil || k.RPM != 7 || k.Budget != nil || k.Name != name || !k.UpdatedAt.Equal(later) || k.Spent(later) != money.Dollar/4 {
+		rpm, cacheTTL := 7, 30
+		k, err := s.Update(ctx, "key_a", keys.Changes{RPM: &rpm, ClearBudget: true, CacheTTLSeconds: &cacheTTL}, later)
+		if err != nil || k.RPM != 7 || k.CacheTTLSeconds != 30 || k.Budget != nil || k.Name != name || !k.UpdatedAt.Equal(later) || k.Spent(later) != money.Dollar/4 {
 			t.Fatalf("updated to %+v, %v", k, err)
 		}
 		week := keys.Week

@@ -70,8 +70,8 @@ type (
 		URL       string `json:"url,omitempty"`
 	}
 	anthropicTool struct {
-		Name        string          `json:"name"`
-		Description string          `json:"description,omitempty"`
+		Name         string          `json:"name"`
+		Description  string          `json:"description,omitempty"`
 		InputSchema  json.RawMessage `json:"input_schema"`
 		Strict       bool            `json:"strict,omitempty"`
 		CacheControl *anthropicCache `json:"cache_control,omitempty"`

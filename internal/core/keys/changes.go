@@ -32,14 +32,18 @@ type Changes struct {
 	ClearBudget              bool
 	Period                   *Period
 	RPM, TPM, MaxConcurrency *int
+	CacheTTLSeconds          *int
 	Models                   *[]string
 	ExpiresAt                *time.Time
 	ClearExpiry              bool
 	Metadata                 []byte
 }
 
+// MaxCacheTTLSeconds is the longest a key keeps its answers in the exact answer cache: 30 days.
+const MaxCacheTTLSeconds = 30 * 24 * 3600
+
 // fields are what a body may hold; anything else is refused by name.
-var fields = []string{"name", "budget_usd", "budget_period", "rpm", "tpm", "max_concurrency", "models", "expires_at", "metadata"}
+var fields = []string{"name", "budget_usd", "budget_period", "rpm", "tpm", "max_concurrency", "cache_ttl_seconds", "models", "expires_at", "metadata"}
 
 // ReadChanges reads the JSON object of POST /admin/keys (creating: name is required, and an expiry
 // must be after now) or of PATCH /admin/keys/:id (which may expire a key at once), and lists every
@@ -148,7 +152,10 @@ func (r *changeReader) readLimits() {
 	for _, f := range []struct {
 		name string
 		to   **int
-	}{{"rpm", &r.c.RPM}, {"tpm", &r.c.TPM}, {"max_concurrency", &r.c.MaxConcurrency}} {
+		most int
+		zero string
+	}{{"rpm", &r.c.RPM, MaxLimit, "no limit"}, {"tpm", &r.c.TPM, MaxLimit, "no limit"}, {"max_concurrency", &r.c.MaxConcurrency, MaxLimit, "no limit"},
+		{"cache_ttl_seconds", &r.c.CacheTTLSeconds, MaxCacheTTLSeconds, "no cache"}} {
 		raw, ok := r.obj[f.name]
 		if !ok {
 			continue
@@ -156,8 +163,8 @@ func (r *changeReader) readLimits() {
 		var n int
 		if r.null(f.name) {
 			n = 0
-		} else if err := json.Unmarshal(raw, &n); err != nil || n < 0 || n > MaxLimit {
-			r.bad.Add(f.name, fmt.Sprintf("must be a whole number from 0 (no limit) to %d", MaxLimit))
+		} else if err := json.Unmarshal(raw, &n); err != nil || n < 0 || n > f.most {
+			r.bad.Add(f.name, fmt.Sprintf("must be a whole number from 0 (%s) to %d", f.zero, f.most))
 			continue
 		}
 		*f.to = &n
@@ -251,7 +258,7 @@ func (c Changes) Apply(k Key, now time.Time) Key {
 	for _, f := range []struct {
 		from *int
 		to   *int
-	}{{c.RPM, &k.RPM}, {c.TPM, &k.TPM}, {c.MaxConcurrency, &k.MaxConcurrency}} {
+	}{{c.RPM, &k.RPM}, {c.TPM, &k.TPM}, {c.MaxConcurrency, &k.MaxConcurrency}, {c.CacheTTLSeconds, &k.CacheTTLSeconds}} {
 		if f.from != nil {
 			*f.to = *f.from
 		}

@@ -37,6 +37,9 @@ type Key struct {
 	Models []string
 	// ExpiresAt, when set, is when the key stops working.
 	ExpiresAt *time.Time
+	// CacheTTLSeconds, when positive, keeps the answers to the key's requests in the exact answer
+	// cache that long (a request's own choice comes first).
+	CacheTTLSeconds int
 	// Metadata is the caller's own JSON object, kept as given.
 	Metadata              []byte
 	CreatedAt, UpdatedAt  time.Time

@@ -73,7 +73,10 @@ type Config struct {
 	// MaxInflightBytes bounds the bytes of the tasks, asks and answers of the requests running at once;
 	// beyond it new requests get 503 with Retry-After, and answers are dropped (their calls overloaded).
 	MaxInflightBytes int64 `json:"max_inflight_bytes"`
-	Workers          int   `json:"workers"`
+	// Cache bounds the exact answer cache (in Redis when REDIS_URL is set, shared by the controllers;
+	// in memory otherwise).
+	Cache   Cache `json:"cache"`
+	Workers int   `json:"workers"`
 	// Fleet, when set, is a fleet file: jobs go to its worker hosts over SSH instead of the in-process
 	// workers. DevInsecureHostKeys skips verifying their keys (development only).
 	Fleet               string             `json:"fleet"`
@@ -260,6 +263,12 @@ type ProviderModel struct {
 	Capabilities []string `json:"capabilities"`
 }
 
+// Cache is the exact answer cache's bound.
+type Cache struct {
+	// MaxBytes bounds the answers kept; past it the least recently read go first.
+	MaxBytes int64 `json:"max_bytes"`
+}
+
 // Retry tunes retries.
 type Retry struct {
 	// Scale multiplies the retry table's backoff delays (1 = the table).
@@ -283,6 +292,7 @@ func Default() Config {
 		SpoolMaxBytes:          1 << 30,
 		RedisPrefix:            "conclave",
 		MaxInflightBytes:       256 << 20,
+		Cache:                  Cache{MaxBytes: 64 << 20},
 		Workers:                8,
 		WorkerSlots:            16,
 		Sim:                    SimConfig{Seed: 1, LatencyScale: 0.05, Faults: Fault{ServerErrorRate: 0.01, RateLimitRate: 0.005}},
@@ -602,6 +612,7 @@ func (c Config) checkSizes(l *errorList) {
 	l.between("records retention_days", float64(c.Records.RetentionDays), 0, 36500)
 	l.between("spool_max_bytes", float64(c.SpoolMaxBytes), 1<<20, 1<<40)
 	l.between("max_inflight_bytes", float64(c.MaxInflightBytes), 0, 16<<30)
+	l.between("cache max_bytes", float64(c.Cache.MaxBytes), 1, 1<<40)
 	if c.MaxInflightBytes > 0 && c.MaxInflightBytes < c.MaxBodyBytes {
 		l.bad("max_inflight_bytes (%d) must not be below max_body_bytes (%d)", c.MaxInflightBytes, c.MaxBodyBytes)
 	}
