@@ -18,11 +18,16 @@ import (
 
 // planRequest is what the plan needs of the request, with the parameters strict_parameters holds it to.
 func (c *CoordinatorActor) planRequest() plan.Request {
-	var strict []string
+	// A model must carry what the caller reads in the answer (its log probabilities), and with
+	// strict_parameters every parameter.
+	params := fleet.ParamsOf(c.req.GetAsk().GetSampling())
+	strict := params.Insisted()
 	if c.req.StrictParameters {
-		strict = fleet.ParamsOf(c.req.GetAsk().GetSampling()).Given()
+		strict = params.Given()
 	}
-	return execution.Request(c.req, strict)
+	r := execution.Request(c.req, strict)
+	r.Strict = c.req.StrictParameters
+	return r
 }
 
 // settle tells an adaptive quorum whether the answers so far settle the request: the leading

@@ -7,6 +7,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"reflect"
@@ -354,5 +355,44 @@ func streamText(t *testing.T, u *upstreams, client openai.Client, upstream *prov
 	}
 	if rec := u.record(acc.ID); rec["answer"] != answer {
 		t.Fatalf("the record's answer %v", rec["answer"])
+	}
+}
+
+// TestOpenAIGoAsksForLogprobs: logprobs and top_logprobs reach an OpenAI-format upstream and its log
+// probabilities come back on the answer (checked against the specification by ask's check); a model
+// whose provider's format has no log probabilities is refused, naming them, and nothing is sent.
+func TestOpenAIGoAsksForLogprobs(t *testing.T) {
+	u := contractUpstreams(t)
+	client := sdkClient(u.testbed, sdkToken)
+	const logprobs = `{"content":[{"token":"N","logprob":-0.01,"bytes":[78],"top_logprobs":[{"token":"N","logprob":-0.01,"bytes":[78]},` +
+		`{"token":"O","logprob":-4.6,"bytes":[79]}]}],"refusal":null}`
+	u.local.Queue(providertest.Response{Body: `{"id":"chatcmpl-9","object":"chat.completion","created":1767225600,"model":"qwen-a",` +
+		`"choices":[{"index":0,"message":{"role":"assistant","content":"N","refusal":null},"logprobs":` + logprobs + `,"finish_reason":"stop"}],` +
+		`"usage":{"prompt_tokens":9,"completion_tokens":1,"total_tokens":10}}`})
+	params := func(model string) openai.ChatCompletionNewParams {
+		return openai.ChatCompletionNewParams{Model: model, Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(mcq)},
+			Logprobs: openai.Bool(true), TopLogprobs: openai.Int(2)}
+	}
+	resp, err := client.Chat.Completions.New(context.Background(), params(directModel))
+	if err != nil {
+		t.Fatal(err)
+	}
+	meetsSpec(t, "/chat/completions", http.StatusOK, resp.RawJSON())
+	if body := sent(t, u.local); body["logprobs"] != true || body["top_logprobs"] != 2.0 {
+		t.Fatalf("the upstream received %v", body)
+	}
+	lp := resp.Choices[0].Logprobs
+	if len(lp.Content) != 1 || lp.Content[0].Token != "N" || len(lp.Content[0].TopLogprobs) != 2 || lp.Content[0].TopLogprobs[1].Token != "O" {
+		t.Fatalf("the answer's logprobs %s", resp.RawJSON())
+	}
+	calls := u.modelCalls()
+	_, err = client.Chat.Completions.New(context.Background(), params("claude-3-5-haiku-20241022"))
+	var apiErr *openai.Error
+	if !errors.As(err, &apiErr) || apiErr.StatusCode/100 != 4 || !strings.Contains(apiErr.RawJSON(), "logprobs") || u.modelCalls() != calls {
+		t.Fatalf("logprobs of a model whose format has none: %v %s", err, apiErr.RawJSON())
+	}
+	if resp, raw := u.do(http.MethodPost, "/v1/chat/completions", map[string]any{"model": directModel, "top_logprobs": 2,
+		"messages": []map[string]any{{"role": "user", "content": mcq}}}, nil); resp.StatusCode != http.StatusBadRequest || !strings.Contains(string(raw), "logprobs: true") {
+		t.Fatalf("top_logprobs without logprobs: %d %s", resp.StatusCode, raw)
 	}
 }

@@ -214,15 +214,28 @@ type completion struct {
 }
 
 type completionChoice struct {
-	Index        int               `json:"index"`
-	Message      completionMessage `json:"message"`
-	Logprobs     *noLogprobs       `json:"logprobs"`
-	FinishReason string            `json:"finish_reason"`
+	Index   int               `json:"index"`
+	Message completionMessage `json:"message"`
+	// Logprobs are the chosen answer's log probabilities when they were asked for (OpenAI's shape, as its
+	// model's provider wrote them), else null: the specification requires the field.
+	Logprobs     json.RawMessage `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
 }
 
-// noLogprobs is a choice's log probabilities, which Conclave does not return: the field is null, as
-// OpenAI's specification requires it to be present.
+// noLogprobs is a streamed chunk's log probabilities, which Conclave does not relay: null.
 type noLogprobs struct{}
+
+// chosenLogprobs are the log probabilities of the answer returned: those of its model's call, when it
+// asked for them.
+func chosenLogprobs(e *messages.Execution) json.RawMessage {
+	chosen := e.GetDecision().GetChosenModel()
+	for _, r := range e.Results {
+		if r.Status == "ok" && r.Logprobs != "" && (chosen == "" || r.Model == chosen) {
+			return json.RawMessage(r.Logprobs)
+		}
+	}
+	return nil
+}
 
 // completionMessage is the answer's message: its content is null when the answer is only tool calls,
 // as OpenAI writes it; refusal is always null (a refusal is a model's text like any other here).
@@ -279,7 +292,7 @@ type conclaveExtension struct {
 func renderCompletion(e *messages.Execution, model string) completion {
 	return completion{
 		ID: e.RequestId, Object: "chat.completion", Created: e.GetReceivedAt().AsTime().Unix(), Model: model,
-		Choices:  []completionChoice{{Message: answerMessage(e), FinishReason: finishReason(e)}},
+		Choices:  []completionChoice{{Message: answerMessage(e), Logprobs: chosenLogprobs(e), FinishReason: finishReason(e)}},
 		Usage:    completionUsageOf(e.GetUsage()),
 		Conclave: extensionOf(e),
 	}

@@ -37,7 +37,7 @@ type samplingParams []samplingParam
 // them (chat completions also takes parallel_tool_calls, with its tools).
 var samplingFields = map[string]bool{
 	"temperature": true, "top_p": true, "max_tokens": true, "max_completion_tokens": true, "stop": true, "seed": true,
-	"presence_penalty": true, "frequency_penalty": true, "logit_bias": true, "user": true,
+	"presence_penalty": true, "frequency_penalty": true, "logit_bias": true, "user": true, "logprobs": true, "top_logprobs": true,
 }
 
 var (
@@ -53,6 +53,8 @@ var (
 		{"logit_bias", "logit_bias", logitBias},
 		{"user", "user", endUser},
 		{"parallel_tool_calls", "parallel_tool_calls", parallelToolCalls},
+		{"logprobs", "logprobs", logprobs},
+		{"top_logprobs", "top_logprobs", topLogprobs},
 	}
 	// responsesSampling are the Responses API's: max_output_tokens is max_tokens. Its end user's id is
 	// user, or safety_identifier in its place (responsesSafetySampling; responsesRequest.sampling).
@@ -201,17 +203,40 @@ func nestedUser(r askReader, wire string, s *messages.Sampling) {
 }
 
 // parallelToolCalls reads whether the model may call tools in parallel.
-func parallelToolCalls(r askReader, wire string, s *messages.Sampling) {
+func parallelToolCalls(r askReader, wire string, s *messages.Sampling) { s.ParallelToolCalls = r.boolean(wire) }
+
+// logprobs reads whether the answer's log probabilities are asked for.
+func logprobs(r askReader, wire string, s *messages.Sampling) { s.Logprobs = r.boolean(wire) }
+
+// MaxTopLogprobs is the most likeliest tokens a position's log probabilities list, as OpenAI allows.
+const MaxTopLogprobs = 20
+
+// topLogprobs reads how many likeliest tokens each position lists, which needs logprobs: true (read
+// before it), as OpenAI's API requires.
+func topLogprobs(r askReader, wire string, s *messages.Sampling) {
+	n := r.whole(wire, 0, MaxTopLogprobs)
+	if n == nil {
+		return
+	}
+	if s.Logprobs == nil || !*s.Logprobs {
+		r.add(wire, "needs logprobs: true")
+		return
+	}
+	s.TopLogprobs = proto32(*n)
+}
+
+// boolean reads a boolean member, or nil when it is not given.
+func (r askReader) boolean(wire string) *bool {
 	raw, ok := r.given(wire)
 	if !ok {
-		return
+		return nil
 	}
 	var b bool
 	if json.Unmarshal(raw, &b) != nil {
 		r.add(wire, "must be a boolean")
-		return
+		return nil
 	}
-	s.ParallelToolCalls = &b
+	return &b
 }
 
 // askReader reads the parameters of one object; prefix names the object in problems.

@@ -1282,8 +1282,12 @@ type Sampling struct {
 	LogitBias         map[string]int32       `protobuf:"bytes,8,rep,name=logit_bias,json=logitBias,proto3" json:"logit_bias,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	User              string                 `protobuf:"bytes,9,opt,name=user,proto3" json:"user,omitempty"`
 	ParallelToolCalls *bool                  `protobuf:"varint,10,opt,name=parallel_tool_calls,json=parallelToolCalls,proto3,oneof" json:"parallel_tool_calls,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// logprobs asks for the answer's log probabilities, top_logprobs for that many likeliest tokens at
+	// each position too (OpenAI's parameters; only its format carries them).
+	Logprobs      *bool  `protobuf:"varint,11,opt,name=logprobs,proto3,oneof" json:"logprobs,omitempty"`
+	TopLogprobs   *int32 `protobuf:"varint,12,opt,name=top_logprobs,json=topLogprobs,proto3,oneof" json:"top_logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Sampling) Reset() {
@@ -1384,6 +1388,20 @@ func (x *Sampling) GetParallelToolCalls() bool {
 		return *x.ParallelToolCalls
 	}
 	return false
+}
+
+func (x *Sampling) GetLogprobs() bool {
+	if x != nil && x.Logprobs != nil {
+		return *x.Logprobs
+	}
+	return false
+}
+
+func (x *Sampling) GetTopLogprobs() int32 {
+	if x != nil && x.TopLogprobs != nil {
+		return *x.TopLogprobs
+	}
+	return 0
 }
 
 // RemoteRoute is a route request from another node, the one message a node's remote listener takes.
@@ -2969,7 +2987,9 @@ type WorkerResult struct {
 	// min_responses answers of the models learned best, or of those anchored by callers' truth when votes
 	// weigh by accuracy); the others only broke ties. False on every call of a decision where all answers
 	// weighed in alike.
-	Decider       bool `protobuf:"varint,26,opt,name=decider,proto3" json:"decider,omitempty"`
+	Decider bool `protobuf:"varint,26,opt,name=decider,proto3" json:"decider,omitempty"`
+	// logprobs are the call's answer's log probabilities (JSON), when asked for.
+	Logprobs      string `protobuf:"bytes,28,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -3184,6 +3204,13 @@ func (x *WorkerResult) GetDecider() bool {
 		return x.Decider
 	}
 	return false
+}
+
+func (x *WorkerResult) GetLogprobs() string {
+	if x != nil {
+		return x.Logprobs
+	}
+	return ""
 }
 
 type ArbiterDecision struct {
@@ -4574,8 +4601,11 @@ type JobResult struct {
 	ProviderLatencyMs float64     `protobuf:"fixed64,22,opt,name=provider_latency_ms,json=providerLatencyMs,proto3" json:"provider_latency_ms,omitempty"`
 	ToolCalls         []*ToolCall `protobuf:"bytes,23,rep,name=tool_calls,json=toolCalls,proto3" json:"tool_calls,omitempty"`
 	DroppedParameters []string    `protobuf:"bytes,24,rep,name=dropped_parameters,json=droppedParameters,proto3" json:"dropped_parameters,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// logprobs are the answer's log probabilities as OpenAI's format writes a choice's (JSON), when the
+	// call asked for them.
+	Logprobs      string `protobuf:"bytes,26,opt,name=logprobs,proto3" json:"logprobs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobResult) Reset() {
@@ -4774,6 +4804,13 @@ func (x *JobResult) GetDroppedParameters() []string {
 		return x.DroppedParameters
 	}
 	return nil
+}
+
+func (x *JobResult) GetLogprobs() string {
+	if x != nil {
+		return x.Logprobs
+	}
+	return ""
 }
 
 // Acquire asks a provider actor for a permit to call one of its models: a breaker check and a
@@ -6645,7 +6682,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12\x16\n" +
 	"\x06schema\x18\x03 \x01(\tR\x06schema\x12\x16\n" +
-	"\x06strict\x18\x04 \x01(\bR\x06strict\"\xbf\x04\n" +
+	"\x06strict\x18\x04 \x01(\bR\x06strict\"\xa6\x05\n" +
 	"\bSampling\x12%\n" +
 	"\vtemperature\x18\x01 \x01(\x01H\x00R\vtemperature\x88\x01\x01\x12\x18\n" +
 	"\x05top_p\x18\x02 \x01(\x01H\x01R\x04topP\x88\x01\x01\x12\"\n" +
@@ -6659,7 +6696,9 @@ const file_conclave_proto_rawDesc = "" +
 	"logit_bias\x18\b \x03(\v2$.conclave.v1.Sampling.LogitBiasEntryR\tlogitBias\x12\x12\n" +
 	"\x04user\x18\t \x01(\tR\x04user\x123\n" +
 	"\x13parallel_tool_calls\x18\n" +
-	" \x01(\bH\x06R\x11parallelToolCalls\x88\x01\x01\x1a<\n" +
+	" \x01(\bH\x06R\x11parallelToolCalls\x88\x01\x01\x12\x1f\n" +
+	"\blogprobs\x18\v \x01(\bH\aR\blogprobs\x88\x01\x01\x12&\n" +
+	"\ftop_logprobs\x18\f \x01(\x05H\bR\vtopLogprobs\x88\x01\x01\x1a<\n" +
 	"\x0eLogitBiasEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01B\x0e\n" +
@@ -6669,7 +6708,9 @@ const file_conclave_proto_rawDesc = "" +
 	"\x05_seedB\x13\n" +
 	"\x11_presence_penaltyB\x14\n" +
 	"\x12_frequency_penaltyB\x16\n" +
-	"\x14_parallel_tool_calls\"O\n" +
+	"\x14_parallel_tool_callsB\v\n" +
+	"\t_logprobsB\x0f\n" +
+	"\r_top_logprobs\"O\n" +
 	"\vRemoteRoute\x123\n" +
 	"\arequest\x18\x01 \x01(\v2\x19.conclave.v1.RouteRequestR\arequestJ\x04\b\x02\x10\x03R\x05token\",\n" +
 	"\vAwaitRecord\x12\x1d\n" +
@@ -6837,7 +6878,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x04Skip\x12\x14\n" +
 	"\x05model\x18\x01 \x01(\tR\x05model\x12\x1a\n" +
 	"\bprovider\x18\x02 \x01(\tR\bprovider\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"\xef\x06\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"\x8b\a\n" +
 	"\fWorkerResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x1a\n" +
@@ -6872,7 +6913,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\n" +
 	"started_ms\x18\x18 \x01(\x01R\tstartedMs\x12\x12\n" +
 	"\x04wave\x18\x19 \x01(\x05R\x04wave\x12\x18\n" +
-	"\adecider\x18\x1a \x01(\bR\adeciderJ\x04\b\x13\x10\x14R\x04cost\"\xd1\x05\n" +
+	"\adecider\x18\x1a \x01(\bR\adecider\x12\x1a\n" +
+	"\blogprobs\x18\x1c \x01(\tR\blogprobsJ\x04\b\x13\x10\x14R\x04cost\"\xd1\x05\n" +
 	"\x0fArbiterDecision\x12\x1a\n" +
 	"\bstrategy\x18\x01 \x01(\tR\bstrategy\x12\x18\n" +
 	"\aarbiter\x18\x02 \x01(\tR\aarbiter\x12\x16\n" +
@@ -7003,7 +7045,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\x05probe\x18\x03 \x01(\bR\x05probe\"8\n" +
 	"\tJobQueued\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
-	"\x05probe\x18\x02 \x01(\bR\x05probe\"\xcf\x06\n" +
+	"\x05probe\x18\x02 \x01(\bR\x05probe\"\xeb\x06\n" +
 	"\tJobResult\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x1d\n" +
 	"\n" +
@@ -7037,7 +7079,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\x13provider_latency_ms\x18\x16 \x01(\x01R\x11providerLatencyMs\x124\n" +
 	"\n" +
 	"tool_calls\x18\x17 \x03(\v2\x15.conclave.v1.ToolCallR\ttoolCalls\x12-\n" +
-	"\x12dropped_parameters\x18\x18 \x03(\tR\x11droppedParametersJ\x04\b\x14\x10\x15R\x04cost\"\xc4\x02\n" +
+	"\x12dropped_parameters\x18\x18 \x03(\tR\x11droppedParameters\x12\x1a\n" +
+	"\blogprobs\x18\x1a \x01(\tR\blogprobsJ\x04\b\x14\x10\x15R\x04cost\"\xc4\x02\n" +
 	"\aAcquire\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05model\x18\x02 \x01(\tR\x05model\x12\x16\n" +

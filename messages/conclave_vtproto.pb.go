@@ -1198,6 +1198,21 @@ func (m *Sampling) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.TopLogprobs != nil {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(*m.TopLogprobs))
+		i--
+		dAtA[i] = 0x60
+	}
+	if m.Logprobs != nil {
+		i--
+		if *m.Logprobs {
+			dAtA[i] = 1
+		} else {
+			dAtA[i] = 0
+		}
+		i--
+		dAtA[i] = 0x58
+	}
 	if m.ParallelToolCalls != nil {
 		i--
 		if *m.ParallelToolCalls {
@@ -2773,6 +2788,15 @@ func (m *WorkerResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if len(m.Logprobs) > 0 {
+		i -= len(m.Logprobs)
+		copy(dAtA[i:], m.Logprobs)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.Logprobs)))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xe2
+	}
 	if m.CostNanos != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CostNanos))
 		i--
@@ -4221,6 +4245,15 @@ func (m *JobResult) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 	if m.unknownFields != nil {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
+	}
+	if len(m.Logprobs) > 0 {
+		i -= len(m.Logprobs)
+		copy(dAtA[i:], m.Logprobs)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.Logprobs)))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0xd2
 	}
 	if m.CostNanos != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CostNanos))
@@ -6647,6 +6680,12 @@ func (m *Sampling) SizeVT() (n int) {
 	if m.ParallelToolCalls != nil {
 		n += 2
 	}
+	if m.Logprobs != nil {
+		n += 2
+	}
+	if m.TopLogprobs != nil {
+		n += 1 + protohelpers.SizeOfVarint(uint64(*m.TopLogprobs))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -7371,6 +7410,10 @@ func (m *WorkerResult) SizeVT() (n int) {
 	if m.CostNanos != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.CostNanos))
 	}
+	l = len(m.Logprobs)
+	if l > 0 {
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
 	n += len(m.unknownFields)
 	return n
 }
@@ -7983,6 +8026,10 @@ func (m *JobResult) SizeVT() (n int) {
 	}
 	if m.CostNanos != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.CostNanos))
+	}
+	l = len(m.Logprobs)
+	if l > 0 {
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -12128,6 +12175,47 @@ func (m *Sampling) UnmarshalVT(dAtA []byte) error {
 			}
 			b := bool(v != 0)
 			m.ParallelToolCalls = &b
+		case 11:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Logprobs", wireType)
+			}
+			var v int
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			b := bool(v != 0)
+			m.Logprobs = &b
+		case 12:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field TopLogprobs", wireType)
+			}
+			var v int32
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				v |= int32(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			m.TopLogprobs = &v
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -17027,6 +17115,38 @@ func (m *WorkerResult) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 28:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Logprobs", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Logprobs = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])
@@ -20915,6 +21035,38 @@ func (m *JobResult) UnmarshalVT(dAtA []byte) error {
 					break
 				}
 			}
+		case 26:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field Logprobs", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.Logprobs = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
 		default:
 			iNdEx = preIndex
 			skippy, err := protohelpers.Skip(dAtA[iNdEx:])

@@ -176,7 +176,11 @@ func ParamsOf(s *messages.Sampling) providers.Params {
 		return providers.Params{}
 	}
 	p := providers.Params{Temperature: s.Temperature, TopP: s.TopP, Stop: s.Stop, Seed: s.Seed, PresencePenalty: s.PresencePenalty,
-		FrequencyPenalty: s.FrequencyPenalty, User: s.User, ParallelToolCalls: s.ParallelToolCalls}
+		FrequencyPenalty: s.FrequencyPenalty, User: s.User, ParallelToolCalls: s.ParallelToolCalls, Logprobs: s.Logprobs}
+	if s.TopLogprobs != nil {
+		n := int(*s.TopLogprobs)
+		p.TopLogprobs = &n
+	}
 	if len(s.LogitBias) > 0 {
 		p.LogitBias = make(map[string]int, len(s.LogitBias))
 		for k, v := range s.LogitBias {
@@ -188,7 +192,11 @@ func ParamsOf(s *messages.Sampling) providers.Params {
 
 func samplingOf(p providers.Params) *messages.Sampling {
 	s := &messages.Sampling{Temperature: p.Temperature, TopP: p.TopP, Stop: p.Stop, Seed: p.Seed, PresencePenalty: p.PresencePenalty,
-		FrequencyPenalty: p.FrequencyPenalty, User: p.User, ParallelToolCalls: p.ParallelToolCalls}
+		FrequencyPenalty: p.FrequencyPenalty, User: p.User, ParallelToolCalls: p.ParallelToolCalls, Logprobs: p.Logprobs}
+	if p.TopLogprobs != nil {
+		n := int32(*p.TopLogprobs)
+		s.TopLogprobs = &n
+	}
 	if len(p.LogitBias) > 0 {
 		s.LogitBias = make(map[string]int32, len(p.LogitBias))
 		for k, v := range p.LogitBias {
@@ -215,7 +223,7 @@ func ResultOf(res *messages.JobResult, reply providers.Reply, err error, latency
 	} else {
 		res.Ok, res.Text, res.ToolCalls = true, reply.Text, ToolCallsOf(reply.ToolCalls)
 	}
-	res.DroppedParameters = reply.Dropped
+	res.DroppedParameters, res.Logprobs = reply.Dropped, string(reply.Logprobs)
 	if u := reply.Usage; u.InputTokens > 0 || u.OutputTokens > 0 {
 		res.Usage = &messages.Usage{InputTokens: int32(u.InputTokens), OutputTokens: int32(u.OutputTokens), Estimated: u.Estimated,
 			CacheReadTokens: int32(u.CacheReadTokens), CacheWriteTokens: int32(u.CacheWriteTokens)}
@@ -230,6 +238,9 @@ func ReplyOf(res *messages.JobResult) (providers.Reply, error) {
 	reply := providers.Reply{Text: res.Text, FinishReason: res.FinishReason, ServedModel: res.ServedModel, Cost: money.USD(res.CostNanos),
 		UpstreamRequestID: res.UpstreamRequestId, Latency: time.Duration(res.ProviderLatencyMs * float64(time.Millisecond)),
 		Dropped: res.DroppedParameters}
+	if res.Logprobs != "" {
+		reply.Logprobs = json.RawMessage(res.Logprobs)
+	}
 	for _, c := range res.ToolCalls {
 		reply.ToolCalls = append(reply.ToolCalls, providers.ToolCall{ID: c.Id, Name: c.Name, Arguments: c.Arguments})
 	}

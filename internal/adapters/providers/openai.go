@@ -179,6 +179,12 @@ func chatParams(body map[string]any, p Params) {
 	if p.User != "" {
 		body["user"] = p.User
 	}
+	if p.Logprobs != nil && *p.Logprobs {
+		body["logprobs"] = true
+	}
+	if p.TopLogprobs != nil {
+		body["top_logprobs"] = *p.TopLogprobs
+	}
 }
 
 // chatTools writes the tools as functions.
@@ -380,8 +386,9 @@ type chatResponse struct {
 			Content   *string        `json:"content"`
 			ToolCalls []wireToolCall `json:"tool_calls"`
 		} `json:"delta"`
-		FinishReason *string   `json:"finish_reason"`
-		Error        *apiError `json:"error"`
+		FinishReason *string         `json:"finish_reason"`
+		Logprobs     json.RawMessage `json:"logprobs"`
+		Error        *apiError       `json:"error"`
 	} `json:"choices"`
 	Usage *chatUsage `json:"usage"`
 	// Groq reports a stream's usage here.
@@ -427,6 +434,9 @@ func (o *OpenAI) ParseChat(model string, status int, header http.Header, raw []b
 		}
 		if c.Message.Content != nil {
 			reply.Text = *c.Message.Content
+		}
+		if len(c.Logprobs) > 0 && string(c.Logprobs) != "null" {
+			reply.Logprobs = c.Logprobs
 		}
 		for i, tc := range c.Message.ToolCalls {
 			if i == maxToolCalls {

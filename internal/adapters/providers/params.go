@@ -7,8 +7,8 @@ import "slices"
 // metadata and disable_parallel_tool_use; Gemini's generationConfig has temperature, topP,
 // maxOutputTokens, stopSequences, seed and both penalties.
 var uncarried = map[string][]string{
-	KindAnthropic: {ParamSeed, ParamPresencePenalty, ParamFrequencyPenalty, ParamLogitBias},
-	KindGemini:    {ParamLogitBias, ParamUser, ParamParallelToolCalls},
+	KindAnthropic: {ParamSeed, ParamPresencePenalty, ParamFrequencyPenalty, ParamLogitBias, ParamLogprobs, ParamTopLogprobs},
+	KindGemini:    {ParamLogitBias, ParamUser, ParamParallelToolCalls, ParamLogprobs, ParamTopLogprobs},
 }
 
 // Carries reports whether a wire format (KindOpenAI, KindAnthropic, KindGemini) has a field for a

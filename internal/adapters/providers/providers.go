@@ -134,6 +134,9 @@ type Params struct {
 	LogitBias         map[string]int
 	User              string
 	ParallelToolCalls *bool
+	// Logprobs asks for the answer's log probabilities, TopLogprobs for the likeliest tokens too.
+	Logprobs    *bool
+	TopLogprobs *int
 }
 
 // Parameter names, as the caller writes them and as an answer names those a provider could not carry.
@@ -148,6 +151,8 @@ const (
 	ParamLogitBias         = "logit_bias"
 	ParamUser              = "user"
 	ParamParallelToolCalls = "parallel_tool_calls"
+	ParamLogprobs          = "logprobs"
+	ParamTopLogprobs       = "top_logprobs"
 )
 
 // Given lists the parameters set, in a fixed order.
@@ -167,6 +172,21 @@ func (p Params) Given() []string {
 	add(len(p.LogitBias) > 0, ParamLogitBias)
 	add(p.User != "", ParamUser)
 	add(p.ParallelToolCalls != nil, ParamParallelToolCalls)
+	add(p.Logprobs != nil && *p.Logprobs, ParamLogprobs)
+	add(p.TopLogprobs != nil, ParamTopLogprobs)
+	return out
+}
+
+// Insisted lists the parameters the caller reads in the answer, which a model must carry to be asked
+// at all, strict_parameters or not: the log probabilities.
+func (p Params) Insisted() []string {
+	var out []string
+	if p.Logprobs != nil && *p.Logprobs {
+		out = append(out, ParamLogprobs)
+	}
+	if p.TopLogprobs != nil {
+		out = append(out, ParamTopLogprobs)
+	}
 	return out
 }
 
@@ -247,6 +267,8 @@ type Reply struct {
 	RateLimit *ratelimit.Upstream
 	// Latency is the provider's own round trip, as the registry measured it.
 	Latency time.Duration
+	// Logprobs are the answer's log probabilities as OpenAI's format writes a choice's, when asked for.
+	Logprobs json.RawMessage
 }
 
 // Backend calls models. Implementations are safe for concurrent use and honour ctx's deadline.

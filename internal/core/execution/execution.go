@@ -297,7 +297,7 @@ func Results(exec *messages.Execution, records []*collect.Record, retries []coll
 		if res, ok := rec.Ref.(*messages.JobResult); ok {
 			wr.Text, wr.LatencyMs, wr.ErrorMessage, wr.HttpStatus, wr.Usage = res.Text, res.LatencyMs, res.ErrorMessage, res.HttpStatus, res.Usage
 			wr.FinishReason, wr.ServedModel, wr.CostNanos, wr.UpstreamRequestId = res.FinishReason, res.ServedModel, res.CostNanos, res.UpstreamRequestId
-			wr.ProviderLatencyMs, wr.ToolCalls, wr.DroppedParameters = res.ProviderLatencyMs, res.ToolCalls, res.DroppedParameters
+			wr.ProviderLatencyMs, wr.ToolCalls, wr.DroppedParameters, wr.Logprobs = res.ProviderLatencyMs, res.ToolCalls, res.DroppedParameters, res.Logprobs
 			exec.CostNanos += res.CostNanos
 			exec.Usage = addUsage(exec.Usage, res.Usage)
 			exec.DroppedParameters = union(exec.DroppedParameters, res.DroppedParameters)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/conclave-ai/conclave/blueprints"
@@ -87,9 +88,11 @@ type Request struct {
 	Fallbacks []string
 	// Images says the conversation holds images: only models that see them are selected.
 	Images bool
-	// StrictParams are the parameters the request insists on (strict_parameters): only models whose
-	// provider carries every one are selected.
+	// StrictParams are the parameters the request insists on (strict_parameters, or the answer's log
+	// probabilities, which its caller reads): only models whose provider carries every one are
+	// selected. Strict says it was strict_parameters, which a refusal then names; else it names them.
 	StrictParams []string
+	Strict       bool
 	// Allowed are the caller's key's model globs: only models one of them matches are selected (none:
 	// every model).
 	Allowed []string
@@ -324,7 +327,7 @@ func (p *Plan) Select(w World, req Request, rng *rand.Rand) *Failure {
 	if len(sel.Picks) > 0 {
 		return nil
 	}
-	return withCauses(noModel(sel, len(req.Models) > 0, w.Now()), sel.Skipped, w)
+	return withCauses(noModel(sel, len(req.Models) > 0, req, w.Now()), sel.Skipped, w)
 }
 
 // withCauses names in a failure to select why each model was left out, the provider's last fault with
@@ -420,7 +423,7 @@ func (p *Plan) Direct(w World, req Request, now time.Time) *Failure {
 	if len(p.Selection.Picks) > 0 {
 		return nil
 	}
-	return withCauses(noModel(p.Selection, true, w.Now()), p.Selection.Skipped, w)
+	return withCauses(noModel(p.Selection, true, req, w.Now()), p.Selection.Skipped, w)
 }
 
 // Rounds is how many quorum rounds may replace failed models: the configured number, or, for a direct
@@ -535,12 +538,12 @@ func (p *Plan) SkipsToRecord() []bandit.Skip {
 // noModel explains an empty selection: a task too large for every model is 413; providers or models
 // that are down or at their limits are 503, with the wait that cures it when one is known (rate limits
 // say so with their own kind); requested models that are all excluded otherwise are 503 as well.
-func noModel(sel bandit.Selection, explicit bool, now time.Time) *Failure {
+func noModel(sel bandit.Selection, explicit bool, req Request, now time.Time) *Failure {
 	t := tallySkips(sel.Skipped)
 	switch {
 	case t.blind+t.strict > 0 && t.limited+t.down+t.disabled+t.stopped == 0:
 		// What the request asks, no model can do: waiting cures nothing.
-		return t.unsupported()
+		return t.unsupported(req)
 	case t.stopped > 0 && t.limited+t.down+t.disabled == 0:
 		// No wait cures it: the actors stay stopped until Conclave restarts.
 		return &Failure{Kind: resilience.AllProvidersDown, Err: fmt.Errorf("no eligible model: the providers of %d models are stopped "+
@@ -620,13 +623,17 @@ func (t *skipTally) wait(now time.Time) time.Duration {
 
 // unsupported is the failure of a request that no model can do as asked: it holds images none of them
 // sees, or parameters none of their providers carries.
-func (t *skipTally) unsupported() *Failure {
+func (t *skipTally) unsupported(req Request) *Failure {
 	var problems problems.Errors
 	if t.blind > 0 {
 		problems.Add("messages", fmt.Sprintf("hold images, and none of %d models that could answer sees images (the vision capability)", t.blind))
 	}
-	if t.strict > 0 {
+	switch {
+	case t.strict > 0 && (req.Strict || len(req.StrictParams) == 0):
 		problems.Add("strict_parameters", fmt.Sprintf("the providers of %d models that could answer cannot carry every parameter given", t.strict))
+	case t.strict > 0:
+		problems.Add(req.StrictParams[0], fmt.Sprintf("the providers of %d models that could answer cannot carry %s (their formats return no "+
+			"log probabilities)", t.strict, strings.Join(req.StrictParams, " and ")))
 	}
 	return &Failure{Kind: resilience.MalformedRequest, Err: problems}
 }

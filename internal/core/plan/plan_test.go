@@ -282,7 +282,7 @@ func TestNoModelNamesEachModelsCause(t *testing.T) {
 // parameter it insists on) selects only models that have it, and is refused with 400 when none does.
 func TestSelectionKeepsToWhatTheRequestNeeds(t *testing.T) {
 	s, w := setup(t)
-	s.Carries = func(provider, param string) bool { return provider != "anthropic" || param != "seed" }
+	s.Carries = func(provider, param string) bool { return provider != "anthropic" || param != "seed" && param != "logprobs" }
 	cat := s.Catalog.Load()
 	vision := func(model string) bool { m, _ := cat.Get(model); return m.Has("vision") }
 	var blind, anthropicVision, otherVision string
@@ -317,8 +317,10 @@ func TestSelectionKeepsToWhatTheRequestNeeds(t *testing.T) {
 				return false
 			}, ""},
 		{"images for a model that cannot see", Request{Task: mcq, Category: "general", Images: true, Models: []string{blind}}, nil, "messages"},
-		{"an insisted parameter its provider cannot carry", Request{Task: mcq, Category: "general", StrictParams: []string{"seed"},
+		{"an insisted parameter its provider cannot carry", Request{Task: mcq, Category: "general", StrictParams: []string{"seed"}, Strict: true,
 			Models: []string{anthropicVision}}, nil, "strict_parameters"},
+		{"log probabilities its provider cannot return: the refusal names them", Request{Task: mcq, Category: "general",
+			StrictParams: []string{"logprobs"}, Models: []string{anthropicVision}}, nil, "logprobs"},
 		{"an insisted parameter: the other models still answer", Request{Task: mcq, Category: "general", StrictParams: []string{"seed"},
 			Models: []string{anthropicVision, otherVision}},
 			func(p *Plan) bool { return len(p.Selection.Picks) == 1 && p.Selection.Picks[0].Model == otherVision }, ""},
