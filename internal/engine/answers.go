@@ -77,8 +77,8 @@ func (a answers) lookup(ctx context.Context, req *messages.RouteRequest, c exact
 	e.deps.Metrics.Execution(exec)
 	e.system.Root.Send(e.deps.Dir.Recorder, exec)
 	if ce := a.log.Check(zap.InfoLevel, "request finished"); ce != nil {
-		ce.Write(zap.String("event", "request_finished"), zap.String("request_id", req.RequestId), zap.String("cached_from", original.RequestId),
-			zap.Int32("status", exec.StatusCode))
+		ce.Write(zap.String("event", "request_completed"), zap.String("request_id", req.RequestId), zap.Int32("status", exec.StatusCode),
+			zap.String("key_id", req.KeyId), zap.String("cached_from", original.RequestId))
 	}
 	return exec, nil
 }
