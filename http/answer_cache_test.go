@@ -1,3 +1,7 @@
+// The fuzzing build (make fuzz, -tags fuzz) leaves this file out, as keys_test.go.
+
+//go:build !fuzz
+
 package httpapi_test
 
 import (

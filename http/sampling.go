@@ -203,7 +203,9 @@ func nestedUser(r askReader, wire string, s *messages.Sampling) {
 }
 
 // parallelToolCalls reads whether the model may call tools in parallel.
-func parallelToolCalls(r askReader, wire string, s *messages.Sampling) { s.ParallelToolCalls = r.boolean(wire) }
+func parallelToolCalls(r askReader, wire string, s *messages.Sampling) {
+	s.ParallelToolCalls = r.boolean(wire)
+}
 
 // logprobs reads whether the answer's log probabilities are asked for.
 func logprobs(r askReader, wire string, s *messages.Sampling) { s.Logprobs = r.boolean(wire) }

@@ -282,7 +282,9 @@ func TestNoModelNamesEachModelsCause(t *testing.T) {
 // parameter it insists on) selects only models that have it, and is refused with 400 when none does.
 func TestSelectionKeepsToWhatTheRequestNeeds(t *testing.T) {
 	s, w := setup(t)
-	s.Carries = func(provider, param string) bool { return provider != "anthropic" || param != "seed" && param != "logprobs" }
+	s.Carries = func(provider, param string) bool {
+		return provider != "anthropic" || param != "seed" && param != "logprobs"
+	}
 	cat := s.Catalog.Load()
 	vision := func(model string) bool { m, _ := cat.Get(model); return m.Has("vision") }
 	var blind, anthropicVision, otherVision string
