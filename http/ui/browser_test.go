@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -494,4 +495,33 @@ func executionWaterfall(b *browser) {
 	if len(deciders) != 3 || !strings.Contains(text, "decided by "+strings.Join(deciders, ", ")) {
 		b.t.Fatalf("the execution page of a vote decided by %v: %q", deciders, text)
 	}
+
+	// Each call: its model, worker, status, latency, tokens, cost, vote and its answer, collapsed; and
+	// why the chosen answer won.
+	var rec struct {
+		Results []struct {
+			Model, Worker, Status string
+		} `json:"results"`
+	}
+	call(b.base, http.MethodGet, "/executions/"+routed.RequestID, nil, &rec)
+	ok := 0
+	for i, r := range rec.Results {
+		row := b.eval(fmt.Sprintf(`document.querySelectorAll("#calls tbody tr")[%d].textContent`, i))
+		if !strings.Contains(row, r.Model) || !strings.Contains(row, r.Worker) || !strings.Contains(row, r.Status) || !strings.Contains(row, " ms") {
+			b.t.Fatalf("call %d (%s on %s, %s) shows as %q", i, r.Model, r.Worker, r.Status, row)
+		}
+		if r.Status == "ok" {
+			ok++
+			if !strings.Contains(row, " in · ") || !strings.Contains(row, "$") || !strings.Contains(row, "agreed") && !strings.Contains(row, "dissented") {
+				b.t.Fatalf("an answered call's row lacks its tokens, cost or vote: %q", row)
+			}
+		}
+	}
+	if n := b.count("#calls tbody tr"); n != len(rec.Results) || b.count("#calls details") != ok || b.count("#calls details[open]") != 0 {
+		b.t.Fatalf("%d rows for %d calls, %d answers collapsed of %d", n, len(rec.Results), b.count("#calls details"), ok)
+	}
+	if w := b.text("#why"); !strings.HasPrefix(w, "Majority: ") || !strings.Contains(w, "agreed with") {
+		b.t.Fatalf("why the answer won: %q", w)
+	}
+	b.shot("execution-calls")
 }

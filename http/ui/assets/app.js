@@ -388,8 +388,70 @@ async function execution(id) {
       ` · agreement ${agreed} of ${ok.length}` + (deciders.length ? ` · decided by ${deciders.join(", ")}` : "") +
       (d.chosen_model ? ` · chosen ${d.chosen_model}` : "") + (rec.degraded ? " · degraded" : "")),
     el("h3", {}, "Waterfall"), waterfall(rec),
-    el("h3", {}, "Answer"), el("div", { class: "answer", id: "answer" }, rec.answer || (rec.error ? rec.error.message : "")),
+    el("h3", {}, "Answer"), el("p", { id: "why" }, why(rec)),
+    el("div", { class: "answer", id: "answer" }, rec.answer || (rec.error ? rec.error.message : "")),
+    el("h3", {}, "Calls"), calls(rec),
     el("h3", {}, "Task"), el("div", { class: "answer" }, rec.task)];
+}
+
+// nanos writes an amount of nano-dollars (a record's integer, which JSON gives as a string) in dollars.
+function nanos(n) {
+  const s = String(n || 0).replace("-", "").padStart(10, "0");
+  const dollars = (s.slice(0, -9) + "." + s.slice(-9)).replace(/\.?0+$/, "");
+  return usd((String(n || 0).startsWith("-") ? "-" : "") + dollars);
+}
+
+// tokens writes a call's usage: input (and what of it the provider's cache held) and output.
+function tokens(u) {
+  if (!u) return "";
+  const cached = (u.cache_read_tokens || 0) + (u.cache_write_tokens || 0);
+  return `${u.input_tokens || 0} in${cached ? ` (${cached} cached)` : ""} · ${u.output_tokens || 0} out${u.estimated ? " (estimated)" : ""}`;
+}
+
+// vote says how a call's answer took part in the decision.
+function vote(r, d) {
+  if (r.status !== "ok") return "";
+  const parts = [r.contributed ? "agreed" : "dissented"];
+  if (r.decider) parts.push("decided");
+  if (r.model === d.chosen_model) parts.push("chosen");
+  if (d.strategy === "weighted" && r.weighted_score) parts.push("score " + num(r.weighted_score, 3));
+  return parts.join(" · ");
+}
+
+// calls lists each call of the request: its model and worker, status, latency, tokens, cost, vote, and
+// its answer (collapsed).
+function calls(rec) {
+  const d = rec.decision || {};
+  const results = rec.results || [];
+  if (!results.length) return el("p", { class: "muted" }, rec.cached_from ? "No call: the answer came from the cache." : "No call.");
+  return table(["model", "worker", "status", "latency", "tokens", "cost", "vote", "answer"], results.map((r) => [
+    r.model + (r.attempt ? ` (attempt ${r.attempt + 1})` : ""), r.worker || "", state(r.status), num(r.latency_ms, 1) + " ms", tokens(r.usage),
+    nanos(r.cost_nanos), vote(r, d),
+    r.status === "ok" ? el("details", {}, el("summary", {}, (r.text || "(tool calls)").slice(0, 40)), el("div", { class: "answer" }, r.text || JSON.stringify(r.tool_calls)))
+      : el("span", { class: "muted" }, r.error_message || ""),
+  ]), null, { id: "calls" });
+}
+
+// why says why the chosen answer won, from the decision.
+function why(rec) {
+  const d = rec.decision || {};
+  const ok = (rec.results || []).filter((r) => r.status === "ok");
+  if (rec.cached_from) return `Answered from the cache: the answer to ${rec.cached_from}.`;
+  if (!d.chosen_model && !d.synthesis) return "";
+  if (ok.length <= 1) return `${d.chosen_model} was the only model that answered.`;
+  const agreed = ok.filter((r) => r.contributed).length;
+  switch (d.strategy) {
+    case "majority":
+      return `Majority: ${agreed} of ${ok.length} answers agreed with ${d.chosen_model}'s.` + (d.agreement?.length ? " " + d.agreement.join("; ") : "");
+    case "weighted": {
+      const top = ok.find((r) => r.model === d.chosen_model);
+      return `Weighted: ${d.chosen_model}'s answer had the highest weighted score` + (top ? ` (${num(top.weighted_score, 3)})` : "") +
+        `; ${agreed} of ${ok.length} answers agreed with it.`;
+    }
+  }
+  const arbiter = d.arbiter_model || d.arbiter || "the local arbiter";
+  return (d.synthesis ? `The arbiter ${arbiter} wrote one answer from the ${ok.length} answers.` : `The arbiter ${arbiter} chose ${d.chosen_model}'s answer.`) +
+    (d.arbiter_error ? ` (Its verdict was not used: ${d.arbiter_error}; the local arbiter decided.)` : "");
 }
 
 // budgetText says a key's budget and its period.
