@@ -200,12 +200,35 @@ func (b *browser) shot(name string) {
 	}
 }
 
+// signIn gives the token the page asks for.
+func (b *browser) signIn() {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx,
+		chromedp.WaitVisible(chromedp.ID("token")),
+		chromedp.SendKeys(chromedp.ID("token"), token),
+		chromedp.Click(chromedp.CSS("#login-form button")), // a click sends the submit event a script listens for
+	); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// reload reloads the page, which keeps its address and asks for the token again (the tab kept it in
+// its memory only), and waits for page.
+func (b *browser) reload(page string) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Reload()); err != nil {
+		b.t.Fatal(err)
+	}
+	b.signIn()
+	b.settle(page)
+}
+
 // settle waits until the page shows what its address asks for: a page drawn for another hash, or
 // one still loading, does not count.
 func (b *browser) settle(page string) {
 	b.t.Helper()
 	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`document.querySelector("main").dataset.drawn === location.hash`)); err != nil {
-		b.t.Fatalf("%s: %v", page, err)
+		b.t.Fatalf("%s: %v (at %s)", page, err, b.eval(`location.href`))
 	}
 	if got := b.eval(`document.querySelector("main").dataset.page`); got != page {
 		b.t.Fatalf("drew page %q (%s), want %q", got, b.text("main"), page)
@@ -279,16 +302,11 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 	defer cancelTimeout()
 	b := &browser{t: t, ctx: ctx, base: base, dir: artefacts(t)}
 
-	// The token is asked for once; the session keeps it for every page after.
-	if err := chromedp.Do(ctx,
-		chromedp.Navigate(base+"/ui/#/fleet"),
-		chromedp.WaitVisible(chromedp.ID("token")),
-		chromedp.SendKeys(chromedp.ID("token"), token),
-		chromedp.Click(chromedp.CSS("#login-form button")), // a click sends the submit event a script listens for
-		chromedp.WaitVisible(chromedp.CSS(`main[data-page="fleet"]`)),
-	); err != nil {
+	// The token is asked for once; the tab keeps it in memory for every page after.
+	if err := chromedp.Do(ctx, chromedp.Navigate(base+"/ui/#/fleet")); err != nil {
 		t.Fatal(err)
 	}
+	b.signIn()
 	b.settle("fleet")
 	if text := b.text("main"); !strings.Contains(text, "worker-01") || !strings.Contains(text, "closed") {
 		t.Fatalf("fleet page: %q", text)
@@ -318,6 +336,7 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 
 	t.Run("models", func(t *testing.T) { b.t = t; modelRows(b) })
 	t.Run("keys", func(t *testing.T) { b.t = t; keySpend(b, keyID, keyName) })
+	t.Run("key management", func(t *testing.T) { b.t = t; keyManagement(b) })
 	t.Run("executions", func(t *testing.T) { b.t = t; executionFilters(b, keyID, keyName) })
 	t.Run("execution", func(t *testing.T) { b.t = t; executionWaterfall(b) })
 }
@@ -395,10 +414,7 @@ func executionFilters(b *browser, keyID, keyName string) {
 	if back := b.rows(); back != page1 {
 		b.t.Fatalf("back from the second page: %q, want %q", back, page1)
 	}
-	if err := chromedp.Do(b.ctx, chromedp.Reload()); err != nil {
-		b.t.Fatal(err)
-	}
-	b.settle("executions")
+	b.reload("executions")
 	if again := b.rows(); again != page1 {
 		b.t.Fatalf("the page after a reload: %q, want %q", again, page1)
 	}
@@ -417,10 +433,7 @@ func executionFilters(b *browser, keyID, keyName string) {
 		categories != strings.TrimSuffix(strings.Repeat("code_review,", len(page.Records)), ",") {
 		b.t.Fatalf("filtered by category and outcome (%s): %q, the API lists %d", hash, categories, len(page.Records))
 	}
-	if err := chromedp.Do(b.ctx, chromedp.Reload()); err != nil {
-		b.t.Fatal(err)
-	}
-	b.settle("executions")
+	b.reload("executions")
 	if v := b.eval(`document.getElementById("f-category").value`); v != "code_review" {
 		b.t.Fatalf("the category after a reload: %q", v)
 	}
@@ -524,4 +537,90 @@ func executionWaterfall(b *browser) {
 		b.t.Fatalf("why the answer won: %q", w)
 	}
 	b.shot("execution-calls")
+}
+
+// set fills a form's field.
+func (b *browser) set(form, name, value string) {
+	b.t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.SetValue(chromedp.CSS(fmt.Sprintf("#%s [name=%q]", form, name)), value)); err != nil {
+		b.t.Fatal(err)
+	}
+}
+
+// keyManagement makes a key in the Keys page (its secret shown once, and working), changes it and
+// revokes it on its page, each as the admin API then says; a key already expired is refused, named.
+func keyManagement(b *browser) {
+	b.open("#/keys", "keys")
+	b.set("new-key", "name", "made-in-the-dashboard")
+	b.set("new-key", "budget_usd", "2.5")
+	b.set("new-key", "budget_period", "7d")
+	b.set("new-key", "rpm", "7")
+	b.set("new-key", "models", "conclave/*, groq/*")
+	b.click("#new-key button", "keys")
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`!!document.getElementById("secret")`)); err != nil {
+		b.t.Fatal(err)
+	}
+	secret := b.text("#secret")
+	var list struct {
+		Keys []struct {
+			ID, Name, Status string
+			RPM              int       `json:"rpm"`
+			BudgetUSD        money.USD `json:"budget_usd"`
+			Models           []string  `json:"models"`
+		} `json:"keys"`
+	}
+	call(b.base, http.MethodGet, "/admin/keys", nil, &list)
+	id := ""
+	for _, k := range list.Keys {
+		if k.Name == "made-in-the-dashboard" && k.RPM == 7 && k.BudgetUSD == 5*money.Dollar/2 && strings.Join(k.Models, ",") == "conclave/*,groq/*" {
+			id = k.ID
+		}
+	}
+	if !strings.HasPrefix(secret, "ck-") || id == "" || !strings.Contains(b.text("#keys"), "made-in-the-dashboard") {
+		b.t.Fatalf("the key made in the dashboard: secret %q, the admin API's keys %+v", secret, list.Keys)
+	}
+	b.shot("key-made")
+	req, _ := http.NewRequest(http.MethodGet, b.base+"/v1/models", nil)
+	req.Header.Set("Authorization", "Bearer "+secret)
+	if resp, err := http.DefaultClient.Do(req); err != nil || resp.StatusCode != http.StatusOK {
+		b.t.Fatalf("the secret shown: %v %v", resp, err)
+	}
+
+	b.open("#/keys/"+id, "key")
+	b.set("change-key", "rpm", "9")
+	b.set("change-key", "cache_ttl_seconds", "60")
+	b.click("#change-key button", "key")
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`document.querySelector("#change-key [name=rpm]").value === "9" && document.querySelector("#key").textContent.includes("/9")`)); err != nil {
+		b.t.Fatalf("the key's page after the change: %q (%v)", b.text("#key"), err)
+	}
+	var k struct {
+		RPM      int    `json:"rpm"`
+		CacheTTL int    `json:"cache_ttl_seconds"`
+		Status   string `json:"status"`
+	}
+	if call(b.base, http.MethodGet, "/admin/keys/"+id, nil, &k); k.RPM != 9 || k.CacheTTL != 60 {
+		b.t.Fatalf("after the change the admin API says %+v", k)
+	}
+	b.click("#revoke", "key")
+	if strings.Contains(b.text("main"), "revoked") {
+		b.t.Fatal("one click revoked the key")
+	}
+	b.click("#revoke", "key")
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`document.querySelector("main h2").textContent.includes("revoked")`)); err != nil {
+		b.t.Fatalf("the key's page after revoking: %q (%v)", b.text("h2"), err)
+	}
+	if call(b.base, http.MethodGet, "/admin/keys/"+id, nil, &k); k.Status != "revoked" || b.count("#revoke") != 0 {
+		b.t.Fatalf("after revoking, the key is %q", k.Status)
+	}
+
+	b.open("#/keys", "keys")
+	b.set("new-key", "name", "late")
+	b.set("new-key", "expires_at", "2020-01-01T00:00:00Z")
+	b.click("#new-key button", "keys")
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`document.getElementById("new-key-error").textContent !== ""`)); err != nil {
+		b.t.Fatal(err)
+	}
+	if e := b.text("#new-key-error"); !strings.Contains(e, "expires_at") || !strings.Contains(e, "400") {
+		b.t.Fatalf("a key created expired: %q", e)
+	}
 }

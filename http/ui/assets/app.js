@@ -3,15 +3,25 @@
 
 const main = document.getElementById("main");
 const status = document.getElementById("status");
-const TOKEN = "conclave.token";
 
-// api fetches a JSON endpoint with the session's token; a 401 asks for the token once and tries again.
-async function api(path) {
+// token is the admin token (or a key) this tab signed in with: in its memory only, never in storage, so
+// a reload or another tab asks again. It travels in the Authorization header, which no other site's
+// page can make a browser send: a forged request from elsewhere carries no credential (and no cookie
+// is one), so the dashboard's changes need no other guard against cross-site requests.
+let token = "";
+
+// api calls a JSON endpoint with the tab's token (opts: method, and a body sent as JSON); a 401 asks
+// for the token once and tries again.
+async function api(path, opts = {}) {
   for (let attempt = 0; attempt < 2; attempt++) {
     const headers = {};
-    const token = sessionStorage.getItem(TOKEN);
     if (token) headers.Authorization = "Bearer " + token;
-    const resp = await fetch(path, { headers });
+    const init = { method: opts.method || "GET", headers };
+    if (opts.body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(opts.body);
+    }
+    const resp = await fetch(path, init);
     if (resp.status === 401 && attempt === 0) {
       await askToken();
       continue;
@@ -40,7 +50,7 @@ function askToken() {
   const form = document.getElementById("login-form");
   return new Promise((resolve) => {
     form.onsubmit = () => {
-      sessionStorage.setItem(TOKEN, document.getElementById("token").value);
+      token = document.getElementById("token").value;
       dialog.close();
       resolve();
     };
@@ -488,14 +498,86 @@ async function keysPage() {
   if (list === null) {
     return [el("h2", {}, "Keys"), el("p", { class: "muted" }, "This server keeps no API keys, or this session signed in with a key rather than the admin token.")];
   }
-  if (list.length === 0) return [el("h2", {}, "Keys"), el("p", { class: "muted" }, "No key yet: POST /admin/keys (or conclave keys create) makes one.")];
-  return [el("h2", {}, `Keys: ${list.length}`),
+  const create = [el("h3", {}, "New key"), keyForm("new-key", {}, "Create", createKey), el("div", { id: "key-made" })];
+  if (list.length === 0) return [el("h2", {}, "Keys"), el("p", { class: "muted" }, "No key yet."), ...create];
+  return [el("h2", {}, `Keys: ${list.length}`), ...create,
     el("p", { class: "muted" }, "Spend counts the current budget period; requests and tokens in use count the last minute."),
     table(["name", "id", "status", "budget", "spend this period", "#spent in all", "requests/min", "tokens/min", "concurrency", "last use"],
       list.map((k) => [k.name, el("code", {}, k.id), state(k.status), budgetText(k), spendCell(k), usd(k.spend.total_usd),
         limitCell(k.usage.requests, k.rpm), limitCell(k.usage.tokens, k.tpm), limitCell(k.usage.in_flight, k.max_concurrency), lastUse(k)]),
       (i) => { location.hash = "#/keys/" + encodeURIComponent(list[i].id); },
       { id: "keys", row: (i) => ({ "data-key": list[i].id }) })];
+}
+
+// keyFields are the fields of a key's form: its name for the admin API, its label, its input's type.
+const keyFields = [
+  ["name", "name", "text"], ["budget_usd", "budget (US dollars)", "text"], ["budget_period", "budget period", "period"],
+  ["rpm", "requests/min", "number"], ["tpm", "tokens/min", "number"], ["max_concurrency", "concurrency", "number"],
+  ["models", "models (globs, comma-separated)", "text"], ["expires_at", "expires at (RFC 3339)", "text"],
+  ["cache_ttl_seconds", "answer cache (seconds)", "number"],
+];
+
+// keyForm is a form over a key's fields, filled from k; onSubmit gets the body to send.
+function keyForm(id, k, label, onSubmit) {
+  const inputs = keyFields.map(([name, text, type]) => {
+    let input;
+    if (type === "period") {
+      input = el("select", { name }, ["", "1d", "7d", "30d"].map((p) => el("option", { value: p }, p || "the key's life")));
+    } else {
+      input = el("input", { name, type: type === "number" ? "number" : "text", min: "0" });
+    }
+    const v = k[name];
+    input.value = v === undefined || v === null ? "" : Array.isArray(v) ? v.join(",") : String(v);
+    return el("label", {}, text, input);
+  });
+  const form = el("form", { id, class: "key-form" }, ...inputs, el("button", { type: "submit" }, label), el("p", { class: "error", id: id + "-error" }));
+  form.onsubmit = async (ev) => {
+    ev.preventDefault();
+    const body = {};
+    for (const [name, , type] of keyFields) {
+      const v = form.elements[name].value.trim();
+      if (type === "number") body[name] = v === "" ? 0 : Number(v);
+      else if (name === "models") body[name] = v === "" ? [] : v.split(",").map((g) => g.trim()).filter(Boolean);
+      else if (name === "budget_usd" || name === "expires_at") body[name] = v === "" ? null : v;
+      else body[name] = v;
+    }
+    try {
+      await onSubmit(body);
+    } catch (e) {
+      document.getElementById(id + "-error").textContent = e.message + (e.details || []).map((d) => ` · ${d.field}: ${d.message}`).join("");
+    }
+  };
+  return form;
+}
+
+// createKey makes a key and shows its secret, this once: the server keeps only its hash.
+async function createKey(body) {
+  for (const name of ["budget_usd", "expires_at"]) if (body[name] === null) delete body[name];
+  const k = await api("/admin/keys", { method: "POST", body });
+  await render();
+  document.getElementById("key-made").replaceChildren(el("p", {}, `Key ${k.name} made. Its secret is shown this once; copy it now:`),
+    el("code", { id: "secret" }, k.key));
+}
+
+// keyActions are a key's forms: change its fields, or revoke it (a second click confirms).
+function keyActions(k) {
+  if (k.status === "revoked") return [];
+  const path = "/admin/keys/" + encodeURIComponent(k.id);
+  const revoke = el("button", { id: "revoke", type: "button" }, "Revoke");
+  revoke.onclick = async () => {
+    if (revoke.dataset.armed !== "yes") {
+      revoke.dataset.armed = "yes";
+      revoke.textContent = "Click again to revoke: the key stops working at once";
+      return;
+    }
+    await api(path, { method: "DELETE" });
+    await render();
+  };
+  const change = keyForm("change-key", k, "Save", async (body) => {
+    await api(path, { method: "PATCH", body });
+    await render();
+  });
+  return [el("h3", {}, "Change"), change, el("h3", {}, "Revoke"), revoke];
 }
 
 // spendTable lists a key's spend by model or by day, each with a bar against the largest.
@@ -521,7 +603,7 @@ async function keyPage(id) {
     el("h3", {}, `Spend by model, last 30 days: `, el("span", { id: "spend-total" }, usd(byModel.total_usd))),
     spendTable("spend-by-model", "model", byModel.groups),
     el("h3", {}, "Spend by day (UTC)"),
-    spendTable("spend-by-day", "day", byDay.groups)];
+    spendTable("spend-by-day", "day", byDay.groups), ...keyActions(k)];
 }
 
 async function evaluation() {
