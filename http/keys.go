@@ -44,6 +44,7 @@ type keyView struct {
 	TPM            int             `json:"tpm"`
 	MaxConcurrency int             `json:"max_concurrency"`
 	CacheTTL       int             `json:"cache_ttl_seconds"`
+	BudgetAlerts   []float64       `json:"budget_alerts"`
 	Models         []string        `json:"models"`
 	ExpiresAt      *time.Time      `json:"expires_at"`
 	Metadata       json.RawMessage `json:"metadata"`
@@ -72,7 +73,7 @@ type keyUsageView struct {
 func (s *Server) viewKey(ctx context.Context, k keys.Key) keyView {
 	now := s.keys.Now()
 	v := keyView{ID: k.ID, Name: k.Name, Status: k.Status(now), BudgetUSD: k.Budget, BudgetPeriod: k.Period.String(), RPM: k.RPM, TPM: k.TPM,
-		MaxConcurrency: k.MaxConcurrency, CacheTTL: k.CacheTTLSeconds, Models: k.Models, ExpiresAt: k.ExpiresAt, Metadata: k.Metadata, CreatedAt: k.CreatedAt,
+		MaxConcurrency: k.MaxConcurrency, CacheTTL: k.CacheTTLSeconds, BudgetAlerts: k.Alerts(), Models: k.Models, ExpiresAt: k.ExpiresAt, Metadata: k.Metadata, CreatedAt: k.CreatedAt,
 		UpdatedAt: k.UpdatedAt, RevokedAt: k.RevokedAt, LastUsedAt: k.LastUsedAt,
 		Spend: spendView{PeriodStart: k.PeriodStart(now), SpendUSD: k.Spent(now), TotalUSD: k.Spend.Total}}
 	if v.Models == nil {

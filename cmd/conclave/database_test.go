@@ -20,11 +20,11 @@ func TestMigrateAndPruneCommands(t *testing.T) {
 	steps := []struct {
 		args, want string
 	}{
-		{"migrate status", "schema version 0 of 10"},
-		{"migrate up", "schema version 0 -> 10"},
-		{"migrate down", "schema version 10 -> 9"},
-		{"migrate up", "schema version 9 -> 10"},
-		{"migrate down --to 0", "schema version 10 -> 0"},
+		{"migrate status", "schema version 0 of 11"},
+		{"migrate up", "schema version 0 -> 11"},
+		{"migrate down", "schema version 11 -> 10"},
+		{"migrate up", "schema version 10 -> 11"},
+		{"migrate down --to 0", "schema version 11 -> 0"},
 		{"migrate up", "  1 applied  001_workflow.sql"},
 		{"records prune --older-than 30d", "deleted 0 records"},
 	}
@@ -60,8 +60,8 @@ func TestMigratePartitionsKeepsEveryRow(t *testing.T) {
 			t.Fatalf("%s: %v\n%s%s", args, err, out.String(), errOut.String())
 		}
 	}
-	command("migrate up", "schema version 0 -> 10")
-	command("migrate down --to 7", "schema version 10 -> 7")
+	command("migrate up", "schema version 0 -> 11")
+	command("migrate down --to 7", "schema version 11 -> 7")
 	conn, err := pgx.Connect(ctx, url.Reveal())
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ SELECT request_id || '/0', request_id, key_id, 'm-0', 'groq', 'node-a', 'run-1',
 	if before["workflow.executions"][:8] != "62 rows " || before["workflow.worker_results"][:9] != "248 rows " {
 		t.Fatalf("the rows written: %v", before)
 	}
-	command("migrate up", "schema version 7 -> 10")
+	command("migrate up", "schema version 7 -> 11")
 	if after := rows(); !maps.Equal(before, after) {
 		t.Fatalf("up changed the rows:\n%v\n%v", before, after)
 	}
@@ -116,11 +116,11 @@ SELECT request_id || '/0', request_id, key_id, 'm-0', 'groq', 'node-a', 'run-1',
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM workflow.executions_default`).Scan(&outside); err != nil || outside != 2 {
 		t.Fatalf("%d records in the DEFAULT partition (%v), want the one three years old and the one ahead", outside, err)
 	}
-	command("migrate down --to 7", "schema version 10 -> 7")
+	command("migrate down --to 7", "schema version 11 -> 7")
 	if after := rows(); !maps.Equal(before, after) {
 		t.Fatalf("down changed the rows:\n%v\n%v", before, after)
 	}
-	command("migrate up", "schema version 7 -> 10")
+	command("migrate up", "schema version 7 -> 11")
 	// 30 days: r33 to r60 are before the cut, and r0, three years old; the journal
 	// keeps r0's open call.
 	command("records prune --older-than 30d", "deleted 29 records")

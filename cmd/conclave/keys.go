@@ -36,6 +36,7 @@ Key flags:
   --name NAME              a name for people and metrics
   --budget-usd N           the most the key may spend in a period ("none" to remove the budget)
   --budget-period P        1d, 7d, 30d, or "" for the key's whole life
+  --budget-alerts S        shares of the budget told when crossed, once per period: 0.5,0.8,1 ("default": 0.8,1)
   --rpm N, --tpm N         requests and tokens per minute (0: no limit)
   --max-concurrency N      requests at once (0: no limit)
   --cache-ttl-seconds N    keep the key's answers in the exact answer cache this long (0: no cache)
@@ -97,7 +98,8 @@ type keysInvocation struct {
 }
 
 // keyFlags are the flags that set a key's fields.
-var keyFlags = []string{"name", "budget-usd", "budget-period", "rpm", "tpm", "max-concurrency", "cache-ttl-seconds", "models", "expires-at", "metadata"}
+var keyFlags = []string{"name", "budget-usd", "budget-period", "budget-alerts", "rpm", "tpm", "max-concurrency", "cache-ttl-seconds", "models", "expires-at",
+	"metadata"}
 
 // parseKeysCommand reads a command's flags, which may come before or after the key id. For --help it
 // returns flag.ErrHelp.
@@ -298,6 +300,20 @@ func keyBody(fields map[string]*string, given map[string]bool) (map[string]any, 
 				return nil, fmt.Errorf("--%s %q is not a whole number", flagName, *v)
 			}
 			body[name] = n
+		case "budget-alerts":
+			if *v == "default" {
+				body[name] = nil
+				continue
+			}
+			shares := []float64{}
+			for _, f := range strings.Split(*v, ",") {
+				x, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+				if err != nil {
+					return nil, fmt.Errorf("--budget-alerts %q is not a list of shares such as 0.8,1 (or default)", *v)
+				}
+				shares = append(shares, x)
+			}
+			body[name] = shares
 		case "models":
 			globs := []string{}
 			for _, g := range strings.Split(*v, ",") {

@@ -78,6 +78,9 @@ type Options struct {
 	Store store.Store
 	// KeyPoll is how often the secrets file is read again for changed keys; zero means KeyPollInterval.
 	KeyPoll time.Duration
+	// BudgetCheck is how often the keys' spend is held to their budget alerts; zero means
+	// BudgetCheckEvery (tests make it short).
+	BudgetCheck time.Duration
 	// KeyRefresh is how often the API keys seen are read again from the store; zero means
 	// keystore.RefreshEvery (tests make it short).
 	KeyRefresh time.Duration
@@ -452,6 +455,7 @@ func (e *Engine) startBackground(opts Options) {
 		e.background.Go(func() { e.bus.Listen(background, redisbus.Handlers{Opened: e.peerOpened, KeyChanged: e.keys.Forget}) })
 	}
 	e.runBooks(background, cmp.Or(opts.KeyRefresh, keystore.RefreshEvery))
+	e.background.Go(func() { e.watchBudgets(background, cmp.Or(opts.BudgetCheck, BudgetCheckEvery)) })
 	e.keepRecords(background)
 	if e.redis != nil {
 		e.background.Go(func() { e.renewSlots(background) })

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -72,7 +73,7 @@ func TestKeysKeepWhatTheyAreGiven(t *testing.T) {
 		models := []string{"openai/*", "conclave/*"}
 		expiry := created.Add(48 * time.Hour)
 		newKey(t, s, "key_a", "ck-a", keys.Changes{Name: &name, Budget: &budget, RPM: &rpm, Period: &period, Models: &models,
-			ExpiresAt: &expiry, Metadata: []byte(`{"team":"a"}`), CacheTTLSeconds: &cacheTTL})
+			ExpiresAt: &expiry, Metadata: []byte(`{"team":"a"}`), CacheTTLSeconds: &cacheTTL, BudgetAlerts: &[]float64{0.5, 0.9}})
 		other := "team-b"
 		newKey(t, s, "key_b", "ck-b", keys.Changes{Name: &other})
 
@@ -81,13 +82,14 @@ func TestKeysKeepWhatTheyAreGiven(t *testing.T) {
 			t.Fatal(err)
 		}
 		if k.ID != "key_a" || k.Name != name || *k.Budget != budget || k.RPM != 3 || k.Period != keys.Week || len(k.Models) != 2 || k.CacheTTLSeconds != 600 ||
+			!slices.Equal(k.BudgetAlerts, []float64{0.5, 0.9}) ||
 			!k.ExpiresAt.Equal(expiry) || k.RevokedAt != nil || k.LastUsedAt != nil || !k.CreatedAt.Equal(created) {
 			t.Fatalf("key read back as %+v", k)
 		}
 		if string(k.Metadata) != `{"team": "a"}` && string(k.Metadata) != `{"team":"a"}` {
 			t.Errorf("metadata %s", k.Metadata)
 		}
-		if b, _ := s.Get(ctx, "key_b"); b.Budget != nil || len(b.Models) != 0 {
+		if b, _ := s.Get(ctx, "key_b"); b.Budget != nil || len(b.Models) != 0 || b.BudgetAlerts != nil {
 			t.Errorf("a key without a budget or globs read back as %+v", b)
 		}
 		if _, err := s.ByHash(ctx, keys.Hash("ck-c")); !errors.Is(err, keys.ErrUnknown) {

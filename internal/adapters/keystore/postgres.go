@@ -23,7 +23,7 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
 
 // keyColumns read a key with its spend: its latest period's (which Key.Spent counts only when it is the
 // period that holds now), its total and its last charge.
-const keyColumns = `id, name, budget_nanos, budget_period, rpm, tpm, max_concurrency, cache_ttl_seconds, models, expires_at, metadata,
+const keyColumns = `id, name, budget_nanos, budget_period, rpm, tpm, max_concurrency, cache_ttl_seconds, budget_alerts, models, expires_at, metadata,
 	created_at, updated_at, revoked_at, period_origin, s.last_at, coalesce(l.period_start, period_origin), coalesce(l.spent_nanos, 0),
 	coalesce(s.total, 0)`
 
@@ -38,7 +38,7 @@ func scanKey(row pgx.Row) (keys.Key, error) {
 	var k keys.Key
 	var period string
 	var metadata []byte
-	err := row.Scan(&k.ID, &k.Name, &k.Budget, &period, &k.RPM, &k.TPM, &k.MaxConcurrency, &k.CacheTTLSeconds, &k.Models, &k.ExpiresAt, &metadata,
+	err := row.Scan(&k.ID, &k.Name, &k.Budget, &period, &k.RPM, &k.TPM, &k.MaxConcurrency, &k.CacheTTLSeconds, &k.BudgetAlerts, &k.Models, &k.ExpiresAt, &metadata,
 		&k.CreatedAt, &k.UpdatedAt, &k.RevokedAt, &k.PeriodOrigin, &k.LastUsedAt, &k.Spend.PeriodStart, &k.Spend.Period, &k.Spend.Total)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return keys.Key{}, keys.ErrUnknown
@@ -57,9 +57,10 @@ func scanKey(row pgx.Row) (keys.Key, error) {
 // Create implements Store.
 func (p *Postgres) Create(ctx context.Context, k keys.Key, hash []byte) error {
 	_, err := p.pool.Exec(ctx, `INSERT INTO auth.keys (id, name, secret_hash, budget_nanos, budget_period, rpm, tpm, max_concurrency, models,
-	expires_at, metadata, created_at, updated_at, period_origin, cache_ttl_seconds) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $12, $13)`,
+	expires_at, metadata, created_at, updated_at, period_origin, cache_ttl_seconds, budget_alerts)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $12, $13, $14)`,
 		k.ID, k.Name, hash, k.Budget, k.Period.String(), k.RPM, k.TPM, k.MaxConcurrency, nonNil(k.Models), k.ExpiresAt, string(k.Metadata), k.CreatedAt,
-		k.CacheTTLSeconds)
+		k.CacheTTLSeconds, k.BudgetAlerts)
 	if err != nil {
 		return fmt.Errorf("%w: create key: %v", ErrUnavailable, err)
 	}
@@ -129,9 +130,9 @@ func (p *Postgres) Update(ctx context.Context, id string, c keys.Changes, now ti
 		out = c.Apply(k, now)
 		_, err = tx.Exec(ctx, `UPDATE auth.keys SET name = $2, budget_nanos = $3, budget_period = $4, rpm = $5, tpm = $6, max_concurrency = $7,
 	models = $8, expires_at = $9, metadata = $10, updated_at = $11,
-	period_origin = CASE WHEN budget_period = $4 THEN period_origin ELSE $11 END, cache_ttl_seconds = $12
+	period_origin = CASE WHEN budget_period = $4 THEN period_origin ELSE $11 END, cache_ttl_seconds = $12, budget_alerts = $13
 	WHERE id = $1`, id, out.Name, out.Budget, out.Period.String(), out.RPM, out.TPM, out.MaxConcurrency, nonNil(out.Models), out.ExpiresAt,
-			string(out.Metadata), out.UpdatedAt, out.CacheTTLSeconds)
+			string(out.Metadata), out.UpdatedAt, out.CacheTTLSeconds, out.BudgetAlerts)
 		return err
 	})
 	if err != nil {

@@ -33,17 +33,27 @@ type Changes struct {
 	Period                   *Period
 	RPM, TPM, MaxConcurrency *int
 	CacheTTLSeconds          *int
-	Models                   *[]string
-	ExpiresAt                *time.Time
-	ClearExpiry              bool
-	Metadata                 []byte
+	// BudgetAlerts, when set, are the key's alert shares; ClearAlerts says a null was sent (the default).
+	BudgetAlerts *[]float64
+	ClearAlerts  bool
+	Models       *[]string
+	ExpiresAt    *time.Time
+	ClearExpiry  bool
+	Metadata     []byte
 }
 
 // MaxCacheTTLSeconds is the longest a key keeps its answers in the exact answer cache: 30 days.
 const MaxCacheTTLSeconds = 30 * 24 * 3600
 
 // fields are what a body may hold; anything else is refused by name.
-var fields = []string{"name", "budget_usd", "budget_period", "rpm", "tpm", "max_concurrency", "cache_ttl_seconds", "models", "expires_at", "metadata"}
+var fields = []string{"name", "budget_usd", "budget_period", "budget_alerts", "rpm", "tpm", "max_concurrency", "cache_ttl_seconds", "models", "expires_at",
+	"metadata"}
+
+// MaxBudgetAlerts bounds a key's alert shares, each in (0, MaxAlertShare].
+const (
+	MaxBudgetAlerts = 10
+	MaxAlertShare   = 10.0
+)
 
 // ReadChanges reads the JSON object of POST /admin/keys (creating: name is required, and an expiry
 // must be after now) or of PATCH /admin/keys/:id (which may expire a key at once), and lists every
@@ -60,6 +70,7 @@ func ReadChanges(body []byte, creating bool, now time.Time) (Changes, problems.E
 	r.readPeriod()
 	r.readLimits()
 	r.readModels()
+	r.readAlerts()
 	r.readExpiry()
 	if creating && r.c.ExpiresAt != nil && !now.Before(*r.c.ExpiresAt) {
 		r.bad.Add("expires_at", "is not in the future: a key created already expired could never be used")
@@ -171,6 +182,33 @@ func (r *changeReader) readLimits() {
 	}
 }
 
+// readAlerts reads budget_alerts, shares of the budget (0.8 is 80 %), kept in order without repeats;
+// null stands for the default.
+func (r *changeReader) readAlerts() {
+	raw, ok := r.obj["budget_alerts"]
+	if !ok {
+		return
+	}
+	if r.null("budget_alerts") {
+		r.c.ClearAlerts = true
+		return
+	}
+	var shares []float64
+	if json.Unmarshal(raw, &shares) != nil || len(shares) > MaxBudgetAlerts {
+		r.bad.Add("budget_alerts", fmt.Sprintf("must be a list of at most %d shares of the budget (0.8 is 80 %%), or null for %v", MaxBudgetAlerts, DefaultBudgetAlerts))
+		return
+	}
+	for i, f := range shares {
+		if !(f > 0 && f <= MaxAlertShare) {
+			r.bad.Add(fmt.Sprintf("budget_alerts[%d]", i), fmt.Sprintf("must be a share of the budget above 0 and at most %g", MaxAlertShare))
+			return
+		}
+	}
+	slices.Sort(shares)
+	shares = slices.Compact(shares)
+	r.c.BudgetAlerts = &shares
+}
+
 // readModels reads models, a list of globs; null stands for the empty list.
 func (r *changeReader) readModels() {
 	raw, ok := r.obj["models"]
@@ -265,6 +303,12 @@ func (c Changes) Apply(k Key, now time.Time) Key {
 	}
 	if c.Models != nil {
 		k.Models = slices.Clone(*c.Models)
+	}
+	switch {
+	case c.ClearAlerts:
+		k.BudgetAlerts = nil
+	case c.BudgetAlerts != nil:
+		k.BudgetAlerts = slices.Clone(*c.BudgetAlerts)
 	}
 	switch {
 	case c.ClearExpiry:

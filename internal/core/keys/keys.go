@@ -40,6 +40,9 @@ type Key struct {
 	// CacheTTLSeconds, when positive, keeps the answers to the key's requests in the exact answer
 	// cache that long (a request's own choice comes first).
 	CacheTTLSeconds int
+	// BudgetAlerts are the shares of the budget whose crossing, once per period, is told (the
+	// budget_alert event and the alerts webhook); nil is DefaultBudgetAlerts.
+	BudgetAlerts []float64
 	// Metadata is the caller's own JSON object, kept as given.
 	Metadata              []byte
 	CreatedAt, UpdatedAt  time.Time
@@ -108,6 +111,33 @@ func (k Key) Spent(now time.Time) money.USD {
 		return k.Spend.Period
 	}
 	return 0
+}
+
+// DefaultBudgetAlerts are the shares of a budget told when crossed, unless a key says others.
+var DefaultBudgetAlerts = []float64{0.8, 1.0}
+
+// Alerts are the shares of the key's budget told when crossed.
+func (k Key) Alerts() []float64 {
+	if k.BudgetAlerts == nil {
+		return DefaultBudgetAlerts
+	}
+	return k.BudgetAlerts
+}
+
+// Crossed are the shares of its budget the key's spend in the period that holds now has reached, in
+// order; none without a budget.
+func (k Key) Crossed(now time.Time) []float64 {
+	if k.Budget == nil || *k.Budget <= 0 {
+		return nil
+	}
+	var out []float64
+	spent := float64(k.Spent(now)) / float64(*k.Budget)
+	for _, f := range k.Alerts() {
+		if spent >= f {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 // OverBudget reports whether the key has spent its budget in the period that holds now.

@@ -2,6 +2,7 @@ package keys
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -144,6 +145,12 @@ func TestReadChanges(t *testing.T) {
 					(*c.Models)[0] == "openai/*" && c.ExpiresAt.Equal(time.Date(2027, 1, 30, 23, 0, 0, 0, time.UTC)) && string(c.Metadata) == `{"team":"a"}`
 			}},
 		{"a creation needs a name", `{"rpm":2}`, true, []string{"name"}, nil},
+		{"budget alerts, in order, once each", `{"budget_alerts":[1,0.5,0.5]}`, false, nil,
+			func(c Changes) bool {
+				return len(*c.BudgetAlerts) == 2 && (*c.BudgetAlerts)[0] == 0.5 && (*c.BudgetAlerts)[1] == 1
+			}},
+		{"budget alerts null: the default", `{"budget_alerts":null}`, false, nil, func(c Changes) bool { return c.ClearAlerts }},
+		{"a budget alert of no share", `{"budget_alerts":[0]}`, false, []string{"budget_alerts[0]"}, nil},
 		{"a creation already expired is refused", `{"name":"late","expires_at":"2025-12-31T23:59:59Z"}`, true, []string{"expires_at"}, nil},
 		{"an update may expire a key at once", `{"expires_at":"2025-12-31T23:59:59Z"}`, false, nil,
 			func(c Changes) bool { return c.ExpiresAt.Equal(time.Date(2025, 12, 31, 23, 59, 59, 0, time.UTC)) }},
@@ -194,5 +201,29 @@ func TestApply(t *testing.T) {
 	}
 	if *k.Budget != 2*money.Dollar || k.RPM != 5 || k.Models[0] != "*" {
 		t.Error("applying changed the key it was given")
+	}
+}
+
+// TestCrossed: the shares of the budget the spend in the period reached, the default ones for a key
+// that names none; nothing without a budget.
+func TestCrossed(t *testing.T) {
+	now := time.Date(2026, 12, 6, 12, 0, 0, 0, time.UTC)
+	budget := money.Dollar
+	for _, c := range []struct {
+		desc  string
+		key   Key
+		spent money.USD
+		want  []float64
+	}{
+		{"below every share", Key{Budget: &budget}, money.Dollar / 2, nil},
+		{"past 80 %, the default's first", Key{Budget: &budget}, money.Dollar * 8 / 10, []float64{0.8}},
+		{"the whole budget", Key{Budget: &budget}, money.Dollar, []float64{0.8, 1.0}},
+		{"a key's own shares", Key{Budget: &budget, BudgetAlerts: []float64{0.25, 0.5}}, money.Dollar * 3 / 10, []float64{0.25}},
+		{"no budget, no alert", Key{}, money.Dollar * 9, nil},
+	} {
+		c.key.Spend = Spend{PeriodStart: c.key.PeriodStart(now), Period: c.spent}
+		if got := c.key.Crossed(now); !slices.Equal(got, c.want) {
+			t.Errorf("%s: %v, want %v", c.desc, got, c.want)
+		}
 	}
 }

@@ -75,8 +75,10 @@ type Config struct {
 	MaxInflightBytes int64 `json:"max_inflight_bytes"`
 	// Cache bounds the exact answer cache (in Redis when REDIS_URL is set, shared by the controllers;
 	// in memory otherwise).
-	Cache   Cache `json:"cache"`
-	Workers int   `json:"workers"`
+	Cache Cache `json:"cache"`
+	// Alerts is where budget alerts go besides the log.
+	Alerts  Alerts `json:"alerts"`
+	Workers int    `json:"workers"`
 	// Fleet, when set, is a fleet file: jobs go to its worker hosts over SSH instead of the in-process
 	// workers. DevInsecureHostKeys skips verifying their keys (development only).
 	Fleet               string             `json:"fleet"`
@@ -261,6 +263,15 @@ type ProviderModel struct {
 	// Tier is a strength hint, 1 to 3 (default 2); Capabilities are catalog tags (default chat).
 	Tier         int      `json:"tier"`
 	Capabilities []string `json:"capabilities"`
+}
+
+// Alerts is where budget alerts go besides the log (the budget_alert event).
+type Alerts struct {
+	// WebhookURL, when set, receives a POST of each alert, as JSON, tried again with backoff while it
+	// fails; Secret signs its body (the X-Conclave-Signature header: sha256= and the hex of the body's
+	// HMAC-SHA256 under it).
+	WebhookURL string        `json:"webhook_url"`
+	Secret     secret.String `json:"secret"`
 }
 
 // Cache is the exact answer cache's bound.
@@ -613,6 +624,11 @@ func (c Config) checkSizes(l *errorList) {
 	l.between("spool_max_bytes", float64(c.SpoolMaxBytes), 1<<20, 1<<40)
 	l.between("max_inflight_bytes", float64(c.MaxInflightBytes), 0, 16<<30)
 	l.between("cache max_bytes", float64(c.Cache.MaxBytes), 1, 1<<40)
+	if w := c.Alerts.WebhookURL; w != "" {
+		if u, err := url.Parse(w); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			l.bad("alerts webhook_url must be an http or https URL")
+		}
+	}
 	if c.MaxInflightBytes > 0 && c.MaxInflightBytes < c.MaxBodyBytes {
 		l.bad("max_inflight_bytes (%d) must not be below max_body_bytes (%d)", c.MaxInflightBytes, c.MaxBodyBytes)
 	}
