@@ -30,6 +30,9 @@ type Machine struct {
 	reserving    *reservation
 	limitedUntil time.Time
 	waitRelease  bool
+	// releases counts the limiter's answers to releases: a refusal for a full limit while one came
+	// answered a question the release had changed already, so it is asked again, not waited on.
+	releases uint64
 	roomIn       time.Duration
 	leases       map[string]lease
 	disabled     string
@@ -181,6 +184,8 @@ type reservation struct {
 	r                   Request
 	ticket, modelTicket resilience.Ticket
 	withdrawn           bool
+	// releases is the machine's count of released slots when the reservation went out.
+	releases uint64
 }
 
 type lease struct {
@@ -268,6 +273,7 @@ func (m *Machine) Reserved(now, clk time.Time, id string, a Answer) {
 func (m *Machine) Usage(now, clk time.Time, roomIn time.Duration, released bool) {
 	m.roomIn = roomIn
 	if released {
+		m.releases++
 		m.waitRelease = false
 		m.serve(now, clk)
 	}
@@ -448,7 +454,7 @@ func (m *Machine) serve(now, clk time.Time) {
 			m.refuse(w.r, ReasonModelEjected, ReasonModelProbe, err, md.breaker, clk)
 			continue
 		}
-		m.reserving = &reservation{r: w.r, ticket: ticket, modelTicket: modelTicket}
+		m.reserving = &reservation{r: w.r, ticket: ticket, modelTicket: modelTicket, releases: m.releases}
 		state.Busy = true
 		m.emit(Effect{Kind: Reserve, ID: w.r.ID, Tokens: w.r.Tokens})
 		kept = append(kept, w)
@@ -476,11 +482,14 @@ func (m *Machine) settleReservation(now time.Time, res *reservation, a Answer) b
 		m.emit(Effect{Kind: LimiterDown, Err: a.Failed})
 		return true
 	case !a.Allowed:
-		if a.RetryAfter > 0 {
+		switch {
+		case a.RetryAfter > 0:
 			m.limitedUntil = now.Add(a.RetryAfter)
-		} else {
+		case m.releases == res.releases:
 			m.waitRelease = true // a slot comes back when one of this provider's calls ends
 		}
+		// Else a slot came back while the limiter answered: the queue is served again at once, for
+		// no later release may come to wake it.
 		m.emit(Effect{Kind: Limited, Reason: a.Reason, RetryAfter: a.RetryAfter})
 		return true
 	}

@@ -120,6 +120,16 @@ func TestMachine(t *testing.T) {
 				{1, settle(ok("a")), []Effect{release("a", -1), wakeAt(5)}},
 				{1, func(m *Machine, now, clk time.Time) { m.Usage(now, clk, 0, true) }, []Effect{reserve("b")}},
 			}},
+		{"concurrency full, but a slot came back while the limiter answered: it is asked again at once (no later release would wake it)",
+			providerstate.Snapshot{}, []step{
+				{0, acquire("a", "m", 30), []Effect{reserve("a")}},
+				{0, answer("a", allowed), []Effect{grant("a"), leaseEnd(30)}},
+				{0, acquire("b", "m", 30), []Effect{reserve("b")}},
+				{1, settle(ok("a")), []Effect{release("a", -1)}},
+				{1, func(m *Machine, now, clk time.Time) { m.Usage(now, clk, 0, true) }, nil},
+				{1, answer("b", Answer{Reason: "concurrency"}), []Effect{{Kind: Limited, Reason: "concurrency"}, reserve("b")}},
+				{1, answer("b", allowed), []Effect{grant("b"), leaseEnd(30)}},
+			}},
 		{"a usage refresh is not a release: the queue waits on", providerstate.Snapshot{}, []step{
 			{0, acquire("a", "m", 30), []Effect{reserve("a")}},
 			{0, answer("a", Answer{Reason: "concurrency"}), []Effect{{Kind: Limited, Reason: "concurrency"}, wakeAt(5)}},
