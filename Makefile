@@ -55,6 +55,7 @@ bench: build
 	CONCLAVE_BIN=$(abspath $(BIN)) $(GO) test -run='^$$' -bench=. -benchmem ./...
 	$(GO) run ./bench/load --conclave $(BIN) --database '$(BENCH_DATABASE_URL)'
 	$(GO) run ./bench/load --conclave $(BIN) --passthrough
+	$(GO) run ./bench/load --conclave $(BIN) --cache
 	$(GO) run ./bench/load --conclave $(BIN) --keyed --database '$(BENCH_DATABASE_URL)' $(if $(BASELINE_CONCLAVE),--baseline-conclave $(BASELINE_CONCLAVE))
 	$(MAKE) bench-records
 

@@ -95,7 +95,7 @@ type options struct {
 	database                  string
 	profile                   bool
 	only                      string
-	through, keyed            bool
+	through, keyed, cache     bool
 	redisURL, baselineBin     string
 }
 
@@ -121,6 +121,8 @@ func parseOptions() options {
 		"conclave recording to PostgreSQL (--database) and holding budgets in Redis (--redis); server and PostgreSQL CPU per request")
 	flag.StringVar(&o.redisURL, "redis", "redis://127.0.0.1:6379/0", "the Redis of the --keyed run")
 	flag.StringVar(&o.baselineBin, "baseline-conclave", "", "with --keyed: an older conclave binary measured the same way, in the same run, for comparison")
+	flag.BoolVar(&o.cache, "cache", false, "instead: hits of the exact answer cache, in memory and in Redis (--redis), against the same direct call "+
+		"that skips the cache; server CPU per request and round trips")
 	flag.Parse()
 	return o
 }
@@ -135,6 +137,8 @@ func (o options) instead() func() error {
 		}
 	case o.through:
 		return func() error { return passthrough(o.conclave, o.warmup, o.duration, o.out) }
+	case o.cache:
+		return func() error { return cacheRun(o.conclave, o.redisURL, o.warmup, o.duration, o.out) }
 	case o.enduranceFor > 0:
 		return func() error { return endurance(o.conclave, o.enduranceFor, 16) }
 	case o.overloadFor > 0:
