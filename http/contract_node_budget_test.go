@@ -37,6 +37,9 @@ type nodeSDKCase struct {
 	model   string
 	// The error it must raise for a spent budget: its class, and the type and code it reads.
 	class, typ, code string
+	// retries is how many times it asks again at its default settings whatever x-should-retry says (the
+	// Vercel AI SDK retries every 429 twice, with backoff): each is refused as freely as the first.
+	retries int
 }
 
 var budgetNodeSDKs = []nodeSDKCase{
@@ -44,6 +47,10 @@ var budgetNodeSDKs = []nodeSDKCase{
 		model: "openai/gpt-4o-mini", class: "RateLimitError", typ: "insufficient_quota", code: "budget_exceeded"},
 	{name: "@anthropic-ai/sdk", dir: filepath.Join("testdata", "anthropic-node"), install: "scripts/anthropic-node.sh", path: "/v1/messages",
 		model: "claude-3-5-haiku-20241022", class: "RateLimitError", typ: "rate_limit_error", code: "budget_exceeded"},
+	{name: "@langchain/openai", dir: filepath.Join("testdata", "langchain-node"), install: "scripts/langchain-node.sh", path: "/v1/chat/completions",
+		base: "/v1", model: "openai/gpt-4o-mini", class: "RateLimitError", typ: "insufficient_quota", code: "budget_exceeded"},
+	{name: "ai", dir: filepath.Join("testdata", "aisdk-node"), install: "scripts/aisdk-node.sh", path: "/v1/chat/completions", base: "/v1",
+		model: "openai/gpt-4o-mini", class: "RetryError", typ: "insufficient_quota", code: "budget_exceeded", retries: 2},
 }
 
 // budgetNodeAdmin is the admin token of the testbed that makes the keys.
@@ -168,8 +175,8 @@ func TestNodeSDKsHearASpentBudgetAtOnce(t *testing.T) {
 
 			// One call's worst case (its prompt and 16 output tokens at the model's price) is above
 			// $0.0000001: the first call is refused before any model is called.
-			t.Run("a spent budget is refused at once and not retried", func(t *testing.T) {
-				before := doors.count(sdk.path)
+			t.Run("a spent budget is refused before any model is called, each try", func(t *testing.T) {
+				before, calls := doors.count(sdk.path), tb.modelCalls()
 				out := runBudgetScript(t, node, sdk, front.URL, newKey(sdk.name+" spent", "0.0000001"))
 				e := out.Error
 				if e == nil || e.Class != sdk.class || e.Status != http.StatusTooManyRequests || e.Type != sdk.typ || e.Code != sdk.code ||
@@ -179,10 +186,13 @@ func TestNodeSDKsHearASpentBudgetAtOnce(t *testing.T) {
 				if e.ShouldRetry == nil || *e.ShouldRetry != "false" || e.RetryAfter != nil {
 					t.Errorf("the refusal's headers: x-should-retry %v, retry-after %v", e.ShouldRetry, e.RetryAfter)
 				}
-				if n := doors.count(sdk.path) - before; n != 1 {
-					t.Fatalf("%s received %d requests for one call: the SDK retried", sdk.path, n)
+				if n := doors.count(sdk.path) - before; n != 1+sdk.retries {
+					t.Fatalf("%s received %d requests for one call, want %d", sdk.path, n, 1+sdk.retries)
 				}
-				if *out.ElapsedMS >= 1000 {
+				if n := tb.modelCalls() - calls; n != 0 {
+					t.Fatalf("the refused requests called %v models", n)
+				}
+				if sdk.retries == 0 && *out.ElapsedMS >= 1000 {
 					t.Fatalf("the application heard the refusal after %.1f ms", *out.ElapsedMS)
 				}
 				t.Logf("%s heard the refusal after %.1f ms", sdk.name, *out.ElapsedMS)

@@ -98,8 +98,11 @@ else
   wait_for "$SSH_PORT" sshd
 fi
 
-# The OpenAI and Anthropic Node SDKs, at the versions the repository pins.
+# The OpenAI and Anthropic Node SDKs, the Vercel AI SDK and LangChain, at the versions the repository
+# pins.
 "$(dirname "$0")/openai-node.sh"
 "$(dirname "$0")/anthropic-node.sh"
+"$(dirname "$0")/aisdk-node.sh"
+"$(dirname "$0")/langchain-node.sh"
 
-log "ready: postgresql 127.0.0.1:$PGPORT (database $TEST_DB, role $TEST_ROLE), redis 127.0.0.1:$REDIS_PORT, sshd 127.0.0.1:$SSH_PORT, the OpenAI and Anthropic Node SDKs"
+log "ready: postgresql 127.0.0.1:$PGPORT (database $TEST_DB, role $TEST_ROLE), redis 127.0.0.1:$REDIS_PORT, sshd 127.0.0.1:$SSH_PORT, the OpenAI and Anthropic Node SDKs, the Vercel AI SDK and LangChain"

@@ -88,4 +88,3 @@ func (e *Engine) tellBudgetAlert(ctx context.Context, claims alerts.Claims, hook
 		}
 	})
 }
-

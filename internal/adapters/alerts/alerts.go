@@ -75,7 +75,9 @@ type Redis struct {
 }
 
 // NewRedis returns the claims in c under prefix ("conclave" makes conclave:alerts:...).
-func NewRedis(c redis.UniversalClient, prefix string) *Redis { return &Redis{c: c, prefix: prefix + ":alerts:"} }
+func NewRedis(c redis.UniversalClient, prefix string) *Redis {
+	return &Redis{c: c, prefix: prefix + ":alerts:"}
+}
 
 // Claim implements Claims.
 func (r *Redis) Claim(ctx context.Context, name string, ttl time.Duration) (bool, error) {

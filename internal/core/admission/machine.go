@@ -32,12 +32,12 @@ type Machine struct {
 	waitRelease  bool
 	// releases counts the limiter's answers to releases: a refusal for a full limit while one came
 	// answered a question the release had changed already, so it is asked again, not waited on.
-	releases uint64
-	roomIn       time.Duration
-	leases       map[string]lease
-	disabled     string
-	lastFault    string
-	stopped      bool
+	releases  uint64
+	roomIn    time.Duration
+	leases    map[string]lease
+	disabled  string
+	lastFault string
+	stopped   bool
 	// modelsChanged says the list of models out of the pool changed since the shell last read it.
 	modelsChanged bool
 	hours         [24]hourBucket
