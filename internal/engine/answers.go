@@ -55,18 +55,18 @@ func (a answers) choose(req *messages.RouteRequest, key *pass) (exactcache.Choic
 }
 
 // lookup answers the request from the cache, or returns nil on a miss.
-func (a answers) lookup(ctx context.Context, req *messages.RouteRequest, c exactcache.Choice, key string) (*messages.Execution, error) {
+func (a answers) lookup(ctx context.Context, req *messages.RouteRequest, c exactcache.Choice, key string) *messages.Execution {
 	if !c.Read || a.store == nil {
-		return nil, nil
+		return nil
 	}
 	raw, found, err := a.store.Get(ctx, key)
 	if err != nil {
 		a.log.Warn("the answer cache could not be read", zap.String("event", "answer_cache_failed"), zap.String("request_id", req.RequestId), zap.Error(err))
-		return nil, nil
+		return nil
 	}
 	original := &messages.Execution{}
 	if !found || original.UnmarshalVT(raw) != nil {
-		return nil, nil
+		return nil
 	}
 	e := a.e
 	if req.ReceivedAt == nil {
@@ -80,7 +80,7 @@ func (a answers) lookup(ctx context.Context, req *messages.RouteRequest, c exact
 		ce.Write(zap.String("event", "request_completed"), zap.String("request_id", req.RequestId), zap.Int32("status", exec.StatusCode),
 			zap.String("key_id", req.KeyId), zap.String("cached_from", original.RequestId))
 	}
-	return exec, nil
+	return exec
 }
 
 // keep keeps a whole answer for as long as the request, or its blueprint, says.

@@ -643,7 +643,8 @@ func (e *Engine) admit(ctx context.Context, req *messages.RouteRequest, onDelta 
 	}
 	e.addFallbacks(req, key)
 	choice, cacheKey := e.answers.choose(req, key)
-	exec, err := e.answers.lookup(ctx, req, choice, cacheKey)
+	exec := e.answers.lookup(ctx, req, choice, cacheKey)
+	var err error
 	if exec == nil {
 		// Counted once, by the tokenizer: the providers' tokens per minute and the models' windows read it.
 		req.PromptTokens = int32(min(tokens.Count(tokens.O200k, req.Task), math.MaxInt32))
