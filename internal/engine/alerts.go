@@ -29,7 +29,7 @@ func (e *Engine) watchBudgets(ctx context.Context, every time.Duration) {
 	var hook *alerts.Webhook
 	if u := e.cfg.Alerts.WebhookURL; u != "" {
 		hook = &alerts.Webhook{URL: u, Secret: e.cfg.Alerts.Secret, Client: &http.Client{}, Attempts: alerts.DefaultAttempts,
-			Backoff: alerts.DefaultBackoff, Rand: e.deps.Random(uint64(len(u)))}
+			Backoff: alerts.DefaultBackoff, Seed: e.deps.Random(0).Uint64()}
 	}
 	t := time.NewTicker(every)
 	defer t.Stop()

@@ -12,6 +12,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/money"
@@ -107,8 +108,9 @@ type Webhook struct {
 	// Attempts bounds the tries of one alert; Backoff is the first wait, doubling after each failure.
 	Attempts int
 	Backoff  time.Duration
-	// Rand jitters the waits (nil: a source of its own).
-	Rand *rand.Rand
+	// Seed seeds the waits' jitter: each alert's source is PCG(Seed, the alert's number).
+	Seed  uint64
+	sends atomic.Uint64
 }
 
 // Defaults of a webhook.
@@ -122,10 +124,7 @@ const (
 // failure. It blocks: call it on a goroutine of its own.
 func (w *Webhook) Send(ctx context.Context, body []byte) error {
 	attempts, wait := max(w.Attempts, 1), w.Backoff
-	rng := w.Rand
-	if rng == nil {
-		rng = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
-	}
+	rng := rand.New(rand.NewPCG(w.Seed, w.sends.Add(1))) // an alert's own: alerts are sent at once
 	var err error
 	for i := range attempts {
 		if err = w.post(ctx, body); err == nil {
