@@ -50,7 +50,10 @@ func TestTheWebhookTriesAgainWhileItFails(t *testing.T) {
 	if err := w.Send(context.Background(), body); err != nil || tries.Load() != 3 || signature.Load() != Sign([]byte("s"), body) {
 		t.Fatalf("%v after %d tries, signed %v", err, tries.Load(), signature.Load())
 	}
-	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { tries.Add(1); w.WriteHeader(http.StatusInternalServerError) }))
+	down := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		tries.Add(1)
+		w.WriteHeader(http.StatusInternalServerError)
+	}))
 	defer down.Close()
 	tries.Store(0)
 	w.URL = down.URL
