@@ -25,9 +25,7 @@ func (c *CoordinatorActor) planRequest() plan.Request {
 	if c.req.StrictParameters {
 		strict = params.Given()
 	}
-	r := execution.Request(c.req, strict)
-	r.Strict = c.req.StrictParameters
-	return r
+	return execution.Request(c.req, strict)
 }
 
 // settle tells an adaptive quorum whether the answers so far settle the request: the leading

@@ -61,7 +61,7 @@ func (d *Deps) RunDirect(ctx context.Context, system *actor.ActorSystem, call Di
 		if v := recover(); v != nil {
 			c.due.Stop()
 			d.Log.Error("coordinator crashed", zap.String("event", "coordinator_crashed"), zap.String("actor", self.Id), zap.Any("reason", v))
-			exec, err = Refusal(req.RequestId, resilience.Internal, fmt.Sprintf("internal fault while coordinating the request: %v", v)), nil
+			exec, err = Crashed(req.RequestId, v), nil
 		}
 	}()
 	c.receive(h, &actor.Started{})
@@ -108,6 +108,11 @@ func CheckRequestName(id string) string {
 func Refusal(requestID string, kind resilience.Kind, message string) *messages.Execution {
 	return &messages.Execution{RequestId: requestID, StatusCode: int32(resilience.StatusOf(kind)),
 		Error: &messages.Failure{Code: string(kind), Message: message}}
+}
+
+// Crashed is the answer to a request whose coordinator panicked (a bug): Conclave's own fault.
+func Crashed(requestID string, reason any) *messages.Execution {
+	return Refusal(requestID, resilience.Internal, fmt.Sprintf("internal fault while coordinating the request: %v", reason))
 }
 
 // Duplicate is the answer to a request whose id is in progress already.

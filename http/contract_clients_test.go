@@ -72,8 +72,8 @@ func runClient(t *testing.T, node string, sdk nodeSDKCase, u *upstreams, name st
 func TestTheVercelAISDKAndLangChainUseConclave(t *testing.T) {
 	u := contractUpstreams(t)
 	for _, sdk := range []nodeSDKCase{
-		{name: "ai", dir: filepath.Join("testdata", "aisdk-node"), install: "scripts/aisdk-node.sh"},
-		{name: "@langchain/openai", dir: filepath.Join("testdata", "langchain-node"), install: "scripts/langchain-node.sh"},
+		{name: "ai", dir: filepath.Join("testdata", "aisdk-node"), install: "scripts/node-clients.sh"},
+		{name: "@langchain/openai", dir: filepath.Join("testdata", "langchain-node"), install: "scripts/node-clients.sh"},
 	} {
 		t.Run(sdk.name, func(t *testing.T) {
 			node := pinnedNodeSDK(t, sdk)

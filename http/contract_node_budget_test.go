@@ -25,7 +25,7 @@ import (
 // x-should-retry: false, no Retry-After) reaches the application within a second of its call, after
 // the one request it sent. Each SDK runs a script (budget.mjs in its folder) that calls its door once
 // and prints how long the call took, measured around the call in the script; scripts/services.sh
-// installs both SDKs at their pinned versions (scripts/openai-node.sh, scripts/anthropic-node.sh).
+// installs both SDKs at their pinned versions (scripts/node-clients.sh).
 
 // nodeSDKCase is one official Node SDK and the door it calls.
 type nodeSDKCase struct {
@@ -43,13 +43,13 @@ type nodeSDKCase struct {
 }
 
 var budgetNodeSDKs = []nodeSDKCase{
-	{name: "openai", dir: filepath.Join("testdata", "openai-node"), install: "scripts/openai-node.sh", path: "/v1/chat/completions", base: "/v1",
+	{name: "openai", dir: filepath.Join("testdata", "openai-node"), install: "scripts/node-clients.sh", path: "/v1/chat/completions", base: "/v1",
 		model: "openai/gpt-4o-mini", class: "RateLimitError", typ: "insufficient_quota", code: "budget_exceeded"},
-	{name: "@anthropic-ai/sdk", dir: filepath.Join("testdata", "anthropic-node"), install: "scripts/anthropic-node.sh", path: "/v1/messages",
+	{name: "@anthropic-ai/sdk", dir: filepath.Join("testdata", "anthropic-node"), install: "scripts/node-clients.sh", path: "/v1/messages",
 		model: "claude-3-5-haiku-20241022", class: "RateLimitError", typ: "rate_limit_error", code: "budget_exceeded"},
-	{name: "@langchain/openai", dir: filepath.Join("testdata", "langchain-node"), install: "scripts/langchain-node.sh", path: "/v1/chat/completions",
+	{name: "@langchain/openai", dir: filepath.Join("testdata", "langchain-node"), install: "scripts/node-clients.sh", path: "/v1/chat/completions",
 		base: "/v1", model: "openai/gpt-4o-mini", class: "RateLimitError", typ: "insufficient_quota", code: "budget_exceeded"},
-	{name: "ai", dir: filepath.Join("testdata", "aisdk-node"), install: "scripts/aisdk-node.sh", path: "/v1/chat/completions", base: "/v1",
+	{name: "ai", dir: filepath.Join("testdata", "aisdk-node"), install: "scripts/node-clients.sh", path: "/v1/chat/completions", base: "/v1",
 		model: "openai/gpt-4o-mini", class: "RetryError", typ: "insufficient_quota", code: "budget_exceeded", retries: 2},
 }
 

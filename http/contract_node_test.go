@@ -24,11 +24,11 @@ import (
 var nodeContract = filepath.Join("testdata", "openai-node")
 
 // nodeSDK returns the node binary, once it and the pinned SDK are installed (scripts/services.sh
-// installs both; scripts/openai-node.sh the SDK alone). Without them the test is Missing: skipped on
+// installs both; scripts/node-clients.sh the clients alone). Without them the test is Missing: skipped on
 // a user's machine, failed in CI.
 func nodeSDK(t *testing.T) string {
 	t.Helper()
-	return pinnedNodeSDK(t, nodeSDKCase{name: "openai", dir: nodeContract, install: "scripts/openai-node.sh"})
+	return pinnedNodeSDK(t, nodeSDKCase{name: "openai", dir: nodeContract, install: "scripts/node-clients.sh"})
 }
 
 // nodeOutcome is what the Node script printed: the completions the client got, or its error.

@@ -3,7 +3,7 @@
 # Debian machine as on one where they already run: installs the Debian packages that are missing,
 # starts what is stopped, creates the test role and database, and leaves running services alone. It
 # also installs Node.js and the pinned OpenAI and Anthropic Node SDKs that the contract tests call
-# Conclave with (scripts/openai-node.sh, scripts/anthropic-node.sh).
+# Conclave with (scripts/node-clients.sh).
 set -euo pipefail
 
 PGPORT=${PGPORT:-5432}
@@ -41,8 +41,7 @@ command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v ssh-keygen >/dev/null 2>&1 || missing+=(openssh-client)
 # The dashboard's browser tests drive Debian's headless Chromium.
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
-# The contract tests run the official OpenAI and Anthropic Node SDKs (scripts/openai-node.sh and
-# scripts/anthropic-node.sh install them).
+# The contract tests run the Node clients (scripts/node-clients.sh installs them).
 command -v node >/dev/null 2>&1 || missing+=(nodejs)
 command -v npm >/dev/null 2>&1 || missing+=(npm)
 if [ ${#missing[@]} -gt 0 ]; then
@@ -100,9 +99,6 @@ fi
 
 # The OpenAI and Anthropic Node SDKs, the Vercel AI SDK and LangChain, at the versions the repository
 # pins.
-"$(dirname "$0")/openai-node.sh"
-"$(dirname "$0")/anthropic-node.sh"
-"$(dirname "$0")/aisdk-node.sh"
-"$(dirname "$0")/langchain-node.sh"
+"$(dirname "$0")/node-clients.sh"
 
 log "ready: postgresql 127.0.0.1:$PGPORT (database $TEST_DB, role $TEST_ROLE), redis 127.0.0.1:$REDIS_PORT, sshd 127.0.0.1:$SSH_PORT, the OpenAI and Anthropic Node SDKs, the Vercel AI SDK and LangChain"

@@ -1,8 +1,6 @@
 package supervisors
 
 import (
-	"fmt"
-
 	"github.com/asynkron/protoactor-go/actor"
 	"github.com/conclave-ai/conclave/actors"
 	"github.com/conclave-ai/conclave/internal/core/resilience"
@@ -96,7 +94,7 @@ func (s *requests) HandleFailure(system *actor.ActorSystem, supervisor actor.Sup
 	if f, ok := s.inflight[child.Id]; ok {
 		delete(s.inflight, child.Id)
 		delete(s.byRequest, f.requestID)
-		system.Root.Send(f.replyTo, actors.Refusal(f.requestID, resilience.Internal, fmt.Sprintf("internal fault while coordinating the request: %v", reason)))
+		system.Root.Send(f.replyTo, actors.Crashed(f.requestID, reason))
 	}
 	supervisor.StopChildren(child)
 }

@@ -395,7 +395,7 @@ func Offset(origin, t time.Time) float64 { return max(ms(t.Sub(origin)), 0.001) 
 // sampling parameters the caller gave, which every model asked must carry.
 func Request(r *messages.RouteRequest, strictParams []string) plan.Request {
 	req := plan.Request{Task: r.Task, Category: r.Category, Classified: r.ClassifiedCategory, ClassifiedBy: r.ClassifiedBy, Models: r.Models, Overrides: Overrides(r), Direct: r.Direct && len(r.Models) == 1,
-		Fallbacks: r.Fallbacks, StrictParams: strictParams, Allowed: r.AllowedModels, PricedOnly: r.PricedOnly,
+		Fallbacks: r.Fallbacks, StrictParams: strictParams, Strict: r.StrictParameters, Allowed: r.AllowedModels, PricedOnly: r.PricedOnly,
 		PromptTokens: int(r.PromptTokens)}
 	if r.TimeoutSeconds != nil {
 		// A timeout too small to be a duration still ends the request at once.
