@@ -4,14 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/conclave-ai/conclave/internal/core/providerstate"
-	"github.com/conclave-ai/conclave/internal/core/records"
 	"net/http"
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/core/problems"
+	"github.com/conclave-ai/conclave/internal/core/providerstate"
+	"github.com/conclave-ai/conclave/internal/core/records"
+	"github.com/conclave-ai/conclave/messages"
 	"github.com/julienschmidt/httprouter"
 )
 
@@ -26,10 +27,11 @@ type KeyRing interface {
 	Get(ctx context.Context, id string) (keys.Key, error)
 	Update(ctx context.Context, id string, c keys.Changes) (keys.Key, error)
 	Revoke(ctx context.Context, id string) (keys.Key, error)
-	// Usage is how much of a key's limits is in use now.
-	Usage(ctx context.Context, k keys.Key) (providerstate.Usage, error)
+	// Usage is how much of a key's or team's limits is in use now.
+	Usage(ctx context.Context, id string, a keys.Allowance) (providerstate.Usage, error)
 	Spend(ctx context.Context, q records.SpendQuery) ([]records.SpendGroup, error)
 	Now() time.Time
+	TeamRing
 }
 
 // keyView is a key as the admin API shows it: never its secret.
@@ -37,6 +39,7 @@ type keyView struct {
 	ID             string          `json:"id"`
 	Key            string          `json:"key,omitempty"` // the secret, in the answer to its creation only
 	Name           string          `json:"name"`
+	TeamID         *string         `json:"team_id"`
 	Status         string          `json:"status"`
 	BudgetUSD      *money.USD      `json:"budget_usd"`
 	BudgetPeriod   string          `json:"budget_period"`
@@ -63,7 +66,7 @@ type spendView struct {
 	TotalUSD    money.USD  `json:"total_usd"`
 }
 
-// keyUsageView is the key's limits in use now, in the window they count over.
+// keyUsageView is the key's (or team's) limits in use now, in the window they count over.
 type keyUsageView struct {
 	Requests int `json:"requests"`
 	Tokens   int `json:"tokens"`
@@ -76,19 +79,35 @@ func (s *Server) viewKey(ctx context.Context, k keys.Key) keyView {
 		MaxConcurrency: k.MaxConcurrency, CacheTTL: k.CacheTTLSeconds, BudgetAlerts: k.Alerts(), Models: k.Models, ExpiresAt: k.ExpiresAt, Metadata: k.Metadata, CreatedAt: k.CreatedAt,
 		UpdatedAt: k.UpdatedAt, RevokedAt: k.RevokedAt, LastUsedAt: k.LastUsedAt,
 		Spend: spendView{PeriodStart: k.PeriodStart(now), SpendUSD: k.Spent(now), TotalUSD: k.Spend.Total}}
+	if k.TeamID != "" {
+		v.TeamID = &k.TeamID
+	}
 	if v.Models == nil {
 		v.Models = []string{}
 	}
 	if len(v.Metadata) == 0 {
 		v.Metadata = json.RawMessage("{}")
 	}
-	if end := k.PeriodEnd(now); !end.IsZero() {
-		v.Spend.PeriodEnd = &end
-	}
-	if u, err := s.keys.Usage(ctx, k); err == nil {
-		v.Usage = keyUsageView{Requests: u.Requests, Tokens: u.Tokens, InFlight: u.InFlight}
-	}
+	v.Spend.PeriodEnd = periodEnd(k.Allowance, now)
+	v.Usage = s.usage(ctx, k.ID, k.Allowance)
 	return v
+}
+
+// periodEnd is when the budget period that holds now ends; nil for a budget of a whole life.
+func periodEnd(a keys.Allowance, now time.Time) *time.Time {
+	if end := a.PeriodEnd(now); !end.IsZero() {
+		return &end
+	}
+	return nil
+}
+
+// usage is a key's or team's limits in use now; zero when they cannot be read.
+func (s *Server) usage(ctx context.Context, id string, a keys.Allowance) keyUsageView {
+	u, err := s.keys.Usage(ctx, id, a)
+	if err != nil {
+		return keyUsageView{}
+	}
+	return keyUsageView{Requests: u.Requests, Tokens: u.Tokens, InFlight: u.InFlight}
 }
 
 // keyError answers a key store's failure.
@@ -96,6 +115,9 @@ func keyError(w http.ResponseWriter, err error) {
 	switch {
 	case errors.Is(err, keys.ErrUnknown):
 		writeError(w, http.StatusNotFound, "not_found", "no such API key", nil)
+	case errors.Is(err, keys.ErrUnknownTeam):
+		writeError(w, http.StatusBadRequest, "invalid_request", "the key has problems",
+			[]*messages.Problem{{Field: "team_id", Message: "no such team (GET /admin/teams lists them)"}})
 	case errors.Is(err, keys.ErrUnavailable):
 		w.Header().Set("Retry-After", "5")
 		writeError(w, http.StatusServiceUnavailable, "store_unavailable", "the key store is unavailable", nil)
@@ -187,19 +209,43 @@ var spendParams = map[string]bool{"since": true, "until": true, "group_by": true
 // DefaultSpendWindow is how far back GET /admin/keys/:id/spend looks without since.
 const DefaultSpendWindow = 30 * 24 * time.Hour
 
-// keySpend handles GET /admin/keys/:id/spend?since=&until=&group_by=model|day.
-func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+// spendWindow reads the query of a spend: since, until (now when absent), since defaulting to
+// DefaultSpendWindow before until, and group_by (model or day), answering what is wrong itself.
+func (s *Server) spendWindow(w http.ResponseWriter, r *http.Request) (since, until time.Time, byDay, ok bool) {
 	f, bad := readQuery(r.URL.Query(), spendParams)
-	groupBy := r.URL.Query().Get("group_by")
-	switch groupBy {
-	case "":
-		groupBy = "model"
-	case "model", "day":
+	switch r.URL.Query().Get("group_by") {
+	case "", "model":
+	case "day":
+		byDay = true
 	default:
 		bad = append(bad, problems.Problem{Field: "group_by", Message: "must be model or day"})
 	}
 	if len(bad) > 0 {
 		writeBadQuery(w, bad)
+		return since, until, false, false
+	}
+	since, until = f.Since, f.Until
+	if until.IsZero() {
+		until = s.keys.Now().Add(time.Millisecond) // what was received up to now
+	}
+	if since.IsZero() {
+		since = until.Add(-DefaultSpendWindow)
+	}
+	return since.UTC(), until.UTC(), byDay, true
+}
+
+// groupName is the group_by a spend answers with.
+func groupName(byDay bool) string {
+	if byDay {
+		return "day"
+	}
+	return "model"
+}
+
+// keySpend handles GET /admin/keys/:id/spend?since=&until=&group_by=model|day.
+func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
+	since, until, byDay, ok := s.spendWindow(w, r)
+	if !ok {
 		return
 	}
 	k, err := s.keys.Get(r.Context(), p.ByName("id"))
@@ -207,14 +253,7 @@ func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.P
 		keyError(w, err)
 		return
 	}
-	q := records.SpendQuery{KeyID: k.ID, Since: f.Since, Until: f.Until, ByDay: groupBy == "day"}
-	if q.Until.IsZero() {
-		q.Until = s.keys.Now().Add(time.Millisecond) // what was received up to now
-	}
-	if q.Since.IsZero() {
-		q.Since = q.Until.Add(-DefaultSpendWindow)
-	}
-	groups, err := s.keys.Spend(r.Context(), q)
+	groups, err := s.keys.Spend(r.Context(), records.SpendQuery{KeyID: k.ID, Since: since, Until: until, ByDay: byDay})
 	if err != nil {
 		storeError(w, err)
 		return
@@ -226,6 +265,6 @@ func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.P
 	if groups == nil {
 		groups = []records.SpendGroup{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key_id": k.ID, "since": q.Since.UTC(), "until": q.Until.UTC(), "group_by": groupBy,
+	writeJSON(w, http.StatusOK, map[string]any{"key_id": k.ID, "since": since, "until": until, "group_by": groupName(byDay),
 		"total_usd": total, "groups": groups})
 }

@@ -449,17 +449,27 @@ func (s *Server) v1Models(w http.ResponseWriter, r *http.Request, _ httprouter.P
 		}
 	}
 	for _, m := range s.engine.Catalog().All() {
-		if callerMay(r, m.ID) {
+		if s.callerMay(r, m.ID) {
 			data = append(data, catalogModelObject(m))
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-// callerMay reports whether the request's caller may call a model: a key, by its globs.
-func callerMay(r *http.Request, model string) bool {
+// callerMay reports whether the request's caller may call a model: a key, by its globs and its team's.
+func (s *Server) callerMay(r *http.Request, model string) bool {
 	k, ok := keys.CallerOf(r.Context())
-	return !ok || k.Allows(model)
+	if !ok {
+		return true
+	}
+	if !k.Allows(model) {
+		return false
+	}
+	if k.TeamID == "" {
+		return true
+	}
+	t, ok := s.keys.Team(k.TeamID)
+	return ok && t.Allows(model)
 }
 
 // v1Model answers GET /v1/models/{id}: one entry of the list, or 404 in OpenAI's shape (a model the
@@ -476,7 +486,7 @@ func (s *Server) v1Model(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 
 // modelObject is the model of an id, as GET /v1/models lists it, when its caller may call it.
 func (s *Server) modelObject(r *http.Request, id string) (modelObject, bool) {
-	if !callerMay(r, id) {
+	if !s.callerMay(r, id) {
 		return modelObject{}, false
 	}
 	if id == autoModel {

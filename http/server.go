@@ -143,6 +143,12 @@ func New(engine Engine, opts Options) *Server {
 	s.handle(http.MethodPatch, "/admin/keys/:id", s.authed(s.adminOnly(s.withKeys(s.updateKey))))
 	s.handle(http.MethodDelete, "/admin/keys/:id", s.authed(s.adminOnly(s.withKeys(s.revokeKey))))
 	s.handle(http.MethodGet, "/admin/keys/:id/spend", s.authed(s.adminOnly(s.withKeys(s.keySpend))))
+	s.handle(http.MethodPost, "/admin/teams", s.authed(s.adminOnly(s.withKeys(s.createTeam))))
+	s.handle(http.MethodGet, "/admin/teams", s.authed(s.adminOnly(s.withKeys(s.listTeams))))
+	s.handle(http.MethodGet, "/admin/teams/:id", s.authed(s.adminOnly(s.withKeys(s.showTeam))))
+	s.handle(http.MethodPatch, "/admin/teams/:id", s.authed(s.adminOnly(s.withKeys(s.updateTeam))))
+	s.handle(http.MethodDelete, "/admin/teams/:id", s.authed(s.adminOnly(s.withKeys(s.deleteTeam))))
+	s.handle(http.MethodGet, "/admin/teams/:id/spend", s.authed(s.adminOnly(s.withKeys(s.teamSpend))))
 	// The dashboard's files hold no data: they load without the token, and ask for it to read the API.
 	dashboard := http.StripPrefix("/ui", ui.Handler())
 	s.handle(http.MethodGet, "/ui/*file", func(w http.ResponseWriter, r *http.Request, _ httprouter.Params) { dashboard.ServeHTTP(w, r) })

@@ -1576,10 +1576,14 @@ type Call struct {
 	State     string                 `protobuf:"bytes,13,opt,name=state,proto3" json:"state,omitempty"`
 	SettledAt *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=settled_at,json=settledAt,proto3" json:"settled_at,omitempty"`
 	// usage and cost_nanos are what the call used and cost (usage.estimated when Conclave counted it).
-	Usage         *Usage `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"`
-	CostNanos     int64  `protobuf:"varint,16,opt,name=cost_nanos,json=costNanos,proto3" json:"cost_nanos,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Usage     *Usage `protobuf:"bytes,15,opt,name=usage,proto3" json:"usage,omitempty"`
+	CostNanos int64  `protobuf:"varint,16,opt,name=cost_nanos,json=costNanos,proto3" json:"cost_nanos,omitempty"`
+	// team_id is the key's team, charged with it ("" for none); team_period_start the start of the
+	// team's budget period the call counts in (unix microseconds).
+	TeamId          string `protobuf:"bytes,17,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
+	TeamPeriodStart int64  `protobuf:"varint,18,opt,name=team_period_start,json=teamPeriodStart,proto3" json:"team_period_start,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *Call) Reset() {
@@ -1720,6 +1724,20 @@ func (x *Call) GetUsage() *Usage {
 func (x *Call) GetCostNanos() int64 {
 	if x != nil {
 		return x.CostNanos
+	}
+	return 0
+}
+
+func (x *Call) GetTeamId() string {
+	if x != nil {
+		return x.TeamId
+	}
+	return ""
+}
+
+func (x *Call) GetTeamPeriodStart() int64 {
+	if x != nil {
+		return x.TeamPeriodStart
 	}
 	return 0
 }
@@ -6719,7 +6737,7 @@ const file_conclave_proto_rawDesc = "" +
 	"\rRecordDurable\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x16\n" +
-	"\x06stored\x18\x02 \x01(\bR\x06stored\"\xb5\x04\n" +
+	"\x06stored\x18\x02 \x01(\bR\x06stored\"\xfa\x04\n" +
 	"\x04Call\x12\x17\n" +
 	"\acall_id\x18\x01 \x01(\tR\x06callId\x12\x1d\n" +
 	"\n" +
@@ -6740,7 +6758,9 @@ const file_conclave_proto_rawDesc = "" +
 	"settled_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\tsettledAt\x12(\n" +
 	"\x05usage\x18\x0f \x01(\v2\x12.conclave.v1.UsageR\x05usage\x12\x1d\n" +
 	"\n" +
-	"cost_nanos\x18\x10 \x01(\x03R\tcostNanos\"5\n" +
+	"cost_nanos\x18\x10 \x01(\x03R\tcostNanos\x12\x17\n" +
+	"\ateam_id\x18\x11 \x01(\tR\x06teamId\x12*\n" +
+	"\x11team_period_start\x18\x12 \x01(\x03R\x0fteamPeriodStart\"5\n" +
 	"\fJournalEntry\x12%\n" +
 	"\x04call\x18\x01 \x01(\v2\x11.conclave.v1.CallR\x04call\"~\n" +
 	"\x11PeerBreakerOpened\x12\x1a\n" +

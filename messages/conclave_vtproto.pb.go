@@ -1456,6 +1456,22 @@ func (m *Call) MarshalToSizedBufferVT(dAtA []byte) (int, error) {
 		i -= len(m.unknownFields)
 		copy(dAtA[i:], m.unknownFields)
 	}
+	if m.TeamPeriodStart != 0 {
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.TeamPeriodStart))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0x90
+	}
+	if len(m.TeamId) > 0 {
+		i -= len(m.TeamId)
+		copy(dAtA[i:], m.TeamId)
+		i = protohelpers.EncodeVarint(dAtA, i, uint64(len(m.TeamId)))
+		i--
+		dAtA[i] = 0x1
+		i--
+		dAtA[i] = 0x8a
+	}
 	if m.CostNanos != 0 {
 		i = protohelpers.EncodeVarint(dAtA, i, uint64(m.CostNanos))
 		i--
@@ -6800,6 +6816,13 @@ func (m *Call) SizeVT() (n int) {
 	}
 	if m.CostNanos != 0 {
 		n += 2 + protohelpers.SizeOfVarint(uint64(m.CostNanos))
+	}
+	l = len(m.TeamId)
+	if l > 0 {
+		n += 2 + l + protohelpers.SizeOfVarint(uint64(l))
+	}
+	if m.TeamPeriodStart != 0 {
+		n += 2 + protohelpers.SizeOfVarint(uint64(m.TeamPeriodStart))
 	}
 	n += len(m.unknownFields)
 	return n
@@ -13012,6 +13035,57 @@ func (m *Call) UnmarshalVT(dAtA []byte) error {
 				b := dAtA[iNdEx]
 				iNdEx++
 				m.CostNanos |= int64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+		case 17:
+			if wireType != 2 {
+				return fmt.Errorf("proto: wrong wireType = %d for field TeamId", wireType)
+			}
+			var stringLen uint64
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				stringLen |= uint64(b&0x7F) << shift
+				if b < 0x80 {
+					break
+				}
+			}
+			intStringLen := int(stringLen)
+			if intStringLen < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			postIndex := iNdEx + intStringLen
+			if postIndex < 0 {
+				return protohelpers.ErrInvalidLength
+			}
+			if postIndex > l {
+				return io.ErrUnexpectedEOF
+			}
+			m.TeamId = string(dAtA[iNdEx:postIndex])
+			iNdEx = postIndex
+		case 18:
+			if wireType != 0 {
+				return fmt.Errorf("proto: wrong wireType = %d for field TeamPeriodStart", wireType)
+			}
+			m.TeamPeriodStart = 0
+			for shift := uint(0); ; shift += 7 {
+				if shift >= 64 {
+					return protohelpers.ErrIntOverflow
+				}
+				if iNdEx >= l {
+					return io.ErrUnexpectedEOF
+				}
+				b := dAtA[iNdEx]
+				iNdEx++
+				m.TeamPeriodStart |= int64(b&0x7F) << shift
 				if b < 0x80 {
 					break
 				}

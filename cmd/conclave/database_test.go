@@ -20,11 +20,11 @@ func TestMigrateAndPruneCommands(t *testing.T) {
 	steps := []struct {
 		args, want string
 	}{
-		{"migrate status", "schema version 0 of 11"},
-		{"migrate up", "schema version 0 -> 11"},
-		{"migrate down", "schema version 11 -> 10"},
-		{"migrate up", "schema version 10 -> 11"},
-		{"migrate down --to 0", "schema version 11 -> 0"},
+		{"migrate status", "schema version 0 of 12"},
+		{"migrate up", "schema version 0 -> 12"},
+		{"migrate down", "schema version 12 -> 11"},
+		{"migrate up", "schema version 11 -> 12"},
+		{"migrate down --to 0", "schema version 12 -> 0"},
 		{"migrate up", "  1 applied  001_workflow.sql"},
 		{"records prune --older-than 30d", "deleted 0 records"},
 	}
@@ -60,7 +60,7 @@ func TestMigratePartitionsKeepsEveryRow(t *testing.T) {
 			t.Fatalf("%s: %v\n%s%s", args, err, out.String(), errOut.String())
 		}
 	}
-	command("migrate up", "schema version 0 -> 11")
+	command("migrate up", "schema version 0 -> 12")
 	command("migrate down --to 7", "schema version 11 -> 7")
 	conn, err := pgx.Connect(ctx, url.Reveal())
 	if err != nil {

@@ -34,6 +34,7 @@ CONCLAVE_API_TOKEN; the server CONCLAVE_SERVER, http://127.0.0.1:5000 by default
 
 Key flags:
   --name NAME              a name for people and metrics
+  --team ID                the team the key belongs to, held to the team's limits too ("none" to leave it)
   --budget-usd N           the most the key may spend in a period ("none" to remove the budget)
   --budget-period P        1d, 7d, 30d, or "" for the key's whole life
   --budget-alerts S        shares of the budget told when crossed, once per period: 0.5,0.8,1 ("default": 0.8,1)
@@ -47,43 +48,76 @@ Key flags:
 Common flags: --server URL, --token TOKEN, --json (list: the admin API's JSON)
 `
 
-// keysCommand runs `conclave keys ...` against a running server's admin API.
-func keysCommand(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+const teamsUsage = `Usage: conclave teams COMMAND [flags]
+
+Manages the teams of a running Conclave through its admin API (as conclave keys does keys). A team
+holds every request of its keys to its own limits and budget too, whichever is tighter.
+
+  create --name NAME [team flags]    make a team
+  list [--json]                      every team: a table, or the JSON
+  show ID                            one team, its spend and its limits in use
+  update ID [team flags]             change what the flags give
+  delete ID                          delete a team no key that is not revoked belongs to
+  spend ID [--since T] [--until T] [--group-by model|day]
+                                     what the team's keys spent, by model or day
+
+Team flags: --name, --budget-usd, --budget-period, --budget-alerts, --rpm, --tpm, --max-concurrency,
+--models and --metadata, as for keys (see conclave keys --help). A key joins a team with
+conclave keys update KEY --team TEAM.
+
+Common flags: --server URL, --token TOKEN, --json (list: the admin API's JSON)
+`
+
+// resource is what `conclave keys` and `conclave teams` manage: its admin API path and its commands.
+type resource struct {
+	name, usage, path string
+	flags             []string
+	commands          map[string]func(context.Context, *keysInvocation) error
+	table             func(io.Writer, []byte) error
+}
+
+var (
+	keysResource = &resource{name: "keys", usage: keysUsage, path: "/admin/keys", flags: keyFlags, table: keyTable}
+	// A team's flags are a key's but its team, its cache and its expiry.
+	teamsResource = &resource{name: "teams", usage: teamsUsage, path: "/admin/teams", table: teamTable,
+		flags: []string{"name", "budget-usd", "budget-period", "budget-alerts", "rpm", "tpm", "max-concurrency", "models", "metadata"}}
+)
+
+func init() {
+	keysResource.commands = map[string]func(context.Context, *keysInvocation) error{"create": create, "update": update, "list": list, "show": show,
+		"revoke": remove, "spend": spend}
+	teamsResource.commands = map[string]func(context.Context, *keysInvocation) error{"create": create, "update": update, "list": list, "show": show,
+		"delete": remove, "spend": spend}
+}
+
+// adminCommand runs `conclave keys ...` or `conclave teams ...` against a running server's admin API.
+func adminCommand(ctx context.Context, res *resource, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
-		fmt.Fprint(stderr, keysUsage)
-		return errors.New("keys needs a command")
+		fmt.Fprint(stderr, res.usage)
+		return errors.New(res.name + " needs a command")
 	}
 	if isHelp(args[0]) {
-		fmt.Fprint(stdout, keysUsage)
+		fmt.Fprint(stdout, res.usage)
 		return nil
 	}
-	k, err := parseKeysCommand(args, stdout, stderr)
+	k, err := parseKeysCommand(res, args, stdout, stderr)
 	if errors.Is(err, flag.ErrHelp) {
-		fmt.Fprint(stdout, keysUsage)
+		fmt.Fprint(stdout, res.usage)
 		return nil
 	} else if err != nil {
 		return err
 	}
-	run, ok := keysCommands[k.cmd]
+	run, ok := res.commands[k.cmd]
 	if !ok {
-		fmt.Fprint(stderr, keysUsage)
-		return fmt.Errorf("unknown keys command %q", k.cmd)
+		fmt.Fprint(stderr, res.usage)
+		return fmt.Errorf("unknown %s command %q", res.name, k.cmd)
 	}
 	return run(ctx, k)
 }
 
-// keysCommands are the commands of `conclave keys`, by name.
-var keysCommands = map[string]func(context.Context, *keysInvocation) error{
-	"create": createKey,
-	"update": updateKey,
-	"list":   listKeys,
-	"show":   showKey,
-	"revoke": revokeKey,
-	"spend":  keySpend,
-}
-
-// keysInvocation is one `conclave keys` command as its arguments give it.
+// keysInvocation is one `conclave keys` or `conclave teams` command as its arguments give it.
 type keysInvocation struct {
+	res *resource
 	cmd string
 	// positional are the arguments that are not flags: the key id, for the commands that take one.
 	positional []string
@@ -98,18 +132,18 @@ type keysInvocation struct {
 }
 
 // keyFlags are the flags that set a key's fields.
-var keyFlags = []string{"name", "budget-usd", "budget-period", "budget-alerts", "rpm", "tpm", "max-concurrency", "cache-ttl-seconds", "models", "expires-at",
+var keyFlags = []string{"name", "team", "budget-usd", "budget-period", "budget-alerts", "rpm", "tpm", "max-concurrency", "cache-ttl-seconds", "models", "expires-at",
 	"metadata"}
 
 // parseKeysCommand reads a command's flags, which may come before or after the key id. For --help it
 // returns flag.ErrHelp.
-func parseKeysCommand(args []string, stdout, stderr io.Writer) (*keysInvocation, error) {
-	k := &keysInvocation{cmd: args[0], fields: map[string]*string{}, given: map[string]bool{}, stderr: stderr}
-	fs := flag.NewFlagSet("keys "+k.cmd, flag.ContinueOnError)
+func parseKeysCommand(res *resource, args []string, stdout, stderr io.Writer) (*keysInvocation, error) {
+	k := &keysInvocation{res: res, cmd: args[0], fields: map[string]*string{}, given: map[string]bool{}, stderr: stderr}
+	fs := flag.NewFlagSet(res.name+" "+k.cmd, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	server := fs.String("server", envOr("CONCLAVE_SERVER", "http://127.0.0.1:5000"), "")
 	token := fs.String("token", os.Getenv("CONCLAVE_API_TOKEN"), "")
-	for _, name := range keyFlags {
+	for _, name := range res.flags {
 		k.fields[name] = fs.String(name, "", "")
 	}
 	since, until, groupBy := fs.String("since", "", ""), fs.String("until", "", ""), fs.String("group-by", "", "")
@@ -118,7 +152,7 @@ func parseKeysCommand(args []string, stdout, stderr io.Writer) (*keysInvocation,
 		if err := fs.Parse(rest); errors.Is(err, flag.ErrHelp) {
 			return nil, err
 		} else if err != nil {
-			return nil, fmt.Errorf("%w (see conclave keys --help)", err)
+			return nil, fmt.Errorf("%w (see conclave %s --help)", err, res.name)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -131,68 +165,65 @@ func parseKeysCommand(args []string, stdout, stderr io.Writer) (*keysInvocation,
 	return k, nil
 }
 
-// id is the one key id the command was given, escaped for a path.
+// id is the path of the one key or team the command was given.
 func (k *keysInvocation) id() (string, error) {
 	if len(k.positional) != 1 {
-		return "", fmt.Errorf("keys %s needs one key id (see conclave keys --help)", k.cmd)
+		return "", fmt.Errorf("%s %s needs one id (see conclave %s --help)", k.res.name, k.cmd, k.res.name)
 	}
-	return url.PathEscape(k.positional[0]), nil
+	return k.res.path + "/" + url.PathEscape(k.positional[0]), nil
 }
 
-// createKey makes a key; its secret is in the answer printed, this once only.
-func createKey(ctx context.Context, k *keysInvocation) error {
+// create makes a key or team; a key's secret is in the answer printed, this once only.
+func create(ctx context.Context, k *keysInvocation) error {
 	body, err := keyBody(k.fields, k.given)
 	if err != nil {
 		return err
 	}
 	if len(k.positional) > 0 {
-		return errors.New("keys create takes no id")
+		return errors.New(k.res.name + " create takes no id")
 	}
-	if err := k.client.do(ctx, http.MethodPost, "/admin/keys", body, http.StatusCreated); err != nil {
+	if err := k.client.do(ctx, http.MethodPost, k.res.path, body, http.StatusCreated); err != nil {
 		return err
 	}
-	fmt.Fprintln(k.stderr, "the key's secret is above; it is not kept and cannot be shown again")
+	if k.res == keysResource {
+		fmt.Fprintln(k.stderr, "the key's secret is above; it is not kept and cannot be shown again")
+	}
 	return nil
 }
 
-// updateKey changes what the key flags given say.
-func updateKey(ctx context.Context, k *keysInvocation) error {
+// update changes what the flags given say.
+func update(ctx context.Context, k *keysInvocation) error {
 	body, err := keyBody(k.fields, k.given)
 	if err != nil {
 		return err
 	}
-	id, err := k.id()
+	path, err := k.id()
 	if err != nil {
 		return err
 	}
-	return k.client.do(ctx, http.MethodPatch, "/admin/keys/"+id, body, http.StatusOK)
+	return k.client.do(ctx, http.MethodPatch, path, body, http.StatusOK)
 }
 
-// listKeys prints every key, revoked ones included: a table, or with --json the admin API's answer.
-func listKeys(ctx context.Context, k *keysInvocation) error {
+// list prints every key (revoked ones included) or team: a table, or with --json the admin API's answer.
+func list(ctx context.Context, k *keysInvocation) error {
 	if len(k.positional) > 0 {
-		return errors.New("keys list takes no id")
+		return errors.New(k.res.name + " list takes no id")
 	}
 	if k.json {
-		return k.client.do(ctx, http.MethodGet, "/admin/keys", nil, http.StatusOK)
+		return k.client.do(ctx, http.MethodGet, k.res.path, nil, http.StatusOK)
 	}
-	raw, err := k.client.call(ctx, http.MethodGet, "/admin/keys", nil, http.StatusOK)
+	raw, err := k.client.call(ctx, http.MethodGet, k.res.path, nil, http.StatusOK)
 	if err != nil {
 		return err
 	}
-	var list struct {
-		Keys []listedKey `json:"keys"`
-	}
-	if err := json.Unmarshal(raw, &list); err != nil {
-		return fmt.Errorf("GET /admin/keys: %w", err)
-	}
-	return keyTable(k.client.stdout, list.Keys)
+	return k.res.table(k.client.stdout, raw)
 }
 
-// listedKey is what the table shows of a key.
+// listedKey is what the table shows of a key or team.
 type listedKey struct {
 	ID             string     `json:"id"`
 	Name           string     `json:"name"`
+	TeamID         *string    `json:"team_id"`
 	Status         string     `json:"status"`
 	BudgetUSD      *money.USD `json:"budget_usd"`
 	BudgetPeriod   string     `json:"budget_period"`
@@ -207,60 +238,93 @@ type listedKey struct {
 	} `json:"spend"`
 }
 
-// keyTable writes keys as a table, one line each; a limit of 0 and an absent budget or expiry are "-".
-func keyTable(w io.Writer, keys []listedKey) error {
+// keyTable writes the keys of GET /admin/keys as a table, one line each; a limit of 0 and an absent
+// team, budget or expiry are "-".
+func keyTable(w io.Writer, raw []byte) error {
+	var list struct {
+		Keys []listedKey `json:"keys"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("GET /admin/keys: %w", err)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tSPENT\tBUDGET\tPERIOD\tRPM\tTPM\tCONCURRENCY\tMODELS\tEXPIRES\tLAST USED")
+	fmt.Fprintln(tw, "ID\tNAME\tTEAM\tSTATUS\tSPENT\tBUDGET\tPERIOD\tRPM\tTPM\tCONCURRENCY\tMODELS\tEXPIRES\tLAST USED")
+	for _, k := range list.Keys {
+		team := "-"
+		if k.TeamID != nil {
+			team = *k.TeamID
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, team, k.allowance(), when(k.ExpiresAt), when(k.LastUsedAt))
+	}
+	return tw.Flush()
+}
+
+// teamTable writes the teams of GET /admin/teams as a table, one line each.
+func teamTable(w io.Writer, raw []byte) error {
+	var list struct {
+		Teams []listedKey `json:"teams"`
+	}
+	if err := json.Unmarshal(raw, &list); err != nil {
+		return fmt.Errorf("GET /admin/teams: %w", err)
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tNAME\tSTATUS\tSPENT\tBUDGET\tPERIOD\tRPM\tTPM\tCONCURRENCY\tMODELS")
+	for _, t := range list.Teams {
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", t.ID, t.Name, t.allowance())
+	}
+	return tw.Flush()
+}
+
+// allowance is the status, spend, budget, limits and models of a table's line, tab-separated.
+func (k listedKey) allowance() string {
 	dash := func(n int) string {
 		if n == 0 {
 			return "-"
 		}
 		return strconv.Itoa(n)
 	}
-	when := func(t *time.Time) string {
-		if t == nil {
-			return "-"
-		}
-		return t.UTC().Format(time.RFC3339)
+	budget, period, models := "-", k.BudgetPeriod, strings.Join(k.Models, ",")
+	if k.BudgetUSD != nil {
+		budget = "$" + k.BudgetUSD.String()
 	}
-	for _, k := range keys {
-		budget, period, models := "-", k.BudgetPeriod, strings.Join(k.Models, ",")
-		if k.BudgetUSD != nil {
-			budget = "$" + k.BudgetUSD.String()
-		}
-		if period == "" {
-			period = "life"
-		}
-		if models == "" {
-			models = "*"
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t$%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", k.ID, k.Name, k.Status, k.Spend.SpendUSD, budget, period,
-			dash(k.RPM), dash(k.TPM), dash(k.MaxConcurrency), models, when(k.ExpiresAt), when(k.LastUsedAt))
+	if period == "" {
+		period = "life"
 	}
-	return tw.Flush()
+	if models == "" {
+		models = "*"
+	}
+	return strings.Join([]string{k.Status, "$" + k.Spend.SpendUSD.String(), budget, period, dash(k.RPM), dash(k.TPM), dash(k.MaxConcurrency), models}, "\t")
 }
 
-// showKey prints one key, its spend and its limits in use.
-func showKey(ctx context.Context, k *keysInvocation) error {
-	id, err := k.id()
+// when is a table's time: RFC 3339 in UTC, or "-".
+func when(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.UTC().Format(time.RFC3339)
+}
+
+// show prints one key or team, its spend and its limits in use.
+func show(ctx context.Context, k *keysInvocation) error {
+	path, err := k.id()
 	if err != nil {
 		return err
 	}
-	return k.client.do(ctx, http.MethodGet, "/admin/keys/"+id, nil, http.StatusOK)
+	return k.client.do(ctx, http.MethodGet, path, nil, http.StatusOK)
 }
 
-// revokeKey refuses the key from now on.
-func revokeKey(ctx context.Context, k *keysInvocation) error {
-	id, err := k.id()
+// remove revokes a key, or deletes a team.
+func remove(ctx context.Context, k *keysInvocation) error {
+	path, err := k.id()
 	if err != nil {
 		return err
 	}
-	return k.client.do(ctx, http.MethodDelete, "/admin/keys/"+id, nil, http.StatusOK)
+	return k.client.do(ctx, http.MethodDelete, path, nil, http.StatusOK)
 }
 
-// keySpend prints what the key spent, from the records: since and until a time, grouped as asked.
-func keySpend(ctx context.Context, k *keysInvocation) error {
-	id, err := k.id()
+// spend prints what a key or team spent: since and until a time, grouped as asked.
+func spend(ctx context.Context, k *keysInvocation) error {
+	path, err := k.id()
 	if err != nil {
 		return err
 	}
@@ -270,7 +334,7 @@ func keySpend(ctx context.Context, k *keysInvocation) error {
 			q.Set(name, v)
 		}
 	}
-	path := "/admin/keys/" + id + "/spend"
+	path += "/spend"
 	if len(q) > 0 {
 		path += "?" + q.Encode()
 	}
@@ -322,6 +386,13 @@ func keyBody(fields map[string]*string, given map[string]bool) (map[string]any, 
 				}
 			}
 			body[name] = globs
+		case "team":
+			name = "team_id"
+			if *v == "none" {
+				body[name] = nil
+			} else {
+				body[name] = *v
+			}
 		case "expires-at":
 			if *v == "never" {
 				body[name] = nil

@@ -78,3 +78,52 @@ func TestKeysCommand(t *testing.T) {
 		t.Errorf("a wrong admin token: %v", err)
 	}
 }
+
+// The teams command drives the admin API's teams: a team made, a key joined to it, listed as a table,
+// its spend read, and deleted only once its key is revoked.
+func TestTeamsCommand(t *testing.T) {
+	const admin = "admin-token-0123456789"
+	t.Setenv("CONCLAVE_API_TOKEN", admin)
+	_, addr := serving(t, "--sim-latency-scale", "0")
+	cli := func(args ...string) (map[string]any, string, error) {
+		var out, errs bytes.Buffer
+		err := run(context.Background(), append(args, "--server", addr), &out, &errs)
+		var v map[string]any
+		_ = json.Unmarshal(out.Bytes(), &v)
+		return v, out.String(), err
+	}
+	team, _, err := cli("teams", "create", "--name", "research", "--budget-usd", "10", "--budget-period", "30d", "--max-concurrency", "4",
+		"--models", "openai/*,conclave/*")
+	if err != nil || team["name"] != "research" || team["budget_usd"] != 10.0 || team["max_concurrency"] != 4.0 {
+		t.Fatalf("created %v, %v", team, err)
+	}
+	teamID := team["id"].(string)
+	key, _, err := cli("keys", "create", "--name", "analyst", "--team", teamID)
+	if err != nil || key["team_id"] != teamID {
+		t.Fatalf("a key in the team: %v, %v", key, err)
+	}
+	if _, _, err := cli("keys", "create", "--name", "stray", "--team", "team_nobody"); err == nil || !strings.Contains(err.Error(), "400") {
+		t.Fatalf("a key in no team that exists: %v", err)
+	}
+	if _, table, err := cli("teams", "list"); err != nil || !strings.Contains(table, "CONCURRENCY") || !strings.Contains(table, teamID+"  research  active") {
+		t.Fatalf("teams list: %v\n%s", err, table)
+	}
+	if _, table, err := cli("keys", "list"); err != nil || !strings.Contains(table, " TEAM ") || !strings.Contains(table, " "+teamID+" ") {
+		t.Fatalf("keys list shows the team: %v\n%s", err, table)
+	}
+	if spend, _, err := cli("teams", "spend", teamID, "--group-by", "day"); err != nil || spend["team_id"] != teamID || spend["group_by"] != "day" {
+		t.Fatalf("spend %v, %v", spend, err)
+	}
+	if _, _, err := cli("teams", "delete", teamID); err == nil || !strings.Contains(err.Error(), "409") {
+		t.Fatalf("a team with a usable key is kept: %v", err)
+	}
+	if _, _, err := cli("keys", "revoke", key["id"].(string)); err != nil {
+		t.Fatal(err)
+	}
+	if gone, _, err := cli("teams", "delete", teamID); err != nil || gone["status"] != "deleted" {
+		t.Fatalf("deleted %v, %v", gone, err)
+	}
+	if _, _, err := cli("teams", "show", teamID); err == nil || !strings.Contains(err.Error(), "404") {
+		t.Fatalf("a deleted team: %v", err)
+	}
+}

@@ -1,6 +1,6 @@
 // Command conclave is the Conclave control plane: `conclave serve` runs it, `conclave migrate` and
-// `conclave records` tend its PostgreSQL, `conclave keys` its API keys, `conclave version` says which
-// build this is.
+// `conclave records` tend its PostgreSQL, `conclave keys` and `conclave teams` its API keys and teams,
+// `conclave version` says which build this is.
 package main
 
 import (
@@ -47,6 +47,8 @@ Usage:
                              delete old execution records from PostgreSQL
   conclave keys create|list|show|update|revoke|spend
                              manage the API keys of a running Conclave (its admin API)
+  conclave teams create|list|show|update|delete|spend
+                             manage its teams: groups of keys held to limits and a budget of their own
   conclave books check [--since 30d]
                              check that keys' spend, the journal of calls and the records agree (exit 1 if not)
   conclave version           print the version (also --version)
@@ -91,7 +93,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case "records":
 		return records(ctx, args[1:], stdout, stderr)
 	case "keys":
-		return keysCommand(ctx, args[1:], stdout, stderr)
+		return adminCommand(ctx, keysResource, args[1:], stdout, stderr)
+	case "teams":
+		return adminCommand(ctx, teamsResource, args[1:], stdout, stderr)
 	case "books":
 		return booksCommand(ctx, args[1:], stdout, stderr)
 	case "version", "--version", "-version":

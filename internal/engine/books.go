@@ -98,7 +98,7 @@ func (e *Engine) meter(t fleet.Transport) *books.Meter {
 }
 
 // runBooks keeps the books' background work going until ctx ends: the renewal of this controller's
-// holds in Redis, the key cache's refresh, and the word of keys changed on other controllers.
+// holds in Redis, the key and team caches' refresh, and the word of keys changed on other controllers.
 func (e *Engine) runBooks(ctx context.Context, keyRefresh time.Duration) {
 	if r, ok := e.budgets.(interface{ Run(context.Context) }); ok {
 		e.background.Go(func() { r.Run(ctx) })
@@ -109,6 +109,9 @@ func (e *Engine) runBooks(ctx context.Context, keyRefresh time.Duration) {
 	}
 	e.background.Go(func() {
 		e.keys.cache.Run(ctx, keyRefresh, func(err error) {
+			if err == nil { // the teams with the keys: they are few, and read whole
+				err = e.keys.refreshTeams(ctx)
+			}
 			switch {
 			case err != nil && !failing:
 				e.log.Warn("the keys could not be read again: this controller serves the keys it has", zap.String("event", "keys_stale"), zap.Error(err))

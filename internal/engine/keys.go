@@ -35,6 +35,8 @@ import (
 type Keys struct {
 	store   keystore.Store
 	cache   *keystore.Cache
+	teams   keystore.TeamStore
+	teamsOf *keystore.TeamCache
 	memory  *keystore.Memory // the embedded default's store, charged by settlements; nil with PostgreSQL
 	records store.Store
 	// sync waits for the records and charges of the requests answered before (Engine.Sync): a key's
@@ -64,9 +66,11 @@ type keyLimiter struct {
 func (e *Engine) Keys() *Keys { return e.keys }
 
 func (e *Engine) openKeys() {
-	var s keystore.Store
 	mem := keystore.NewMemory()
-	s = mem
+	var s interface {
+		keystore.Store
+		keystore.TeamStore
+	} = mem
 	if pg, ok := e.store.(interface{ Pool() *pgxpool.Pool }); ok {
 		s, mem = keystore.NewPostgres(pg.Pool()), nil
 	}
@@ -74,18 +78,26 @@ func (e *Engine) openKeys() {
 	if limits == nil {
 		limits = func(_ string, l ratelimit.Limits) ratelimit.Limiter { return ratelimit.NewLocal(l, e.deps.Clock, 0) }
 	}
-	e.keys = &Keys{store: s, cache: keystore.NewCache(s), memory: mem, records: e.store, sync: e.Sync, limits: limits, clock: e.deps.Clock, catalog: e.catalog,
+	e.keys = &Keys{store: s, cache: keystore.NewCache(s), teams: s, teamsOf: keystore.NewTeamCache(s), memory: mem, records: e.store, sync: e.Sync, limits: limits, clock: e.deps.Clock, catalog: e.catalog,
 		metrics: e.deps.Metrics, log: e.log, limiters: map[string]keyLimiter{}}
 }
 
-// charge adds a settled call to its key's spend in the embedded default's memory.
+// charge adds a settled call to its key's spend, and its team's, in the embedded default's memory.
 func (k *Keys) charge(c *messages.Call) {
+	ctx := context.Background()
 	at := c.GetSettledAt().AsTime()
-	_ = k.memory.Charge(context.Background(), c.KeyId, time.UnixMicro(c.PeriodStart).UTC(), money.USD(c.CostNanos), at)
+	_ = k.memory.Charge(ctx, c.KeyId, time.UnixMicro(c.PeriodStart).UTC(), money.USD(c.CostNanos), at)
 	if key, ok := k.cache.Cached(c.KeyId); ok { // the cache shows the spend as it grows
-		if fresh, err := k.memory.Get(context.Background(), key.ID); err == nil {
+		if fresh, err := k.memory.Get(ctx, key.ID); err == nil {
 			k.cache.Put(fresh)
 		}
+	}
+	if c.TeamId == "" {
+		return
+	}
+	_ = k.memory.ChargeTeam(c.TeamId, time.UnixMicro(c.TeamPeriodStart).UTC(), c.Model, c.GetOpenedAt().AsTime(), money.USD(c.CostNanos))
+	if fresh, err := k.memory.Team(ctx, c.TeamId); err == nil {
+		k.teamsOf.Put(fresh)
 	}
 }
 
@@ -116,12 +128,13 @@ func (k *Keys) Create(ctx context.Context, c keys.Changes) (keys.Key, string, er
 		return keys.Key{}, "", err
 	}
 	now := k.Now().Truncate(time.Microsecond) // as PostgreSQL keeps it: periods count from it
-	key := c.Apply(keys.Key{ID: id, CreatedAt: now, PeriodOrigin: now}, now)
+	key := c.Apply(keys.Key{ID: id, CreatedAt: now, Allowance: keys.Allowance{PeriodOrigin: now}}, now)
 	key.Spend.PeriodStart = now
 	if err := k.store.Create(ctx, key, keys.Hash(secret)); err != nil {
 		return keys.Key{}, "", err
 	}
-	k.log.Info("API key created", zap.String("event", "key_created"), zap.String("key_id", id), zap.String("name", key.Name))
+	k.log.Info("API key created", zap.String("event", "key_created"), zap.String("key_id", id), zap.String("name", key.Name),
+		zap.String("team_id", key.TeamID))
 	return key, secret, nil
 }
 
@@ -152,13 +165,7 @@ func (k *Keys) Update(ctx context.Context, id string, c keys.Changes) (keys.Key,
 func (k *Keys) Revoke(ctx context.Context, id string) (keys.Key, error) {
 	key, err := k.store.Revoke(ctx, id, k.Now())
 	if err == nil {
-		k.mu.Lock()
-		for name := range k.limiters {
-			if strings.HasPrefix(name, id+"/") {
-				delete(k.limiters, name)
-			}
-		}
-		k.mu.Unlock()
+		k.dropLimiters(id)
 		k.changedKey(key)
 		k.log.Info("API key revoked", zap.String("event", "key_revoked"), zap.String("key_id", id), zap.String("name", key.Name))
 	}
@@ -173,8 +180,25 @@ func (k *Keys) changedKey(key keys.Key) {
 	}
 }
 
-// Forget drops a key another controller changed: it is read again when next asked for.
-func (k *Keys) Forget(id string) { k.cache.Forget(id) }
+// dropLimiters forgets the limiters of a key or team that is gone.
+func (k *Keys) dropLimiters(id string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	for name := range k.limiters {
+		if strings.HasPrefix(name, id+"/") {
+			delete(k.limiters, name)
+		}
+	}
+}
+
+// Forget drops a key or team another controller changed: it is read again when next asked for.
+func (k *Keys) Forget(id string) {
+	if keys.IsTeamID(id) {
+		k.teamsOf.Forget(id)
+		return
+	}
+	k.cache.Forget(id)
+}
 
 // Key implements books.Account: the key of a call, as this controller has it.
 func (k *Keys) Key(id string) (keys.Key, bool) {
@@ -190,39 +214,54 @@ func (k *Keys) Key(id string) (keys.Key, bool) {
 	return key, key.Usable(k.Now()) == nil
 }
 
-// Spent implements books.Account: what a key spent in the period that began at start, from the store;
-// while the store is away, from what this controller has of it.
-func (k *Keys) Spent(ctx context.Context, key keys.Key, start time.Time) (money.USD, error) {
+// Team implements books.Account: a team, as this controller has it.
+func (k *Keys) Team(id string) (keys.Team, bool) {
+	if t, ok := k.teamsOf.Cached(id); ok {
+		return t, true
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ChargeTimeout)
+	defer cancel()
+	t, err := k.teamsOf.Get(ctx, id)
+	return t, err == nil
+}
+
+// Spent implements books.Account: what a key or team spent in the period that began at start, from
+// the store; while the store is away, from what this controller has of it.
+func (k *Keys) Spent(ctx context.Context, id string, a keys.Allowance, start time.Time) (money.USD, error) {
 	_ = k.sync(ctx)
-	spent, err := k.store.PeriodSpend(ctx, key.ID, start)
+	read := k.store.PeriodSpend
+	if keys.IsTeamID(id) {
+		read = k.teams.TeamPeriodSpend
+	}
+	spent, err := read(ctx, id, start)
 	if err == nil {
 		return spent, nil
 	}
-	if key.Spend.PeriodStart.Equal(start) {
-		k.log.Warn("a key's spend is read from memory: the store is unavailable", zap.String("event", "key_spend_cached"),
-			zap.String("key_id", key.ID), zap.Error(err))
-		return key.Spend.Period, nil
+	if a.Spend.PeriodStart.Equal(start) {
+		k.log.Warn("a spend is read from memory: the store is unavailable", zap.String("event", "key_spend_cached"),
+			zap.String("id", id), zap.Error(err))
+		return a.Spend.Period, nil
 	}
 	return 0, err
 }
 
-// TokensPerMinute implements books.Account: the limiter of a key's tokens per minute, each call held
-// for its worst case and settled at what it used.
-func (k *Keys) TokensPerMinute(key keys.Key) ratelimit.Limiter {
-	return k.limiter(key, "tpm", ratelimit.Limits{TokensPerMinute: key.TPM})
+// TokensPerMinute implements books.Account: the limiter of a key's or team's tokens per minute, each
+// call held for its worst case and settled at what it used.
+func (k *Keys) TokensPerMinute(id string, a keys.Allowance) ratelimit.Limiter {
+	return k.limiter(id, "tpm", ratelimit.Limits{TokensPerMinute: a.TPM})
 }
 
-// Usage is how much of a key's limits is in use now (zero for a key without limits).
-func (k *Keys) Usage(ctx context.Context, key keys.Key) (ratelimit.Usage, error) {
+// Usage is how much of a key's or team's limits is in use now (zero without limits).
+func (k *Keys) Usage(ctx context.Context, id string, a keys.Allowance) (ratelimit.Usage, error) {
 	var out ratelimit.Usage
-	if l := k.requests(key); l != nil {
+	if l := k.requests(id, a); l != nil {
 		u, err := l.Usage(ctx)
 		if err != nil {
 			return out, err
 		}
 		out = u
 	}
-	if l := k.TokensPerMinute(key); l != nil {
+	if l := k.TokensPerMinute(id, a); l != nil {
 		u, err := l.Usage(ctx)
 		if err != nil {
 			return out, err
@@ -242,24 +281,26 @@ func (k *Keys) Spend(ctx context.Context, q store.SpendQuery) ([]store.SpendGrou
 	return s.Spend(ctx, q)
 }
 
-// requests is the limiter of a key's requests per minute and requests at once, taken by each request.
-func (k *Keys) requests(key keys.Key) ratelimit.Limiter {
-	return k.limiter(key, "requests", ratelimit.Limits{RequestsPerMinute: key.RPM, Concurrency: key.MaxConcurrency})
+// requests is the limiter of a key's or team's requests per minute and requests at once, taken by each
+// request.
+func (k *Keys) requests(id string, a keys.Allowance) ratelimit.Limiter {
+	return k.limiter(id, "requests", ratelimit.Limits{RequestsPerMinute: a.RPM, Concurrency: a.MaxConcurrency})
 }
 
-// limiter is one of a key's limiters, made on first use and again when its limits change; nil for
-// limits all zero. It counts where the providers' limiters count: in Redis when controllers share one.
-func (k *Keys) limiter(key keys.Key, kind string, limits ratelimit.Limits) ratelimit.Limiter {
+// limiter is one of a key's or team's limiters, made on first use and again when its limits change;
+// nil for limits all zero. It counts where the providers' limiters count: in Redis when controllers
+// share one.
+func (k *Keys) limiter(id, kind string, limits ratelimit.Limits) ratelimit.Limiter {
 	if limits == (ratelimit.Limits{}) {
 		return nil
 	}
-	name := key.ID + "/" + kind
+	name := id + "/" + kind
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if l, ok := k.limiters[name]; ok && l.limits == limits {
 		return l.limiter
 	}
-	l := keyLimiter{limits: limits, limiter: k.limits("key:"+key.ID+":"+kind, limits)}
+	l := keyLimiter{limits: limits, limiter: k.limits("key:"+id+":"+kind, limits)}
 	k.limiters[name] = l
 	return l.limiter
 }
@@ -273,19 +314,21 @@ type ask struct {
 	virtual string
 }
 
-// pass is an admitted request's hold on its key: its slot among the key's requests, until it ends.
+// pass is an admitted request's hold on its key and its key's team: its slot among their requests, until
+// it ends.
 type pass struct {
-	k       *Keys
-	key     keys.Key
-	limiter ratelimit.Limiter
-	id      string
+	k        *Keys
+	key      keys.Key
+	teamID   string
+	limiters []ratelimit.Limiter
+	id       string
 }
 
-// admit decides whether a keyed request may go on: the key is usable, may call what the request asks
-// for, has not spent its budget and has room in its requests per minute and at once. It returns the
-// request's pass, the globs selection keeps to (nil: every model), or the failure that refuses it.
-// Each call the request makes is then held against the key's budget and tokens per minute by the
-// books, before it is sent.
+// admit decides whether a keyed request may go on: the key is usable, it and its team may call what
+// the request asks for, neither has spent its budget, and both have room in their requests per minute
+// and at once. It returns the request's pass, the globs selection keeps to (nil: every model), or the
+// failure that refuses it. Each call the request makes is then held against the key's and the team's
+// budgets and tokens per minute by the books, before it is sent.
 func (k *Keys) admit(ctx context.Context, a ask) (*pass, []string, *messages.Failure) {
 	key, ok := keys.CallerOf(ctx)
 	if !ok || key.ID != a.keyID {
@@ -306,57 +349,121 @@ func (k *Keys) admit(ctx context.Context, a ask) (*pass, []string, *messages.Fai
 	return p, globs, f
 }
 
+// holder is a key or a team a request is held to, as admission sees it.
+type holder struct {
+	what string // "API key" or "team"
+	id   string
+	keys.Allowance
+}
+
 func (k *Keys) judge(ctx context.Context, key keys.Key, a ask) (*pass, []string, *messages.Failure) {
-	var globs []string
-	if bad := notAllowed(key, a.named); len(bad) > 0 {
-		return nil, nil, &messages.Failure{Code: string(resilience.ModelNotAllowed), Message: "the API key may not call the models the request names",
-			Details: bad}
-	} else if len(a.named) == 0 && !key.Allows(a.virtual) {
-		// A Conclave model the key's globs do not name runs over the models they do name.
-		globs = key.Models
-		if !slices.ContainsFunc(k.catalog.Load().All(), func(m catalog.Model) bool { return keys.Matches(globs, m.ID) }) {
-			return nil, nil, &messages.Failure{Code: string(resilience.ModelNotAllowed), Message: "the API key allows no model that " + a.virtual + " could ask",
-				Details: []*messages.Problem{{Field: "model", Message: a.virtual + " is not among the key's models: " + problems.Clip(strings.Join(key.Models, ", "), 256)}}}
+	holders := []holder{{"API key", key.ID, key.Allowance}}
+	if key.TeamID != "" {
+		team, err := k.teamsOf.Get(ctx, key.TeamID)
+		if err != nil {
+			return nil, nil, &messages.Failure{Code: string(resilience.KeyRevoked), Message: "the API key's team cannot be read: " + err.Error()}
 		}
+		holders = append(holders, holder{"team", team.ID, team.Allowance})
 	}
-	if key.Budget != nil {
-		if bad := k.unpriced(a.named); len(bad) > 0 {
-			return nil, nil, &messages.Failure{Code: string(resilience.ModelNotPriced),
-				Message: "the API key has a budget, and the request names models without a price: set their price_in and price_out " +
-					"(providers.<provider>.models), or pricing.default_price_in and pricing.default_price_out", Details: bad}
-		}
+	globs, f := k.models(holders, a)
+	if f != nil {
+		return nil, nil, f
 	}
 	now := k.Now()
-	if key.OverBudget(now) {
-		return nil, nil, BudgetFailure(key, now)
+	for _, h := range holders {
+		if h.Budget == nil {
+			continue
+		}
+		if bad := k.unpriced(a.named); len(bad) > 0 {
+			return nil, nil, &messages.Failure{Code: string(resilience.ModelNotPriced),
+				Message: "the " + h.what + " has a budget, and the request names models without a price: set their price_in and price_out " +
+					"(providers.<provider>.models), or pricing.default_price_in and pricing.default_price_out", Details: bad}
+		}
+		if h.OverBudget(now) {
+			return nil, nil, BudgetFailure(h.what, h.Allowance, now)
+		}
 	}
-	p := &pass{k: k, key: key, id: a.id, limiter: k.requests(key)}
-	if p.limiter == nil {
-		return p, globs, nil
-	}
-	d, err := p.limiter.Reserve(ctx, a.id, 0)
-	switch {
-	case err != nil: // the limiter could not count: the request goes, as a provider's call does then
-		k.log.Warn("an API key's limits could not be counted", zap.String("event", "key_limiter_failed"), zap.String("key_id", key.ID), zap.Error(err))
-		p.limiter = nil
-	case !d.Allowed:
-		return nil, nil, &messages.Failure{Code: string(resilience.KeyRateLimited),
-			Message:           "the API key's limit of " + limitName(d.Reason, key) + " is reached",
-			RetryAfterSeconds: max(1, math.Ceil(d.RetryAfter.Seconds()))}
+	p := &pass{k: k, key: key, id: a.id}
+	for _, h := range holders {
+		if h.what == "team" {
+			p.teamID = h.id
+		}
+		l := k.requests(h.id, h.Allowance)
+		if l == nil {
+			continue
+		}
+		d, err := l.Reserve(ctx, a.id, 0)
+		switch {
+		case err != nil: // the limiter could not count: the request goes, as a provider's call does then
+			k.log.Warn("an API key's or team's limits could not be counted", zap.String("event", "key_limiter_failed"), zap.String("key_id", key.ID),
+				zap.String("id", h.id), zap.Error(err))
+		case !d.Allowed:
+			p.release()
+			return nil, nil, &messages.Failure{Code: string(resilience.KeyRateLimited),
+				Message:           "the " + h.what + "'s limit of " + limitName(d.Reason, h.Allowance) + " is reached",
+				RetryAfterSeconds: max(1, math.Ceil(d.RetryAfter.Seconds()))}
+		default:
+			p.limiters = append(p.limiters, l)
+		}
 	}
 	return p, globs, nil
 }
 
-// BudgetFailure is a key's refusal for its spent budget. It names when the budget starts again but
-// asks for no retry: clients that wait out a Retry-After would wait up to a month.
-func BudgetFailure(key keys.Key, now time.Time) *messages.Failure {
+// models decides what a request may call under its key's and its team's model globs: the models it
+// names must be allowed by both; a Conclave model (conclave/auto, a blueprint) allowed by both runs
+// over every model, else over those both allow. It returns the globs selection keeps to (nil: every
+// model).
+func (k *Keys) models(holders []holder, a ask) ([]string, *messages.Failure) {
+	for _, h := range holders {
+		if bad := notAllowed(h.what, h.Allowance, a.named); len(bad) > 0 {
+			return nil, &messages.Failure{Code: string(resilience.ModelNotAllowed), Message: "the " + h.what + " may not call the models the request names",
+				Details: bad}
+		}
+	}
+	if len(a.named) > 0 {
+		return nil, nil
+	}
+	var limiting []holder // those whose globs do not name the Conclave model asked for
+	for _, h := range holders {
+		if !h.Allows(a.virtual) {
+			limiting = append(limiting, h)
+		}
+	}
+	var globs []string
+	switch len(limiting) {
+	case 0:
+		return nil, nil
+	case 1:
+		globs = limiting[0].Models
+	default: // both limit: the ids of the models both allow
+		for _, m := range k.catalog.Load().All() {
+			if limiting[0].Allows(m.ID) && limiting[1].Allows(m.ID) {
+				globs = append(globs, m.ID)
+			}
+		}
+	}
+	if !slices.ContainsFunc(k.catalog.Load().All(), func(m catalog.Model) bool { return keys.Matches(globs, m.ID) }) {
+		var names []string
+		for _, h := range limiting {
+			names = append(names, "the "+h.what+"'s: "+strings.Join(h.Models, ", "))
+		}
+		return nil, &messages.Failure{Code: string(resilience.ModelNotAllowed), Message: "the API key allows no model that " + a.virtual + " could ask",
+			Details: []*messages.Problem{{Field: "model", Message: a.virtual + " is not among the allowed models: " + problems.Clip(strings.Join(names, "; "), 256)}}}
+	}
+	return globs, nil
+}
+
+// BudgetFailure is the refusal for the spent budget of a key (what: "API key") or of its team
+// ("team"). It names when the budget starts again but asks for no retry: clients that wait out a
+// Retry-After would wait up to a month.
+func BudgetFailure(what string, a keys.Allowance, now time.Time) *messages.Failure {
 	f := &messages.Failure{Code: string(resilience.BudgetExceeded),
-		Message: fmt.Sprintf("the API key has spent its budget of $%s for this period ($%s)", *key.Budget, key.Spent(now))}
-	if end := key.PeriodEnd(now); !end.IsZero() {
+		Message: fmt.Sprintf("the %s has spent its budget of $%s for this period ($%s)", what, *a.Budget, a.Spent(now))}
+	if end := a.PeriodEnd(now); !end.IsZero() {
 		f.Message += "; it starts again at " + end.UTC().Format(time.RFC3339)
 		f.Details = []*messages.Problem{{Field: "budget_period", Message: "resets at " + end.UTC().Format(time.RFC3339)}}
 	} else {
-		f.Message += "; it is the key's budget for its whole life"
+		f.Message += "; it is the " + what + "'s budget for its whole life"
 	}
 	return f
 }
@@ -377,38 +484,47 @@ func (k *Keys) unpriced(named []string) []*messages.Problem {
 	return bad
 }
 
-// notAllowed lists the named models a key may not call.
-func notAllowed(key keys.Key, named []string) []*messages.Problem {
+// notAllowed lists the named models a key's or team's globs do not allow.
+func notAllowed(what string, a keys.Allowance, named []string) []*messages.Problem {
 	var bad []*messages.Problem
 	for _, m := range named {
-		if !key.Allows(m) {
-			bad = append(bad, &messages.Problem{Field: "model", Message: problems.Clip(m, 128) + " is not among the key's models: " +
-				problems.Clip(strings.Join(key.Models, ", "), 256)})
+		if !a.Allows(m) {
+			bad = append(bad, &messages.Problem{Field: "model", Message: problems.Clip(m, 128) + " is not among the " + what + "'s models: " +
+				problems.Clip(strings.Join(a.Models, ", "), 256)})
 		}
 	}
 	return bad
 }
 
-func limitName(reason string, key keys.Key) string {
+func limitName(reason string, a keys.Allowance) string {
 	switch reason {
 	case ratelimit.ReasonTokens:
-		return fmt.Sprintf("%d tokens per minute", key.TPM)
+		return fmt.Sprintf("%d tokens per minute", a.TPM)
 	case ratelimit.ReasonConcurrency:
-		return fmt.Sprintf("%d requests at once", key.MaxConcurrency)
+		return fmt.Sprintf("%d requests at once", a.MaxConcurrency)
 	}
-	return fmt.Sprintf("%d requests per minute", key.RPM)
+	return fmt.Sprintf("%d requests per minute", a.RPM)
 }
 
-// settle ends an admitted request: its slot among the key's requests is freed, and the request is
-// counted in the key's metrics with what it cost.
-func (p *pass) settle(exec *messages.Execution) {
-	if p.limiter != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), ChargeTimeout)
-		defer cancel()
-		if _, err := p.limiter.Release(ctx, p.id, 0); err != nil {
-			p.k.log.Warn("an API key's limiter did not take a release", zap.String("event", "key_limiter_failed"), zap.String("key_id", p.key.ID), zap.Error(err))
+// release frees the request's slots among its key's and team's requests.
+func (p *pass) release() {
+	if len(p.limiters) == 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), ChargeTimeout)
+	defer cancel()
+	for _, l := range p.limiters {
+		if _, err := l.Release(ctx, p.id, 0); err != nil {
+			p.k.log.Warn("an API key's or team's limiter did not take a release", zap.String("event", "key_limiter_failed"), zap.String("key_id", p.key.ID),
+				zap.Error(err))
 		}
 	}
+}
+
+// settle ends an admitted request: its slots among the key's and team's requests are freed, and the
+// request is counted in the key's metrics with what it cost.
+func (p *pass) settle(exec *messages.Execution) {
+	p.release()
 	status := int(exec.StatusCode)
 	if status == 0 {
 		status = http.StatusOK

@@ -29,15 +29,19 @@ type Journal interface {
 	Settle(c *messages.Call)
 }
 
-// Account is what the meter needs of a call's key: nothing for the admin token.
+// Account is what the meter needs of a call's key and of its team: nothing for the admin token. A
+// key's and a team's ids never meet (keys.TeamPrefix), so one id names either.
 type Account interface {
 	// Key returns the key the call is charged to, or false when it is gone (revoked meanwhile, or
 	// unknown to this controller).
 	Key(id string) (keys.Key, bool)
-	// Spent reads what a key spent in the period that began at start, for its account's opening.
-	Spent(ctx context.Context, k keys.Key, start time.Time) (money.USD, error)
-	// TokensPerMinute is the limiter of a key's tpm, or nil when it has none.
-	TokensPerMinute(k keys.Key) ratelimit.Limiter
+	// Team returns a key's team, or false when it is gone.
+	Team(id string) (keys.Team, bool)
+	// Spent reads what the key or team of id, holding a, spent in the period that began at start,
+	// for its account's opening.
+	Spent(ctx context.Context, id string, a keys.Allowance, start time.Time) (money.USD, error)
+	// TokensPerMinute is the limiter of the tpm of the key or team of id, or nil when it has none.
+	TokensPerMinute(id string, a keys.Allowance) ratelimit.Limiter
 }
 
 // Pricing says what a model costs: its prices, output bound and family from the catalog, and the
@@ -228,16 +232,21 @@ func (m *Meter) send(ctx context.Context, call providers.Call, onDelta func(prov
 	return m.Transport.Run(ctx, call)
 }
 
-// holding is a call's holds on its key: its budget's and its tokens per minute's.
+// holding is a call's holds on its key and its key's team: their budgets' and their tokens per minute's.
 type holding struct {
 	m       *Meter
-	account ledger.AccountID
-	budget  bool
-	tpm     ratelimit.Limiter
+	budgets []budgetHold
+	tpm     []ratelimit.Limiter
 	call    string
 }
 
-// release settles the holds: the budget's with the call's cost, the tokens' with what it used (< 0:
+// budgetHold is a hold on one budget: its account, under the name the ledger knows the hold by.
+type budgetHold struct {
+	account ledger.AccountID
+	name    string
+}
+
+// release settles the holds: the budgets' with the call's cost, the tokens' with what it used (< 0:
 // nothing was sent, the tokens are given back).
 func (h *holding) release(cost money.USD, used int) {
 	if h == nil {
@@ -245,73 +254,103 @@ func (h *holding) release(cost money.USD, used int) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), settleTimeout)
 	defer cancel()
-	if h.budget {
-		_ = h.m.Budgets.Settle(ctx, h.account, h.call, cost) // unsettled, the hold lapses at its amount
+	for _, b := range h.budgets {
+		_ = h.m.Budgets.Settle(ctx, b.account, b.name, cost) // unsettled, the hold lapses at its amount
 	}
-	if h.tpm != nil {
-		_, _ = h.tpm.Release(ctx, h.call, max(used, 0))
+	for _, l := range h.tpm {
+		_, _ = l.Release(ctx, h.call, max(used, 0))
 	}
 }
 
-// hold takes the call's holds on its key, or refuses the call for the key's own limits.
+// payer is a key or a team a call is held against.
+type payer struct {
+	what string // "API key" or "team"
+	id   string
+	keys.Allowance
+}
+
+// hold takes the call's holds on its key and its key's team, or refuses the call for their limits.
 func (m *Meter) hold(ctx context.Context, call Spec, entry *messages.Call, priced bool) (*holding, error) {
 	if call.KeyID == "" {
 		return nil, nil
 	}
-	refuse := func(kind resilience.Kind, format string, args ...any) error {
-		return &resilience.Error{Kind: kind, Provider: call.Provider, Model: call.Model, Err: fmt.Errorf(format, args...)}
-	}
 	key, ok := m.Accounts.Key(call.KeyID)
 	if !ok {
-		return nil, refuse(resilience.KeyRevoked, "the API key cannot be used any more")
+		return nil, &resilience.Error{Kind: resilience.KeyRevoked, Provider: call.Provider, Model: call.Model, Err: errors.New("the API key cannot be used any more")}
 	}
 	now := clock.Or(m.Clock).Now()
-	start := key.PeriodStart(now)
-	h := &holding{m: m, call: call.CallID, account: ledger.AccountID{Key: key.ID, Period: start.UnixMicro()}}
-	entry.PeriodStart = h.account.Period // the period its cost counts in
-	if key.Budget != nil {
-		if !priced {
-			return nil, refuse(resilience.ModelNotPriced, "%s has no price, and the API key has a budget: set its price_in and price_out "+
-				"(providers.<provider>.models), or pricing.default_price_in and pricing.default_price_out", call.Model)
+	payers := []payer{{"API key", key.ID, key.Allowance}}
+	entry.PeriodStart = key.PeriodStart(now).UnixMicro() // the period its cost counts in
+	if key.TeamID != "" {
+		team, ok := m.Accounts.Team(key.TeamID)
+		if !ok {
+			return nil, &resilience.Error{Kind: resilience.KeyRevoked, Provider: call.Provider, Model: call.Model, Err: errors.New("the API key's team is gone")}
 		}
-		r := Reservation{Account: h.account, Budget: *key.Budget, Call: call.CallID, Amount: money.USD(entry.ReservedNanos),
-			PeriodEnd: key.PeriodEnd(now),
-			Spent:     func(ctx context.Context) (money.USD, error) { return m.Accounts.Spent(ctx, key, start) }}
-		a, err := m.Budgets.Reserve(ctx, r)
-		switch {
-		case errors.Is(err, ledger.ErrOverBudget):
-			return nil, refuse(resilience.BudgetExceeded, "%s", BudgetMessage(key, a, money.USD(entry.ReservedNanos), now))
-		case err != nil:
-			return nil, &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
-				Err: fmt.Errorf("the API key's budget could not be read: %w", err)}
-		}
-		h.budget = true
+		payers = append(payers, payer{"team", team.ID, team.Allowance})
+		entry.TeamId, entry.TeamPeriodStart = team.ID, team.PeriodStart(now).UnixMicro()
 	}
-	if l := m.Accounts.TokensPerMinute(key); l != nil {
-		d, err := l.Reserve(ctx, call.CallID, int(entry.ReservedTokens))
-		switch {
-		case errors.Is(err, ratelimit.ErrTooLarge):
+	h := &holding{m: m, call: call.CallID}
+	for _, p := range payers {
+		if err := m.take(ctx, h, p, call, entry, priced, now); err != nil {
 			h.release(0, -1)
-			return nil, refuse(resilience.KeyRateLimited, "the call may use %d tokens (its prompt and its output bound), more than the API key's %d tokens per minute",
-				entry.ReservedTokens, key.TPM)
-		case err == nil && !d.Allowed:
-			h.release(0, -1)
-			return nil, refuse(resilience.KeyRateLimited, "the API key's limit of %d tokens per minute is reached", key.TPM)
-		case err == nil:
-			h.tpm = l
-		} // a limiter that cannot count lets the call through, as a provider's does
+			return nil, err
+		}
 	}
 	return h, nil
 }
 
-// BudgetMessage tells a caller why its key's budget refused a call, and when the budget starts again.
-func BudgetMessage(k keys.Key, a ledger.Account, worstCase money.USD, now time.Time) string {
-	msg := fmt.Sprintf("the API key's budget of $%s has $%s left in this period ($%s spent, $%s held by calls in flight), "+
-		"less than this call may cost ($%s)", *k.Budget, max(a.Room(), 0), a.Spent, a.Held, worstCase)
-	if end := k.PeriodEnd(now); !end.IsZero() {
+// take holds the call's worst case against one payer's budget and tokens per minute, adding the holds
+// to h, or refuses the call.
+func (m *Meter) take(ctx context.Context, h *holding, p payer, call Spec, entry *messages.Call, priced bool, now time.Time) error {
+	refuse := func(kind resilience.Kind, format string, args ...any) error {
+		return &resilience.Error{Kind: kind, Provider: call.Provider, Model: call.Model, Err: fmt.Errorf(format, args...)}
+	}
+	if p.Budget != nil {
+		if !priced {
+			return refuse(resilience.ModelNotPriced, "%s has no price, and the %s has a budget: set its price_in and price_out "+
+				"(providers.<provider>.models), or pricing.default_price_in and pricing.default_price_out", call.Model, p.what)
+		}
+		start := p.PeriodStart(now)
+		b := budgetHold{account: ledger.AccountID{Key: p.id, Period: start.UnixMicro()}, name: call.CallID}
+		if p.what == "team" {
+			b.name += "@" + p.id // a ledger knows a hold by its name: the key's and the team's differ
+		}
+		r := Reservation{Account: b.account, Budget: *p.Budget, Call: b.name, Amount: money.USD(entry.ReservedNanos), PeriodEnd: p.PeriodEnd(now),
+			Spent: func(ctx context.Context) (money.USD, error) { return m.Accounts.Spent(ctx, p.id, p.Allowance, start) }}
+		a, err := m.Budgets.Reserve(ctx, r)
+		switch {
+		case errors.Is(err, ledger.ErrOverBudget):
+			return refuse(resilience.BudgetExceeded, "%s", BudgetMessage(p.what, p.Allowance, a, money.USD(entry.ReservedNanos), now))
+		case err != nil:
+			return &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
+				Err: fmt.Errorf("the %s's budget could not be read: %w", p.what, err)}
+		}
+		h.budgets = append(h.budgets, b)
+	}
+	if l := m.Accounts.TokensPerMinute(p.id, p.Allowance); l != nil {
+		d, err := l.Reserve(ctx, call.CallID, int(entry.ReservedTokens))
+		switch {
+		case errors.Is(err, ratelimit.ErrTooLarge):
+			return refuse(resilience.KeyRateLimited, "the call may use %d tokens (its prompt and its output bound), more than the %s's %d tokens per minute",
+				entry.ReservedTokens, p.what, p.TPM)
+		case err == nil && !d.Allowed:
+			return refuse(resilience.KeyRateLimited, "the %s's limit of %d tokens per minute is reached", p.what, p.TPM)
+		case err == nil:
+			h.tpm = append(h.tpm, l)
+		} // a limiter that cannot count lets the call through, as a provider's does
+	}
+	return nil
+}
+
+// BudgetMessage tells a caller why the budget of its key (what: "API key") or of its key's team
+// ("team") refused a call, and when the budget starts again.
+func BudgetMessage(what string, al keys.Allowance, a ledger.Account, worstCase money.USD, now time.Time) string {
+	msg := fmt.Sprintf("the %s's budget of $%s has $%s left in this period ($%s spent, $%s held by calls in flight), "+
+		"less than this call may cost ($%s)", what, *al.Budget, max(a.Room(), 0), a.Spent, a.Held, worstCase)
+	if end := al.PeriodEnd(now); !end.IsZero() {
 		return msg + "; it starts again at " + end.UTC().Format(time.RFC3339)
 	}
-	return msg + "; it is the key's budget for its whole life"
+	return msg + "; it is the " + what + "'s budget for its whole life"
 }
 
 // deadlineOf is when a call must end: its context's deadline, or an hour from now without one.

@@ -3,6 +3,7 @@ package books
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -71,14 +72,18 @@ func (j *journal) Settle(c *messages.Call) {
 	j.settled = append(j.settled, c)
 }
 
-// accounts is the test's keys.
-type accounts map[string]keys.Key
+// accounts is the test's keys and teams.
+type accounts struct {
+	keys  map[string]keys.Key
+	teams map[string]keys.Team
+}
 
-func (a accounts) Key(id string) (keys.Key, bool) { k, ok := a[id]; return k, ok }
-func (a accounts) Spent(context.Context, keys.Key, time.Time) (money.USD, error) {
+func (a accounts) Key(id string) (keys.Key, bool)   { k, ok := a.keys[id]; return k, ok }
+func (a accounts) Team(id string) (keys.Team, bool) { t, ok := a.teams[id]; return t, ok }
+func (a accounts) Spent(context.Context, string, keys.Allowance, time.Time) (money.USD, error) {
 	return 0, nil
 }
-func (a accounts) TokensPerMinute(keys.Key) ratelimit.Limiter { return nil }
+func (a accounts) TokensPerMinute(string, keys.Allowance) ratelimit.Limiter { return nil }
 
 // transport answers every call with usage, and counts its calls.
 type transport struct {
@@ -99,8 +104,11 @@ func TestTheMeter(t *testing.T) {
 	}
 	budget, tiny := money.Dollar, money.NanoDollar
 	created := time.Now().Add(-time.Hour)
-	ks := accounts{"rich": {ID: "rich", Budget: &budget, CreatedAt: created}, "poor": {ID: "poor", Budget: &tiny, CreatedAt: created},
-		"free": {ID: "free", CreatedAt: created}}
+	allow := func(b *money.USD) keys.Allowance { return keys.Allowance{Budget: b, PeriodOrigin: created} }
+	ks := accounts{keys: map[string]keys.Key{"rich": {ID: "rich", Allowance: allow(&budget)}, "poor": {ID: "poor", Allowance: allow(&tiny)},
+		"free": {ID: "free", Allowance: allow(nil)}, "in-poor-team": {ID: "in-poor-team", TeamID: "team_poor", Allowance: allow(&budget)},
+		"in-rich-team": {ID: "in-rich-team", TeamID: "team_rich", Allowance: allow(nil)}, "teamless": {ID: "teamless", TeamID: "team_gone", Allowance: allow(nil)}},
+		teams: map[string]keys.Team{"team_poor": {ID: "team_poor", Allowance: allow(&tiny)}, "team_rich": {ID: "team_rich", Allowance: allow(&budget)}}}
 	newMeter := func() (*Meter, *journal, *transport) {
 		j, tr := &journal{}, &transport{}
 		return &Meter{Transport: tr, Budgets: NewLocal(nil), Journal: j, Accounts: ks, Node: "n", RunID: "r",
@@ -126,6 +134,9 @@ func TestTheMeter(t *testing.T) {
 		{"an unpriced model without a budget: free", "free", "m-unpriced", false, "", true, 0, true},
 		{"a revoked key: never sent", "gone", "m-priced", false, resilience.KeyRevoked, false, 0, false},
 		{"an intent the journal cannot keep: never sent, settled at nothing", "rich", "m-priced", true, resilience.Internal, false, 0, false},
+		{"a key with room in a team without: never sent", "in-poor-team", "m-priced", false, resilience.BudgetExceeded, false, 0, false},
+		{"a team with room: charged", "in-rich-team", "m-priced", false, "", true, money.Rates{In: money.PerMillionDollar, Out: 2 * money.PerMillionDollar}.Cost(100, 10), true},
+		{"a team gone: never sent", "teamless", "m-priced", false, resilience.KeyRevoked, false, 0, false},
 	} {
 		m, j, tr := newMeter()
 		j.refusing = c.refusing
@@ -148,6 +159,18 @@ func TestTheMeter(t *testing.T) {
 			a, _, _ := m.Budgets.Account(context.Background(), ledger.AccountID{Key: "rich", Period: j.settled[0].PeriodStart})
 			if a.Held != 0 || a.Spent != c.cost {
 				t.Errorf("%s: the account after the call: %+v", c.desc, a)
+			}
+		}
+		if c.key == "in-rich-team" {
+			a, _, _ := m.Budgets.Account(context.Background(), ledger.AccountID{Key: "team_rich", Period: j.settled[0].TeamPeriodStart})
+			if a.Held != 0 || a.Spent != c.cost || j.settled[0].TeamId != "team_rich" {
+				t.Errorf("%s: the team's account after the call: %+v, %v", c.desc, a, j.settled[0])
+			}
+		}
+		if c.key == "in-poor-team" {
+			a, _, _ := m.Budgets.Account(context.Background(), ledger.AccountID{Key: "in-poor-team", Period: created.UnixMicro()})
+			if a.Held != 0 || a.Spent != 0 || !strings.Contains(err.Error(), "the team's budget") {
+				t.Errorf("%s: the key's hold must be given back, and the refusal name the team: %+v, %v", c.desc, a, err)
 			}
 		}
 	}

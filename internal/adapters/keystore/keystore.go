@@ -44,11 +44,12 @@ type Memory struct {
 	mu     sync.Mutex
 	byID   map[string]*keys.Key
 	byHash map[string]string
+	teams  teams // locked after mu when both are
 }
 
 // NewMemory returns an empty memory store.
 func NewMemory() *Memory {
-	return &Memory{byID: make(map[string]*keys.Key), byHash: make(map[string]string)}
+	return &Memory{byID: make(map[string]*keys.Key), byHash: make(map[string]string), teams: teams{byID: map[string]*keys.Team{}, daily: map[teamDay]*TeamSpendGroup{}}}
 }
 
 // Create implements Store.
@@ -60,6 +61,9 @@ func (m *Memory) Create(_ context.Context, k keys.Key, hash []byte) error {
 	}
 	if _, taken := m.byHash[string(hash)]; taken {
 		return errors.New("a key with this secret exists")
+	}
+	if k.TeamID != "" && !m.hasTeam(k.TeamID) {
+		return keys.ErrUnknownTeam
 	}
 	m.byID[k.ID], m.byHash[string(hash)] = &k, k.ID
 	return nil
@@ -107,6 +111,9 @@ func (m *Memory) Update(_ context.Context, id string, c keys.Changes, now time.T
 		return keys.Key{}, keys.ErrUnknown
 	}
 	changed := c.Apply(*k, now)
+	if changed.TeamID != "" && changed.TeamID != k.TeamID && !m.hasTeam(changed.TeamID) {
+		return keys.Key{}, keys.ErrUnknownTeam
+	}
 	if changed.Period != k.Period {
 		changed.PeriodOrigin, changed.Spend.PeriodStart, changed.Spend.Period = now, time.Time{}, 0
 	}
@@ -166,14 +173,7 @@ func (m *Memory) Charge(_ context.Context, id string, periodStart time.Time, amo
 	if !ok {
 		return keys.ErrUnknown
 	}
-	s := &k.Spend
-	switch {
-	case s.PeriodStart.Equal(periodStart):
-		s.Period += amount
-	case s.PeriodStart.Before(periodStart):
-		s.PeriodStart, s.Period = periodStart, amount
-	}
-	s.Total += amount
+	charge(&k.Spend, periodStart, amount)
 	if k.LastUsedAt == nil || k.LastUsedAt.Before(at) {
 		k.LastUsedAt = &at
 	}
@@ -183,6 +183,7 @@ func (m *Memory) Charge(_ context.Context, id string, periodStart time.Time, amo
 // clone copies what a key shares with the store, so callers cannot change the stored one.
 func clone(k keys.Key) keys.Key {
 	k.Models = slices.Clone(k.Models)
+	k.BudgetAlerts = slices.Clone(k.BudgetAlerts)
 	k.Metadata = slices.Clone(k.Metadata)
 	return k
 }

@@ -59,7 +59,7 @@ var created = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)
 
 func newKey(t *testing.T, s keystore.Store, id, secret string, c keys.Changes) keys.Key {
 	t.Helper()
-	k := c.Apply(keys.Key{ID: id, CreatedAt: created}, created)
+	k := c.Apply(keys.Key{ID: id, CreatedAt: created, Allowance: keys.Allowance{PeriodOrigin: created}}, created)
 	if err := s.Create(context.Background(), k, keys.Hash(secret)); err != nil {
 		t.Fatal(err)
 	}

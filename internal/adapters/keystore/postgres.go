@@ -9,6 +9,7 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
@@ -23,7 +24,7 @@ func NewPostgres(pool *pgxpool.Pool) *Postgres { return &Postgres{pool: pool} }
 
 // keyColumns read a key with its spend: its latest period's (which Key.Spent counts only when it is the
 // period that holds now), its total and its last charge.
-const keyColumns = `id, name, budget_nanos, budget_period, rpm, tpm, max_concurrency, cache_ttl_seconds, budget_alerts, models, expires_at, metadata,
+const keyColumns = `id, name, coalesce(team_id, ''), budget_nanos, budget_period, rpm, tpm, max_concurrency, cache_ttl_seconds, budget_alerts, models, expires_at, metadata,
 	created_at, updated_at, revoked_at, period_origin, s.last_at, coalesce(l.period_start, period_origin), coalesce(l.spent_nanos, 0),
 	coalesce(s.total, 0)`
 
@@ -38,7 +39,7 @@ func scanKey(row pgx.Row) (keys.Key, error) {
 	var k keys.Key
 	var period string
 	var metadata []byte
-	err := row.Scan(&k.ID, &k.Name, &k.Budget, &period, &k.RPM, &k.TPM, &k.MaxConcurrency, &k.CacheTTLSeconds, &k.BudgetAlerts, &k.Models, &k.ExpiresAt, &metadata,
+	err := row.Scan(&k.ID, &k.Name, &k.TeamID, &k.Budget, &period, &k.RPM, &k.TPM, &k.MaxConcurrency, &k.CacheTTLSeconds, &k.BudgetAlerts, &k.Models, &k.ExpiresAt, &metadata,
 		&k.CreatedAt, &k.UpdatedAt, &k.RevokedAt, &k.PeriodOrigin, &k.LastUsedAt, &k.Spend.PeriodStart, &k.Spend.Period, &k.Spend.Total)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return keys.Key{}, keys.ErrUnknown
@@ -57,14 +58,11 @@ func scanKey(row pgx.Row) (keys.Key, error) {
 // Create implements Store.
 func (p *Postgres) Create(ctx context.Context, k keys.Key, hash []byte) error {
 	_, err := p.pool.Exec(ctx, `INSERT INTO auth.keys (id, name, secret_hash, budget_nanos, budget_period, rpm, tpm, max_concurrency, models,
-	expires_at, metadata, created_at, updated_at, period_origin, cache_ttl_seconds, budget_alerts)
-	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $12, $13, $14)`,
+	expires_at, metadata, created_at, updated_at, period_origin, cache_ttl_seconds, budget_alerts, team_id)
+	VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $12, $13, $14, nullif($15, ''))`,
 		k.ID, k.Name, hash, k.Budget, k.Period.String(), k.RPM, k.TPM, k.MaxConcurrency, nonNil(k.Models), k.ExpiresAt, string(k.Metadata), k.CreatedAt,
-		k.CacheTTLSeconds, k.BudgetAlerts)
-	if err != nil {
-		return fmt.Errorf("%w: create key: %v", ErrUnavailable, err)
-	}
-	return nil
+		k.CacheTTLSeconds, k.BudgetAlerts, k.TeamID)
+	return writeError("create key", err)
 }
 
 // Get implements Store.
@@ -130,16 +128,17 @@ func (p *Postgres) Update(ctx context.Context, id string, c keys.Changes, now ti
 		out = c.Apply(k, now)
 		_, err = tx.Exec(ctx, `UPDATE auth.keys SET name = $2, budget_nanos = $3, budget_period = $4, rpm = $5, tpm = $6, max_concurrency = $7,
 	models = $8, expires_at = $9, metadata = $10, updated_at = $11,
-	period_origin = CASE WHEN budget_period = $4 THEN period_origin ELSE $11 END, cache_ttl_seconds = $12, budget_alerts = $13
+	period_origin = CASE WHEN budget_period = $4 THEN period_origin ELSE $11 END, cache_ttl_seconds = $12, budget_alerts = $13,
+	team_id = nullif($14, '')
 	WHERE id = $1`, id, out.Name, out.Budget, out.Period.String(), out.RPM, out.TPM, out.MaxConcurrency, nonNil(out.Models), out.ExpiresAt,
-			string(out.Metadata), out.UpdatedAt, out.CacheTTLSeconds, out.BudgetAlerts)
+			string(out.Metadata), out.UpdatedAt, out.CacheTTLSeconds, out.BudgetAlerts, out.TeamID)
 		return err
 	})
-	if err != nil {
-		if errors.Is(err, keys.ErrUnknown) || errors.Is(err, ErrUnavailable) {
-			return keys.Key{}, err
-		}
-		return keys.Key{}, fmt.Errorf("%w: update key: %v", ErrUnavailable, err)
+	if errors.Is(err, keys.ErrUnknown) || errors.Is(err, ErrUnavailable) {
+		return keys.Key{}, err
+	}
+	if err := writeError("update key", err); err != nil {
+		return keys.Key{}, err
 	}
 	return p.Get(ctx, id)
 }
@@ -155,6 +154,22 @@ func (p *Postgres) Revoke(ctx context.Context, id string, now time.Time) (keys.K
 		return keys.Key{}, keys.ErrUnknown
 	}
 	return p.Get(ctx, id)
+}
+
+// foreignKeyViolation is PostgreSQL's code of a reference to a row that is not there.
+const foreignKeyViolation = "23503"
+
+// writeError is a write's failure: keys.ErrUnknownTeam for a team that is not there, else the store's
+// unavailability.
+func writeError(what string, err error) error {
+	var pg *pgconn.PgError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pg) && pg.Code == foreignKeyViolation:
+		return keys.ErrUnknownTeam
+	}
+	return fmt.Errorf("%w: %s: %v", ErrUnavailable, what, err)
 }
 
 func nonNil(s []string) []string {

@@ -24,10 +24,12 @@ const (
 	MaxBudget = 9_000_000 * money.Dollar
 )
 
-// Changes are the fields a creation or an update sets; a nil field is left as it is. ClearBudget and
-// ClearExpiry say that a null was sent for budget_usd or expires_at.
+// Changes are the fields a creation or an update of a key or a team sets; a nil field is left as it
+// is. ClearBudget and ClearExpiry say that a null was sent for budget_usd or expires_at.
 type Changes struct {
-	Name                     *string
+	Name *string
+	// TeamID, when set, moves a key to a team ("": to none).
+	TeamID                   *string
 	Budget                   *money.USD
 	ClearBudget              bool
 	Period                   *Period
@@ -45,9 +47,12 @@ type Changes struct {
 // MaxCacheTTLSeconds is the longest a key keeps its answers in the exact answer cache: 30 days.
 const MaxCacheTTLSeconds = 30 * 24 * 3600
 
-// fields are what a body may hold; anything else is refused by name.
-var fields = []string{"name", "budget_usd", "budget_period", "budget_alerts", "rpm", "tpm", "max_concurrency", "cache_ttl_seconds", "models", "expires_at",
-	"metadata"}
+// keyFields and teamFields are what a key's or a team's body may hold; anything else is refused by name.
+var (
+	keyFields = []string{"name", "team_id", "budget_usd", "budget_period", "budget_alerts", "rpm", "tpm", "max_concurrency", "cache_ttl_seconds", "models",
+		"expires_at", "metadata"}
+	teamFields = []string{"name", "budget_usd", "budget_period", "budget_alerts", "rpm", "tpm", "max_concurrency", "models", "metadata"}
+)
 
 // MaxBudgetAlerts bounds a key's alert shares, each in (0, MaxAlertShare].
 const (
@@ -59,10 +64,31 @@ const (
 // must be after now) or of PATCH /admin/keys/:id (which may expire a key at once), and lists every
 // problem it finds.
 func ReadChanges(body []byte, creating bool, now time.Time) (Changes, problems.Errors) {
-	var r changeReader
+	r, ok := readBody(body, "key", keyFields, creating)
+	if !ok {
+		return r.c, r.bad
+	}
+	r.readTeam()
+	r.readExpiry()
+	if creating && r.c.ExpiresAt != nil && !now.Before(*r.c.ExpiresAt) {
+		r.bad.Add("expires_at", "is not in the future: a key created already expired could never be used")
+	}
+	return r.c, r.bad
+}
+
+// ReadTeamChanges reads the JSON object of POST /admin/teams (creating: name is required) or of PATCH
+// /admin/teams/:id, and lists every problem it finds.
+func ReadTeamChanges(body []byte, creating bool) (Changes, problems.Errors) {
+	r, _ := readBody(body, "team", teamFields, creating)
+	return r.c, r.bad
+}
+
+// readBody reads what keys and teams share of a body; ok is false when it is no JSON object.
+func readBody(body []byte, what string, fields []string, creating bool) (*changeReader, bool) {
+	r := &changeReader{what: what, fields: fields}
 	if err := json.Unmarshal(body, &r.obj); err != nil || r.obj == nil {
 		r.bad.Add("body", "must be a JSON object")
-		return r.c, r.bad
+		return r, false
 	}
 	r.refuseUnknown()
 	r.readName(creating)
@@ -71,19 +97,17 @@ func ReadChanges(body []byte, creating bool, now time.Time) (Changes, problems.E
 	r.readLimits()
 	r.readModels()
 	r.readAlerts()
-	r.readExpiry()
-	if creating && r.c.ExpiresAt != nil && !now.Before(*r.c.ExpiresAt) {
-		r.bad.Add("expires_at", "is not in the future: a key created already expired could never be used")
-	}
 	r.readMetadata()
-	return r.c, r.bad
+	return r, true
 }
 
 // changeReader holds a body's fields, the changes read from them so far and the problems found.
 type changeReader struct {
-	obj map[string]json.RawMessage
-	c   Changes
-	bad problems.Errors
+	what   string // "key" or "team"
+	fields []string
+	obj    map[string]json.RawMessage
+	c      Changes
+	bad    problems.Errors
 }
 
 // null reports whether the body sent null for the field name.
@@ -91,13 +115,30 @@ func (r *changeReader) null(name string) bool {
 	return bytes.Equal(bytes.TrimSpace(r.obj[name]), []byte("null"))
 }
 
-// refuseUnknown adds a problem for every field that is not a field of a key.
+// refuseUnknown adds a problem for every field that is not a field of a key (or team).
 func (r *changeReader) refuseUnknown() {
 	for name := range r.obj {
-		if !slices.Contains(fields, name) {
-			r.bad.Add(name, "is not a field of a key (fields: "+strings.Join(fields, ", ")+")")
+		if !slices.Contains(r.fields, name) {
+			r.bad.Add(name, "is not a field of a "+r.what+" (fields: "+strings.Join(r.fields, ", ")+")")
 		}
 	}
+}
+
+// readTeam reads team_id: a team's id, or null (or "") for none. Whether the team exists is the
+// store's to say.
+func (r *changeReader) readTeam() {
+	raw, ok := r.obj["team_id"]
+	if !ok {
+		return
+	}
+	var s string
+	switch {
+	case r.null("team_id"):
+	case json.Unmarshal(raw, &s) != nil || (s != "" && (!IsTeamID(s) || len(s) > MaxNameBytes)):
+		r.bad.Add("team_id", `must be a team's id ("`+TeamPrefix+`…"), or null for none`)
+		return
+	}
+	r.c.TeamID = &s
 }
 
 // readName reads name, which a creation must send.
@@ -154,7 +195,7 @@ func (r *changeReader) readPeriod() {
 	if p, ok := ParsePeriod(s); ok {
 		r.c.Period = &p
 	} else {
-		r.bad.Add("budget_period", `must be "1d", "7d", "30d", or "" (or null) for the key's whole life`)
+		r.bad.Add("budget_period", `must be "1d", "7d", "30d", or "" (or null) for the `+r.what+`'s whole life`)
 	}
 }
 
@@ -167,6 +208,9 @@ func (r *changeReader) readLimits() {
 		zero string
 	}{{"rpm", &r.c.RPM, MaxLimit, "no limit"}, {"tpm", &r.c.TPM, MaxLimit, "no limit"}, {"max_concurrency", &r.c.MaxConcurrency, MaxLimit, "no limit"},
 		{"cache_ttl_seconds", &r.c.CacheTTLSeconds, MaxCacheTTLSeconds, "no cache"}} {
+		if !slices.Contains(r.fields, f.name) {
+			continue
+		}
 		raw, ok := r.obj[f.name]
 		if !ok {
 			continue
@@ -283,32 +327,12 @@ func (c Changes) Apply(k Key, now time.Time) Key {
 	if c.Name != nil {
 		k.Name = *c.Name
 	}
-	switch {
-	case c.ClearBudget:
-		k.Budget = nil
-	case c.Budget != nil:
-		b := *c.Budget
-		k.Budget = &b
+	if c.TeamID != nil {
+		k.TeamID = *c.TeamID
 	}
-	if c.Period != nil {
-		k.Period = *c.Period
-	}
-	for _, f := range []struct {
-		from *int
-		to   *int
-	}{{c.RPM, &k.RPM}, {c.TPM, &k.TPM}, {c.MaxConcurrency, &k.MaxConcurrency}, {c.CacheTTLSeconds, &k.CacheTTLSeconds}} {
-		if f.from != nil {
-			*f.to = *f.from
-		}
-	}
-	if c.Models != nil {
-		k.Models = slices.Clone(*c.Models)
-	}
-	switch {
-	case c.ClearAlerts:
-		k.BudgetAlerts = nil
-	case c.BudgetAlerts != nil:
-		k.BudgetAlerts = slices.Clone(*c.BudgetAlerts)
+	k.Allowance = c.applyAllowance(k.Allowance)
+	if c.CacheTTLSeconds != nil {
+		k.CacheTTLSeconds = *c.CacheTTLSeconds
 	}
 	switch {
 	case c.ClearExpiry:
@@ -317,12 +341,61 @@ func (c Changes) Apply(k Key, now time.Time) Key {
 		t := *c.ExpiresAt
 		k.ExpiresAt = &t
 	}
-	if c.Metadata != nil {
-		k.Metadata = c.Metadata
-	}
-	if len(k.Metadata) == 0 {
-		k.Metadata = []byte("{}")
-	}
+	k.Metadata = c.metadata(k.Metadata)
 	k.UpdatedAt = now
 	return k
+}
+
+// ApplyTeam returns t with the changes made, at now.
+func (c Changes) ApplyTeam(t Team, now time.Time) Team {
+	if c.Name != nil {
+		t.Name = *c.Name
+	}
+	t.Allowance = c.applyAllowance(t.Allowance)
+	t.Metadata = c.metadata(t.Metadata)
+	t.UpdatedAt = now
+	return t
+}
+
+// applyAllowance returns a with the changes to its budget, limits, models and alerts made.
+func (c Changes) applyAllowance(a Allowance) Allowance {
+	switch {
+	case c.ClearBudget:
+		a.Budget = nil
+	case c.Budget != nil:
+		b := *c.Budget
+		a.Budget = &b
+	}
+	if c.Period != nil {
+		a.Period = *c.Period
+	}
+	for _, f := range []struct {
+		from *int
+		to   *int
+	}{{c.RPM, &a.RPM}, {c.TPM, &a.TPM}, {c.MaxConcurrency, &a.MaxConcurrency}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	if c.Models != nil {
+		a.Models = slices.Clone(*c.Models)
+	}
+	switch {
+	case c.ClearAlerts:
+		a.BudgetAlerts = nil
+	case c.BudgetAlerts != nil:
+		a.BudgetAlerts = slices.Clone(*c.BudgetAlerts)
+	}
+	return a
+}
+
+// metadata is the metadata after the changes: "{}" for none.
+func (c Changes) metadata(m []byte) []byte {
+	if c.Metadata != nil {
+		m = c.Metadata
+	}
+	if len(m) == 0 {
+		m = []byte("{}")
+	}
+	return m
 }

@@ -9,6 +9,7 @@ import (
 	"crypto/sha256"
 	"encoding/base64"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"time"
@@ -19,52 +20,62 @@ import (
 // ErrUnavailable wraps a failure to reach the store of keys.
 var ErrUnavailable = errors.New("the key store is unavailable")
 
-// Key is one caller's API key, as stored (the secret only as its hash).
-type Key struct {
-	ID   string
-	Name string
-	// Budget is the most the key may spend in a period; nil is no budget.
+// Allowance is what a key and a team each hold: a budget over periods, request limits, the models
+// allowed, and what was spent against the budget. A request is held to its key's and its team's.
+type Allowance struct {
+	// Budget is the most that may be spent in a period; nil is no budget.
 	Budget *money.USD
 	Period Period
-	// PeriodOrigin is when the key's periods start counting from: its creation, or the last change of
-	// its period (which starts its spend afresh). Zero is its creation.
+	// PeriodOrigin is when the periods start counting from: the creation, or the last change of the
+	// period (which starts its spend afresh).
 	PeriodOrigin time.Time
-	// RPM, TPM and MaxConcurrency limit the key's requests per minute, tokens per minute and requests
-	// at once; zero is no limit.
+	// RPM, TPM and MaxConcurrency limit requests per minute, tokens per minute and requests at once;
+	// zero is no limit.
 	RPM, TPM, MaxConcurrency int
 	// Models are globs over model ids ("*" matches any run of characters, "/" included); empty allows
 	// every model.
 	Models []string
+	// BudgetAlerts are the shares of the budget whose crossing, once per period, is told (the
+	// budget_alert event and the alerts webhook); nil is DefaultBudgetAlerts.
+	BudgetAlerts []float64
+	Spend        Spend
+}
+
+// Key is one caller's API key, as stored (the secret only as its hash).
+type Key struct {
+	ID   string
+	Name string
+	// TeamID is the team the key belongs to, whose allowance holds it too; "" for none.
+	TeamID string
+	Allowance
 	// ExpiresAt, when set, is when the key stops working.
 	ExpiresAt *time.Time
 	// CacheTTLSeconds, when positive, keeps the answers to the key's requests in the exact answer
 	// cache that long (a request's own choice comes first).
 	CacheTTLSeconds int
-	// BudgetAlerts are the shares of the budget whose crossing, once per period, is told (the
-	// budget_alert event and the alerts webhook); nil is DefaultBudgetAlerts.
-	BudgetAlerts []float64
 	// Metadata is the caller's own JSON object, kept as given.
 	Metadata              []byte
 	CreatedAt, UpdatedAt  time.Time
 	RevokedAt, LastUsedAt *time.Time
-	Spend                 Spend
 }
 
-// Origin is when the key's budget periods count from.
-func (k Key) Origin() time.Time {
-	if k.PeriodOrigin.IsZero() {
-		return k.CreatedAt
-	}
-	return k.PeriodOrigin
+// Team is a group of keys with an allowance of its own, shared by its keys: their requests together
+// are held to the team's limits and budget, each also to its key's.
+type Team struct {
+	ID   string
+	Name string
+	Allowance
+	Metadata             []byte
+	CreatedAt, UpdatedAt time.Time
 }
 
 // PeriodStart is when the budget period that holds now began.
-func (k Key) PeriodStart(now time.Time) time.Time { return k.Period.Start(k.Origin(), now) }
+func (a Allowance) PeriodStart(now time.Time) time.Time { return a.Period.Start(a.PeriodOrigin, now) }
 
 // PeriodEnd is when the budget period that holds now ends; zero for a lifetime budget.
-func (k Key) PeriodEnd(now time.Time) time.Time { return k.Period.End(k.Origin(), now) }
+func (a Allowance) PeriodEnd(now time.Time) time.Time { return a.Period.End(a.PeriodOrigin, now) }
 
-// Spend is what a key has spent: in the budget period that began at PeriodStart, and in all.
+// Spend is what was spent: in the budget period that began at PeriodStart, and in all.
 type Spend struct {
 	PeriodStart time.Time
 	Period      money.USD
@@ -104,35 +115,35 @@ func (k Key) Status(now time.Time) string {
 	return "active"
 }
 
-// Spent is what the key has spent in the period that holds now: nothing when its stored spend counts
-// an earlier period.
-func (k Key) Spent(now time.Time) money.USD {
-	if k.Spend.PeriodStart.Equal(k.PeriodStart(now)) {
-		return k.Spend.Period
+// Spent is what was spent in the period that holds now: nothing when the stored spend counts an
+// earlier period.
+func (a Allowance) Spent(now time.Time) money.USD {
+	if a.Spend.PeriodStart.Equal(a.PeriodStart(now)) {
+		return a.Spend.Period
 	}
 	return 0
 }
 
-// DefaultBudgetAlerts are the shares of a budget told when crossed, unless a key says others.
+// DefaultBudgetAlerts are the shares of a budget told when crossed, unless a key or team says others.
 var DefaultBudgetAlerts = []float64{0.8, 1.0}
 
-// Alerts are the shares of the key's budget told when crossed.
-func (k Key) Alerts() []float64 {
-	if k.BudgetAlerts == nil {
+// Alerts are the shares of the budget told when crossed.
+func (a Allowance) Alerts() []float64 {
+	if a.BudgetAlerts == nil {
 		return DefaultBudgetAlerts
 	}
-	return k.BudgetAlerts
+	return a.BudgetAlerts
 }
 
-// Crossed are the shares of its budget the key's spend in the period that holds now has reached, in
+// Crossed are the shares of the budget that the spend in the period that holds now has reached, in
 // order; none without a budget.
-func (k Key) Crossed(now time.Time) []float64 {
-	if k.Budget == nil || *k.Budget <= 0 {
+func (a Allowance) Crossed(now time.Time) []float64 {
+	if a.Budget == nil || *a.Budget <= 0 {
 		return nil
 	}
 	var out []float64
-	spent := float64(k.Spent(now)) / float64(*k.Budget)
-	for _, f := range k.Alerts() {
+	spent := float64(a.Spent(now)) / float64(*a.Budget)
+	for _, f := range a.Alerts() {
 		if spent >= f {
 			out = append(out, f)
 		}
@@ -140,13 +151,13 @@ func (k Key) Crossed(now time.Time) []float64 {
 	return out
 }
 
-// OverBudget reports whether the key has spent its budget in the period that holds now.
-func (k Key) OverBudget(now time.Time) bool {
-	return k.Budget != nil && k.Spent(now) >= *k.Budget
+// OverBudget reports whether the budget is spent in the period that holds now.
+func (a Allowance) OverBudget(now time.Time) bool {
+	return a.Budget != nil && a.Spent(now) >= *a.Budget
 }
 
-// Allows reports whether the key may call a model.
-func (k Key) Allows(model string) bool { return len(k.Models) == 0 || Matches(k.Models, model) }
+// Allows reports whether a model may be called.
+func (a Allowance) Allows(model string) bool { return len(a.Models) == 0 || Matches(a.Models, model) }
 
 // Matches reports whether one of globs matches a model id.
 func Matches(globs []string, model string) bool {
@@ -223,7 +234,8 @@ func (p Period) String() string {
 	return ""
 }
 
-// Start is when the period that holds now began: periods follow each other from the key's creation.
+// Start is when the period that holds now began: periods follow each other from their origin (the key's
+// or team's creation, or the last change of its period).
 func (p Period) Start(created, now time.Time) time.Time {
 	created = created.UTC().Truncate(time.Microsecond) // as PostgreSQL keeps it
 	if p <= 0 || now.Before(created) {
@@ -280,10 +292,34 @@ func Hash(secret string) []byte {
 }
 
 // NewID returns a key's id: "key_" and 16 characters from rand. Ids are not secret.
-func NewID(rand io.Reader) (string, error) {
+func NewID(rand io.Reader) (string, error) { return newID("key_", rand) }
+
+// NewTeamID returns a team's id: TeamPrefix and 16 characters from rand.
+func NewTeamID(rand io.Reader) (string, error) { return newID(TeamPrefix, rand) }
+
+// TeamPrefix starts every team's id, which no key's id starts with: the books name a budget account by
+// the id of its key or team.
+const TeamPrefix = "team_"
+
+// IsTeamID reports whether an id is a team's.
+func IsTeamID(id string) bool { return strings.HasPrefix(id, TeamPrefix) }
+
+func newID(prefix string, rand io.Reader) (string, error) {
 	var b [12]byte
 	if _, err := io.ReadFull(rand, b[:]); err != nil {
 		return "", err
 	}
-	return "key_" + base64.RawURLEncoding.EncodeToString(b[:]), nil
+	return prefix + base64.RawURLEncoding.EncodeToString(b[:]), nil
+}
+
+// Errors of teams: ErrUnknownTeam for a team id nobody made, TeamInUseError for a team that keys that
+// can still be used belong to (it is not deleted).
+var ErrUnknownTeam = errors.New("no such team")
+
+// TeamInUseError refuses to delete a team whose keys are not revoked.
+type TeamInUseError struct{ Keys []string }
+
+func (e *TeamInUseError) Error() string {
+	return fmt.Sprintf("%d API keys that are not revoked belong to the team (%s): move them to another team or revoke them first",
+		len(e.Keys), strings.Join(e.Keys[:min(len(e.Keys), 10)], ", "))
 }

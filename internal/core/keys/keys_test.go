@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/money"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 )
 
 func TestMatch(t *testing.T) {
@@ -39,7 +40,7 @@ func TestAllows(t *testing.T) {
 	if !(Key{}).Allows("any/model") {
 		t.Error("a key without globs must allow every model")
 	}
-	k := Key{Models: []string{"openai/*", "conclave/*"}}
+	k := Key{Allowance: Allowance{Models: []string{"openai/*", "conclave/*"}}}
 	for model, want := range map[string]bool{"openai/gpt-4o": true, "conclave/auto": true, "groq/llama": false} {
 		if got := k.Allows(model); got != want {
 			t.Errorf("Allows(%q) = %v", model, got)
@@ -77,7 +78,8 @@ func TestBudgetsAndUse(t *testing.T) {
 	now := created.Add(36 * time.Hour)
 	budget := money.Dollar
 	past := now.Add(-time.Minute)
-	k := Key{CreatedAt: created, Budget: &budget, Period: Day, Spend: Spend{PeriodStart: created.Add(24 * time.Hour), Period: money.Dollar, Total: 3 * money.Dollar}}
+	k := Key{CreatedAt: created, Allowance: Allowance{PeriodOrigin: created, Budget: &budget, Period: Day,
+		Spend: Spend{PeriodStart: created.Add(24 * time.Hour), Period: money.Dollar, Total: 3 * money.Dollar}}}
 	if !k.OverBudget(now) {
 		t.Error("a key that spent its budget in this period must be over it")
 	}
@@ -88,7 +90,7 @@ func TestBudgetsAndUse(t *testing.T) {
 	if k.Spent(now) != 0 || k.OverBudget(now) {
 		t.Error("an earlier period's spend counts for nothing now")
 	}
-	if (Key{Spend: Spend{Period: 100}}).OverBudget(now) {
+	if (Key{Allowance: Allowance{Spend: Spend{Period: 100}}}).OverBudget(now) {
 		t.Error("a key without a budget is never over it")
 	}
 	for _, c := range []struct {
@@ -101,7 +103,7 @@ func TestBudgetsAndUse(t *testing.T) {
 		{"a revoked key", Key{RevokedAt: &past}, ErrRevoked, "revoked"},
 		{"an expired key", Key{ExpiresAt: &past}, ErrExpired, "expired"},
 		{"a key expiring now has expired", Key{ExpiresAt: &now}, ErrExpired, "expired"},
-		{"a key that spent its budget", Key{Budget: &budget, Spend: Spend{Period: budget}}, nil, "over_budget"},
+		{"a key that spent its budget", Key{Allowance: Allowance{Budget: &budget, Spend: Spend{Period: budget}}}, nil, "over_budget"},
 	} {
 		if err := c.key.Usable(now); err != c.want || c.key.Status(now) != c.status {
 			t.Errorf("%s: Usable %v, Status %q", c.desc, err, c.key.Status(now))
@@ -193,7 +195,7 @@ func TestReadChanges(t *testing.T) {
 func TestApply(t *testing.T) {
 	now := time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
 	budget, rpm := 2*money.Dollar, 0
-	k := Key{Name: "old", Budget: &budget, RPM: 5, Models: []string{"*"}}
+	k := Key{Name: "old", Allowance: Allowance{Budget: &budget, RPM: 5, Models: []string{"*"}}}
 	models := []string{"groq/*"}
 	got := Changes{ClearBudget: true, RPM: &rpm, Models: &models}.Apply(k, now)
 	if got.Budget != nil || got.RPM != 0 || got.Models[0] != "groq/*" || got.Name != "old" || !got.UpdatedAt.Equal(now) || string(got.Metadata) != "{}" {
@@ -215,10 +217,10 @@ func TestCrossed(t *testing.T) {
 		spent money.USD
 		want  []float64
 	}{
-		{"below every share", Key{Budget: &budget}, money.Dollar / 2, nil},
-		{"past 80 %, the default's first", Key{Budget: &budget}, money.Dollar * 8 / 10, []float64{0.8}},
-		{"the whole budget", Key{Budget: &budget}, money.Dollar, []float64{0.8, 1.0}},
-		{"a key's own shares", Key{Budget: &budget, BudgetAlerts: []float64{0.25, 0.5}}, money.Dollar * 3 / 10, []float64{0.25}},
+		{"below every share", Key{Allowance: Allowance{Budget: &budget}}, money.Dollar / 2, nil},
+		{"past 80 %, the default's first", Key{Allowance: Allowance{Budget: &budget}}, money.Dollar * 8 / 10, []float64{0.8}},
+		{"the whole budget", Key{Allowance: Allowance{Budget: &budget}}, money.Dollar, []float64{0.8, 1.0}},
+		{"a key's own shares", Key{Allowance: Allowance{Budget: &budget, BudgetAlerts: []float64{0.25, 0.5}}}, money.Dollar * 3 / 10, []float64{0.25}},
 		{"no budget, no alert", Key{}, money.Dollar * 9, nil},
 	} {
 		c.key.Spend = Spend{PeriodStart: c.key.PeriodStart(now), Period: c.spent}
@@ -227,3 +229,57 @@ func TestCrossed(t *testing.T) {
 		}
 	}
 }
+
+// TestTeamChanges: a team's body holds a team's fields only; a key's team_id is a team's id or null.
+func TestTeamChanges(t *testing.T) {
+	c, bad := ReadTeamChanges([]byte(`{"name":"research","budget_usd":10,"budget_period":"30d","rpm":60,"tpm":0,"max_concurrency":4,
+		"models":["openai/*"],"budget_alerts":[0.5],"metadata":{"cost_center":"42"}}`), true)
+	if len(bad) > 0 || *c.Name != "research" || *c.Budget != 10*money.Dollar || *c.Period == Lifetime || *c.MaxConcurrency != 4 {
+		t.Fatalf("a full team: %+v, %v", c, bad)
+	}
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	team := c.ApplyTeam(Team{ID: "team_x", CreatedAt: now, Allowance: Allowance{PeriodOrigin: now}}, now)
+	if *team.Budget != 10*money.Dollar || team.RPM != 60 || team.Models[0] != "openai/*" || string(team.Metadata) != `{"cost_center":"42"}` {
+		t.Fatalf("applied: %+v", team)
+	}
+	_, bad = ReadTeamChanges([]byte(`{"rpm":1,"expires_at":null,"cache_ttl_seconds":5,"team_id":"team_y"}`), false)
+	if got := fieldsOf(bad); !slices.Equal(got, []string{"cache_ttl_seconds", "expires_at", "team_id"}) {
+		t.Errorf("a key's fields on a team: %v", got)
+	}
+	if _, bad := ReadTeamChanges([]byte(`{"rpm":1}`), true); !slices.Equal(fieldsOf(bad), []string{"name"}) {
+		t.Errorf("a team needs a name: %v", bad)
+	}
+	for _, c := range []struct {
+		desc, body string
+		want       *string
+		bad        bool
+	}{
+		{"a team's id", `{"team_id":"team_abc"}`, ptr("team_abc"), false},
+		{"null leaves the team", `{"team_id":null}`, ptr(""), false},
+		{"not a team's id", `{"team_id":"key_abc"}`, nil, true},
+		{"not a string", `{"team_id":7}`, nil, true},
+	} {
+		got, bad := ReadChanges([]byte(c.body), false, now)
+		if (len(bad) > 0) != c.bad || (c.want != nil && (got.TeamID == nil || *got.TeamID != *c.want)) {
+			t.Errorf("%s: %v, %v", c.desc, got.TeamID, bad)
+		}
+	}
+	if k := (Changes{TeamID: ptr("team_abc")}).Apply(Key{}, now); k.TeamID != "team_abc" {
+		t.Errorf("a key moved to a team: %q", k.TeamID)
+	}
+	id, err := NewTeamID(strings.NewReader(strings.Repeat("r", 12)))
+	if err != nil || !IsTeamID(id) || IsTeamID("key_abc") {
+		t.Errorf("team id %q, %v", id, err)
+	}
+}
+
+func fieldsOf(bad problems.Errors) []string {
+	var out []string
+	for _, p := range bad {
+		out = append(out, p.Field)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -31,6 +31,14 @@ type SpendGroup struct {
 	CostUSD  money.USD `json:"cost_usd"`
 }
 
+// TeamSpendGroup is one model's or one day's spend of a team: its keys' calls and their cost.
+type TeamSpendGroup struct {
+	Model   string    `json:"model,omitempty"`
+	Day     string    `json:"day,omitempty"`
+	Calls   int64     `json:"calls"`
+	CostUSD money.USD `json:"cost_usd"`
+}
+
 // Spender is a store that sums what keys spent.
 type Spender interface {
 	Spend(ctx context.Context, q SpendQuery) ([]SpendGroup, error)

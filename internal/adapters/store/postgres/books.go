@@ -35,11 +35,11 @@ type BooksReport struct {
 // controller's lease must end, and another controller's recovery come round.
 const OpenAfter = 2 * time.Minute
 
-// CheckBooks compares the books: every key's spend by period with its spend by day and model (kept
-// forever), and, for what was sent since since, the journal's settled calls with both and with the
+// CheckBooks compares the books: every key's and team's spend by period with its spend by day and
+// model (kept forever), and, for what was sent since since, the journal's settled calls with both and with the
 // records' calls (each call's cost in its record, and each record's cost with its calls'). An intent
 // still open well past its deadline is a difference too. No difference means every token a provider
-// served is charged to one key, once, and recorded.
+// served is charged to one key (and its team), once, and recorded.
 func (s *Store) CheckBooks(ctx context.Context, since time.Time) (BooksReport, error) {
 	r := BooksReport{Since: since}
 	err := s.pool.QueryRow(ctx, `
@@ -65,6 +65,19 @@ WITH j AS (SELECT key_id, (opened_at AT TIME ZONE 'UTC')::date AS day, model, su
      d AS (SELECT key_id, day, model, cost_nanos AS n FROM books.spend_daily WHERE day >= ($1::timestamptz AT TIME ZONE 'UTC')::date)
 SELECT coalesce(j.key_id, d.key_id) || ' ' || coalesce(j.day, d.day) || ' ' || coalesce(j.model, d.model), coalesce(j.n, 0)::bigint, coalesce(d.n, 0)::bigint
 FROM j FULL JOIN d ON j.key_id = d.key_id AND j.day = d.day AND j.model = d.model WHERE coalesce(j.n, 0) <> coalesce(d.n, 0)`},
+		// The same two for teams: a team's spend by period and by day and model, and the journal's
+		// charges to the team each day.
+		{"team spend by period against by day", `
+WITH p AS (SELECT team_id, sum(spent_nanos) AS n FROM books.team_periods WHERE period_start <> '-infinity' GROUP BY team_id),
+     d AS (SELECT team_id, sum(cost_nanos) AS n FROM books.team_spend_daily GROUP BY team_id)
+SELECT coalesce(p.team_id, d.team_id), coalesce(p.n, 0)::bigint, coalesce(d.n, 0)::bigint FROM p FULL JOIN d USING (team_id)
+WHERE coalesce(p.n, 0) <> coalesce(d.n, 0) AND $1::timestamptz IS NOT NULL`},
+		{"team spend by day and model against the journal", `
+WITH j AS (SELECT team_id, (opened_at AT TIME ZONE 'UTC')::date AS day, model, sum(cost_nanos) AS n FROM books.journal
+           WHERE state <> 'open' AND key_id <> '' AND team_id <> '' AND opened_at >= date_trunc('day', $1::timestamptz) GROUP BY 1, 2, 3),
+     d AS (SELECT team_id, day, model, cost_nanos AS n FROM books.team_spend_daily WHERE day >= ($1::timestamptz AT TIME ZONE 'UTC')::date)
+SELECT coalesce(j.team_id, d.team_id) || ' ' || coalesce(j.day, d.day) || ' ' || coalesce(j.model, d.model), coalesce(j.n, 0)::bigint, coalesce(d.n, 0)::bigint
+FROM j FULL JOIN d ON j.team_id = d.team_id AND j.day = d.day AND j.model = d.model WHERE coalesce(j.n, 0) <> coalesce(d.n, 0)`},
 		// Each settled call against its request's record: the call's cost in the record (its last
 		// result, or the arbiter's), for the requests recorded.
 		{"call in the journal against its record", `
