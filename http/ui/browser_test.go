@@ -337,6 +337,7 @@ func TestDashboardInHeadlessChromium(t *testing.T) {
 	t.Run("models", func(t *testing.T) { b.t = t; modelRows(b) })
 	t.Run("keys", func(t *testing.T) { b.t = t; keySpend(b, keyID, keyName) })
 	t.Run("key management", func(t *testing.T) { b.t = t; keyManagement(b) })
+	t.Run("team management", func(t *testing.T) { b.t = t; teamManagement(b) })
 	t.Run("executions", func(t *testing.T) { b.t = t; executionFilters(b, keyID, keyName) })
 	t.Run("execution", func(t *testing.T) { b.t = t; executionWaterfall(b) })
 }
@@ -622,5 +623,82 @@ func keyManagement(b *browser) {
 	}
 	if e := b.text("#new-key-error"); !strings.Contains(e, "expires_at") || !strings.Contains(e, "400") {
 		b.t.Fatalf("a key created expired: %q", e)
+	}
+}
+
+// teamManagement makes a team in the Teams page, lists its key on its page, changes it, and deletes it
+// once its key is revoked (the first delete refused, the refusal shown), each as the admin API says.
+func teamManagement(b *browser) {
+	b.open("#/teams", "teams")
+	b.set("new-team", "name", "platform")
+	b.set("new-team", "budget_usd", "3")
+	b.set("new-team", "budget_period", "30d")
+	b.set("new-team", "rpm", "11")
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#new-team button"))); err != nil {
+		b.t.Fatal(err)
+	}
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`location.hash.startsWith("#/teams/team_")`)); err != nil {
+		b.t.Fatalf("no team page after the creation: %v (%s)", err, b.text("main"))
+	}
+	b.settle("team")
+	id := strings.TrimPrefix(b.eval(`decodeURIComponent(location.hash)`), "#/teams/")
+	var team struct {
+		Name      string    `json:"name"`
+		RPM       int       `json:"rpm"`
+		BudgetUSD money.USD `json:"budget_usd"`
+		Period    string    `json:"budget_period"`
+	}
+	if call(b.base, http.MethodGet, "/admin/teams/"+id, nil, &team); team.Name != "platform" || team.RPM != 11 || team.BudgetUSD != 3*money.Dollar || team.Period != "30d" {
+		b.t.Fatalf("the team made in the dashboard: %+v", team)
+	}
+	var k struct {
+		ID   string `json:"id"`
+		Name string `json:"name"`
+	}
+	if status := call(b.base, http.MethodPost, "/admin/keys", map[string]any{"name": "platform-bot", "team_id": id}, &k); status != http.StatusCreated {
+		b.t.Fatalf("a key in the team: %d", status)
+	}
+	if text := b.open("#/keys", "keys"); !strings.Contains(b.text(`#keys tr[data-key="`+k.ID+`"]`), id) {
+		b.t.Fatalf("the key's team in the Keys page: %q", text)
+	}
+	b.open("#/teams/"+id, "team")
+	if keys := b.text("#team-keys"); !strings.Contains(keys, "platform-bot") {
+		b.t.Fatalf("the team's keys: %q", keys)
+	}
+	b.shot("team")
+	b.set("change-team", "rpm", "12")
+	b.click("#change-team button", "team")
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`document.querySelector("#team").textContent.includes("/12")`)); err != nil {
+		b.t.Fatalf("the team's page after the change: %q (%v)", b.text("#team"), err)
+	}
+	if call(b.base, http.MethodGet, "/admin/teams/"+id, nil, &team); team.RPM != 12 {
+		b.t.Fatalf("after the change the admin API says %+v", team)
+	}
+	for range 2 { // the first click arms, the second deletes: refused while the key can be used
+		if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#delete-team"))); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`document.getElementById("delete-team-error").textContent !== ""`)); err != nil {
+		b.t.Fatal(err)
+	}
+	if e := b.text("#delete-team-error"); !strings.Contains(e, "409") || !strings.Contains(e, k.ID) {
+		b.t.Fatalf("a team with a key deleted: %q", e)
+	}
+	if status := call(b.base, http.MethodDelete, "/admin/keys/"+k.ID, nil, nil); status != http.StatusOK {
+		b.t.Fatalf("revoke: %d", status)
+	}
+	b.reload("team")
+	for range 2 {
+		if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#delete-team"))); err != nil {
+			b.t.Fatal(err)
+		}
+	}
+	if _, err := chromedp.Run(b.ctx, chromedp.Poll[bool](`location.hash === "#/teams"`)); err != nil {
+		b.t.Fatalf("after the deletion: %v (%s)", err, b.text("main"))
+	}
+	b.settle("teams")
+	if status := call(b.base, http.MethodGet, "/admin/teams/"+id, nil, nil); status != http.StatusNotFound || strings.Contains(b.text("main"), id) {
+		b.t.Fatalf("a deleted team: %d", status)
 	}
 }

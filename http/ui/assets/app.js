@@ -502,27 +502,34 @@ async function keysPage() {
   if (list.length === 0) return [el("h2", {}, "Keys"), el("p", { class: "muted" }, "No key yet."), ...create];
   return [el("h2", {}, `Keys: ${list.length}`), ...create,
     el("p", { class: "muted" }, "Spend counts the current budget period; requests and tokens in use count the last minute."),
-    table(["name", "id", "status", "budget", "spend this period", "#spent in all", "requests/min", "tokens/min", "concurrency", "last use"],
-      list.map((k) => [k.name, el("code", {}, k.id), state(k.status), budgetText(k), spendCell(k), usd(k.spend.total_usd),
+    table(["name", "id", "team", "status", "budget", "spend this period", "#spent in all", "requests/min", "tokens/min", "concurrency", "last use"],
+      list.map((k) => [k.name, el("code", {}, k.id), teamLink(k.team_id), state(k.status), budgetText(k), spendCell(k), usd(k.spend.total_usd),
         limitCell(k.usage.requests, k.rpm), limitCell(k.usage.tokens, k.tpm), limitCell(k.usage.in_flight, k.max_concurrency), lastUse(k)]),
       (i) => { location.hash = "#/keys/" + encodeURIComponent(list[i].id); },
       { id: "keys", row: (i) => ({ "data-key": list[i].id }) })];
 }
 
-// keyFields are the fields of a key's form: its name for the admin API, its label, its input's type.
-const keyFields = [
+// teamLink links a key's team's page, or says it has none.
+function teamLink(id) {
+  return id ? el("a", { href: "#/teams/" + encodeURIComponent(id) }, el("code", {}, id)) : el("span", { class: "muted" }, "none");
+}
+
+// teamFields are the fields of a team's form: its name for the admin API, its label, its input's type;
+// keyFields are a key's, which are a team's and its team, expiry and answer cache.
+const teamFields = [
   ["name", "name", "text"], ["budget_usd", "budget (US dollars)", "text"], ["budget_period", "budget period", "period"],
   ["rpm", "requests/min", "number"], ["tpm", "tokens/min", "number"], ["max_concurrency", "concurrency", "number"],
-  ["models", "models (globs, comma-separated)", "text"], ["expires_at", "expires at (RFC 3339)", "text"],
-  ["cache_ttl_seconds", "answer cache (seconds)", "number"],
+  ["models", "models (globs, comma-separated)", "text"],
 ];
+const keyFields = [...teamFields.slice(0, 1), ["team_id", "team (id)", "text"], ...teamFields.slice(1),
+  ["expires_at", "expires at (RFC 3339)", "text"], ["cache_ttl_seconds", "answer cache (seconds)", "number"]];
 
-// keyForm is a form over a key's fields, filled from k; onSubmit gets the body to send.
-function keyForm(id, k, label, onSubmit) {
-  const inputs = keyFields.map(([name, text, type]) => {
+// keyForm is a form over a key's fields (or a team's), filled from k; onSubmit gets the body to send.
+function keyForm(id, k, label, onSubmit, fields = keyFields) {
+  const inputs = fields.map(([name, text, type]) => {
     let input;
     if (type === "period") {
-      input = el("select", { name }, ["", "1d", "7d", "30d"].map((p) => el("option", { value: p }, p || "the key's life")));
+      input = el("select", { name }, ["", "1d", "7d", "30d"].map((p) => el("option", { value: p }, p || "a whole life")));
     } else {
       input = el("input", { name, type: type === "number" ? "number" : "text", min: "0" });
     }
@@ -534,11 +541,11 @@ function keyForm(id, k, label, onSubmit) {
   form.onsubmit = async (ev) => {
     ev.preventDefault();
     const body = {};
-    for (const [name, , type] of keyFields) {
+    for (const [name, , type] of fields) {
       const v = form.elements[name].value.trim();
       if (type === "number") body[name] = v === "" ? 0 : Number(v);
       else if (name === "models") body[name] = v === "" ? [] : v.split(",").map((g) => g.trim()).filter(Boolean);
-      else if (name === "budget_usd" || name === "expires_at") body[name] = v === "" ? null : v;
+      else if (name === "budget_usd" || name === "expires_at" || name === "team_id") body[name] = v === "" ? null : v;
       else body[name] = v;
     }
     try {
@@ -552,7 +559,7 @@ function keyForm(id, k, label, onSubmit) {
 
 // createKey makes a key and shows its secret, this once: the server keeps only its hash.
 async function createKey(body) {
-  for (const name of ["budget_usd", "expires_at"]) if (body[name] === null) delete body[name];
+  for (const name of ["budget_usd", "expires_at", "team_id"]) if (body[name] === null) delete body[name];
   const k = await api("/admin/keys", { method: "POST", body });
   await render();
   document.getElementById("key-made").replaceChildren(el("p", {}, `Key ${k.name} made. Its secret is shown this once; copy it now:`),
@@ -580,12 +587,78 @@ function keyActions(k) {
   return [el("h3", {}, "Change"), change, el("h3", {}, "Revoke"), revoke];
 }
 
-// spendTable lists a key's spend by model or by day, each with a bar against the largest.
+// spendTable lists a key's or team's spend by model or by day, each with a bar against the largest: a
+// key's requests, a team's calls.
 function spendTable(id, label, groups) {
   if (groups.length === 0) return el("p", { class: "muted", id }, "Nothing spent in the window.");
   const top = Math.max(...groups.map((g) => g.cost_usd), 1e-12);
-  return table([label, "#requests", "#cost", ""], groups.map((g) => [g.model || g.day, g.requests, usd(g.cost_usd),
+  const count = "requests" in groups[0] ? "requests" : "calls";
+  return table([label, "#" + count, "#cost", ""], groups.map((g) => [g.model || g.day, g[count], usd(g.cost_usd),
     el("span", { class: "bar", style: `width:${Math.max(1, Math.round(160 * g.cost_usd / top))}px` })]), null, { id });
+}
+
+async function teamsPage() {
+  let list;
+  try {
+    list = (await api("/admin/teams")).teams;
+  } catch (e) {
+    if (e.status !== 501 && e.status !== 403) throw e;
+    return [el("h2", {}, "Teams"), el("p", { class: "muted" }, "This server keeps no teams, or this session signed in with a key rather than the admin token.")];
+  }
+  const create = [el("h3", {}, "New team"), keyForm("new-team", {}, "Create", async (body) => {
+    if (body.budget_usd === null) delete body.budget_usd;
+    const t = await api("/admin/teams", { method: "POST", body });
+    location.hash = "#/teams/" + encodeURIComponent(t.id);
+  }, teamFields)];
+  if (list.length === 0) return [el("h2", {}, "Teams"), el("p", { class: "muted" }, "No team yet."), ...create];
+  return [el("h2", {}, `Teams: ${list.length}`), ...create,
+    el("p", { class: "muted" }, "A team's keys are held to its limits and budget together, each also to its own."),
+    table(["name", "id", "status", "budget", "spend this period", "#spent in all", "requests/min", "tokens/min", "concurrency", "models"],
+      list.map((t) => [t.name, el("code", {}, t.id), state(t.status), budgetText(t), spendCell(t), usd(t.spend.total_usd),
+        limitCell(t.usage.requests, t.rpm), limitCell(t.usage.tokens, t.tpm), limitCell(t.usage.in_flight, t.max_concurrency),
+        t.models.length ? t.models.join(", ") : "any"]),
+      (i) => { location.hash = "#/teams/" + encodeURIComponent(list[i].id); },
+      { id: "teams", row: (i) => ({ "data-team": list[i].id }) })];
+}
+
+async function teamPage(id) {
+  const path = "/admin/teams/" + encodeURIComponent(id);
+  const t = await api(path);
+  const byModel = await api(path + "/spend?group_by=model");
+  const byDay = await api(path + "/spend?group_by=day");
+  const members = ((await keysOrNone()) || []).filter((k) => k.team_id === t.id);
+  const period = t.spend.period_end ? `${when(t.spend.period_start)} to ${when(t.spend.period_end)}` : `since ${when(t.spend.period_start)}`;
+  const remove = el("button", { id: "delete-team", type: "button" }, "Delete");
+  remove.onclick = async () => {
+    if (remove.dataset.armed !== "yes") {
+      remove.dataset.armed = "yes";
+      remove.textContent = "Click again to delete the team";
+      return;
+    }
+    try {
+      await api(path, { method: "DELETE" });
+      location.hash = "#/teams";
+    } catch (e) {
+      document.getElementById("delete-team-error").textContent = e.message;
+    }
+  };
+  const change = keyForm("change-team", t, "Save", async (body) => {
+    await api(path, { method: "PATCH", body });
+    await render();
+  }, teamFields);
+  return [el("h2", {}, `Team ${t.name} `, state(t.status)),
+    el("p", {}, el("code", {}, t.id), ` · created ${when(t.created_at)}`),
+    table(["budget", "spend this period", "period", "#spent in all", "requests/min", "tokens/min", "concurrency", "models"],
+      [[budgetText(t), spendCell(t), period, usd(t.spend.total_usd), limitCell(t.usage.requests, t.rpm), limitCell(t.usage.tokens, t.tpm),
+        limitCell(t.usage.in_flight, t.max_concurrency), t.models.length ? t.models.join(", ") : "any"]], null, { id: "team" }),
+    el("h3", {}, `Keys: ${members.length}`),
+    members.length ? table(["name", "id", "status", "spend this period"], members.map((k) => [el("a", { href: "#/keys/" + encodeURIComponent(k.id) }, k.name),
+      el("code", {}, k.id), state(k.status), spendCell(k)]), null, { id: "team-keys" }) : el("p", { class: "muted" }, "No key belongs to the team."),
+    el("h3", {}, `Spend by model, last 30 days: `, el("span", { id: "spend-total" }, usd(byModel.total_usd))),
+    spendTable("spend-by-model", "model", byModel.groups),
+    el("h3", {}, "Spend by day (UTC)"),
+    spendTable("spend-by-day", "day", byDay.groups),
+    el("h3", {}, "Change"), change, el("h3", {}, "Delete"), remove, el("p", { class: "error", id: "delete-team-error" })];
 }
 
 async function keyPage(id) {
@@ -595,7 +668,7 @@ async function keyPage(id) {
   const byDay = await api(path + "/spend?group_by=day");
   const period = k.spend.period_end ? `${when(k.spend.period_start)} to ${when(k.spend.period_end)}` : `since ${when(k.spend.period_start)}`;
   return [el("h2", {}, `Key ${k.name} `, state(k.status)),
-    el("p", {}, el("code", {}, k.id), ` · created ${when(k.created_at)} · last use `, lastUse(k),
+    el("p", {}, el("code", {}, k.id), " · team ", teamLink(k.team_id), ` · created ${when(k.created_at)} · last use `, lastUse(k),
       k.expires_at ? ` · expires ${when(k.expires_at)}` : "", " · ", el("a", { href: "#/executions?key=" + encodeURIComponent(k.id) }, "its executions")),
     table(["budget", "spend this period", "period", "#spent in all", "requests/min", "tokens/min", "concurrency", "models"],
       [[budgetText(k), spendCell(k), period, usd(k.spend.total_usd), limitCell(k.usage.requests, k.rpm), limitCell(k.usage.tokens, k.tpm),
@@ -623,9 +696,9 @@ async function evaluation() {
     table(["run", ...datasets], rows)];
 }
 
-const pages = { fleet, providers, models, executions, keys: keysPage, eval: evaluation };
-// detailPages are the pages of one thing, under their list's page: #/executions/<id>, #/keys/<id>.
-const detailPages = { executions: ["execution", execution], keys: ["key", keyPage] };
+const pages = { fleet, providers, models, executions, keys: keysPage, teams: teamsPage, eval: evaluation };
+// detailPages are the pages of one thing, under their list's page: #/executions/<id>, #/keys/<id>, #/teams/<id>.
+const detailPages = { executions: ["execution", execution], keys: ["key", keyPage], teams: ["team", teamPage] };
 
 // rendering counts renders: only the latest one draws, should an earlier one end after it.
 let rendering = 0;
