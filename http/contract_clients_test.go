@@ -49,7 +49,9 @@ func runClient(t *testing.T, node string, sdk nodeSDKCase, u *upstreams, name st
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "contract.mjs", name)
 	cmd.Dir = sdk.dir
-	cmd.Env = append(os.Environ(), "CONCLAVE_BASE_URL="+u.srv.URL+"/v1", "CONCLAVE_API_KEY="+sdkToken, "CONCLAVE_MODEL="+directModel)
+	base, checkSpec := specProxy(t, u.srv.URL) // every answer the client is given is checked against the specification
+	defer checkSpec(true)
+	cmd.Env = append(os.Environ(), "CONCLAVE_BASE_URL="+base+"/v1", "CONCLAVE_API_KEY="+sdkToken, "CONCLAVE_MODEL="+directModel)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	if err := cmd.Run(); err != nil {

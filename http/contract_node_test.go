@@ -50,7 +50,8 @@ func runNode(t *testing.T, node string, u *upstreams, name string) nodeOutcome {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, node, "contract.mjs", name)
 	cmd.Dir = nodeContract
-	cmd.Env = append(os.Environ(), "CONCLAVE_BASE_URL="+u.srv.URL+"/v1", "CONCLAVE_API_KEY="+sdkToken, "CONCLAVE_MODEL="+directModel,
+	base, checkSpec := specProxy(t, u.srv.URL) // every answer the client is given is checked against the specification
+	cmd.Env = append(os.Environ(), "CONCLAVE_BASE_URL="+base+"/v1", "CONCLAVE_API_KEY="+sdkToken, "CONCLAVE_MODEL="+directModel,
 		"CONCLAVE_PNG="+pixelPNG)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -64,6 +65,7 @@ func runNode(t *testing.T, node string, u *upstreams, name string) nodeOutcome {
 	if out.Error == nil && len(out.Completions) == 0 {
 		t.Fatalf("node contract.mjs %s printed nothing to check: %s", name, stdout.String())
 	}
+	checkSpec(out.Error == nil)
 	return out
 }
 

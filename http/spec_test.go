@@ -10,8 +10,12 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	neturl "net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -160,8 +164,8 @@ func eventProblems(t *testing.T, typ, data string) string {
 	return ""
 }
 
-// chunkMeetsSpec checks one chunk of a streamed chat completion against the specification's schema.
-func chunkMeetsSpec(t *testing.T, data string) {
+// chunkProblems says how one chunk of a streamed chat completion breaks the specification's schema, or "".
+func chunkProblems(t *testing.T, data string) string {
 	t.Helper()
 	_, model := openAI(t)
 	schema := model.Components.Schemas.GetOrZero("CreateChatCompletionStreamResponse").Schema()
@@ -169,8 +173,91 @@ func chunkMeetsSpec(t *testing.T, data string) {
 	// as 3.0 reads it: a plain JSON Schema reading would refuse the null finish_reason of every chunk
 	// but the last, which the specification allows.
 	if ok, errs := openAISpec.nullables.ValidateSchemaStringWithVersion(schema, data, 3.0); !ok {
-		t.Fatalf("a chunk breaks CreateChatCompletionStreamResponse:%s\n%.2000s", specReport(errs), data)
+		return "CreateChatCompletionStreamResponse:" + specReport(errs)
 	}
+	return ""
+}
+
+// chunkMeetsSpec checks one chunk of a streamed chat completion against the specification's schema.
+func chunkMeetsSpec(t *testing.T, data string) {
+	t.Helper()
+	if p := chunkProblems(t, data); p != "" {
+		t.Fatalf("a chunk breaks %s\n%.2000s", p, data)
+	}
+}
+
+// specProxy is a validating proxy in front of a server: every successful answer of POST
+// /v1/chat/completions, /v1/embeddings and /v1/responses that passes through, whole or streamed, is
+// checked against OpenAI's specification, as a validating proxy (Prism's) checks what a client is
+// given. A stream reaches the client once it has ended. check fails the test for every answer that
+// breaks the specification, and, when the client was answered, for none checked.
+func specProxy(t *testing.T, target string) (url string, check func(answered bool)) {
+	t.Helper()
+	openAI(t)
+	to, err := neturl.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var problems []string
+	checked := 0
+	proxy := httputil.NewSingleHostReverseProxy(to)
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		path := strings.TrimPrefix(resp.Request.URL.Path, "/v1")
+		if resp.Request.Method != http.MethodPost || resp.StatusCode != http.StatusOK || !slices.Contains([]string{"/chat/completions", "/embeddings", "/responses"}, path) {
+			return nil
+		}
+		body, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return err
+		}
+		resp.Body = io.NopCloser(bytes.NewReader(body))
+		found := answerProblems(t, path, resp.Header.Get("Content-Type"), string(body))
+		mu.Lock()
+		defer mu.Unlock()
+		checked++
+		if found != "" {
+			problems = append(problems, fmt.Sprintf("POST /v1%s:%s\n%.1000s", path, found, body))
+		}
+		return nil
+	}
+	srv := httptest.NewServer(proxy)
+	t.Cleanup(srv.Close)
+	return srv.URL, func(answered bool) {
+		t.Helper()
+		mu.Lock()
+		defer mu.Unlock()
+		if answered && checked == 0 {
+			t.Fatal("no answer passed the validating proxy")
+		}
+		if len(problems) > 0 {
+			t.Fatalf("%d of %d answers break the specification:\n%s", len(problems), checked, strings.Join(problems, "\n"))
+		}
+	}
+}
+
+// answerProblems says how an answer of POST /v1{path}, whole or a stream of server-sent events, breaks
+// the specification, or "".
+func answerProblems(t *testing.T, path, contentType, body string) string {
+	if !strings.HasPrefix(contentType, "text/event-stream") {
+		return specProblems(t, path, http.StatusOK, body)
+	}
+	var out strings.Builder
+	event := ""
+	for _, line := range strings.Split(body, "\n") {
+		switch {
+		case strings.HasPrefix(line, "event: "):
+			event = strings.TrimPrefix(line, "event: ")
+		case strings.HasPrefix(line, "data: ") && line != "data: [DONE]":
+			data := strings.TrimPrefix(line, "data: ")
+			if path == "/responses" {
+				out.WriteString(eventProblems(t, event, data))
+			} else {
+				out.WriteString(chunkProblems(t, data))
+			}
+		}
+	}
+	return out.String()
 }
 
 // eventMeetsSpec checks one event of a Responses stream against its schema.
@@ -195,6 +282,9 @@ func TestTheSpecificationCatchesABrokenAnswer(t *testing.T) {
 		}},
 		{"a text delta without its item", func(t *testing.T) string {
 			return eventProblems(t, "response.output_text.delta", `{"type":"response.output_text.delta","sequence_number":3,"delta":"Hi"}`)
+		}},
+		{"a streamed chunk without its choices, as the proxy reads a stream", func(t *testing.T) string {
+			return answerProblems(t, "/chat/completions", "text/event-stream", "data: {\"id\":\"c\",\"object\":\"chat.completion.chunk\",\"created\":1,\"model\":\"m\"}\n\ndata: [DONE]\n\n")
 		}},
 	}
 	for _, tt := range tests {

@@ -61,7 +61,7 @@ func TestMigratePartitionsKeepsEveryRow(t *testing.T) {
 		}
 	}
 	command("migrate up", "schema version 0 -> 12")
-	command("migrate down --to 7", "schema version 11 -> 7")
+	command("migrate down --to 7", "schema version 12 -> 7")
 	conn, err := pgx.Connect(ctx, url.Reveal())
 	if err != nil {
 		t.Fatal(err)
@@ -108,7 +108,7 @@ SELECT request_id || '/0', request_id, key_id, 'm-0', 'groq', 'node-a', 'run-1',
 	if before["workflow.executions"][:8] != "62 rows " || before["workflow.worker_results"][:9] != "248 rows " {
 		t.Fatalf("the rows written: %v", before)
 	}
-	command("migrate up", "schema version 7 -> 11")
+	command("migrate up", "schema version 7 -> 12")
 	if after := rows(); !maps.Equal(before, after) {
 		t.Fatalf("up changed the rows:\n%v\n%v", before, after)
 	}
@@ -116,11 +116,11 @@ SELECT request_id || '/0', request_id, key_id, 'm-0', 'groq', 'node-a', 'run-1',
 	if err := conn.QueryRow(ctx, `SELECT count(*) FROM workflow.executions_default`).Scan(&outside); err != nil || outside != 2 {
 		t.Fatalf("%d records in the DEFAULT partition (%v), want the one three years old and the one ahead", outside, err)
 	}
-	command("migrate down --to 7", "schema version 11 -> 7")
+	command("migrate down --to 7", "schema version 12 -> 7")
 	if after := rows(); !maps.Equal(before, after) {
 		t.Fatalf("down changed the rows:\n%v\n%v", before, after)
 	}
-	command("migrate up", "schema version 7 -> 11")
+	command("migrate up", "schema version 7 -> 12")
 	// 30 days: r33 to r60 are before the cut, and r0, three years old; the journal
 	// keeps r0's open call.
 	command("records prune --older-than 30d", "deleted 29 records")
