@@ -217,7 +217,6 @@ func TestATeamHoldsItsKeysTogether(t *testing.T) {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	tb.as(b.Key, http.MethodGet, "/v1/models", nil)
 	_, raw = tb.as(b.Key, http.MethodGet, "/v1/models", nil)
 	if json.Unmarshal(raw, &list); len(list.Data) == 0 {
 		t.Fatalf("no models: %s", raw)
@@ -292,11 +291,14 @@ func TestControllersShareTeams(t *testing.T) {
 	if answered < 2 || spent.Spend.SpendUSD == 0 {
 		t.Fatalf("%d answered, the team spent %s", answered, spent.Spend.SpendUSD)
 	}
+	t.Logf("two keys on two controllers: %d calls answered, the team spent $%s of $%s", answered, spent.Spend.SpendUSD, budget)
 
 	// The team's budget raised on a reaches b: its keys are served there again.
 	if resp, raw := a.do(http.MethodPatch, "/admin/teams/"+team.ID, map[string]any{"budget_usd": 1}, nil); resp.StatusCode != http.StatusOK {
 		t.Fatalf("raise: %d %s", resp.StatusCode, raw)
 	}
+	raised := time.Now()
 	waitFor(t, func() bool { status, _, _, _ := directCall(b, x.Key); return status == http.StatusOK })
+	t.Logf("the raised budget served on the other controller after %v", time.Since(raised).Round(time.Millisecond))
 	checkBooks(t, db)
 }
