@@ -131,3 +131,44 @@ func TestTeamsKeepTheirKeysAndSpend(t *testing.T) {
 		}
 	})
 }
+
+// TestAnInterruptedCallIsChargedToItsTeam: a call whose controller died is settled by another from its
+// intent alone (which named its team), and charged to the key and the team once.
+func TestAnInterruptedCallIsChargedToItsTeam(t *testing.T) {
+	url := pgtest.New(t, true)
+	pool, err := pgxpool.New(context.Background(), url.Reveal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	records, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { records.Close() })
+	ctx := context.Background()
+	s := keystore.NewPostgres(pool)
+	if err := s.CreateTeam(ctx, keys.Team{ID: "team_a", Name: "a", CreatedAt: created, Metadata: []byte("{}"), Allowance: keys.Allowance{PeriodOrigin: created}}); err != nil {
+		t.Fatal(err)
+	}
+	at := created.Add(time.Hour)
+	intent := &messages.Call{CallId: "c1", RequestId: "r1", KeyId: "key_a", PeriodStart: created.UnixMicro(), TeamId: "team_a", TeamPeriodStart: created.UnixMicro(),
+		Model: "m", Provider: "p", NodeId: "dead", RunId: "run", OpenedAt: timestamppb.New(at), Deadline: timestamppb.New(at), ReservedNanos: 900, State: store.CallOpen}
+	if err := records.Write(ctx, store.Batch{Calls: []*messages.Call{intent}}); err != nil {
+		t.Fatal(err)
+	}
+	// The recovering controller's settlement names only the call: the charge follows the intent.
+	settled := &messages.Call{CallId: "c1", RequestId: "r1", KeyId: "key_a", Model: "m", Provider: "p", NodeId: "dead", RunId: "run",
+		OpenedAt: timestamppb.New(at), Deadline: timestamppb.New(at), State: store.CallInterrupted, SettledAt: timestamppb.New(at), CostNanos: 900}
+	for range 2 { // settled twice (two controllers recovering at once): charged once
+		if err := records.Write(ctx, store.Batch{Calls: []*messages.Call{settled}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if spent, err := s.TeamPeriodSpend(ctx, "team_a", created); err != nil || spent != 900 {
+		t.Fatalf("the team's spend after an interrupted call: %s, %v", spent, err)
+	}
+	if r, err := records.CheckBooks(ctx, created); err != nil || len(r.Differences) != 1 || r.Differences[0].What != "request charged without a record" {
+		t.Fatalf("the books: %+v, %v", r, err) // the request's record is the recovering controller's, not written here
+	}
+}
