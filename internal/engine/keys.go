@@ -349,22 +349,16 @@ func (k *Keys) admit(ctx context.Context, a ask) (*pass, []string, *messages.Fai
 	return p, globs, f
 }
 
-// holder is a key or a team a request is held to, as admission sees it.
-type holder struct {
-	what string // "API key" or "team"
-	id   string
-	keys.Allowance
-}
-
 func (k *Keys) judge(ctx context.Context, key keys.Key, a ask) (*pass, []string, *messages.Failure) {
-	holders := []holder{{"API key", key.ID, key.Allowance}}
+	var team *keys.Team
 	if key.TeamID != "" {
-		team, err := k.teamsOf.Get(ctx, key.TeamID)
+		t, err := k.teamsOf.Get(ctx, key.TeamID)
 		if err != nil {
 			return nil, nil, &messages.Failure{Code: string(resilience.KeyRevoked), Message: "the API key's team cannot be read: " + err.Error()}
 		}
-		holders = append(holders, holder{"team", team.ID, team.Allowance})
+		team = &t
 	}
+	holders := keys.Holders(key, team)
 	globs, f := k.models(holders, a)
 	if f != nil {
 		return nil, nil, f
@@ -376,19 +370,19 @@ func (k *Keys) judge(ctx context.Context, key keys.Key, a ask) (*pass, []string,
 		}
 		if bad := k.unpriced(a.named); len(bad) > 0 {
 			return nil, nil, &messages.Failure{Code: string(resilience.ModelNotPriced),
-				Message: "the " + h.what + " has a budget, and the request names models without a price: set their price_in and price_out " +
+				Message: "the " + h.What + " has a budget, and the request names models without a price: set their price_in and price_out " +
 					"(providers.<provider>.models), or pricing.default_price_in and pricing.default_price_out", Details: bad}
 		}
 		if h.OverBudget(now) {
-			return nil, nil, BudgetFailure(h.what, h.Allowance, now)
+			return nil, nil, BudgetFailure(h.What, h.Allowance, now)
 		}
 	}
 	p := &pass{k: k, key: key, id: a.id}
 	for _, h := range holders {
-		if h.what == "team" {
-			p.teamID = h.id
+		if h.What == "team" {
+			p.teamID = h.ID
 		}
-		l := k.requests(h.id, h.Allowance)
+		l := k.requests(h.ID, h.Allowance)
 		if l == nil {
 			continue
 		}
@@ -396,11 +390,11 @@ func (k *Keys) judge(ctx context.Context, key keys.Key, a ask) (*pass, []string,
 		switch {
 		case err != nil: // the limiter could not count: the request goes, as a provider's call does then
 			k.log.Warn("an API key's or team's limits could not be counted", zap.String("event", "key_limiter_failed"), zap.String("key_id", key.ID),
-				zap.String("id", h.id), zap.Error(err))
+				zap.String("id", h.ID), zap.Error(err))
 		case !d.Allowed:
 			p.release()
 			return nil, nil, &messages.Failure{Code: string(resilience.KeyRateLimited),
-				Message:           "the " + h.what + "'s limit of " + limitName(d.Reason, h.Allowance) + " is reached",
+				Message:           "the " + h.What + "'s limit of " + limitName(d.Reason, h.Allowance) + " is reached",
 				RetryAfterSeconds: max(1, math.Ceil(d.RetryAfter.Seconds()))}
 		default:
 			p.limiters = append(p.limiters, l)
@@ -413,17 +407,17 @@ func (k *Keys) judge(ctx context.Context, key keys.Key, a ask) (*pass, []string,
 // names must be allowed by both; a Conclave model (conclave/auto, a blueprint) allowed by both runs
 // over every model, else over those both allow. It returns the globs selection keeps to (nil: every
 // model).
-func (k *Keys) models(holders []holder, a ask) ([]string, *messages.Failure) {
+func (k *Keys) models(holders []keys.Holder, a ask) ([]string, *messages.Failure) {
 	for _, h := range holders {
-		if bad := notAllowed(h.what, h.Allowance, a.named); len(bad) > 0 {
-			return nil, &messages.Failure{Code: string(resilience.ModelNotAllowed), Message: "the " + h.what + " may not call the models the request names",
+		if bad := notAllowed(h.What, h.Allowance, a.named); len(bad) > 0 {
+			return nil, &messages.Failure{Code: string(resilience.ModelNotAllowed), Message: "the " + h.What + " may not call the models the request names",
 				Details: bad}
 		}
 	}
 	if len(a.named) > 0 {
 		return nil, nil
 	}
-	var limiting []holder // those whose globs do not name the Conclave model asked for
+	var limiting []keys.Holder // those whose globs do not name the Conclave model asked for
 	for _, h := range holders {
 		if !h.Allows(a.virtual) {
 			limiting = append(limiting, h)
@@ -445,7 +439,7 @@ func (k *Keys) models(holders []holder, a ask) ([]string, *messages.Failure) {
 	if !slices.ContainsFunc(k.catalog.Load().All(), func(m catalog.Model) bool { return keys.Matches(globs, m.ID) }) {
 		var names []string
 		for _, h := range limiting {
-			names = append(names, "the "+h.what+"'s: "+strings.Join(h.Models, ", "))
+			names = append(names, "the "+h.What+"'s: "+strings.Join(h.Models, ", "))
 		}
 		return nil, &messages.Failure{Code: string(resilience.ModelNotAllowed), Message: "the API key allows no model that " + a.virtual + " could ask",
 			Details: []*messages.Problem{{Field: "model", Message: a.virtual + " is not among the allowed models: " + problems.Clip(strings.Join(names, "; "), 256)}}}

@@ -262,13 +262,6 @@ func (h *holding) release(cost money.USD, used int) {
 	}
 }
 
-// payer is a key or a team a call is held against.
-type payer struct {
-	what string // "API key" or "team"
-	id   string
-	keys.Allowance
-}
-
 // hold takes the call's holds on its key and its key's team, or refuses the call for their limits.
 func (m *Meter) hold(ctx context.Context, call Spec, entry *messages.Call, priced bool) (*holding, error) {
 	if call.KeyID == "" {
@@ -279,18 +272,18 @@ func (m *Meter) hold(ctx context.Context, call Spec, entry *messages.Call, price
 		return nil, &resilience.Error{Kind: resilience.KeyRevoked, Provider: call.Provider, Model: call.Model, Err: errors.New("the API key cannot be used any more")}
 	}
 	now := clock.Or(m.Clock).Now()
-	payers := []payer{{"API key", key.ID, key.Allowance}}
 	entry.PeriodStart = key.PeriodStart(now).UnixMicro() // the period its cost counts in
+	var team *keys.Team
 	if key.TeamID != "" {
-		team, ok := m.Accounts.Team(key.TeamID)
+		t, ok := m.Accounts.Team(key.TeamID)
 		if !ok {
 			return nil, &resilience.Error{Kind: resilience.KeyRevoked, Provider: call.Provider, Model: call.Model, Err: errors.New("the API key's team is gone")}
 		}
-		payers = append(payers, payer{"team", team.ID, team.Allowance})
-		entry.TeamId, entry.TeamPeriodStart = team.ID, team.PeriodStart(now).UnixMicro()
+		team = &t
+		entry.TeamId, entry.TeamPeriodStart = t.ID, t.PeriodStart(now).UnixMicro()
 	}
 	h := &holding{m: m, call: call.CallID}
-	for _, p := range payers {
+	for _, p := range keys.Holders(key, team) {
 		if err := m.take(ctx, h, p, call, entry, priced, now); err != nil {
 			h.release(0, -1)
 			return nil, err
@@ -301,40 +294,40 @@ func (m *Meter) hold(ctx context.Context, call Spec, entry *messages.Call, price
 
 // take holds the call's worst case against one payer's budget and tokens per minute, adding the holds
 // to h, or refuses the call.
-func (m *Meter) take(ctx context.Context, h *holding, p payer, call Spec, entry *messages.Call, priced bool, now time.Time) error {
+func (m *Meter) take(ctx context.Context, h *holding, p keys.Holder, call Spec, entry *messages.Call, priced bool, now time.Time) error {
 	refuse := func(kind resilience.Kind, format string, args ...any) error {
 		return &resilience.Error{Kind: kind, Provider: call.Provider, Model: call.Model, Err: fmt.Errorf(format, args...)}
 	}
 	if p.Budget != nil {
 		if !priced {
 			return refuse(resilience.ModelNotPriced, "%s has no price, and the %s has a budget: set its price_in and price_out "+
-				"(providers.<provider>.models), or pricing.default_price_in and pricing.default_price_out", call.Model, p.what)
+				"(providers.<provider>.models), or pricing.default_price_in and pricing.default_price_out", call.Model, p.What)
 		}
 		start := p.PeriodStart(now)
-		b := budgetHold{account: ledger.AccountID{Key: p.id, Period: start.UnixMicro()}, name: call.CallID}
-		if p.what == "team" {
-			b.name += "@" + p.id // a ledger knows a hold by its name: the key's and the team's differ
+		b := budgetHold{account: ledger.AccountID{Key: p.ID, Period: start.UnixMicro()}, name: call.CallID}
+		if p.What == "team" {
+			b.name += "@" + p.ID // a ledger knows a hold by its name: the key's and the team's differ
 		}
 		r := Reservation{Account: b.account, Budget: *p.Budget, Call: b.name, Amount: money.USD(entry.ReservedNanos), PeriodEnd: p.PeriodEnd(now),
-			Spent: func(ctx context.Context) (money.USD, error) { return m.Accounts.Spent(ctx, p.id, p.Allowance, start) }}
+			Spent: func(ctx context.Context) (money.USD, error) { return m.Accounts.Spent(ctx, p.ID, p.Allowance, start) }}
 		a, err := m.Budgets.Reserve(ctx, r)
 		switch {
 		case errors.Is(err, ledger.ErrOverBudget):
-			return refuse(resilience.BudgetExceeded, "%s", BudgetMessage(p.what, p.Allowance, a, money.USD(entry.ReservedNanos), now))
+			return refuse(resilience.BudgetExceeded, "%s", BudgetMessage(p.What, p.Allowance, a, money.USD(entry.ReservedNanos), now))
 		case err != nil:
 			return &resilience.Error{Kind: resilience.Internal, Provider: call.Provider, Model: call.Model,
-				Err: fmt.Errorf("the %s's budget could not be read: %w", p.what, err)}
+				Err: fmt.Errorf("the %s's budget could not be read: %w", p.What, err)}
 		}
 		h.budgets = append(h.budgets, b)
 	}
-	if l := m.Accounts.TokensPerMinute(p.id, p.Allowance); l != nil {
+	if l := m.Accounts.TokensPerMinute(p.ID, p.Allowance); l != nil {
 		d, err := l.Reserve(ctx, call.CallID, int(entry.ReservedTokens))
 		switch {
 		case errors.Is(err, ratelimit.ErrTooLarge):
 			return refuse(resilience.KeyRateLimited, "the call may use %d tokens (its prompt and its output bound), more than the %s's %d tokens per minute",
-				entry.ReservedTokens, p.what, p.TPM)
+				entry.ReservedTokens, p.What, p.TPM)
 		case err == nil && !d.Allowed:
-			return refuse(resilience.KeyRateLimited, "the %s's limit of %d tokens per minute is reached", p.what, p.TPM)
+			return refuse(resilience.KeyRateLimited, "the %s's limit of %d tokens per minute is reached", p.What, p.TPM)
 		case err == nil:
 			h.tpm = append(h.tpm, l)
 		} // a limiter that cannot count lets the call through, as a provider's does

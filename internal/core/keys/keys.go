@@ -69,6 +69,22 @@ type Team struct {
 	CreatedAt, UpdatedAt time.Time
 }
 
+// Holder is a key or a team that a request and its calls are held to: what it is ("API key" or
+// "team", as refusals name it), its id and its allowance.
+type Holder struct {
+	What, ID string
+	Allowance
+}
+
+// Holders are what a key's requests are held to: the key, then its team when it has one.
+func Holders(k Key, team *Team) []Holder {
+	out := []Holder{{"API key", k.ID, k.Allowance}}
+	if team != nil {
+		out = append(out, Holder{"team", team.ID, team.Allowance})
+	}
+	return out
+}
+
 // PeriodStart is when the budget period that holds now began.
 func (a Allowance) PeriodStart(now time.Time) time.Time { return a.Period.Start(a.PeriodOrigin, now) }
 
