@@ -101,6 +101,14 @@ func meetsAnthropicSpec(t *testing.T, status int, raw string) {
 // meetsAnthropicSpecAt checks an answer of POST path against the specification.
 func meetsAnthropicSpecAt(t *testing.T, path string, status int, raw string) {
 	t.Helper()
+	if p := anthropicProblems(t, path, status, raw); p != "" {
+		t.Fatalf("the answer does not meet the specification:%s\n%s", p, raw)
+	}
+}
+
+// anthropicProblems says how an answer of POST path breaks Anthropic's specification, or "".
+func anthropicProblems(t *testing.T, path string, status int, raw string) string {
+	t.Helper()
 	anthropicSpec(t)
 	if status >= 500 {
 		status = http.StatusBadRequest // the specification lists its error body under 4XX alone; a 5xx carries the same
@@ -109,8 +117,9 @@ func meetsAnthropicSpecAt(t *testing.T, path string, status int, raw string) {
 	req.Header.Set("Content-Type", "application/json")
 	resp := &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}}, Body: io.NopCloser(strings.NewReader(raw)), Request: req}
 	if ok, errs := messagesSpec.v.ValidateHttpResponse(req, resp); !ok {
-		t.Fatalf("the answer does not meet the specification:%s\n%s", specReport(errs), raw)
+		return specReport(errs)
 	}
+	return ""
 }
 
 func TestAnthropicSDKContract(t *testing.T) {

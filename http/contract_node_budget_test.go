@@ -145,6 +145,7 @@ func TestNodeSDKsHearASpentBudgetAtOnce(t *testing.T) {
 		tb.srv.Config.Handler.ServeHTTP(w, r)
 	}))
 	t.Cleanup(front.Close)
+	checked, checkSpec := specProxy(t, front.URL) // what each SDK is given is checked against its specification
 	newKey := func(name string, budget json.Number) string {
 		var k struct {
 			Key string `json:"key"`
@@ -163,7 +164,8 @@ func TestNodeSDKsHearASpentBudgetAtOnce(t *testing.T) {
 			// The control: a key whose budget has room, so a refusal below is the budget's.
 			t.Run("a budget with room answers", func(t *testing.T) {
 				before := doors.count(sdk.path)
-				out := runBudgetScript(t, node, sdk, front.URL, newKey(sdk.name+" with room", "1"))
+				out := runBudgetScript(t, node, sdk, checked, newKey(sdk.name+" with room", "1"))
+				checkSpec(true)
 				if out.Error != nil || out.Answer.ID == "" || out.Answer.Content == nil || *out.Answer.Content == "" {
 					t.Fatalf("the application got %+v %+v", out.Answer, out.Error)
 				}
@@ -177,7 +179,8 @@ func TestNodeSDKsHearASpentBudgetAtOnce(t *testing.T) {
 			// $0.0000001: the first call is refused before any model is called.
 			t.Run("a spent budget is refused before any model is called, each try", func(t *testing.T) {
 				before, calls := doors.count(sdk.path), tb.modelCalls()
-				out := runBudgetScript(t, node, sdk, front.URL, newKey(sdk.name+" spent", "0.0000001"))
+				out := runBudgetScript(t, node, sdk, checked, newKey(sdk.name+" spent", "0.0000001"))
+				checkSpec(false)
 				e := out.Error
 				if e == nil || e.Class != sdk.class || e.Status != http.StatusTooManyRequests || e.Type != sdk.typ || e.Code != sdk.code ||
 					!strings.Contains(e.Message, "starts again at") {

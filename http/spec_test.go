@@ -188,8 +188,8 @@ func chunkMeetsSpec(t *testing.T, data string) {
 
 // specProxy is a validating proxy in front of a server: every successful answer of POST
 // /v1/chat/completions, /v1/embeddings and /v1/responses that passes through, whole or streamed, is
-// checked against OpenAI's specification, as a validating proxy (Prism's) checks what a client is
-// given. A stream reaches the client once it has ended. check fails the test for every answer that
+// checked against OpenAI's specification, and every whole answer of POST /v1/messages, errors
+// included, against Anthropic's, as a validating proxy (Prism's) checks what a client is given. A stream reaches the client once it has ended. check fails the test for every answer that
 // breaks the specification, and, when the client was answered, for none checked.
 func specProxy(t *testing.T, target string) (url string, check func(answered bool)) {
 	t.Helper()
@@ -204,7 +204,9 @@ func specProxy(t *testing.T, target string) (url string, check func(answered boo
 	proxy := httputil.NewSingleHostReverseProxy(to)
 	proxy.ModifyResponse = func(resp *http.Response) error {
 		path := strings.TrimPrefix(resp.Request.URL.Path, "/v1")
-		if resp.Request.Method != http.MethodPost || resp.StatusCode != http.StatusOK || !slices.Contains([]string{"/chat/completions", "/embeddings", "/responses"}, path) {
+		anthropic := path == "/messages" && !strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream")
+		openai := resp.StatusCode == http.StatusOK && slices.Contains([]string{"/chat/completions", "/embeddings", "/responses"}, path)
+		if resp.Request.Method != http.MethodPost || !anthropic && !openai {
 			return nil
 		}
 		body, err := io.ReadAll(resp.Body)
@@ -212,7 +214,12 @@ func specProxy(t *testing.T, target string) (url string, check func(answered boo
 			return err
 		}
 		resp.Body = io.NopCloser(bytes.NewReader(body))
-		found := answerProblems(t, path, resp.Header.Get("Content-Type"), string(body))
+		var found string
+		if anthropic { // its answers and its errors, which its specification describes
+			found = anthropicProblems(t, resp.Request.URL.Path, resp.StatusCode, string(body))
+		} else {
+			found = answerProblems(t, path, resp.Header.Get("Content-Type"), string(body))
+		}
 		mu.Lock()
 		defer mu.Unlock()
 		checked++
