@@ -47,7 +47,7 @@ func (c *CoordinatorActor) open(ctx host) {
 	c.exec = &messages.Execution{
 		RequestId: c.req.RequestId, ClientRequestId: c.req.ClientRequestId, ReceivedAt: c.req.ReceivedAt, Task: c.req.Task,
 		Metadata: c.req.Metadata, TimeoutSeconds: c.req.TimeoutSeconds, NodeId: c.deps.NodeID, Phases: &messages.Phases{}, Retries: []*messages.Retry{},
-		KeyId: c.req.KeyId, TraceId: tracing.TraceID(c.req.TraceParent),
+		KeyId: c.req.KeyId, TeamId: c.req.TeamId, TraceId: tracing.TraceID(c.req.TraceParent),
 	}
 	// The record's moments are counted from the request's receipt; a request that came without one
 	// (a caller inside the process) was received now.

@@ -253,7 +253,12 @@ func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.P
 		keyError(w, err)
 		return
 	}
-	groups, err := s.keys.Spend(r.Context(), records.SpendQuery{KeyID: k.ID, Since: since, Until: until, ByDay: byDay})
+	s.writeSpend(w, r, "key_id", k.ID, records.SpendQuery{KeyID: k.ID, Since: since, Until: until, ByDay: byDay})
+}
+
+// writeSpend answers with a key's or team's spend (who names it: key_id or team_id).
+func (s *Server) writeSpend(w http.ResponseWriter, r *http.Request, who, id string, q records.SpendQuery) {
+	groups, err := s.keys.Spend(r.Context(), q)
 	if err != nil {
 		storeError(w, err)
 		return
@@ -265,6 +270,6 @@ func (s *Server) keySpend(w http.ResponseWriter, r *http.Request, p httprouter.P
 	if groups == nil {
 		groups = []records.SpendGroup{}
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"key_id": k.ID, "since": since, "until": until, "group_by": groupName(byDay),
+	writeJSON(w, http.StatusOK, map[string]any{who: id, "since": q.Since, "until": q.Until, "group_by": groupName(q.ByDay),
 		"total_usd": total, "groups": groups})
 }

@@ -22,7 +22,6 @@ type TeamRing interface {
 	UpdateTeam(ctx context.Context, id string, c keys.Changes) (keys.Team, error)
 	// DeleteTeam deletes a team no unrevoked key belongs to (else a *keys.TeamInUseError).
 	DeleteTeam(ctx context.Context, id string) (keys.Team, error)
-	TeamSpend(ctx context.Context, id string, since, until time.Time, byDay bool) ([]records.TeamSpendGroup, error)
 	// Team returns a team as this controller has it, for the requests of its keys.
 	Team(id string) (keys.Team, bool)
 }
@@ -157,8 +156,8 @@ func (s *Server) writeTeam(w http.ResponseWriter, r *http.Request, t keys.Team, 
 	writeJSON(w, http.StatusOK, s.viewTeam(r.Context(), t))
 }
 
-// teamSpend handles GET /admin/teams/:id/spend?since=&until=&group_by=model|day: the calls of the team's
-// keys and their cost, by the whole days (UTC) the window touches.
+// teamSpend handles GET /admin/teams/:id/spend?since=&until=&group_by=model|day: what the team's keys
+// spent, as a key's spend reads.
 func (s *Server) teamSpend(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	since, until, byDay, ok := s.spendWindow(w, r)
 	if !ok {
@@ -169,18 +168,5 @@ func (s *Server) teamSpend(w http.ResponseWriter, r *http.Request, p httprouter.
 		teamError(w, err)
 		return
 	}
-	groups, err := s.keys.TeamSpend(r.Context(), t.ID, since, until.Add(-time.Microsecond), byDay)
-	if err != nil {
-		teamError(w, err)
-		return
-	}
-	var total money.USD
-	for _, g := range groups {
-		total += g.CostUSD
-	}
-	if groups == nil {
-		groups = []records.TeamSpendGroup{}
-	}
-	writeJSON(w, http.StatusOK, map[string]any{"team_id": t.ID, "since": since, "until": until, "group_by": groupName(byDay),
-		"total_usd": total, "groups": groups})
+	s.writeSpend(w, r, "team_id", t.ID, records.SpendQuery{TeamID: t.ID, Since: since, Until: until, ByDay: byDay})
 }

@@ -68,6 +68,28 @@ func (tb *testbed) key(id string) createdKey {
 	return k
 }
 
+// teamSpendIs checks a team's spend by model and by day: its total, one model (budgetModel) and one
+// day (today), and at least the requests answered (refused ones count too).
+func teamSpendIs(tb *testbed, id string, total money.USD, answered int) {
+	tb.t.Helper()
+	for _, by := range []string{"model", "day"} {
+		var spend struct {
+			TeamID   string    `json:"team_id"`
+			TotalUSD money.USD `json:"total_usd"`
+			Groups   []struct {
+				Model    string `json:"model"`
+				Day      string `json:"day"`
+				Requests int    `json:"requests"`
+			} `json:"groups"`
+		}
+		tb.do(http.MethodGet, "/admin/teams/"+id+"/spend?group_by="+by, nil, &spend)
+		if spend.TeamID != id || spend.TotalUSD != total || len(spend.Groups) != 1 || spend.Groups[0].Requests < answered ||
+			(by == "model" && spend.Groups[0].Model != budgetModel) || (by == "day" && spend.Groups[0].Day != time.Now().UTC().Format(time.DateOnly)) {
+			tb.t.Fatalf("spend by %s: %+v, want $%s and %d requests", by, spend, total, answered)
+		}
+	}
+}
+
 // errorMessage is an error body's message.
 func errorMessage(t *testing.T, raw []byte) string {
 	t.Helper()
@@ -179,22 +201,7 @@ func TestATeamHoldsItsKeysTogether(t *testing.T) {
 		kb.Spend.SpendUSD == 0 {
 		t.Fatalf("%d answered; the team spent %s of %s, its keys %s and %s", answered, shown.Spend.SpendUSD, budget, ka.Spend.SpendUSD, kb.Spend.SpendUSD)
 	}
-	for _, by := range []string{"model", "day"} {
-		var spend struct {
-			TeamID   string    `json:"team_id"`
-			TotalUSD money.USD `json:"total_usd"`
-			Groups   []struct {
-				Model string `json:"model"`
-				Day   string `json:"day"`
-				Calls int    `json:"calls"`
-			} `json:"groups"`
-		}
-		tb.do(http.MethodGet, "/admin/teams/"+team.ID+"/spend?group_by="+by, nil, &spend)
-		if spend.TeamID != team.ID || spend.TotalUSD != shown.Spend.SpendUSD || len(spend.Groups) != 1 || spend.Groups[0].Calls != answered ||
-			(by == "model" && spend.Groups[0].Model != budgetModel) || (by == "day" && spend.Groups[0].Day != time.Now().UTC().Format(time.DateOnly)) {
-			t.Fatalf("spend by %s: %+v", by, spend)
-		}
-	}
+	teamSpendIs(tb, team.ID, shown.Spend.SpendUSD, answered)
 	waitFor(t, func() bool { mu.Lock(); defer mu.Unlock(); return len(told) > 0 })
 	mu.Lock()
 	if a := told[0]; a.TeamID != team.ID || a.KeyID != "" || a.Threshold != 0.5 || a.BudgetUSD != budget {
@@ -292,6 +299,7 @@ func TestControllersShareTeams(t *testing.T) {
 		t.Fatalf("%d answered, the team spent %s", answered, spent.Spend.SpendUSD)
 	}
 	t.Logf("two keys on two controllers: %d calls answered, the team spent $%s of $%s", answered, spent.Spend.SpendUSD, budget)
+	teamSpendIs(b, team.ID, spent.Spend.SpendUSD, answered)
 
 	// The team's budget raised on a reaches b: its keys are served there again.
 	if resp, raw := a.do(http.MethodPatch, "/admin/teams/"+team.ID, map[string]any{"budget_usd": 1}, nil); resp.StatusCode != http.StatusOK {

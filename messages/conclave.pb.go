@@ -133,7 +133,9 @@ type RouteRequest struct {
 	// per minute and the models' context windows (0: estimated from its bytes).
 	PromptTokens int32 `protobuf:"varint,27,opt,name=prompt_tokens,json=promptTokens,proto3" json:"prompt_tokens,omitempty"`
 	// cache is the caller's choice of the exact answer cache; absent, its key's and its blueprint's.
-	Cache         *CacheChoice `protobuf:"bytes,28,opt,name=cache,proto3" json:"cache,omitempty"`
+	Cache *CacheChoice `protobuf:"bytes,28,opt,name=cache,proto3" json:"cache,omitempty"`
+	// team_id is the team of the request's key ("" for none), set by its admission; the record carries it.
+	TeamId        string `protobuf:"bytes,29,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -362,6 +364,13 @@ func (x *RouteRequest) GetCache() *CacheChoice {
 		return x.Cache
 	}
 	return nil
+}
+
+func (x *RouteRequest) GetTeamId() string {
+	if x != nil {
+		return x.TeamId
+	}
+	return ""
 }
 
 // CacheChoice is a caller's choice of the exact answer cache: ttl_seconds > 0 reads it and keeps the
@@ -2076,7 +2085,9 @@ type Execution struct {
 	TraceId string `protobuf:"bytes,32,opt,name=trace_id,json=traceId,proto3" json:"trace_id,omitempty"`
 	// cached_from is the request whose answer the exact cache gave this one ("" when models answered):
 	// no model was called, and it cost nothing.
-	CachedFrom    string `protobuf:"bytes,34,opt,name=cached_from,json=cachedFrom,proto3" json:"cached_from,omitempty"`
+	CachedFrom string `protobuf:"bytes,34,opt,name=cached_from,json=cachedFrom,proto3" json:"cached_from,omitempty"`
+	// team_id is the team of the request's key ("" for none).
+	TeamId        string `protobuf:"bytes,35,opt,name=team_id,json=teamId,proto3" json:"team_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2338,6 +2349,13 @@ func (x *Execution) GetTraceId() string {
 func (x *Execution) GetCachedFrom() string {
 	if x != nil {
 		return x.CachedFrom
+	}
+	return ""
+}
+
+func (x *Execution) GetTeamId() string {
+	if x != nil {
+		return x.TeamId
 	}
 	return ""
 }
@@ -6578,7 +6596,7 @@ var File_conclave_proto protoreflect.FileDescriptor
 
 const file_conclave_proto_rawDesc = "" +
 	"\n" +
-	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x9f\t\n" +
+	"\x0econclave.proto\x12\vconclave.v1\x1a\vactor.proto\x1a\x1cgoogle/protobuf/struct.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb8\t\n" +
 	"\fRouteRequest\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12\x12\n" +
@@ -6615,7 +6633,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\vpriced_only\x18\x1a \x01(\bR\n" +
 	"pricedOnly\x12#\n" +
 	"\rprompt_tokens\x18\x1b \x01(\x05R\fpromptTokens\x12.\n" +
-	"\x05cache\x18\x1c \x01(\v2\x18.conclave.v1.CacheChoiceR\x05cacheB\v\n" +
+	"\x05cache\x18\x1c \x01(\v2\x18.conclave.v1.CacheChoiceR\x05cache\x12\x17\n" +
+	"\ateam_id\x18\x1d \x01(\tR\x06teamIdB\v\n" +
 	"\t_strategyB\x12\n" +
 	"\x10_timeout_secondsB\n" +
 	"\n" +
@@ -6792,7 +6811,7 @@ const file_conclave_proto_rawDesc = "" +
 	"error_kind\x18\x0e \x01(\tR\terrorKind\x12\x19\n" +
 	"\bdelay_ms\x18\x0f \x01(\x01R\adelayMs\x12\x1a\n" +
 	"\bstrategy\x18\x10 \x01(\tR\bstrategy\x12!\n" +
-	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xe4\v\n" +
+	"\fchosen_model\x18\x11 \x01(\tR\vchosenModel\"\xfd\v\n" +
 	"\tExecution\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x01 \x01(\tR\trequestId\x12;\n" +
@@ -6834,7 +6853,8 @@ const file_conclave_proto_rawDesc = "" +
 	"\x06key_id\x18\x1f \x01(\tR\x05keyId\x12\x19\n" +
 	"\btrace_id\x18  \x01(\tR\atraceId\x12\x1f\n" +
 	"\vcached_from\x18\" \x01(\tR\n" +
-	"cachedFromB\x12\n" +
+	"cachedFrom\x12\x17\n" +
+	"\ateam_id\x18# \x01(\tR\x06teamIdB\x12\n" +
 	"\x10_timeout_secondsJ\x04\b\x1a\x10\x1bR\x04cost\"\xa3\x01\n" +
 	"\rQuorumOutcome\x12\x12\n" +
 	"\x04mode\x18\x01 \x01(\tR\x04mode\x12\x14\n" +

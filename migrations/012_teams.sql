@@ -49,8 +49,18 @@ CREATE TABLE books.team_spend_daily (
     PRIMARY KEY (team_id, day, model)
 );
 
+-- The requests each team's keys made each day (UTC, by their receipt), added to as their records are
+-- written (records carry their key's team).
+CREATE TABLE books.team_requests_daily (
+    team_id  text NOT NULL,
+    day      date NOT NULL,
+    requests bigint NOT NULL DEFAULT 0,
+    PRIMARY KEY (team_id, day)
+);
+
 ---- create above / drop below ----
 
+DROP TABLE books.team_requests_daily;
 DROP TABLE books.team_spend_daily;
 DROP TABLE books.team_periods;
 ALTER TABLE books.journal DROP COLUMN team_period_start;

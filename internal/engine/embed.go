@@ -66,6 +66,7 @@ func (e *Engine) Embed(ctx context.Context, req *messages.EmbedRequest) (*messag
 			exec.Error, exec.StatusCode = f, int32(resilience.StatusOf(resilience.Kind(f.Code)))
 			return out, nil
 		}
+		exec.TeamId = p.teamID
 		defer p.settle(exec)
 	}
 	m, ok := e.embeddingsModel(req, exec)

@@ -677,7 +677,7 @@ func (e *Engine) admitKey(ctx context.Context, req *messages.RouteRequest) (*pas
 		return nil, &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, KeyId: req.KeyId,
 			StatusCode: int32(resilience.StatusOf(resilience.Kind(f.Code))), Error: f}
 	}
-	req.AllowedModels = globs
+	req.AllowedModels, req.TeamId = globs, p.teamID
 	req.PricedOnly = p.key.Budget != nil && e.keys.defaultPrice == nil
 	return p, nil
 }

@@ -95,7 +95,7 @@ func (k *Keys) charge(c *messages.Call) {
 	if c.TeamId == "" {
 		return
 	}
-	_ = k.memory.ChargeTeam(c.TeamId, time.UnixMicro(c.TeamPeriodStart).UTC(), c.Model, c.GetOpenedAt().AsTime(), money.USD(c.CostNanos))
+	_ = k.memory.ChargeTeam(c.TeamId, time.UnixMicro(c.TeamPeriodStart).UTC(), money.USD(c.CostNanos))
 	if fresh, err := k.memory.Team(ctx, c.TeamId); err == nil {
 		k.teamsOf.Put(fresh)
 	}

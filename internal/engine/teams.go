@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/keys"
-	"github.com/conclave-ai/conclave/internal/core/records"
 	"go.uber.org/zap"
 )
 
@@ -69,12 +68,6 @@ func (k *Keys) changedTeam(team keys.Team) {
 	if k.changed != nil {
 		k.changed(team.ID)
 	}
-}
-
-// TeamSpend sums what a team's calls cost over the days from since to until, by model or by day.
-func (k *Keys) TeamSpend(ctx context.Context, id string, since, until time.Time, byDay bool) ([]records.TeamSpendGroup, error) {
-	_ = k.sync(ctx)
-	return k.teams.TeamSpend(ctx, id, since, until, byDay)
 }
 
 // refreshTeams reads every team again, so that a controller that missed a word sees the change.

@@ -587,13 +587,11 @@ function keyActions(k) {
   return [el("h3", {}, "Change"), change, el("h3", {}, "Revoke"), revoke];
 }
 
-// spendTable lists a key's or team's spend by model or by day, each with a bar against the largest: a
-// key's requests, a team's calls.
+// spendTable lists a key's or team's spend by model or by day, each with a bar against the largest.
 function spendTable(id, label, groups) {
   if (groups.length === 0) return el("p", { class: "muted", id }, "Nothing spent in the window.");
   const top = Math.max(...groups.map((g) => g.cost_usd), 1e-12);
-  const count = "requests" in groups[0] ? "requests" : "calls";
-  return table([label, "#" + count, "#cost", ""], groups.map((g) => [g.model || g.day, g[count], usd(g.cost_usd),
+  return table([label, "#requests", "#cost", ""], groups.map((g) => [g.model || g.day, g.requests, usd(g.cost_usd),
     el("span", { class: "bar", style: `width:${Math.max(1, Math.round(160 * g.cost_usd / top))}px` })]), null, { id });
 }
 

@@ -49,7 +49,7 @@ type Memory struct {
 
 // NewMemory returns an empty memory store.
 func NewMemory() *Memory {
-	return &Memory{byID: make(map[string]*keys.Key), byHash: make(map[string]string), teams: teams{byID: map[string]*keys.Team{}, daily: map[teamDay]*TeamSpendGroup{}}}
+	return &Memory{byID: make(map[string]*keys.Key), byHash: make(map[string]string), teams: teams{byID: map[string]*keys.Team{}}}
 }
 
 // Create implements Store.

@@ -136,31 +136,3 @@ func (p *Postgres) TeamPeriodSpend(ctx context.Context, id string, start time.Ti
 	}
 	return spent, nil
 }
-
-// TeamSpend implements TeamStore over books.team_spend_daily, a few rows per team and day.
-func (p *Postgres) TeamSpend(ctx context.Context, id string, since, until time.Time, byDay bool) ([]TeamSpendGroup, error) {
-	group, order := "model", "sum(cost_nanos) DESC, 1"
-	if byDay {
-		group, order = "to_char(day, 'YYYY-MM-DD')", "1"
-	}
-	rows, err := p.pool.Query(ctx, `SELECT `+group+`, sum(calls)::bigint, sum(cost_nanos)::bigint FROM books.team_spend_daily
-	WHERE team_id = $1 AND day >= $2::date AND day <= $3::date GROUP BY 1 ORDER BY `+order, id, since.UTC().Format(time.DateOnly), until.UTC().Format(time.DateOnly))
-	if err != nil {
-		return nil, fmt.Errorf("%w: team spend: %v", ErrUnavailable, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (TeamSpendGroup, error) {
-		var g TeamSpendGroup
-		var name string
-		err := row.Scan(&name, &g.Calls, &g.CostUSD)
-		if byDay {
-			g.Day = name
-		} else {
-			g.Model = name
-		}
-		return g, err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("%w: team spend: %v", ErrUnavailable, err)
-	}
-	return out, nil
-}

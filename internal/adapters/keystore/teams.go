@@ -9,7 +9,6 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/money"
-	"github.com/conclave-ai/conclave/internal/core/records"
 )
 
 // TeamStore keeps teams. Implementations are safe for concurrent use. Unknown ids are
@@ -26,22 +25,13 @@ type TeamStore interface {
 	DeleteTeam(ctx context.Context, id string) (keys.Team, error)
 	// TeamPeriodSpend reads what a team spent in the budget period that began at start.
 	TeamPeriodSpend(ctx context.Context, id string, start time.Time) (money.USD, error)
-	// TeamSpend sums what a team's calls cost by model or by day (UTC) over the days from since to until,
-	// both whole; ordered by day, or by cost (the highest first) then model.
-	TeamSpend(ctx context.Context, id string, since, until time.Time, byDay bool) ([]TeamSpendGroup, error)
 }
 
-// TeamSpendGroup is one model's or one day's spend of a team.
-type TeamSpendGroup = records.TeamSpendGroup
-
-// teams are the memory store's teams, and what their calls cost each day on each model.
+// teams are the memory store's teams.
 type teams struct {
-	mu    sync.Mutex
-	byID  map[string]*keys.Team
-	daily map[teamDay]*TeamSpendGroup
+	mu   sync.Mutex
+	byID map[string]*keys.Team
 }
-
-type teamDay struct{ team, day, model string }
 
 // CreateTeam implements TeamStore.
 func (m *Memory) CreateTeam(_ context.Context, t keys.Team) error {
@@ -137,9 +127,9 @@ func (m *Memory) TeamPeriodSpend(_ context.Context, id string, start time.Time) 
 	return 0, nil
 }
 
-// ChargeTeam adds a call's cost to its team's spend in the budget period that began at periodStart, as
-// Charge does a key's, and to the team's spend on the call's model on the day (UTC) it was sent.
-func (m *Memory) ChargeTeam(id string, periodStart time.Time, model string, sent time.Time, amount money.USD) error {
+// ChargeTeam adds amount to a team's spend in the budget period that began at periodStart, as Charge
+// does a key's.
+func (m *Memory) ChargeTeam(id string, periodStart time.Time, amount money.USD) error {
 	m.teams.mu.Lock()
 	defer m.teams.mu.Unlock()
 	t, ok := m.teams.byID[id]
@@ -147,56 +137,7 @@ func (m *Memory) ChargeTeam(id string, periodStart time.Time, model string, sent
 		return keys.ErrUnknownTeam
 	}
 	charge(&t.Spend, periodStart, amount)
-	d := teamDay{team: id, day: sent.UTC().Format(time.DateOnly), model: model}
-	g, ok := m.teams.daily[d]
-	if !ok {
-		g = &TeamSpendGroup{}
-		m.teams.daily[d] = g
-	}
-	g.Calls++
-	g.CostUSD += amount
 	return nil
-}
-
-// TeamSpend implements TeamStore.
-func (m *Memory) TeamSpend(_ context.Context, id string, since, until time.Time, byDay bool) ([]TeamSpendGroup, error) {
-	first, last := since.UTC().Format(time.DateOnly), until.UTC().Format(time.DateOnly)
-	groups := map[string]*TeamSpendGroup{}
-	m.teams.mu.Lock()
-	for d, g := range m.teams.daily {
-		if d.team != id || d.day < first || d.day > last {
-			continue
-		}
-		name := d.model
-		if byDay {
-			name = d.day
-		}
-		if groups[name] == nil {
-			groups[name] = &TeamSpendGroup{}
-		}
-		groups[name].Calls += g.Calls
-		groups[name].CostUSD += g.CostUSD
-	}
-	m.teams.mu.Unlock()
-	out := make([]TeamSpendGroup, 0, len(groups))
-	for name, g := range groups {
-		if byDay {
-			g.Day = name
-		} else {
-			g.Model = name
-		}
-		out = append(out, *g)
-	}
-	slices.SortFunc(out, func(a, b TeamSpendGroup) int {
-		if byDay {
-			return cmp.Compare(a.Day, b.Day)
-		}
-		if a.CostUSD != b.CostUSD {
-			return cmp.Compare(b.CostUSD, a.CostUSD)
-		}
-		return cmp.Compare(a.Model, b.Model)
-	})
-	return out, nil
 }
 
 // hasTeam reports whether a team exists.

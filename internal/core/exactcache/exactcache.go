@@ -80,7 +80,7 @@ func Kept(exec *messages.Execution) *messages.Execution {
 // request's own id; no call, no usage, no cost, and cached_from naming the original.
 func Hit(req *messages.RouteRequest, original *messages.Execution, node string) *messages.Execution {
 	return &messages.Execution{RequestId: req.RequestId, ClientRequestId: req.ClientRequestId, ReceivedAt: req.ReceivedAt, Task: req.Task,
-		Metadata: req.Metadata, TimeoutSeconds: req.TimeoutSeconds, KeyId: req.KeyId, NodeId: node, StatusCode: 200,
+		Metadata: req.Metadata, TimeoutSeconds: req.TimeoutSeconds, KeyId: req.KeyId, TeamId: req.TeamId, NodeId: node, StatusCode: 200,
 		Answer: original.Answer, ToolCalls: original.ToolCalls, FinishReason: original.FinishReason, Decision: original.Decision,
 		Classification: original.Classification, Blueprint: original.Blueprint, CachedFrom: original.RequestId,
 		Phases: &messages.Phases{}, Retries: []*messages.Retry{}}

@@ -621,7 +621,7 @@ func Interrupted(open []*messages.Call, now time.Time) ([]*messages.Call, []*mes
 		settled[i] = s
 		rec := byRequest[c.RequestId]
 		if rec == nil {
-			rec = &messages.Execution{RequestId: c.RequestId, KeyId: c.KeyId, NodeId: c.NodeId, ReceivedAt: c.OpenedAt, CompletedAt: at,
+			rec = &messages.Execution{RequestId: c.RequestId, KeyId: c.KeyId, TeamId: c.TeamId, NodeId: c.NodeId, ReceivedAt: c.OpenedAt, CompletedAt: at,
 				StatusCode: int32(resilience.StatusOf(resilience.Interrupted)),
 				Error: &messages.Failure{Code: string(resilience.Interrupted), Message: "the controller running the request stopped " +
 					"before it was recorded; its calls are charged at what they held"}}

@@ -14,13 +14,14 @@ import (
 // ErrUnavailable wraps a failure to reach the store: the record may well exist.
 var ErrUnavailable = errors.New("the record store is unavailable")
 
-// SpendQuery asks what a key spent between Since (included) and Until (excluded), by model (the
+// SpendQuery asks what a key (or a team's keys) spent between Since (included) and Until (excluded), by model (the
 // calls of each, the arbiter's included) or by day (the requests of each, in UTC). PostgreSQL reads
 // the books' daily rollups, and so counts every UTC day the window touches whole.
 type SpendQuery struct {
-	KeyID        string
-	Since, Until time.Time
-	ByDay        bool
+	// KeyID, or TeamID when set: whose spend.
+	KeyID, TeamID string
+	Since, Until  time.Time
+	ByDay         bool
 }
 
 // SpendGroup is one model's or one day's spend.
@@ -29,14 +30,6 @@ type SpendGroup struct {
 	Day      string    `json:"day,omitempty"`
 	Requests int64     `json:"requests"`
 	CostUSD  money.USD `json:"cost_usd"`
-}
-
-// TeamSpendGroup is one model's or one day's spend of a team: its keys' calls and their cost.
-type TeamSpendGroup struct {
-	Model   string    `json:"model,omitempty"`
-	Day     string    `json:"day,omitempty"`
-	Calls   int64     `json:"calls"`
-	CostUSD money.USD `json:"cost_usd"`
 }
 
 // Spender is a store that sums what keys spent.
@@ -64,7 +57,7 @@ func SpendOf(q SpendQuery, records []*messages.Execution) []SpendGroup {
 	}
 	for _, e := range records {
 		at := e.GetReceivedAt().AsTime()
-		if e.KeyId != q.KeyID || at.Before(q.Since) || !at.Before(q.Until) {
+		if (q.TeamID == "" && e.KeyId != q.KeyID) || (q.TeamID != "" && e.TeamId != q.TeamID) || at.Before(q.Since) || !at.Before(q.Until) {
 			continue
 		}
 		if q.ByDay {

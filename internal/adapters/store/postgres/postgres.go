@@ -241,6 +241,11 @@ INSERT INTO books.requests_daily AS d (key_id, day, requests)
 SELECT key, (received AT TIME ZONE 'UTC')::date, count(*) FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(id, key, received)
 WHERE u.id = ANY($4) AND key <> '' GROUP BY 1, 2 ORDER BY 1, 2
 ON CONFLICT (key_id, day) DO UPDATE SET requests = d.requests + excluded.requests`, x.id, x.keyID, x.received, fresh)
+	b.Queue(`
+INSERT INTO books.team_requests_daily AS d (team_id, day, requests)
+SELECT team, (received AT TIME ZONE 'UTC')::date, count(*) FROM unnest($1::text[], $2::text[], $3::timestamptz[]) AS u(id, team, received)
+WHERE u.id = ANY($4) AND team <> '' GROUP BY 1, 2 ORDER BY 1, 2
+ON CONFLICT (team_id, day) DO UPDATE SET requests = d.requests + excluded.requests`, x.id, x.teamID, x.received, fresh)
 	return tx.SendBatch(ctx, b).Close()
 }
 

@@ -20,7 +20,7 @@ type columns struct {
 
 type execColumns struct {
 	id, clientID, node, task, category, blueprint, overrides, strategy, outcome, errorCode, answer []string
-	keyID, traceID                                                                                 []string
+	keyID, teamID, traceID                                                                         []string
 	received, completed                                                                            []time.Time
 	confidence, timeout, totalMs                                                                   []float64
 	workers, minResponses, status                                                                  []int32
@@ -140,6 +140,7 @@ func (x *execColumns) add(e *messages.Execution, raw []byte, received, completed
 	x.outputTokens = append(x.outputTokens, int64(e.GetUsage().GetOutputTokens()))
 	x.record = append(x.record, raw)
 	x.keyID = append(x.keyID, text(e.KeyId))
+	x.teamID = append(x.teamID, text(e.TeamId))
 	x.traceID = append(x.traceID, text(e.TraceId))
 }
 
