@@ -47,9 +47,9 @@ fuzz:
 # top entries of a CPU profile of the server under that load; then the passthrough run: one model through the OpenAI adapter to a local mock against calling the mock directly.
 # The load run includes conclave recording to PostgreSQL (a database of its own on BENCH_DATABASE_URL's
 # server), for the recorder's effect on latency and CPU. Last, the keyed run: a direct call made with an
-# API key (its budget held in Redis and settled) against the admin token's, recording to PostgreSQL:
-# server CPU and PostgreSQL's CPU per request; BASELINE_CONCLAVE (an older build's binary) is measured
-# beside it when set.
+# API key (its budget held in Redis and settled), and one made with a key in a team (two budgets held),
+# against the admin token's, recording to PostgreSQL: server CPU and PostgreSQL's CPU per request;
+# BASELINE_CONCLAVE (an older build's binary) is measured beside it when set.
 BENCH_DATABASE_URL ?= postgres://conclave:conclave@127.0.0.1:5432/conclave_test?sslmode=disable
 bench: build
 	CONCLAVE_BIN=$(abspath $(BIN)) $(GO) test -run='^$$' -bench=. -benchmem ./...

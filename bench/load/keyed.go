@@ -93,6 +93,9 @@ func printKeyed(results []keyedResult, binaries [][2]string, withBaseline bool) 
 		keyed, admin := meanOf(results, b[0], "key", server), meanOf(results, b[0], "admin token", server)
 		fmt.Printf("%s: a keyed request's server CPU is %.2f× the admin token's (%.1f against %.1f µs; target ≤ 1.10: %s)\n",
 			b[0], keyed/admin, keyed, admin, met(keyed <= 1.1*admin))
+		if team := meanOf(results, b[0], "team key", server); team > 0 {
+			fmt.Printf("%s: a request of a key in a team (two budgets held) costs %.2f× a key's server CPU (%+.1f µs)\n", b[0], team/keyed, team-keyed)
+		}
 	}
 	if withBaseline {
 		now, before := meanOf(results, "this build", "key", pg), meanOf(results, "baseline", "key", pg)
@@ -115,7 +118,8 @@ func meanOf(results []keyedResult, binary, credential string, f func(keyedResult
 	return sum / float64(n)
 }
 
-// keyedBinary runs one binary: a key with a budget, then alternated runs with the key and the admin token.
+// keyedBinary runs one binary: a key with a budget and a key in a team with a budget, then alternated
+// runs with each key and the admin token.
 func keyedBinary(name, bin, cfg, database, redisURL, spool string, body func(int) []byte, warmup, duration time.Duration) ([]keyedResult, error) {
 	url, cmd, stop, err := start(func(addr string) *exec.Cmd {
 		c := exec.Command(bin, "serve", "--config", cfg, "--listen", addr, "--log-level", "warn")
@@ -126,24 +130,24 @@ func keyedBinary(name, bin, cfg, database, redisURL, spool string, body func(int
 		return nil, err
 	}
 	defer stop()
-	raw, _ := json.Marshal(map[string]any{"name": "bench", "budget_usd": 1000000})
-	req, _ := http.NewRequest(http.MethodPost, url+"/admin/keys", bytes.NewReader(raw))
-	req.Header.Set("Authorization", "Bearer "+keyedAdmin)
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
 	var key struct{ Key string }
-	err = json.NewDecoder(resp.Body).Decode(&key)
-	resp.Body.Close()
-	if err != nil || key.Key == "" {
-		return nil, fmt.Errorf("create a key: %d %v", resp.StatusCode, err)
+	if err := adminPost(url+"/admin/keys", map[string]any{"name": "bench", "budget_usd": 1000000}, &key); err != nil || key.Key == "" {
+		return nil, fmt.Errorf("create a key: %v", err)
+	}
+	credentials := [][2]string{{"admin token", keyedAdmin}, {"key", key.Key}}
+	// A key in a team (a build without teams has none): each call is held against both budgets.
+	var team struct{ ID string }
+	if adminPost(url+"/admin/teams", map[string]any{"name": "bench", "budget_usd": 1000000}, &team) == nil && team.ID != "" {
+		var member struct{ Key string }
+		if err := adminPost(url+"/admin/keys", map[string]any{"name": "bench-team", "budget_usd": 1000000, "team_id": team.ID}, &member); err != nil {
+			return nil, fmt.Errorf("create a key in a team: %v", err)
+		}
+		credentials = append(credentials, [2]string{"team key", member.Key})
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1, MaxConnsPerHost: 1}, Timeout: time.Minute}
 	var rows []keyedResult
 	for round := range 3 {
-		for _, c := range [][2]string{{"admin token", keyedAdmin}, {"key", key.Key}} {
+		for _, c := range credentials {
 			if round == 0 {
 				loadAs(client, url+"/v1/chat/completions", c[1], body, 1, warmup)
 			}
@@ -165,6 +169,23 @@ func keyedBinary(name, bin, cfg, database, redisURL, spool string, body func(int
 		}
 	}
 	return rows, nil
+}
+
+// adminPost posts a JSON body with the admin token and reads the 201's answer into out.
+func adminPost(url string, body, out any) error {
+	raw, _ := json.Marshal(body)
+	req, _ := http.NewRequest(http.MethodPost, url, bytes.NewReader(raw))
+	req.Header.Set("Authorization", "Bearer "+keyedAdmin)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusCreated {
+		return fmt.Errorf("POST %s: %s", url, resp.Status)
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
 }
 
 // postgresCPU is the CPU time of every postgres process on this machine (the server's backends, its
