@@ -49,7 +49,8 @@ func askAs(t *testing.T, tb *testbed, credential string, body map[string]any) (h
 // TestAnIdenticalRequestIsAnsweredFromTheCache: a request asking for the cache is answered by models
 // and kept; the identical one after it is answered from the cache, calling no model, charged nothing,
 // its record naming the first; a request that differs in a sampling parameter, asks no-cache, or comes
-// with another key is not; a stream of the identical request streams the kept answer.
+// with another key is not, unless the key is of the same team; a stream of the identical request
+// streams the kept answer.
 func TestAnIdenticalRequestIsAnsweredFromTheCache(t *testing.T) {
 	tb := newTestbed(t, withAdmin)
 	ttl := map[string]any{"ttl": 60}
@@ -76,6 +77,20 @@ func TestAnIdenticalRequestIsAnsweredFromTheCache(t *testing.T) {
 	k := tb.createKey(map[string]any{"name": "other"})
 	if h, _, calls := askAs(t, tb, k.Key, cachedAsk(0.2, ttl)); calls != 1 || h.Get("X-Conclave-Cache") != "" {
 		t.Errorf("another key read the admin token's answer: %v calls", calls)
+	}
+	// The keys of a team share their answers; no answer crosses teams.
+	red, blue := tb.createTeam(map[string]any{"name": "red"}), tb.createTeam(map[string]any{"name": "blue"})
+	r1, r2 := tb.createKey(map[string]any{"name": "r1", "team_id": red.ID}), tb.createKey(map[string]any{"name": "r2", "team_id": red.ID})
+	b1 := tb.createKey(map[string]any{"name": "b1", "team_id": blue.ID})
+	_, redFirst, _ := askAs(t, tb, r1.Key, cachedAsk(0.4, ttl))
+	if h, _, calls := askAs(t, tb, r2.Key, cachedAsk(0.4, ttl)); calls != 0 || h.Get("X-Conclave-Cached-From") != redFirst {
+		t.Errorf("a key of the same team: %v calls, headers %v", calls, h)
+	}
+	if h, _, calls := askAs(t, tb, b1.Key, cachedAsk(0.4, ttl)); calls != 1 || h.Get("X-Conclave-Cache") != "" {
+		t.Errorf("a key of another team read the red team's answer: %v calls", calls)
+	}
+	if h, _, calls := askAs(t, tb, k.Key, cachedAsk(0.4, ttl)); calls != 1 || h.Get("X-Conclave-Cache") != "" {
+		t.Errorf("a key of no team read a team's answer: %v calls", calls)
 	}
 	stream := cachedAsk(0.2, ttl)
 	stream["stream"] = true

@@ -40,12 +40,16 @@ func (e *Engine) openAnswers() {
 }
 
 // choose decides the request's use of the cache and the key its answer is kept under: within its
-// key's scope (the admin token's is its own), so that no caller reads another's answers.
+// key's team, else its key (the admin token's scope is its own), so that the keys of a team share
+// their answers and no answer crosses teams.
 func (a answers) choose(req *messages.RouteRequest, key *pass) (exactcache.Choice, string) {
 	var keyTTL time.Duration
 	scope := "admin"
 	if key != nil {
 		keyTTL, scope = time.Duration(key.key.CacheTTLSeconds)*time.Second, "key:"+key.key.ID
+		if key.teamID != "" {
+			scope = "team:" + key.teamID
+		}
 	}
 	c := exactcache.Choose(req.Cache, keyTTL, a.byBlueprint)
 	if !c.Read && c.TTL == 0 {

@@ -54,12 +54,12 @@ func KeepFor(c Choice, exec *messages.Execution, blueprintTTL time.Duration) tim
 // Key is the identity of a request's answer within scope (the caller's team, else its key, else the
 // admin token's ""): what the models are asked (the task, the conversation, the tools, the output
 // format, the sampling parameters) and whom (the models named, the fallbacks, a direct call or the
-// blueprint, strategy and quorum of a panel). Ids, times, the caller's limits and where progress goes
-// are not part of it.
+// blueprint, strategy and quorum of a panel, and the models its key lets a panel choose among). Ids,
+// times, the caller's other limits and where progress goes are not part of it.
 func Key(req *messages.RouteRequest, scope string) string {
 	view := &messages.RouteRequest{Task: req.Task, Category: req.Category, Models: req.Models, Strategy: req.Strategy, Workers: req.Workers,
 		MinResponses: req.MinResponses, QuorumGraceSeconds: req.QuorumGraceSeconds, Quorum: req.Quorum, QuorumTau: req.QuorumTau, Ask: req.Ask,
-		StrictParameters: req.StrictParameters, Fallbacks: req.Fallbacks, Direct: req.Direct}
+		StrictParameters: req.StrictParameters, Fallbacks: req.Fallbacks, Direct: req.Direct, AllowedModels: req.AllowedModels, PricedOnly: req.PricedOnly}
 	raw, _ := proto.MarshalOptions{Deterministic: true}.Marshal(view) // a message of ours always marshals
 	h := sha256.New()
 	h.Write([]byte(scope))
