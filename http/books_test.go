@@ -197,16 +197,7 @@ func checkBooks(t *testing.T, db *database) {
 // of two controllers sharing PostgreSQL and Redis: every call holds its worst case before it is sent,
 // so the key spends at most its budget, whatever the concurrency, and the books balance.
 func TestConcurrentRequestsNeverPassTheBudget(t *testing.T) {
-	db := newDatabase(t)
-	_, prefix := redistest.New(t)
-	shared := func(node string) func(*config.Config) {
-		return func(c *config.Config) {
-			withAdmin(c)
-			sharing(prefix, node)(c)
-			withDatabase(db.url, filepath.Join(t.TempDir(), "spool-"+node))(c)
-		}
-	}
-	a, b := newTestbed(t, shared("ctl-a")), newTestbed(t, shared("ctl-b"))
+	a, b, db := sharedControllers(t)
 	budget := money.Dollar / 2000 // room for about 70 of the 240 calls' real costs
 	k := a.createKey(map[string]any{"name": "crowd", "budget_usd": budget})
 	const n = 240

@@ -36,27 +36,33 @@ type KeyRing interface {
 
 // keyView is a key as the admin API shows it: never its secret.
 type keyView struct {
-	ID             string          `json:"id"`
-	Key            string          `json:"key,omitempty"` // the secret, in the answer to its creation only
-	Name           string          `json:"name"`
-	TeamID         *string         `json:"team_id"`
-	Status         string          `json:"status"`
-	BudgetUSD      *money.USD      `json:"budget_usd"`
-	BudgetPeriod   string          `json:"budget_period"`
-	RPM            int             `json:"rpm"`
-	TPM            int             `json:"tpm"`
-	MaxConcurrency int             `json:"max_concurrency"`
-	CacheTTL       int             `json:"cache_ttl_seconds"`
-	BudgetAlerts   []float64       `json:"budget_alerts"`
-	Models         []string        `json:"models"`
-	ExpiresAt      *time.Time      `json:"expires_at"`
-	Metadata       json.RawMessage `json:"metadata"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	RevokedAt      *time.Time      `json:"revoked_at"`
-	LastUsedAt     *time.Time      `json:"last_used_at"`
-	Spend          spendView       `json:"spend"`
-	Usage          keyUsageView    `json:"usage"`
+	ID     string  `json:"id"`
+	Key    string  `json:"key,omitempty"` // the secret, in the answer to its creation only
+	Name   string  `json:"name"`
+	TeamID *string `json:"team_id"`
+	Status string  `json:"status"`
+	allowanceView
+	CacheTTL   int             `json:"cache_ttl_seconds"`
+	ExpiresAt  *time.Time      `json:"expires_at"`
+	Metadata   json.RawMessage `json:"metadata"`
+	CreatedAt  time.Time       `json:"created_at"`
+	UpdatedAt  time.Time       `json:"updated_at"`
+	RevokedAt  *time.Time      `json:"revoked_at"`
+	LastUsedAt *time.Time      `json:"last_used_at"`
+}
+
+// allowanceView is what a key and a team show alike: their budget, limits, models and alerts, what
+// they spent and the limits in use now.
+type allowanceView struct {
+	BudgetUSD      *money.USD   `json:"budget_usd"`
+	BudgetPeriod   string       `json:"budget_period"`
+	RPM            int          `json:"rpm"`
+	TPM            int          `json:"tpm"`
+	MaxConcurrency int          `json:"max_concurrency"`
+	BudgetAlerts   []float64    `json:"budget_alerts"`
+	Models         []string     `json:"models"`
+	Spend          spendView    `json:"spend"`
+	Usage          keyUsageView `json:"usage"`
 }
 
 type spendView struct {
@@ -75,39 +81,37 @@ type keyUsageView struct {
 
 func (s *Server) viewKey(ctx context.Context, k keys.Key) keyView {
 	now := s.keys.Now()
-	v := keyView{ID: k.ID, Name: k.Name, Status: k.Status(now), BudgetUSD: k.Budget, BudgetPeriod: k.Period.String(), RPM: k.RPM, TPM: k.TPM,
-		MaxConcurrency: k.MaxConcurrency, CacheTTL: k.CacheTTLSeconds, BudgetAlerts: k.Alerts(), Models: k.Models, ExpiresAt: k.ExpiresAt, Metadata: k.Metadata, CreatedAt: k.CreatedAt,
-		UpdatedAt: k.UpdatedAt, RevokedAt: k.RevokedAt, LastUsedAt: k.LastUsedAt,
-		Spend: spendView{PeriodStart: k.PeriodStart(now), SpendUSD: k.Spent(now), TotalUSD: k.Spend.Total}}
+	v := keyView{ID: k.ID, Name: k.Name, Status: k.Status(now), allowanceView: s.viewAllowance(ctx, k.ID, k.Allowance, now), CacheTTL: k.CacheTTLSeconds,
+		ExpiresAt: k.ExpiresAt, Metadata: orEmpty(k.Metadata), CreatedAt: k.CreatedAt, UpdatedAt: k.UpdatedAt, RevokedAt: k.RevokedAt, LastUsedAt: k.LastUsedAt}
 	if k.TeamID != "" {
 		v.TeamID = &k.TeamID
 	}
-	if v.Models == nil {
-		v.Models = []string{}
-	}
-	if len(v.Metadata) == 0 {
-		v.Metadata = json.RawMessage("{}")
-	}
-	v.Spend.PeriodEnd = periodEnd(k.Allowance, now)
-	v.Usage = s.usage(ctx, k.ID, k.Allowance)
 	return v
 }
 
-// periodEnd is when the budget period that holds now ends; nil for a budget of a whole life.
-func periodEnd(a keys.Allowance, now time.Time) *time.Time {
-	if end := a.PeriodEnd(now); !end.IsZero() {
-		return &end
+// viewAllowance shows the allowance of the key or team of id at now, with its limits in use (zero
+// when they cannot be read).
+func (s *Server) viewAllowance(ctx context.Context, id string, a keys.Allowance, now time.Time) allowanceView {
+	v := allowanceView{BudgetUSD: a.Budget, BudgetPeriod: a.Period.String(), RPM: a.RPM, TPM: a.TPM, MaxConcurrency: a.MaxConcurrency,
+		BudgetAlerts: a.Alerts(), Models: a.Models, Spend: spendView{PeriodStart: a.PeriodStart(now), SpendUSD: a.Spent(now), TotalUSD: a.Spend.Total}}
+	if v.Models == nil {
+		v.Models = []string{}
 	}
-	return nil
+	if end := a.PeriodEnd(now); !end.IsZero() {
+		v.Spend.PeriodEnd = &end
+	}
+	if u, err := s.keys.Usage(ctx, id, a); err == nil {
+		v.Usage = keyUsageView{Requests: u.Requests, Tokens: u.Tokens, InFlight: u.InFlight}
+	}
+	return v
 }
 
-// usage is a key's or team's limits in use now; zero when they cannot be read.
-func (s *Server) usage(ctx context.Context, id string, a keys.Allowance) keyUsageView {
-	u, err := s.keys.Usage(ctx, id, a)
-	if err != nil {
-		return keyUsageView{}
+// orEmpty is a JSON object as kept, or {} for none.
+func orEmpty(m []byte) json.RawMessage {
+	if len(m) == 0 {
+		return json.RawMessage("{}")
 	}
-	return keyUsageView{Requests: u.Requests, Tokens: u.Tokens, InFlight: u.InFlight}
+	return m
 }
 
 // keyError answers a key store's failure.
@@ -128,13 +132,21 @@ func keyError(w http.ResponseWriter, err error) {
 
 // readChanges reads a key's fields from a request's body, answering what is wrong itself.
 func (s *Server) readChanges(w http.ResponseWriter, r *http.Request, creating bool) (keys.Changes, bool) {
+	return s.readFields(w, r, "key", func(body []byte) (keys.Changes, problems.Errors) {
+		return keys.ReadChanges(body, creating, s.keys.Now())
+	})
+}
+
+// readFields reads a key's or team's (what's) fields from a request's body with read, answering what is
+// wrong itself.
+func (s *Server) readFields(w http.ResponseWriter, r *http.Request, what string, read func([]byte) (keys.Changes, problems.Errors)) (keys.Changes, bool) {
 	body, ok := s.readJSON(w, r)
 	if !ok {
 		return keys.Changes{}, false
 	}
-	c, bad := keys.ReadChanges(body, creating, s.keys.Now())
+	c, bad := read(body)
 	if len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the key has problems", details(bad.Capped()))
+		writeError(w, http.StatusBadRequest, "invalid_request", "the "+what+" has problems", details(bad.Capped()))
 		return keys.Changes{}, false
 	}
 	return c, true

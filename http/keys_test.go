@@ -55,6 +55,22 @@ type createdKey struct {
 	Models     []string `json:"models"`
 }
 
+// sharedControllers starts two controllers, ctl-a and ctl-b, with the admin token, sharing a fresh
+// PostgreSQL and a Redis, each with a spool of its own.
+func sharedControllers(t *testing.T) (a, b *testbed, db *database) {
+	t.Helper()
+	db = newDatabase(t)
+	_, prefix := redistest.New(t)
+	shared := func(node string) func(*config.Config) {
+		return func(c *config.Config) {
+			withAdmin(c)
+			sharing(prefix, node)(c)
+			withDatabase(db.url, filepath.Join(t.TempDir(), "spool-"+node))(c)
+		}
+	}
+	return newTestbed(t, shared("ctl-a")), newTestbed(t, shared("ctl-b")), db
+}
+
 // createKey makes a key through the admin API.
 func (tb *testbed) createKey(body map[string]any) createdKey {
 	tb.t.Helper()
@@ -112,17 +128,20 @@ func (tb *testbed) modelCalls() float64 {
 	return total
 }
 
-func errorCode(t *testing.T, raw []byte) string {
+// errorCode and errorMessage read an error body's code and message.
+func errorCode(t *testing.T, raw []byte) string { t.Helper(); return errorOf(t, raw).Code }
+
+func errorMessage(t *testing.T, raw []byte) string { t.Helper(); return errorOf(t, raw).Message }
+
+func errorOf(t *testing.T, raw []byte) (e struct{ Code, Message string }) {
 	t.Helper()
-	var e struct {
-		Error struct {
-			Code string `json:"code"`
-		} `json:"error"`
+	var body struct {
+		Error struct{ Code, Message string } `json:"error"`
 	}
-	if err := json.Unmarshal(raw, &e); err != nil {
+	if err := json.Unmarshal(raw, &body); err != nil {
 		t.Fatalf("not an error body: %s", raw)
 	}
-	return e.Error.Code
+	return body.Error
 }
 
 func TestTheAdminAPIKeepsKeys(t *testing.T) {
@@ -428,16 +447,7 @@ func grepLines(text, prefix string) string {
 // Two controllers sharing PostgreSQL and Redis charge one budget and count one rpm window, and a key
 // revoked on one is refused on the other at once.
 func TestControllersShareKeysBudgetsAndLimits(t *testing.T) {
-	db := newDatabase(t)
-	_, prefix := redistest.New(t)
-	shared := func(node string) func(*config.Config) {
-		return func(c *config.Config) {
-			withAdmin(c)
-			sharing(prefix, node)(c)
-			withDatabase(db.url, filepath.Join(t.TempDir(), "spool-"+node))(c)
-		}
-	}
-	a, b := newTestbed(t, shared("ctl-a")), newTestbed(t, shared("ctl-b"))
+	a, b, _ := sharedControllers(t)
 	limited := a.createKey(map[string]any{"name": "shared-rpm", "rpm": 3})
 	for i, tb := range []*testbed{a, b, a} {
 		if resp, raw := tb.as(limited.Key, http.MethodPost, "/route-thompson", map[string]any{"task": mcq, "workers": 1, "min_responses": 1}); resp.StatusCode != http.StatusOK {

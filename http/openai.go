@@ -439,44 +439,54 @@ func catalogModelObject(m catalog.Model) modelObject {
 // those a key's globs allow for a key).
 func (s *Server) v1Models(w http.ResponseWriter, r *http.Request, _ httprouter.Params) {
 	data := []modelObject{}
+	may := s.callerMay(r)
 	ids := append([]string{autoModel}, s.engine.Blueprints().Names()...)
 	for i, id := range ids {
 		if i > 0 {
 			id = modelPrefix + id
 		}
-		if m, ok := s.modelObject(r, id); ok {
+		if m, ok := s.modelObject(may, id); ok {
 			data = append(data, m)
 		}
 	}
 	for _, m := range s.engine.Catalog().All() {
-		if s.callerMay(r, m.ID) {
+		if may(m.ID) {
 			data = append(data, catalogModelObject(m))
 		}
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
-// callerMay reports whether the request's caller may call a model: a key, by its globs and its team's.
-func (s *Server) callerMay(r *http.Request, model string) bool {
+// callerMay says whether the request's caller may call a model: a key, by its globs and its team's.
+func (s *Server) callerMay(r *http.Request) func(model string) bool {
 	k, ok := keys.CallerOf(r.Context())
 	if !ok {
+		return func(string) bool { return true }
+	}
+	var team *keys.Team
+	if k.TeamID != "" {
+		t, ok := s.keys.Team(k.TeamID)
+		if !ok {
+			return func(string) bool { return false }
+		}
+		team = &t
+	}
+	holders := keys.Holders(k, team)
+	return func(model string) bool {
+		for _, h := range holders {
+			if !h.Allows(model) {
+				return false
+			}
+		}
 		return true
 	}
-	if !k.Allows(model) {
-		return false
-	}
-	if k.TeamID == "" {
-		return true
-	}
-	t, ok := s.keys.Team(k.TeamID)
-	return ok && t.Allows(model)
 }
 
 // v1Model answers GET /v1/models/{id}: one entry of the list, or 404 in OpenAI's shape (a model the
 // caller's key may not call is one it cannot see).
 func (s *Server) v1Model(w http.ResponseWriter, r *http.Request, p httprouter.Params) {
 	id := strings.TrimPrefix(p.ByName("id"), "/")
-	if m, ok := s.modelObject(r, id); ok {
+	if m, ok := s.modelObject(s.callerMay(r), id); ok {
 		writeJSON(w, http.StatusOK, m)
 		return
 	}
@@ -485,8 +495,8 @@ func (s *Server) v1Model(w http.ResponseWriter, r *http.Request, p httprouter.Pa
 }
 
 // modelObject is the model of an id, as GET /v1/models lists it, when its caller may call it.
-func (s *Server) modelObject(r *http.Request, id string) (modelObject, bool) {
-	if !s.callerMay(r, id) {
+func (s *Server) modelObject(may func(string) bool, id string) (modelObject, bool) {
+	if !may(id) {
 		return modelObject{}, false
 	}
 	if id == autoModel {

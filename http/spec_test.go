@@ -193,7 +193,8 @@ func chunkMeetsSpec(t *testing.T, data string) {
 // breaks the specification, and, when the client was answered, for none checked.
 func specProxy(t *testing.T, target string) (url string, check func(answered bool)) {
 	t.Helper()
-	openAI(t)
+	openAI(t) // built here, on the test's goroutine: the proxy's only read them
+	anthropicSpec(t)
 	to, err := neturl.Parse(target)
 	if err != nil {
 		t.Fatal(err)

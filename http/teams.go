@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/conclave-ai/conclave/internal/core/keys"
-	"github.com/conclave-ai/conclave/internal/core/money"
+	"github.com/conclave-ai/conclave/internal/core/problems"
 	"github.com/conclave-ai/conclave/internal/core/records"
 	"github.com/conclave-ai/conclave/messages"
 	"github.com/julienschmidt/httprouter"
@@ -28,37 +28,21 @@ type TeamRing interface {
 
 // teamView is a team as the admin API shows it.
 type teamView struct {
-	ID             string          `json:"id"`
-	Name           string          `json:"name"`
-	Status         string          `json:"status"`
-	BudgetUSD      *money.USD      `json:"budget_usd"`
-	BudgetPeriod   string          `json:"budget_period"`
-	RPM            int             `json:"rpm"`
-	TPM            int             `json:"tpm"`
-	MaxConcurrency int             `json:"max_concurrency"`
-	BudgetAlerts   []float64       `json:"budget_alerts"`
-	Models         []string        `json:"models"`
-	Metadata       json.RawMessage `json:"metadata"`
-	CreatedAt      time.Time       `json:"created_at"`
-	UpdatedAt      time.Time       `json:"updated_at"`
-	Spend          spendView       `json:"spend"`
-	Usage          keyUsageView    `json:"usage"`
+	ID     string `json:"id"`
+	Name   string `json:"name"`
+	Status string `json:"status"`
+	allowanceView
+	Metadata  json.RawMessage `json:"metadata"`
+	CreatedAt time.Time       `json:"created_at"`
+	UpdatedAt time.Time       `json:"updated_at"`
 }
 
 func (s *Server) viewTeam(ctx context.Context, t keys.Team) teamView {
 	now := s.keys.Now()
-	v := teamView{ID: t.ID, Name: t.Name, Status: "active", BudgetUSD: t.Budget, BudgetPeriod: t.Period.String(), RPM: t.RPM, TPM: t.TPM,
-		MaxConcurrency: t.MaxConcurrency, BudgetAlerts: t.Alerts(), Models: t.Models, Metadata: t.Metadata, CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt,
-		Spend: spendView{PeriodStart: t.PeriodStart(now), PeriodEnd: periodEnd(t.Allowance, now), SpendUSD: t.Spent(now), TotalUSD: t.Spend.Total},
-		Usage: s.usage(ctx, t.ID, t.Allowance)}
+	v := teamView{ID: t.ID, Name: t.Name, Status: "active", allowanceView: s.viewAllowance(ctx, t.ID, t.Allowance, now), Metadata: orEmpty(t.Metadata),
+		CreatedAt: t.CreatedAt, UpdatedAt: t.UpdatedAt}
 	if t.OverBudget(now) {
 		v.Status = "over_budget"
-	}
-	if v.Models == nil {
-		v.Models = []string{}
-	}
-	if len(v.Metadata) == 0 {
-		v.Metadata = json.RawMessage("{}")
 	}
 	return v
 }
@@ -78,16 +62,7 @@ func teamError(w http.ResponseWriter, err error) {
 
 // readTeamChanges reads a team's fields from a request's body, answering what is wrong itself.
 func (s *Server) readTeamChanges(w http.ResponseWriter, r *http.Request, creating bool) (keys.Changes, bool) {
-	body, ok := s.readJSON(w, r)
-	if !ok {
-		return keys.Changes{}, false
-	}
-	c, bad := keys.ReadTeamChanges(body, creating)
-	if len(bad) > 0 {
-		writeError(w, http.StatusBadRequest, "invalid_request", "the team has problems", details(bad.Capped()))
-		return keys.Changes{}, false
-	}
-	return c, true
+	return s.readFields(w, r, "team", func(body []byte) (keys.Changes, problems.Errors) { return keys.ReadTeamChanges(body, creating) })
 }
 
 // createTeam handles POST /admin/teams: 201 with the team.

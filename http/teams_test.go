@@ -9,7 +9,6 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -19,7 +18,6 @@ import (
 	"github.com/conclave-ai/conclave/internal/core/money"
 	"github.com/conclave-ai/conclave/internal/engine"
 	"github.com/conclave-ai/conclave/internal/platform/config"
-	"github.com/conclave-ai/conclave/internal/testenv/redistest"
 )
 
 // createdTeam is a team as the admin API shows it.
@@ -88,20 +86,6 @@ func teamSpendIs(tb *testbed, id string, total money.USD, answered int) {
 			tb.t.Fatalf("spend by %s: %+v, want $%s and %d requests", by, spend, total, answered)
 		}
 	}
-}
-
-// errorMessage is an error body's message.
-func errorMessage(t *testing.T, raw []byte) string {
-	t.Helper()
-	var e struct {
-		Error struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(raw, &e); err != nil {
-		t.Fatalf("not an error body: %s", raw)
-	}
-	return e.Error.Message
 }
 
 // TestTheAdminAPIKeepsTeams: a team is made, read, listed, changed and deleted; its body is judged
@@ -239,16 +223,7 @@ func TestATeamHoldsItsKeysTogether(t *testing.T) {
 // limits and budget together, whichever controller each request reaches; a change of the team on one
 // reaches the other; and the books balance, teams included.
 func TestControllersShareTeams(t *testing.T) {
-	db := newDatabase(t)
-	_, prefix := redistest.New(t)
-	shared := func(node string) func(*config.Config) {
-		return func(c *config.Config) {
-			withAdmin(c)
-			sharing(prefix, node)(c)
-			withDatabase(db.url, filepath.Join(t.TempDir(), "spool-"+node))(c)
-		}
-	}
-	a, b := newTestbed(t, shared("ctl-a")), newTestbed(t, shared("ctl-b"))
+	a, b, db := sharedControllers(t)
 
 	// The team's requests per minute count its keys' requests on both controllers.
 	limited := a.createTeam(map[string]any{"name": "shared-rpm", "rpm": 3})

@@ -378,10 +378,10 @@ func (k *Keys) judge(ctx context.Context, key keys.Key, a ask) (*pass, []string,
 		}
 	}
 	p := &pass{k: k, key: key, id: a.id}
+	if team != nil {
+		p.teamID = team.ID
+	}
 	for _, h := range holders {
-		if h.What == "team" {
-			p.teamID = h.ID
-		}
 		l := k.requests(h.ID, h.Allowance)
 		if l == nil {
 			continue

@@ -305,7 +305,7 @@ func (m *Meter) take(ctx context.Context, h *holding, p keys.Holder, call Spec, 
 		}
 		start := p.PeriodStart(now)
 		b := budgetHold{account: ledger.AccountID{Key: p.ID, Period: start.UnixMicro()}, name: call.CallID}
-		if p.What == "team" {
+		if keys.IsTeamID(p.ID) {
 			b.name += "@" + p.ID // a ledger knows a hold by its name: the key's and the team's differ
 		}
 		r := Reservation{Account: b.account, Budget: *p.Budget, Call: b.name, Amount: money.USD(entry.ReservedNanos), PeriodEnd: p.PeriodEnd(now),

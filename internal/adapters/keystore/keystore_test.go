@@ -34,17 +34,7 @@ func stores(t *testing.T, test func(t *testing.T, s keystore.Store, charge charg
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		url := pgtest.New(t, true)
-		pool, err := pgxpool.New(context.Background(), url.Reveal())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		records, err := postgres.Open(context.Background(), url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { records.Close() })
+		pool, records := database(t)
 		var n atomic.Int64
 		test(t, keystore.NewPostgres(pool), func(id string, start time.Time, amount money.USD, at time.Time) error {
 			call := &messages.Call{CallId: fmt.Sprint("call-", n.Add(1)), RequestId: "r", KeyId: id, PeriodStart: start.UnixMicro(), Model: "m",
@@ -53,6 +43,24 @@ func stores(t *testing.T, test func(t *testing.T, s keystore.Store, charge charg
 			return records.Write(context.Background(), store.Batch{Calls: []*messages.Call{call}})
 		})
 	})
+}
+
+// database is a fresh PostgreSQL with the schema: a pool for the key store, and the record store whose
+// journal charges keys and teams.
+func database(t *testing.T) (*pgxpool.Pool, *postgres.Store) {
+	t.Helper()
+	url := pgtest.New(t, true)
+	pool, err := pgxpool.New(context.Background(), url.Reveal())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	records, err := postgres.Open(context.Background(), url, postgres.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { records.Close() })
+	return pool, records
 }
 
 var created = time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)

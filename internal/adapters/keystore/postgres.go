@@ -98,22 +98,20 @@ func (p *Postgres) PeriodSpend(ctx context.Context, id string, start time.Time) 
 
 func (p *Postgres) query(ctx context.Context, sql string, args ...any) ([]keys.Key, error) {
 	rows, err := p.pool.Query(ctx, sql, args...)
+	return collect(rows, err, "list keys", scanKey)
+}
+
+// collect reads every row of a query with scan; a failure of the query or of reading its rows is the
+// store's unavailability, named what.
+func collect[T any](rows pgx.Rows, err error, what string, scan func(pgx.Row) (T, error)) ([]T, error) {
 	if err != nil {
-		return nil, fmt.Errorf("%w: list keys: %v", ErrUnavailable, err)
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, what, err)
 	}
-	defer rows.Close()
-	var out []keys.Key
-	for rows.Next() {
-		k, err := scanKey(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, k)
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (T, error) { return scan(row) })
+	if err != nil && !errors.Is(err, ErrUnavailable) {
+		return nil, fmt.Errorf("%w: %s: %v", ErrUnavailable, what, err)
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%w: list keys: %v", ErrUnavailable, err)
-	}
-	return out, nil
+	return out, err
 }
 
 // Update implements Store: the key is read and written under its row's lock, so two updates at once

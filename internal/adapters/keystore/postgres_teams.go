@@ -54,22 +54,7 @@ func (p *Postgres) Team(ctx context.Context, id string) (keys.Team, error) {
 // Teams implements TeamStore.
 func (p *Postgres) Teams(ctx context.Context) ([]keys.Team, error) {
 	rows, err := p.pool.Query(ctx, `SELECT `+teamColumns+teamFrom+` ORDER BY created_at, id`)
-	if err != nil {
-		return nil, fmt.Errorf("%w: list teams: %v", ErrUnavailable, err)
-	}
-	defer rows.Close()
-	var out []keys.Team
-	for rows.Next() {
-		t, err := scanTeam(rows)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, t)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("%w: list teams: %v", ErrUnavailable, err)
-	}
-	return out, nil
+	return collect(rows, err, "list teams", scanTeam)
 }
 
 // UpdateTeam implements TeamStore, under the team's row lock as Update is a key's.

@@ -10,12 +10,9 @@ import (
 
 	"github.com/conclave-ai/conclave/internal/adapters/keystore"
 	"github.com/conclave-ai/conclave/internal/adapters/store"
-	"github.com/conclave-ai/conclave/internal/adapters/store/postgres"
 	"github.com/conclave-ai/conclave/internal/core/keys"
 	"github.com/conclave-ai/conclave/internal/core/money"
-	"github.com/conclave-ai/conclave/internal/testenv/pgtest"
 	"github.com/conclave-ai/conclave/messages"
-	"github.com/jackc/pgx/v5/pgxpool"
 	"google.golang.org/protobuf/types/known/timestamppb"
 )
 
@@ -41,17 +38,7 @@ func teamStores(t *testing.T, test func(t *testing.T, s teamStore, charge teamCh
 		})
 	})
 	t.Run("postgres", func(t *testing.T) {
-		url := pgtest.New(t, true)
-		pool, err := pgxpool.New(context.Background(), url.Reveal())
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(pool.Close)
-		records, err := postgres.Open(context.Background(), url, postgres.Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { records.Close() })
+		pool, records := database(t)
 		var n atomic.Int64
 		test(t, keystore.NewPostgres(pool), func(key, team string, keyStart, teamStart time.Time, amount money.USD, at time.Time) error {
 			call := &messages.Call{CallId: fmt.Sprint("call-", n.Add(1)), RequestId: "r", KeyId: key, PeriodStart: keyStart.UnixMicro(), TeamId: team,
@@ -128,17 +115,7 @@ func TestTeamsKeepTheirKeysAndSpend(t *testing.T) {
 // TestAnInterruptedCallIsChargedToItsTeam: a call whose controller died is settled by another from its
 // intent alone (which named its team), and charged to the key and the team once.
 func TestAnInterruptedCallIsChargedToItsTeam(t *testing.T) {
-	url := pgtest.New(t, true)
-	pool, err := pgxpool.New(context.Background(), url.Reveal())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	records, err := postgres.Open(context.Background(), url, postgres.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { records.Close() })
+	pool, records := database(t)
 	ctx := context.Background()
 	s := keystore.NewPostgres(pool)
 	if err := s.CreateTeam(ctx, keys.Team{ID: "team_a", Name: "a", CreatedAt: created, Metadata: []byte("{}"), Allowance: keys.Allowance{PeriodOrigin: created}}); err != nil {
